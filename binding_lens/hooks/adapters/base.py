@@ -1,0 +1,80 @@
+"""`FamilyAdapter`: how one Hugging Face ViT family maps onto the hooked block structure.
+
+An adapter answers four questions about an HF model of its family: where the transformer layers
+are and which HF submodules make up each one (`block_parts`), how pixels become prefix + patch
+tokens and their position embeddings (`embed`), which LayerNorms come before block 0 and after
+the last one, and what the HF model itself must be passed to compute the same thing (used by the
+parity tests). The hooked forward pass itself is written once, in `HookedBlock` and `HookedViT`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+from jaxtyping import Float
+from torch import Tensor, nn
+from transformers import PretrainedConfig, PreTrainedModel
+from transformers.activations import ACT2FN
+
+from ..components import AttentionParts, BlockParts, MLPParts
+
+
+class FamilyAdapter:
+    """Base class; subclasses are registered with `@register_adapter` in `adapters/__init__.py`."""
+
+    family: ClassVar[str]
+    model_types: ClassVar[tuple[str, ...]]  # HF config.model_type values this adapter handles
+    hf_class_name: ClassVar[str]  # the transformers class `from_pretrained` loads
+    image_mean: ClassVar[tuple[float, ...]]
+    image_std: ClassVar[tuple[float, ...]]
+
+    # --- structure -------------------------------------------------------------------------
+    @staticmethod
+    def layers(hf: PreTrainedModel) -> Sequence[nn.Module]:
+        return hf.layers  # type: ignore[return-value]
+
+    @staticmethod
+    def block_parts(layer: nn.Module, config: PretrainedConfig) -> BlockParts:
+        """ViT-style layer: layernorm_before, attention.{q,k,v,o}_proj, layernorm_after, mlp.fc1/fc2."""
+        return BlockParts(
+            ln1=layer.layernorm_before,
+            attention=attention_parts(layer.attention),
+            ln2=layer.layernorm_after,
+            mlp=MLPParts(fc_in=layer.mlp.fc1, act=ACT2FN[config.hidden_act], fc_out=layer.mlp.fc2),
+        )
+
+    @staticmethod
+    def pre_norm(hf: PreTrainedModel) -> nn.LayerNorm | None:
+        return None
+
+    @staticmethod
+    def final_norm(hf: PreTrainedModel) -> nn.LayerNorm:
+        return hf.layernorm  # type: ignore[return-value]
+
+    @staticmethod
+    def n_register_tokens(config: PretrainedConfig) -> int:
+        return 0
+
+    @staticmethod
+    def d_mlp(config: PretrainedConfig) -> int:
+        return config.intermediate_size
+
+    # --- computation -----------------------------------------------------------------------
+    @staticmethod
+    def embed(
+        hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channel height width"]
+    ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "one pos d_model"]]:
+        """Token embeddings (prefix tokens first, then patches in row-major order) and the position
+        embeddings added to them, interpolated to the image's patch grid."""
+        raise NotImplementedError
+
+    @staticmethod
+    def reference_kwargs(hf: PreTrainedModel, pixel_values: Tensor) -> dict[str, Any]:
+        """Arguments that make the plain HF forward compute what the hooked one does."""
+        return {"interpolate_pos_encoding": True}
+
+
+def attention_parts(attention: nn.Module) -> AttentionParts:
+    """The q/k/v/o projections of a transformers-5 attention module (`o_proj` or CLIP's `out_proj`)."""
+    o_proj = attention.o_proj if hasattr(attention, "o_proj") else attention.out_proj
+    return AttentionParts(q_proj=attention.q_proj, k_proj=attention.k_proj, v_proj=attention.v_proj, o_proj=o_proj)

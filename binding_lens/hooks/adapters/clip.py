@@ -1,0 +1,55 @@
+"""CLIP's vision tower (`CLIPVisionModel`, or `CLIPModel.vision_model`).
+
+Differences from ViT: a class *embedding* vector instead of a CLS token parameter, an `nn.Embedding`
+of positions, quick-GELU, and a LayerNorm (`pre_layrnorm`) between the embeddings and block 0.
+HF's `last_hidden_state` is *not* normalised (only the pooled CLS goes through `post_layernorm`);
+`HookedViT` applies `post_layernorm` to every token as its `ln_final`, so its output at CLS equals
+HF's `pooler_output`.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.activations import ACT2FN
+from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
+
+from ..components import BlockParts, MLPParts
+from . import register_adapter
+from .base import FamilyAdapter, attention_parts
+
+
+@register_adapter
+class ClipAdapter(FamilyAdapter):
+    family = "clip"
+    model_types = ("clip_vision_model", "clip")
+    hf_class_name = "CLIPVisionModel"
+    image_mean = tuple(OPENAI_CLIP_MEAN)
+    image_std = tuple(OPENAI_CLIP_STD)
+
+    @staticmethod
+    def layers(hf):
+        return hf.encoder.layers
+
+    @staticmethod
+    def block_parts(layer, config):
+        return BlockParts(
+            ln1=layer.layer_norm1,
+            attention=attention_parts(layer.self_attn),
+            ln2=layer.layer_norm2,
+            mlp=MLPParts(fc_in=layer.mlp.fc1, act=ACT2FN[config.hidden_act], fc_out=layer.mlp.fc2),
+        )
+
+    @staticmethod
+    def pre_norm(hf):
+        return hf.pre_layrnorm
+
+    @staticmethod
+    def final_norm(hf):
+        return hf.post_layernorm
+
+    @staticmethod
+    def embed(hf, pixel_values):
+        emb = hf.embeddings
+        patches = emb.patch_embedding(pixel_values.to(emb.patch_embedding.weight.dtype)).flatten(2).transpose(1, 2)
+        tokens = torch.cat([emb.class_embedding.expand(patches.shape[0], 1, -1), patches], dim=1)
+        return tokens, emb.interpolate_pos_encoding(tokens, *pixel_values.shape[-2:])

@@ -1,0 +1,25 @@
+"""ViT (`ViTModel`): supervised ViT (google/vit-*) and DINO v1 checkpoints (facebook/dino-vit*)."""
+
+from __future__ import annotations
+
+import torch
+from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_STD
+
+from . import register_adapter
+from .base import FamilyAdapter
+
+
+@register_adapter
+class ViTAdapter(FamilyAdapter):
+    family = "vit"
+    model_types = ("vit",)
+    hf_class_name = "ViTModel"
+    image_mean = tuple(IMAGENET_STANDARD_MEAN)  # google/vit-* use 0.5 / 0.5
+    image_std = tuple(IMAGENET_STANDARD_STD)
+
+    @staticmethod
+    def embed(hf, pixel_values):
+        emb = hf.embeddings
+        patches = emb.patch_embeddings(pixel_values)
+        tokens = torch.cat([emb.cls_token.expand(patches.shape[0], -1, -1), patches], dim=1)
+        return tokens, emb.interpolate_pos_encoding(tokens, *pixel_values.shape[-2:])

@@ -1,0 +1,43 @@
+"""MAE (`ViTMAEModel`, or the encoder of `ViTMAEForPreTraining`).
+
+HF's MAE encoder masks and shuffles patch tokens even at `mask_ratio=0` (SPEC section 9): probing
+its output as if token t were patch t mislabels every pair. The hooked model never masks: every
+patch is kept, in row-major order. For the HF reference, `reference_kwargs` passes
+`noise=arange(n_patches)`, which makes HF keep the order too (the tests also set `mask_ratio=0`).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+
+from . import register_adapter
+from .base import FamilyAdapter
+
+
+@register_adapter
+class ViTMAEAdapter(FamilyAdapter):
+    family = "vit_mae"
+    model_types = ("vit_mae",)
+    hf_class_name = "ViTMAEModel"
+    image_mean = tuple(IMAGENET_DEFAULT_MEAN)
+    image_std = tuple(IMAGENET_DEFAULT_STD)
+
+    @staticmethod
+    def embed(hf, pixel_values):
+        emb = hf.embeddings
+        patches = emb.patch_embeddings(pixel_values)
+        height, width = pixel_values.shape[-2:]
+        if (height, width) == tuple(emb.image_size):
+            pos = emb.position_embeddings
+        else:  # HF interpolates from the patch tokens alone (no CLS in `embeddings`): do the same
+            pos = emb.interpolate_pos_encoding(patches, height, width)
+        tokens = torch.cat([emb.cls_token.expand(patches.shape[0], -1, -1), patches], dim=1)
+        return tokens, pos
+
+    @staticmethod
+    def reference_kwargs(hf, pixel_values):
+        patch = hf.config.patch_size
+        n_patches = (pixel_values.shape[-2] // patch) * (pixel_values.shape[-1] // patch)
+        noise = torch.arange(n_patches, dtype=torch.float32).expand(pixel_values.shape[0], -1)
+        return {"interpolate_pos_encoding": True, "noise": noise}

@@ -1,0 +1,271 @@
+"""Hooked building blocks of a pre-LayerNorm vision transformer.
+
+Every component here computes with the weights of Hugging Face submodules it is handed
+(the weights stay in the HF model) and passes each intermediate tensor through a
+TransformerLens `HookPoint`, so that a hook can read or replace it and whatever it
+returns is what the rest of the forward pass uses.
+
+The HF submodules are held as plain attributes, not registered children: the HF model
+is registered once, on `HookedViT.hf_model`, so parameters and `state_dict` keys keep
+their HF names and are not listed twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import einops
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+
+def hold(owner: nn.Module, name: str, module: nn.Module | None) -> None:
+    """Keep `module` on `owner` as a plain attribute, without registering it as a child."""
+    object.__setattr__(owner, name, module)
+
+
+def layer_norm_scale(x: Float[Tensor, "batch pos d_model"], eps: float) -> Float[Tensor, "batch pos 1"]:
+    """sqrt(var(x) + eps) over d_model: the divisor of a LayerNorm."""
+    centred = x - x.mean(-1, keepdim=True)
+    return (centred.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+
+
+def layer_norm_with_scale(
+    x: Float[Tensor, "batch pos d_model"], scale: Float[Tensor, "batch pos 1"], ln: nn.LayerNorm, add_bias: bool = True
+) -> Float[Tensor, "batch pos d_model"]:
+    """(x - mean x) / scale * weight (+ bias): a LayerNorm whose scale is given, hence linear in x."""
+    x = (x - x.mean(-1, keepdim=True)) / scale
+    if ln.weight is not None:
+        x = x * ln.weight
+    if add_bias and ln.bias is not None:
+        x = x + ln.bias
+    return x
+
+
+def is_hooked(*hook_points: HookPoint) -> bool:
+    """Whether anything can observe these hook points: a TransformerLens or raw PyTorch hook, or a
+    wrapper that replaced their `forward` (nnsight installs one on every module of `NNsight(model)`).
+    Fast paths that skip a hook point are taken only when this is False."""
+    return any(
+        hp.fwd_hooks or hp.bwd_hooks or hp._forward_hooks or hp._backward_hooks or "forward" in hp.__dict__
+        for hp in hook_points
+    )
+
+
+class HookedLayerNorm(nn.Module):
+    """LayerNorm written out so its scale and output are hook points (TransformerLens names).
+
+    `hook_scale` is sqrt(var + eps) with shape [batch pos 1] (what `ActivationCache.apply_ln_to_stack`
+    divides by); `hook_normalized` is the output after the affine weight and bias. While neither is
+    hooked, the fused `F.layer_norm` kernel computes the same thing faster.
+    """
+
+    def __init__(self, layer_norm: nn.LayerNorm):
+        super().__init__()
+        hold(self, "hf_layer_norm", layer_norm)
+        self.hook_scale = HookPoint()
+        self.hook_normalized = HookPoint()
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        ln: nn.LayerNorm = self.hf_layer_norm  # type: ignore[assignment]
+        if not is_hooked(self.hook_scale, self.hook_normalized):
+            return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+        scale = self.hook_scale(layer_norm_scale(x, ln.eps))
+        return self.hook_normalized(layer_norm_with_scale(x, scale, ln))
+
+
+class HookedSplitLayerNorm(nn.Module):
+    """A LayerNorm of a sum `embed + pos` (CLIP's pre_layrnorm), returned as two parts that sum to it.
+
+    Once its scale is fixed a LayerNorm is linear, so LN(e + p) = [LN-part of e, bias included] +
+    [LN-part of p]. The caller hooks the two parts as `hook_embed` and `hook_pos_embed`, which keeps
+    `ActivationCache.decompose_resid` exact; the only hook here is the shared `hook_scale`.
+    """
+
+    def __init__(self, layer_norm: nn.LayerNorm):
+        super().__init__()
+        hold(self, "hf_layer_norm", layer_norm)
+        self.hook_scale = HookPoint()
+
+    def forward(
+        self, embed: Float[Tensor, "batch pos d_model"], pos: Float[Tensor, "batch pos d_model"]
+    ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos d_model"]]:
+        ln: nn.LayerNorm = self.hf_layer_norm  # type: ignore[assignment]
+        scale = self.hook_scale(layer_norm_scale(embed + pos, ln.eps))
+        return layer_norm_with_scale(embed, scale, ln), layer_norm_with_scale(pos, scale, ln, add_bias=False)
+
+
+@dataclass(frozen=True)
+class AttentionParts:
+    """The HF projections of one self-attention layer."""
+
+    q_proj: nn.Linear
+    k_proj: nn.Linear
+    v_proj: nn.Linear
+    o_proj: nn.Linear
+
+
+class HookedAttention(nn.Module):
+    """Multi-head self-attention with per-head q, k, v, scores, pattern and z hook points.
+
+    Attention is computed explicitly (so `hook_pattern` exists) unless `fused` is set and no hook
+    reads or writes the scores or the pattern: then PyTorch's fused scaled-dot-product kernel runs,
+    which gives the same result up to float rounding and is about twice as fast at large sizes.
+    """
+
+    def __init__(self, parts: AttentionParts, n_heads: int, d_head: int):
+        super().__init__()
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            hold(self, name, getattr(parts, name))
+        self.n_heads = n_heads
+        self.d_head = d_head
+        self.fused = False
+        self.hook_q = HookPoint()
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
+
+    def _split_heads(self, x: Float[Tensor, "batch pos hd"]) -> Float[Tensor, "batch pos head_index d_head"]:
+        return x.unflatten(-1, (self.n_heads, self.d_head))
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        q = self.hook_q(self._split_heads(self.q_proj(x)))
+        k = self.hook_k(self._split_heads(self.k_proj(x)))
+        v = self.hook_v(self._split_heads(self.v_proj(x)))
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # batch head_index pos d_head
+        if self.fused and not is_hooked(self.hook_attn_scores, self.hook_pattern):
+            z = F.scaled_dot_product_attention(q, k, v)
+        else:
+            scores = self.hook_attn_scores(torch.matmul(q, k.transpose(-1, -2)) * (self.d_head**-0.5))
+            pattern = self.hook_pattern(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype))
+            z = torch.matmul(pattern, v)
+        z = self.hook_z(z.transpose(1, 2))  # batch pos head_index d_head
+        return self.o_proj(z.flatten(-2))
+
+    # Weights in TransformerLens layout, read from the HF projections (views, not copies).
+    @property
+    def W_Q(self) -> Float[Tensor, "head_index d_model d_head"]:
+        return einops.rearrange(self.q_proj.weight, "(h dh) d -> h d dh", h=self.n_heads)
+
+    @property
+    def W_K(self) -> Float[Tensor, "head_index d_model d_head"]:
+        return einops.rearrange(self.k_proj.weight, "(h dh) d -> h d dh", h=self.n_heads)
+
+    @property
+    def W_V(self) -> Float[Tensor, "head_index d_model d_head"]:
+        return einops.rearrange(self.v_proj.weight, "(h dh) d -> h d dh", h=self.n_heads)
+
+    @property
+    def W_O(self) -> Float[Tensor, "head_index d_head d_model"]:
+        return einops.rearrange(self.o_proj.weight, "d (h dh) -> h dh d", h=self.n_heads)
+
+    def _bias(self, linear: nn.Linear) -> Float[Tensor, "head_index d_head"]:
+        if linear.bias is None:
+            return linear.weight.new_zeros(self.n_heads, self.d_head)
+        return linear.bias.view(self.n_heads, self.d_head)
+
+    @property
+    def b_Q(self) -> Float[Tensor, "head_index d_head"]:
+        return self._bias(self.q_proj)
+
+    @property
+    def b_K(self) -> Float[Tensor, "head_index d_head"]:
+        return self._bias(self.k_proj)
+
+    @property
+    def b_V(self) -> Float[Tensor, "head_index d_head"]:
+        return self._bias(self.v_proj)
+
+    @property
+    def b_O(self) -> Float[Tensor, "d_model"]:
+        bias = self.o_proj.bias
+        return bias if bias is not None else self.o_proj.weight.new_zeros(self.o_proj.out_features)
+
+
+@dataclass(frozen=True)
+class MLPParts:
+    """The HF layers of one MLP: `fc_in` -> act -> `fc_out`, or SwiGLU act(`fc_in`) * `fc_gate_linear` -> `fc_out`."""
+
+    fc_in: nn.Linear
+    act: Callable[[Tensor], Tensor]
+    fc_out: nn.Linear
+    fc_linear: nn.Linear | None = None  # the un-activated ("up") branch of a gated MLP
+
+
+class HookedMLP(nn.Module):
+    """The MLP with `hook_pre` (pre-activation), `hook_post` (into the output projection) and,
+    for gated (SwiGLU) MLPs, `hook_pre_linear` (the linear branch), as in TransformerLens."""
+
+    def __init__(self, parts: MLPParts):
+        super().__init__()
+        hold(self, "fc_in", parts.fc_in)
+        hold(self, "fc_out", parts.fc_out)
+        hold(self, "fc_linear", parts.fc_linear)
+        hold(self, "act", parts.act)  # type: ignore[arg-type]
+        self.hook_pre = HookPoint()
+        if parts.fc_linear is not None:
+            self.hook_pre_linear = HookPoint()
+        self.hook_post = HookPoint()
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        pre = self.hook_pre(self.fc_in(x))
+        post = self.act(pre)
+        if self.fc_linear is not None:
+            post = post * self.hook_pre_linear(self.fc_linear(x))
+        return self.fc_out(self.hook_post(post))
+
+
+@dataclass(frozen=True)
+class BlockParts:
+    """What a family adapter extracts from one HF transformer layer.
+
+    `layer_scale_attn` / `layer_scale_mlp` are the per-channel LayerScale vectors (DINOv2) or None.
+    """
+
+    ln1: nn.LayerNorm
+    attention: AttentionParts
+    ln2: nn.LayerNorm
+    mlp: MLPParts
+    layer_scale_attn: nn.Parameter | None = None
+    layer_scale_mlp: nn.Parameter | None = None
+
+
+class HookedBlock(nn.Module):
+    """One pre-LayerNorm transformer block:
+
+        resid_mid  = resid_pre + LayerScale1(attn(ln1(resid_pre)))
+        resid_post = resid_mid + LayerScale2(mlp(ln2(resid_mid)))
+
+    `hook_attn_out` and `hook_mlp_out` are taken after LayerScale, i.e. they are exactly what joins
+    the residual stream (so `ActivationCache.decompose_resid` sums to the residual)."""
+
+    def __init__(self, parts: BlockParts, n_heads: int, d_head: int):
+        super().__init__()
+        hold(self, "layer_scale_attn", parts.layer_scale_attn)
+        hold(self, "layer_scale_mlp", parts.layer_scale_mlp)
+        self.hook_resid_pre = HookPoint()
+        self.ln1 = HookedLayerNorm(parts.ln1)
+        self.attn = HookedAttention(parts.attention, n_heads, d_head)
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
+        self.ln2 = HookedLayerNorm(parts.ln2)
+        self.mlp = HookedMLP(parts.mlp)
+        self.hook_mlp_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+
+    def forward(self, resid_pre: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        resid_pre = self.hook_resid_pre(resid_pre)
+        attn_out = self.attn(self.ln1(resid_pre))
+        if self.layer_scale_attn is not None:
+            attn_out = attn_out * self.layer_scale_attn
+        resid_mid = self.hook_resid_mid(resid_pre + self.hook_attn_out(attn_out))
+        mlp_out = self.mlp(self.ln2(resid_mid))
+        if self.layer_scale_mlp is not None:
+            mlp_out = mlp_out * self.layer_scale_mlp
+        return self.hook_resid_post(resid_mid + self.hook_mlp_out(mlp_out))

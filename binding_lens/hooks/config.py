@@ -1,0 +1,51 @@
+"""`HookedViTConfig`: what a HookedViT is, in the field names TransformerLens helpers read."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class HookedViTConfig:
+    """Architecture summary of a hooked vision transformer.
+
+    The names follow TransformerLens (`n_layers`, `d_model`, `normalization_type`, ...) so that
+    `transformer_lens.ActivationCache` helpers such as `accumulated_resid`, `decompose_resid`,
+    `stack_activation` and `apply_ln_to_stack` work on caches of a `HookedViT`.
+    """
+
+    family: str  # adapter name: "dinov2", "clip", "vit", "vit_mae"
+    model_type: str  # the HF config's model_type
+    source: str  # hub id or local path it was loaded from, or the HF class name for a model built here
+    n_layers: int
+    d_model: int
+    n_heads: int
+    d_head: int
+    d_mlp: int
+    patch_size: int
+    image_size: tuple[int, int]  # native (height, width) of the position embeddings
+    n_prefix_tokens: int  # CLS plus register tokens, before the patch tokens
+    n_register_tokens: int = 0
+    num_channels: int = 3
+    act_fn: str = "gelu"
+    gated_mlp: bool = False
+    layer_scale: bool = False
+    pre_norm: bool = False  # a LayerNorm between the embeddings and block 0 (CLIP's pre_layrnorm)
+    eps: float = 1e-6
+    image_mean: tuple[float, ...] = (0.485, 0.456, 0.406)
+    image_std: tuple[float, ...] = (0.229, 0.224, 0.225)
+    fused_attention: bool = False
+    normalization_type: str = "LN"
+    positional_embedding_type: str = "standard"
+    attn_only: bool = False
+    final_rms: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def native_grid(self) -> tuple[int, int]:
+        """(rows, cols) of patches at the native image size."""
+        return self.image_size[0] // self.patch_size, self.image_size[1] // self.patch_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,275 @@
+"""`HookedViT`: TransformerLens hook points inside a Hugging Face vision transformer.
+
+    model = HookedViT.from_pretrained("facebook/dinov2-small")
+    pixels = model.preprocess(images, size=224)
+    out, cache = model.run_with_cache(pixels, names_filter=lambda n: n.endswith("hook_resid_post"))
+    cache["blocks.5.hook_resid_post"]          # == HF hidden_states[6]
+
+The forward pass is written out once (embeddings -> blocks -> ln_final) over the HF model's own
+submodules, which a per-family adapter locates; every hook point is a place in that computation,
+so a hook that returns a tensor changes everything downstream.
+
+Hook points (TransformerLens names):
+    hook_embed, hook_pos_embed                     [batch pos d_model] token / position embeddings
+    (CLIP: ln_pre.hook_scale; hook_embed and hook_pos_embed are then the two parts of ln_pre's output)
+    blocks.{l}.hook_resid_pre, hook_resid_mid, hook_resid_post, hook_attn_out, hook_mlp_out
+    blocks.{l}.ln1 / ln2 .hook_scale [batch pos 1], .hook_normalized
+    blocks.{l}.attn.hook_q / hook_k / hook_v / hook_z   [batch pos head_index d_head]
+    blocks.{l}.attn.hook_attn_scores / hook_pattern     [batch head_index query_pos key_pos]
+    blocks.{l}.mlp.hook_pre / hook_post (and hook_pre_linear for SwiGLU)
+    ln_final.hook_scale, ln_final.hook_normalized
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import warnings
+from typing import Any, Callable, Sequence
+
+import torch
+import transformers
+from jaxtyping import Float
+from torch import Tensor, nn
+from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens.hook_points import HookPoint
+from transformers import AutoConfig, PreTrainedModel
+
+from . import images as image_utils
+from .adapters import FamilyAdapter, adapter_for, vision_tower
+from .components import HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
+from .config import HookedViTConfig
+
+
+class UnknownHookPointError(KeyError):
+    """A hook name that is not a hook point of this model (a KeyError, as in TransformerLens)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class HookedViT(HookedRootModule):
+    """A Hugging Face ViT (DINOv2, CLIP vision, MAE, ViT/DINO) with TransformerLens hook points.
+
+    Weights stay in `self.hf_model`; `run_with_hooks`, `run_with_cache`, `hooks()` and
+    `reset_hooks` work as in TransformerLens, and `NNsight(model)` reaches the same hook points.
+    """
+
+    def __init__(
+        self,
+        hf_model: nn.Module,
+        source: str | None = None,
+        image_mean: Sequence[float] | None = None,
+        image_std: Sequence[float] | None = None,
+        fused_attention: bool = False,
+    ):
+        super().__init__()
+        hf_model = vision_tower(hf_model)
+        config = hf_model.config
+        adapter = adapter_for(config)
+        self.adapter: type[FamilyAdapter] = adapter
+        self.hf_model = hf_model
+        self.cfg = _make_cfg(hf_model, adapter, source, image_mean, image_std, fused_attention)
+
+        self.hook_embed = HookPoint()
+        self.hook_pos_embed = HookPoint()
+        pre_norm = adapter.pre_norm(hf_model)
+        self.ln_pre = HookedSplitLayerNorm(pre_norm) if pre_norm is not None else None
+        self.blocks = nn.ModuleList(
+            HookedBlock(adapter.block_parts(layer, config), self.cfg.n_heads, self.cfg.d_head)
+            for layer in adapter.layers(hf_model)
+        )
+        self.ln_final = HookedLayerNorm(adapter.final_norm(hf_model))
+        self.set_fused_attention(fused_attention)
+        self.setup()
+        self.train(hf_model.training)
+
+    # --- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls, name_or_path: str, *, fused_attention: bool = False, device: str | torch.device | None = None, **hf_kwargs: Any
+    ) -> "HookedViT":
+        """Load a hub id or local directory with transformers' own `from_pretrained` and hook it.
+
+        `hf_kwargs` go to transformers (`revision`, `dtype`, `cache_dir`, `local_files_only`, ...).
+        The normalisation statistics come from the checkpoint's `preprocessor_config.json` when it has
+        one (CLIP's are not ImageNet's), else from the family's defaults, with a warning.
+        """
+        config = AutoConfig.from_pretrained(name_or_path, **_loading_kwargs(hf_kwargs))
+        adapter = adapter_for(config)
+        hf_class = getattr(transformers, adapter.hf_class_name)
+        hf_model = hf_class.from_pretrained(name_or_path, **hf_kwargs)
+        mean, std = _processor_statistics(name_or_path, adapter, hf_kwargs)
+        model = cls(hf_model.eval(), source=str(name_or_path), image_mean=mean, image_std=std, fused_attention=fused_attention)
+        model.cfg.extra["revision"] = hf_kwargs.get("revision", "main")
+        return model.to(device) if device is not None else model
+
+    @classmethod
+    def from_hf(cls, model: nn.Module, **kwargs: Any) -> "HookedViT":
+        """Hook an already built HF model (e.g. one made from a config with random weights)."""
+        return cls(model, **kwargs)
+
+    def set_fused_attention(self, fused: bool) -> None:
+        """Use PyTorch's fused attention kernel whenever no hook reads the scores or the pattern."""
+        self.cfg.fused_attention = bool(fused)
+        for block in self.blocks:
+            block.attn.fused = bool(fused)
+
+    # --- forward -----------------------------------------------------------------------------
+    def forward(
+        self, pixel_values: Float[Tensor, "batch channel height width"], stop_at_layer: int | None = None
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """The final normalised residual stream (after `ln_final`), or with `stop_at_layer=k` the
+        un-normalised residual stream entering block k (no later block runs)."""
+        image_utils.check_pixel_values(pixel_values, self.cfg.patch_size, self.cfg.num_channels)
+        tokens, pos = self.adapter.embed(self.hf_model, pixel_values)
+        pos = pos.expand_as(tokens)
+        if self.ln_pre is None:
+            resid = self.hook_embed(tokens) + self.hook_pos_embed(pos)
+        else:  # CLIP: the parts of ln_pre(tokens + pos) that come from each, summing to it exactly
+            embed, pos = self.ln_pre(tokens, pos)
+            resid = self.hook_embed(embed) + self.hook_pos_embed(pos)
+        for block in self.blocks[:stop_at_layer]:
+            resid = block(resid)
+        if stop_at_layer is not None:
+            return resid
+        return self.ln_final(resid)
+
+    # --- TransformerLens API with checked names ----------------------------------------------
+    def run_with_cache(  # type: ignore[override]
+        self, *model_args: Any, names_filter: Any = None, return_cache_object: bool = True, **kwargs: Any
+    ) -> tuple[Tensor, ActivationCache | dict[str, Tensor]]:
+        """As TransformerLens: returns (output, ActivationCache). `names_filter` may be a name, a list
+        of names (each checked to exist) or a predicate on names."""
+        if isinstance(names_filter, str):
+            self.check_hook_name(names_filter)
+        elif isinstance(names_filter, (list, tuple)):
+            for name in names_filter:
+                self.check_hook_name(name)
+            names_filter = list(names_filter)
+        out, cache_dict = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
+        if not return_cache_object:
+            return out, cache_dict
+        return out, ActivationCache(cache_dict, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+
+    def check_hook_name(self, name: str) -> None:
+        """Raise `UnknownHookPointError` listing the closest names unless `name` is a hook point."""
+        if name in self.hook_dict:
+            return
+        close = difflib.get_close_matches(name, list(self.hook_dict), n=5, cutoff=0.5)
+        hint = f" Closest: {', '.join(close)}." if close else ""
+        raise UnknownHookPointError(
+            f"{name!r} is not a hook point of this {self.cfg.family} model ({self.cfg.n_layers} blocks, "
+            f"numbered 0..{self.cfg.n_layers - 1}).{hint} All names: model.hook_dict.keys()."
+        )
+
+    def add_hook(self, name: str | Callable[[str], bool], hook: Callable, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        if isinstance(name, str):
+            self.check_hook_name(name)
+        super().add_hook(name, hook, *args, **kwargs)
+
+    def _enable_hook_with_name(self, name: str, hook: Callable, dir: Any) -> None:  # used by hooks()/run_with_hooks
+        self.check_hook_name(name)
+        super()._enable_hook_with_name(name, hook, dir)
+
+    # --- images and the patch grid -------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.hf_model.parameters()).device
+
+    def preprocess(
+        self, images: Any, size: int | tuple[int, int] | None = None
+    ) -> Float[Tensor, "batch 3 height width"]:
+        """Images (arrays, tensors or PIL) -> pixel values on the model's device, normalised with this
+        model's own processor statistics. See `binding_lens.hooks.images.preprocess`."""
+        pixels = image_utils.preprocess(images, self.cfg.image_mean, self.cfg.image_std, self.cfg.patch_size, size)
+        dtype = next(self.hf_model.parameters()).dtype
+        return pixels.to(device=self.device, dtype=dtype)
+
+    def patch_grid(self, pixel_values: Tensor) -> tuple[int, int]:
+        """(rows, cols) of patches of these pixel values."""
+        image_utils.check_pixel_values(pixel_values, self.cfg.patch_size, self.cfg.num_channels)
+        return image_utils.patch_grid(pixel_values, self.cfg.patch_size)
+
+    def token_index(self, row: int, col: int, grid: tuple[int, int]) -> int:
+        """Sequence position of patch (row, col), counting CLS and register tokens."""
+        return image_utils.token_index(row, col, grid, self.cfg.n_prefix_tokens)
+
+    def token_to_patch(self, token: int, grid: tuple[int, int]) -> tuple[int, int]:
+        """(row, col) of the patch at sequence position `token`."""
+        return image_utils.token_to_patch(token, grid, self.cfg.n_prefix_tokens)
+
+    def patch_tokens(self, activations: Float[Tensor, "batch pos d"]) -> Float[Tensor, "batch n_patches d"]:
+        """Drop the prefix tokens (CLS, registers) of a [batch pos ...] activation."""
+        return activations[:, self.cfg.n_prefix_tokens :]
+
+
+def _make_cfg(
+    hf_model: nn.Module,
+    adapter: type[FamilyAdapter],
+    source: str | None,
+    image_mean: Sequence[float] | None,
+    image_std: Sequence[float] | None,
+    fused_attention: bool,
+) -> HookedViTConfig:
+    config = hf_model.config
+    image_size = config.image_size
+    patch_size = config.patch_size
+    n_registers = adapter.n_register_tokens(config)
+    d_head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return HookedViTConfig(
+        family=adapter.family,
+        model_type=config.model_type,
+        source=source or type(hf_model).__name__,
+        n_layers=config.num_hidden_layers,
+        d_model=config.hidden_size,
+        n_heads=config.num_attention_heads,
+        d_head=d_head,
+        d_mlp=adapter.d_mlp(config),
+        patch_size=patch_size if isinstance(patch_size, int) else int(patch_size[0]),
+        image_size=(image_size, image_size) if isinstance(image_size, int) else tuple(image_size),  # type: ignore[arg-type]
+        n_prefix_tokens=1 + n_registers,
+        n_register_tokens=n_registers,
+        num_channels=config.num_channels,
+        act_fn="silu" if getattr(config, "use_swiglu_ffn", False) else config.hidden_act,
+        gated_mlp=bool(getattr(config, "use_swiglu_ffn", False)),
+        layer_scale=adapter.family == "dinov2",
+        pre_norm=adapter.pre_norm(hf_model) is not None,
+        eps=config.layer_norm_eps,
+        image_mean=tuple(image_mean if image_mean is not None else adapter.image_mean),
+        image_std=tuple(image_std if image_std is not None else adapter.image_std),
+        fused_attention=fused_attention,
+    )
+
+
+_LOADING_KEYS = ("revision", "cache_dir", "local_files_only", "token", "trust_remote_code")
+
+
+def _loading_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {key: hf_kwargs[key] for key in _LOADING_KEYS if key in hf_kwargs}
+
+
+def _processor_statistics(
+    name_or_path: str, adapter: type[FamilyAdapter], hf_kwargs: dict[str, Any]
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(image_mean, image_std) from the checkpoint's preprocessor_config.json, else the family default."""
+    from transformers.utils import cached_file
+
+    path = cached_file(
+        name_or_path,
+        "preprocessor_config.json",
+        _raise_exceptions_for_missing_entries=False,
+        _raise_exceptions_for_connection_errors=False,
+        **_loading_kwargs(hf_kwargs),
+    )
+    if path is not None:
+        with open(path) as handle:
+            processor = json.load(handle)
+        if "image_mean" in processor and "image_std" in processor:
+            return tuple(processor["image_mean"]), tuple(processor["image_std"])
+    warnings.warn(
+        f"{name_or_path} has no preprocessor_config.json with image_mean/image_std: using the "
+        f"{adapter.family} defaults mean={adapter.image_mean}, std={adapter.image_std}",
+        stacklevel=3,
+    )
+    return adapter.image_mean, adapter.image_std

@@ -1,0 +1,151 @@
+"""Pixels in, patch grid out: preprocessing with a model's own statistics and token <-> patch maps.
+
+Token layout of every supported model: `n_prefix` tokens (CLS, then any register tokens), then one
+token per patch in row-major order, so patch (row, col) is token `n_prefix + row * cols + col`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from PIL import Image
+from torch import Tensor
+
+ImageLike = Union[Image.Image, np.ndarray, Tensor]
+
+
+class ImageSizeError(ValueError):
+    """An image whose sides the patch size does not divide, or with the wrong number of channels."""
+
+
+def _nearest_multiples(side: int, patch_size: int) -> str:
+    below = max(patch_size, side // patch_size * patch_size)
+    return f"{below} or {below + patch_size}"
+
+
+def check_pixel_values(pixel_values: Tensor, patch_size: int, num_channels: int) -> None:
+    """Raise a clear error unless `pixel_values` is [batch, channels, H, W] with H and W multiples of the patch."""
+    if not isinstance(pixel_values, Tensor):
+        raise TypeError(
+            f"expected pixel_values as a torch.Tensor [batch, {num_channels}, height, width], got "
+            f"{type(pixel_values).__name__}: turn images into pixel values with model.preprocess(images)"
+        )
+    if pixel_values.ndim != 4:
+        raise ImageSizeError(
+            f"expected pixel_values of shape [batch, {num_channels}, height, width], got {tuple(pixel_values.shape)}: "
+            "add a batch dimension with pixel_values[None] or use model.preprocess(images)"
+        )
+    channels, height, width = pixel_values.shape[1:]
+    if channels != num_channels:
+        raise ImageSizeError(
+            f"expected {num_channels} colour channels, got {channels} (shape {tuple(pixel_values.shape)}): "
+            "images must be RGB in channel-first layout; convert with PIL's image.convert('RGB') and "
+            "model.preprocess, which also moves channels first"
+        )
+    bad = [(name, side) for name, side in (("height", height), ("width", width)) if side % patch_size]
+    if bad:
+        hints = "; ".join(f"{name} {side} -> {_nearest_multiples(side, patch_size)}" for name, side in bad)
+        raise ImageSizeError(
+            f"image size {height}x{width} is not a multiple of the patch size {patch_size} ({hints}): "
+            f"resize with model.preprocess(images, size=(h, w)) or crop to multiples of {patch_size}"
+        )
+
+
+def _to_uint8_or_unit_float(image: ImageLike) -> np.ndarray:
+    """One image as an H x W x C array (uint8, or float in [0, 1])."""
+    if isinstance(image, Image.Image):
+        if image.mode != "RGB":
+            raise ImageSizeError(
+                f"expected an RGB image, got PIL mode {image.mode!r}: convert with image.convert('RGB')"
+            )
+        return np.asarray(image)
+    if isinstance(image, Tensor):
+        image = image.detach().cpu().numpy()
+    array = np.asarray(image)
+    if array.ndim != 3 or array.shape[-1] not in (1, 2, 3, 4):
+        raise ImageSizeError(
+            f"expected an image of shape height x width x 3, got shape {array.shape}: "
+            "pass channel-last RGB arrays (np.moveaxis(img, 0, -1) for channel-first ones)"
+        )
+    if array.shape[-1] != 3:
+        raise ImageSizeError(
+            f"expected 3 colour channels (RGB), got {array.shape[-1]} in shape {array.shape}: "
+            "drop an alpha channel with img[..., :3], or stack a grey image with np.repeat(img, 3, -1)"
+        )
+    return array
+
+
+def _resize(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Bicubic resize to (height, width), as HF image processors do."""
+    if array.shape[:2] == size:
+        return array
+    if array.dtype == np.uint8:
+        return np.asarray(Image.fromarray(array).resize((size[1], size[0]), Image.Resampling.BICUBIC))
+    channels = [
+        np.asarray(Image.fromarray(array[..., c].astype(np.float32), mode="F").resize((size[1], size[0]), Image.Resampling.BICUBIC))
+        for c in range(array.shape[-1])
+    ]
+    return np.stack(channels, axis=-1)
+
+
+def preprocess(
+    images: ImageLike | Sequence[ImageLike],
+    mean: Sequence[float],
+    std: Sequence[float],
+    patch_size: int,
+    size: int | tuple[int, int] | None = None,
+) -> Float[Tensor, "batch 3 height width"]:
+    """Images -> normalised pixel values [batch, 3, H, W].
+
+    Images are H x W x 3 uint8 (0-255) or float (0-1) arrays, tensors or PIL RGB images. With `size`
+    (an int for a square, or (height, width)) each image is resized bicubically; without it, images
+    keep their size, which must then be shared and divisible by the patch size. No cropping is done,
+    so pixel masks of the same images stay aligned with the patch grid.
+    """
+    if isinstance(images, (Image.Image, np.ndarray, Tensor)) and not (
+        isinstance(images, (np.ndarray, Tensor)) and np.ndim(images) == 4
+    ):
+        images = [images]
+    arrays = [_to_uint8_or_unit_float(image) for image in images]
+    if not arrays:
+        raise ValueError("preprocess got no images")
+    if size is not None:
+        target = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        arrays = [_resize(array, target) for array in arrays]
+    shapes = {array.shape for array in arrays}
+    if len(shapes) > 1:
+        raise ImageSizeError(
+            f"images of different sizes {sorted(shapes)} cannot form one batch: pass size=(height, width)"
+        )
+    batch = np.stack([array.astype(np.float32) / 255.0 if array.dtype == np.uint8 else array.astype(np.float32) for array in arrays])
+    pixels = torch.from_numpy(batch).permute(0, 3, 1, 2)
+    pixels = (pixels - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    check_pixel_values(pixels, patch_size, 3)
+    return pixels.contiguous()
+
+
+def patch_grid(pixel_values: Tensor, patch_size: int) -> tuple[int, int]:
+    """(rows, cols) of patches for pixel values [batch, channels, H, W]."""
+    height, width = pixel_values.shape[-2:]
+    return height // patch_size, width // patch_size
+
+
+def token_index(row: int, col: int, grid: tuple[int, int], n_prefix: int) -> int:
+    """Sequence position of patch (row, col), counting the prefix tokens."""
+    rows, cols = grid
+    if not (0 <= row < rows and 0 <= col < cols):
+        raise IndexError(f"patch ({row}, {col}) is outside the {rows}x{cols} grid")
+    return n_prefix + row * cols + col
+
+
+def token_to_patch(token: int, grid: tuple[int, int], n_prefix: int) -> tuple[int, int]:
+    """(row, col) of the patch at sequence position `token`; prefix tokens have none."""
+    rows, cols = grid
+    if token < n_prefix:
+        raise IndexError(f"token {token} is a prefix token (CLS/registers occupy 0..{n_prefix - 1}), not a patch")
+    if token >= n_prefix + rows * cols:
+        raise IndexError(f"token {token} is past the last patch token {n_prefix + rows * cols - 1}")
+    return divmod(token - n_prefix, cols)

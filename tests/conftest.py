@@ -1,0 +1,32 @@
+"""Shared fixtures: the tiny random-weight models of `binding_lens.testing`, and HF reference runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from binding_lens import HookedViT
+from binding_lens.testing import TINY_CASES, TinyCase, tiny_hf_model
+
+
+def build(case: TinyCase, seed: int = 0) -> tuple[torch.nn.Module, HookedViT]:
+    """(plain HF model, HookedViT over the same weights), both in eval mode."""
+    hf = tiny_hf_model(case.name, seed)
+    return hf, HookedViT.from_hf(hf)
+
+
+@pytest.fixture(params=list(TINY_CASES.values()), ids=list(TINY_CASES))
+def family(request) -> TinyCase:
+    return request.param
+
+
+def hf_reference(hooked: HookedViT, pixel_values: torch.Tensor):
+    """The plain HF forward of the hooked model's vision tower, with hidden states and attentions."""
+    kwargs = hooked.adapter.reference_kwargs(hooked.hf_model, pixel_values)
+    with torch.no_grad():
+        return hooked.hf_model(pixel_values, output_hidden_states=True, output_attentions=True, **kwargs)
+
+
+def pixels(size: tuple[int, int], batch: int = 2, seed: int = 1) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, 3, *size, generator=generator)

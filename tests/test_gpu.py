@@ -1,0 +1,27 @@
+"""The same parity on a CUDA device (skipped where there is none, as in CI)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from binding_lens.testing import TINY_CASES
+from conftest import build, hf_reference, pixels
+
+pytestmark = pytest.mark.gpu
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", list(TINY_CASES))
+def test_cuda_parity_and_cache_device(name):
+    _, model = build(TINY_CASES[name])
+    model = model.to("cuda")
+    x = pixels(TINY_CASES[name].other).cuda()
+    ref = hf_reference(model, x)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(x, device="cpu")
+    assert cache["blocks.0.hook_resid_post"].device.type == "cpu"
+    for layer in range(model.cfg.n_layers):
+        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_post"], ref.hidden_states[layer + 1].cpu(),
+                                   atol=1e-4, rtol=0)
