@@ -22,6 +22,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_hooks.py
+	$(BIN)/python benchmarks/bench_scenes.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,166 @@
+"""The knobs of the synthetic scene generator, their checks, and the named presets.
+
+Each knob is one thing that makes binding harder or easier; `PRESETS` names the
+combinations the project reports on. A knob set is plain data (`as_dict`) so a later
+activation store can write it into its manifest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from .palette import COLORS
+from .shapes import SHAPES
+from .textures import BACKGROUNDS, TEXTURES
+
+COMPOSITIONS = ("random", "twins", "colorshape")
+
+
+@dataclass(frozen=True)
+class SceneKnobs:
+    """What a synthetic scene contains and how hard binding is in it.
+
+    composition: `random` (free objects with optional twins and same-look distractors),
+        `twins` (SPEC section 7: two identical objects, a similar one of the same class,
+        one of another class, all one colour), `colorshape` (SPEC section 8: objects with
+        distinct colour x shape conjunctions, O and F codes recorded).
+    n_objects: inclusive (min, max) objects per scene (`random`, `colorshape`).
+    object_patches: inclusive (min, max) side of an object's bounding box, in patches of a
+        `reference_grid` x `reference_grid` grid over the image (16 -> 14 px patches at 224 px).
+    shapes, colors: the classes (shapes) and colours drawn from.
+    p_twin: chance that a new object is a pixel-exact copy of an earlier one (`random`).
+    p_same_look: chance that a new object copies an earlier one's class and colour but not
+        its texture phase or size, so colour and class cannot tell them apart (`random`).
+    texture: object texture kind; texture_contrast: its amplitude in grey levels.
+    background: background kind; clutter: number of unlabelled background blobs.
+    max_occlusion: largest fraction of an object that later (front) objects may cover;
+        0 forbids overlap. Visible masks are exact either way.
+    rotate: rotate objects by a random angle (twins share theirs).
+    snap_to_grid: place objects at multiples of the reference patch size, so twins cover
+        corresponding patches with identical pixels (needs size divisible by reference_grid).
+    split_fractions: train/val/test fractions of the F-disjoint partition (`colorshape`).
+    """
+
+    composition: str = "random"
+    n_objects: tuple[int, int] = (3, 6)
+    object_patches: tuple[float, float] = (3.0, 6.0)
+    reference_grid: int = 16
+    shapes: tuple[str, ...] = tuple(SHAPES)
+    colors: tuple[str, ...] = tuple(COLORS)
+    p_twin: float = 0.15
+    p_same_look: float = 0.3
+    texture: str = "mixed"
+    texture_contrast: float = 45.0
+    background: str = "noise"
+    clutter: int = 6
+    max_occlusion: float = 0.35
+    rotate: bool = True
+    snap_to_grid: bool = False
+    split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready copy of every knob (tuples become lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def with_overrides(self, **overrides: Any) -> "SceneKnobs":
+        """A copy with some knobs changed; unknown names raise, listing the valid ones."""
+        valid = [f.name for f in fields(self)]
+        unknown = sorted(set(overrides) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown scene knob(s) {', '.join(unknown)}; valid knobs: {', '.join(valid)}")
+        clean = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+        return replace(self, **clean)
+
+
+def _range(name: str, value: Any, lo: float, hi: float, integer: bool) -> None:
+    if not (isinstance(value, tuple) and len(value) == 2):
+        raise ValueError(f"knob {name} must be a (min, max) pair, got {value!r}")
+    kind = int if integer else (int, float)
+    if not all(isinstance(x, kind) and not isinstance(x, bool) for x in value):
+        raise ValueError(f"knob {name} must hold {'integers' if integer else 'numbers'}, got {value!r}")
+    if not (lo <= value[0] <= value[1] <= hi):
+        raise ValueError(f"knob {name} must satisfy {lo} <= min <= max <= {hi}, got {value!r}")
+
+
+def _subset(name: str, value: Any, allowed: Any, at_least: int) -> None:
+    if not isinstance(value, tuple) or len(set(value)) != len(value) or len(value) < at_least:
+        raise ValueError(f"knob {name} must be a tuple of at least {at_least} distinct names, got {value!r}")
+    bad = [v for v in value if v not in allowed]
+    if bad:
+        raise ValueError(f"knob {name}: unknown {', '.join(map(repr, bad))}; valid: {', '.join(allowed)}")
+
+
+def _check(k: SceneKnobs) -> None:
+    if k.composition not in COMPOSITIONS:
+        raise ValueError(f"knob composition must be one of {', '.join(COMPOSITIONS)}, got {k.composition!r}")
+    if not isinstance(k.reference_grid, int) or k.reference_grid < 1:
+        raise ValueError(f"knob reference_grid must be a positive integer, got {k.reference_grid!r}")
+    _range("n_objects", k.n_objects, 1, 32, integer=True)
+    _range("object_patches", k.object_patches, 1.0, float(k.reference_grid), integer=False)
+    _subset("shapes", k.shapes, tuple(SHAPES), 2 if k.composition == "twins" else 1)
+    _subset("colors", k.colors, tuple(COLORS), 1)
+    for name in ("p_twin", "p_same_look", "max_occlusion"):
+        value = getattr(k, name)
+        if not isinstance(value, (int, float)) or not 0.0 <= value <= (0.9 if name == "max_occlusion" else 1.0):
+            raise ValueError(f"knob {name} must be a number in [0, {0.9 if name == 'max_occlusion' else 1}], got {value!r}")
+    if k.p_twin + k.p_same_look > 1.0:
+        raise ValueError(f"knobs p_twin + p_same_look must be <= 1, got {k.p_twin} + {k.p_same_look}")
+    if k.texture not in TEXTURES:
+        raise ValueError(f"knob texture must be one of {', '.join(TEXTURES)}, got {k.texture!r}")
+    if not isinstance(k.texture_contrast, (int, float)) or not 0 <= k.texture_contrast <= 127:
+        raise ValueError(f"knob texture_contrast must be in [0, 127] grey levels, got {k.texture_contrast!r}")
+    if k.background not in BACKGROUNDS:
+        raise ValueError(f"knob background must be one of {', '.join(BACKGROUNDS)}, got {k.background!r}")
+    if not isinstance(k.clutter, int) or isinstance(k.clutter, bool) or k.clutter < 0:
+        raise ValueError(f"knob clutter must be a non-negative integer, got {k.clutter!r}")
+    for name in ("rotate", "snap_to_grid"):
+        if not isinstance(getattr(k, name), bool):
+            raise ValueError(f"knob {name} must be True or False, got {getattr(k, name)!r}")
+    fr = k.split_fractions
+    if not (isinstance(fr, tuple) and len(fr) == 3 and all(isinstance(x, (int, float)) and x >= 0 for x in fr)
+            and abs(sum(fr) - 1.0) < 1e-6):
+        raise ValueError(f"knob split_fractions must be three non-negative numbers summing to 1, got {fr!r}")
+    if k.composition == "colorshape" and k.n_objects[1] > len(k.colors) * len(k.shapes):
+        raise ValueError(
+            f"knob n_objects max {k.n_objects[1]} exceeds the {len(k.colors) * len(k.shapes)} distinct "
+            "colour x shape conjunctions available; lower n_objects or add colours/shapes"
+        )
+
+
+PRESETS: dict[str, SceneKnobs] = {
+    "default": SceneKnobs(),
+    "twins": SceneKnobs(
+        composition="twins",
+        n_objects=(4, 4),
+        object_patches=(4.0, 5.5),
+        p_twin=0.0,
+        p_same_look=0.0,
+        clutter=0,
+        max_occlusion=0.0,
+        snap_to_grid=True,
+    ),
+    "colorshape": SceneKnobs(
+        composition="colorshape",
+        n_objects=(3, 6),
+        object_patches=(3.5, 5.0),
+        p_twin=0.0,
+        p_same_look=0.0,
+        texture="none",
+        background="flat",
+        clutter=0,
+        max_occlusion=0.0,
+        rotate=False,
+    ),
+}
+"""Named knob sets: `default`, `twins` (SPEC section 7) and `colorshape` (SPEC section 8)."""
+
+
+def preset_knobs(preset: str, **overrides: Any) -> SceneKnobs:
+    """The knobs of `preset` with `overrides` applied; unknown presets or knobs raise, listing valid ones."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    return PRESETS[preset].with_overrides(**overrides)

@@ -1,0 +1,51 @@
+"""Reading id masks from image files: indexed, 8-bit or 16-bit PNGs, and ADE20K's `*_seg.png`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from jaxtyping import Int, UInt8
+from PIL import Image
+
+from .scene import SceneError
+
+ID_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")
+
+
+def read_image(path: Path) -> UInt8[np.ndarray, "H W 3"]:
+    """An image file as H x W x 3 uint8 RGB."""
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def read_id_mask(path: Path) -> Int[np.ndarray, "H W"]:
+    """An id mask (0 = unlabeled) from an indexed (P), 8-bit (L), binary or 16/32-bit integer image.
+
+    Palette colours of an indexed PNG are ignored: the index is the id.
+    """
+    with Image.open(path) as im:
+        if im.mode not in ID_MODES:
+            raise SceneError(
+                f"{path}: mask has image mode {im.mode!r}, which does not hold ids; save one id per pixel as an "
+                "indexed (P), 8-bit greyscale (L) or 16-bit PNG (0 = unlabeled)"
+                + (" (a float image is not an id mask)" if im.mode == "F" else "")
+            )
+        return np.asarray(im).astype(np.int32)
+
+
+def decode_ade_seg(seg: UInt8[np.ndarray, "H W 3"]) -> tuple[Int[np.ndarray, "H W"], Int[np.ndarray, "H W"]]:
+    """ADE20K 2021_17_01 `*_seg.png` RGB -> (class ids, instance ids).
+
+    Class = R // 10 * 256 + G (0 = unlabeled; class k is the index's objectnames[k - 1]).
+    Instances: the distinct non-zero values of B, numbered 1..K in increasing B; B = 0 is unlabeled.
+    """
+    if seg.ndim != 3 or seg.shape[2] < 3:
+        raise SceneError(f"ADE20K seg image must be RGB, got shape {seg.shape}")
+    r, g, b = (seg[..., k].astype(np.int32) for k in range(3))
+    classes = (r // 10) * 256 + g
+    lut = np.zeros(256, dtype=np.int32)
+    values = np.unique(b)
+    values = values[values != 0]
+    lut[values] = np.arange(1, values.size + 1, dtype=np.int32)
+    return classes, lut[b]
