@@ -1,0 +1,256 @@
+"""Batched extraction of patch-token activations, with their labels, into a resumable store.
+
+One forward pass per batch captures every requested layer (`blocks.{l}.hook_resid_post`, i.e. HF
+`hidden_states[l+1]`) and stops after the last one needed. Per image either every patch token is
+kept, or `patches_per_image` labelled patches drawn with a seed of (seed, image index), so a
+store is the same whatever the batch size or the order shards were written in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+from ..data import Scene, SkipReport, patch_labels, unusable_reason
+from ..hooks import HookedViT
+from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, write_json_atomic, write_shard
+
+LAYER_CONVENTION = "layer l = blocks.{l}.hook_resid_post = HF hidden_states[l+1], before any final LayerNorm"
+
+
+def weights_fingerprint(model: HookedViT) -> str:
+    """A cheap hash of the weights (name, shape, sum and sum of squares of every parameter)."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, param in model.hf_model.named_parameters():
+            p = param.detach().double()
+            digest.update(f"{name}{tuple(p.shape)}{p.sum().item():.6e}{p.square().sum().item():.6e}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _target_size(scene: Scene, size: int | tuple[int, int] | None) -> tuple[int, int]:
+    if size is None:
+        return scene.hw
+    return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+
+def _image_at(scene: Scene, hw: tuple[int, int]) -> np.ndarray:
+    if scene.hw == hw:
+        return scene.image
+    return np.asarray(Image.fromarray(scene.image).resize((hw[1], hw[0]), Image.Resampling.BICUBIC))
+
+
+def _choose_slots(valid: np.ndarray, patches_per_image: int | None, rng: np.random.Generator) -> np.ndarray:
+    """Flat patch indices to store: all patches, or a seeded sample of labelled ones (sorted)."""
+    if patches_per_image is None:
+        return np.arange(valid.size)
+    labelled = np.flatnonzero(valid)
+    if labelled.size > patches_per_image:
+        labelled = np.sort(rng.choice(labelled, size=patches_per_image, replace=False))
+    return labelled
+
+
+def build_manifest(
+    model: HookedViT, dataset: Sequence[Scene], request: dict[str, Any], n_shards: int, dataset_identity: Any
+) -> dict[str, Any]:
+    from .. import __version__
+
+    return {
+        "format_version": FORMAT_VERSION,
+        "request": request,
+        "n_images": len(dataset),
+        "n_shards": n_shards,
+        "model_config": model.cfg.to_dict(),
+        "dataset": dataset_identity,
+        "package_version": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _open_or_create(out: Path, manifest: dict[str, Any]) -> ActivationStore:
+    path = out / MANIFEST
+    if path.is_file():
+        store = ActivationStore(out)
+        old = store.manifest["request"]
+        new = manifest["request"]
+        if old != new:
+            differing = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            lines = "; ".join(f"{k}: stored {old.get(k)!r}, asked {new.get(k)!r}" for k in differing)
+            raise StoreError(
+                f"{out} already holds activations extracted with other settings ({lines}). "
+                "Use another output directory, or delete this one to extract again."
+            )
+        return store
+    write_json_atomic(path, manifest)
+    return ActivationStore(out)
+
+
+def extract(
+    model: HookedViT,
+    dataset: Sequence[Scene],
+    layers: Sequence[int],
+    out: str | Path,
+    *,
+    dtype: torch.dtype = torch.float16,
+    patches_per_image: int | None = 64,
+    batch_size: int = 16,
+    device: str | torch.device | None = None,
+    size: int | tuple[int, int] | None = None,
+    purity: float | None = None,
+    seed: int = 0,
+    shard_size: int = 256,
+    dataset_identity: Any = None,
+    autocast: bool = True,
+    progress: bool = True,
+) -> ActivationStore:
+    """Extract patch-token activations of `layers` for every usable image of `dataset` into `out`.
+
+    Images are fed whole (resized to `size` if given, position embeddings interpolated); labels come
+    from the plurality vote of the original masks over the same patch grid. Images with no labelled
+    patch or a single object are skipped, counted per reason in the shard records. Finished shards
+    of an earlier run with the same settings are kept; other settings raise `StoreError`.
+    """
+    out = Path(out)
+    layers = sorted({int(layer) for layer in layers})
+    bad = [layer for layer in layers if not 0 <= layer < model.cfg.n_layers]
+    if not layers or bad:
+        raise ValueError(f"layers must be in 0..{model.cfg.n_layers - 1} for this model, got {list(layers) or 'none'}")
+    if patches_per_image is not None and patches_per_image < 2:
+        raise ValueError(f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}")
+    identity = dataset_identity if dataset_identity is not None else getattr(dataset, "identity", None)
+    if identity is None:
+        raise ValueError(
+            "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
+        )
+    device = torch.device(device) if device is not None else model.device
+    model = model.to(device).eval()
+    request = {
+        "model": {"source": model.cfg.source, "revision": model.cfg.extra.get("revision"), "family": model.cfg.family,
+                  "model_type": model.cfg.model_type, "weights": weights_fingerprint(model)},
+        "preprocessing": {"image_mean": list(model.cfg.image_mean), "image_std": list(model.cfg.image_std),
+                          "size": size if size is None or isinstance(size, int) else list(size)},
+        "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid",
+        "layer_convention": LAYER_CONVENTION,
+        "layers": layers,
+        "dataset": identity,
+        "n_images": len(dataset),
+        "dtype": str(dtype).removeprefix("torch."),
+        "patches_per_image": patches_per_image,
+        "purity": purity,
+        "seed": seed,
+        "shard_size": shard_size,
+    }
+    n_shards = max(1, -(-len(dataset) // shard_size))
+    store = _open_or_create(out, build_manifest(model, dataset, request, n_shards, identity))
+    todo = []
+    for index in range(n_shards):
+        if store.shard_is_done(index, verify=True):
+            continue
+        if store.record(index) is not None:
+            warnings.warn(f"shard {index} of {out} failed its checksum: recomputing it", stacklevel=2)
+        todo.append(index)
+    if patches_per_image is None:
+        first = _target_size(dataset[0], size)
+        n_slots = (first[0] // model.cfg.patch_size) * (first[1] // model.cfg.patch_size)
+    else:
+        n_slots = patches_per_image
+    bar = tqdm(total=sum(min(shard_size, len(dataset) - i * shard_size) for i in todo), unit="img",
+               desc=f"extract {model.cfg.source}", disable=not progress)
+    for index in todo:
+        start, stop = index * shard_size, min((index + 1) * shard_size, len(dataset))
+        shard, record = _extract_shard(model, dataset, range(start, stop), layers, device, dtype=dtype,
+                                       patches_per_image=patches_per_image, n_slots=n_slots, batch_size=batch_size, size=size,
+                                       purity=purity, seed=seed, autocast=autocast, bar=bar)
+        write_shard(out, index, shard, record)
+    bar.close()
+    return store
+
+
+def _extract_shard(
+    model: HookedViT, dataset: Sequence[Scene], indices: range, layers: list[int], device: torch.device, *,
+    dtype: torch.dtype, patches_per_image: int | None, n_slots: int, batch_size: int, size: Any,
+    purity: float | None, seed: int, autocast: bool, bar: tqdm,
+) -> tuple[Shard, dict[str, Any]]:
+    """Activations and labels of the usable images among `indices`, in `n_slots` slots per image."""
+    n_prefix, patch, d_model = model.cfg.n_prefix_tokens, model.cfg.patch_size, model.cfg.d_model
+    names = [f"blocks.{layer}.hook_resid_post" for layer in layers]
+    skips = SkipReport()
+    skipped: dict[str, str] = {}
+    slots_rows: list[np.ndarray] = []
+    instance_rows: list[np.ndarray] = []
+    class_rows: list[np.ndarray] = []
+    kept: list[int] = []
+    acts: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+
+    def run(batch: list[tuple[int, Scene, tuple[int, int], np.ndarray]]) -> None:
+        pixels = model.preprocess([_image_at(scene, hw) for _, scene, hw, _ in batch])
+        gather = torch.as_tensor(np.stack([slots for *_, slots in batch]), device=device)
+        use_autocast = autocast and device.type == "cuda"
+        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
+            _, cache = model.run_with_cache(pixels, names_filter=names, stop_at_layer=layers[-1] + 1)
+        index = (gather.clamp(min=0) + n_prefix).unsqueeze(-1).expand(-1, -1, d_model)
+        empty = (gather < 0).unsqueeze(-1)
+        for layer, name in zip(layers, names):
+            tokens = cache[name].gather(1, index).masked_fill(empty, 0).to(dtype)
+            acts[layer].append(tokens.to("cpu", non_blocking=True))
+        bar.update(len(batch))
+
+    pending: list[tuple[int, Scene, tuple[int, int], np.ndarray]] = []
+    for image_index in indices:
+        scene = dataset[image_index]
+        hw = _target_size(scene, size)
+        grid = (hw[0] // patch, hw[1] // patch)
+        labels = patch_labels(scene.instance_mask, scene.class_mask, grid=grid, purity=purity)
+        reason = unusable_reason(labels)
+        if reason is not None:
+            skips.skip(image_index, reason)
+            skipped[str(image_index)] = reason
+            bar.update(1)
+            continue
+        if patches_per_image is None and grid[0] * grid[1] != n_slots:
+            raise ValueError(
+                f"image {image_index} gives a {grid[0]}x{grid[1]} patch grid, unlike the first image's {n_slots} "
+                "patches: pass size=... so all images share one grid, or patches_per_image=k to store k of each"
+            )
+        skips.keep()
+        valid = labels.valid.reshape(-1)
+        chosen = _choose_slots(valid, patches_per_image, np.random.default_rng([seed, image_index]))
+        slots = np.full(n_slots, -1, np.int64)
+        slots[: chosen.size] = chosen
+        instance = np.full(n_slots, -1, np.int64)
+        klass = np.full(n_slots, -1, np.int64)
+        instance[: chosen.size] = np.where(valid[chosen], labels.instance.reshape(-1)[chosen], -1)
+        klass[: chosen.size] = np.where(valid[chosen], labels.classes.reshape(-1)[chosen], -1)
+        kept.append(image_index)
+        slots_rows.append(slots)
+        instance_rows.append(instance)
+        class_rows.append(klass)
+        if pending and (len(pending) == batch_size or pending[0][2] != hw):
+            run(pending)
+            pending = []
+        pending.append((image_index, scene, hw, slots))
+    if pending:
+        run(pending)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+    def stacked(rows: list[np.ndarray]) -> torch.Tensor:
+        return torch.as_tensor(np.stack(rows)) if rows else torch.zeros(0, n_slots, dtype=torch.int64)
+
+    shard = Shard(
+        acts={layer: torch.cat(parts) if parts else torch.zeros(0, n_slots, d_model, dtype=dtype)
+              for layer, parts in acts.items()},
+        instance=stacked(instance_rows), klass=stacked(class_rows), patch_index=stacked(slots_rows),
+        image_index=torch.as_tensor(kept, dtype=torch.int64),
+    )
+    record = {"images": [indices.start, indices.stop], "kept": len(kept), "skipped": skipped,
+              "skip_summary": skips.summary()}
+    return shard, record

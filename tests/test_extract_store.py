@@ -1,0 +1,152 @@
+"""Extraction into the activation store: correct values and labels, kills, corruption, mismatches, skips."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from binding_lens.activations import ActivationStore, StoreError, extract
+from binding_lens.data import Scene, SyntheticScenes, patch_labels
+from binding_lens.hooks.loading import load_hooked_vit
+
+MODEL = "tiny:dinov2_registers"  # patch 14, 4 registers: prefix tokens must be skipped correctly
+
+
+def scenes(n: int = 10) -> SyntheticScenes:
+    return SyntheticScenes("default", n=n, size=112, seed=3)
+
+
+def test_stored_activations_and_labels_match_a_direct_forward(tmp_path):
+    model = load_hooked_vit(MODEL)
+    data = scenes(6)
+    store = extract(model, data, [0, 2], tmp_path / "s", patches_per_image=12, batch_size=4, shard_size=4,
+                    dtype=torch.float32, progress=False)
+    loaded = store.load()
+    assert loaded.acts[2].shape == (6, 12, 32) and loaded.image_index.tolist() == list(range(6))
+    pixels = model.preprocess([data[i].image for i in range(6)])
+    _, cache = model.run_with_cache(pixels)
+    for row, image in enumerate(loaded.image_index.tolist()):
+        labels = patch_labels(data[image].instance_mask, data[image].class_mask, grid=(8, 8))
+        slots = loaded.patch_index[row].numpy()
+        used = slots >= 0
+        assert labels.valid.reshape(-1)[slots[used]].all()  # only labelled patches are sampled
+        np.testing.assert_array_equal(loaded.instance[row].numpy()[used], labels.instance.reshape(-1)[slots[used]])
+        np.testing.assert_array_equal(loaded.klass[row].numpy()[used], labels.classes.reshape(-1)[slots[used]])
+        for layer in (0, 2):
+            expected = cache[f"blocks.{layer}.hook_resid_post"][row, 5 + slots[used]]
+            torch.testing.assert_close(loaded.acts[layer][row, torch.from_numpy(used)], expected, atol=1e-6, rtol=0)
+    again = extract(model, data, [0, 2], tmp_path / "t", patches_per_image=12, batch_size=5, shard_size=3,
+                    dtype=torch.float32, progress=False).load()  # other batching and sharding, same store
+    torch.testing.assert_close(again.acts[2], loaded.acts[2], atol=1e-6, rtol=0)
+    torch.testing.assert_close(again.patch_index, loaded.patch_index)
+
+
+def test_all_patches_are_stored_when_patches_per_image_is_none(tmp_path):
+    model = load_hooked_vit(MODEL)
+    loaded = extract(model, scenes(3), [1], tmp_path, patches_per_image=None, progress=False).load()
+    assert loaded.patch_index.shape == (3, 64)
+    assert loaded.patch_index[0].tolist() == list(range(64))
+    assert (loaded.instance < 0).any() and (loaded.instance >= 0).any()  # background patches are kept, unlabelled
+
+
+_KILL_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    import binding_lens.activations.store as store
+    from binding_lens.activations import extract
+    from binding_lens.data import SyntheticScenes
+    from binding_lens.hooks.loading import load_hooked_vit
+    kill_at = int(sys.argv[2])
+    calls = {"n": 0}
+    original = store.write_atomic
+    def dying_write(path, data):
+        calls["n"] += 1
+        if calls["n"] == kill_at:  # die half-way through writing this file
+            with open(str(path) + ".partial", "wb") as handle:
+                handle.write(data[: len(data) // 2])
+            with open(path, "wb") as handle:
+                handle.write(data[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(path, data)
+    store.write_atomic = dying_write
+    extract(load_hooked_vit("tiny:dinov2_registers"), SyntheticScenes("default", n=10, size=112, seed=3), [0, 2],
+            sys.argv[1], patches_per_image=12, batch_size=2, shard_size=2, progress=False)
+""")
+
+
+@pytest.mark.parametrize("kill_at", [4, 7])  # during shard 1's tensors; during shard 2's record
+def test_a_killed_run_resumes_without_recomputing_finished_shards(tmp_path, kill_at):
+    out = tmp_path / "killed"
+    script = tmp_path / "kill.py"
+    script.write_text(_KILL_SCRIPT)
+    result = subprocess.run([sys.executable, str(script), str(out), str(kill_at)], capture_output=True)
+    assert result.returncode == -9, result.stderr.decode()[-2000:]
+    store = ActivationStore(out)
+    finished = [i for i in range(store.n_shards) if store.shard_is_done(i)]
+    assert finished == list(range((kill_at - 2) // 2))  # writes: manifest, then (tensors, record) per shard
+    with pytest.raises(StoreError, match="incomplete"):
+        store.load()
+
+    model = load_hooked_vit(MODEL)
+    forwards = []
+    model.add_perma_hook("hook_embed", lambda t, hook: forwards.append(t.shape[0]))
+    extract(model, scenes(), [0, 2], out, patches_per_image=12, batch_size=2, shard_size=2, progress=False)
+    assert sum(forwards) == 10 - 2 * len(finished)  # only the unfinished shards ran
+    resumed = ActivationStore(out).load()
+    clean = extract(load_hooked_vit(MODEL), scenes(), [0, 2], tmp_path / "clean", patches_per_image=12,
+                    batch_size=2, shard_size=2, progress=False).load()
+    for layer in (0, 2):
+        torch.testing.assert_close(resumed.acts[layer], clean.acts[layer], atol=0, rtol=0)
+    torch.testing.assert_close(resumed.instance, clean.instance)
+
+
+def test_a_corrupted_shard_is_detected_and_recomputed(tmp_path):
+    model = load_hooked_vit(MODEL)
+    store = extract(model, scenes(6), [1], tmp_path, shard_size=3, progress=False)
+    path = tmp_path / "shards" / "shard-00001.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"shard-00001.safetensors is corrupt.*delete both files"):
+        store.load()
+    with pytest.warns(UserWarning, match="shard 1 .* failed its checksum"):
+        extract(model, scenes(6), [1], tmp_path, shard_size=3, progress=False)
+    assert ActivationStore(tmp_path).load().acts[1].shape[0] == 6
+
+
+def test_other_settings_on_an_existing_store_are_refused(tmp_path):
+    model = load_hooked_vit(MODEL)
+    extract(model, scenes(4), [1], tmp_path, progress=False)
+    with pytest.raises(StoreError, match=r"layers: stored \[1\], asked \[1, 2\]"):
+        extract(model, scenes(4), [1, 2], tmp_path, progress=False)
+    with pytest.raises(StoreError, match="weights"):
+        extract(load_hooked_vit(MODEL, seed=1), scenes(4), [1], tmp_path, progress=False)
+    with pytest.raises(StoreError, match="dataset"):
+        extract(model, SyntheticScenes("default", n=4, size=112, seed=4), [1], tmp_path, progress=False)
+    with pytest.raises(StoreError, match="no activation store at .*manifest.json"):
+        ActivationStore(tmp_path / "elsewhere")
+
+
+class _Scenes(list):
+    identity = {"name": "hand-made"}
+
+
+def test_unusable_images_are_skipped_and_counted(tmp_path):
+    image = np.zeros((28, 28, 3), np.uint8)
+    two = np.zeros((28, 28), np.int32)
+    two[:14], two[14:] = 1, 2
+    one = np.ones((28, 28), np.int32)
+    data = _Scenes([Scene(image, two, two), Scene(image, one, one), Scene(image, np.zeros_like(one), np.zeros_like(one))])
+    store = extract(load_hooked_vit(MODEL), data, [0], tmp_path, patches_per_image=None, progress=False)
+    assert store.load().image_index.tolist() == [0]
+    assert sorted(store.skip_summary().values()) == [1, 1]
+    with pytest.raises(ValueError, match="layers must be in 0..2"):
+        extract(load_hooked_vit(MODEL), data, [3], tmp_path / "x", progress=False)
+    with pytest.raises(ValueError, match="identity"):
+        extract(load_hooked_vit(MODEL), list(data), [0], tmp_path / "y", progress=False)
