@@ -162,15 +162,21 @@ def extract(
         n_slots = (first[0] // model.cfg.patch_size) * (first[1] // model.cfg.patch_size)
     else:
         n_slots = patches_per_image
+    fused_before = model.cfg.fused_attention
+    model.set_fused_attention(True)  # only the residual stream is read: the fused kernel gives the same values
     bar = tqdm(total=sum(min(shard_size, len(dataset) - i * shard_size) for i in todo), unit="img",
                desc=f"extract {model.cfg.source}", disable=not progress)
-    for index in todo:
-        start, stop = index * shard_size, min((index + 1) * shard_size, len(dataset))
-        shard, record = _extract_shard(model, dataset, range(start, stop), layers, device, dtype=dtype,
-                                       patches_per_image=patches_per_image, n_slots=n_slots, batch_size=batch_size, size=size,
-                                       purity=purity, seed=seed, autocast=autocast, bar=bar)
-        write_shard(out, index, shard, record)
-    bar.close()
+    try:
+        for index in todo:
+            start, stop = index * shard_size, min((index + 1) * shard_size, len(dataset))
+            shard, record = _extract_shard(
+                model, dataset, range(start, stop), layers, device, dtype=dtype, patches_per_image=patches_per_image,
+                n_slots=n_slots, batch_size=batch_size, size=size, purity=purity, seed=seed, autocast=autocast, bar=bar,
+            )
+            write_shard(out, index, shard, record)
+    finally:
+        model.set_fused_attention(fused_before)
+        bar.close()
     return store
 
 
