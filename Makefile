@@ -23,6 +23,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_hooks.py
 	$(BIN)/python benchmarks/bench_scenes.py
+	$(BIN)/python benchmarks/bench_extract.py
+	$(BIN)/python benchmarks/bench_probes.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

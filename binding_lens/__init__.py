@@ -13,4 +13,6 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["HookedViT", "HookedViTConfig", "__version__"]
+from .activations import ActivationStore, extract  # noqa: E402  (extract records __version__)
+
+__all__ = ["ActivationStore", "HookedViT", "HookedViTConfig", "__version__", "extract"]

@@ -9,7 +9,12 @@ from typing import Sequence
 import torch
 
 from .hooks import HookedViT
+from .analyses.layer_sweep import ALL_PROBES
 from .hooks.loading import ARCHITECTURES, load_hooked_vit
+
+MODEL_HELP = ("hub id or local path; random:<arch> (" + ", ".join(sorted(ARCHITECTURES)) +
+              "): the same architecture with random weights; config:<config.json>; tiny:<name>")
+DATA_HELP = "default | twins | colorshape (synthetic, no download), ade20k:<path>, folder:<path>"
 
 
 def _sample_pixels(model: HookedViT, size: tuple[int, int], batch: int = 1) -> torch.Tensor:
@@ -72,15 +77,79 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     hooks = commands.add_parser("hooks", help="load a model and print its hook points and cache shapes")
-    hooks.add_argument("--model", default="random:dinov2-small",
-                       help="hub id or local path; random:<arch> (one of "
-                            f"{', '.join(sorted(ARCHITECTURES))}); config:<config.json>; tiny:<name>")
+    hooks.add_argument("--model", default="random:dinov2-small", help=MODEL_HELP)
     hooks.add_argument("--size", type=_size, default=None, help="image size HEIGHTxWIDTH (default: 224 or the native size)")
     hooks.add_argument("--all-blocks", action="store_true", help="list the hook points of every block")
     hooks.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
 
-    commands.add_parser("demo", help="the main job on the embedded defaults")
+    for name, text in (("extract", "extract patch-token activations and labels into a resumable store"),
+                       ("sweep", "the layer sweep: every probe at every layer (extracting when needed)")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--model", required=True, help=MODEL_HELP)
+        command.add_argument("--data", default="default", help=DATA_HELP)
+        command.add_argument("--n-images", type=int, default=400, help="images to use (synthetic: generated)")
+        command.add_argument("--size", type=int, default=224, help="image side in pixels fed to the model")
+        command.add_argument("--split", default=None, help="dataset split (ADE20K: training/validation)")
+        command.add_argument("--layers", default="all", help="all, or e.g. 0,4,8 or 2-10 or 0-11:2")
+        command.add_argument("--patches-per-image", type=int, default=64, help="labelled patches stored per image")
+        command.add_argument("--batch-size", type=int, default=16, help="images per forward pass")
+        command.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+        command.add_argument("--seed", type=int, default=0)
+        command.add_argument("--out", required=True, help="output directory (re-running resumes it)")
+        if name == "sweep":
+            command.add_argument("--probes", default="all", help="all, or a comma list of " + ", ".join(ALL_PROBES))
+            command.add_argument("--epochs", type=int, default=16)
+            command.add_argument("--batch-images", type=int, default=256, help="images per probe-training step")
+            command.add_argument("--rank", type=int, default=64, help="rank of quadratic_fixed_rank")
+
+    demo = commands.add_parser("demo", help="the main job on the embedded defaults (a few minutes on 2 CPU cores)")
+    demo.add_argument("--out", default="runs/demo", help="where the report goes")
     return parser
+
+
+def parse_layers(text: str, n_layers: int) -> list[int]:
+    """'all', '0,4,8', '2-10' or '0-11:2' -> sorted layer indices, checked against the model."""
+    if text == "all":
+        return list(range(n_layers))
+    layers: set[int] = set()
+    try:
+        for part in text.split(","):
+            span, _, step = part.partition(":")
+            first, _, last = span.partition("-")
+            layers.update(range(int(first), int(last or first) + 1, int(step or 1)))
+    except ValueError:
+        raise SystemExit(f"--layers {text!r}: use all, a comma list (0,4,8), a range (2-10) or a strided range (0-11:2)")
+    bad = sorted(layer for layer in layers if not 0 <= layer < n_layers)
+    if bad:
+        raise SystemExit(f"--layers {text!r}: layers {bad} do not exist; this model has layers 0..{n_layers - 1}")
+    return sorted(layers)
+
+
+def _default_device(device: str | None) -> str:
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def run_extract_or_sweep(args: argparse.Namespace) -> None:
+    from .activations import extract
+    from .analyses import layer_sweep
+    from .data.spec import dataset_from_spec
+    from .probes import ProbeTrainingConfig
+
+    device = _default_device(args.device)
+    model = load_hooked_vit(args.model, device=device, seed=args.seed)
+    layers = parse_layers(args.layers, model.cfg.n_layers)
+    dataset = dataset_from_spec(args.data, n=args.n_images, size=args.size, seed=args.seed, split=args.split)
+    options = dict(patches_per_image=args.patches_per_image, batch_size=args.batch_size, size=args.size)
+    if args.command == "extract":
+        store = extract(model, dataset, layers, args.out, device=device, seed=args.seed, **options)
+        print(f"activations of layers {layers} for {store.load(layers[:1]).image_index.numel()} images in {args.out}")
+        return
+    probes = list(ALL_PROBES) if args.probes == "all" else [p.strip() for p in args.probes.split(",") if p.strip()]
+    training = ProbeTrainingConfig(epochs=args.epochs, batch_images=args.batch_images, seed=args.seed)
+    result = layer_sweep(model, dataset, args.out, layers=layers, probes=probes, training=training, seed=args.seed,
+                         rank=args.rank, device=device, extract_kwargs=options)
+    print(result.table())
+    print(f"\nreport: {result.files['table_csv']}, {result.files['plot']}, {result.files['summary']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,10 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = load_hooked_vit(args.model, device=args.device)
         size = args.size or (224 - 224 % model.cfg.patch_size,) * 2
         print_hook_report(model, size, all_blocks=args.all_blocks)
+    elif args.command in ("extract", "sweep"):
+        run_extract_or_sweep(args)
     elif args.command == "demo":
-        print("binding-lens demo: the DINOv2-small architecture with random weights (no machine here can")
-        print("download pretrained weights), hooked and checked against the plain HF model.\n")
-        print_hook_report(load_hooked_vit("random:dinov2-small"), (224, 224))
+        from .demo import run_demo
+
+        run_demo(args.out)
     return 0
 
 

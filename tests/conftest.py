@@ -15,6 +15,15 @@ def build(case: TinyCase, seed: int = 0) -> tuple[torch.nn.Module, HookedViT]:
     return hf, HookedViT.from_hf(hf)
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny tensors gain nothing from threads and lose a lot when another process holds a core."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(params=list(TINY_CASES.values()), ids=list(TINY_CASES))
 def family(request) -> TinyCase:
     return request.param

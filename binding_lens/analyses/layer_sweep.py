@@ -1,0 +1,152 @@
+"""The layer sweep (the paper's main result): how well each probe decodes IsSameObject, layer by layer.
+
+    result = layer_sweep(model, SyntheticScenes("default", n=400), "runs/sweep")
+    result.rows          # tidy rows: model, layer, layer_normalised, probe, accuracy, balanced_accuracy, auroc, ...
+    result.peaks         # per probe, its best layer (normalised to [0, 1] as in the paper's Table 1)
+
+Writes under `out`: `activations/` (the resumable store), `probes/L{layer}_{probe}.safetensors`,
+`sweep.csv` / `sweep.json` (the rows), `peaks.csv` / `peaks.json`, `accuracy_by_layer.png` / `.svg`
+(the paper's Figure 3) and `summary.json` (what was run, on what, and how long it took).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from ..activations import extract
+from ..activations.store import write_json_atomic
+from ..data import Scene
+from ..hooks import HookedViT
+from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, evaluate, make_probe, save_probe, split_by_image, train_probes
+from .report import Row, format_table, peak_layers, plot_metric_by_layer, write_table
+
+ALL_PROBES = (
+    "linear", "diag_quadratic", "quadratic", "quadratic_fixed_rank", "cosine_similarity", "dot_product",
+    "self_attention", "distance", "pointwise_class", "pointwise_identity",
+)
+METRICS = ("accuracy", "balanced_accuracy", "auroc", "positive_rate", "majority_baseline", "n_pairs")
+
+
+@dataclass
+class SweepResult:
+    rows: list[Row]
+    peaks: dict[str, Row]
+    out: Path
+    files: dict[str, Path] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def table(self) -> str:
+        """Peak layer and test metrics of each probe, as text."""
+        rows = [row | {"probe": probe} for probe, row in self.peaks.items()]
+        return format_table(rows, ["probe", "peak_layer", "peak_layer_normalised", "accuracy", "balanced_accuracy",
+                                   "auroc", "majority_baseline"])
+
+
+def weights_note(model: HookedViT) -> str:
+    """What the model's weights are, in words a report can carry."""
+    source = model.cfg.source
+    if source.startswith(("random:", "config:", "tiny:")) or source == type(model.hf_model).__name__:
+        return f"random-init weights ({source}): an untrained control, not a pretrained model"
+    return f"weights loaded from {source} (revision {model.cfg.extra.get('revision', 'main')})"
+
+
+def _probe_for(name: str, model: HookedViT, layer: int, n_classes: int, n_queries: int, rank: int) -> PairProbe:
+    d_model = model.cfg.d_model
+    if name == "self_attention":
+        return make_probe(name, d_model, model=model, layer=layer)
+    if name == "quadratic_fixed_rank":
+        return make_probe(name, d_model, rank=rank)
+    if name == "pointwise_class":
+        return make_probe(name, d_model, n_classes=n_classes)
+    if name == "pointwise_identity":
+        return make_probe(name, d_model, n_queries=n_queries)
+    return make_probe(name, d_model)
+
+
+def layer_sweep(
+    model: HookedViT,
+    dataset: Sequence[Scene],
+    out: str | Path,
+    *,
+    layers: Sequence[int] | None = None,
+    probes: Sequence[str] = ALL_PROBES,
+    training: ProbeTrainingConfig | None = None,
+    split: tuple[float, float, float] = (0.7, 0.15, 0.15),
+    seed: int = 0,
+    rank: int = 64,
+    device: str | torch.device | None = None,
+    extract_kwargs: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> SweepResult:
+    """Extract (or reuse) activations, train every probe at every layer on the train images, pick each
+    probe's best-validation epoch, and report test metrics on a fixed pair set of held-out images."""
+    started = time.perf_counter()
+    out = Path(out)
+    layers = sorted(set(range(model.cfg.n_layers) if layers is None else layers))
+    unknown = [name for name in probes if name not in ALL_PROBES]
+    if unknown:
+        raise ValueError(f"unknown probe(s) {unknown}; choose from {', '.join(ALL_PROBES)}")
+    training = training or ProbeTrainingConfig(seed=seed)
+    store = extract(model, dataset, layers, out / "activations", seed=seed, device=device, progress=progress,
+                    **(extract_kwargs or {}))
+    stored = store.load(layers)
+    extract_seconds = time.perf_counter() - started
+    n_images = stored.instance.shape[0]
+    train_idx, val_idx, test_idx = split_by_image(n_images, fractions=split, seed=seed)
+    n_classes = int(stored.klass.max().item()) + 1
+    objects_per_image = [int(torch.unique(row[row >= 0]).numel()) for row in stored.instance]
+    n_queries = max(10, max(objects_per_image) + 2)
+
+    rows: list[Row] = []
+    probe_dir = out / "probes"
+    for name in probes:
+        probe_layers = [layer for layer in layers if not (name == "self_attention" and layer == model.cfg.n_layers - 1)]
+        if not probe_layers:
+            continue
+        data = ProbeData([stored.acts[layer].float() for layer in probe_layers], stored.instance, stored.klass)
+        trained = train_probes(
+            [_probe_for(name, model, layer, n_classes, n_queries, rank) for layer in probe_layers],
+            data.select(train_idx), data.select(val_idx), training,
+        )
+        test = data.select(test_idx)
+        for index, (layer, result) in enumerate(zip(probe_layers, trained)):
+            metrics = evaluate(result.probe, test, layer=index, patches_per_image=training.eval_patches_per_image,
+                               seed=training.eval_seed)
+            rows.append({
+                "model": model.cfg.source, "layer": layer,
+                "layer_normalised": layer / max(model.cfg.n_layers - 1, 1), "probe": name,
+                **{metric: metrics[metric] for metric in METRICS}, "best_epoch": result.best_epoch,
+            })
+            save_probe(result.probe, probe_dir / f"L{layer:02d}_{name}.safetensors")
+        if progress:
+            best = max((row for row in rows if row["probe"] == name), key=lambda row: row["accuracy"])
+            print(f"  {name:<22} best test accuracy {best['accuracy']:.3f} at layer {best['layer']}", flush=True)
+
+    peaks = peak_layers(rows, model.cfg.n_layers)
+    files: dict[str, Path] = {}
+    files["table_csv"], files["table_json"] = write_table(rows, out / "sweep")
+    files["peaks_csv"], files["peaks_json"] = write_table(
+        [{"probe": probe} | {k: row[k] for k in ("peak_layer", "peak_layer_normalised", *METRICS)}
+         for probe, row in peaks.items()], out / "peaks")
+    files["plot"] = plot_metric_by_layer(
+        rows, out / "accuracy_by_layer", title=f"IsSameObject test accuracy by layer\n{weights_note(model)}")
+    summary = {
+        "model": model.cfg.to_dict(),
+        "weights": weights_note(model),
+        "dataset": store.manifest["dataset"],
+        "images": {"kept": n_images, "skipped": store.skip_summary(), "train": len(train_idx), "val": len(val_idx),
+                   "test": len(test_idx)},
+        "layers": layers,
+        "probes": list(probes),
+        "training": asdict(training),
+        "rank": rank, "n_queries": n_queries, "n_classes": n_classes,
+        "seconds": {"extract": round(extract_seconds, 2), "total": round(time.perf_counter() - started, 2)},
+    }
+    files["summary"] = out / "summary.json"
+    write_json_atomic(files["summary"], summary)
+    return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)

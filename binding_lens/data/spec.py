@@ -1,0 +1,55 @@
+"""Datasets named by a string, as the command line takes them.
+
+    default | twins | colorshape        synthetic presets (also synthetic:<preset>)
+    ade20k:/path/to/ADE20K_2021_17_01   the official release (split from `split`)
+    folder:/path/to/root                images/ + masks/ with the same stems
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .ade20k import ADE20K
+from .folder import ImageFolderWithMasks
+from .knobs import PRESETS
+from .scene import Scene
+from .synthetic import SyntheticScenes
+
+
+class Subset(Sequence):
+    """The first `n` scenes of a dataset, with an identity that says so."""
+
+    def __init__(self, dataset: Sequence[Scene], n: int):
+        self.dataset, self.n = dataset, min(n, len(dataset))
+        self.identity = {"subset_of": getattr(dataset, "identity", repr(dataset)), "first": self.n}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> Scene:  # type: ignore[override]
+        if not -self.n <= index < self.n:
+            raise IndexError(index)
+        return self.dataset[index % self.n]
+
+
+def dataset_from_spec(
+    spec: str, n: int | None = None, size: int = 224, seed: int = 0, split: str | None = None
+) -> Sequence[Scene]:
+    """The dataset a spec string names; `n` caps its length (synthetic: generates exactly n)."""
+    kind, _, rest = spec.partition(":")
+    if kind in PRESETS and not rest:
+        kind, rest = "synthetic", kind
+    if kind == "synthetic":
+        if rest not in PRESETS:
+            raise ValueError(f"unknown synthetic preset {rest!r}; choose one of {sorted(PRESETS)}")
+        return SyntheticScenes(rest, n=n or 1000, size=size, seed=seed, split=split)
+    if kind == "ade20k" and rest:
+        dataset: Any = ADE20K(rest, split=split or "validation")
+    elif kind == "folder" and rest:
+        dataset = ImageFolderWithMasks(rest)
+    else:
+        raise ValueError(
+            f"cannot read dataset spec {spec!r}: use a synthetic preset ({', '.join(sorted(PRESETS))}), "
+            "ade20k:<path to the ADE20K_2021_17_01 release> or folder:<path with images/ and masks/>"
+        )
+    return Subset(dataset, n) if n is not None and n < len(dataset) else dataset

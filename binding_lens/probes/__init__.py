@@ -1,0 +1,72 @@
+"""IsSameObject probes (SPEC section 4): do two patches' tokens say they belong to the same object?
+
+    from binding_lens.probes import ProbeData, ProbeTrainingConfig, evaluate, make_probe, split_by_image, train_probe
+
+    train_idx, val_idx, test_idx = split_by_image(acts.shape[0], seed=0)
+    data = ProbeData(acts, instance, klass)             # [image, patch, d], [image, patch] ids (< 0: excluded)
+    probe = make_probe("quadratic_fixed_rank", d_model, rank=64)
+    result = train_probe(probe, data.select(train_idx), data.select(val_idx), ProbeTrainingConfig())
+    evaluate(result.probe, data.select(test_idx))       # accuracy, balanced_accuracy, auroc, majority_baseline, ...
+
+Every probe scores all pairs of a batch of images with batched matrix products
+(`probe.pair_logits(x)` -> [image, N, N]); several layers' probes train together with `train_probes`.
+"""
+
+from .attention import SelfAttentionProbe
+from .base import PairProbe
+from .batch import PairBatch, dense_instance_ids
+from .bilinear import DiagQuadraticProbe, LinearProbe, QuadraticFixedRankProbe, QuadraticProbe
+from .checkpoint import load_probe, read_header, save_probe
+from .data import ProbeData
+from .evaluation import evaluate, pair_outputs
+from .matching import detr_mask_loss, hungarian_match, mask_costs
+from .metrics import DegeneratePairSetError, auroc, pair_metrics
+from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
+from .registry import PROBES, make_probe, probe_class
+from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches, split_by_image
+from .scalar import ScalarScoreProbe, fit_logistic_1d
+from .similarity import CosineSimilarityProbe, DistanceProbe, DotProductProbe
+from .training import EpochRecord, ProbeTrainingConfig, TrainResult, train_probe, train_probes
+
+__all__ = [
+    "PROBES",
+    "CosineSimilarityProbe",
+    "DegeneratePairSetError",
+    "DiagQuadraticProbe",
+    "DistanceProbe",
+    "DotProductProbe",
+    "EpochRecord",
+    "LinearProbe",
+    "PairBatch",
+    "PairProbe",
+    "PairSet",
+    "PointwiseClassProbe",
+    "PointwiseIdentityProbe",
+    "ProbeData",
+    "ProbeTrainingConfig",
+    "QuadraticFixedRankProbe",
+    "QuadraticProbe",
+    "ScalarScoreProbe",
+    "SelfAttentionProbe",
+    "TrainResult",
+    "auroc",
+    "count_pairs",
+    "dense_instance_ids",
+    "detr_mask_loss",
+    "evaluate",
+    "fit_logistic_1d",
+    "fixed_pairs",
+    "hungarian_match",
+    "load_probe",
+    "make_probe",
+    "mask_costs",
+    "pair_metrics",
+    "pair_outputs",
+    "probe_class",
+    "read_header",
+    "sample_patches",
+    "save_probe",
+    "split_by_image",
+    "train_probe",
+    "train_probes",
+]

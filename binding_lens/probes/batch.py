@@ -1,0 +1,79 @@
+"""The labels of one training batch: sampled patches of several images, and their pair targets.
+
+Targets are computed once per batch and shared by every probe trained on it (several layers'
+probes train on the same batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+
+
+def dense_instance_ids(instance: Int[Tensor, "image patch"]) -> Int[Tensor, "image patch"]:
+    """Per image, relabel instance ids to 0..G-1 (in increasing id order); excluded (< 0) stay -1.
+
+    Batched: one sort per row, no loop over images.
+    """
+    valid = instance >= 0
+    if instance.numel() == 0:
+        return instance.clone()
+    big = int(instance.max().clamp_min(0)) + 1
+    key = torch.where(valid, instance, torch.full_like(instance, big))
+    sorted_key, order = key.sort(dim=1)
+    new = torch.ones_like(sorted_key, dtype=torch.bool)
+    new[:, 1:] = sorted_key[:, 1:] != sorted_key[:, :-1]
+    rank = new.long().cumsum(1) - 1
+    dense = torch.empty_like(rank).scatter_(1, order, rank)
+    return torch.where(valid, dense, torch.full_like(dense, -1))
+
+
+@dataclass(frozen=True)
+class PairBatch:
+    """Sampled patches of a batch of images: instance ids, optional class ids, and validity.
+
+    `valid[b, i]` is False for padding slots (an image with fewer labelled patches than sampled)
+    and for excluded patches. Pairs are (i, j), i < j, with both valid.
+    """
+
+    instance: Int[Tensor, "image k"]
+    valid: Bool[Tensor, "image k"]
+    klass: Int[Tensor, "image k"] | None = None
+
+    def __post_init__(self) -> None:
+        if self.instance.shape != self.valid.shape or self.instance.ndim != 2:
+            raise ValueError(
+                f"instance {tuple(self.instance.shape)} and valid {tuple(self.valid.shape)} must both be [image, k]"
+            )
+        if self.klass is not None and self.klass.shape != self.instance.shape:
+            raise ValueError(f"klass {tuple(self.klass.shape)} must match instance {tuple(self.instance.shape)}")
+
+    def to(self, device: torch.device | str) -> "PairBatch":
+        """The same labels on `device`."""
+        move = lambda t: None if t is None else t.to(device)
+        return PairBatch(move(self.instance), move(self.valid), move(self.klass))
+
+    @cached_property
+    def pair_mask(self) -> Bool[Tensor, "image k k"]:
+        """The supervised pairs: strict upper triangle, both patches valid."""
+        k = self.valid.shape[1]
+        upper = torch.ones(k, k, dtype=torch.bool, device=self.valid.device).triu(1)
+        return self.valid[:, :, None] & self.valid[:, None, :] & upper
+
+    @cached_property
+    def same(self) -> Bool[Tensor, "image k k"]:
+        """IsSameObject for every (i, j) of each image (meaningful where `pair_mask` is True)."""
+        return self.instance[:, :, None] == self.instance[:, None, :]
+
+    @cached_property
+    def dense_instance(self) -> Int[Tensor, "image k"]:
+        """Instance ids relabelled 0..G-1 per image over the valid slots, -1 elsewhere."""
+        return dense_instance_ids(torch.where(self.valid, self.instance, torch.full_like(self.instance, -1)))
+
+    @cached_property
+    def n_pairs(self) -> int:
+        return int(self.pair_mask.sum())

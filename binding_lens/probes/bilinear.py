@@ -1,0 +1,129 @@
+"""The trained pairwise probes of the paper: linear, diagonal quadratic, quadratic and fixed rank.
+
+Each scores all N x M pairs of every image with batched matrix products. The fixed-rank probe never
+forms its d x d matrix (only `weight()`, for analysis, does); no probe forms an [N, M, d] tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from .base import PairProbe
+
+
+def _other(x: Tensor, y: Tensor | None) -> Tensor:
+    return x if y is None else y
+
+
+class LinearProbe(PairProbe):
+    """sigma(w.x + w.y + b): each patch gets a scalar, a pair the sum (symmetric by construction)."""
+
+    name = "linear"
+
+    def __init__(self, d_model: int):
+        super().__init__(d_model)
+        self.w = nn.Parameter(torch.randn(d_model) * d_model**-0.5)
+        self.b = nn.Parameter(torch.zeros(()))
+
+    def config(self) -> dict[str, Any]:
+        return {"d_model": self.d_model}
+
+    def _pair_logits(
+        self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
+    ) -> Float[Tensor, "image n m"]:
+        ax = x @ self.w
+        ay = ax if y is None else y @ self.w
+        return ax[:, :, None] + ay[:, None, :] + self.b
+
+
+class DiagQuadraticProbe(PairProbe):
+    """sigma(sum_k w_k x_k y_k + b): a quadratic form restricted to the diagonal (d parameters)."""
+
+    name = "diag_quadratic"
+
+    def __init__(self, d_model: int):
+        super().__init__(d_model)
+        self.w = nn.Parameter(torch.randn(d_model) * d_model**-0.5)
+        self.b = nn.Parameter(torch.zeros(()))
+
+    def config(self) -> dict[str, Any]:
+        return {"d_model": self.d_model}
+
+    def weight(self) -> Float[Tensor, "d_model d_model"]:
+        """The (diagonal) matrix W of x^T W y, for analysis."""
+        return torch.diag(self.w)
+
+    def _pair_logits(
+        self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
+    ) -> Float[Tensor, "image n m"]:
+        return (x * self.w) @ _other(x, y).transpose(-1, -2) + self.b
+
+
+class QuadraticProbe(PairProbe):
+    """sigma(x^T W y + b), W = (A + A^T) / (2 sqrt d): the full symmetric quadratic form (d^2 parameters).
+
+    W is formed once per call (a d x d add, negligible next to the products) and applied to every
+    patch of every image in one [images * N, d] x [d, d] product. A carries the L2 weight decay.
+    """
+
+    name = "quadratic"
+
+    def __init__(self, d_model: int):
+        super().__init__(d_model)
+        self.A = nn.Parameter(torch.randn(d_model, d_model) * d_model**-0.5)
+        self.b = nn.Parameter(torch.zeros(()))
+
+    def config(self) -> dict[str, Any]:
+        return {"d_model": self.d_model}
+
+    def weight(self) -> Float[Tensor, "d_model d_model"]:
+        """The symmetric W of x^T W y."""
+        return (self.A + self.A.T) / (2 * math.sqrt(self.d_model))
+
+    def weight_decay_parameters(self) -> list[nn.Parameter]:
+        return [self.A]
+
+    def _pair_logits(
+        self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
+    ) -> Float[Tensor, "image n m"]:
+        return (x @ self.weight()) @ _other(x, y).transpose(-1, -2) + self.b
+
+
+class QuadraticFixedRankProbe(PairProbe):
+    """sigma(x^T W y + b), W = (U^T V + V^T U) / (2 sqrt d), U, V in R^{r x d} (2rd parameters).
+
+    Computed without W: project with P = [U; V] once, then
+    score = [xU^T, xV^T] . [yV^T, yU^T] / (2 sqrt d): two matrix products for all pairs.
+    """
+
+    name = "quadratic_fixed_rank"
+
+    def __init__(self, d_model: int, rank: int):
+        super().__init__(d_model)
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+            raise ValueError(f"rank must be a positive int (e.g. rank=64), got {rank!r}")
+        self.rank = rank
+        self.U = nn.Parameter(torch.randn(rank, d_model) * d_model**-0.5)
+        self.V = nn.Parameter(torch.randn(rank, d_model) * d_model**-0.5)
+        self.b = nn.Parameter(torch.zeros(()))
+
+    def config(self) -> dict[str, Any]:
+        return {"d_model": self.d_model, "rank": self.rank}
+
+    def weight(self) -> Float[Tensor, "d_model d_model"]:
+        """The dense symmetric W (d x d), for analysis only; scoring never forms it."""
+        return (self.U.T @ self.V + self.V.T @ self.U) / (2 * math.sqrt(self.d_model))
+
+    def _pair_logits(
+        self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
+    ) -> Float[Tensor, "image n m"]:
+        projection = torch.cat([self.U, self.V], dim=0).T  # [d, 2r]
+        px = x @ projection  # [xU^T, xV^T]
+        py = px if y is None else y @ projection
+        swapped = torch.cat([py[..., self.rank :], py[..., : self.rank]], dim=-1)  # [yV^T, yU^T]
+        return px @ swapped.transpose(-1, -2) / (2 * math.sqrt(self.d_model)) + self.b

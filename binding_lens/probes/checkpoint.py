@@ -1,0 +1,71 @@
+"""Save and load probes: one safetensors file whose metadata holds a small JSON header.
+
+The header is {"format": 1, "probe": <name>, "kwargs": <constructor kwargs>}; the tensors are the
+probe's state dict (parameters and buffers, e.g. the frozen attention weights). Writes are atomic:
+a temporary file in the same directory, then os.replace, so a crash never leaves half a probe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from .base import PairProbe
+from .registry import probe_class
+
+HEADER_KEY = "binding_lens_probe"
+FORMAT = 1
+
+
+def save_probe(probe: PairProbe, path: str | os.PathLike) -> Path:
+    """Write `probe` to `path` (conventionally *.safetensors) atomically; returns the path."""
+    if not isinstance(probe, PairProbe):
+        raise TypeError(f"save_probe takes a PairProbe, got {type(probe).__name__}")
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory; give a file path such as {path / 'probe.safetensors'}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = json.dumps({"format": FORMAT, "probe": probe.name, "kwargs": probe.config()})
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in probe.state_dict().items()}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata={HEADER_KEY: header})
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def read_header(path: str | os.PathLike) -> dict:
+    """The JSON header of a saved probe (name and constructor kwargs)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no probe file at {path}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+    except Exception as exc:  # safetensors raises its own error types for corrupt files
+        raise ValueError(f"{path} is not a readable safetensors file: {exc}") from exc
+    if HEADER_KEY not in metadata:
+        raise ValueError(f"{path} is a safetensors file but not a binding_lens probe (no {HEADER_KEY!r} metadata)")
+    header = json.loads(metadata[HEADER_KEY])
+    if header.get("format") != FORMAT:
+        raise ValueError(f"{path} has probe format {header.get('format')!r}; this version reads format {FORMAT}")
+    return header
+
+
+def load_probe(path: str | os.PathLike, device: str | torch.device = "cpu") -> PairProbe:
+    """Rebuild a saved probe (its class from the header's name) with its exact weights, in eval mode."""
+    header = read_header(path)
+    probe = probe_class(header["probe"]).from_config(header["kwargs"])
+    probe.load_state_dict(load_file(str(path)), strict=True)
+    return probe.to(device).eval()

@@ -1,0 +1,65 @@
+"""Probe names (the authors' `probe.mode` / `train_mode` names) and a factory."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from .attention import SelfAttentionProbe
+from .base import PairProbe
+from .bilinear import DiagQuadraticProbe, LinearProbe, QuadraticFixedRankProbe, QuadraticProbe
+from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
+from .similarity import CosineSimilarityProbe, DistanceProbe, DotProductProbe
+
+PROBES: dict[str, type[PairProbe]] = {
+    cls.name: cls
+    for cls in (
+        LinearProbe,
+        DiagQuadraticProbe,
+        QuadraticProbe,
+        QuadraticFixedRankProbe,
+        CosineSimilarityProbe,
+        DotProductProbe,
+        SelfAttentionProbe,
+        DistanceProbe,
+        PointwiseClassProbe,
+        PointwiseIdentityProbe,
+    )
+}
+
+_REQUIRED = {
+    "quadratic_fixed_rank": "rank=<int>, e.g. rank=64",
+    "pointwise_class": "n_classes=<int>",
+}
+
+
+def probe_class(name: str) -> type[PairProbe]:
+    """The class registered under `name`; an unknown name lists the known ones."""
+    if name not in PROBES:
+        close = difflib.get_close_matches(str(name), PROBES, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise KeyError(f"unknown probe {name!r}.{hint} Known probes: {', '.join(PROBES)}")
+    return PROBES[name]
+
+
+def make_probe(name: str, d_model: int, **kwargs: Any) -> PairProbe:
+    """Build a probe by name.
+
+    `quadratic_fixed_rank` needs `rank`, `pointwise_class` `n_classes`, `pointwise_identity` takes
+    `n_queries` (default 10). `self_attention` takes `model=<HookedViT>, layer=<int>` (reads block
+    layer+1) or explicit weights `W_Q, W_K, b_Q, b_K, ln_weight, ln_bias, ln_eps`.
+    """
+    cls = probe_class(name)
+    if name in _REQUIRED and _REQUIRED[name].split("=")[0] not in kwargs:
+        raise TypeError(f"probe {name!r} needs {_REQUIRED[name]}")
+    if cls is SelfAttentionProbe and "model" in kwargs:
+        model, layer = kwargs.pop("model"), kwargs.pop("layer", None)
+        if kwargs:
+            raise TypeError(f"self_attention from a model takes only model= and layer=, got also {sorted(kwargs)}")
+        probe = SelfAttentionProbe.from_model(model, layer)  # type: ignore[arg-type]
+        if probe.d_model != d_model:
+            raise ValueError(f"d_model={d_model} but the model's d_model is {probe.d_model}")
+        return probe
+    if cls is SelfAttentionProbe and "W_Q" not in kwargs:
+        raise TypeError("probe 'self_attention' needs model=<HookedViT>, layer=<int>, or explicit W_Q=, W_K= weights")
+    return cls(d_model, **kwargs)

@@ -1,0 +1,131 @@
+"""Which images and which patch pairs a probe sees: the split by image and the patch samples.
+
+A `PairSet` is, for every image, a sorted set of labelled patch slots; its pairs are all (i, j),
+i < j, among them. Training draws a fresh seeded `PairSet` each epoch (the paper's 64 random
+patches per image); validation and test use one fixed `PairSet` (`fixed_pairs`). Everything is
+batched over images: one random key per patch slot, one top-k per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+
+from .batch import PairBatch, dense_instance_ids
+
+
+def split_by_image(
+    n_images: int, fractions: tuple[float, float, float] = (0.7, 0.15, 0.15), seed: int = 0
+) -> tuple[Int[Tensor, " train"], Int[Tensor, " val"], Int[Tensor, " test"]]:
+    """Disjoint, seeded (train, val, test) image indices covering range(n_images), each sorted.
+
+    Sizes follow `fractions` by largest remainder (they sum to n_images exactly).
+    """
+    if not isinstance(n_images, int) or isinstance(n_images, bool) or n_images < 0:
+        raise ValueError(f"n_images must be a non-negative int, got {n_images!r}")
+    if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6:
+        raise ValueError(f"fractions must be three non-negative numbers summing to 1, got {fractions!r}")
+    exact = [f * n_images for f in fractions]
+    sizes = [int(e) for e in exact]
+    for i in sorted(range(3), key=lambda i: exact[i] - sizes[i], reverse=True)[: n_images - sum(sizes)]:
+        sizes[i] += 1
+    for name, f, size in zip(("train", "val", "test"), fractions, sizes):
+        if f > 0 and size == 0:
+            raise ValueError(f"{n_images} images leave the {name} split empty (fraction {f}); use more images")
+    order = torch.randperm(n_images, generator=torch.Generator().manual_seed(seed))
+    train, val, test = torch.split(order, sizes)
+    return train.sort().values, val.sort().values, test.sort().values
+
+
+def count_pairs(instance: Int[Tensor, "image patch"]) -> tuple[int, int]:
+    """(all valid pairs, same-object pairs) over all labelled patches of all images, batched."""
+    if instance.ndim != 2:
+        raise ValueError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
+    valid = instance >= 0
+    n_valid = valid.sum(1)
+    total = int((n_valid * (n_valid - 1) // 2).sum())
+    if instance.numel() == 0:
+        return total, 0
+    dense = dense_instance_ids(instance)
+    offsets = torch.arange(instance.shape[0], device=instance.device)[:, None] * instance.shape[1]
+    sizes = torch.bincount((dense + offsets)[valid], minlength=instance.numel())
+    return total, int((sizes * (sizes - 1) // 2).sum())
+
+
+@dataclass(frozen=True)
+class PairSet:
+    """Per image (row), up to k patch slots (sorted; `valid` False for padding); pairs: i < j among them."""
+
+    patches: Int[Tensor, "image k"]
+    valid: Bool[Tensor, "image k"]
+
+    def __post_init__(self) -> None:
+        if self.patches.ndim != 2 or self.patches.shape != self.valid.shape:
+            raise ValueError(f"patches {tuple(self.patches.shape)} and valid {tuple(self.valid.shape)} must be [image, k]")
+
+    @property
+    def n_images(self) -> int:
+        return self.patches.shape[0]
+
+    def batch(self, instance: Int[Tensor, "image patch"], images: Int[Tensor, " b"], klass: Tensor | None = None) -> PairBatch:
+        """The labels of these images' sampled patches (rows `images` of both this set and `instance`)."""
+        patches, valid = self.patches[images], self.valid[images]
+        pick = lambda labels: torch.where(valid, labels[images[:, None], patches], torch.full_like(patches, -1))
+        return PairBatch(pick(instance), valid, None if klass is None else pick(klass))
+
+    def check_against(self, instance: Int[Tensor, "image patch"]) -> None:
+        """Raise unless this pair set was built for these labels (same images, labelled slots only)."""
+        if self.n_images != instance.shape[0]:
+            raise ValueError(
+                f"the pair set covers {self.n_images} images but the data has {instance.shape[0]}; "
+                "build it with fixed_pairs(data.instance, ...) on the same split"
+            )
+        if self.valid.any() and int(self.patches[self.valid].max()) >= instance.shape[1]:
+            raise ValueError("the pair set names patch slots beyond the data's patch count; it was built for other data")
+        if bool((instance.gather(1, self.patches)[self.valid] < 0).any()):
+            raise ValueError("the pair set includes excluded patches of this data; it was built for other labels")
+
+    def counts(self, instance: Int[Tensor, "image patch"]) -> tuple[int, int]:
+        """(pairs, same-object pairs) of this set."""
+        picked = torch.where(self.valid, instance.gather(1, self.patches), torch.full_like(self.patches, -1))
+        return count_pairs(picked)
+
+
+def sample_patches(
+    instance: Int[Tensor, "image patch"], k: int | None, generator: torch.Generator | None = None
+) -> PairSet:
+    """Per image, k distinct labelled patch slots drawn uniformly (all if fewer); k=None: all labelled.
+
+    Batched over images: a random key per slot (excluded slots get keys that sort last), the k
+    smallest per row, sorted by slot index.
+    """
+    if instance.ndim != 2:
+        raise ValueError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 2):
+        raise ValueError(f"patches per image must be an int >= 2 (or None for all), got {k!r}")
+    n_images, n_slots = instance.shape
+    valid = instance >= 0
+    if k is None:
+        k = max(int(valid.sum(1).max()) if n_images else 0, 1)
+        keys = torch.arange(n_slots, dtype=torch.float32).expand(n_images, n_slots)
+    else:
+        keys = torch.rand(n_images, n_slots, generator=generator)
+    keys = torch.where(valid.cpu(), keys, torch.full_like(keys, 2.0 * n_slots + 2.0))
+    k = min(k, n_slots)
+    picked = keys.topk(k, dim=1, largest=False).indices.to(instance.device)
+    picked_valid = valid.gather(1, picked)
+    ordered = torch.where(picked_valid, picked, torch.full_like(picked, n_slots)).sort(dim=1).values
+    valid_sorted = ordered < n_slots
+    return PairSet(torch.where(valid_sorted, ordered, torch.zeros_like(ordered)), valid_sorted)
+
+
+def fixed_pairs(instance: Int[Tensor, "image patch"], patches_per_image: int | None = 64, seed: int = 0) -> PairSet:
+    """A deterministic evaluation pair set: per image a seeded sample of labelled patches.
+
+    The same (instance, patches_per_image, seed) always gives the same pairs; None takes every
+    labelled patch. Excluded patches never enter.
+    """
+    return sample_patches(instance, patches_per_image, torch.Generator().manual_seed(seed))

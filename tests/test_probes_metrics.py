@@ -1,0 +1,86 @@
+"""Metrics against their slow definitions: AUROC by pair counting, balanced accuracy, majority baseline."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from binding_lens.probes import DegeneratePairSetError, auroc, pair_metrics
+
+
+def slow_auroc(scores, labels) -> float:
+    """P(positive scores above negative), ties 1/2: the O(n_pos * n_neg) definition."""
+    pos = [float(s) for s, l in zip(scores, labels) if l]
+    neg = [float(s) for s, l in zip(scores, labels) if not l]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
+    return wins / (len(pos) * len(neg))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_auroc_matches_pair_counting_with_ties(seed):
+    gen = torch.Generator().manual_seed(seed)
+    n = 60 + seed * 7
+    scores = torch.randint(0, 8, (n,), generator=gen).float()  # many ties
+    labels = torch.rand(n, generator=gen) < 0.3 + 0.1 * seed
+    assert auroc(scores, labels) == pytest.approx(slow_auroc(scores, labels), abs=1e-12)
+    continuous = torch.randn(n, generator=gen) + labels.float()
+    assert auroc(continuous, labels) == pytest.approx(slow_auroc(continuous, labels), abs=1e-12)
+
+
+def test_auroc_extremes():
+    labels = torch.tensor([False, False, True, True])
+    assert auroc(torch.tensor([0.1, 0.2, 0.3, 0.4]), labels) == 1.0
+    assert auroc(torch.tensor([0.4, 0.3, 0.2, 0.1]), labels) == 0.0
+    assert auroc(torch.ones(4), labels) == 0.5
+
+
+def test_pair_metrics_match_slow_counts():
+    gen = torch.Generator().manual_seed(7)
+    p = torch.rand(200, generator=gen)
+    labels = torch.rand(200, generator=gen) < p  # informative but noisy
+    m = pair_metrics(p, labels)
+    pred = [float(v) > 0.5 for v in p]
+    lab = [bool(v) for v in labels]
+    tp = sum(a and b for a, b in zip(pred, lab))
+    tn = sum((not a) and (not b) for a, b in zip(pred, lab))
+    n_pos = sum(lab)
+    assert m["accuracy"] == pytest.approx((tp + tn) / 200)
+    assert m["balanced_accuracy"] == pytest.approx((tp / n_pos + tn / (200 - n_pos)) / 2)
+    assert m["positive_rate"] == pytest.approx(n_pos / 200)
+    assert m["majority_baseline"] == pytest.approx(max(n_pos, 200 - n_pos) / 200)
+    assert (m["n_pairs"], m["n_positive"]) == (200, n_pos)
+    assert m["auroc"] == pytest.approx(slow_auroc(p, labels))
+
+
+def test_threshold_is_strictly_above_one_half_and_scores_rank_for_auroc():
+    labels = torch.tensor([True, False, True, False])
+    p = torch.tensor([0.5, 0.5, 1.0, 0.0])  # 0.5 is "different"
+    m = pair_metrics(p, labels)
+    assert m["accuracy"] == 0.75
+    # saturated probabilities tie; the logits they came from still rank the pairs
+    logits = torch.tensor([0.0, 0.0, 40.0, 39.0])
+    assert pair_metrics(torch.sigmoid(logits), labels, scores=logits)["auroc"] == pytest.approx(slow_auroc(logits, labels))
+    assert pair_metrics(torch.sigmoid(logits), labels)["auroc"] != pytest.approx(slow_auroc(logits, labels))
+
+
+def test_majority_baseline_is_accuracy_of_the_constant_answer():
+    labels = torch.tensor([True] * 3 + [False] * 7)
+    m = pair_metrics(torch.zeros(10), labels)
+    assert m["accuracy"] == m["majority_baseline"] == 0.7
+    assert m["balanced_accuracy"] == 0.5
+
+
+@pytest.mark.parametrize("labels, match", [([True, True], "no negative"), ([False, False], "no positive"), ([], "empty")])
+def test_degenerate_pair_sets_are_refused(labels, match):
+    labels = torch.tensor(labels, dtype=torch.bool)
+    with pytest.raises(DegeneratePairSetError, match=match):
+        pair_metrics(torch.rand(labels.numel()), labels)
+
+
+def test_nan_scores_and_shape_mismatch_are_refused():
+    with pytest.raises(ValueError, match="NaN"):
+        pair_metrics(torch.tensor([0.1, float("nan")]), torch.tensor([True, False]))
+    with pytest.raises(ValueError, match="same length"):
+        pair_metrics(torch.rand(3), torch.tensor([True, False]))
