@@ -1,0 +1,120 @@
+"""Does the next layer's attention use the binding signal? (SPEC section 6, "next-layer attention")
+
+- `next_layer_attention`: the head-averaged attention pattern of block l+1 between patch tokens,
+  optionally with interventions active.
+- `own_object_attention_mass`: how much attention a labelled patch pays to patches of its own object.
+- `attention_kl`: KL(clean || intervened) of the attention rows of labelled patches.
+- `attention_score_correlation`: Pearson r between attention at l+1 and IsSameObject scores at l over
+  patch pairs, with a permutation-test p-value.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..hooks import HookedViT
+
+
+def next_layer_attention(
+    model: HookedViT,
+    pixel_values: Float[Tensor, "batch 3 height width"],
+    layer: int,
+    fwd_hooks: Sequence[tuple[str, Callable]] = (),
+) -> Float[Tensor, "batch head_index query key"]:
+    """Block layer+1's attention pattern among patch tokens (prefix rows and columns dropped).
+
+    Rows keep the probability mass the query gives to every key, prefix tokens included, so a row
+    sums to at most 1."""
+    if not 0 <= layer < model.cfg.n_layers - 1:
+        raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 2}: block layer+1 must exist, got {layer}")
+    name = f"blocks.{layer + 1}.attn.hook_pattern"
+    with torch.inference_mode(), model.hooks(fwd_hooks=list(fwd_hooks)):
+        _, cache = model.run_with_cache(pixel_values, names_filter=name, stop_at_layer=layer + 2)
+    n_prefix = model.cfg.n_prefix_tokens
+    return cache[name][:, :, n_prefix:, n_prefix:]
+
+
+def _same_object(instance: Int[Tensor, "batch n"]) -> tuple[Tensor, Tensor]:
+    labelled = instance >= 0
+    same = (instance[:, :, None] == instance[:, None, :]) & labelled[:, :, None] & labelled[:, None, :]
+    return same, labelled
+
+
+def own_object_attention_mass(
+    pattern: Float[Tensor, "batch head_index query key"], instance: Int[Tensor, "batch n"]
+) -> float:
+    """Mean over labelled query patches and heads of the attention mass on keys of the query's own object
+    (the query itself included)."""
+    same, labelled = _same_object(instance.to(pattern.device))
+    mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1)  # batch head query
+    return float(mass.mean(1)[labelled].mean())
+
+
+def attention_kl(
+    clean: Float[Tensor, "batch head_index query key"],
+    intervened: Float[Tensor, "batch head_index query key"],
+    instance: Int[Tensor, "batch n"] | None = None,
+    eps: float = 1e-12,
+) -> float:
+    """Mean KL(clean || intervened) in nats over query rows (labelled patches only, if `instance` is given)
+    and heads; rows are renormalised over patch keys first."""
+    if clean.shape != intervened.shape:
+        raise ValueError(f"patterns differ in shape: {tuple(clean.shape)} vs {tuple(intervened.shape)}")
+    p = clean / clean.sum(-1, keepdim=True).clamp_min(eps)
+    q = intervened / intervened.sum(-1, keepdim=True).clamp_min(eps)
+    kl = (p * (p.clamp_min(eps).log() - q.clamp_min(eps).log())).sum(-1).mean(1)  # batch query
+    if instance is not None:
+        return float(kl[instance.to(kl.device) >= 0].mean())
+    return float(kl.mean())
+
+
+def pearson_r(x: Float[Tensor, " n"], y: Float[Tensor, " n"]) -> float:
+    x, y = x.double() - x.double().mean(), y.double() - y.double().mean()
+    denominator = (x.square().sum() * y.square().sum()).sqrt()
+    if denominator == 0:
+        raise ValueError("Pearson r is undefined when one of the variables is constant")
+    return float((x * y).sum() / denominator)
+
+
+def permutation_test(
+    x: Float[Tensor, " n"], y: Float[Tensor, " n"], n_permutations: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """(r, two-sided p): p = (1 + #{|r_perm| >= |r|}) / (1 + n_permutations), permuting y across pairs.
+
+    Pairs from one image are not independent, so this p-value treats them as exchangeable under the null
+    (the paper's test); it is exact when they are."""
+    r = pearson_r(x, y)
+    generator = torch.Generator().manual_seed(seed)
+    xc = x.double() - x.double().mean()
+    yc = y.double() - y.double().mean()
+    scale = (xc.square().sum() * yc.square().sum()).sqrt()
+    exceed = 0
+    chunk = max(1, min(100, 20_000_000 // max(y.numel(), 1)))  # permutations per batched product
+    for start in range(0, n_permutations, chunk):
+        count = min(chunk, n_permutations - start)
+        order = torch.stack([torch.randperm(y.numel(), generator=generator) for _ in range(count)])
+        permuted = (yc[order] * xc).sum(-1) / scale
+        exceed += int((permuted.abs() >= abs(r) - 1e-12).sum())
+    return r, (1 + exceed) / (1 + n_permutations)
+
+
+def attention_score_correlation(
+    pattern: Float[Tensor, "batch head_index query key"],
+    scores: Float[Tensor, "batch query key"],
+    instance: Int[Tensor, "batch n"],
+    n_permutations: int = 1000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Pearson r between head-averaged attention at l+1 and IsSameObject scores at l over ordered pairs
+    (i != j) of labelled patches, with its permutation p-value; also r with the ground truth."""
+    attention = pattern.mean(1)
+    same, labelled = _same_object(instance.to(pattern.device))
+    pairs = labelled[:, :, None] & labelled[:, None, :]
+    pairs &= ~torch.eye(pairs.shape[-1], dtype=torch.bool, device=pairs.device)[None]
+    a, s, truth = attention[pairs], scores.to(attention)[pairs], same[pairs].to(attention.dtype)
+    r, p = permutation_test(a, s, n_permutations, seed)
+    return {"r": r, "p_value": p, "r_ground_truth": pearson_r(a, truth), "n_pairs": int(a.numel())}

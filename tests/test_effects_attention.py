@@ -1,0 +1,95 @@
+"""Next-layer attention effects against slow formulas, and the permutation test's size under the null."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from binding_lens.effects.attention import (
+    attention_kl, attention_score_correlation, next_layer_attention, own_object_attention_mass, pearson_r,
+    permutation_test,
+)
+from binding_lens.hooks.loading import load_hooked_vit
+from binding_lens.interventions import Shuffle
+from binding_lens.subspace import BindingSubspace
+
+
+def _pattern(batch=2, heads=3, n=6, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, heads, n, n + 1, generator=generator)
+    return torch.softmax(logits, -1)[..., 1:]  # the first key plays a CLS token: rows sum below 1
+
+
+def test_own_object_mass_and_kl_match_slow_loops():
+    pattern, other = _pattern(), _pattern(seed=1)
+    instance = torch.tensor([[0, 0, 1, 1, -1, 2], [5, 5, 5, -1, 4, 4]])
+    total, count = 0.0, 0
+    kl_total, kl_count = 0.0, 0
+    for b in range(2):
+        for q in range(6):
+            if instance[b, q] < 0:
+                continue
+            per_head = [sum(float(pattern[b, h, q, k]) for k in range(6) if instance[b, k] == instance[b, q])
+                        for h in range(3)]
+            total, count = total + sum(per_head) / 3, count + 1
+            kls = []
+            for h in range(3):
+                p = pattern[b, h, q] / pattern[b, h, q].sum()
+                r = other[b, h, q] / other[b, h, q].sum()
+                kls.append(sum(float(p[k]) * math.log(float(p[k]) / float(r[k])) for k in range(6)))
+            kl_total, kl_count = kl_total + sum(kls) / 3, kl_count + 1
+    assert own_object_attention_mass(pattern, instance) == pytest.approx(total / count, abs=1e-6)
+    assert attention_kl(pattern, other, instance) == pytest.approx(kl_total / kl_count, abs=1e-6)
+    assert attention_kl(pattern, pattern) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_pearson_r_against_numpy_and_constant_input():
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(100, generator=generator), torch.randn(100, generator=generator)
+    y = y + 0.5 * x
+    assert pearson_r(x, y) == pytest.approx(np.corrcoef(x.numpy(), y.numpy())[0, 1], abs=1e-6)
+    with pytest.raises(ValueError, match="constant"):
+        pearson_r(x, torch.ones(100))
+
+
+def test_permutation_test_holds_its_size_under_the_null_and_has_power():
+    generator = torch.Generator().manual_seed(1)
+    trials, rejections = 300, 0
+    for trial in range(trials):
+        x, y = torch.randn(40, generator=generator), torch.randn(40, generator=generator)
+        _, p = permutation_test(x, y, n_permutations=199, seed=trial)
+        rejections += p <= 0.05
+    rate = rejections / trials
+    assert 0.02 <= rate <= 0.09, f"rejection rate {rate:.3f} at alpha 0.05 under the null"
+    x = torch.randn(200, generator=generator)
+    r, p = permutation_test(x, x + torch.randn(200, generator=generator), n_permutations=999)
+    assert r > 0.5 and p == pytest.approx(1 / 1000)
+
+
+def test_correlation_over_pairs_uses_labelled_ordered_pairs():
+    pattern = _pattern(batch=1, heads=2, n=5)
+    instance = torch.tensor([[0, 0, 1, -1, 1]])
+    scores = torch.randn(1, 5, 5)
+    result = attention_score_correlation(pattern, scores, instance, n_permutations=99)
+    keep = [(i, j) for i in range(5) for j in range(5) if i != j and instance[0, i] >= 0 and instance[0, j] >= 0]
+    attention = pattern.mean(1)[0]
+    expected = np.corrcoef([float(attention[i, j]) for i, j in keep], [float(scores[0, i, j]) for i, j in keep])[0, 1]
+    assert result["n_pairs"] == len(keep) == 12
+    assert result["r"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_next_layer_attention_reads_block_l_plus_1_and_sees_interventions():
+    model = load_hooked_vit("tiny:vit")
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(x)
+    pattern = next_layer_attention(model, x, layer=0)
+    torch.testing.assert_close(pattern, cache["blocks.1.attn.hook_pattern"][:, :, 1:, 1:])
+    sub = BindingSubspace.from_matrix(torch.randn(32, 32), k=16)
+    shuffled = next_layer_attention(model, x, layer=0, fwd_hooks=[Shuffle(sub, 1.0, 1).at(0)])
+    assert attention_kl(pattern, shuffled) > 1e-6 and not torch.allclose(pattern, shuffled)
+    with pytest.raises(ValueError, match="block layer\\+1 must exist"):
+        next_layer_attention(model, x, layer=2)
