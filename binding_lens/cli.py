@@ -102,9 +102,54 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--batch-images", type=int, default=256, help="images per probe-training step")
             command.add_argument("--rank", type=int, default=64, help="rank of quadratic_fixed_rank")
 
+    ablate = commands.add_parser("ablate", help="shuffle / inject binding vectors at one layer and measure what breaks")
+    ablate.add_argument("--run", default=None, help="a sweep directory: takes its model and RUN/probes/L<layer>_<probe>")
+    ablate.add_argument("--model", default=None, help=MODEL_HELP + " (default: the run's model)")
+    ablate.add_argument("--probe-file", default=None, help="a saved quadratic probe (default: from --run)")
+    ablate.add_argument("--probe", default="quadratic", help="probe name to take from --run")
+    ablate.add_argument("--layer", type=int, required=True, help="layer l of the intervention (block l+1 is measured)")
+    ablate.add_argument("--k", type=int, default=16, help="binding subspace dimension")
+    ablate.add_argument("--data", default="default", help=DATA_HELP)
+    ablate.add_argument("--n-images", type=int, default=64)
+    ablate.add_argument("--size", type=int, default=224)
+    ablate.add_argument("--seed", type=int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)")
+    ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
+    ablate.add_argument("--device", default=None)
+    ablate.add_argument("--out", required=True)
+
     demo = commands.add_parser("demo", help="the main job on the embedded defaults (a few minutes on 2 CPU cores)")
     demo.add_argument("--out", default="runs/demo", help="where the report goes")
     return parser
+
+
+def run_ablate(args: argparse.Namespace) -> None:
+    import json
+    from pathlib import Path
+
+    from .analyses.ablation import AblationSettings, ablation_study, ablation_table
+    from .data.spec import dataset_from_spec
+    from .probes import load_probe
+
+    run = Path(args.run) if args.run else None
+    model_spec = args.model or (json.loads((run / "summary.json").read_text())["model"]["source"] if run else None)
+    probe_file = args.probe_file or (run / "probes" / f"L{args.layer:02d}_{args.probe}.safetensors" if run else None)
+    if model_spec is None or probe_file is None:
+        raise SystemExit("ablate needs --run RUN_DIR, or both --model and --probe-file")
+    if not Path(probe_file).is_file():
+        raise SystemExit(f"no probe at {probe_file}: run `binding-lens sweep` with --probes {args.probe} first")
+    device = _default_device(args.device)
+    model = load_hooked_vit(model_spec, device=device)
+    scenes = dataset_from_spec(args.data, n=args.n_images, size=args.size, seed=args.seed)
+    settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino)
+    result = ablation_study(model, [scenes[i] for i in range(len(scenes))], load_probe(probe_file), settings,
+                            out=args.out, size=args.size)
+    print(ablation_table(result["rows"]))
+    corr = result["attention_vs_probe"]
+    print(f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "
+          f"(permutation p = {corr['p_value']:.4f}, {corr['n_pairs']} pairs); r with ground truth {corr['r_ground_truth']:.3f}")
+    if result["dino_head"]:
+        print(f"DINO head: {result['dino_head']}")
+    print(f"report: {Path(args.out) / 'ablation.csv'}")
 
 
 def parse_layers(text: str, n_layers: int) -> list[int]:
@@ -160,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_hook_report(model, size, all_blocks=args.all_blocks)
     elif args.command in ("extract", "sweep"):
         run_extract_or_sweep(args)
+    elif args.command == "ablate":
+        run_ablate(args)
     elif args.command == "demo":
         from .demo import run_demo
 

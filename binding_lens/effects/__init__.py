@@ -8,12 +8,33 @@ from .attention import (
     pearson_r,
     permutation_test,
 )
+from .dino import DinoHead, dino_loss, fit_dino_head, measure_dino_loss, multi_crop, update_center
+from .segmentation import (
+    InstanceHead,
+    fit_instance_head,
+    fit_semantic_head,
+    instance_miou,
+    matched_ious,
+    semantic_miou,
+)
 
 __all__ = [
+    "DinoHead",
+    "InstanceHead",
     "attention_kl",
     "attention_score_correlation",
+    "dino_loss",
+    "fit_dino_head",
+    "fit_instance_head",
+    "fit_semantic_head",
+    "instance_miou",
+    "matched_ious",
+    "measure_dino_loss",
+    "multi_crop",
     "next_layer_attention",
     "own_object_attention_mass",
     "pearson_r",
     "permutation_test",
+    "semantic_miou",
+    "update_center",
 ]
