@@ -11,6 +11,7 @@ import torch
 from .hooks import HookedViT
 from .analyses.layer_sweep import ALL_PROBES
 from .hooks.loading import ARCHITECTURES, load_hooked_vit
+from .vis.command import add_view_command, run_view
 
 MODEL_HELP = ("hub id or local path; random:<arch> (" + ", ".join(sorted(ARCHITECTURES)) +
               "): the same architecture with random weights; config:<config.json>; tiny:<name>")
@@ -117,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--device", default=None)
     ablate.add_argument("--out", required=True)
 
+    add_view_command(commands)
+
     demo = commands.add_parser("demo", help="the main job on the embedded defaults (a few minutes on 2 CPU cores)")
     demo.add_argument("--out", default="runs/demo", help="where the report goes")
     return parser
@@ -207,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_extract_or_sweep(args)
     elif args.command == "ablate":
         run_ablate(args)
+    elif args.command == "view":
+        return run_view(args)
     elif args.command == "demo":
         from .demo import run_demo
 

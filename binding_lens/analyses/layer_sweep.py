@@ -23,7 +23,8 @@ from ..activations.store import write_json_atomic
 from ..data import Scene
 from ..hooks import HookedViT
 from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, evaluate, make_probe, save_probe, split_by_image, train_probes
-from .report import Row, format_table, peak_layers, plot_metric_by_layer, write_table
+from ..vis.figures import accuracy_by_layer
+from .report import Row, format_table, peak_layers, write_table
 
 ALL_PROBES = (
     "linear", "diag_quadratic", "quadratic", "quadratic_fixed_rank", "cosine_similarity", "dot_product",
@@ -133,8 +134,8 @@ def layer_sweep(
     files["peaks_csv"], files["peaks_json"] = write_table(
         [{"probe": probe} | {k: row[k] for k in ("peak_layer", "peak_layer_normalised", *METRICS)}
          for probe, row in peaks.items()], out / "peaks")
-    files["plot"] = plot_metric_by_layer(
-        rows, out / "accuracy_by_layer", title=f"IsSameObject test accuracy by layer\n{weights_note(model)}")
+    files["plot"] = accuracy_by_layer(rows, out / "accuracy_by_layer.png",
+                                      title=f"IsSameObject test accuracy by layer\n{weights_note(model)}")
     summary = {
         "model": model.cfg.to_dict(),
         "weights": weights_note(model),

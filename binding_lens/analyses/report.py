@@ -1,4 +1,4 @@
-"""Tidy result tables on disk (CSV and JSON) and the accuracy-against-layer figure (paper Figure 3)."""
+"""Tidy result tables on disk (CSV and JSON), peak layers, and plain-text tables for the terminal."""
 
 from __future__ import annotations
 
@@ -38,36 +38,6 @@ def peak_layers(rows: Sequence[Row], n_layers: int, metric: str = "accuracy") ->
     denominator = max(n_layers - 1, 1)
     return {probe: row | {"peak_layer": row["layer"], "peak_layer_normalised": row["layer"] / denominator}
             for probe, row in best.items()}
-
-
-def plot_metric_by_layer(rows: Sequence[Row], path: Path, title: str, metric: str = "accuracy") -> Path:
-    """Metric against layer, one line per probe, the majority baseline dashed; PNG (and SVG beside it)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    probes = list(dict.fromkeys(row["probe"] for row in rows))
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
-    for probe in probes:
-        mine = sorted((row for row in rows if row["probe"] == probe), key=lambda row: row["layer"])
-        ax.plot([row["layer"] for row in mine], [100 * row[metric] for row in mine], marker="o", ms=3, label=probe)
-    baseline = sorted({(row["layer"], row["majority_baseline"]) for row in rows})
-    if baseline:
-        ax.plot([b[0] for b in baseline], [100 * b[1] for b in baseline], "k--", lw=1, label="majority baseline")
-    ax.set_xlabel("layer (output of block l)")
-    ax.set_ylabel(f"IsSameObject {metric.replace('_', ' ')} (%)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for target in (path.with_suffix(".png"), path.with_suffix(".svg")):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=target.suffix[1:])
-        write_atomic(target, buffer.getvalue())
-    plt.close(fig)
-    return path.with_suffix(".png")
 
 
 def format_table(rows: Sequence[Row], columns: Sequence[str]) -> str:

@@ -1,0 +1,81 @@
+"""`binding-lens view`: write the IsSameObject viewer of sweep run(s) as one HTML file.
+
+    binding-lens view --run runs/demo --images 0,1,2 --out viewer.html
+    binding-lens view --run runs/dinov2 --run runs/clip --probes quadratic --layers 4-11 --out compare.html
+
+`add_view_command(subparsers)` registers the command on the main parser; `run_view(args)` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+MB = 1_000_000
+
+
+def parse_indices(text: str, what: str = "--images") -> list[int]:
+    """'0,1,2' or '0-3' or '0-9:3' -> a sorted list of distinct non-negative integers."""
+    found: set[int] = set()
+    try:
+        for part in text.split(","):
+            span, _, step = part.strip().partition(":")
+            first, _, last = span.partition("-")
+            found.update(range(int(first), int(last or first) + 1, int(step or 1)))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} {text!r}: use a comma list (0,1,2), a range (0-3) or a strided range (0-9:3)") from None
+    if not found or min(found) < 0:
+        raise argparse.ArgumentTypeError(f"{what} {text!r}: give non-negative indices")
+    return sorted(found)
+
+
+def _names(text: str) -> list[str] | None:
+    if text == "all":
+        return None
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("--probes: give 'all' or a comma list of probe names")
+    return names
+
+
+def _layers(text: str) -> list[int] | None:
+    return None if text == "all" else parse_indices(text, "--layers")
+
+
+def add_view_command(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `view` on the `binding-lens` sub-command parsers; returns its parser."""
+    view = subparsers.add_parser(
+        "view", help="write the interactive IsSameObject viewer (one offline HTML file) of sweep run(s)",
+        description="Rebuild model, probes and scenes from sweep run directories and write a self-contained "
+                    "HTML viewer: per patch its IsSameObject scores at every probed layer, and the attention of "
+                    "block l+1 from it.")
+    view.add_argument("--run", action="append", required=True, metavar="RUN_DIR",
+                      help="a `binding-lens sweep --out` directory; repeat to switch between models")
+    view.add_argument("--images", type=parse_indices, default=[0], help="scene indices of the (first) run's dataset: 0,1,2 or 0-3")
+    view.add_argument("--out", default="viewer.html", help="output HTML file (default viewer.html)")
+    view.add_argument("--probes", type=_names, default=None, help="all (default) or a comma list of the run's probes")
+    view.add_argument("--layers", type=_layers, default=None, help="all (default), or e.g. 0,4,8 or 2-10 or 0-11:2")
+    view.add_argument("--bits", type=int, default=6, help="bits per stored score (2..8; default 6)")
+    view.add_argument("--max-mb", type=float, default=30.0,
+                      help="file size budget in MB: fewer bits are used to fit it (default 30; 0: no limit)")
+    view.add_argument("--display-px", type=int, default=448, help="side of the box each image is drawn in")
+    view.add_argument("--device", default=None, help="cpu, cuda, ... (default: cpu)")
+    return view
+
+
+def run_view(args: argparse.Namespace) -> int:
+    """Write the viewer; print its path and size. Returns the exit status (2 for unusable input)."""
+    from .from_run import viewer_from_run
+
+    try:
+        path = viewer_from_run(
+            args.run, args.images, args.out, probes=args.probes, layers=args.layers, device=args.device,
+            bits=args.bits, max_mb=args.max_mb or None, display_px=args.display_px,
+        )
+    except (ValueError, FileNotFoundError, KeyError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"binding-lens view: error: {message}", file=sys.stderr)
+        return 2
+    size = path.stat().st_size
+    print(f"viewer: {path} ({size / MB:.2f} MB, {size} bytes)")
+    return 0

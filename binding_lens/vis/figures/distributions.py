@@ -1,0 +1,76 @@
+"""Same-object versus different-object score distributions, one panel per layer (kernel density estimates).
+
+Shows where along the depth the two populations separate, which a single accuracy number hides.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+from jaxtyping import Bool, Float
+from scipy.stats import gaussian_kde
+
+from ._save import new_figure, save
+
+COLORS = {"same object": "#1f77b4", "different objects": "#d62728"}
+
+
+def _density(values: Float[np.ndarray, " n"], grid: Float[np.ndarray, " g"]) -> Float[np.ndarray, " g"] | None:
+    """KDE of values on grid; None for fewer than two distinct values (no spread to estimate)."""
+    if values.size < 2 or np.ptp(values) == 0:
+        return None
+    return gaussian_kde(values)(grid)
+
+
+def score_kde(
+    per_layer: Mapping[int, tuple[Float[np.ndarray, " pairs"], Bool[np.ndarray, " pairs"]]],
+    path: str | os.PathLike,
+    score_name: str = "P(same object)",
+    title: str | None = None,
+) -> Path:
+    """{layer: (scores, same)} -> one KDE panel per layer with the same- and different-object curves.
+
+    A population with fewer than two distinct scores is drawn as a vertical line at its value.
+    """
+    if not per_layer:
+        raise ValueError("score_kde: no layers to plot")
+    checked = {}
+    for layer, (scores, same) in sorted(per_layer.items()):
+        scores, same = np.asarray(scores, float).ravel(), np.asarray(same).ravel()
+        if scores.shape != same.shape or same.dtype != bool:
+            raise ValueError(f"layer {layer}: scores {scores.shape} and a boolean `same` of the same length needed, "
+                             f"got same {same.shape} {same.dtype}")
+        if not np.isfinite(scores).all():
+            raise ValueError(f"layer {layer}: scores hold NaN or infinite values")
+        checked[layer] = (scores, same)
+    low = min(s.min() for s, _ in checked.values())
+    high = max(s.max() for s, _ in checked.values())
+    pad = 0.05 * (high - low or 1.0)
+    grid = np.linspace(low - pad, high + pad, 400)
+    ncols = min(4, len(checked))
+    nrows = math.ceil(len(checked) / ncols)
+    fig = new_figure(3.2 * ncols, 2.5 * nrows + 0.4)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
+    for ax, (layer, (scores, same)) in zip(axes.flat, checked.items()):
+        for label, mask in (("same object", same), ("different objects", ~same)):
+            values = scores[mask]
+            if values.size == 0:
+                continue
+            density = _density(values, grid)
+            if density is None:
+                ax.axvline(values[0], color=COLORS[label], lw=1.5, label=f"{label} (n={values.size})")
+            else:
+                ax.plot(grid, density, color=COLORS[label], lw=1.5, label=f"{label} (n={values.size})")
+                ax.fill_between(grid, density, color=COLORS[label], alpha=0.15)
+        ax.set_title(f"layer {layer}", fontsize=9)
+        ax.set_xlabel(score_name, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(checked):]:
+        ax.set_visible(False)
+    fig.suptitle(title or f"{score_name}: same-object vs different-object pairs", fontsize=11)
+    return save(fig, path)

@@ -1,0 +1,61 @@
+"""PCA of binding vectors: do patches of one object share a binding vector, different objects not?
+
+Binding vectors (e.g. `BindingSubspace.binding_vectors(h)`, k numbers per patch) are centred and
+projected on their first two principal components; points are coloured by ground-truth instance.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from jaxtyping import Float, Int
+
+from ._save import new_figure, save
+
+
+def principal_components(
+    vectors: Float[np.ndarray, "n k"], n_components: int = 2
+) -> tuple[Float[np.ndarray, "n c"], Float[np.ndarray, " c"]]:
+    """(projections on the top principal components, fraction of variance each explains)."""
+    centred = vectors - vectors.mean(axis=0)
+    _, singular, vt = np.linalg.svd(centred, full_matrices=False)
+    variance = singular**2
+    total = variance.sum()
+    explained = variance[:n_components] / total if total > 0 else np.zeros(n_components)
+    return centred @ vt[:n_components].T, explained
+
+
+def binding_pca(
+    vectors: Float[np.ndarray, "n k"],
+    instance: Int[np.ndarray, " n"],
+    path: str | os.PathLike,
+    title: str = "Binding vectors, first two principal components",
+) -> Path:
+    """Scatter of the binding vectors' first two PCs, one colour per instance id."""
+    vectors = np.asarray(vectors, float)
+    instance = np.asarray(instance).ravel()
+    if vectors.ndim != 2 or vectors.shape[0] < 2 or vectors.shape[1] < 2:
+        raise ValueError(f"vectors must be [n >= 2, k >= 2], got shape {vectors.shape}")
+    if instance.shape != (vectors.shape[0],):
+        raise ValueError(f"instance needs one id per vector ({vectors.shape[0]}), got shape {instance.shape}")
+    if not np.isfinite(vectors).all():
+        raise ValueError("vectors hold NaN or infinite values")
+    points, explained = principal_components(vectors, 2)
+    fig = new_figure(5.2, 4.4)
+    ax = fig.subplots()
+    ids = np.unique(instance)
+    cmap = matplotlib.colormaps["tab20" if ids.size > 10 else "tab10"]
+    for i, value in enumerate(ids):
+        pick = instance == value
+        ax.scatter(points[pick, 0], points[pick, 1], s=10, alpha=0.75, color=cmap(i % cmap.N), linewidths=0,
+                   label=f"object {value} ({pick.sum()})")
+    ax.set_xlabel(f"PC1 ({100 * explained[0]:.1f}% of variance)")
+    ax.set_ylabel(f"PC2 ({100 * explained[1]:.1f}% of variance)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    if ids.size <= 20:
+        ax.legend(fontsize=6, ncol=2, markerscale=1.5)
+    return save(fig, path)

@@ -1,0 +1,54 @@
+"""`viewer_from_run`: a viewer straight from one or more sweep run directories.
+
+    viewer_from_run("runs/demo", [0, 1, 2], "viewer.html")
+    viewer_from_run(["runs/dinov2", "runs/clip"], [0], "compare.html", probes=["quadratic"])
+
+Model, probes, input size and images all come from the run: the first run's dataset supplies the
+images, and every run's model (one switch entry each) looks at the same images.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from .run_files import dataset_from_identity, load_run_probes, read_summary, run_input_size, run_model
+from .viewer import ModelEntry, viewer
+
+
+def run_images(run_dir: str | os.PathLike, indices: Sequence[int]) -> list[Any]:
+    """Scenes `indices` of the run's dataset (with their masks, for the ground-truth overlay)."""
+    dataset = dataset_from_identity(read_summary(run_dir)["dataset"])
+    if not indices:
+        raise ValueError("give at least one image index")
+    bad = [i for i in indices if not isinstance(i, int) or not 0 <= i < len(dataset)]
+    if bad:
+        raise ValueError(f"image indices {bad} are outside the run's dataset of {len(dataset)} images (0..{len(dataset) - 1})")
+    return [dataset[i] for i in indices]
+
+
+def viewer_from_run(
+    run_dir: str | os.PathLike | Sequence[str | os.PathLike],
+    image_indices: Sequence[int] = (0,),
+    out_path: str | os.PathLike = "viewer.html",
+    *,
+    probes: Sequence[str] | None = None,
+    layers: Sequence[int] | None = None,
+    device: str | None = None,
+    **options: Any,
+) -> Path:
+    """Rebuild model(s), probes and scenes from sweep run(s) and write the viewer; returns its path.
+
+    probes / layers: subsets to show (default: all the run saved). Options go to `viewer`.
+    """
+    runs = [run_dir] if isinstance(run_dir, (str, os.PathLike)) else list(run_dir)
+    if not runs:
+        raise ValueError("give at least one run directory")
+    entries = []
+    for run in runs:
+        model = run_model(run, device=device)
+        name = model.cfg.source if len(runs) == 1 else f"{model.cfg.source} ({Path(run).name})"
+        entries.append(ModelEntry(model, load_run_probes(run, probes, layers), name=name, size=run_input_size(run)))
+    images = run_images(runs[0], list(image_indices))
+    return viewer(entries, images, out_path=out_path, **options)

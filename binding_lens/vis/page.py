@@ -1,0 +1,131 @@
+"""Assemble the single-file viewer page: inline CSS, metadata JSON, base64 blobs, inline script.
+
+No external URL appears anywhere (no CDN, no fonts, no images from the network), so the file works
+from file://, offline, and inside a notebook's iframe. `viewer_page` also keeps the file under a
+size budget by lowering the bits per value, since bigger files stop opening comfortably.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import warnings
+from typing import Any, Sequence
+
+from .encoding import check_bits
+from .maps import ModelMaps, ViewerImage
+from .page_script import SCRIPT
+from .page_style import STYLE
+from .payload import build_payload, estimate_map_bytes, image_entry
+
+MB = 1_000_000
+LOWEST_FALLBACK_BITS = 3
+"""Fewer than 8 levels makes the heatmaps posterised; below this the budget error asks for less data."""
+FIXED_BYTES = 100_000
+"""Page bytes besides maps and images (script, style, metadata), generously."""
+
+_BODY = """
+<header><h1>{title}</h1>
+<p class="hint">Hover a patch to see its IsSameObject scores against every other patch; click locks it (click again to
+unlock), <kbd>&larr;</kbd><kbd>&uarr;</kbd><kbd>&rarr;</kbd><kbd>&darr;</kbd> move it, <kbd>[</kbd> <kbd>]</kbd> or the
+slider change the layer. The right panel shows what block l+1 attends to from the same patch.</p></header>
+<div class="controls">
+<label>model <select id="model"></select></label>
+<label>image <select id="image"></select></label>
+<label>probe <select id="probe"></select></label>
+<label class="layer">layer <input type="range" id="layer" min="0" max="0" step="1" value="0"
+  aria-label="layer"><output id="layer-label"></output></label>
+<label><input type="checkbox" id="grid" checked> patch grid</label>
+<label><input type="checkbox" id="truth" checked> ground truth</label>
+<label>opacity <input type="range" id="opacity" min="0" max="100" value="70"></label>
+</div>
+<div id="error" hidden></div>
+<main class="panels">
+{panels}
+</main>
+<footer id="footer"></footer>
+"""
+
+_PANEL = """<section class="panel" id="panel-{kind}"><h2></h2>
+<div class="stage"><canvas class="base"></canvas><canvas class="heat" id="heat-{kind}"></canvas><canvas class="marks"></canvas></div>
+<canvas class="colorbar"></canvas><div class="scale"><span>0</span><span class="max"></span></div>
+<p class="caption"></p></section>"""
+
+
+def _json_for_script(value: Any) -> str:
+    """JSON that cannot end its <script> element early ("<" only occurs inside strings, as \\u003c)."""
+    return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
+
+
+def render_html(meta: dict[str, Any], blobs: dict[str, str]) -> str:
+    """The page for a payload (see `payload.build_payload`)."""
+    title = html.escape(str(meta.get("title", "binding_lens viewer")))
+    panels = "\n".join(_PANEL.format(kind=kind) for kind in ("score", "attn"))
+    parts = [
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+        f"<title>{title}</title><style>{STYLE}</style></head><body>",
+        _BODY.format(title=title, panels=panels),
+        f"<script type=\"application/json\" id=\"bl-meta\">{_json_for_script(meta)}</script>\n",
+    ]
+    parts += [f"<script type=\"application/octet-stream\" id=\"{blob_id}\">{text}</script>\n"
+              for blob_id, text in blobs.items()]
+    parts.append(f"<script>{SCRIPT}</script>\n</body></html>\n")
+    return "".join(parts)
+
+
+def viewer_page(
+    images: Sequence[ViewerImage],
+    models: Sequence[ModelMaps],
+    *,
+    title: str = "binding_lens: IsSameObject viewer",
+    bits: int = 6,
+    max_mb: float | None = 30.0,
+    display_px: int = 448,
+) -> str:
+    """The viewer HTML for these maps, at `bits` bits per value, or fewer when needed to stay under `max_mb`.
+
+    Lowering the bits stops at 3; if the page is still too big a ValueError says what to drop.
+    """
+    bits = check_bits(bits)
+    entries = [image_entry(image) for image in images]
+    depth = bits
+    if max_mb is not None:  # a first guess from a sample of maps saves encoding everything at each depth
+        fixed = sum(len(e["src"]) + len(e["outline"] or "") for e in entries) + FIXED_BYTES
+        while depth > LOWEST_FALLBACK_BITS and fixed + estimate_map_bytes(models, depth) > max_mb * MB:
+            depth -= 1
+    while True:
+        meta, blobs = build_payload(images, models, depth, title, entries, display_px)
+        page = render_html(meta, blobs)
+        size = len(page.encode("utf-8"))
+        if max_mb is None or size <= max_mb * MB:
+            if depth < bits:
+                warnings.warn(f"viewer maps stored at {depth} bits instead of {bits} to stay under {max_mb} MB",
+                              stacklevel=2)
+            return page
+        if depth <= LOWEST_FALLBACK_BITS:
+            break
+        depth -= 1
+    raise ValueError(
+        f"the viewer would take {size / MB:.1f} MB even at {depth} bits per value (limit max_mb={max_mb}): "
+        "show fewer images, probes or layers, or raise max_mb (None: no limit)"
+    )
+
+
+_META = re.compile(r'<script type="application/json" id="bl-meta">(.*?)</script>', re.S)
+_BLOB = re.compile(r'<script type="application/octet-stream" id="(b\d+)">([A-Za-z0-9+/=\s]*)</script>')
+
+
+def read_page(page: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Read a viewer page back: (metadata, {blob id: zlib bytes}); decode maps with `encoding.decode`."""
+    found = _META.search(page)
+    if found is None:
+        raise ValueError("not a binding_lens viewer page (no bl-meta block)")
+    meta = json.loads(found.group(1))
+    blobs = {blob_id: base64.b64decode(text) for blob_id, text in _BLOB.findall(page)}
+    missing = sorted(set(meta["blobs"]) - set(blobs))
+    if missing:
+        raise ValueError(f"viewer page lacks data blocks {missing[:5]}")
+    return meta, blobs

@@ -1,0 +1,108 @@
+"""`viewer(...)`: the interactive IsSameObject viewer as one self-contained HTML file.
+
+    from binding_lens.vis import viewer
+    viewer(model, scenes, {"quadratic": {6: probe6, 8: probe8}}, "viewer.html", size=224)
+    viewer(model, scenes, "runs/sweep", "viewer.html")         # every probe of a sweep run directory
+    viewer([ModelEntry(m1, probes1), ModelEntry(m2, probes2)], scenes, out_path="compare.html")
+
+Each model runs once per image; the page shows the image with its patch grid, the chosen patch's
+IsSameObject probability against every patch at the chosen layer, and the attention of block l+1
+from that patch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..hooks import HookedViT
+from .compute import ProbeSet, compute_model_maps
+from .images import as_input_images, display_size, outline, resize_rgb
+from .maps import ViewerImage
+from .page import viewer_page
+from .run_files import load_run_probes
+
+
+@dataclass
+class ModelEntry:
+    """One model of a multi-model viewer: its probes, display name and input size (None: image size)."""
+
+    model: HookedViT
+    probes: ProbeSet | str | os.PathLike
+    name: str | None = None
+    size: int | tuple[int, int] | None = None
+
+
+def _entries(models: Any, probes: Any, size: Any) -> list[ModelEntry]:
+    if isinstance(models, HookedViT):
+        if probes is None:
+            raise ValueError("give probes={probe name: {layer: PairProbe}} or a sweep run directory")
+        return [ModelEntry(models, probes, size=size)]
+    if isinstance(models, Sequence) and models and all(isinstance(m, ModelEntry) for m in models):
+        if probes is not None:
+            raise ValueError("with ModelEntry items the probes go in each entry, not in probes=")
+        return [m if m.size is not None or size is None else ModelEntry(m.model, m.probes, m.name, size)
+                for m in models]
+    raise TypeError(f"models must be a HookedViT or a non-empty list of ModelEntry, got {type(models).__name__}")
+
+
+def _probe_set(probes: ProbeSet | str | os.PathLike) -> ProbeSet:
+    if isinstance(probes, (str, os.PathLike)):
+        return load_run_probes(probes)
+    return probes
+
+
+def viewer_html(
+    models: HookedViT | Sequence[ModelEntry],
+    images: Sequence[Any],
+    probes: ProbeSet | str | os.PathLike | None = None,
+    *,
+    size: int | tuple[int, int] | None = None,
+    names: Sequence[str] | None = None,
+    title: str | None = None,
+    bits: int = 6,
+    max_mb: float | None = 30.0,
+    display_px: int = 448,
+) -> str:
+    """The viewer page as a string (see `viewer`)."""
+    entries = _entries(models, probes, size)
+    inputs = as_input_images(images, names)
+    shown = []
+    for item in inputs:
+        hw = display_size(item.rgb.shape[:2], display_px)
+        edge = None if item.instance_mask is None else outline(item.instance_mask, hw)
+        shown.append(ViewerImage(item.name, resize_rgb(item.rgb, hw), edge))
+    maps = []
+    for entry in entries:
+        maps.append(compute_model_maps(
+            entry.model, [item.rgb for item in inputs], _probe_set(entry.probes), size=entry.size,
+            instance_masks=[item.instance_mask for item in inputs], name=entry.name,
+        ))
+    names_used = [m.name for m in maps]
+    if len(set(names_used)) != len(names_used):
+        raise ValueError(f"model names must differ to be told apart in the viewer, got {names_used}: set ModelEntry.name")
+    title = title or "IsSameObject viewer: " + ", ".join(names_used)
+    return viewer_page(shown, maps, title=title, bits=bits, max_mb=max_mb, display_px=display_px)
+
+
+def viewer(
+    models: HookedViT | Sequence[ModelEntry],
+    images: Sequence[Any],
+    probes: ProbeSet | str | os.PathLike | None = None,
+    out_path: str | os.PathLike = "viewer.html",
+    **options: Any,
+) -> Path:
+    """Write the viewer for `images` (scenes or H x W x 3 uint8 arrays) to `out_path`; returns the path.
+
+    models: a HookedViT with `probes` ({probe: {layer: PairProbe}} or a sweep run directory), or a
+    list of `ModelEntry`. Options: size (model input, int or (h, w); None keeps each image's size),
+    names, title, bits (2..8 per stored value), max_mb (file budget; bits drop to fit), display_px.
+    """
+    page = viewer_html(models, images, probes, **options)
+    path = Path(out_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path
+

@@ -1,0 +1,108 @@
+"""The paper's figures from plain data: PNG + SVG files with the right content, clear errors otherwise."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from binding_lens.vis.figures import (
+    ablation_table, accuracy_by_layer, accuracy_by_model, attention_vs_score, binding_pca, pearson_r,
+    principal_components, score_kde,
+)
+
+
+def sweep_rows():
+    rows = []
+    for model, n_layers, shift in (("dinov2-small", 12, 0.0), ("clip-vit-b16", 6, -0.05)):
+        for probe, gain in (("linear", 0.05), ("quadratic", 0.2)):
+            for layer in range(n_layers):
+                depth = layer / (n_layers - 1)
+                rows.append({"model": model, "layer": layer, "layer_normalised": depth, "probe": probe,
+                             "accuracy": 0.6 + gain * np.sin(np.pi * depth) + shift, "majority_baseline": 0.8})
+    return rows
+
+
+def check_written(png, min_bytes=8_000):
+    """The PNG is a real image and its SVG sibling exists; returns the SVG text."""
+    assert png.suffix == ".png" and png.stat().st_size > min_bytes
+    with Image.open(png) as image:
+        assert image.size[0] > 300 and image.size[1] > 200
+    svg = png.with_suffix(".svg")
+    assert svg.stat().st_size > min_bytes
+    return svg.read_text()
+
+
+def test_accuracy_by_layer_one_panel_per_model(tmp_path):
+    svg = check_written(accuracy_by_layer(sweep_rows(), tmp_path / "fig10.svg", title="Figure 10"))
+    for text in ("Figure 10", "dinov2-small", "clip-vit-b16", "quadratic", "majority baseline"):
+        assert text in svg
+    single = [row for row in sweep_rows() if row["model"] == "dinov2-small"]
+    check_written(accuracy_by_layer(single, tmp_path / "fig3"))
+
+
+def test_accuracy_by_model_for_one_probe(tmp_path):
+    svg = check_written(accuracy_by_model(sweep_rows(), tmp_path / "fig11", probe="quadratic"))
+    assert "dinov2-small" in svg and "clip-vit-b16" in svg and "normalised depth" in svg
+    with pytest.raises(ValueError, match="no rows for probe 'cosine'"):
+        accuracy_by_model(sweep_rows(), tmp_path / "x", probe="cosine")
+    with pytest.raises(ValueError, match=r"lacks \['probe'\]"):
+        accuracy_by_layer([{"model": "m", "layer": 0, "accuracy": 0.5}], tmp_path / "x")
+
+
+def test_score_kde_per_layer(tmp_path):
+    rng = np.random.default_rng(0)
+    per_layer = {}
+    for layer in range(5):
+        same = rng.random(600) < 0.3
+        per_layer[layer] = (np.where(same, rng.normal(0.5 + 0.1 * layer, 0.1, 600), rng.normal(0.4, 0.1, 600)), same)
+    per_layer[5] = (np.r_[np.full(10, 0.9), rng.random(40)], np.r_[np.ones(10, bool), np.zeros(40, bool)])
+    svg = check_written(score_kde(per_layer, tmp_path / "kde"))
+    assert "layer 5" in svg and "same object (n=10)" in svg and "different objects (n=40)" in svg
+    with pytest.raises(ValueError, match="boolean"):
+        score_kde({0: (np.ones(3), np.array([1, 0, 1]))}, tmp_path / "x")
+
+
+def test_attention_scatter_title_carries_numpys_r(tmp_path):
+    rng = np.random.default_rng(1)
+    attention = rng.random((40, 40)) ** 3
+    scores = 0.6 * attention + 0.4 * rng.random((40, 40))
+    svg = check_written(attention_vs_score(attention, scores, tmp_path / "scatter", same=scores > 0.5,
+                                           title="layer 7", max_points=500))
+    shown = float(re.search(r"r = (-?\d+\.\d+) over 1600 pairs", svg).group(1))
+    assert shown == round(float(np.corrcoef(attention.ravel(), scores.ravel())[0, 1]), 3)
+    assert pearson_r(attention.ravel(), scores.ravel()) == pytest.approx(np.corrcoef(attention.ravel(), scores.ravel())[0, 1])
+    with pytest.raises(ValueError, match="non-constant"):
+        attention_vs_score(np.ones(10), np.arange(10.0), tmp_path / "x")
+    with pytest.raises(ValueError, match="one to one"):
+        attention_vs_score(np.ones(10), np.ones(9), tmp_path / "x")
+
+
+def test_ablation_table_bolds_the_best_condition(tmp_path):
+    rows = [{"condition": "clean", "semantic_miou": 0.41, "instance_miou": 0.33, "note": "x"},
+            {"condition": "shuffle binding", "semantic_miou": 0.43, "instance_miou": 0.12, "note": "y"}]
+    svg = check_written(ablation_table(rows, tmp_path / "table2", title="Table 2"))
+    assert "Table 2" in svg and "shuffle binding" in svg and "0.430" in svg and "instance miou" in svg
+    weight = {value: re.search(rf'<text style="([^"]*)"[^>]*>{value}<', svg).group(1) for value in ("0.430", "0.410")}
+    assert "font-weight: 700" in weight["0.430"] and "font-weight" not in weight["0.410"]
+    with pytest.raises(ValueError, match="no numeric columns"):
+        ablation_table([{"condition": "a", "note": "b"}], tmp_path / "x")
+
+
+def test_binding_pca(tmp_path):
+    rng = np.random.default_rng(2)
+    centres = rng.normal(size=(4, 6)) * 5
+    vectors = np.repeat(centres, 30, axis=0) + rng.normal(size=(120, 6))
+    instance = np.repeat([3, 5, 8, 9], 30)
+    svg = check_written(binding_pca(vectors, instance, tmp_path / "pca"))
+    assert "object 8 (30)" in svg and "PC1" in svg
+    points, explained = principal_components(vectors, 2)
+    centred = vectors - vectors.mean(0)
+    variance = np.linalg.svd(centred, compute_uv=False) ** 2
+    np.testing.assert_allclose(explained, variance[:2] / variance.sum())
+    np.testing.assert_allclose(points.mean(0), 0, atol=1e-9)  # projections of centred vectors
+    np.testing.assert_allclose((points**2).sum(0), variance[:2], rtol=1e-9)
+    with pytest.raises(ValueError, match="one id per vector"):
+        binding_pca(vectors, instance[:5], tmp_path / "x")
