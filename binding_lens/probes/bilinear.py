@@ -20,10 +20,8 @@ def _other(x: Tensor, y: Tensor | None) -> Tensor:
     return x if y is None else y
 
 
-class LinearProbe(PairProbe):
-    """sigma(w.x + w.y + b): each patch gets a scalar, a pair the sum (symmetric by construction)."""
-
-    name = "linear"
+class _VectorProbe(PairProbe):
+    """A probe with one weight vector w (d parameters) and a bias b."""
 
     def __init__(self, d_model: int):
         super().__init__(d_model)
@@ -32,6 +30,12 @@ class LinearProbe(PairProbe):
 
     def config(self) -> dict[str, Any]:
         return {"d_model": self.d_model}
+
+
+class LinearProbe(_VectorProbe):
+    """sigma(w.x + w.y + b): each patch gets a scalar, a pair the sum (symmetric by construction)."""
+
+    name = "linear"
 
     def _pair_logits(
         self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
@@ -41,18 +45,10 @@ class LinearProbe(PairProbe):
         return ax[:, :, None] + ay[:, None, :] + self.b
 
 
-class DiagQuadraticProbe(PairProbe):
+class DiagQuadraticProbe(_VectorProbe):
     """sigma(sum_k w_k x_k y_k + b): a quadratic form restricted to the diagonal (d parameters)."""
 
     name = "diag_quadratic"
-
-    def __init__(self, d_model: int):
-        super().__init__(d_model)
-        self.w = nn.Parameter(torch.randn(d_model) * d_model**-0.5)
-        self.b = nn.Parameter(torch.zeros(()))
-
-    def config(self) -> dict[str, Any]:
-        return {"d_model": self.d_model}
 
     def weight(self) -> Float[Tensor, "d_model d_model"]:
         """The (diagonal) matrix W of x^T W y, for analysis."""
