@@ -49,3 +49,14 @@ def test_ablate_command_from_a_probe_file(tmp_path, capsys, monkeypatch):
     assert "semantic_miou" in printed and "permutation p" in printed
     rows = json.loads((tmp_path / "out" / "ablation.json").read_text())
     assert len(rows) == 12
+
+
+def test_label_space_against_a_per_image_count():
+    from binding_lens.probes.batch import label_space
+
+    generator = torch.Generator().manual_seed(0)
+    instance = torch.randint(-1, 30, (7, 40), generator=generator) * 11  # sparse, large ids
+    klass = torch.randint(-1, 6, (7, 40), generator=generator)
+    most = max(int(torch.unique(row[row >= 0]).numel()) for row in instance)
+    assert label_space(instance, klass, min_queries=2) == (int(klass.max()) + 1, most + 2)
+    assert label_space(instance, klass)[1] == max(10, most + 2)

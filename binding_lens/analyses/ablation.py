@@ -32,6 +32,7 @@ from ..effects.segmentation import fit_instance_head, fit_semantic_head, instanc
 from ..hooks import HookedViT
 from ..interventions import Inject, Intervention, Shuffle
 from ..probes import PairProbe
+from ..probes.batch import label_space
 from ..probes.sampling import split_by_image
 from ..subspace import BindingSubspace
 from .report import Row, format_table, write_table
@@ -105,8 +106,7 @@ def ablation_study(
         raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 2} (block layer+1 is measured), got {layer}")
     model.eval()
     data = label_images(model, scenes, size)
-    n_classes = int(data.klass.max()) + 1
-    n_queries = max(10, max(int(torch.unique(row[row >= 0]).numel()) for row in data.instance) + 2)
+    n_classes, n_queries = label_space(data.instance, data.klass)
     train, _, test = split_by_image(len(scenes), fractions=(0.7, 0.0, 0.3), seed=settings.seed)
     subspaces = {"binding": BindingSubspace.from_probe(probe, settings.k)}
     if settings.control:

@@ -22,6 +22,7 @@ from ..activations import extract
 from ..activations.store import write_json_atomic
 from ..data import Scene
 from ..hooks import HookedViT
+from ..probes.batch import label_space
 from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, evaluate, make_probe, save_probe, split_by_image, train_probes
 from ..vis.figures import accuracy_by_layer
 from .report import Row, format_table, peak_layers, write_table
@@ -99,9 +100,7 @@ def layer_sweep(
     extract_seconds = time.perf_counter() - started
     n_images = stored.instance.shape[0]
     train_idx, val_idx, test_idx = split_by_image(n_images, fractions=split, seed=seed)
-    n_classes = int(stored.klass.max().item()) + 1
-    objects_per_image = [int(torch.unique(row[row >= 0]).numel()) for row in stored.instance]
-    n_queries = max(10, max(objects_per_image) + 2)
+    n_classes, n_queries = label_space(stored.instance, stored.klass)
 
     rows: list[Row] = []
     probe_dir = out / "probes"

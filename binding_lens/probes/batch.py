@@ -32,6 +32,15 @@ def dense_instance_ids(instance: Int[Tensor, "image patch"]) -> Int[Tensor, "ima
     return torch.where(valid, dense, torch.full_like(dense, -1))
 
 
+def label_space(
+    instance: Int[Tensor, "image patch"], klass: Int[Tensor, "image patch"], min_queries: int = 10
+) -> tuple[int, int]:
+    """(n_classes, n_queries) for heads over these labels: classes 0..max, and object queries for the most
+    crowded image plus two spare, at least `min_queries` (the paper's 10)."""
+    most_objects = int(dense_instance_ids(instance).max().clamp_min(-1)) + 1
+    return int(klass.max()) + 1, max(min_queries, most_objects + 2)
+
+
 @dataclass(frozen=True)
 class PairBatch:
     """Sampled patches of a batch of images: instance ids, optional class ids, and validity.
