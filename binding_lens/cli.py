@@ -12,9 +12,11 @@ from .hooks import HookedViT
 from .analyses.layer_sweep import ALL_PROBES
 from .hooks.loading import ARCHITECTURES, load_hooked_vit
 from .vis.command import add_view_command, run_view
+from .zoo.command import add_zoo_command, run_zoo
 
-MODEL_HELP = ("hub id or local path; random:<arch> (" + ", ".join(sorted(ARCHITECTURES)) +
-              "): the same architecture with random weights; config:<config.json>; tiny:<name>")
+MODEL_HELP = ("hub id or local path; zoo:<name> (models trained here, `binding-lens zoo list`); random:<arch> (" +
+              ", ".join(sorted(ARCHITECTURES)) + "): the same architecture with random weights; config:<config.json>; "
+              "tiny:<name>")
 DATA_HELP = "default | twins | colorshape (synthetic, no download), ade20k:<path>, folder:<path>"
 
 
@@ -119,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--out", required=True)
 
     add_view_command(commands)
+    add_zoo_command(commands)
 
     demo = commands.add_parser("demo", help="the main job on the embedded defaults (a few minutes on 2 CPU cores)")
     demo.add_argument("--out", default="runs/demo", help="where the report goes")
@@ -212,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_ablate(args)
     elif args.command == "view":
         return run_view(args)
+    elif args.command == "zoo":
+        return run_zoo(args)
     elif args.command == "demo":
         from .demo import run_demo
 

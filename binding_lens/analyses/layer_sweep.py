@@ -52,8 +52,11 @@ class SweepResult:
 def weights_note(model: HookedViT) -> str:
     """What the model's weights are, in words a report can carry."""
     source = model.cfg.source
-    if source.startswith(("random:", "config:", "tiny:")) or source == type(model.hf_model).__name__:
+    objective = model.cfg.extra.get("zoo_objective")
+    if objective == "random" or source.startswith(("random:", "config:", "tiny:")) or source == type(model.hf_model).__name__:
         return f"random-init weights ({source}): an untrained control, not a pretrained model"
+    if objective is not None:
+        return f"{source}: trained here with the {objective} objective on synthetic scenes (binding_lens zoo)"
     return f"weights loaded from {source} (revision {model.cfg.extra.get('revision', 'main')})"
 
 

@@ -473,7 +473,8 @@ def _clip_per_parameter(module: nn.Module, clip: float) -> None:
 
 
 @torch.no_grad()
-def _ema(teacher: nn.Module, student: nn.Module, momentum: float) -> None:
+def ema_update(teacher: nn.Module, student: nn.Module, momentum: float) -> None:
+    """teacher <- momentum * teacher + (1 - momentum) * student, parameter by parameter (DINO's EMA)."""
     for t, s in zip(teacher.parameters(), student.parameters()):
         t.mul_(momentum).add_(s.detach(), alpha=1 - momentum)
 
@@ -543,7 +544,7 @@ def fit_dino_head(
         if clip_grad is not None:
             _clip_per_parameter(student, clip_grad)
         optimizer.step()
-        _ema(teacher, student, teacher_momentum)
+        ema_update(teacher, student, teacher_momentum)
         center = update_center(center, teacher_out, center_momentum)
         history.append(loss.item())
     return teacher, center, history

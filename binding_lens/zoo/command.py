@@ -1,0 +1,97 @@
+"""`binding-lens zoo train | list | compare`."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+RECIPE_FLAGS = {  # flag -> (recipe field, type, help)
+    "--steps": ("steps", int, "optimiser steps"),
+    "--batch-size": ("batch_size", int, "scenes per step"),
+    "--lr": ("lr", float, "peak learning rate"),
+    "--n-scenes": ("n_scenes", int, "training scenes rendered"),
+    "--seed": ("seed", int, "initialisation and batch-order seed"),
+    "--preset": ("preset", str, "scene preset: default | twins | colorshape"),
+    "--image-size": ("image_size", int, "scene side in px"),
+    "--patch-size": ("patch_size", int, "ViT patch side in px"),
+    "--hidden-size": ("hidden_size", int, "d_model"),
+    "--n-layers": ("n_layers", int, "transformer blocks"),
+    "--n-heads": ("n_heads", int, "attention heads"),
+}
+
+
+def add_zoo_command(commands: argparse._SubParsersAction) -> None:
+    zoo = commands.add_parser("zoo", help="the models this project trains and ships (train, list, compare)")
+    actions = zoo.add_subparsers(dest="zoo_command", required=True)
+
+    train = actions.add_parser("train", help="train one zoo model from its shipped recipe (seeded)")
+    train.add_argument("--objective", required=True, choices=("dino", "mae", "supervised", "random"))
+    train.add_argument("--out", required=True, help="checkpoint directory to create (refused if it exists)")
+    for flag, (_, kind, text) in RECIPE_FLAGS.items():
+        train.add_argument(flag, type=kind, default=None, help=f"{text} (default: the shipped recipe's)")
+    train.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    actions.add_parser("list", help="the shipped models and their cards")
+
+    compare = actions.add_parser("compare", help="binding by objective: layer sweeps of zoo models on held-out scenes")
+    compare.add_argument("--models", default=None, help="comma list of zoo:<name> (default: every shipped model)")
+    compare.add_argument("--n-scenes", type=int, default=400, help="held-out scenes per model")
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--out", default="runs/zoo-compare")
+
+
+def run_zoo(args: argparse.Namespace) -> int:
+    if args.zoo_command == "train":
+        return _train(args)
+    if args.zoo_command == "list":
+        return _list()
+    return _compare(args)
+
+
+def _train(args: argparse.Namespace) -> int:
+    import torch
+
+    from .recipe import default_recipe
+    from .train import train_zoo_model
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in RECIPE_FLAGS.items()}
+    recipe = default_recipe(args.objective).with_overrides(**overrides)
+    command = "binding-lens " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["zoo"] else None
+    card = train_zoo_model(recipe, args.out, progress=not args.no_progress, command=command)
+    print(f"{args.out}: {card['objective']}, {card['steps']} steps in {card['wall_time_s']:.0f} s, "
+          f"loss {card['first_loss']} -> {card['final_loss']}")
+    return 0
+
+
+def _list() -> int:
+    from .registry import list_zoo
+
+    cards = list_zoo()
+    if not cards:
+        print("no zoo models are shipped with this installation")
+        return 1
+    print(f"{'id':<16} {'objective':<11} {'arch':<30} {'steps':>6} {'wall':>7} {'final loss':>10}  data")
+    for card in cards:
+        a = card["architecture"]
+        arch = f"{a['model_type']} d{a['hidden_size']} L{a['n_layers']} p{a['patch_size']} @{a['image_size']}"
+        loss = "-" if card["final_loss"] is None else f"{card['final_loss']:.4f}"
+        print(f"{card['id']:<16} {card['objective']:<11} {arch:<30} {card['steps']:>6} {card['wall_time_s']:>6.0f}s "
+              f"{loss:>10}  {card['data']['preset']} x{card['data']['n']}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ..probes import ProbeTrainingConfig
+    from .compare import binding_by_objective
+    from .registry import PREFIX, zoo_names
+
+    models = args.models.split(",") if args.models else [PREFIX + n for n in zoo_names()]
+    table = binding_by_objective(models, args.out, n_scenes=args.n_scenes, seed=args.seed,
+                                 training=ProbeTrainingConfig(seed=args.seed, epochs=16, batch_images=32))
+    print("\n" + table.text())
+    print(f"\nreport: {table.files['markdown']}, {table.files['plot']}")
+    return 0

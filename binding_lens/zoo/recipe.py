@@ -1,0 +1,161 @@
+"""What a zoo model is: one backbone architecture, one scene source, one objective and its knobs.
+
+Every zoo model shares the backbone (an HF `Dinov2Model` small enough to train on a CPU) and the
+training scenes; only the objective differs. That is the controlled comparison SPEC section 4 asks
+for: does binding come from the objective? A `ZooRecipe` is plain data, written into each model
+card, so `binding-lens zoo train --objective X` with the card's knobs remakes the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from transformers import Dinov2Config
+
+OBJECTIVES = ("dino", "mae", "supervised", "random")
+"""`random` is the control: the same architecture and seed, no training step."""
+
+
+@dataclass(frozen=True)
+class DinoKnobs:
+    """DINO v1 self-distillation: an EMA teacher, multi-crop, centering and sharpening."""
+
+    out_dim: int = 1024
+    hidden_dim: int = 256
+    bottleneck_dim: int = 64
+    n_local: int = 4
+    local_size: int = 48
+    global_scale: tuple[float, float] = (0.35, 1.0)
+    local_scale: tuple[float, float] = (0.1, 0.35)
+    student_temp: float = 0.1
+    teacher_temp: float = 0.04
+    teacher_momentum: float = 0.99
+    """Start of the cosine schedule that takes the teacher's EMA momentum to 1 at the last step."""
+    center_momentum: float = 0.9
+
+
+@dataclass(frozen=True)
+class MaeKnobs:
+    """MAE: encode the visible patches only, reconstruct the masked ones with a light decoder."""
+
+    mask_ratio: float = 0.75
+    decoder_dim: int = 64
+    decoder_layers: int = 2
+    decoder_heads: int = 4
+    norm_pix_loss: bool = True
+
+
+@dataclass(frozen=True)
+class SupervisedKnobs:
+    """Multi-label classification of the colour x shape conjunctions present in a scene.
+
+    A conjunction label needs the model to tie a colour to a shape, so it rewards binding
+    without ever showing the model a mask."""
+
+    min_visible_fraction: float = 0.25
+    """An object counts as present when at least this fraction of its pixels is visible."""
+
+
+@dataclass(frozen=True)
+class ZooRecipe:
+    """Everything that determines a zoo model (with the package version): see the module docstring."""
+
+    objective: str
+    # scenes
+    preset: str = "default"
+    image_size: int = 96
+    n_scenes: int = 6000
+    data_seed: int = 1
+    # backbone (HF Dinov2Model)
+    patch_size: int = 8
+    hidden_size: int = 96
+    n_layers: int = 6
+    n_heads: int = 4
+    mlp_ratio: int = 4
+    # optimisation
+    steps: int = 1500
+    batch_size: int = 48
+    lr: float = 1e-3
+    min_lr: float = 1e-5
+    warmup_steps: int = 100
+    weight_decay: float = 0.05
+    clip_grad: float = 3.0
+    seed: int = 0
+    dino: DinoKnobs = field(default_factory=DinoKnobs)
+    mae: MaeKnobs = field(default_factory=MaeKnobs)
+    supervised: SupervisedKnobs = field(default_factory=SupervisedKnobs)
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        for name in ("image_size", "n_scenes", "patch_size", "hidden_size", "n_layers", "n_heads", "mlp_ratio",
+                     "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"steps must be a non-negative integer, got {self.steps!r}")
+        if self.objective == "random" and self.steps:
+            raise ValueError(f"the random control is never trained: steps must be 0, got {self.steps}")
+        if self.image_size % self.patch_size:
+            raise ValueError(f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}")
+        if self.hidden_size % self.n_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} must be divisible by n_heads {self.n_heads}")
+        if self.dino.local_size % self.patch_size:
+            raise ValueError(f"dino.local_size {self.dino.local_size} must be a multiple of patch_size {self.patch_size}")
+        if not 0 < self.mae.mask_ratio < 1:
+            raise ValueError(f"mae.mask_ratio must lie strictly between 0 and 1, got {self.mae.mask_ratio}")
+        if not (self.lr > 0 and 0 <= self.min_lr <= self.lr):
+            raise ValueError(f"need lr > 0 and 0 <= min_lr <= lr, got lr {self.lr}, min_lr {self.min_lr}")
+
+    @property
+    def grid(self) -> int:
+        return self.image_size // self.patch_size
+
+    def backbone_config(self) -> Dinov2Config:
+        """The HF config every objective trains (so `HookedViT` hooks the result unchanged)."""
+        return Dinov2Config(
+            hidden_size=self.hidden_size, num_hidden_layers=self.n_layers, num_attention_heads=self.n_heads,
+            mlp_ratio=self.mlp_ratio, image_size=self.image_size, patch_size=self.patch_size,
+            layerscale_value=1.0, drop_path_rate=0.0,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ZooRecipe":
+        """Inverse of `as_dict` (JSON lists become tuples again); unknown keys are refused."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown recipe field(s) {unknown}; known: {sorted(known)}")
+        nested = {"dino": DinoKnobs, "mae": MaeKnobs, "supervised": SupervisedKnobs}
+        values = {}
+        for key, value in data.items():
+            if key in nested:
+                sub = {k: tuple(v) if isinstance(v, list) else v for k, v in (value or {}).items()}
+                values[key] = nested[key](**sub)
+            else:
+                values[key] = value
+        return cls(**values)
+
+    def with_overrides(self, **overrides: Any) -> "ZooRecipe":
+        """A copy with top-level fields replaced (None values are ignored)."""
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def default_recipe(objective: str) -> ZooRecipe:
+    """The shipped recipe of an objective (`RECIPES` below), by name."""
+    if objective not in RECIPES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    return RECIPES[objective]
+
+
+RECIPES: dict[str, ZooRecipe] = {
+    "dino": ZooRecipe("dino", steps=1200, lr=5e-4),
+    "mae": ZooRecipe("mae", steps=3000, lr=1e-3),
+    "supervised": ZooRecipe("supervised", steps=2000, lr=1e-3),
+    "random": ZooRecipe("random", steps=0),
+}

@@ -1,0 +1,306 @@
+"""The model zoo: training lowers each objective's loss, checkpoints round-trip, the shipped models load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import Dinov2Model
+
+from binding_lens import HookedViT
+from binding_lens.cli import hf_parity, main
+from binding_lens.zoo import (
+    RECIPES,
+    CheckpointError,
+    ZooRecipe,
+    binding_by_objective,
+    load_dino_head,
+    make_objective,
+    read_card,
+    read_heads,
+    train_zoo_model,
+    zoo_names,
+    zoo_path,
+)
+from binding_lens.zoo import registry
+from binding_lens.zoo.objectives import MaeObjective
+from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
+from binding_lens.zoo.train import learning_rate
+
+TINY = dict(image_size=32, patch_size=8, hidden_size=16, n_layers=2, n_heads=2, mlp_ratio=2, n_scenes=24,
+            batch_size=8, warmup_steps=5, data_seed=3)
+
+
+def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
+    if objective == "random":
+        overrides.pop("steps", None)
+    recipe = RECIPES[objective].with_overrides(**{**TINY, **overrides})
+    if objective == "dino":
+        from dataclasses import replace
+
+        recipe = replace(recipe, dino=replace(recipe.dino, out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16,
+                                              n_local=2))
+    return recipe
+
+
+def _log_losses(path: Path) -> list[float]:
+    return [float(line.split(",")[1]) for line in path.read_text().splitlines()[1:]]
+
+
+@pytest.mark.parametrize("objective", ["mae", "supervised"])
+def test_a_few_training_steps_lower_the_loss(objective, tmp_path):
+    card = train_zoo_model(tiny_recipe(objective, steps=80, lr=3e-3), tmp_path / objective, progress=False)
+    losses = _log_losses(tmp_path / objective / "training_log.csv")
+    assert len(losses) == 80 and all(np.isfinite(losses))
+    assert np.mean(losses[-15:]) < np.mean(losses[:10]) - 0.02, (losses[:10], losses[-15:])
+    assert card["final_loss"] == pytest.approx(np.mean(losses[-50:]), abs=1e-4)
+
+
+def test_a_few_dino_steps_lower_the_students_loss_against_its_teacher():
+    """DINO's logged loss is not monotone (the center and the EMA teacher move); what a step must
+    do is lower the student's loss against a given teacher, center and set of crops."""
+    from binding_lens.zoo.train import _optimizer
+
+    recipe = tiny_recipe("dino", lr=3e-3)
+    objective = make_objective(recipe)
+    with torch.no_grad():
+        objective.center.normal_(0, 0.1)
+    bank = SceneBank(recipe)
+    index = torch.arange(8)
+    optimizer = _optimizer(objective, recipe)
+
+    def loss() -> torch.Tensor:
+        return objective.loss(bank, index, torch.Generator().manual_seed(0))
+
+    before = loss().item()
+    for _ in range(10):
+        optimizer.zero_grad()
+        loss().backward()
+        optimizer.step()
+    assert loss().item() < before - 0.05
+    assert not any(p.requires_grad for p in objective.teacher.parameters())
+
+
+def test_dino_after_step_moves_the_teacher_and_center_by_their_schedules():
+    recipe = tiny_recipe("dino")
+    objective = make_objective(recipe)
+    bank = SceneBank(recipe)
+    objective.loss(bank, torch.arange(4), torch.Generator().manual_seed(0))
+    teacher_before = [p.clone() for p in objective.teacher.parameters()]
+    with torch.no_grad():
+        for p in objective.backbone.parameters():
+            p.add_(1.0)
+    objective.after_step(0, 10)
+    m = objective.teacher_momentum(0, 10)
+    assert m == pytest.approx(recipe.dino.teacher_momentum)
+    assert objective.teacher_momentum(10, 10) == pytest.approx(1.0)
+    for before, teacher, student in zip(teacher_before, objective.teacher.parameters(), objective.backbone.parameters()):
+        torch.testing.assert_close(teacher, m * before + (1 - m) * student)
+    teacher_out = torch.cat(objective._teacher_out)
+    torch.testing.assert_close(objective.center, (1 - recipe.dino.center_momentum) * teacher_out.mean(0))
+
+
+def test_training_is_reproducible_from_the_seed(tmp_path):
+    train_zoo_model(tiny_recipe("mae", steps=4), tmp_path / "a", progress=False)
+    train_zoo_model(tiny_recipe("mae", steps=4), tmp_path / "b", progress=False)
+    train_zoo_model(tiny_recipe("mae", steps=4, seed=1), tmp_path / "c", progress=False)
+    a, b, c = (read_card(tmp_path / n)["files"]["model.safetensors"] for n in "abc")
+    assert a == b != c
+
+
+def test_the_random_control_is_the_untrained_start_of_every_objective(tmp_path):
+    train_zoo_model(tiny_recipe("random"), tmp_path / "random", progress=False)
+    start = make_objective(tiny_recipe("dino")).backbone
+    loaded = Dinov2Model.from_pretrained(tmp_path / "random", dtype=torch.float32)
+    for name, tensor in start.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], tensor.half().float(), rtol=0, atol=0)
+    assert not (tmp_path / "random" / "training_log.csv").exists()
+
+
+def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
+    recipe = tiny_recipe("dino", steps=3)
+    objective = make_objective(recipe)
+    torch.manual_seed(5)
+    with torch.no_grad():  # make teacher weights differ from the initialisation
+        for p in objective.teacher.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    from binding_lens.zoo.checkpoint import staging_dir, write_checkpoint
+
+    out = tmp_path / "ckpt"
+    write_checkpoint(staging_dir(out), out, objective.shipped_backbone(), objective.heads(),
+                     {"objective": "dino", "recipe": recipe.as_dict()})
+    reference = Dinov2Model(recipe.backbone_config())
+    reference.load_state_dict({k: v.half().float() for k, v in objective.teacher.state_dict().items()})
+    hooked = HookedViT.from_pretrained(str(out), dtype=torch.float32)
+    pixels = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = reference.eval()(pixel_values=pixels).last_hidden_state
+        torch.testing.assert_close(hooked(pixels), expected, rtol=0, atol=1e-6)
+    assert hooked.cfg.image_mean == (0.485, 0.456, 0.406)
+    head, center, temps = load_dino_head(out)
+    torch.testing.assert_close(center, objective.center.half().float())
+    features = torch.randn(4, recipe.hidden_size)
+    teacher_head = objective.teacher_head
+    teacher_head.load_state_dict({k: v.half().float() for k, v in teacher_head.state_dict().items()})
+    torch.testing.assert_close(head(features), teacher_head(features), rtol=0, atol=1e-6)
+    assert temps == {"student_temp": 0.1, "teacher_temp": 0.04}
+
+
+def test_a_corrupt_or_existing_checkpoint_is_refused(tmp_path):
+    out = tmp_path / "m"
+    train_zoo_model(tiny_recipe("random"), out, progress=False)
+    with pytest.raises(FileExistsError, match="already exists"):
+        train_zoo_model(tiny_recipe("random"), out, progress=False)
+    weights = out / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="sha256"):
+        read_card(out)
+    with pytest.raises(CheckpointError, match="only DINO models"):
+        (out / "model.safetensors").write_bytes(bytes(data[:-1] + bytes([data[-1] ^ 0xFF])))
+        load_dino_head(out)
+
+
+def test_a_failing_run_leaves_no_checkpoint(tmp_path, monkeypatch):
+    def explode(self, *args, **kwargs):
+        raise RuntimeError("killed mid-run")
+
+    monkeypatch.setattr(SceneBank, "sample", explode)
+    with pytest.raises(RuntimeError, match="killed"):
+        train_zoo_model(tiny_recipe("supervised", steps=2), tmp_path / "m", progress=False)
+    assert not (tmp_path / "m").exists()
+    with pytest.raises(CheckpointError, match="no card.json"):
+        read_card(tmp_path / ".m.partial")
+
+
+def test_learning_rate_schedule_matches_its_formula():
+    recipe = RECIPES["supervised"].with_overrides(steps=100, warmup_steps=10, lr=1e-3, min_lr=1e-5)
+    assert learning_rate(recipe, 0) == pytest.approx(1e-4)
+    assert learning_rate(recipe, 9) == pytest.approx(1e-3)
+    assert learning_rate(recipe, 10) == pytest.approx(1e-3)
+    assert learning_rate(recipe, 55) == pytest.approx(1e-5 + (1e-3 - 1e-5) * 0.5)
+    assert learning_rate(recipe, 100) == pytest.approx(1e-5)
+
+
+def test_mae_masks_its_ratio_and_patchify_matches_a_loop():
+    recipe = tiny_recipe("mae")
+    objective = MaeObjective(Dinov2Model(recipe.backbone_config()), recipe)
+    pixels = torch.randn(3, 3, 32, 32)
+    patches = objective.patchify(pixels)
+    p = recipe.patch_size
+    for b in range(3):
+        for i in range(4):
+            for j in range(4):
+                block = pixels[b, :, i * p:(i + 1) * p, j * p:(j + 1) * p].permute(1, 2, 0).reshape(-1)
+                torch.testing.assert_close(patches[b, i * 4 + j], block)
+    prediction, masked = objective.reconstruct(pixels, torch.Generator().manual_seed(0))
+    assert prediction.shape == patches.shape
+    assert masked.sum(1).tolist() == [12, 12, 12]  # 75 % of 16 patches
+    assert not torch.equal(masked[0], masked[1])
+
+
+def test_conjunction_labels_count_visible_objects_only():
+    objects = [
+        {"color": "red", "shape": "disc", "pixel_count": 100, "visible_pixels": 90},
+        {"color": "blue", "shape": "star", "pixel_count": 100, "visible_pixels": 10},
+        {"color": "red", "shape": "star", "pixel_count": 100, "visible_pixels": 30},
+    ]
+    labels = conjunction_labels(objects, min_visible_fraction=0.25)
+    present = {CONJUNCTIONS[i] for i in np.flatnonzero(labels)}
+    assert present == {"red disc", "red star"}
+
+
+def test_recipes_refuse_bad_values_and_round_trip():
+    with pytest.raises(ValueError, match="unknown objective"):
+        ZooRecipe("simclr")
+    with pytest.raises(ValueError, match="multiple of patch_size"):
+        ZooRecipe("mae", image_size=30, patch_size=8)
+    with pytest.raises(ValueError, match="never trained"):
+        ZooRecipe("random", steps=3)
+    with pytest.raises(ValueError, match="unknown recipe field"):
+        ZooRecipe.from_dict({"objective": "mae", "epochs": 3})
+    recipe = tiny_recipe("dino")
+    assert ZooRecipe.from_dict(json.loads(json.dumps(recipe.as_dict()))) == recipe
+
+
+# --- the shipped models --------------------------------------------------------------------------
+def test_the_zoo_ships_one_model_per_objective():
+    assert zoo_names() == ["dino", "mae", "random", "supervised"]
+
+
+@pytest.mark.parametrize("name", ["dino", "mae", "random", "supervised"])
+def test_shipped_weights_load_offline_and_match_their_card(name):
+    card = read_card(zoo_path(name))  # checks every file's sha256
+    recipe = ZooRecipe.from_dict(card["recipe"])
+    assert recipe == RECIPES[name], "the shipped model must be what its shipped recipe makes"
+    assert card["objective"] == name and card["steps"] == recipe.steps
+    assert card["command"].startswith(f"binding-lens zoo train --objective {name}")
+    model = HookedViT.from_pretrained(f"zoo:{name}")
+    a = card["architecture"]
+    assert (model.cfg.d_model, model.cfg.n_layers, model.cfg.n_heads, model.cfg.patch_size) == (
+        a["hidden_size"], a["n_layers"], a["n_heads"], a["patch_size"])
+    assert model.cfg.image_size[0] == a["image_size"] and model.cfg.source == f"zoo:{name}"
+    assert next(model.parameters()).dtype == torch.float32
+    size = a["image_size"]
+    assert max(hf_parity(model, torch.randn(1, 3, size, size))) < 1e-5
+    if name != "random":
+        assert card["final_loss"] < card["first_loss"]
+
+
+def test_the_shipped_dino_model_carries_its_head_and_center():
+    card = read_card(zoo_path("dino"))
+    head, center, temps = load_dino_head(zoo_path("dino"))
+    assert head.in_dim == card["architecture"]["hidden_size"] and head.out_dim == center.numel()
+    assert torch.isfinite(center).all() and center.abs().sum() > 0
+    assert set(read_heads(zoo_path("dino"))) == {*(f"head.{k}" for k in head.state_dict()), "center"}
+    model = HookedViT.from_pretrained("zoo:dino")
+    with torch.no_grad():
+        probs = torch.softmax((head(model(torch.randn(4, 3, 96, 96))[:, 0]) - center) / temps["teacher_temp"], -1)
+    assert torch.isfinite(probs).all()
+
+
+def test_unknown_zoo_names_say_what_exists():
+    with pytest.raises(ValueError, match="did you mean zoo:dino"):
+        HookedViT.from_pretrained("zoo:dinoo")
+
+
+# --- command line and comparison -----------------------------------------------------------------
+def test_zoo_list_prints_every_shipped_model(capsys):
+    assert main(["zoo", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ["dino", "mae", "random", "supervised"]:
+        assert f"zoo:{name}" in out
+
+
+def test_zoo_train_command_writes_a_checkpoint_with_its_command(tmp_path, capsys):
+    out = tmp_path / "cli-mae"
+    flags = ["--image-size", "32", "--patch-size", "8", "--hidden-size", "16", "--n-layers", "2", "--n-heads", "2",
+             "--n-scenes", "16", "--batch-size", "4", "--steps", "2", "--no-progress"]
+    assert main(["zoo", "train", "--objective", "mae", "--out", str(out), *flags]) == 0
+    card = read_card(out)
+    assert card["steps"] == 2 and card["recipe"]["hidden_size"] == 16
+    assert "--steps 2" in card["command"] and "--hidden-size 16" in card["command"]
+    assert "2 steps" in capsys.readouterr().out
+
+
+def test_binding_by_objective_builds_its_table_from_the_sweeps(tmp_path, monkeypatch):
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    for objective in ("supervised", "random"):
+        train_zoo_model(tiny_recipe(objective, steps=2, image_size=64, n_scenes=16), models_dir / objective,
+                        progress=False)
+    monkeypatch.setattr(registry, "MODELS_DIR", models_dir)
+    table = binding_by_objective(["zoo:supervised", "zoo:random"], tmp_path / "cmp", n_scenes=24, progress=False)
+    assert [row["model"] for row in table.rows] == ["zoo:supervised", "zoo:random"]
+    for row, (spec, sweep) in zip(table.rows, table.sweeps.items()):
+        quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
+        best = max(quadratic, key=lambda r: r["accuracy"])
+        assert row["quadratic"] == best["accuracy"] and row["quadratic_layer"] == best["layer"]
+        linear = next(r for r in sweep.rows if r["probe"] == "linear" and r["layer"] == best["layer"])
+        assert row["linear"] == linear["accuracy"]
+    assert table.files["markdown"].read_text().count("| zoo:") == 2
+    assert table.files["plot"].exists()
