@@ -147,8 +147,20 @@ def run_ablate(args: argparse.Namespace) -> None:
     model = load_hooked_vit(model_spec, device=device)
     scenes = dataset_from_spec(args.data, n=args.n_images, size=args.size, seed=args.seed)
     settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino)
+    dino = {}
+    if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
+        from dataclasses import replace
+
+        from .zoo import ZooRecipe, load_dino_head, zoo_card, zoo_path
+
+        head, center, temperatures = load_dino_head(zoo_path(model_spec))
+        recipe = ZooRecipe.from_dict(zoo_card(model_spec)["recipe"])
+        settings = replace(settings, dino_global_size=recipe.image_size, dino_local_size=recipe.dino.local_size,
+                           dino_local_crops=recipe.dino.n_local, dino_global_scale=recipe.dino.global_scale,
+                           dino_local_scale=recipe.dino.local_scale)
+        dino = dict(dino_head=head.to(device), dino_center=center, dino_temperatures=temperatures)
     result = ablation_study(model, [scenes[i] for i in range(len(scenes))], load_probe(probe_file), settings,
-                            out=args.out, size=args.size)
+                            out=args.out, size=args.size, **dino)
     print(ablation_table(result["rows"]))
     corr = result["attention_vs_probe"]
     print(f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "

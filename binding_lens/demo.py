@@ -1,8 +1,9 @@
 """`binding-lens demo`: the layer sweep on the embedded defaults, in a few minutes on 2 CPU cores.
 
-No machine here can download pretrained weights, so until the project ships models it trained
-itself, the demo's model is the DINOv2-small architecture with random weights: an untrained
-control, and the report says so. Scenes are the synthetic `default` preset (no download).
+No machine here can download pretrained weights, so the demo's model is the project's own DINO
+model (`zoo:dino`, trained on the synthetic scenes, shipped in the package), reported beside its
+random-init twin (`zoo:random`: same architecture and initialisation, never trained). Both are swept
+with every probe on the same held-out scenes (the `test` split, never seen in training).
 """
 
 from __future__ import annotations
@@ -11,32 +12,49 @@ import time
 from pathlib import Path
 
 from .analyses import ALL_PROBES, layer_sweep, weights_note
+from .analyses.report import format_table
 from .cli import hf_parity
-from .data import SyntheticScenes
-from .hooks.loading import load_hooked_vit
+from .hooks import HookedViT
 from .probes import ProbeTrainingConfig
+from .vis.figures import accuracy_by_model
+from .zoo import held_out_scenes
 
-DEMO_MODEL = "random:dinov2-small"
-DEMO_SCENES = dict(preset="default", n=300, size=224, seed=0)
+DEMO_MODELS = ("zoo:dino", "zoo:random")
+DEMO_SCENES = 300
+DEMO_PROBES = ALL_PROBES
 DEMO_TRAINING = dict(epochs=16, batch_images=32)  # the paper's schedule; smaller batches for 210 train images
 
 
 def run_demo(out: str | Path = "runs/demo") -> None:
     started = time.perf_counter()
-    model = load_hooked_vit(DEMO_MODEL)
-    scenes = SyntheticScenes(**DEMO_SCENES)
-    print(f"binding-lens demo: IsSameObject layer sweep of {DEMO_MODEL} on {DEMO_SCENES['n']} synthetic "
-          f"'{DEMO_SCENES['preset']}' scenes at {DEMO_SCENES['size']} px")
-    print(f"model weights: {weights_note(model)}")
-    parity = max(hf_parity(model, model.preprocess(scenes[0].image)))
-    print(f"hooks: {len(model.hook_dict)} hook points; max |HookedViT - HF hidden_states| = {parity:.1e}\n")
-    result = layer_sweep(model, scenes, out, probes=ALL_PROBES,
-                         training=ProbeTrainingConfig(seed=0, **DEMO_TRAINING), seed=0)
-    images = result.summary["images"]
-    print(f"\nimages: {images['train']} train / {images['val']} val / {images['test']} test "
-          f"(skipped: {images['skipped'] or 'none'})")
-    print("best layer of each probe (test pairs of held-out images; layer normalised to [0, 1]):")
-    print(result.table())
-    print(f"\n{weights_note(model)}: accuracy near the majority baseline is what an untrained network gives.")
-    print(f"report in {Path(out).resolve()}: sweep.csv, sweep.json, peaks.csv, accuracy_by_layer.png, "
-          f"summary.json, probes/ ({time.perf_counter() - started:.0f} s)")
+    out = Path(out)
+    peaks = {}
+    all_rows = []
+    for spec in DEMO_MODELS:
+        model = HookedViT.from_pretrained(spec)
+        scenes = held_out_scenes(spec, DEMO_SCENES)
+        print(f"binding-lens demo: IsSameObject layer sweep of {spec} on {len(scenes)} held-out synthetic "
+              f"'{scenes.preset}' scenes at {scenes.hw[0]} px")
+        print(f"model weights: {weights_note(model)}")
+        parity = max(hf_parity(model, model.preprocess(scenes[0].image)))
+        print(f"hooks: {len(model.hook_dict)} hook points; max |HookedViT - HF hidden_states| = {parity:.1e}\n")
+        result = layer_sweep(model, scenes, out / spec.removeprefix("zoo:"), probes=DEMO_PROBES,
+                             training=ProbeTrainingConfig(seed=0, **DEMO_TRAINING), seed=0)
+        images = result.summary["images"]
+        print(f"\nimages: {images['train']} train / {images['val']} val / {images['test']} test "
+              f"(skipped: {images['skipped'] or 'none'})")
+        print(f"best layer of each probe for {spec} (test pairs of held-out images; layer normalised to [0, 1]):")
+        print(result.table() + "\n")
+        peaks[spec] = result.peaks
+        all_rows += result.rows
+    plot = accuracy_by_model(all_rows, out / "quadratic_by_model.png", probe="quadratic",
+                             title="quadratic IsSameObject probe: trained DINO vs its random-init twin")
+    rows = [{"probe": probe, **{f"{spec} acc": peaks[spec][probe]["accuracy"] for spec in DEMO_MODELS},
+             **{f"{spec} layer": peaks[spec][probe]["peak_layer"] for spec in DEMO_MODELS}} for probe in DEMO_PROBES
+            if all(probe in peaks[spec] for spec in DEMO_MODELS)]
+    print("trained DINO vs random-init twin, best test accuracy per probe (majority baseline "
+          f"{peaks[DEMO_MODELS[0]]['quadratic']['majority_baseline']:.3f}):")
+    print(format_table(rows, list(rows[0])))
+    print(f"\nreport in {out.resolve()}: one sweep per model ({', '.join(s.removeprefix('zoo:') for s in DEMO_MODELS)}/"
+          f"sweep.csv, peaks.csv, accuracy_by_layer.png, probes/), {plot.name} "
+          f"({time.perf_counter() - started:.0f} s)")

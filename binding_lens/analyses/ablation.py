@@ -52,6 +52,12 @@ class AblationSettings:
     dino_images: int = 32
     dino_head_steps: int = 60
     dino_local_crops: int = 4
+    dino_global_size: int | None = None
+    """Side of the DINO global crops in px (None: half the image side)."""
+    dino_local_size: int | None = None
+    """Side of the DINO local crops in px (None: a quarter of the image side)."""
+    dino_global_scale: tuple[float, float] = (0.4, 1.0)
+    dino_local_scale: tuple[float, float] = (0.05, 0.4)
     attention_permutations: int = 1000
 
 
@@ -98,9 +104,17 @@ def ablation_study(
     *,
     size: int | None = None,
     dino_head: DinoHead | None = None,
+    dino_center: Tensor | None = None,
+    dino_temperatures: dict[str, float] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Rows of (subspace, intervention, strength) -> measures; written under `out` if given."""
+    """Rows of (subspace, intervention, strength) -> measures; written under `out` if given.
+
+    DINO loss: with `dino_head` (a checkpoint's head, e.g. `zoo.load_dino_head`) and its training
+    `dino_center` the loss is the model's own; without a center, the clean model's mean head output
+    on these images is used; without a head, one is fitted on clean features (the report says which).
+    `dino_temperatures`: {student_temp, teacher_temp} the head was trained with (default 0.1 / 0.04).
+    """
     layer, n_prefix = settings.layer, model.cfg.n_prefix_tokens
     if not 0 <= layer < model.cfg.n_layers - 1:
         raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 2} (block layer+1 is measured), got {layer}")
@@ -122,17 +136,24 @@ def ablation_study(
     dino_setup: dict[str, Any] = {}
     if settings.dino:
         dino_images = data.images[: settings.dino_images]
+        side = data.pixels.shape[-1]
         crops = dict(patch_size=model.cfg.patch_size, preprocess=model.preprocess, n_local=settings.dino_local_crops,
-                     global_size=_side(model, 0.5 * data.pixels.shape[-1]), local_size=_side(model, 0.25 * data.pixels.shape[-1]))
+                     global_size=_side(model, settings.dino_global_size or 0.5 * side),
+                     local_size=_side(model, settings.dino_local_size or 0.25 * side),
+                     global_scale=settings.dino_global_scale, local_scale=settings.dino_local_scale,
+                     **(dino_temperatures or {}))
         clean_backbone = lambda pixels: model(pixels)[:, 0]  # noqa: E731  (CLS of the final normalised stream)
         if dino_head is None:
             dino_head = DinoHead(model.cfg.d_model, out_dim=1024, hidden_dim=512, bottleneck_dim=128)
             dino_head, center, _ = fit_dino_head(clean_backbone, dino_images, dino_head, steps=settings.dino_head_steps,
                                                  seed=settings.seed, **crops)
             head_source = f"fitted on clean features with the backbone frozen ({settings.dino_head_steps} steps)"
+        elif dino_center is not None:
+            center = dino_center.to(next(dino_head.parameters()).device)
+            head_source = "loaded from a checkpoint, with its training center"
         else:
             center = measure_dino_loss(clean_backbone, dino_head, dino_images, seed=settings.seed, **crops)["center"]
-            head_source = "loaded from a checkpoint"
+            head_source = "loaded from a checkpoint; center = the clean model's mean head output on these images"
         dino_setup = dict(images=dino_images, crops=crops, center=center, head_source=head_source)
 
     rows: list[Row] = []
