@@ -278,3 +278,27 @@ def test_fitting_lowers_the_loss_is_seeded_and_round_trips(tiny):
     assert repeat == history
     with pytest.raises(ValueError, match="steps"):
         fit_dino_head(backbone, images, head, **(kwargs | {"steps": 0}))
+
+
+def test_teacher_statistics_match_a_slow_loop():
+    import math
+
+    from binding_lens.effects.dino import teacher_statistics
+
+    torch.manual_seed(0)
+    out, center = torch.randn(5, 7) * 3, torch.randn(7) * 0.1
+    stats = teacher_statistics(out, center, teacher_temp=0.5)
+    rows = []
+    for b in range(5):
+        z = [(out[b, k].item() - center[k].item()) / 0.5 for k in range(7)]
+        top = max(z)
+        e = [math.exp(v - top) for v in z]
+        rows.append([v / sum(e) for v in e])
+    entropy = sum(-sum(p * math.log(p) for p in row) for row in rows) / 5
+    mean = [sum(row[k] for row in rows) / 5 for k in range(7)]
+    assert stats["entropy"] == pytest.approx(entropy, rel=1e-5)
+    assert stats["entropy_of_mean"] == pytest.approx(-sum(p * math.log(p) for p in mean), rel=1e-5)
+    assert stats["max_entropy"] == pytest.approx(math.log(7))
+    assert stats["prototypes_used"] == len({max(range(7), key=lambda k: row[k]) for row in rows})
+    uniform = teacher_statistics(torch.zeros(4, 7), torch.zeros(7))
+    assert uniform["entropy"] == pytest.approx(math.log(7)) and uniform["prototypes_used"] == 1

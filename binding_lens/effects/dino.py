@@ -371,6 +371,28 @@ def update_center(
     return center.reshape(-1) * momentum + batch_center * (1 - momentum)
 
 
+def teacher_statistics(
+    teacher_out: Float[Tensor, "batch K"], center: Float[Tensor, " K"], teacher_temp: float = 0.04
+) -> dict[str, float]:
+    """DINO's collapse diagnostics (Caron et al. 2021, section 5.3) on a batch of teacher logits:
+    `entropy`, the mean entropy of each image's centred, sharpened distribution (near ln K: collapse
+    to uniform), and `entropy_of_mean`, the entropy of the batch-mean distribution (near 0: one
+    dimension dominates); both in nats, with `max_entropy` = ln K and the number of distinct argmax
+    prototypes in the batch."""
+    if teacher_out.ndim != 2 or center.numel() != teacher_out.shape[1]:
+        raise ValueError(f"need teacher_out [batch, K] and a center of K entries, got {tuple(teacher_out.shape)} "
+                         f"and {tuple(center.shape)}")
+    log_p = torch.log_softmax((teacher_out - center.reshape(1, -1)) / teacher_temp, dim=-1)
+    p = log_p.exp()
+    mean = p.mean(0)
+    return {
+        "entropy": float(-(p * log_p).sum(-1).mean()),
+        "entropy_of_mean": float(-(mean * mean.clamp_min(1e-30).log()).sum()),
+        "max_entropy": math.log(teacher_out.shape[1]),
+        "prototypes_used": int(p.argmax(-1).unique().numel()),
+    }
+
+
 # --- measuring ----------------------------------------------------------------------------------
 @torch.no_grad()
 def _view_features(
