@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--k", type=int, default=16, help="binding subspace dimension")
     ablate.add_argument("--data", default="default", help=DATA_HELP)
     ablate.add_argument("--n-images", type=int, default=64)
-    ablate.add_argument("--size", type=int, default=224)
+    ablate.add_argument("--size", type=int, default=None, help="image side in px (default: the model's native size)")
     ablate.add_argument("--seed", type=int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)")
     ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
     ablate.add_argument("--device", default=None)
@@ -145,7 +145,8 @@ def run_ablate(args: argparse.Namespace) -> None:
         raise SystemExit(f"no probe at {probe_file}: run `binding-lens sweep` with --probes {args.probe} first")
     device = _default_device(args.device)
     model = load_hooked_vit(model_spec, device=device)
-    scenes = dataset_from_spec(args.data, n=args.n_images, size=args.size, seed=args.seed)
+    size = args.size or model.cfg.image_size[0]
+    scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
     settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino)
     dino = {}
     if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
@@ -160,7 +161,7 @@ def run_ablate(args: argparse.Namespace) -> None:
                            dino_local_scale=recipe.dino.local_scale)
         dino = dict(dino_head=head.to(device), dino_center=center, dino_temperatures=temperatures)
     result = ablation_study(model, [scenes[i] for i in range(len(scenes))], load_probe(probe_file), settings,
-                            out=args.out, size=args.size, **dino)
+                            out=args.out, size=size, **dino)
     print(ablation_table(result["rows"]))
     corr = result["attention_vs_probe"]
     print(f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "

@@ -49,10 +49,10 @@ def run_demo(out: str | Path = "runs/demo") -> None:
         all_rows += result.rows
     plot = accuracy_by_model(all_rows, out / "quadratic_by_model.png", probe="quadratic",
                              title="quadratic IsSameObject probe: trained DINO vs its random-init twin")
-    rows = [{"probe": probe, **{f"{spec} acc": peaks[spec][probe]["accuracy"] for spec in DEMO_MODELS},
-             **{f"{spec} layer": peaks[spec][probe]["peak_layer"] for spec in DEMO_MODELS}} for probe in DEMO_PROBES
-            if all(probe in peaks[spec] for spec in DEMO_MODELS)]
-    print("trained DINO vs random-init twin, best test accuracy per probe (majority baseline "
+    rows = [{"probe": probe, **{f"{spec} {label}": peaks[spec][probe][key] for spec in DEMO_MODELS
+                                for label, key in (("layer", "peak_layer"), ("acc", "accuracy"), ("AUROC", "auroc"))}}
+            for probe in DEMO_PROBES if all(probe in peaks[spec] for spec in DEMO_MODELS)]
+    print("trained DINO vs random-init twin: each probe's best layer, its test accuracy and AUROC (majority baseline "
           f"{peaks[DEMO_MODELS[0]]['quadratic']['majority_baseline']:.3f}):")
     print(format_table(rows, list(rows[0])))
     print(f"\nreport in {out.resolve()}: one sweep per model ({', '.join(s.removeprefix('zoo:') for s in DEMO_MODELS)}/"

@@ -60,3 +60,27 @@ def test_label_space_against_a_per_image_count():
     most = max(int(torch.unique(row[row >= 0]).numel()) for row in instance)
     assert label_space(instance, klass, min_queries=2) == (int(klass.max()) + 1, most + 2)
     assert label_space(instance, klass)[1] == max(10, most + 2)
+
+
+def test_ablate_on_the_zoo_dino_model_uses_its_own_head_center_and_crops(tmp_path, capsys, monkeypatch):
+    import binding_lens.analyses.ablation as ablation
+
+    seen = {}
+
+    def fast_study(model, scenes, probe, settings, **kwargs):
+        seen.update(settings=settings, kwargs=kwargs, size=scenes[0].image.shape[0])
+        return real(model, scenes, probe, settings.__class__(**(vars(settings) | {
+            k: v for k, v in FAST.items() if k not in ("dino_local_crops",)})), **kwargs)
+
+    real = ablation.ablation_study
+    monkeypatch.setattr(ablation, "ablation_study", fast_study)
+    torch.manual_seed(0)
+    save_probe(make_probe("quadratic", 96), tmp_path / "probe.safetensors")
+    assert main(["ablate", "--model", "zoo:dino", "--probe-file", str(tmp_path / "probe.safetensors"), "--layer", "4",
+                 "--k", "4", "--n-images", "10", "--out", str(tmp_path / "out")]) == 0
+    assert "DINO head: loaded from a checkpoint, with its training center" in capsys.readouterr().out
+    settings = seen["settings"]
+    assert (settings.dino_global_size, settings.dino_local_size, settings.dino_local_crops) == (96, 48, 4)
+    assert settings.dino_global_scale == (0.35, 1.0) and seen["size"] == 96
+    assert seen["kwargs"]["dino_temperatures"] == {"student_temp": 0.1, "teacher_temp": 0.04}
+    assert seen["kwargs"]["dino_head"].out_dim == 1024

@@ -11,7 +11,7 @@ def test_demo_sweeps_the_zoo_dino_model_beside_its_random_twin(tmp_path, monkeyp
     out = capsys.readouterr().out
     assert "zoo:dino: trained here with the dino objective" in out
     assert "random-init weights (zoo:random)" in out
-    assert "trained DINO vs random-init twin" in out
+    assert "trained DINO vs random-init twin" in out and "zoo:dino AUROC" in out
     for name in ("dino", "random"):
         assert (tmp_path / name / "sweep.csv").is_file()
         assert (tmp_path / name / "probes" / "L05_quadratic.safetensors").is_file()
