@@ -6,19 +6,8 @@ import argparse
 import shlex
 import sys
 
-RECIPE_FLAGS = {  # flag -> (recipe field, type, help)
-    "--steps": ("steps", int, "optimiser steps"),
-    "--batch-size": ("batch_size", int, "scenes per step"),
-    "--lr": ("lr", float, "peak learning rate"),
-    "--n-scenes": ("n_scenes", int, "training scenes rendered"),
-    "--seed": ("seed", int, "initialisation and batch-order seed"),
-    "--preset": ("preset", str, "scene preset: default | twins | colorshape"),
-    "--image-size": ("image_size", int, "scene side in px"),
-    "--patch-size": ("patch_size", int, "ViT patch side in px"),
-    "--hidden-size": ("hidden_size", int, "d_model"),
-    "--n-layers": ("n_layers", int, "transformer blocks"),
-    "--n-heads": ("n_heads", int, "attention heads"),
-}
+from .recipe import COMMAND_LINE_FIELDS
+
 
 
 def add_zoo_command(commands: argparse._SubParsersAction) -> None:
@@ -28,8 +17,9 @@ def add_zoo_command(commands: argparse._SubParsersAction) -> None:
     train = actions.add_parser("train", help="train one zoo model from its shipped recipe (seeded)")
     train.add_argument("--objective", required=True, choices=("dino", "mae", "supervised", "random"))
     train.add_argument("--out", required=True, help="checkpoint directory to create (refused if it exists)")
-    for flag, (_, kind, text) in RECIPE_FLAGS.items():
-        train.add_argument(flag, type=kind, default=None, help=f"{text} (default: the shipped recipe's)")
+    for field, (kind, text) in COMMAND_LINE_FIELDS.items():
+        train.add_argument("--" + field.replace("_", "-"), type=kind, default=None,
+                           help=f"{text} (default: the shipped recipe's)")
     train.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -58,7 +48,7 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in RECIPE_FLAGS.items()}
+    overrides = {field: getattr(args, field) for field in COMMAND_LINE_FIELDS}
     recipe = default_recipe(args.objective).with_overrides(**overrides)
     command = "binding-lens " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["zoo"] else None
     card = train_zoo_model(recipe, args.out, progress=not args.no_progress, command=command)

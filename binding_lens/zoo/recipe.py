@@ -146,6 +146,22 @@ class ZooRecipe:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
 
+COMMAND_LINE_FIELDS: dict[str, tuple[type, str]] = {
+    "steps": (int, "optimiser steps"),
+    "batch_size": (int, "scenes per step"),
+    "lr": (float, "peak learning rate"),
+    "n_scenes": (int, "training scenes rendered"),
+    "seed": (int, "initialisation and batch-order seed"),
+    "preset": (str, "scene preset: default | twins | colorshape"),
+    "image_size": (int, "scene side in px"),
+    "patch_size": (int, "ViT patch side in px"),
+    "hidden_size": (int, "d_model"),
+    "n_layers": (int, "transformer blocks"),
+    "n_heads": (int, "attention heads"),
+}
+"""The recipe fields `binding-lens zoo train` takes as --flags (type, help)."""
+
+
 def default_recipe(objective: str) -> ZooRecipe:
     """The shipped recipe of an objective (`RECIPES` below), by name."""
     if objective not in RECIPES:

@@ -23,7 +23,7 @@ import transformers
 from .. import __version__
 from .checkpoint import LOG, staging_dir, write_checkpoint
 from .objectives import Objective, make_objective
-from .recipe import ZooRecipe
+from .recipe import COMMAND_LINE_FIELDS, RECIPES, ZooRecipe
 from .scenes import SceneBank, training_scenes
 
 
@@ -99,18 +99,13 @@ def _mean(values: list[float]) -> float | None:
 def canonical_command(recipe: ZooRecipe, out: Path) -> str:
     """The `binding-lens zoo train` line that remakes this recipe (top-level knobs that differ from
     the objective's shipped recipe are spelt out)."""
-    from .recipe import RECIPES
-
     base = RECIPES[recipe.objective].as_dict()
     mine = recipe.as_dict()
     flags = [f"--{k.replace('_', '-')} {v}" for k, v in mine.items()
-             if k in CLI_KNOBS and base.get(k) != v]
+             if k in COMMAND_LINE_FIELDS and base.get(k) != v]
     return " ".join(["binding-lens zoo train --objective", recipe.objective, *flags, "--out", str(out)])
 
 
-CLI_KNOBS = ("steps", "batch_size", "lr", "n_scenes", "seed", "preset", "hidden_size", "n_layers", "image_size",
-             "patch_size", "n_heads")
-"""The recipe fields `binding-lens zoo train` takes as flags."""
 
 
 def _fit(objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool) -> list[float]:
