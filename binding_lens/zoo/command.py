@@ -9,7 +9,6 @@ import sys
 from .recipe import COMMAND_LINE_FIELDS
 
 
-
 def add_zoo_command(commands: argparse._SubParsersAction) -> None:
     zoo = commands.add_parser("zoo", help="the models this project trains and ships (train, list, compare)")
     actions = zoo.add_subparsers(dest="zoo_command", required=True)
