@@ -49,3 +49,22 @@ def test_extract_command_and_layer_parsing(tmp_path, capsys):
         parse_layers("3,12", 12)
     with pytest.raises(SystemExit, match="comma list"):
         parse_layers("x", 12)
+
+
+def test_a_sweep_is_reproducible_whatever_the_global_random_state(tmp_path):
+    import torch
+
+    from binding_lens.analyses import layer_sweep
+    from binding_lens.data import SyntheticScenes
+    from binding_lens.hooks.loading import load_hooked_vit
+    from binding_lens.probes import ProbeTrainingConfig
+
+    model = load_hooked_vit("tiny:vit")
+    scenes = SyntheticScenes("twins", n=16, size=64, seed=0)
+    results = []
+    for run, global_seed in enumerate((1, 2)):
+        torch.manual_seed(global_seed)  # probe weights must not depend on it
+        sweep = layer_sweep(model, scenes, tmp_path / f"run{run}", layers=[1], probes=("linear", "quadratic"),
+                            training=ProbeTrainingConfig(seed=0, epochs=2, batch_images=8), progress=False)
+        results.append([(row["probe"], row["accuracy"], row["auroc"]) for row in sweep.rows])
+    assert results[0] == results[1]

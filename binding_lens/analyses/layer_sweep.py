@@ -112,8 +112,11 @@ def layer_sweep(
         if not probe_layers:
             continue
         data = ProbeData([stored.acts[layer].float() for layer in probe_layers], stored.instance, stored.klass)
+        with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
+            torch.manual_seed(training.seed)
+            initial = [_probe_for(name, model, layer, n_classes, n_queries, rank) for layer in probe_layers]
         trained = train_probes(
-            [_probe_for(name, model, layer, n_classes, n_queries, rank) for layer in probe_layers],
+            initial,
             data.select(train_idx), data.select(val_idx), training,
         )
         test = data.select(test_idx)
