@@ -137,24 +137,24 @@ def ablation_study(
     if settings.dino:
         dino_images = data.images[: settings.dino_images]
         side = data.pixels.shape[-1]
-        crops = dict(patch_size=model.cfg.patch_size, preprocess=model.preprocess, n_local=settings.dino_local_crops,
-                     global_size=_side(model, settings.dino_global_size or 0.5 * side),
-                     local_size=_side(model, settings.dino_local_size or 0.25 * side),
-                     global_scale=settings.dino_global_scale, local_scale=settings.dino_local_scale,
-                     **(dino_temperatures or {}))
+        options = dict(patch_size=model.cfg.patch_size, preprocess=model.preprocess, n_local=settings.dino_local_crops,
+                       global_size=_side(model, settings.dino_global_size or 0.5 * side),
+                       local_size=_side(model, settings.dino_local_size or 0.25 * side),
+                       global_scale=settings.dino_global_scale, local_scale=settings.dino_local_scale,
+                       **(dino_temperatures or {}))
         clean_backbone = lambda pixels: model(pixels)[:, 0]  # noqa: E731  (CLS of the final normalised stream)
         if dino_head is None:
             dino_head = DinoHead(model.cfg.d_model, out_dim=1024, hidden_dim=512, bottleneck_dim=128)
             dino_head, center, _ = fit_dino_head(clean_backbone, dino_images, dino_head, steps=settings.dino_head_steps,
-                                                 seed=settings.seed, **crops)
+                                                 seed=settings.seed, **options)
             head_source = f"fitted on clean features with the backbone frozen ({settings.dino_head_steps} steps)"
         elif dino_center is not None:
             center = dino_center.to(next(dino_head.parameters()).device)
             head_source = "loaded from a checkpoint, with its training center"
         else:
-            center = measure_dino_loss(clean_backbone, dino_head, dino_images, seed=settings.seed, **crops)["center"]
+            center = measure_dino_loss(clean_backbone, dino_head, dino_images, seed=settings.seed, **options)["center"]
             head_source = "loaded from a checkpoint; center = the clean model's mean head output on these images"
-        dino_setup = dict(images=dino_images, crops=crops, center=center, head_source=head_source)
+        dino_setup = dict(images=dino_images, options=options, center=center, head_source=head_source)
 
     rows: list[Row] = []
     conditions = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
@@ -180,7 +180,7 @@ def ablation_study(
                 hooks = [Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)]
                 backbone = lambda pixels, hooks=hooks: model.run_with_hooks(pixels, fwd_hooks=hooks)[:, 0]  # noqa: E731
                 row["dino_loss"] = measure_dino_loss(backbone, dino_head, dino_setup["images"], seed=settings.seed,
-                                                     center=dino_setup["center"], **dino_setup["crops"])["loss"]
+                                                     center=dino_setup["center"], **dino_setup["options"])["loss"]
             rows.append(row)
             if progress:
                 print(f"  {subspace_name:>7} {kind:>7} {strength:.2f}: semantic mIoU {row['semantic_miou']:.3f}, "

@@ -97,14 +97,14 @@ class HookedViT(HookedRootModule):
         `zoo:<name>` loads a model the project trained and ships (`binding-lens zoo list`), offline,
         its float16 weights cast to float32 unless `dtype` says otherwise.
         """
-        from ..zoo.registry import is_zoo_spec, zoo_path
+        from ..zoo.registry import is_zoo_spec, zoo_card, zoo_path
 
         if is_zoo_spec(name_or_path):
             zoo_kwargs = {"dtype": torch.float32, **hf_kwargs, "local_files_only": True}
             model = cls.from_pretrained(str(zoo_path(name_or_path)), fused_attention=fused_attention, device=device,
                                         **zoo_kwargs)
             model.cfg.source = name_or_path
-            model.cfg.extra["zoo_objective"] = json.loads((zoo_path(name_or_path) / "card.json").read_text())["objective"]
+            model.cfg.extra["zoo_objective"] = zoo_card(name_or_path)["objective"]
             model.cfg.extra["revision"] = "shipped with binding_lens"
             return model
         config = AutoConfig.from_pretrained(name_or_path, **_loading_kwargs(hf_kwargs))

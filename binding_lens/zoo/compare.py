@@ -26,6 +26,7 @@ from ..probes import ProbeTrainingConfig
 from ..vis.figures import accuracy_by_model
 from .recipe import ZooRecipe
 from .registry import PREFIX, zoo_card
+from .scenes import training_scenes
 
 TABLE_PROBES = ("linear", "diag_quadratic", "quadratic")
 COLUMNS = ("model", "objective", "quadratic_layer", "quadratic", "quadratic_balanced", "quadratic_auroc",
@@ -34,8 +35,8 @@ COLUMNS = ("model", "objective", "quadratic_layer", "quadratic", "quadratic_bala
 
 def held_out_scenes(spec: str, n: int) -> SyntheticScenes:
     """Scenes of the model's training preset and size from the `test` split (never trained on)."""
-    recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])
-    return SyntheticScenes(recipe.preset, n=n, size=recipe.image_size, seed=recipe.data_seed, split="test")
+    recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"]).with_overrides(n_scenes=n)
+    return training_scenes(recipe, split="test")
 
 
 @dataclass

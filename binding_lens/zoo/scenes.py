@@ -20,6 +20,7 @@ from .recipe import ZooRecipe
 IMAGE_MEAN = (0.485, 0.456, 0.406)
 IMAGE_STD = (0.229, 0.224, 0.225)
 CONJUNCTIONS: tuple[str, ...] = tuple(f"{color} {shape}" for color in COLORS for shape in SHAPES)
+_CONJUNCTION_INDEX = {name: i for i, name in enumerate(CONJUNCTIONS)}
 
 
 def training_scenes(recipe: ZooRecipe, split: str = "train") -> SyntheticScenes:
@@ -30,10 +31,9 @@ def training_scenes(recipe: ZooRecipe, split: str = "train") -> SyntheticScenes:
 def conjunction_labels(objects: list[dict], min_visible_fraction: float) -> Float[np.ndarray, " label"]:
     """Multi-hot over `CONJUNCTIONS`: which colour x shape pairs are visibly present in a scene."""
     labels = np.zeros(len(CONJUNCTIONS), dtype=np.float32)
-    index = {name: i for i, name in enumerate(CONJUNCTIONS)}
     for obj in objects:
         if obj["pixel_count"] and obj["visible_pixels"] >= min_visible_fraction * obj["pixel_count"]:
-            labels[index[f"{obj['color']} {obj['shape']}"]] = 1.0
+            labels[_CONJUNCTION_INDEX[f"{obj['color']} {obj['shape']}"]] = 1.0
     return labels
 
 
