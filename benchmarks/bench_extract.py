@@ -21,7 +21,7 @@ import torch
 
 from binding_lens.activations import extract
 from binding_lens.data import SyntheticScenes
-from binding_lens.hooks.loading import load_hooked_vit
+from binding_lens.models import load_hooked_vit
 
 AUTHORS_BYTES = 512 * 1024 * 4
 

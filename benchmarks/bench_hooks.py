@@ -18,7 +18,7 @@ import time
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.hooks.loading import ARCHITECTURES, random_hf_model
+from binding_lens.models import ARCHITECTURES, random_hf_model
 
 
 def _time(fn, device: torch.device) -> float:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from .analyses import ALL_PROBES, layer_sweep, weights_note
 from .analyses.report import format_table
-from .cli import hf_parity
 from .hooks import HookedViT
+from .hooks.parity import hf_parity
 from .probes import ProbeTrainingConfig
-from .vis.figures import accuracy_by_model
+from .figures import accuracy_by_model
 from .zoo import held_out_scenes
 
 DEMO_MODELS = ("zoo:dino", "zoo:random")

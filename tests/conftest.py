@@ -1,4 +1,4 @@
-"""Shared fixtures: the tiny random-weight models of `binding_lens.testing`, and HF reference runs."""
+"""Shared fixtures: the tiny random-weight models of `binding_lens.models`, and HF reference runs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.testing import TINY_CASES, TinyCase, tiny_hf_model
+from binding_lens.models import TINY_CASES, TinyCase, tiny_hf_model
 
 
 def build(case: TinyCase, seed: int = 0) -> tuple[torch.nn.Module, HookedViT]:

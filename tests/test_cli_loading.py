@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from binding_lens.cli import main
-from binding_lens.hooks.loading import load_hooked_vit
-from binding_lens.testing import tiny_hf_model
+from binding_lens.models import load_hooked_vit
+from binding_lens.models import tiny_hf_model
 
 
 def test_specs_build_the_named_architectures(tmp_path):

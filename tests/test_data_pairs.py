@@ -3,9 +3,11 @@
 import numpy as np
 import pytest
 
+import torch
+
 from binding_lens.data import (
-    NO_LABELLED_PATCH, SINGLE_OBJECT, PairStats, Scene, SkipReport, SyntheticScenes, UnusableImageError, all_pairs,
-    count_pairs, labelled_scenes, pair_labels, pair_stats, pairs_among, patch_labels, sample_patches,
+    NO_LABELLED_PATCH, SINGLE_OBJECT, PairStats, Scene, SkipReport, SyntheticScenes, UnusableImageError, count_pairs,
+    labelled_scenes, pair_stats, patch_labels, sample_patch_slots,
 )
 
 
@@ -14,39 +16,32 @@ def _labels(grid_ids, purity=None):
     return patch_labels(inst, grid=(len(grid_ids), len(grid_ids[0])), purity=purity)
 
 
-def test_all_pairs_are_valid_upper_triangle_pairs():
+def _instance_row(labels):
+    return torch.as_tensor(np.where(labels.valid, labels.instance, -1).reshape(1, -1), dtype=torch.int64)
+
+
+def test_count_pairs_against_brute_force_enumeration():
     labels = _labels([[1, 1, 0], [2, 1, 0], [2, 0, 3]])
-    i, j = all_pairs(labels)
     valid = np.flatnonzero(labels.valid.ravel())
-    brute = [(a, b) for a in valid for b in valid if a < b]
-    assert list(zip(i.tolist(), j.tolist())) == brute
-    same = pair_labels(labels, i, j)
     inst = labels.instance.ravel()
-    assert same.tolist() == [bool(inst[a] == inst[b]) for a, b in brute]
-    n, pos = count_pairs(labels)
-    assert (n, pos) == (len(brute), int(same.sum())) == (15, 4)
+    brute = [(a, b) for a in valid for b in valid if a < b]
+    positives = sum(inst[a] == inst[b] for a, b in brute)
+    assert count_pairs(_instance_row(labels)) == (len(brute), positives) == (15, 4)
+    two = torch.cat([_instance_row(labels), _instance_row(_labels([[1, 1, 2], [2, 2, 2], [0, 0, 0]]))])
+    assert count_pairs(two) == (15 + 15, 4 + 1 + 6)
 
 
-def test_pair_labels_refuse_excluded_patches():
-    labels = _labels([[1, 0], [2, 2]])
-    with pytest.raises(ValueError, match="excluded patches"):
-        pair_labels(labels, np.array([0]), np.array([1]))
-    with pytest.raises(ValueError, match="distinct"):
-        pairs_among(np.array([3, 3]))
-
-
-def test_sample_patches_is_seeded_and_valid():
+def test_sample_patch_slots_is_seeded_and_draws_labelled_patches_only():
     s = SyntheticScenes("default", n=1)[0]
-    labels = patch_labels(s.instance_mask, grid=(16, 16))
-    a = sample_patches(labels, 16, 123)
-    b = sample_patches(labels, 16, np.random.default_rng(123))
-    np.testing.assert_array_equal(a, b)
-    assert len(a) == 16 and len(set(a.tolist())) == 16 and labels.valid.ravel()[a].all()
-    assert not np.array_equal(a, sample_patches(labels, 16, 124))
-    everything = sample_patches(labels, 10_000, 0)
-    np.testing.assert_array_equal(everything, np.flatnonzero(labels.valid.ravel()))
-    i, j = pairs_among(a)
-    assert len(i) == 16 * 15 // 2 and (i < j).all()
+    row = _instance_row(patch_labels(s.instance_mask, grid=(16, 16)))
+    draw = lambda seed, k=16: sample_patch_slots(row, k, torch.Generator().manual_seed(seed))  # noqa: E731
+    (a, va), (b, _) = draw(123), draw(123)
+    assert torch.equal(a, b) and bool(va.all())
+    assert a.shape == (1, 16) and len(set(a[0].tolist())) == 16 and bool((row[0, a[0]] >= 0).all())
+    assert bool((a[0, 1:] > a[0, :-1]).all())  # sorted
+    assert not torch.equal(a, draw(124)[0])
+    everything, valid = draw(0, 10_000)
+    assert everything[valid].tolist() == torch.nonzero(row[0] >= 0).flatten().tolist()
 
 
 def test_stats_positive_rate_and_majority_baseline():

@@ -12,9 +12,9 @@ from binding_lens.effects.attention import (
     attention_kl, attention_score_correlation, next_layer_attention, own_object_attention_mass, pearson_r,
     permutation_test,
 )
-from binding_lens.hooks.loading import load_hooked_vit
-from binding_lens.interventions import Shuffle
-from binding_lens.subspace import BindingSubspace
+from binding_lens.models import load_hooked_vit
+from binding_lens.binding import Shuffle
+from binding_lens.binding import BindingSubspace
 
 
 def _pattern(batch=2, heads=3, n=6, seed=0):

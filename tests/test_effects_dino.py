@@ -10,11 +10,11 @@ import torch
 from torch import nn
 
 from binding_lens.data import SyntheticScenes
-from binding_lens.effects.dino import (
-    DinoHead, apply_view, dino_loss, fit_dino_head, measure_dino_loss, multi_crop, plan_crops, round_to_patch,
-    update_center,
+from binding_lens.effects.dino import fit_dino_head, measure_dino_loss
+from binding_lens.losses.dino import (
+    DinoHead, apply_view, dino_loss, multi_crop, plan_crops, round_to_patch, teacher_statistics, update_center,
 )
-from binding_lens.hooks.loading import load_hooked_vit
+from binding_lens.models import load_hooked_vit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -283,7 +283,6 @@ def test_fitting_lowers_the_loss_is_seeded_and_round_trips(tiny):
 def test_teacher_statistics_match_a_slow_loop():
     import math
 
-    from binding_lens.effects.dino import teacher_statistics
 
     torch.manual_seed(0)
     out, center = torch.randn(5, 7) * 3, torch.randn(7) * 0.1

@@ -14,7 +14,7 @@ import torch
 
 from binding_lens.activations import ActivationStore, StoreError, extract
 from binding_lens.data import Scene, SyntheticScenes, patch_labels
-from binding_lens.hooks.loading import load_hooked_vit
+from binding_lens.models import load_hooked_vit
 
 MODEL = "tiny:dinov2_registers"  # patch 14, 4 registers: prefix tokens must be skipped correctly
 
@@ -59,12 +59,13 @@ def test_all_patches_are_stored_when_patches_per_image_is_none(tmp_path):
 _KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     import binding_lens.activations.store as store
+    import binding_lens.io.atomic as atomic
     from binding_lens.activations import extract
     from binding_lens.data import SyntheticScenes
-    from binding_lens.hooks.loading import load_hooked_vit
+    from binding_lens.models import load_hooked_vit
     kill_at = int(sys.argv[2])
     calls = {"n": 0}
-    original = store.write_atomic
+    original = atomic.write_atomic
     def dying_write(path, data):
         calls["n"] += 1
         if calls["n"] == kill_at:  # die half-way through writing this file
@@ -74,7 +75,7 @@ _KILL_SCRIPT = textwrap.dedent("""
                 handle.write(data[: len(data) // 2])
             os.kill(os.getpid(), signal.SIGKILL)
         return original(path, data)
-    store.write_atomic = dying_write
+    store.write_atomic = atomic.write_atomic = dying_write  # every file goes through binding_lens.io
     extract(load_hooked_vit("tiny:dinov2_registers"), SyntheticScenes("default", n=10, size=112, seed=3), [0, 2],
             sys.argv[1], patches_per_image=12, batch_size=2, shard_size=2, progress=False)
 """)

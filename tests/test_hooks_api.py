@@ -12,7 +12,7 @@ from transformer_lens import ActivationCache
 
 from binding_lens import HookedViT
 from binding_lens.hooks import ImageSizeError, UnknownHookPointError, UnsupportedArchitectureError
-from binding_lens.testing import TINY_CASES
+from binding_lens.models import TINY_CASES
 from conftest import build, hf_reference, pixels
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from binding_lens.testing import TINY_CASES
+from binding_lens.models import TINY_CASES
 from conftest import build, hf_reference, pixels
 
 ATOL = 1e-5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from nnsight import NNsight
 
-from binding_lens.testing import TINY_CASES
+from binding_lens.models import TINY_CASES
 from conftest import build, pixels
 
 

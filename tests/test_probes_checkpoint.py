@@ -33,14 +33,12 @@ def test_save_replaces_atomically_and_keeps_the_old_file_on_failure(tmp_path, mo
     path = tmp_path / "p.safetensors"
     save_probe(build("linear", seed=1), path)
     first = path.read_bytes()
-    import binding_lens.probes.checkpoint as checkpoint
+    import binding_lens.io.atomic as atomic
 
-    def broken(tensors, filename, metadata=None):
-        with open(filename, "wb") as f:
-            f.write(b"half a file")
+    def broken(source, target):  # the temporary file is written; renaming it into place fails
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoint, "save_file", broken)
+    monkeypatch.setattr(atomic.os, "replace", broken)
     with pytest.raises(OSError, match="disk full"):
         save_probe(build("linear", seed=2), path)
     assert path.read_bytes() == first and os.listdir(tmp_path) == ["p.safetensors"]

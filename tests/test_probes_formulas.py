@@ -167,7 +167,7 @@ def test_scores_are_batched_matmuls_without_an_image_loop():
 
 
 def test_self_attention_probe_reads_the_next_blocks_attention_scores():
-    from binding_lens.hooks.loading import load_hooked_vit
+    from binding_lens.models import load_hooked_vit
 
     model = load_hooked_vit("tiny:vit")
     pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))

@@ -8,10 +8,11 @@ import pytest
 import torch
 from nnsight import NNsight
 
-from binding_lens.hooks.loading import load_hooked_vit
-from binding_lens.interventions import Inject, Interchange, MeanAblate, ProjectOut, Shuffle, resid_hook_name
+from binding_lens.models import load_hooked_vit
+from binding_lens.binding import Inject, Interchange, MeanAblate, ProjectOut, Shuffle
+from binding_lens.hooks.names import resid_post
 from binding_lens.probes import make_probe
-from binding_lens.subspace import BindingSubspace, accuracy_by_k
+from binding_lens.binding import BindingSubspace, accuracy_by_k
 
 D = 32
 
@@ -164,4 +165,23 @@ def test_interventions_in_a_model_identities_layers_and_nnsight(name):
             point.output = shuffled.apply(point.output)
             out = traced.output.save()
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
-    assert resid_hook_name(3) == "blocks.3.hook_resid_post"
+    assert shuffled.at(3) == (resid_post(3), shuffled) == ("blocks.3.hook_resid_post", shuffled)
+
+
+def test_an_intervention_at_any_hook_point_edits_that_point_only():
+    model = load_hooked_vit("tiny:dinov2")
+    x = torch.randn(2, 3, 56, 56)
+    sub = BindingSubspace.random(model.cfg.d_model, 4, seed=0)
+    edit = ProjectOut(sub, model.cfg.n_prefix_tokens)
+    with torch.no_grad():
+        _, clean = model.run_with_cache(x)
+        with model.hooks(fwd_hooks=[edit.at("blocks.1.hook_attn_out")]):
+            _, edited = model.run_with_cache(x)
+    assert torch.equal(edited["blocks.1.hook_attn_out"], edit.apply(clean["blocks.1.hook_attn_out"]))
+    assert torch.equal(edited["blocks.1.hook_resid_pre"], clean["blocks.1.hook_resid_pre"])
+    torch.testing.assert_close(edited["blocks.1.hook_resid_mid"],
+                               clean["blocks.1.hook_resid_pre"] + edited["blocks.1.hook_attn_out"])
+    with pytest.raises(KeyError, match="not a hook point"):
+        model.run_with_hooks(x, fwd_hooks=[edit.at("blocks.1.hook_atn_out")])
+    with pytest.raises(TypeError, match="layer index or a hook name"):
+        edit.at(1.5)

@@ -56,7 +56,7 @@ def test_a_sweep_is_reproducible_whatever_the_global_random_state(tmp_path):
 
     from binding_lens.analyses import layer_sweep
     from binding_lens.data import SyntheticScenes
-    from binding_lens.hooks.loading import load_hooked_vit
+    from binding_lens.models import load_hooked_vit
     from binding_lens.probes import ProbeTrainingConfig
 
     model = load_hooked_vit("tiny:vit")

@@ -21,7 +21,7 @@ import torch
 
 from binding_lens.analyses import layer_sweep
 from binding_lens.data import SyntheticScenes
-from binding_lens.hooks.loading import load_hooked_vit
+from binding_lens.models import load_hooked_vit
 from binding_lens.probes import ProbeTrainingConfig
 from binding_lens.vis import attention_view, iframe_html, viewer_from_run
 from binding_lens.vis.encoding import decode

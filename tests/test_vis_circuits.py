@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from binding_lens.hooks.loading import load_hooked_vit
+from binding_lens.models import load_hooked_vit
 from binding_lens.vis import attention_view, pattern_view, token_labels
 
 

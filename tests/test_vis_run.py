@@ -12,13 +12,16 @@ import torch
 
 from binding_lens.analyses import layer_sweep
 from binding_lens.data import SyntheticScenes
-from binding_lens.hooks.loading import load_hooked_vit
+from binding_lens.models import load_hooked_vit
 from binding_lens.probes import ProbeTrainingConfig
 from binding_lens.vis import load_run_probes, viewer_from_run, viewer_html
-from binding_lens.vis.command import add_view_command, parse_indices, run_view
+from binding_lens.cli.view import add as add_view_command
+from binding_lens.cli.view import parse_indices
+from binding_lens.cli.view import run as run_view
 from binding_lens.vis.encoding import decode
 from binding_lens.vis.page import read_page
-from binding_lens.vis.run_files import RunDirectoryError, dataset_from_identity, run_input_size, run_model
+from binding_lens.analyses.run import RunDirectory, RunDirectoryError
+from binding_lens.data.spec import dataset_from_identity
 
 
 def make_run(out, model_spec="tiny:vit", size=64, seed=0):
@@ -43,7 +46,7 @@ def test_viewer_from_run_rebuilds_model_probes_and_scenes(run, tmp_path):
     assert [image["name"] for image in meta["images"]] == ["synthetic #1", "synthetic #3"]
     assert meta["models"][0]["truth"][0] is not None
     # the stored map is the run's saved probe on the run's model and scene
-    model = run_model(run)
+    model = RunDirectory(run).model()
     probe = load_run_probes(run, ["quadratic"], [1])["quadratic"][1]
     scene = SyntheticScenes("twins", n=10, size=64, seed=0)[3]
     with torch.no_grad():
@@ -56,7 +59,7 @@ def test_viewer_from_run_rebuilds_model_probes_and_scenes(run, tmp_path):
 
 def test_probes_may_be_given_as_a_run_directory(run):
     scenes = [SyntheticScenes("twins", n=10, size=64, seed=0)[2]]
-    meta, _ = read_page(viewer_html(run_model(run), scenes, run))
+    meta, _ = read_page(viewer_html(RunDirectory(run).model(), scenes, run))
     assert meta["models"][0]["probes"] == {"linear": [0, 1, 2], "quadratic": [0, 1, 2]}
 
 
@@ -68,7 +71,7 @@ def test_run_probes_can_be_chosen(run):
         load_run_probes(run, ["cosine"])
     with pytest.raises(RunDirectoryError, match="has layers \\[0, 1, 2\\]"):
         load_run_probes(run, None, [7])
-    assert run_input_size(run) == 64
+    assert RunDirectory(run).input_size() == 64
     assert len(dataset_from_identity(json.loads((run / "summary.json").read_text())["dataset"])) == 10
 
 
@@ -88,10 +91,10 @@ def test_a_run_whose_model_cannot_be_rebuilt_is_refused(run, tmp_path):
     data["request"]["seed"] = 5  # the tiny model built with seed 5 has other weights
     manifest.write_text(json.dumps(data))
     with pytest.raises(RunDirectoryError, match="other weights"):
-        run_model(copy)
+        RunDirectory(copy).model()
     with pytest.raises(RunDirectoryError, match="summary.json is missing"):
         viewer_from_run(tmp_path, [0], tmp_path / "x.html")
-    with pytest.raises(RunDirectoryError, match="cannot rebuild dataset"):
+    with pytest.raises(ValueError, match="cannot rebuild dataset"):
         dataset_from_identity({"dataset": "webcam"})
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from binding_lens.data import SyntheticScenes, patch_labels
-from binding_lens.hooks.loading import load_hooked_vit
+from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
 from binding_lens.vis import InlineViewer, ModelEntry, iframe_html, show, viewer, viewer_html
 from binding_lens.vis.encoding import decode

@@ -11,7 +11,8 @@ import torch
 from transformers import Dinov2Model
 
 from binding_lens import HookedViT
-from binding_lens.cli import hf_parity, main
+from binding_lens.cli import main
+from binding_lens.hooks.parity import hf_parity
 from binding_lens.zoo import (
     RECIPES,
     CheckpointError,
@@ -25,7 +26,7 @@ from binding_lens.zoo import (
     zoo_names,
     zoo_path,
 )
-from binding_lens.zoo import registry
+from binding_lens.models import registry
 from binding_lens.zoo.objectives import MaeObjective
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
 from binding_lens.zoo.train import learning_rate
@@ -127,7 +128,8 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
     with torch.no_grad():  # make teacher weights differ from the initialisation
         for p in objective.teacher.parameters():
             p.add_(0.01 * torch.randn_like(p))
-    from binding_lens.zoo.checkpoint import staging_dir, write_checkpoint
+    from binding_lens.io import staging_dir
+    from binding_lens.zoo.checkpoint import write_checkpoint
 
     out = tmp_path / "ckpt"
     write_checkpoint(staging_dir(out), out, objective.shipped_backbone(), objective.heads(),

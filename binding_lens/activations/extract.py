@@ -16,15 +16,14 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from PIL import Image
 from tqdm.auto import tqdm
 
-from ..data import Scene, SkipReport, patch_labels, unusable_reason
+from ..data import Scene, SkipReport, patch_labels, resize_image, sample_patch_slots, unusable_reason
 from ..hooks import HookedViT
-from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, write_json_atomic, write_shard
-
-LAYER_CONVENTION = "layer l = blocks.{l}.hook_resid_post = HF hidden_states[l+1], before any final LayerNorm"
-
+from ..hooks.names import LAYER_CONVENTION, resid_post
+from ..io import write_json_atomic
+from ..version import __version__
+from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, write_shard
 
 def weights_fingerprint(model: HookedViT) -> str:
     """A cheap hash of the weights (name, shape, sum and sum of squares of every parameter)."""
@@ -42,27 +41,19 @@ def _target_size(scene: Scene, size: int | tuple[int, int] | None) -> tuple[int,
     return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
 
-def _image_at(scene: Scene, hw: tuple[int, int]) -> np.ndarray:
-    if scene.hw == hw:
-        return scene.image
-    return np.asarray(Image.fromarray(scene.image).resize((hw[1], hw[0]), Image.Resampling.BICUBIC))
-
-
-def _choose_slots(valid: np.ndarray, patches_per_image: int | None, rng: np.random.Generator) -> np.ndarray:
-    """Flat patch indices to store: all patches, or a seeded sample of labelled ones (sorted)."""
+def _choose_slots(instance: np.ndarray, patches_per_image: int | None, seed: int, image_index: int) -> np.ndarray:
+    """Flat patch indices to store: all patches, or a sample of labelled ones (sorted) drawn with a
+    generator seeded by (seed, image index), so a store does not depend on batch size or shard order."""
     if patches_per_image is None:
-        return np.arange(valid.size)
-    labelled = np.flatnonzero(valid)
-    if labelled.size > patches_per_image:
-        labelled = np.sort(rng.choice(labelled, size=patches_per_image, replace=False))
-    return labelled
+        return np.arange(instance.size)
+    generator = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, image_index]).generate_state(1)[0]))
+    slots, valid = sample_patch_slots(torch.as_tensor(instance.reshape(1, -1)), patches_per_image, generator)
+    return slots[valid].numpy()
 
 
 def build_manifest(
     model: HookedViT, dataset: Sequence[Scene], request: dict[str, Any], n_shards: int, dataset_identity: Any
 ) -> dict[str, Any]:
-    from .. import __version__
-
     return {
         "format_version": FORMAT_VERSION,
         "request": request,
@@ -187,7 +178,7 @@ def _extract_shard(
 ) -> tuple[Shard, dict[str, Any]]:
     """Activations and labels of the usable images among `indices`, in `n_slots` slots per image."""
     n_prefix, patch, d_model = model.cfg.n_prefix_tokens, model.cfg.patch_size, model.cfg.d_model
-    names = [f"blocks.{layer}.hook_resid_post" for layer in layers]
+    names = [resid_post(layer) for layer in layers]
     skips = SkipReport()
     skipped: dict[str, str] = {}
     slots_rows: list[np.ndarray] = []
@@ -197,7 +188,7 @@ def _extract_shard(
     acts: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
 
     def run(batch: list[tuple[int, Scene, tuple[int, int], np.ndarray]]) -> None:
-        pixels = model.preprocess([_image_at(scene, hw) for _, scene, hw, _ in batch])
+        pixels = model.preprocess([resize_image(scene.image, hw) for _, scene, hw, _ in batch])
         gather = torch.as_tensor(np.stack([slots for *_, slots in batch]), device=device)
         use_autocast = autocast and device.type == "cuda"
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
@@ -228,7 +219,7 @@ def _extract_shard(
             )
         skips.keep()
         valid = labels.valid.reshape(-1)
-        chosen = _choose_slots(valid, patches_per_image, np.random.default_rng([seed, image_index]))
+        chosen = _choose_slots(np.where(valid, labels.instance.reshape(-1), -1), patches_per_image, seed, image_index)
         slots = np.full(n_slots, -1, np.int64)
         slots[: chosen.size] = chosen
         instance = np.full(n_slots, -1, np.int64)

@@ -12,10 +12,7 @@ point leaves either a whole shard or none, and a later run recomputes exactly th
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,31 +23,14 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from torch import Tensor
 
-FORMAT_VERSION = 1
+from ..io import sha256_bytes, sha256_file, write_atomic, write_json_atomic
+
+FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
 MANIFEST = "manifest.json"
 
 
 class StoreError(RuntimeError):
     """A store that cannot be used as asked: missing, made with other settings, or corrupt."""
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
 def shard_name(index: int) -> str:
@@ -80,7 +60,7 @@ def write_shard(root: Path, index: int, shard: Shard, record: dict[str, Any]) ->
     data = save_safetensors(tensors)
     directory = root / "shards"
     write_atomic(directory / f"{shard_name(index)}.safetensors", data)
-    record = record | {"shard": index, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    record = record | {"shard": index, "bytes": len(data), "sha256": sha256_bytes(data)}
     write_json_atomic(directory / f"{shard_name(index)}.json", record)
     return record
 
@@ -127,7 +107,7 @@ class ActivationStore:
             return False
         if not verify:
             return path.stat().st_size == record["bytes"]
-        return hashlib.sha256(path.read_bytes()).hexdigest() == record["sha256"]
+        return sha256_file(path) == record["sha256"]
 
     def missing_shards(self, verify: bool = True) -> list[int]:
         return [index for index in range(self.n_shards) if not self.shard_is_done(index, verify)]
@@ -142,7 +122,7 @@ class ActivationStore:
         if record is None or not path.is_file():
             raise StoreError(f"shard {index} of {self.root} is not finished: run extract again with the same settings")
         data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != record["sha256"]:
+        if sha256_bytes(data) != record["sha256"]:
             raise StoreError(
                 f"{path} is corrupt (its sha256 differs from {path.with_suffix('.json').name}): delete both files "
                 "and run extract again with the same settings to recompute it"

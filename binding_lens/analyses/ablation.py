@@ -23,18 +23,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
-from ..activations.store import write_json_atomic
+from ..io import write_json_atomic
 from ..data import Scene, patch_labels
 from ..effects.attention import attention_kl, attention_score_correlation, own_object_attention_mass
-from ..effects.dino import DinoHead, fit_dino_head, measure_dino_loss
+from ..effects.dino import fit_dino_head, measure_dino_loss
+from ..losses.dino import DinoHead
 from ..effects.segmentation import fit_instance_head, fit_semantic_head, instance_miou, semantic_miou
+from ..binding import BindingSubspace, Inject, Intervention, Shuffle
 from ..hooks import HookedViT
-from ..interventions import Inject, Intervention, Shuffle
+from ..hooks import names
 from ..probes import PairProbe
-from ..probes.batch import label_space
-from ..probes.sampling import split_by_image
-from ..subspace import BindingSubspace
+
+from ..probes import label_space, split_by_image
 from .report import Row, format_table, write_table
 
 
@@ -84,7 +86,7 @@ def label_images(model: HookedViT, scenes: Sequence[Scene], size: int | None) ->
 def _run(model: HookedViT, data: Labelled, layer: int, make_hooks: Callable[[slice], list], batch_size: int):
     """Final patch features and layer l+1's patch attention under the interventions."""
     n_prefix = model.cfg.n_prefix_tokens
-    pattern_name = f"blocks.{layer + 1}.attn.hook_pattern"
+    pattern_name = names.pattern(layer + 1)
     features, patterns = [], []
     for start in range(0, data.pixels.shape[0], batch_size):
         batch = slice(start, start + batch_size)
@@ -93,6 +95,89 @@ def _run(model: HookedViT, data: Labelled, layer: int, make_hooks: Callable[[sli
         features.append(out[:, n_prefix:].float())
         patterns.append(cache[pattern_name][:, :, n_prefix:, n_prefix:].float())
     return torch.cat(features), torch.cat(patterns)
+
+
+@dataclass
+class DinoMeasurement:
+    """The DINO loss under interventions: fixed images, views, head and center for every condition."""
+
+    model: HookedViT
+    head: DinoHead
+    center: Tensor
+    images: list[np.ndarray]
+    options: dict[str, Any]
+    head_source: str
+    seed: int
+
+    @classmethod
+    def prepare(cls, model: HookedViT, data: Labelled, settings: AblationSettings, head: DinoHead | None,
+                center: Tensor | None, temperatures: dict[str, float] | None) -> "DinoMeasurement":
+        """Views and temperatures from the settings; the head given (with its training center, or the
+        clean model's mean output as center), else one fitted on clean features with the backbone frozen."""
+        images = data.images[: settings.dino_images]
+        side = data.pixels.shape[-1]
+        options = dict(patch_size=model.cfg.patch_size, preprocess=model.preprocess, n_local=settings.dino_local_crops,
+                       global_size=_side(model, settings.dino_global_size or 0.5 * side),
+                       local_size=_side(model, settings.dino_local_size or 0.25 * side),
+                       global_scale=settings.dino_global_scale, local_scale=settings.dino_local_scale,
+                       **(temperatures or {}))
+        clean = lambda pixels: model(pixels)[:, 0]  # noqa: E731  (CLS of the final normalised stream)
+        if head is None:
+            initial = DinoHead(model.cfg.d_model, out_dim=1024, hidden_dim=512, bottleneck_dim=128)
+            head, center, _ = fit_dino_head(clean, images, initial, steps=settings.dino_head_steps, seed=settings.seed,
+                                            **options)
+            source = f"fitted on clean features with the backbone frozen ({settings.dino_head_steps} steps)"
+        elif center is not None:
+            center = center.to(next(head.parameters()).device)
+            source = "loaded from a checkpoint, with its training center"
+        else:
+            center = measure_dino_loss(clean, head, images, seed=settings.seed, **options)["center"]
+            source = "loaded from a checkpoint; center = the clean model's mean head output on these images"
+        return cls(model, head, center, images, options, source, settings.seed)
+
+    def loss(self, hooks: list) -> float:
+        """The DINO loss of the model's CLS output with these forward hooks in place."""
+        backbone = lambda pixels: self.model.run_with_hooks(pixels, fwd_hooks=hooks)[:, 0]  # noqa: E731
+        return measure_dino_loss(backbone, self.head, self.images, seed=self.seed, center=self.center,
+                                 **self.options)["loss"]
+
+
+def _attention_vs_probe(model: HookedViT, data: Labelled, probe: PairProbe, layer: int, test: Tensor,
+                        clean_pattern: Tensor, settings: AblationSettings) -> dict[str, Any]:
+    """Pearson r between clean attention at l+1 and the probe's scores at l, with its permutation p-value."""
+    name = names.resid_post(layer)
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(data.pixels[test], names_filter=name)
+        scores = probe.pair_logits(model.patch_tokens(cache[name]))
+    return attention_score_correlation(clean_pattern[test], scores, data.instance[test],
+                                       n_permutations=settings.attention_permutations, seed=settings.seed)
+
+
+def _condition_row(model: HookedViT, data: Labelled, settings: AblationSettings, subspace_name: str,
+                   subspace: BindingSubspace, kind: str, strength: float, split: tuple[Tensor, Tensor],
+                   clean_pattern: Tensor, label_counts: tuple[int, int], dino: DinoMeasurement | None) -> Row:
+    """One condition: the intervention applied mid-forward, heads retrained, every measure taken."""
+    layer, n_prefix, (train, test), (n_classes, n_queries) = settings.layer, model.cfg.n_prefix_tokens, split, label_counts
+
+    def make(batch: slice) -> list:
+        return [_intervention(kind, strength, subspace, n_prefix, data.instance[batch], settings.seed).at(layer)]
+
+    features, pattern = _run(model, data, layer, make, settings.batch_size)
+    semantic = fit_semantic_head(features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs,
+                                 seed=settings.seed)
+    instance_head = fit_instance_head(features[train], data.instance[train], n_queries,
+                                      epochs=settings.segmentation_epochs, seed=settings.seed)
+    row: Row = {
+        "subspace": subspace_name, "k": settings.k, "layer": layer, "intervention": kind, "strength": strength,
+        "semantic_miou": semantic_miou(semantic, features[test], data.klass[test], n_classes)["miou"],
+        "instance_miou": instance_miou(instance_head, features[test], data.instance[test])["miou"],
+        "own_object_attention": own_object_attention_mass(pattern[test], data.instance[test]),
+        "attention_kl_to_clean": attention_kl(clean_pattern[test], pattern[test], data.instance[test]),
+        "dino_loss": None,
+    }
+    if dino is not None and kind == "shuffle":  # informed injection is undefined under local crops
+        row["dino_loss"] = dino.loss([Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)])
+    return row
 
 
 def ablation_study(
@@ -115,84 +200,33 @@ def ablation_study(
     on these images is used; without a head, one is fitted on clean features (the report says which).
     `dino_temperatures`: {student_temp, teacher_temp} the head was trained with (default 0.1 / 0.04).
     """
-    layer, n_prefix = settings.layer, model.cfg.n_prefix_tokens
+    layer = settings.layer
     if not 0 <= layer < model.cfg.n_layers - 1:
         raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 2} (block layer+1 is measured), got {layer}")
     model.eval()
     data = label_images(model, scenes, size)
-    n_classes, n_queries = label_space(data.instance, data.klass)
+    label_counts = label_space(data.instance, data.klass)
     train, _, test = split_by_image(len(scenes), fractions=(0.7, 0.0, 0.3), seed=settings.seed)
     subspaces = {"binding": BindingSubspace.from_probe(probe, settings.k)}
     if settings.control:
         subspaces["random"] = BindingSubspace.random(model.cfg.d_model, settings.k, seed=settings.seed)
 
-    clean_features, clean_pattern = _run(model, data, layer, lambda batch: [], settings.batch_size)
-    with torch.inference_mode():
-        _, cache = model.run_with_cache(data.pixels[test], names_filter=f"blocks.{layer}.hook_resid_post")
-        scores = probe.pair_logits(cache[f"blocks.{layer}.hook_resid_post"][:, n_prefix:])
-    correlation = attention_score_correlation(clean_pattern[test], scores, data.instance[test],
-                                              n_permutations=settings.attention_permutations, seed=settings.seed)
+    _, clean_pattern = _run(model, data, layer, lambda batch: [], settings.batch_size)
+    correlation = _attention_vs_probe(model, data, probe, layer, test, clean_pattern, settings)
+    dino = (DinoMeasurement.prepare(model, data, settings, dino_head, dino_center, dino_temperatures)
+            if settings.dino else None)
 
-    dino_setup: dict[str, Any] = {}
-    if settings.dino:
-        dino_images = data.images[: settings.dino_images]
-        side = data.pixels.shape[-1]
-        options = dict(patch_size=model.cfg.patch_size, preprocess=model.preprocess, n_local=settings.dino_local_crops,
-                       global_size=_side(model, settings.dino_global_size or 0.5 * side),
-                       local_size=_side(model, settings.dino_local_size or 0.25 * side),
-                       global_scale=settings.dino_global_scale, local_scale=settings.dino_local_scale,
-                       **(dino_temperatures or {}))
-        clean_backbone = lambda pixels: model(pixels)[:, 0]  # noqa: E731  (CLS of the final normalised stream)
-        if dino_head is None:
-            dino_head = DinoHead(model.cfg.d_model, out_dim=1024, hidden_dim=512, bottleneck_dim=128)
-            dino_head, center, _ = fit_dino_head(clean_backbone, dino_images, dino_head, steps=settings.dino_head_steps,
-                                                 seed=settings.seed, **options)
-            head_source = f"fitted on clean features with the backbone frozen ({settings.dino_head_steps} steps)"
-        elif dino_center is not None:
-            center = dino_center.to(next(dino_head.parameters()).device)
-            head_source = "loaded from a checkpoint, with its training center"
-        else:
-            center = measure_dino_loss(clean_backbone, dino_head, dino_images, seed=settings.seed, **options)["center"]
-            head_source = "loaded from a checkpoint; center = the clean model's mean head output on these images"
-        dino_setup = dict(images=dino_images, options=options, center=center, head_source=head_source)
-
-    rows: list[Row] = []
     conditions = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
-    for subspace_name, subspace in subspaces.items():
-        for kind, strength in conditions:
-            def make(batch: slice, kind=kind, strength=strength) -> list:
-                return [_intervention(kind, strength, subspace, n_prefix, data.instance[batch], settings.seed).at(layer)]
-
-            features, pattern = _run(model, data, layer, make, settings.batch_size)
-            semantic = fit_semantic_head(features[train], data.klass[train], n_classes,
-                                         epochs=settings.segmentation_epochs, seed=settings.seed)
-            instance_head = fit_instance_head(features[train], data.instance[train], n_queries,
-                                              epochs=settings.segmentation_epochs, seed=settings.seed)
-            row: Row = {
-                "subspace": subspace_name, "k": settings.k, "layer": layer, "intervention": kind, "strength": strength,
-                "semantic_miou": semantic_miou(semantic, features[test], data.klass[test], n_classes)["miou"],
-                "instance_miou": instance_miou(instance_head, features[test], data.instance[test])["miou"],
-                "own_object_attention": own_object_attention_mass(pattern[test], data.instance[test]),
-                "attention_kl_to_clean": attention_kl(clean_pattern[test], pattern[test], data.instance[test]),
-                "dino_loss": None,
-            }
-            if dino_setup and kind == "shuffle":
-                hooks = [Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)]
-                backbone = lambda pixels, hooks=hooks: model.run_with_hooks(pixels, fwd_hooks=hooks)[:, 0]  # noqa: E731
-                row["dino_loss"] = measure_dino_loss(backbone, dino_head, dino_setup["images"], seed=settings.seed,
-                                                     center=dino_setup["center"], **dino_setup["options"])["loss"]
-            rows.append(row)
-            if progress:
-                print(f"  {subspace_name:>7} {kind:>7} {strength:.2f}: semantic mIoU {row['semantic_miou']:.3f}, "
-                      f"instance mIoU {row['instance_miou']:.3f}, own-object attention "
-                      f"{row['own_object_attention']:.3f}" + (f", DINO loss {row['dino_loss']:.4f}"
-                                                               if row["dino_loss"] is not None else ""), flush=True)
-
+    todo = [(name, subspace, kind, strength) for name, subspace in subspaces.items() for kind, strength in conditions]
+    rows: list[Row] = []
+    for name, subspace, kind, strength in tqdm(todo, desc=f"ablate layer {layer}", unit="condition", disable=not progress):
+        rows.append(_condition_row(model, data, settings, name, subspace, kind, strength, (train, test), clean_pattern,
+                                   label_counts, dino))
     result = {
         "rows": rows,
         "attention_vs_probe": correlation,
         "settings": asdict(settings),
-        "dino_head": dino_setup.get("head_source"),
+        "dino_head": dino.head_source if dino is not None else None,
         "probe": probe.name,
         "model": model.cfg.source,
         "images": {"train": len(train), "test": len(test)},
@@ -218,6 +252,7 @@ def _intervention(kind: str, strength: float, subspace: BindingSubspace, n_prefi
 
 
 def ablation_table(rows: Sequence[Row]) -> str:
+    """The ablation rows as a plain-text table (`figures.ablation_figure` draws them)."""
     columns = ["subspace", "intervention", "strength", "semantic_miou", "instance_miou", "dino_loss",
                "own_object_attention", "attention_kl_to_clean"]
     return format_table([{k: ("-" if v is None else v) for k, v in row.items()} for row in rows], columns)

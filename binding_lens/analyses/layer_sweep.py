@@ -4,9 +4,9 @@
     result.rows          # tidy rows: model, layer, layer_normalised, probe, accuracy, balanced_accuracy, auroc, ...
     result.peaks         # per probe, its best layer (normalised to [0, 1] as in the paper's Table 1)
 
-Writes under `out`: `activations/` (the resumable store), `probes/L{layer}_{probe}.safetensors`,
-`sweep.csv` / `sweep.json` (the rows), `peaks.csv` / `peaks.json`, `accuracy_by_layer.png` / `.svg`
-(the paper's Figure 3) and `summary.json` (what was run, on what, and how long it took).
+Writes a run directory under `out` (its layout: `binding_lens.analyses.run.RunDirectory`): the
+resumable activation store, the trained probes, the rows and peaks as CSV and JSON, the paper's
+Figure 3 and `summary.json` (what was run, on what, and how long it took).
 """
 
 from __future__ import annotations
@@ -17,20 +17,21 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
+from tqdm.auto import tqdm
 
 from ..activations import extract
-from ..activations.store import write_json_atomic
+from ..io import write_json_atomic
 from ..data import Scene
 from ..hooks import HookedViT
-from ..probes.batch import label_space
-from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, evaluate, make_probe, save_probe, split_by_image, train_probes
-from ..vis.figures import accuracy_by_layer
-from .report import Row, format_table, peak_layers, write_table
-
-ALL_PROBES = (
-    "linear", "diag_quadratic", "quadratic", "quadratic_fixed_rank", "cosine_similarity", "dot_product",
-    "self_attention", "distance", "pointwise_class", "pointwise_identity",
+from ..probes import (
+    PROBES, PairProbe, ProbeData, ProbeTrainingConfig, evaluate, label_space, make_probe, save_probe, split_by_image,
+    train_probes,
 )
+from ..figures import accuracy_by_layer
+from .report import Row, format_table, peak_layers, write_table
+from .run import RunDirectory
+
+ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
 METRICS = ("accuracy", "balanced_accuracy", "auroc", "positive_rate", "majority_baseline", "n_pairs")
 
 
@@ -97,7 +98,8 @@ def layer_sweep(
     if unknown:
         raise ValueError(f"unknown probe(s) {unknown}; choose from {', '.join(ALL_PROBES)}")
     training = training or ProbeTrainingConfig(seed=seed)
-    store = extract(model, dataset, layers, out / "activations", seed=seed, device=device, progress=progress,
+    run = RunDirectory(out)
+    store = extract(model, dataset, layers, run.activations, seed=seed, device=device, progress=progress,
                     **(extract_kwargs or {}))
     stored = store.load(layers)
     extract_seconds = time.perf_counter() - started
@@ -106,8 +108,8 @@ def layer_sweep(
     n_classes, n_queries = label_space(stored.instance, stored.klass)
 
     rows: list[Row] = []
-    probe_dir = out / "probes"
-    for name in probes:
+    bar = tqdm(probes, desc=f"probes of {model.cfg.source}", unit="probe", disable=not progress)
+    for name in bar:
         probe_layers = [layer for layer in layers if not (name == "self_attention" and layer == model.cfg.n_layers - 1)]
         if not probe_layers:
             continue
@@ -128,18 +130,17 @@ def layer_sweep(
                 "layer_normalised": layer / max(model.cfg.n_layers - 1, 1), "probe": name,
                 **{metric: metrics[metric] for metric in METRICS}, "best_epoch": result.best_epoch,
             })
-            save_probe(result.probe, probe_dir / f"L{layer:02d}_{name}.safetensors")
-        if progress:
-            best = max((row for row in rows if row["probe"] == name), key=lambda row: row["accuracy"])
-            print(f"  {name:<22} best test accuracy {best['accuracy']:.3f} at layer {best['layer']}", flush=True)
+            save_probe(result.probe, run.probe_path(layer, name))
+        best = max((row for row in rows if row["probe"] == name), key=lambda row: row["accuracy"])
+        bar.set_postfix_str(f"{name}: best test accuracy {best['accuracy']:.3f} at layer {best['layer']}")
 
     peaks = peak_layers(rows, model.cfg.n_layers)
     files: dict[str, Path] = {}
-    files["table_csv"], files["table_json"] = write_table(rows, out / "sweep")
+    files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
     files["peaks_csv"], files["peaks_json"] = write_table(
         [{"probe": probe} | {k: row[k] for k in ("peak_layer", "peak_layer_normalised", *METRICS)}
-         for probe, row in peaks.items()], out / "peaks")
-    files["plot"] = accuracy_by_layer(rows, out / "accuracy_by_layer.png",
+         for probe, row in peaks.items()], run.peaks_stem)
+    files["plot"] = accuracy_by_layer(rows, run.plot_path,
                                       title=f"IsSameObject test accuracy by layer\n{weights_note(model)}")
     summary = {
         "model": model.cfg.to_dict(),
@@ -153,6 +154,6 @@ def layer_sweep(
         "rank": rank, "n_queries": n_queries, "n_classes": n_classes,
         "seconds": {"extract": round(extract_seconds, 2), "total": round(time.perf_counter() - started, 2)},
     }
-    files["summary"] = out / "summary.json"
+    files["summary"] = run.summary_path
     write_json_atomic(files["summary"], summary)
     return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)

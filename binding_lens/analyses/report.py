@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..activations.store import write_atomic, write_json_atomic
+from ..io import write_atomic, write_json_atomic
 
 Row = dict[str, Any]
 

@@ -1,8 +1,8 @@
-"""Patch pairs for IsSameObject and the statistics every report carries.
+"""Pair statistics every report carries: how many IsSameObject pairs, how many positive, the majority baseline.
 
-Pairs are (i, j) with i < j over row-major token indices of one image, restricted to
-valid patches; label 1 when both patches carry the same instance id. The majority
-baseline is the accuracy of always answering the more frequent label.
+Pairs are (i, j), i < j, among the labelled patches of one image; label 1 when both carry the same
+instance id. The majority baseline is the accuracy of always answering the more frequent label.
+Counting is `binding_lens.data.sampling.count_pairs` (one home for pairs and patch sampling).
 """
 
 from __future__ import annotations
@@ -11,54 +11,16 @@ from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
-from jaxtyping import Bool, Int
+import torch
+from jaxtyping import Bool
 
 from .patches import PatchLabels
+from .sampling import count_pairs
 
 
-def pairs_among(indices: Int[np.ndarray, " N"]) -> tuple[Int[np.ndarray, " P"], Int[np.ndarray, " P"]]:
-    """All (i, j), i < j, among the given token indices (sorted first), in lexicographic order."""
-    idx = np.sort(np.asarray(indices, dtype=np.int64))
-    if np.unique(idx).size != idx.size:
-        raise ValueError("token indices must be distinct")
-    a, b = np.triu_indices(idx.size, k=1)
-    return idx[a], idx[b]
-
-
-def all_pairs(labels: PatchLabels) -> tuple[Int[np.ndarray, " P"], Int[np.ndarray, " P"]]:
-    """All valid pairs (i, j), i < j, of one image."""
-    return pairs_among(np.flatnonzero(labels.valid.reshape(-1)))
-
-
-def sample_patches(labels: PatchLabels, k: int, rng: np.random.Generator | int) -> Int[np.ndarray, " k"]:
-    """k distinct valid token indices drawn without replacement (all of them if fewer), sorted.
-
-    The paper samples 64 patches per image per epoch and supervises all their pairs.
-    """
-    if not isinstance(k, (int, np.integer)) or k < 2:
-        raise ValueError(f"k must be an integer >= 2 patches per image, got {k!r}")
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    valid = np.flatnonzero(labels.valid.reshape(-1))
-    if valid.size <= k:
-        return valid
-    return np.sort(gen.choice(valid, size=int(k), replace=False))
-
-
-def pair_labels(labels: PatchLabels, i: Int[np.ndarray, " P"], j: Int[np.ndarray, " P"]) -> Bool[np.ndarray, " P"]:
-    """IsSameObject(i, j) for token index pairs; raises if a pair touches an excluded patch."""
-    inst, valid = labels.flat()
-    i, j = np.asarray(i), np.asarray(j)
-    if not (valid[i].all() and valid[j].all()):
-        raise ValueError("pairs include excluded patches; build them with all_pairs or sample_patches")
-    return inst[i] == inst[j]
-
-
-def count_pairs(labels: PatchLabels) -> tuple[int, int]:
-    """(number of valid pairs, number of positive pairs) of one image, without listing them."""
-    ids = labels.instance[labels.valid]
-    n = ids.size
-    _, sizes = np.unique(ids, return_counts=True)
-    return n * (n - 1) // 2, int((sizes * (sizes - 1) // 2).sum())
+def _image_pairs(labels: PatchLabels) -> tuple[int, int]:
+    instance = np.where(labels.valid, labels.instance, -1).reshape(1, -1)
+    return count_pairs(torch.as_tensor(instance, dtype=torch.int64))
 
 
 @dataclass
@@ -71,7 +33,7 @@ class PairStats:
 
     def add(self, labels: PatchLabels) -> "PairStats":
         """Count all valid pairs of one more image."""
-        pairs, pos = count_pairs(labels)
+        pairs, pos = _image_pairs(labels)
         self.n_images += 1
         self.n_pairs += pairs
         self.n_positive += pos

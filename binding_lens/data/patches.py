@@ -59,7 +59,7 @@ def resolve_grid(hw: tuple[int, int], grid: tuple[int, int] | None, patch_size: 
         if hw[0] % patch_size or hw[1] % patch_size:
             raise SceneError(
                 f"mask size {hw[0]}x{hw[1]} is not a multiple of patch_size {patch_size}; pass "
-                f"grid=(rows, cols) for the resized model input instead (see binding_lens.data.tiling)"
+                f"grid=(rows, cols) for the resized model input instead (see binding_lens.data.resize)"
             )
         return (hw[0] // int(patch_size), hw[1] // int(patch_size))
     if len(grid) != 2 or not all(isinstance(g, (int, np.integer)) and g >= 1 for g in grid):

@@ -3,6 +3,8 @@
     default | twins | colorshape        synthetic presets (also synthetic:<preset>)
     ade20k:/path/to/ADE20K_2021_17_01   the official release (split from `split`)
     folder:/path/to/root                images/ + masks/ with the same stems
+
+`dataset_from_identity` is the inverse of a dataset's `identity` (what stores and runs record).
 """
 
 from __future__ import annotations
@@ -53,3 +55,19 @@ def dataset_from_spec(
             "ade20k:<path to the ADE20K_2021_17_01 release> or folder:<path with images/ and masks/>"
         )
     return Subset(dataset, n) if n is not None and n < len(dataset) else dataset
+
+
+def dataset_from_identity(identity: dict[str, Any]) -> Sequence[Scene]:
+    """Rebuild a dataset from the identity a store or run recorded."""
+    kind = identity.get("dataset")
+    if "subset_of" in identity:
+        return dataset_from_identity(identity["subset_of"])
+    if kind == "synthetic":
+        return SyntheticScenes(identity["preset"], n=identity["n"], size=tuple(identity["size"]), seed=identity["seed"],
+                               split=identity["split"], **identity["knobs"])
+    if kind == "ade20k":
+        return ADE20K(identity["root"], split=identity["split"], classes=identity.get("classes", "auto"),
+                      keep_unmapped_instances=identity.get("keep_unmapped_instances", False))
+    if kind == "image_folder":
+        return ImageFolderWithMasks(identity["root"])
+    raise ValueError(f"cannot rebuild dataset {kind!r} from its recorded identity {identity!r}; pass the scenes themselves instead")

@@ -8,7 +8,8 @@ from .attention import (
     pearson_r,
     permutation_test,
 )
-from .dino import DinoHead, dino_loss, fit_dino_head, measure_dino_loss, multi_crop, update_center
+from ..losses.dino import DinoHead, dino_loss, multi_crop, teacher_statistics, update_center  # the measured objective
+from .dino import fit_dino_head, measure_dino_loss
 from .segmentation import (
     InstanceHead,
     fit_instance_head,
@@ -36,5 +37,6 @@ __all__ = [
     "pearson_r",
     "permutation_test",
     "semantic_miou",
+    "teacher_statistics",
     "update_center",
 ]

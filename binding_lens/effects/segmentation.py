@@ -23,8 +23,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from ..probes.batch import dense_instance_ids
-from ..probes.matching import detr_mask_loss, hungarian_match
+from ..data.sampling import dense_instance_ids
+from ..losses.matching import detr_mask_loss, hungarian_match
 
 IGNORE = -1
 

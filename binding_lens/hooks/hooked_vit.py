@@ -33,12 +33,13 @@ from jaxtyping import Float
 from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
-from transformers import AutoConfig, PreTrainedModel
+from transformers import AutoConfig
 
 from . import images as image_utils
 from .adapters import FamilyAdapter, adapter_for, vision_tower
-from .components import HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
+from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
 from .config import HookedViTConfig
+from .specs import loader_for
 
 
 class UnknownHookPointError(KeyError):
@@ -69,16 +70,14 @@ class HookedViT(HookedRootModule):
         adapter = adapter_for(config)
         self.adapter: type[FamilyAdapter] = adapter
         self.hf_model = hf_model
-        self.cfg = _make_cfg(hf_model, adapter, source, image_mean, image_std, fused_attention)
+        parts = [adapter.block_parts(layer, config) for layer in adapter.layers(hf_model)]
+        self.cfg = _make_cfg(hf_model, adapter, parts, source, image_mean, image_std, fused_attention)
 
         self.hook_embed = HookPoint()
         self.hook_pos_embed = HookPoint()
         pre_norm = adapter.pre_norm(hf_model)
         self.ln_pre = HookedSplitLayerNorm(pre_norm) if pre_norm is not None else None
-        self.blocks = nn.ModuleList(
-            HookedBlock(adapter.block_parts(layer, config), self.cfg.n_heads, self.cfg.d_head)
-            for layer in adapter.layers(hf_model)
-        )
+        self.blocks = nn.ModuleList(HookedBlock(block, self.cfg.n_heads, self.cfg.d_head) for block in parts)
         self.ln_final = HookedLayerNorm(adapter.final_norm(hf_model))
         self.set_fused_attention(fused_attention)
         self.setup()
@@ -87,26 +86,23 @@ class HookedViT(HookedRootModule):
     # --- construction ------------------------------------------------------------------------
     @classmethod
     def from_pretrained(
-        cls, name_or_path: str, *, fused_attention: bool = False, device: str | torch.device | None = None, **hf_kwargs: Any
+        cls, name_or_path: str, *, fused_attention: bool = False, device: str | torch.device | None = None,
+        seed: int = 0, **hf_kwargs: Any,
     ) -> "HookedViT":
-        """Load a hub id or local directory with transformers' own `from_pretrained` and hook it.
+        """Load a model spec and hook it.
 
-        `hf_kwargs` go to transformers (`revision`, `dtype`, `cache_dir`, `local_files_only`, ...).
-        The normalisation statistics come from the checkpoint's `preprocessor_config.json` when it has
-        one (CLIP's are not ImageNet's), else from the family's defaults, with a warning.
-        `zoo:<name>` loads a model the project trained and ships (`binding-lens zoo list`), offline,
-        its float16 weights cast to float32 unless `dtype` says otherwise.
+        A hub id or local directory goes through transformers' own `from_pretrained`; `hf_kwargs` go
+        to it (`revision`, `dtype`, `cache_dir`, `local_files_only`, ...). The normalisation statistics
+        come from the checkpoint's `preprocessor_config.json` when it has one (CLIP's are not
+        ImageNet's), else from the family's defaults, with a warning. Prefixed specs go to the loaders
+        `binding_lens.models` registers: `zoo:<name>` (a model the project trained and ships, offline,
+        float32), `random:<arch>`, `config:<config.json>` and `tiny:<name>` (random weights drawn with
+        `seed`).
         """
-        from ..zoo.registry import is_zoo_spec, zoo_card, zoo_path
-
-        if is_zoo_spec(name_or_path):
-            zoo_kwargs = {"dtype": torch.float32, **hf_kwargs, "local_files_only": True}
-            model = cls.from_pretrained(str(zoo_path(name_or_path)), fused_attention=fused_attention, device=device,
-                                        **zoo_kwargs)
-            model.cfg.source = name_or_path
-            model.cfg.extra["zoo_objective"] = zoo_card(name_or_path)["objective"]
-            model.cfg.extra["revision"] = "shipped with binding_lens"
-            return model
+        loader = loader_for(name_or_path)
+        if loader is not None:
+            model = loader(name_or_path, seed=seed, fused_attention=fused_attention, **hf_kwargs)
+            return model.to(device) if device is not None else model
         config = AutoConfig.from_pretrained(name_or_path, **_loading_kwargs(hf_kwargs))
         adapter = adapter_for(config)
         hf_class = getattr(transformers, adapter.hf_class_name)
@@ -219,11 +215,14 @@ class HookedViT(HookedRootModule):
 def _make_cfg(
     hf_model: nn.Module,
     adapter: type[FamilyAdapter],
+    parts: Sequence[BlockParts],
     source: str | None,
     image_mean: Sequence[float] | None,
     image_std: Sequence[float] | None,
     fused_attention: bool,
 ) -> HookedViTConfig:
+    """The config, read off the HF config through the adapter and off the block parts themselves (so no
+    family name is tested here: LayerScale and gated MLPs are facts of the parts)."""
     config = hf_model.config
     image_size = config.image_size
     patch_size = config.patch_size
@@ -243,9 +242,9 @@ def _make_cfg(
         n_prefix_tokens=1 + n_registers,
         n_register_tokens=n_registers,
         num_channels=config.num_channels,
-        act_fn="silu" if getattr(config, "use_swiglu_ffn", False) else config.hidden_act,
-        gated_mlp=bool(getattr(config, "use_swiglu_ffn", False)),
-        layer_scale=adapter.family == "dinov2",
+        act_fn=adapter.act_fn(config),
+        gated_mlp=bool(parts) and parts[0].mlp.fc_linear is not None,
+        layer_scale=bool(parts) and parts[0].layer_scale_attn is not None,
         pre_norm=adapter.pre_norm(hf_model) is not None,
         eps=config.layer_norm_eps,
         image_mean=tuple(image_mean if image_mean is not None else adapter.image_mean),

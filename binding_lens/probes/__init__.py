@@ -14,12 +14,12 @@ Every probe scores all pairs of a batch of images with batched matrix products
 
 from .attention import SelfAttentionProbe
 from .base import PairProbe
-from .batch import PairBatch, dense_instance_ids
+from ..data.sampling import dense_instance_ids
+from .batch import PairBatch, label_space
 from .bilinear import DiagQuadraticProbe, LinearProbe, QuadraticFixedRankProbe, QuadraticProbe
 from .checkpoint import load_probe, read_header, save_probe
 from .data import ProbeData
 from .evaluation import evaluate, pair_outputs
-from .matching import detr_mask_loss, hungarian_match, mask_costs
 from .metrics import DegeneratePairSetError, auroc, pair_metrics
 from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
 from .registry import PROBES, make_probe, probe_class
@@ -52,14 +52,12 @@ __all__ = [
     "auroc",
     "count_pairs",
     "dense_instance_ids",
-    "detr_mask_loss",
     "evaluate",
     "fit_logistic_1d",
     "fixed_pairs",
-    "hungarian_match",
+    "label_space",
     "load_probe",
     "make_probe",
-    "mask_costs",
     "pair_metrics",
     "pair_outputs",
     "probe_class",

@@ -13,23 +13,7 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
-
-def dense_instance_ids(instance: Int[Tensor, "image patch"]) -> Int[Tensor, "image patch"]:
-    """Per image, relabel instance ids to 0..G-1 (in increasing id order); excluded (< 0) stay -1.
-
-    Batched: one sort per row, no loop over images.
-    """
-    valid = instance >= 0
-    if instance.numel() == 0:
-        return instance.clone()
-    big = int(instance.max().clamp_min(0)) + 1
-    key = torch.where(valid, instance, torch.full_like(instance, big))
-    sorted_key, order = key.sort(dim=1)
-    new = torch.ones_like(sorted_key, dtype=torch.bool)
-    new[:, 1:] = sorted_key[:, 1:] != sorted_key[:, :-1]
-    rank = new.long().cumsum(1) - 1
-    dense = torch.empty_like(rank).scatter_(1, order, rank)
-    return torch.where(valid, dense, torch.full_like(dense, -1))
+from ..data.sampling import dense_instance_ids
 
 
 def label_space(

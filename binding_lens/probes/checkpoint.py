@@ -1,20 +1,21 @@
 """Save and load probes: one safetensors file whose metadata holds a small JSON header.
 
 The header is {"format": 1, "probe": <name>, "kwargs": <constructor kwargs>}; the tensors are the
-probe's state dict (parameters and buffers, e.g. the frozen attention weights). Writes are atomic:
-a temporary file in the same directory, then os.replace, so a crash never leaves half a probe.
+probe's state dict (parameters and buffers, e.g. the frozen attention weights). Writes are atomic
+(`binding_lens.io.write_atomic`), so a crash never leaves half a probe.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
+
+from ..io import write_atomic
 
 from .base import PairProbe
 from .registry import probe_class
@@ -30,19 +31,9 @@ def save_probe(probe: PairProbe, path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory; give a file path such as {path / 'probe.safetensors'}")
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = json.dumps({"format": FORMAT, "probe": probe.name, "kwargs": probe.config()})
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in probe.state_dict().items()}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={HEADER_KEY: header})
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_atomic(path, save(tensors, metadata={HEADER_KEY: header}))
 
 
 def read_header(path: str | os.PathLike) -> dict:

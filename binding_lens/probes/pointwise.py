@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from .base import PairProbe, masked_pair_bce
 from .batch import PairBatch
-from .matching import detr_mask_loss
+from ..losses.matching import detr_mask_loss
 
 
 class PointwiseProbe(PairProbe):

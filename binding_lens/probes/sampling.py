@@ -14,7 +14,8 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
-from .batch import PairBatch, dense_instance_ids
+from ..data.sampling import count_pairs, sample_patch_slots
+from .batch import PairBatch
 
 
 def split_by_image(
@@ -38,21 +39,6 @@ def split_by_image(
     order = torch.randperm(n_images, generator=torch.Generator().manual_seed(seed))
     train, val, test = torch.split(order, sizes)
     return train.sort().values, val.sort().values, test.sort().values
-
-
-def count_pairs(instance: Int[Tensor, "image patch"]) -> tuple[int, int]:
-    """(all valid pairs, same-object pairs) over all labelled patches of all images, batched."""
-    if instance.ndim != 2:
-        raise ValueError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
-    valid = instance >= 0
-    n_valid = valid.sum(1)
-    total = int((n_valid * (n_valid - 1) // 2).sum())
-    if instance.numel() == 0:
-        return total, 0
-    dense = dense_instance_ids(instance)
-    offsets = torch.arange(instance.shape[0], device=instance.device)[:, None] * instance.shape[1]
-    sizes = torch.bincount((dense + offsets)[valid], minlength=instance.numel())
-    return total, int((sizes * (sizes - 1) // 2).sum())
 
 
 @dataclass(frozen=True)
@@ -97,29 +83,9 @@ class PairSet:
 def sample_patches(
     instance: Int[Tensor, "image patch"], k: int | None, generator: torch.Generator | None = None
 ) -> PairSet:
-    """Per image, k distinct labelled patch slots drawn uniformly (all if fewer); k=None: all labelled.
-
-    Batched over images: a random key per slot (excluded slots get keys that sort last), the k
-    smallest per row, sorted by slot index.
-    """
-    if instance.ndim != 2:
-        raise ValueError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
-    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 2):
-        raise ValueError(f"patches per image must be an int >= 2 (or None for all), got {k!r}")
-    n_images, n_slots = instance.shape
-    valid = instance >= 0
-    if k is None:
-        k = max(int(valid.sum(1).max()) if n_images else 0, 1)
-        keys = torch.arange(n_slots, dtype=torch.float32).expand(n_images, n_slots)
-    else:
-        keys = torch.rand(n_images, n_slots, generator=generator)
-    keys = torch.where(valid.cpu(), keys, torch.full_like(keys, 2.0 * n_slots + 2.0))
-    k = min(k, n_slots)
-    picked = keys.topk(k, dim=1, largest=False).indices.to(instance.device)
-    picked_valid = valid.gather(1, picked)
-    ordered = torch.where(picked_valid, picked, torch.full_like(picked, n_slots)).sort(dim=1).values
-    valid_sorted = ordered < n_slots
-    return PairSet(torch.where(valid_sorted, ordered, torch.zeros_like(ordered)), valid_sorted)
+    """Per image, k distinct labelled patch slots drawn uniformly (all if fewer); k=None: all labelled
+    (`binding_lens.data.sampling.sample_patch_slots`, as a PairSet)."""
+    return PairSet(*sample_patch_slots(instance, k, generator))
 
 
 def fixed_pairs(instance: Int[Tensor, "image patch"], patches_per_image: int | None = 64, seed: int = 0) -> PairSet:

@@ -5,14 +5,15 @@
     viewer_from_run("runs/demo", [0, 1], "viewer.html")                        # from a sweep run
     attention_view(cache, layer=5, model=model, path="attn.html")              # circuitsvis, self-contained
 
-Figures (PNG + SVG) live in `binding_lens.vis.figures`.
+Figures (PNG + SVG) live in `binding_lens.figures` (also reachable as `binding_lens.vis.figures`).
 """
 
+from .. import figures  # noqa: F401  (binding_lens.vis.figures, as before the figures got their own package)
 from .circuits import attention_view, pattern_view
 from .from_run import viewer_from_run
 from .labels import token_labels
 from .notebook import InlineViewer, iframe_html, show
-from .run_files import load_run_probes
+from ..analyses.run import load_run_probes
 from .viewer import ModelEntry, viewer, viewer_html
 
 __all__ = [

@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from .run_files import dataset_from_identity, load_run_probes, read_summary, run_input_size, run_model
+from ..analyses.run import RunDirectory
 from .viewer import ModelEntry, viewer
 
 
 def run_images(run_dir: str | os.PathLike, indices: Sequence[int]) -> list[Any]:
     """Scenes `indices` of the run's dataset (with their masks, for the ground-truth overlay)."""
-    dataset = dataset_from_identity(read_summary(run_dir)["dataset"])
+    dataset = RunDirectory(run_dir).dataset()
     if not indices:
         raise ValueError("give at least one image index")
     bad = [i for i in indices if not isinstance(i, int) or not 0 <= i < len(dataset)]
@@ -47,8 +47,9 @@ def viewer_from_run(
         raise ValueError("give at least one run directory")
     entries = []
     for run in runs:
-        model = run_model(run, device=device)
+        directory = RunDirectory(run)
+        model = directory.model(device=device)
         name = model.cfg.source if len(runs) == 1 else f"{model.cfg.source} ({Path(run).name})"
-        entries.append(ModelEntry(model, load_run_probes(run, probes, layers), name=name, size=run_input_size(run)))
+        entries.append(ModelEntry(model, directory.load_probes(probes, layers), name=name, size=directory.input_size()))
     images = run_images(runs[0], list(image_indices))
     return viewer(entries, images, out_path=out_path, **options)

@@ -22,7 +22,7 @@ from .compute import ProbeSet, compute_model_maps
 from .images import as_input_images, display_size, outline, resize_rgb
 from .maps import ViewerImage
 from .page import viewer_page
-from .run_files import load_run_probes
+from ..analyses.run import load_run_probes
 
 
 @dataclass

@@ -14,7 +14,7 @@ from .checkpoint import CheckpointError, load_dino_head, read_card, read_heads
 from .compare import ObjectiveTable, binding_by_objective, held_out_scenes
 from .objectives import OBJECTIVE_CLASSES, Objective, make_objective
 from .recipe import OBJECTIVES, RECIPES, DinoKnobs, MaeKnobs, SupervisedKnobs, ZooRecipe, default_recipe
-from .registry import list_zoo, zoo_card, zoo_names, zoo_path
+from ..models.registry import list_zoo, zoo_card, zoo_names, zoo_path
 from .train import train_zoo_model
 
 __all__ = [

@@ -6,16 +6,13 @@
     <dir>/card.json                          the model card (see `write_checkpoint`)
     <dir>/training_log.csv                   step, loss, lr, seconds (absent for the random control)
 
-Everything is written into a temporary sibling directory and renamed into place at the end, so a
-killed run never leaves a directory that looks like a finished checkpoint.
+Everything is written into a temporary sibling directory (`binding_lens.io.staging_dir`) and renamed
+into place at the end, so a killed run never leaves a directory that looks like a finished checkpoint.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,8 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from transformers import Dinov2Model
 
-from ..effects.dino import DinoHead
+from ..io import publish_dir, sha256_file
+from ..losses.dino import DinoHead
 from .recipe import ZooRecipe
 from .scenes import IMAGE_MEAN, IMAGE_STD
 
@@ -36,23 +34,6 @@ CARD_VERSION = 1
 
 class CheckpointError(ValueError):
     """A directory that is not a complete, consistent zoo checkpoint."""
-
-
-def staging_dir(out: Path) -> Path:
-    """The temporary directory a checkpoint for `out` is built in (removed first if a killed run left it)."""
-    staging = out.with_name(f".{out.name}.partial")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    return staging
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def write_checkpoint(
@@ -73,10 +54,9 @@ def write_checkpoint(
                    for k, v in heads.items()}, staging / HEADS)
     files = sorted(p.name for p in staging.iterdir() if p.is_file())
     card = {**card, "card_version": CARD_VERSION, "dtype": "float16",
-            "files": {name: sha256(staging / name) for name in files}}
+            "files": {name: sha256_file(staging / name) for name in files}}
     (staging / CARD).write_text(json.dumps(card, indent=2) + "\n")
-    os.replace(staging, out)
-    return out
+    return publish_dir(staging, out)
 
 
 def _float16_copy(backbone: Dinov2Model) -> Dinov2Model:
@@ -95,7 +75,7 @@ def read_card(directory: str | Path) -> dict[str, Any]:
     for name, digest in card.get("files", {}).items():
         if not (directory / name).is_file():
             raise CheckpointError(f"{directory}/{name} is listed in the card but missing; the checkpoint is incomplete")
-        if sha256(directory / name) != digest:
+        if sha256_file(directory / name) != digest:
             raise CheckpointError(f"{directory}/{name} does not match the sha256 in its card: the file is corrupt or was changed")
     return card
 

@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..activations.store import write_json_atomic
 from ..analyses.layer_sweep import SweepResult, layer_sweep
 from ..analyses.report import Row, format_table, write_table
 from ..data import SyntheticScenes
+from ..figures import accuracy_by_model
 from ..hooks import HookedViT
+from ..io import write_json_atomic, write_text_atomic
+from ..models.registry import PREFIX, zoo_card
 from ..probes import ProbeTrainingConfig
-from ..vis.figures import accuracy_by_model
 from .recipe import ZooRecipe
-from .registry import PREFIX, zoo_card
 from .scenes import training_scenes
 
 TABLE_PROBES = ("linear", "diag_quadratic", "quadratic")
@@ -96,8 +96,6 @@ def binding_by_objective(
     for spec in models:
         card = zoo_card(spec)
         model = HookedViT.from_pretrained(spec)
-        if progress:
-            print(f"{spec}: {card['objective']} ({card['steps']} steps)", flush=True)
         sweep = layer_sweep(model, held_out_scenes(spec, n_scenes), out / spec.removeprefix(PREFIX),
                             probes=TABLE_PROBES, training=training, seed=seed, progress=progress)
         sweeps[spec] = sweep
@@ -106,7 +104,7 @@ def binding_by_objective(
     table = ObjectiveTable(rows, sweeps, out)
     table.files["csv"], table.files["json"] = write_table(rows, out / "objective_table")
     table.files["markdown"] = out / "objective_table.md"
-    table.files["markdown"].write_text(table.markdown())
+    write_text_atomic(table.files["markdown"], table.markdown())
     table.files["plot"] = accuracy_by_model(all_rows, out / "quadratic_by_model.png", probe="quadratic",
                                             title="quadratic IsSameObject probe: zoo models on held-out scenes")
     write_json_atomic(out / "summary.json", {"models": list(models), "n_scenes": n_scenes, "seed": seed,

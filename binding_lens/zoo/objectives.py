@@ -16,7 +16,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 from transformers import Dinov2Model
 
-from ..effects.dino import DinoHead, apply_view, dino_loss, ema_update, plan_crops, update_center
+from ..losses.dino import DinoHead, apply_view, dino_loss, ema_update, plan_crops, update_center
 from .recipe import ZooRecipe
 from .scenes import CONJUNCTIONS, SceneBank
 

@@ -20,8 +20,9 @@ from typing import Any
 import torch
 import transformers
 
-from .. import __version__
-from .checkpoint import LOG, staging_dir, write_checkpoint
+from ..version import __version__
+from ..io import staging_dir
+from .checkpoint import LOG, write_checkpoint
 from .objectives import Objective, make_objective
 from .recipe import COMMAND_LINE_FIELDS, RECIPES, ZooRecipe
 from .scenes import SceneBank, training_scenes

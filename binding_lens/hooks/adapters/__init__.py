@@ -1,15 +1,22 @@
-"""The registry of model families: one small adapter file per family.
+"""The registry of model families: one adapter file per family, found automatically.
 
 To support a new family, add `adapters/<family>.py` with a `FamilyAdapter` subclass decorated with
-`@register_adapter` (see `vit.py`, the shortest), and import it at the bottom of this file.
+`@register_adapter` (see `vit.py`, the shortest). Everything about the family lives in that file: how
+its HF modules map onto the hooked block, its preprocessing defaults, its `random:` architectures and
+its tiny test models (the parity tests run on every tiny model of every adapter). Every module of
+this package is imported below, so nothing else needs editing.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from typing import Callable
+
 from torch import nn
 from transformers import PretrainedConfig
 
-from .base import FamilyAdapter
+from .base import FamilyAdapter, TinyCase
 
 ADAPTERS: dict[str, type[FamilyAdapter]] = {}
 
@@ -21,11 +28,13 @@ def register_adapter(adapter: type[FamilyAdapter]) -> type[FamilyAdapter]:
     return adapter
 
 
+def registered_adapters() -> list[type[FamilyAdapter]]:
+    """Each registered adapter once, in registration order."""
+    return list(dict.fromkeys(ADAPTERS.values()))
+
+
 def supported_families() -> str:
-    families: dict[str, list[str]] = {}
-    for model_type, adapter in ADAPTERS.items():
-        families.setdefault(adapter.family, []).append(model_type)
-    return ", ".join(f"{family} (model_type {' / '.join(types)})" for family, types in families.items())
+    return ", ".join(f"{a.family} (model_type {' / '.join(a.model_types)})" for a in registered_adapters())
 
 
 class UnsupportedArchitectureError(ValueError):
@@ -39,8 +48,7 @@ def adapter_for(config: PretrainedConfig) -> type[FamilyAdapter]:
         raise UnsupportedArchitectureError(
             f"binding_lens has no adapter for HF model_type {model_type!r}. Supported: {supported_families()}. "
             "To add a family, write binding_lens/hooks/adapters/<family>.py with a FamilyAdapter subclass "
-            "decorated with @register_adapter (adapters/vit.py is a short example) and import it in "
-            "binding_lens/hooks/adapters/__init__.py."
+            "decorated with @register_adapter (adapters/vit.py is a short example)."
         )
     return ADAPTERS[model_type]
 
@@ -52,9 +60,20 @@ def vision_tower(model: nn.Module) -> nn.Module:
         return model.vision_model
     config = getattr(model, "config", None)
     if config is not None and getattr(config, "model_type", None) in ADAPTERS:
-        base = getattr(model, "base_model", model)
-        return base
+        return getattr(model, "base_model", model)
     return model
 
 
-from . import clip, dinov2, vit, vit_mae  # noqa: E402,F401  (registers the adapters)
+def architectures() -> dict[str, Callable[[], PretrainedConfig]]:
+    """Every family's named architectures (`random:<name>`): name -> a function making a fresh config."""
+    return {name: make for adapter in registered_adapters() for name, make in adapter.architectures.items()}
+
+
+def tiny_cases() -> dict[str, TinyCase]:
+    """Every family's tiny test models, by name."""
+    return {case.name: case for adapter in registered_adapters() for case in adapter.tiny_cases}
+
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "base":
+        importlib.import_module(f"{__name__}.{_module.name}")  # each module registers its adapter

@@ -9,7 +9,8 @@ parity tests). The hooked forward pass itself is written once, in `HookedBlock` 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Sequence
 
 from jaxtyping import Float
 from torch import Tensor, nn
@@ -19,14 +20,34 @@ from transformers.activations import ACT2FN
 from ..components import AttentionParts, BlockParts, MLPParts
 
 
+TINY_DIMS = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, attn_implementation="eager")
+"""The shape every family's tiny test models share (eager attention, so patterns can be compared)."""
+VIT_B_DIMS = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+
+
+@dataclass(frozen=True)
+class TinyCase:
+    """A tiny random-weight model of one family for tests (`tiny:<name>`): how to build it, its native
+    image size and a non-square, non-native size."""
+
+    name: str
+    build: Callable[[], nn.Module]
+    native: tuple[int, int]
+    other: tuple[int, int]
+
+
 class FamilyAdapter:
-    """Base class; subclasses are registered with `@register_adapter` in `adapters/__init__.py`."""
+    """Base class; subclasses are registered with `@register_adapter` (see `adapters/__init__.py`)."""
 
     family: ClassVar[str]
     model_types: ClassVar[tuple[str, ...]]  # HF config.model_type values this adapter handles
     hf_class_name: ClassVar[str]  # the transformers class `from_pretrained` loads
     image_mean: ClassVar[tuple[float, ...]]
     image_std: ClassVar[tuple[float, ...]]
+    architectures: ClassVar[dict[str, Callable[[], PretrainedConfig]]] = {}
+    """Configs of well-known checkpoints, for `random:<name>` (same architecture, random weights)."""
+    tiny_cases: ClassVar[tuple[TinyCase, ...]] = ()
+    """Tiny random models of this family; the parity tests run on each."""
 
     # --- structure -------------------------------------------------------------------------
     @staticmethod
@@ -58,6 +79,11 @@ class FamilyAdapter:
     @staticmethod
     def d_mlp(config: PretrainedConfig) -> int:
         return config.intermediate_size
+
+    @staticmethod
+    def act_fn(config: PretrainedConfig) -> str:
+        """The MLP's activation, by name (for `HookedViTConfig.act_fn`)."""
+        return config.hidden_act
 
     # --- computation -----------------------------------------------------------------------
     @staticmethod

@@ -8,12 +8,16 @@ register variant 4 register tokens inserted after CLS with no position embedding
 from __future__ import annotations
 
 import torch
+from transformers import Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
 from transformers.activations import ACT2FN
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
 from ..components import BlockParts, MLPParts
 from . import register_adapter
-from .base import FamilyAdapter, attention_parts
+from .base import TINY_DIMS, FamilyAdapter, TinyCase, attention_parts
+
+_DINOV2 = dict(mlp_ratio=4, image_size=518, patch_size=14, layerscale_value=1.0)
+_TINY = dict(**TINY_DIMS, image_size=56, patch_size=14, layerscale_value=0.5)
 
 
 @register_adapter
@@ -23,6 +27,20 @@ class Dinov2Adapter(FamilyAdapter):
     hf_class_name = "AutoModel"  # Dinov2Model or Dinov2WithRegistersModel, by the checkpoint's config
     image_mean = tuple(IMAGENET_DEFAULT_MEAN)
     image_std = tuple(IMAGENET_DEFAULT_STD)
+    architectures = {
+        "dinov2-small": lambda: Dinov2Config(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, **_DINOV2),
+        "dinov2-base": lambda: Dinov2Config(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, **_DINOV2),
+        "dinov2-large": lambda: Dinov2Config(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, **_DINOV2),
+        "dinov2-small-reg": lambda: Dinov2WithRegistersConfig(
+            hidden_size=384, num_hidden_layers=12, num_attention_heads=6, num_register_tokens=4, **_DINOV2),
+    }
+    tiny_cases = (
+        TinyCase("dinov2", lambda: Dinov2Model(Dinov2Config(**_TINY, mlp_ratio=2)), (56, 56), (42, 70)),
+        TinyCase("dinov2_swiglu", lambda: Dinov2Model(Dinov2Config(**_TINY, mlp_ratio=4, use_swiglu_ffn=True)),
+                 (56, 56), (70, 42)),
+        TinyCase("dinov2_registers", lambda: Dinov2WithRegistersModel(
+            Dinov2WithRegistersConfig(**_TINY, mlp_ratio=2, num_register_tokens=4)), (56, 56), (42, 70)),
+    )
 
     @staticmethod
     def layers(hf):
@@ -55,6 +73,10 @@ class Dinov2Adapter(FamilyAdapter):
         if config.use_swiglu_ffn:  # same rounding as Dinov2SwiGLUFFN
             hidden = (int(hidden * 2 / 3) + 7) // 8 * 8
         return hidden
+
+    @staticmethod
+    def act_fn(config):
+        return "silu" if config.use_swiglu_ffn else config.hidden_act
 
     @staticmethod
     def embed(hf, pixel_values):

@@ -9,10 +9,21 @@ patch is kept, in row-major order. For the HF reference, `reference_kwargs` pass
 from __future__ import annotations
 
 import torch
+from torch import nn
+from transformers import ViTMAEConfig, ViTMAEModel
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
 from . import register_adapter
-from .base import FamilyAdapter
+from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase
+
+
+def _tiny_mae_with_sincos_positions() -> nn.Module:
+    """A random MAE encoder with its fixed 2-D sin-cos position embeddings filled in (HF's random
+    init leaves them at zero, which would hide every position effect)."""
+    model = ViTMAEModel(ViTMAEConfig(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8, mask_ratio=0.0))
+    model.embeddings.patch_embeddings.projection._is_hf_initialized = False
+    model.embeddings.initialize_weights()
+    return model
 
 
 @register_adapter
@@ -22,6 +33,8 @@ class ViTMAEAdapter(FamilyAdapter):
     hf_class_name = "ViTMAEModel"
     image_mean = tuple(IMAGENET_DEFAULT_MEAN)
     image_std = tuple(IMAGENET_DEFAULT_STD)
+    architectures = {"vit-mae-base": lambda: ViTMAEConfig(**VIT_B_DIMS, image_size=224, patch_size=16, mask_ratio=0.0)}
+    tiny_cases = (TinyCase("vit_mae", _tiny_mae_with_sincos_positions, (32, 32), (24, 40)),)
 
     @staticmethod
     def embed(hf, pixel_values):

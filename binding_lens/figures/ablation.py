@@ -21,7 +21,7 @@ def _numeric_columns(rows: list[dict[str, Any]], label: str) -> list[str]:
                                    for row in rows)]
 
 
-def ablation_table(
+def ablation_figure(
     rows: Sequence[dict[str, Any]],
     path: str | os.PathLike,
     label: str = "condition",
@@ -29,11 +29,11 @@ def ablation_table(
     title: str = "Ablations",
 ) -> Path:
     """Table of `columns` (default: every numeric column) per row labelled by `label`, with grouped bars."""
-    rows = check_rows(rows, (label,), "ablation_table")
+    rows = check_rows(rows, (label,), "ablation_figure")
     columns = list(columns) if columns is not None else _numeric_columns(rows, label)
     if not columns:
-        raise ValueError(f"ablation_table: no numeric columns besides {label!r} in {sorted(rows[0])}")
-    rows = check_rows(rows, columns, "ablation_table")
+        raise ValueError(f"ablation_figure: no numeric columns besides {label!r} in {sorted(rows[0])}")
+    rows = check_rows(rows, columns, "ablation_figure")
     values = np.array([[float(row[c]) for c in columns] for row in rows])
     names = [str(row[label]) for row in rows]
     fig = new_figure(4.2 + 1.3 * len(columns), 1.2 + 0.42 * len(rows) + 1.8)

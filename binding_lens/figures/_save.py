@@ -7,11 +7,14 @@ is touched; SVG text stays text (svg.fonttype "none"), so titles remain searchab
 from __future__ import annotations
 
 import os
+from io import BytesIO
 from pathlib import Path
 from typing import Any, Sequence
 
 import matplotlib
 from matplotlib.figure import Figure
+
+from ..io import write_atomic
 
 DPI = 150
 
@@ -25,10 +28,11 @@ def save(fig: Figure, path: str | os.PathLike) -> Path:
     stem = Path(path)
     if stem.suffix.lower() in (".png", ".svg"):
         stem = stem.with_suffix("")
-    stem.parent.mkdir(parents=True, exist_ok=True)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "binding_lens"}):
         for suffix in (".png", ".svg"):
-            fig.savefig(stem.with_suffix(suffix), format=suffix[1:])
+            buffer = BytesIO()
+            fig.savefig(buffer, format=suffix[1:])
+            write_atomic(stem.with_suffix(suffix), buffer.getvalue())
     return stem.with_suffix(".png")
 
 

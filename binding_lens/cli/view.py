@@ -3,7 +3,7 @@
     binding-lens view --run runs/demo --images 0,1,2 --out viewer.html
     binding-lens view --run runs/dinov2 --run runs/clip --probes quadratic --layers 4-11 --out compare.html
 
-`add_view_command(subparsers)` registers the command on the main parser; `run_view(args)` runs it.
+`add(subparsers)` registers the command on the main parser; `run(args)` runs it.
 """
 
 from __future__ import annotations
@@ -11,22 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .arguments import parse_int_ranges
+
 MB = 1_000_000
 
 
 def parse_indices(text: str, what: str = "--images") -> list[int]:
     """'0,1,2' or '0-3' or '0-9:3' -> a sorted list of distinct non-negative integers."""
-    found: set[int] = set()
-    try:
-        for part in text.split(","):
-            span, _, step = part.strip().partition(":")
-            first, _, last = span.partition("-")
-            found.update(range(int(first), int(last or first) + 1, int(step or 1)))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{what} {text!r}: use a comma list (0,1,2), a range (0-3) or a strided range (0-9:3)") from None
-    if not found or min(found) < 0:
-        raise argparse.ArgumentTypeError(f"{what} {text!r}: give non-negative indices")
-    return sorted(found)
+    return parse_int_ranges(text, what)
 
 
 def _names(text: str) -> list[str] | None:
@@ -42,7 +34,7 @@ def _layers(text: str) -> list[int] | None:
     return None if text == "all" else parse_indices(text, "--layers")
 
 
-def add_view_command(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `view` on the `binding-lens` sub-command parsers; returns its parser."""
     view = subparsers.add_parser(
         "view", help="write the interactive IsSameObject viewer (one offline HTML file) of sweep run(s)",
@@ -63,9 +55,9 @@ def add_view_command(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     return view
 
 
-def run_view(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Write the viewer; print its path and size. Returns the exit status (2 for unusable input)."""
-    from .from_run import viewer_from_run
+    from ..vis import viewer_from_run
 
     try:
         path = viewer_from_run(

@@ -15,13 +15,6 @@ from jaxtyping import Bool, Float
 from ._save import new_figure, save
 
 
-def pearson_r(x: Float[np.ndarray, " n"], y: Float[np.ndarray, " n"]) -> float:
-    """Pearson correlation (numpy's corrcoef); a ValueError when either side is constant."""
-    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        raise ValueError("correlation needs at least two pairs and non-constant attention and scores")
-    return float(np.corrcoef(x, y)[0, 1])
-
-
 def attention_vs_score(
     attention: Float[np.ndarray, "..."],
     scores: Float[np.ndarray, "..."],
@@ -40,7 +33,9 @@ def attention_vs_score(
     labels = None if same is None else np.asarray(same).ravel()
     if labels is not None and (labels.shape != x.shape or labels.dtype != bool):
         raise ValueError(f"same must be a boolean array with one value per pair ({x.size}), got {labels.shape} {labels.dtype}")
-    r = pearson_r(x, y)
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        raise ValueError("correlation needs at least two pairs and non-constant attention and scores")
+    r = float(np.corrcoef(x, y)[0, 1])  # for the title only; effects.attention has the tested statistics
     shown = np.arange(x.size)
     if x.size > max_points:
         shown = np.sort(np.random.default_rng(seed).choice(x.size, max_points, replace=False))

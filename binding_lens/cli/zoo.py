@@ -6,10 +6,10 @@ import argparse
 import shlex
 import sys
 
-from .recipe import COMMAND_LINE_FIELDS
+from ..zoo.recipe import COMMAND_LINE_FIELDS
 
 
-def add_zoo_command(commands: argparse._SubParsersAction) -> None:
+def add(commands: argparse._SubParsersAction) -> None:
     zoo = commands.add_parser("zoo", help="the models this project trains and ships (train, list, compare)")
     actions = zoo.add_subparsers(dest="zoo_command", required=True)
 
@@ -31,7 +31,7 @@ def add_zoo_command(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--out", default="runs/zoo-compare")
 
 
-def run_zoo(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.zoo_command == "train":
         return _train(args)
     if args.zoo_command == "list":
@@ -42,8 +42,8 @@ def run_zoo(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     import torch
 
-    from .recipe import default_recipe
-    from .train import train_zoo_model
+    from ..zoo.recipe import default_recipe
+    from ..zoo.train import train_zoo_model
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -57,7 +57,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _list() -> int:
-    from .registry import list_zoo
+    from ..models.registry import list_zoo
 
     cards = list_zoo()
     if not cards:
@@ -74,9 +74,9 @@ def _list() -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from ..models.registry import PREFIX, zoo_names
     from ..probes import ProbeTrainingConfig
-    from .compare import binding_by_objective
-    from .registry import PREFIX, zoo_names
+    from ..zoo.compare import binding_by_objective
 
     models = args.models.split(",") if args.models else [PREFIX + n for n in zoo_names()]
     table = binding_by_objective(models, args.out, n_scenes=args.n_scenes, seed=args.seed,

@@ -1,9 +1,9 @@
-"""The shipped zoo: checkpoints inside the package, addressed as `zoo:<name>`, loaded offline.
+"""The shipped zoo: checkpoints inside the package (`models/zoo/<name>/`), addressed as `zoo:<name>`.
 
     HookedViT.from_pretrained("zoo:dino")       # or load_hooked_vit("zoo:dino"), --model zoo:dino
     list_zoo()                                  # the model cards, one per shipped model
 
-This module knows only where checkpoints live (no model code), so `hooks` can import it.
+This module knows only where checkpoints live; how they are trained and written is `binding_lens.zoo`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-MODELS_DIR = Path(__file__).resolve().parent / "models"
+MODELS_DIR = Path(__file__).resolve().parent / "zoo"
 PREFIX = "zoo:"
 
 
@@ -41,7 +41,7 @@ def zoo_path(spec: str) -> Path:
 
 
 def zoo_card(spec: str) -> dict[str, Any]:
-    """The model card of a shipped model, read without checking file hashes (see checkpoint.read_card)."""
+    """The model card of a shipped model, read without checking file hashes (`zoo.read_card` checks them)."""
     return json.loads((zoo_path(spec) / "card.json").read_text())
 
 

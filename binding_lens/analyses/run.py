@@ -1,0 +1,167 @@
+"""A layer-sweep run directory: its layout, written and read in this one place.
+
+    RUN/summary.json                       what was run, on what, how long (model config, dataset identity, ...)
+    RUN/sweep.csv, sweep.json              the tidy rows: model, layer, probe, metrics
+    RUN/peaks.csv, peaks.json              each probe's best layer
+    RUN/accuracy_by_layer.png, .svg        the paper's Figure 3
+    RUN/probes/L{layer:02d}_{probe}.safetensors
+    RUN/activations/                       the resumable activation store (manifest.json, shards/)
+
+`layer_sweep` writes a run through `RunDirectory`; the viewer, `binding-lens ablate` and `view` read
+it back through the same class. The model is rebuilt from its spec string (random weights with the
+run's seed) and checked against the weights fingerprint the extraction recorded, so probes are never
+applied to the wrong model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..activations import weights_fingerprint
+from ..activations.store import MANIFEST
+from ..data import Scene
+from ..data.spec import dataset_from_identity
+from ..hooks import HookedViT
+from ..models import load_hooked_vit
+from ..probes import PairProbe, load_probe
+
+PROBE_FILE = re.compile(r"^L(\d+)_(.+)\.safetensors$")
+
+
+class RunDirectoryError(ValueError):
+    """A directory that is not a (complete) sweep run."""
+
+
+class RunDirectory:
+    """The files of one sweep run (see the module docstring); nothing is read until asked."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"RunDirectory({str(self.root)!r})"
+
+    # --- where things go -------------------------------------------------------------------------
+    @property
+    def activations(self) -> Path:
+        return self.root / "activations"
+
+    @property
+    def probes_dir(self) -> Path:
+        return self.root / "probes"
+
+    @property
+    def summary_path(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def sweep_stem(self) -> Path:
+        return self.root / "sweep"
+
+    @property
+    def peaks_stem(self) -> Path:
+        return self.root / "peaks"
+
+    @property
+    def plot_path(self) -> Path:
+        return self.root / "accuracy_by_layer.png"
+
+    def probe_path(self, layer: int, probe: str) -> Path:
+        return self.probes_dir / f"L{layer:02d}_{probe}.safetensors"
+
+    # --- reading it back -------------------------------------------------------------------------
+    def _json(self, path: Path) -> Any:
+        if not path.is_file():
+            raise RunDirectoryError(
+                f"{path} is missing: is {self.root} a run directory made by `binding-lens sweep --out`?")
+        return json.loads(path.read_text())
+
+    def summary(self) -> dict[str, Any]:
+        """summary.json (model config, dataset identity, layers, probes, ...)."""
+        return self._json(self.summary_path)
+
+    def manifest(self) -> dict[str, Any] | None:
+        """The activation store's manifest, or None when the activations were deleted."""
+        path = self.activations / MANIFEST
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def model_source(self) -> str:
+        source = self.summary().get("model", {}).get("source")
+        if not source:
+            raise RunDirectoryError(f"{self.summary_path} records no model source")
+        return source
+
+    def probe_files(self) -> dict[str, dict[int, Path]]:
+        """{probe: {layer: file}} of every saved probe, in the run's probe order."""
+        if not self.probes_dir.is_dir():
+            raise RunDirectoryError(
+                f"{self.probes_dir} is missing: is {self.root} a run directory made by `binding-lens sweep --out`?")
+        found: dict[str, dict[int, Path]] = {}
+        for path in sorted(self.probes_dir.iterdir()):
+            match = PROBE_FILE.match(path.name)
+            if match:
+                found.setdefault(match.group(2), {})[int(match.group(1))] = path
+        if not found:
+            raise RunDirectoryError(f"{self.probes_dir} holds no L<layer>_<probe>.safetensors files")
+        order = self.summary().get("probes", []) if self.summary_path.is_file() else []
+        names = [p for p in order if p in found] + sorted(p for p in found if p not in order)
+        return {name: dict(sorted(found[name].items())) for name in names}
+
+    def load_probes(
+        self, probes: Sequence[str] | None = None, layers: Sequence[int] | None = None
+    ) -> dict[str, dict[int, PairProbe]]:
+        """{probe: {layer: PairProbe}}, optionally only some probes and layers."""
+        files = self.probe_files()
+        if probes is not None:
+            unknown = [p for p in probes if p not in files]
+            if unknown:
+                raise RunDirectoryError(f"run {self.root} has no probe(s) {unknown}; it has {list(files)}")
+            files = {p: files[p] for p in probes}
+        out: dict[str, dict[int, PairProbe]] = {}
+        for name, by_layer in files.items():
+            chosen = {layer: path for layer, path in by_layer.items() if layers is None or layer in layers}
+            if chosen:
+                out[name] = {layer: load_probe(path) for layer, path in chosen.items()}
+        if not out:
+            available = sorted({layer for by_layer in files.values() for layer in by_layer})
+            raise RunDirectoryError(f"run {self.root} has no probe at layers {list(layers or [])}; it has layers {available}")
+        return out
+
+    def dataset(self) -> Sequence[Scene]:
+        """The dataset the run recorded (synthetic scenes exactly; ADE20K and folders from their paths)."""
+        return dataset_from_identity(self.summary()["dataset"])
+
+    def input_size(self) -> int | tuple[int, int] | None:
+        """The image size the run fed the model (the extraction's preprocessing size)."""
+        manifest = self.manifest()
+        if manifest is not None:
+            size = manifest.get("request", {}).get("preprocessing", {}).get("size")
+            return tuple(size) if isinstance(size, list) else size
+        dataset = self.summary().get("dataset", {})
+        return tuple(dataset["size"]) if isinstance(dataset.get("size"), list) else None
+
+    def model(self, device: str | None = None) -> HookedViT:
+        """The run's model, rebuilt from its spec and checked against the recorded weights fingerprint."""
+        summary, manifest = self.summary(), self.manifest()
+        source = self.model_source()
+        request = (manifest or {}).get("request", {})
+        seed = request.get("seed", summary.get("training", {}).get("seed", 0))
+        model = load_hooked_vit(source, device=device, seed=seed)
+        recorded = request.get("model", {}).get("weights")
+        if recorded is not None and weights_fingerprint(model) != recorded:
+            raise RunDirectoryError(
+                f"rebuilding {source!r} (seed {seed}) gave other weights than run {self.root} used "
+                f"(fingerprint {weights_fingerprint(model)} != {recorded}); its probes would read the wrong activations"
+            )
+        return model
+
+
+def load_run_probes(
+    run_dir: str | os.PathLike, probes: Sequence[str] | None = None, layers: Sequence[int] | None = None
+) -> dict[str, dict[int, PairProbe]]:
+    """{probe: {layer: PairProbe}} of a run (`RunDirectory(run_dir).load_probes`)."""
+    return RunDirectory(run_dir).load_probes(probes, layers)

@@ -1,0 +1,184 @@
+"""Live interventions on binding vectors, mid-forward (SPEC section 6).
+
+Each intervention edits the binding part c(h) = Q Q^T h of patch tokens (never CLS or registers)
+at one hook point (by default a layer's residual stream; `.at("blocks.3.hook_attn_out")` takes any
+[batch pos d_model] hook point), and is a TransformerLens hook function:
+
+    sub = BindingSubspace.from_probe(probe, k=16)
+    n_prefix = model.cfg.n_prefix_tokens
+    model.run_with_hooks(pixels, fwd_hooks=[Shuffle(sub, 0.5, n_prefix, seed=0).at(8)])
+    with model.hooks(fwd_hooks=[Inject(sub, 0.0, n_prefix, instance).at(8), ProjectOut(sub, n_prefix).at(9)]):
+        ...                                                       # several layers compose
+
+and an nnsight edit (`.apply` takes and returns the tensor):
+
+    traced = NNsight(model)
+    with traced.trace(pixels):
+        out = traced.blocks[8].hook_resid_post.output
+        traced.blocks[8].hook_resid_post.output = Shuffle(sub, 1.0, n_prefix).apply(out)
+
+Exact identities return the input tensor itself, so outputs stay bit-identical: ratio 0 (or fewer
+than 2 patches drawn), alpha 1, and k = 0.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..data.sampling import dense_instance_ids
+from ..hooks.names import resid_post
+from .subspace import BindingSubspace
+
+
+class Intervention(ABC):
+    """An edit of the binding parts of patch tokens; call it as a hook or use `.apply(h)`."""
+
+    def __init__(self, subspace: BindingSubspace, n_prefix: int):
+        if n_prefix < 0:
+            raise ValueError(f"n_prefix (CLS + register tokens) must be >= 0, got {n_prefix}")
+        self.subspace = subspace
+        self.n_prefix = n_prefix
+
+    def __call__(self, tensor: Float[Tensor, "batch pos d_model"], hook=None) -> Float[Tensor, "batch pos d_model"]:
+        return self.apply(tensor)
+
+    def at(self, hook: int | str) -> tuple[str, "Intervention"]:
+        """(hook name, self) for `fwd_hooks`. An int l means layer l's residual stream
+        (`blocks.{l}.hook_resid_post`); a string is any hook point whose activation is
+        [batch pos d_model] (`blocks.3.hook_resid_mid`, `blocks.3.hook_attn_out`, `hook_embed`, ...),
+        checked by the model when the hook is added."""
+        if isinstance(hook, bool) or not isinstance(hook, (int, str)):
+            raise TypeError(f"at() takes a layer index or a hook name, got {hook!r}")
+        return (resid_post(hook) if isinstance(hook, int) else hook), self
+
+    def apply(self, h: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        if h.ndim != 3 or h.shape[-1] != self.subspace.d_model:
+            raise ValueError(
+                f"expected residual activations [batch, pos, {self.subspace.d_model}], got {tuple(h.shape)}"
+            )
+        if self.subspace.k == 0 or self.is_identity():
+            return h
+        patches = h[:, self.n_prefix :]
+        edited = self.edit_patches(patches)
+        if edited is patches:
+            return h
+        return torch.cat([h[:, : self.n_prefix], edited], dim=1)
+
+    def is_identity(self) -> bool:
+        return False
+
+    @abstractmethod
+    def edit_patches(self, patches: Float[Tensor, "batch n d_model"]) -> Float[Tensor, "batch n d_model"]:
+        """The edited patch tokens (or `patches` itself when nothing changes)."""
+
+    def _replace_binding(self, patches: Tensor, new_binding: Tensor) -> Tensor:
+        return patches - self.subspace.binding_part(patches) + new_binding
+
+
+class Shuffle(Intervention):
+    """Uninformed: pick round(ratio * N) patches per image at random and permute their binding parts
+    among themselves: h_i' = h_i - c(h_i) + c(h_pi(i)). Seeded: the same draw on every forward."""
+
+    def __init__(self, subspace: BindingSubspace, ratio: float, n_prefix: int, seed: int = 0):
+        super().__init__(subspace, n_prefix)
+        if not 0.0 <= ratio <= 1.0:
+            raise ValueError(f"shuffle ratio must be in [0, 1], got {ratio}")
+        self.ratio, self.seed = float(ratio), seed
+
+    def is_identity(self) -> bool:
+        return self.ratio == 0.0
+
+    def draw(self, batch: int, n: int) -> tuple[Int[Tensor, "batch m"], Int[Tensor, "batch m"]]:
+        """(chosen patches, the patch each takes its binding part from), per image."""
+        m = round(self.ratio * n)
+        generator = torch.Generator().manual_seed(self.seed)
+        chosen = torch.rand(batch, n, generator=generator).argsort(-1)[:, :m]
+        permutation = torch.rand(batch, m, generator=generator).argsort(-1)
+        return chosen, chosen.gather(1, permutation)
+
+    def edit_patches(self, patches: Tensor) -> Tensor:
+        batch, n, d = patches.shape
+        chosen, source = self.draw(batch, n)
+        if chosen.shape[1] < 2:
+            return patches
+        chosen, source = chosen.to(patches.device), source.to(patches.device)
+        binding = self.subspace.binding_part(patches)
+        take = lambda t, index: t.gather(1, index[..., None].expand(-1, -1, d))  # noqa: E731
+        new_rows = take(patches, chosen) - take(binding, chosen) + take(binding, source)
+        return patches.scatter(1, chosen[..., None].expand(-1, -1, d), new_rows)
+
+
+class Inject(Intervention):
+    """Informed: move each labelled patch's binding part toward its object's mean,
+    c_i' = alpha c_i + (1 - alpha) mean_{j in o(i)} c_j. `instance` [batch, n_patches] holds object ids
+    in patch order (< 0: unlabeled, left untouched). Undefined on crops whose labels are unknown."""
+
+    def __init__(self, subspace: BindingSubspace, alpha: float, n_prefix: int, instance: Int[Tensor, "batch n"]):
+        super().__init__(subspace, n_prefix)
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"inject alpha must be in [0, 1], got {alpha}")
+        self.alpha, self.instance = float(alpha), instance
+
+    def is_identity(self) -> bool:
+        return self.alpha == 1.0
+
+    def edit_patches(self, patches: Tensor) -> Tensor:
+        batch, n, d = patches.shape
+        if tuple(self.instance.shape) != (batch, n):
+            raise ValueError(
+                f"instance labels are {tuple(self.instance.shape)} but the layer has {batch} images x {n} patch "
+                "tokens: pass one label per patch token, in row-major patch order"
+            )
+        dense = dense_instance_ids(self.instance.to(patches.device).long())
+        labelled = dense >= 0
+        slot = dense + 1  # slot 0 collects the unlabeled patches; object means come from one scatter-add
+        n_slots = int(slot.max()) + 1
+        binding = self.subspace.binding_part(patches)
+        sums = binding.new_zeros(batch, n_slots, d).scatter_add(1, slot[..., None].expand(-1, -1, d), binding)
+        counts = binding.new_zeros(batch, n_slots).scatter_add(1, slot, torch.ones_like(slot, dtype=binding.dtype))
+        means = (sums / counts.clamp(min=1)[..., None]).gather(1, slot[..., None].expand(-1, -1, d))
+        new_binding = self.alpha * binding + (1 - self.alpha) * means
+        edited = self._replace_binding(patches, new_binding)
+        return torch.where(labelled[..., None], edited, patches)
+
+
+class ProjectOut(Intervention):
+    """Remove the binding part of every patch token: h' = f(h) = h - c(h)."""
+
+    def edit_patches(self, patches: Tensor) -> Tensor:
+        return self.subspace.feature_part(patches)
+
+
+class MeanAblate(Intervention):
+    """Replace every patch's binding part by the mean binding part of a reference set: h' = f(h) + c(mean h)."""
+
+    def __init__(self, subspace: BindingSubspace, n_prefix: int, mean: Float[Tensor, " d_model"]):
+        super().__init__(subspace, n_prefix)
+        if mean.shape != (subspace.d_model,):
+            raise ValueError(f"mean must be a [{subspace.d_model}] vector (mean patch token), got {tuple(mean.shape)}")
+        self.mean = mean
+
+    def edit_patches(self, patches: Tensor) -> Tensor:
+        return self._replace_binding(patches, self.subspace.binding_part(self.mean.to(patches))[None, None])
+
+
+class Interchange(Intervention):
+    """Activation patching in the binding subspace: each patch takes the binding part of the same patch
+    position in `source` (the same layer's residual stream on other images): h' = f(h) + c(h_source)."""
+
+    def __init__(self, subspace: BindingSubspace, n_prefix: int, source: Float[Tensor, "batch pos d_model"]):
+        super().__init__(subspace, n_prefix)
+        self.source = source
+
+    def edit_patches(self, patches: Tensor) -> Tensor:
+        source = self.source[:, self.n_prefix :].to(patches)
+        if source.shape != patches.shape:
+            raise ValueError(
+                f"source activations give {tuple(source.shape)} patch tokens, the layer has {tuple(patches.shape)}: "
+                "record the source at the same layer, with the same batch size and image size"
+            )
+        return self._replace_binding(patches, self.subspace.binding_part(source))

@@ -1,0 +1,75 @@
+"""`binding-lens ablate`: shuffle / inject binding vectors at one layer and measure what breaks."""
+
+from __future__ import annotations
+
+import argparse
+
+from .arguments import DATA_HELP, default_device, model_help
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    ablate = commands.add_parser("ablate", help="shuffle / inject binding vectors at one layer and measure what breaks")
+    ablate.add_argument("--run", default=None, help="a sweep directory: takes its model and RUN/probes/L<layer>_<probe>")
+    ablate.add_argument("--model", default=None, help=model_help() + " (default: the run's model)")
+    ablate.add_argument("--probe-file", default=None, help="a saved quadratic probe (default: from --run)")
+    ablate.add_argument("--probe", default="quadratic", help="probe name to take from --run")
+    ablate.add_argument("--layer", type=int, required=True, help="layer l of the intervention (block l+1 is measured)")
+    ablate.add_argument("--k", type=int, default=16, help="binding subspace dimension")
+    ablate.add_argument("--data", default="default", help=DATA_HELP)
+    ablate.add_argument("--n-images", type=int, default=64)
+    ablate.add_argument("--size", type=int, default=None, help="image side in px (default: the model's native size)")
+    ablate.add_argument("--seed", type=int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)")
+    ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
+    ablate.add_argument("--device", default=None)
+    ablate.add_argument("--out", required=True)
+
+
+def _zoo_dino(model, spec: str, settings, device: str):
+    """A zoo DINO model's own head, training center, temperatures and crops (SPEC section 6)."""
+    from dataclasses import replace
+
+    from ..models import zoo_card, zoo_path
+    from ..zoo import ZooRecipe, load_dino_head
+
+    head, center, temperatures = load_dino_head(zoo_path(spec))
+    recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])
+    settings = replace(settings, dino_global_size=recipe.image_size, dino_local_size=recipe.dino.local_size,
+                       dino_local_crops=recipe.dino.n_local, dino_global_scale=recipe.dino.global_scale,
+                       dino_local_scale=recipe.dino.local_scale)
+    return settings, dict(dino_head=head.to(device), dino_center=center, dino_temperatures=temperatures)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..analyses.ablation import AblationSettings, ablation_study, ablation_table
+    from ..analyses.run import RunDirectory
+    from ..data.spec import dataset_from_spec
+    from ..models import load_hooked_vit
+    from ..probes import load_probe
+
+    run_dir = RunDirectory(args.run) if args.run else None
+    model_spec = args.model or (run_dir.model_source() if run_dir else None)
+    probe_file = args.probe_file or (run_dir.probe_path(args.layer, args.probe) if run_dir else None)
+    if model_spec is None or probe_file is None:
+        raise SystemExit("ablate needs --run RUN_DIR, or both --model and --probe-file")
+    if not Path(probe_file).is_file():
+        raise SystemExit(f"no probe at {probe_file}: run `binding-lens sweep` with --probes {args.probe} first")
+    device = default_device(args.device)
+    model = load_hooked_vit(model_spec, device=device)
+    size = args.size or model.cfg.image_size[0]
+    scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
+    settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino)
+    dino = {}
+    if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
+        settings, dino = _zoo_dino(model, model_spec, settings, device)
+    result = ablation_study(model, [scenes[i] for i in range(len(scenes))], load_probe(probe_file), settings,
+                            out=args.out, size=size, **dino)
+    print(ablation_table(result["rows"]))
+    corr = result["attention_vs_probe"]
+    print(f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "
+          f"(permutation p = {corr['p_value']:.4f}, {corr['n_pairs']} pairs); r with ground truth {corr['r_ground_truth']:.3f}")
+    if result["dino_head"]:
+        print(f"DINO head: {result['dino_head']}")
+    print(f"report: {Path(args.out) / 'ablation.csv'}")
+    return 0

@@ -1,0 +1,17 @@
+"""`binding-lens demo`: the main job on the embedded defaults (see `binding_lens.demo`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser("demo", help="the main job on the embedded defaults (a few minutes on 2 CPU cores)")
+    demo.add_argument("--out", default="runs/demo", help="where the report goes")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    run_demo(args.out)
+    return 0

@@ -1,0 +1,33 @@
+"""Resizing scenes for a model's input: images with PIL (bicubic by default), id masks nearest-neighbour.
+
+Extraction feeds each image whole, resized to the requested size, with position embeddings
+interpolated to its patch grid (the simpler of SPEC section 4's two coverage policies; the store's
+manifest records it). Labels are voted on the original masks over the same grid, so masks need no
+resize there; `resize_mask` is for callers who want a mask at the model's resolution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxtyping import Int, UInt8
+from PIL import Image
+
+from .scene import check_image, check_mask
+
+_RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "lanczos": Image.LANCZOS}
+
+
+def resize_image(image: UInt8[np.ndarray, "H W 3"], hw: tuple[int, int], resample: str = "bicubic") -> UInt8[np.ndarray, "h w 3"]:
+    """Resize an RGB image to (height, width) with PIL (the image itself when it already has that size)."""
+    check_image(image)
+    if resample not in _RESAMPLE:
+        raise ValueError(f"unknown resample {resample!r}; valid: {', '.join(_RESAMPLE)}")
+    if tuple(image.shape[:2]) == (int(hw[0]), int(hw[1])):
+        return image
+    return np.asarray(Image.fromarray(image).resize((int(hw[1]), int(hw[0])), _RESAMPLE[resample]))
+
+
+def resize_mask(mask: Int[np.ndarray, "H W"], hw: tuple[int, int]) -> Int[np.ndarray, "h w"]:
+    """Resize an id mask with nearest-neighbour (the only resize that keeps ids valid)."""
+    m = check_mask(mask)
+    return np.asarray(Image.fromarray(m).resize((int(hw[1]), int(hw[0])), Image.NEAREST)).astype(np.int32)

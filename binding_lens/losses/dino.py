@@ -1,0 +1,384 @@
+"""DINO v1's training objective as reusable parts: the head, multi-crop views, the loss, centering, the EMA.
+
+Caron et al. 2021 (facebookresearch/dino). The zoo trains with these (`binding_lens.zoo`), and the
+DINO-loss measurement of SPEC section 6 (`binding_lens.effects.dino`) evaluates with the same head,
+views and loss, so a trained model is measured with exactly the objective it was trained on.
+
+Views: random-resized crops (area fraction in `scale`, aspect ratio 3/4..4/3, torchvision's
+sampling) and horizontal flips with probability 1/2, drawn from a generator seeded by `seed`. The
+photometric augmentations of DINO training (colour jitter, grey, blur, solarisation) are left out:
+they are training regularisers, and leaving them out keeps a measurement about the model rather than
+about augmentation noise. Crop sides are rounded to the nearest multiple of the caller's `patch_size`.
+
+Images are either a sequence of H x W x 3 uint8 arrays plus a `preprocess` callable (e.g.
+`model.preprocess`, list of uint8 crops -> normalised [B, 3, s, s]), cropped in uint8 with PIL
+before normalisation as DINO's torchvision pipeline does; or an already normalised float tensor
+[B, 3, H, W] (no `preprocess`), cropped and resized with torch (bicubic, antialiased).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, Union
+
+import numpy as np
+import torch
+from jaxtyping import Bool, Float, Int
+from PIL import Image
+from torch import Tensor, nn
+
+from ..data.scene import check_image
+
+Images = Union[Float[Tensor, "batch 3 height width"], Sequence[np.ndarray]]
+Preprocess = Callable[[list], Float[Tensor, "batch 3 side side"]]
+
+ASPECT_RATIO = (3 / 4, 4 / 3)
+AUGMENTATIONS = "random-resized crop + horizontal flip (no colour jitter, greyscale, blur or solarisation)"
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+# --- the head -----------------------------------------------------------------------------------
+class WeightNormLinear(nn.Module):
+    """Bias-free linear map with weight g * v / ||v|| (rows normalised): `nn.utils.weight_norm` of a
+    Linear (dim 0) written out, so the parameters keep DINO's checkpoint names weight_g [out, 1]
+    and weight_v [out, in] and the state dict is exactly the checkpoint layout."""
+
+    def __init__(self, in_dim: int, out_dim: int):
+        super().__init__()
+        self.weight_g = nn.Parameter(torch.ones(out_dim, 1))
+        self.weight_v = nn.Parameter(torch.empty(out_dim, in_dim))
+
+    @property
+    def weight(self) -> Float[Tensor, "out in"]:
+        return self.weight_g * self.weight_v / self.weight_v.norm(dim=1, keepdim=True)
+
+    def forward(self, x: Float[Tensor, "*batch in"]) -> Float[Tensor, "*batch out"]:
+        return nn.functional.linear(x, self.weight)
+
+
+class DinoHead(nn.Module):
+    """The DINO v1 projection head (facebookresearch/dino `DINOHead`, without batch norm):
+    MLP (Linear-GELU x (n_layers - 1), then Linear to the bottleneck), L2 normalisation, then a
+    weight-normalised bias-free Linear to `out_dim` logits. With `norm_last_layer` the weight norm g
+    stays 1 (frozen), as in DINO's default. Initialisation as DINO's (truncated normal std 0.02 for
+    the MLP, zero biases, PyTorch's Linear default for v), drawn from a generator seeded by `seed`.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int = 65536,
+        hidden_dim: int = 2048,
+        bottleneck_dim: int = 256,
+        n_layers: int = 3,
+        norm_last_layer: bool = True,
+        seed: int = 0,
+    ):
+        super().__init__()
+        for name, value in {"in_dim": in_dim, "out_dim": out_dim, "hidden_dim": hidden_dim,
+                            "bottleneck_dim": bottleneck_dim, "n_layers": n_layers}.items():
+            _check_int(name, value, 1)
+        self.in_dim, self.out_dim, self.hidden_dim = in_dim, out_dim, hidden_dim
+        self.bottleneck_dim, self.n_layers = bottleneck_dim, n_layers
+        if n_layers == 1:
+            self.mlp: nn.Module = nn.Linear(in_dim, bottleneck_dim)
+        else:
+            dims = [in_dim] + [hidden_dim] * (n_layers - 1)
+            layers: list[nn.Module] = []
+            for a, b in zip(dims[:-1], dims[1:]):
+                layers += [nn.Linear(a, b), nn.GELU()]
+            self.mlp = nn.Sequential(*layers, nn.Linear(hidden_dim, bottleneck_dim))
+        self.last_layer = WeightNormLinear(bottleneck_dim, out_dim)
+        self._initialise(torch.Generator().manual_seed(seed))
+        self.last_layer.weight_g.requires_grad_(not norm_last_layer)
+
+    def _initialise(self, generator: torch.Generator) -> None:
+        with torch.no_grad():
+            for module in self.mlp.modules():
+                if isinstance(module, nn.Linear):
+                    nn.init.trunc_normal_(module.weight, std=0.02, generator=generator)
+                    nn.init.zeros_(module.bias)
+            nn.init.kaiming_uniform_(self.last_layer.weight_v, a=math.sqrt(5), generator=generator)
+
+    def forward(self, x: Float[Tensor, "batch in_dim"]) -> Float[Tensor, "batch out_dim"]:
+        x = nn.functional.normalize(self.mlp(x), dim=-1, p=2)
+        return self.last_layer(x)
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Tensor], prefix: str = "", norm_last_layer: bool = True) -> "DinoHead":
+        """A head from a DINO v1 state dict, its shape read from the weights.
+
+        Keys (after `prefix`): mlp.0.weight, mlp.0.bias, mlp.2.weight, ..., last_layer.weight_g,
+        last_layer.weight_v (or mlp.weight / mlp.bias for a one-layer MLP). For the official full
+        training checkpoints (e.g. dino_vitbase16_full_checkpoint.pth) pass
+        `torch.load(path)["teacher"]` with prefix="head." (the student's keys start "module.head.").
+        """
+        sub = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
+        if not sub:
+            heads = sorted({key.split("mlp.")[0] for key in state if "mlp." in key})
+            raise KeyError(f"no key starts with prefix {prefix!r}; prefixes before 'mlp.' in this state dict: {heads}")
+        foreign = sorted(key for key in sub if not key.startswith(("mlp.", "last_layer.")))
+        if foreign:
+            raise KeyError(f"keys {foreign[:4]} ... are not a DINO head's: pass the head's prefix (e.g. prefix='head.')")
+        if any("running_mean" in key for key in sub):
+            raise ValueError("this head has batch norm (DINO's use_bn_in_head); only heads without it are supported")
+        for key in ("last_layer.weight_g", "last_layer.weight_v"):
+            if key not in sub:
+                raise KeyError(f"missing {prefix}{key}: not a DINO head state dict (keys: {sorted(sub)[:8]} ...)")
+        head = cls(**_head_shape(sub), norm_last_layer=norm_last_layer)
+        head.load_state_dict(sub, strict=True)
+        return head
+
+
+def _head_shape(sub: dict[str, Tensor]) -> dict[str, int]:
+    """in/out/hidden/bottleneck dims and layer count of a DINO head state dict (no prefix)."""
+    out_dim, bottleneck_dim = sub["last_layer.weight_v"].shape
+    if "mlp.weight" in sub:
+        in_dim = sub["mlp.weight"].shape[1]
+        return dict(in_dim=in_dim, out_dim=out_dim, hidden_dim=bottleneck_dim, bottleneck_dim=bottleneck_dim, n_layers=1)
+    indices = sorted(int(m.group(1)) for key in sub if (m := re.fullmatch(r"mlp\.(\d+)\.weight", key)))
+    if not indices or indices != list(range(0, 2 * len(indices), 2)):
+        raise ValueError(f"expected MLP linear layers at mlp.0, mlp.2, mlp.4, ...; found weights at mlp.{indices}")
+    first = sub["mlp.0.weight"]
+    return dict(
+        in_dim=first.shape[1], out_dim=out_dim, hidden_dim=first.shape[0], bottleneck_dim=bottleneck_dim,
+        n_layers=len(indices),
+    )
+
+
+# --- views --------------------------------------------------------------------------------------
+def _check_scale(name: str, scale: Any) -> tuple[float, float]:
+    low, high = (float(s) for s in scale)
+    if not 0 < low <= high <= 1:
+        raise ValueError(f"{name} must be (low, high) with 0 < low <= high <= 1 (area fractions), got {scale!r}")
+    return low, high
+
+
+def round_to_patch(side: int, patch_size: int) -> int:
+    """The multiple of `patch_size` nearest to `side` (halves round up), at least one patch."""
+    _check_int("patch_size", patch_size, 1)
+    _check_int("crop size", side, 1)
+    return max(patch_size, (side + patch_size // 2) // patch_size * patch_size)
+
+
+@dataclass(frozen=True)
+class CropPlan:
+    """Where every view of every image comes from: boxes (top, left, height, width) in the image's
+    pixels, horizontal flips, and each view's output side; the first `n_global` views are global."""
+
+    boxes: Int[Tensor, "view image 4"]
+    flips: Bool[Tensor, "view image"]
+    sides: tuple[int, ...]
+    n_global: int
+
+    def select(self, images: Int[Tensor, " n"]) -> "CropPlan":
+        """The plan of a subset of the images."""
+        return CropPlan(self.boxes[:, images], self.flips[:, images], self.sides, self.n_global)
+
+
+def _sample_box(height: int, width: int, scale: tuple[float, float], generator: torch.Generator) -> list[int]:
+    """torchvision's RandomResizedCrop.get_params: ten tries at a box of random area and aspect,
+    then the largest centred box of allowed aspect."""
+    area = height * width
+    log_ratio = (math.log(ASPECT_RATIO[0]), math.log(ASPECT_RATIO[1]))
+    for _ in range(10):
+        target = area * (scale[0] + (scale[1] - scale[0]) * float(torch.rand(1, generator=generator)))
+        aspect = math.exp(log_ratio[0] + (log_ratio[1] - log_ratio[0]) * float(torch.rand(1, generator=generator)))
+        w, h = round(math.sqrt(target * aspect)), round(math.sqrt(target / aspect))
+        if 0 < w <= width and 0 < h <= height:
+            top = int(torch.randint(0, height - h + 1, (1,), generator=generator))
+            left = int(torch.randint(0, width - w + 1, (1,), generator=generator))
+            return [top, left, h, w]
+    ratio = width / height
+    if ratio < ASPECT_RATIO[0]:
+        w, h = width, round(width / ASPECT_RATIO[0])
+    elif ratio > ASPECT_RATIO[1]:
+        h, w = height, round(height * ASPECT_RATIO[1])
+    else:
+        w, h = width, height
+    return [(height - h) // 2, (width - w) // 2, h, w]
+
+
+def plan_crops(
+    image_sizes: Sequence[tuple[int, int]],
+    *,
+    patch_size: int,
+    n_global: int = 2,
+    n_local: int = 6,
+    global_size: int = 224,
+    local_size: int = 96,
+    global_scale: tuple[float, float] = (0.4, 1.0),
+    local_scale: tuple[float, float] = (0.05, 0.4),
+    seed: int = 0,
+) -> CropPlan:
+    """Boxes and flips of `n_global` global and `n_local` local views of images of these (H, W)
+    sizes, drawn view by view, image by image, from a generator seeded by `seed`."""
+    _check_int("n_global", n_global, 1)
+    _check_int("n_local", n_local, 0)
+    if n_global + n_local < 2:
+        raise ValueError("the DINO loss needs at least two views (n_global + n_local >= 2)")
+    scales = [_check_scale("global_scale", global_scale)] * n_global + [_check_scale("local_scale", local_scale)] * n_local
+    sides = (round_to_patch(global_size, patch_size),) * n_global + (round_to_patch(local_size, patch_size),) * n_local
+    generator = torch.Generator().manual_seed(seed)
+    boxes = [[_sample_box(h, w, scale, generator) for h, w in image_sizes] for scale in scales]
+    flips = torch.rand(len(scales), len(image_sizes), generator=generator) < 0.5
+    return CropPlan(torch.tensor(boxes, dtype=torch.long).view(len(scales), len(image_sizes), 4), flips, sides, n_global)
+
+
+def _check_images(images: Any, preprocess: Preprocess | None) -> list[tuple[int, int]]:
+    """(H, W) of every image, after checking the images and `preprocess` go together."""
+    if isinstance(images, Tensor):
+        if not images.is_floating_point() or images.ndim != 4 or images.shape[1] != 3 or images.shape[0] == 0:
+            raise ValueError(f"image tensors must be normalised float [batch >= 1, 3, H, W], got {images.dtype} {tuple(images.shape)}")
+        if preprocess is not None:
+            raise ValueError("images are already a pixel tensor: pass preprocess=None (it applies to uint8 images)")
+        return [tuple(images.shape[2:])] * images.shape[0]
+    if isinstance(images, np.ndarray) or not isinstance(images, Sequence) or len(images) == 0:
+        raise ValueError("images must be a non-empty sequence of H x W x 3 uint8 arrays or a float tensor [B, 3, H, W]")
+    if preprocess is None:
+        raise ValueError("uint8 images need preprocess (e.g. model.preprocess): list of uint8 crops -> [B, 3, s, s]")
+    return [check_image(image, where=f"image {i}").shape[:2] for i, image in enumerate(images)]
+
+
+def _crop_array(image: np.ndarray, box: list[int], flip: bool, side: int) -> np.ndarray:
+    top, left, h, w = box
+    out = Image.fromarray(image).resize((side, side), Image.Resampling.BICUBIC, box=(left, top, left + w, top + h))
+    array = np.asarray(out)
+    return np.ascontiguousarray(array[:, ::-1]) if flip else array
+
+
+def _crop_tensor(pixels: Float[Tensor, "3 H W"], box: list[int], flip: bool, side: int) -> Float[Tensor, "3 side side"]:
+    top, left, h, w = box
+    patch = pixels[None, :, top : top + h, left : left + w]
+    out = nn.functional.interpolate(patch, size=(side, side), mode="bicubic", antialias=True, align_corners=False)[0]
+    return out.flip(-1) if flip else out
+
+
+def apply_view(images: Images, plan: CropPlan, view: int, preprocess: Preprocess | None = None) -> Float[Tensor, "batch 3 side side"]:
+    """View `view` of every image (the plan holds one box per image, in order)."""
+    boxes, flips, side = plan.boxes[view].tolist(), plan.flips[view].tolist(), plan.sides[view]
+    if len(images) != len(boxes):
+        raise ValueError(f"the plan has boxes for {len(boxes)} images but {len(images)} images were given")
+    if isinstance(images, Tensor):
+        return torch.stack([_crop_tensor(images[i], boxes[i], flips[i], side) for i in range(len(boxes))])
+    if preprocess is None:
+        raise ValueError("uint8 images need preprocess (e.g. model.preprocess): list of uint8 crops -> [B, 3, s, s]")
+    pixels = preprocess([_crop_array(images[i], boxes[i], flips[i], side) for i in range(len(boxes))])
+    if not isinstance(pixels, Tensor) or tuple(pixels.shape) != (len(boxes), 3, side, side):
+        shape = tuple(pixels.shape) if isinstance(pixels, Tensor) else type(pixels).__name__
+        raise ValueError(f"preprocess must return [{len(boxes)}, 3, {side}, {side}] for these crops, got {shape}")
+    return pixels
+
+
+def multi_crop(
+    images: Images,
+    *,
+    patch_size: int,
+    preprocess: Preprocess | None = None,
+    n_global: int = 2,
+    n_local: int = 6,
+    global_size: int = 224,
+    local_size: int = 96,
+    global_scale: tuple[float, float] = (0.4, 1.0),
+    local_scale: tuple[float, float] = (0.05, 0.4),
+    seed: int = 0,
+) -> tuple[list[Float[Tensor, "batch 3 g g"]], list[Float[Tensor, "batch 3 l l"]]]:
+    """(global views, local views) of the images: DINO's multi-crop without colour augmentations
+    (see the module docstring), deterministic by seed."""
+    sizes = _check_images(images, preprocess)
+    plan = plan_crops(
+        sizes, patch_size=patch_size, n_global=n_global, n_local=n_local, global_size=global_size,
+        local_size=local_size, global_scale=global_scale, local_scale=local_scale, seed=seed,
+    )
+    views = [apply_view(images, plan, v, preprocess) for v in range(len(plan.sides))]
+    return views[:n_global], views[n_global:]
+
+
+# --- the loss -----------------------------------------------------------------------------------
+def _check_outputs(student_out: Sequence[Tensor], teacher_out: Sequence[Tensor], center: Tensor) -> Tensor:
+    if len(teacher_out) == 0 or len(student_out) < len(teacher_out):
+        raise ValueError(
+            f"need >= 1 teacher (global) view and the student's views to start with them; got {len(teacher_out)} "
+            f"teacher and {len(student_out)} student views"
+        )
+    if len(student_out) < 2:
+        raise ValueError("the DINO loss pairs different views: give at least two student views")
+    shape = tuple(teacher_out[0].shape)
+    if len(shape) != 2 or any(tuple(t.shape) != shape for t in [*student_out, *teacher_out]):
+        raise ValueError(f"every view's output must be [batch, K] of one shape; got {[tuple(t.shape) for t in [*student_out, *teacher_out]]}")
+    if center.numel() != shape[1]:
+        raise ValueError(f"center must have K = {shape[1]} entries, got shape {tuple(center.shape)}")
+    return center.reshape(shape[1])
+
+
+def dino_loss(
+    student_out: Sequence[Float[Tensor, "batch K"]],
+    teacher_out: Sequence[Float[Tensor, "batch K"]],
+    center: Float[Tensor, " K"],
+    student_temp: float = 0.1,
+    teacher_temp: float = 0.04,
+) -> Float[Tensor, ""]:
+    """DINO v1's cross-entropy (facebookresearch/dino `DINOLoss.forward`, center update left out):
+    for every teacher view iq and student view v != iq (student views 0..n_teacher-1 are the same
+    global views), mean over the batch of sum_k -softmax((t - center) / teacher_temp)_k
+    log_softmax(s / student_temp)_k; then the mean over those pairs. The teacher is detached.
+
+    Temperatures: student 0.1; teacher 0.04, DINO v1's main_dino.py default for the final teacher
+    temperature (its warm-up also starts at 0.04). The DINO paper warms the teacher up from 0.04 to
+    0.07 and DINOv2 ends at 0.07: pass the value the head's checkpoint was trained with.
+    """
+    center = _check_outputs(student_out, teacher_out, center)
+    if not (student_temp > 0 and teacher_temp > 0):
+        raise ValueError(f"temperatures must be positive, got student {student_temp}, teacher {teacher_temp}")
+    targets = torch.softmax((torch.stack(list(teacher_out)).detach() - center) / teacher_temp, dim=-1)
+    log_probs = torch.log_softmax(torch.stack(list(student_out)) / student_temp, dim=-1)
+    cross = -torch.einsum("ibk,vbk->iv", targets, log_probs) / targets.shape[1]  # [teacher view, student view]
+    off_diagonal = ~torch.eye(*cross.shape, dtype=torch.bool, device=cross.device)
+    return cross[off_diagonal].mean()
+
+
+def update_center(
+    center: Float[Tensor, " K"], teacher_out: Sequence[Float[Tensor, "batch K"]], momentum: float = 0.9
+) -> Float[Tensor, " K"]:
+    """DINO's center EMA: momentum * center + (1 - momentum) * mean teacher output over views and batch."""
+    if not 0 <= momentum <= 1:
+        raise ValueError(f"momentum must lie in [0, 1], got {momentum}")
+    batch_center = torch.cat([t.detach() for t in teacher_out]).mean(0)
+    if center.numel() != batch_center.numel():
+        raise ValueError(f"center has {center.numel()} entries but the teacher outputs have K = {batch_center.numel()}")
+    return center.reshape(-1) * momentum + batch_center * (1 - momentum)
+
+
+def teacher_statistics(
+    teacher_out: Float[Tensor, "batch K"], center: Float[Tensor, " K"], teacher_temp: float = 0.04
+) -> dict[str, float]:
+    """DINO's collapse diagnostics (Caron et al. 2021, section 5.3) on a batch of teacher logits:
+    `entropy`, the mean entropy of each image's centred, sharpened distribution (near ln K: collapse
+    to uniform), and `entropy_of_mean`, the entropy of the batch-mean distribution (near 0: one
+    dimension dominates); both in nats, with `max_entropy` = ln K and the number of distinct argmax
+    prototypes in the batch."""
+    if teacher_out.ndim != 2 or center.numel() != teacher_out.shape[1]:
+        raise ValueError(f"need teacher_out [batch, K] and a center of K entries, got {tuple(teacher_out.shape)} "
+                         f"and {tuple(center.shape)}")
+    log_p = torch.log_softmax((teacher_out - center.reshape(1, -1)) / teacher_temp, dim=-1)
+    p = log_p.exp()
+    mean = p.mean(0)
+    return {
+        "entropy": float(-(p * log_p).sum(-1).mean()),
+        "entropy_of_mean": float(-(mean * mean.clamp_min(1e-30).log()).sum()),
+        "max_entropy": math.log(teacher_out.shape[1]),
+        "prototypes_used": int(p.argmax(-1).unique().numel()),
+    }
+
+
+@torch.no_grad()
+def ema_update(teacher: nn.Module, student: nn.Module, momentum: float) -> None:
+    """teacher <- momentum * teacher + (1 - momentum) * student, parameter by parameter (DINO's EMA)."""
+    for t, s in zip(teacher.parameters(), student.parameters()):
+        t.mul_(momentum).add_(s.detach(), alpha=1 - momentum)

@@ -1,0 +1,17 @@
+"""Which model: spec strings (hub ids, `zoo:`, `random:`, `config:`, `tiny:`), the shipped zoo's
+whereabouts, and the tiny test models. Importing this package registers the prefixed specs with
+`HookedViT.from_pretrained` (`binding_lens/__init__` does so, so they always work).
+
+    load_hooked_vit("random:dinov2-small", seed=0)     # == HookedViT.from_pretrained(...)
+    list_zoo(), zoo_path("zoo:dino"), zoo_card("zoo:dino")
+"""
+
+from .registry import PREFIX as ZOO_PREFIX
+from .registry import is_zoo_spec, list_zoo, zoo_card, zoo_names, zoo_path
+from .specs import ARCHITECTURES, SPEC_FORMS, load_hooked_vit, random_hf_model
+from .tiny import TINY_CASES, TinyCase, tiny_hf_model
+
+__all__ = [
+    "ARCHITECTURES", "SPEC_FORMS", "TINY_CASES", "TinyCase", "ZOO_PREFIX", "is_zoo_spec", "list_zoo",
+    "load_hooked_vit", "random_hf_model", "tiny_hf_model", "zoo_card", "zoo_names", "zoo_path",
+]
