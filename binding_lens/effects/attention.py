@@ -16,7 +16,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..hooks import HookedViT
+from ..hooks import HookedViT, names
 
 
 def next_layer_attention(
@@ -31,7 +31,7 @@ def next_layer_attention(
     sums to at most 1."""
     if not 0 <= layer < model.cfg.n_layers - 1:
         raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 2}: block layer+1 must exist, got {layer}")
-    name = f"blocks.{layer + 1}.attn.hook_pattern"
+    name = names.pattern(layer + 1)
     with torch.inference_mode(), model.hooks(fwd_hooks=list(fwd_hooks)):
         _, cache = model.run_with_cache(pixel_values, names_filter=name, stop_at_layer=layer + 2)
     n_prefix = model.cfg.n_prefix_tokens

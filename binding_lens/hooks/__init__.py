@@ -1,4 +1,12 @@
-"""TransformerLens hook points inside Hugging Face vision transformers."""
+"""TransformerLens hook points inside Hugging Face vision transformers.
+
+`HookedViT` (hooked_vit.py) runs the forward pass over an HF model's own modules, found by one adapter
+per family (adapters/); `names` spells hook names, `parity` measures agreement with HF, `specs` is the
+extension point that lets `from_pretrained` take `zoo:`/`random:`/... specs registered by
+`binding_lens.models`.
+"""
+
+from . import names
 
 from .adapters import ADAPTERS, FamilyAdapter, UnsupportedArchitectureError, register_adapter
 from .config import HookedViTConfig

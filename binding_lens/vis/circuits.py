@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import html
 import os
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Float
 
-from ..hooks import HookedViT
+from ..hooks import HookedViT, names
+from ..io import write_text_atomic
 from .labels import grid_for_length, token_labels
 
 DECIMALS = 4
@@ -29,10 +29,10 @@ DECIMALS = 4
 
 def cache_pattern(cache: Any, layer: int, batch_index: int = 0) -> Float[np.ndarray, "head query key"]:
     """`blocks.{layer}.attn.hook_pattern` of one image of an ActivationCache (or a dict of tensors)."""
-    name = f"blocks.{layer}.attn.hook_pattern"
+    name = names.pattern(layer)
     keys = list(cache.keys())
     if name not in keys:
-        have = sorted(k for k in keys if k.endswith("hook_pattern"))
+        have = sorted(k for k in keys if names.is_pattern(k))
         raise KeyError(f"the cache has no {name!r}; cached patterns: {have or 'none'} "
                        "(run_with_cache with names_filter=lambda n: n.endswith('hook_pattern'))")
     pattern = cache[name]
@@ -78,9 +78,7 @@ def standalone_html(fragment: str, title: str) -> str:
 
 def _write(page: str, path: str | os.PathLike | None) -> None:
     if path is not None:
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(page, encoding="utf-8")
+        write_text_atomic(path, page)
 
 
 def attention_view(
