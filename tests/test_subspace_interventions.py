@@ -185,3 +185,12 @@ def test_an_intervention_at_any_hook_point_edits_that_point_only():
         model.run_with_hooks(x, fwd_hooks=[edit.at("blocks.1.hook_atn_out")])
     with pytest.raises(TypeError, match="layer index or a hook name"):
         edit.at(1.5)
+
+
+def test_subspace_maps_follow_the_dtype_of_the_tokens():
+    sub = BindingSubspace.random(16, 3, seed=1)  # float32
+    h = torch.randn(2, 5, 16, dtype=torch.float64)
+    for f in (sub.binding_part, sub.feature_part, sub.coordinates):
+        assert f(h).dtype == torch.float64
+    torch.testing.assert_close(sub.binding_part(h), h @ sub.basis.double() @ sub.basis.double().T)
+    assert ProjectOut(sub, 1).apply(h).dtype == torch.float64

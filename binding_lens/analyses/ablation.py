@@ -148,7 +148,8 @@ def _attention_vs_probe(model: HookedViT, data: Labelled, probe: PairProbe, laye
     name = names.resid_post(layer)
     with torch.inference_mode():
         _, cache = model.run_with_cache(data.pixels[test], names_filter=name)
-        scores = probe.pair_logits(model.patch_tokens(cache[name]))
+        tokens = model.patch_tokens(cache[name])
+        scores = probe.to(tokens.device).pair_logits(tokens)  # a probe loaded on the CPU follows the model
     return attention_score_correlation(clean_pattern[test], scores, data.instance[test],
                                        n_permutations=settings.attention_permutations, seed=settings.seed)
 

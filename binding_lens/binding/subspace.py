@@ -89,16 +89,16 @@ class BindingSubspace:
         return self.W1.T @ self.W2
 
     def binding_vectors(self, h: Float[Tensor, "... d_model"]) -> Float[Tensor, "... k"]:
-        """b(h) = W1 h."""
-        return h @ self.W1.T.to(h.dtype)
+        """b(h) = W1 h (computed on h's device and in h's dtype, wherever the subspace lives)."""
+        return h @ self.W1.T.to(h)
 
     def coordinates(self, h: Float[Tensor, "... d_model"]) -> Float[Tensor, "... k"]:
         """Q^T h: the token's coordinates in the subspace."""
-        return h @ self.basis.to(h.dtype)
+        return h @ self.basis.to(h)
 
     def binding_part(self, h: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
-        """c(h) = Q Q^T h."""
-        basis = self.basis.to(h.dtype)
+        """c(h) = Q Q^T h (on h's device, in h's dtype)."""
+        basis = self.basis.to(h)
         return (h @ basis) @ basis.T
 
     def feature_part(self, h: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:

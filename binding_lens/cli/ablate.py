@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     dino = {}
     if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
         settings, dino = _zoo_dino(model, model_spec, settings, device)
-    result = ablation_study(model, [scenes[i] for i in range(len(scenes))], load_probe(probe_file), settings,
+    result = ablation_study(model, [scenes[i] for i in range(len(scenes))], load_probe(probe_file, device=device), settings,
                             out=args.out, size=size, **dino)
     print(ablation_table(result["rows"]))
     corr = result["attention_vs_probe"]
