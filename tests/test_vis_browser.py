@@ -24,8 +24,8 @@ from binding_lens.data import SyntheticScenes
 from binding_lens.models import load_hooked_vit
 from binding_lens.probes import ProbeTrainingConfig
 from binding_lens.vis import attention_view, iframe_html, viewer_from_run
-from binding_lens.vis.encoding import decode
-from binding_lens.vis.page import read_page
+from binding_lens.vis.html_viewer.encoding import decode
+from binding_lens.vis.html_viewer.page import read_page
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER_DIR = ROOT / "tests" / "browser"

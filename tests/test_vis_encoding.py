@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from binding_lens.vis.encoding import (
+from binding_lens.vis.html_viewer.encoding import (
     Quantised, decode, encode, layout, quantise_rows, quantise_unit, requantise,
 )
 

@@ -18,8 +18,8 @@ from binding_lens.vis import load_run_probes, viewer_from_run, viewer_html
 from binding_lens.cli.view import add as add_view_command
 from binding_lens.cli.view import parse_indices
 from binding_lens.cli.view import run as run_view
-from binding_lens.vis.encoding import decode
-from binding_lens.vis.page import read_page
+from binding_lens.vis.html_viewer.encoding import decode
+from binding_lens.vis.html_viewer.page import read_page
 from binding_lens.analyses.run import RunDirectory, RunDirectoryError
 from binding_lens.data.spec import dataset_from_identity
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from binding_lens.data import SyntheticScenes, patch_labels
-from binding_lens.vis.encoding import decode, quantise_rows, quantise_unit
-from binding_lens.vis.images import display_size, outline, resize_rgb
-from binding_lens.vis.maps import ModelMaps, ViewerImage
-from binding_lens.vis.page import MB, read_page, viewer_page
+from binding_lens.vis.html_viewer.encoding import decode, quantise_rows, quantise_unit
+from binding_lens.vis.html_viewer.images import display_size, outline, resize_rgb
+from binding_lens.vis.html_viewer.maps import ModelMaps, ViewerImage
+from binding_lens.vis.html_viewer.page import MB, read_page, viewer_page
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "vis"
 GRID, LAYERS = 37, 24

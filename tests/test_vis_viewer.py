@@ -17,8 +17,8 @@ from binding_lens.data import SyntheticScenes, patch_labels
 from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
 from binding_lens.vis import InlineViewer, ModelEntry, iframe_html, show, viewer, viewer_html
-from binding_lens.vis.encoding import decode
-from binding_lens.vis.page import read_page
+from binding_lens.vis.html_viewer.encoding import decode
+from binding_lens.vis.html_viewer.page import read_page
 
 
 @pytest.fixture(scope="module")

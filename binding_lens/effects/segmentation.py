@@ -30,8 +30,9 @@ IGNORE = -1
 
 
 # --- input checks ---------------------------------------------------------------------------------
-def _check_features_and_labels(feats: Any, labels: Any, name: str) -> None:
-    """Raise a clear error unless feats is a finite float [image, patch, d] and labels an int [image, patch] >= -1."""
+def _checked_labels(feats: Any, labels: Any, name: str) -> Tensor:
+    """`labels` on the device of `feats`, after a clear error unless feats is a finite float [image, patch, d]
+    and labels an int [image, patch] >= -1 (labels are usually built on the CPU, features on the model's device)."""
     if not isinstance(feats, Tensor) or not feats.is_floating_point() or feats.ndim != 3:
         shape = tuple(feats.shape) if isinstance(feats, Tensor) else type(feats).__name__
         raise ValueError(f"feats must be a float tensor [image, patch, d], got {shape}")
@@ -44,6 +45,7 @@ def _check_features_and_labels(feats: Any, labels: Any, name: str) -> None:
         raise ValueError(f"{name} ids must be >= -1 (-1 = ignored patch), got {int(labels.min())}")
     if not torch.isfinite(feats).all():
         raise ValueError("feats contain NaN or inf")
+    return labels.to(feats.device)
 
 
 def _check_positive_int(name: str, value: Any, minimum: int = 1) -> None:
@@ -115,7 +117,7 @@ def fit_semantic_head(
     Minibatch AdamW over the labelled patches (shuffled each epoch by a generator seeded with
     `seed`; the initial weights come from the same generator), so the fit is deterministic by seed.
     """
-    _check_features_and_labels(feats, classes, "classes")
+    classes = _checked_labels(feats, classes, "classes")
     _check_positive_int("n_classes", n_classes, 2)
     _check_training_settings(epochs, lr, weight_decay, batch_size, "batch_size")
     valid = classes >= 0
@@ -182,7 +184,7 @@ def semantic_miou(
     head: nn.Linear, feats: Float[Tensor, "image patch d"], classes: Int[Tensor, "image patch"], n_classes: int
 ) -> dict[str, Any]:
     """`semantic_scores` of the head's argmax class per patch (see there for the conventions)."""
-    _check_features_and_labels(feats, classes, "classes")
+    classes = _checked_labels(feats, classes, "classes")
     _check_head_input(head.in_features, feats)
     if head.out_features != n_classes:
         raise ValueError(f"head has {head.out_features} outputs but n_classes is {n_classes}")
@@ -239,7 +241,7 @@ def fit_instance_head(
     Give more queries than instances per image (the paper uses 10): with barely enough queries the
     matching can settle in a local optimum where one query covers two kinds of object.
     """
-    _check_features_and_labels(feats, instance, "instance")
+    instance = _checked_labels(feats, instance, "instance")
     _check_positive_int("n_queries", n_queries, 2)
     _check_training_settings(epochs, lr, weight_decay, batch_images, "batch_images")
     valid = instance >= 0
@@ -310,5 +312,5 @@ def instance_miou(
     head: InstanceHead, feats: Float[Tensor, "image patch d"], instance: Int[Tensor, "image patch"]
 ) -> dict[str, Any]:
     """`instance_scores` of the head's argmax query per patch (predicted instances per image)."""
-    _check_features_and_labels(feats, instance, "instance")
+    instance = _checked_labels(feats, instance, "instance")
     return instance_scores(head.predict(feats), instance)

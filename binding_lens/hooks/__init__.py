@@ -14,6 +14,7 @@ from .hooked_vit import HookedViT, UnknownHookPointError
 from .images import ImageSizeError, patch_grid, preprocess, token_index, token_to_patch
 
 __all__ = [
+    "names",
     "ADAPTERS",
     "FamilyAdapter",
     "HookedViT",

@@ -2,7 +2,7 @@
 
     from binding_lens.vis import viewer, viewer_from_run, attention_view
     viewer(model, scenes, {"quadratic": {6: probe}}, "viewer.html", size=224)   # one offline HTML file
-    viewer_from_run("runs/demo", [0, 1], "viewer.html")                        # from a sweep run
+    viewer_from_run("runs/demo/dino", [0, 1], "viewer.html")                      # from a sweep run
     attention_view(cache, layer=5, model=model, path="attn.html")              # circuitsvis, self-contained
 
 Figures (PNG + SVG) live in `binding_lens.figures` (also reachable as `binding_lens.vis.figures`).
@@ -12,9 +12,9 @@ from .. import figures  # noqa: F401  (binding_lens.vis.figures, as before the f
 from .circuits import attention_view, pattern_view
 from .from_run import viewer_from_run
 from .labels import token_labels
-from .notebook import InlineViewer, iframe_html, show
+from .html_viewer import InlineViewer, iframe_html, show
 from ..analyses.run import load_run_probes
-from .viewer import ModelEntry, viewer, viewer_html
+from .html_viewer import ModelEntry, viewer, viewer_html
 
 __all__ = [
     "InlineViewer", "ModelEntry", "attention_view", "iframe_html", "load_run_probes", "pattern_view", "show",

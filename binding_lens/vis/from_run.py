@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..analyses.run import RunDirectory
-from .viewer import ModelEntry, viewer
+from .html_viewer import ModelEntry, viewer
 
 
 def run_images(run_dir: str | os.PathLike, indices: Sequence[int]) -> list[Any]:

@@ -1,5 +1,11 @@
 """Assemble the single-file viewer page: inline CSS, metadata JSON, base64 blobs, inline script.
 
+The CSS and the script live as package data (`static/viewer.css`, `static/viewer.js`) and are copied
+into the page when it is built, so the written file still carries everything inline. The script reads
+the metadata, decodes one map per (model, image, probe, layer) on demand (base64 ->
+DecompressionStream("deflate") -> undo the row filter, as `encoding.decode` does) and draws the
+heatmaps on canvases; `window.bindingLensViewer` exposes the state and decoded rows for tests.
+
 No external URL appears anywhere (no CDN, no fonts, no images from the network), so the file works
 from file://, offline, and inside a notebook's iframe. `viewer_page` also keeps the file under a
 size budget by lowering the bits per value, since bigger files stop opening comfortably.
@@ -12,12 +18,12 @@ import html
 import json
 import re
 import warnings
+from functools import cache
+from importlib.resources import files
 from typing import Any, Sequence
 
 from .encoding import check_bits
 from .maps import ModelMaps, ViewerImage
-from .page_script import SCRIPT
-from .page_style import STYLE
 from .payload import build_payload, estimate_map_bytes, image_entry
 
 MB = 1_000_000
@@ -54,6 +60,12 @@ _PANEL = """<section class="panel" id="panel-{kind}"><h2></h2>
 <p class="caption"></p></section>"""
 
 
+@cache
+def _static(name: str) -> str:
+    """A file of the package's `static/` folder (the page's CSS or script), read once."""
+    return (files(__package__) / "static" / name).read_text(encoding="utf-8")
+
+
 def _json_for_script(value: Any) -> str:
     """JSON that cannot end its <script> element early ("<" only occurs inside strings, as \\u003c)."""
     return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
@@ -66,13 +78,13 @@ def render_html(meta: dict[str, Any], blobs: dict[str, str]) -> str:
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-        f"<title>{title}</title><style>{STYLE}</style></head><body>",
+        f"<title>{title}</title><style>{_static('viewer.css')}</style></head><body>",
         _BODY.format(title=title, panels=panels),
         f"<script type=\"application/json\" id=\"bl-meta\">{_json_for_script(meta)}</script>\n",
     ]
     parts += [f"<script type=\"application/octet-stream\" id=\"{blob_id}\">{text}</script>\n"
               for blob_id, text in blobs.items()]
-    parts.append(f"<script>{SCRIPT}</script>\n</body></html>\n")
+    parts.append(f"<script>{_static('viewer.js')}</script>\n</body></html>\n")
     return "".join(parts)
 
 

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..hooks import HookedViT
+from ...analyses.run import load_run_probes
+from ...hooks import HookedViT
+from ...io import write_text_atomic
 from .compute import ProbeSet, compute_model_maps
 from .images import as_input_images, display_size, outline, resize_rgb
 from .maps import ViewerImage
 from .page import viewer_page
-from ..analyses.run import load_run_probes
 
 
 @dataclass
@@ -101,8 +102,5 @@ def viewer(
     names, title, bits (2..8 per stored value), max_mb (file budget; bits drop to fit), display_px.
     """
     page = viewer_html(models, images, probes, **options)
-    path = Path(out_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
-    return path
+    return write_text_atomic(out_path, page)
 

@@ -16,7 +16,7 @@ import numpy as np
 from jaxtyping import Bool, Int, UInt8
 from PIL import Image
 
-from ..data import Scene, check_image, check_mask
+from ...data import Scene, check_image, check_mask
 
 
 @dataclass(frozen=True, eq=False)

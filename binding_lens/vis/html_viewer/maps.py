@@ -1,7 +1,7 @@
 """What a viewer shows, before encoding: images, and per model the quantised maps of every image.
 
 Kept separate from the model code so that a viewer can also be built from maps computed elsewhere
-(or synthesised, as the size test does) with `binding_lens.vis.page.viewer_page`.
+(or synthesised, as the size test does) with `binding_lens.vis.html_viewer.page.viewer_page`.
 """
 
 from __future__ import annotations

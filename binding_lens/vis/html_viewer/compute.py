@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int, UInt8
 
-from ..data import patch_labels
-from ..hooks import HookedViT
-from ..probes import PairProbe
+from ...data import patch_labels
+from ...hooks import HookedViT
+from ...probes import PairProbe
 from .encoding import quantise_rows, quantise_unit
 from .maps import ModelMaps
 

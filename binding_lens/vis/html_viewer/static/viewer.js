@@ -1,11 +1,4 @@
-"""The viewer page's inline JavaScript (kept in Python so the package needs no data files).
 
-It reads the metadata, decodes one map per (model, image, probe, layer) on demand (base64 ->
-DecompressionStream("deflate") -> undo the row filter, as `encoding.decode` does), and draws the
-heatmaps on canvases. `window.bindingLensViewer` exposes the state and decoded rows for tests.
-"""
-
-SCRIPT = r"""
 (() => {
   "use strict";
   const META = JSON.parse(document.getElementById("bl-meta").textContent);
@@ -345,4 +338,3 @@ SCRIPT = r"""
     attentionRow: async (m, i, block, q) => Array.from(rowOf(await getDecoded(META.attention[[m, i, block].join("|")]), q)),
   };
 })();
-"""
