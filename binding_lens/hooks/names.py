@@ -34,17 +34,5 @@ def pattern(layer: int) -> str:
     return block_hook(layer, "attn.hook_pattern")
 
 
-def is_resid_post(name: str) -> bool:
-    return name.startswith("blocks.") and name.endswith(".hook_resid_post")
-
-
 def is_pattern(name: str) -> bool:
     return name.startswith("blocks.") and name.endswith(".attn.hook_pattern")
-
-
-def layer_of(name: str) -> int | None:
-    """The block index of a block hook name ('blocks.7.attn.hook_z' -> 7), None for hooks outside blocks."""
-    parts = name.split(".")
-    if len(parts) > 2 and parts[0] == "blocks" and parts[1].isdigit():
-        return int(parts[1])
-    return None
