@@ -3,15 +3,31 @@
 Hook HF ViTs with TransformerLens hook points (`HookedViT`), decode IsSameObject with pairwise
 probes, extract the binding subspace and intervene on it mid-forward.
 
-This file is the top of the package: it re-exports the few names most scripts start from, and
-imports `models` so that `HookedViT.from_pretrained` knows the `zoo:`, `random:`, `config:` and
-`tiny:` specs however the package was entered. The layers and what each may import are drawn in the
-README ("Layout") and enforced by `tests/test_layering.py`.
+This file is the top of the package. It re-exports the few names most scripts start from, loaded
+on first use so that `import binding_lens` (and the command line's `--help`) does not pay for torch
+and transformers, and it names `binding_lens.models` as the provider of the `zoo:`, `random:`,
+`config:` and `tiny:` specs, so `HookedViT.from_pretrained` knows them however the package was
+entered. The layers and what each may import are drawn in the README ("Layout") and enforced by
+`tests/test_layering.py`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import spec_prefixes
+from .lazy import lazy_exports
 from .version import __version__
-from .hooks import HookedViT, HookedViTConfig
-from .models import load_hooked_vit
-from .activations import ActivationStore, extract
+
+if TYPE_CHECKING:
+    from .activations import ActivationStore, extract
+    from .hooks import HookedViT, HookedViTConfig
+    from .models import load_hooked_vit
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "ActivationStore": ".activations", "extract": ".activations", "HookedViT": ".hooks",
+    "HookedViTConfig": ".hooks", "load_hooked_vit": ".models"})
+
+spec_prefixes.add_provider(__name__ + ".models")
 
 __all__ = ["ActivationStore", "HookedViT", "HookedViTConfig", "__version__", "extract", "load_hooked_vit"]

@@ -8,6 +8,7 @@ import pytest
 
 from binding_lens.analyses import ALL_PROBES
 from binding_lens.cli import main, parse_layers
+from binding_lens.errors import InputError
 from binding_lens.probes import load_probe
 
 
@@ -35,8 +36,9 @@ def test_sweep_command_writes_the_report_and_resumes(tmp_path, capsys):
     assert probe.name == "quadratic" and probe.d_model == 32
     # a second run reuses the store; other settings on it are refused
     assert main(args) == 0
-    with pytest.raises(Exception, match="other settings"):
-        main(args[:10] + ["0-1"] + args[11:])
+    capsys.readouterr()
+    assert main(args[:10] + ["0-1"] + args[11:]) == 2
+    assert "other settings" in capsys.readouterr().err
 
 
 def test_extract_command_and_layer_parsing(tmp_path, capsys):
@@ -45,9 +47,9 @@ def test_extract_command_and_layer_parsing(tmp_path, capsys):
     assert "activations of layers [0, 2] for 6 images" in capsys.readouterr().out
     assert parse_layers("all", 4) == [0, 1, 2, 3]
     assert parse_layers("0-11:4", 12) == [0, 4, 8]
-    with pytest.raises(SystemExit, match="do not exist"):
+    with pytest.raises(InputError, match="do not exist"):
         parse_layers("3,12", 12)
-    with pytest.raises(SystemExit, match="comma list"):
+    with pytest.raises(InputError, match="comma list"):
         parse_layers("x", 12)
 
 

@@ -17,6 +17,7 @@ from binding_lens.probes import ProbeTrainingConfig
 from binding_lens.vis import load_run_probes, viewer_from_run, viewer_html
 from binding_lens.cli.view import add as add_view_command
 from binding_lens.cli.view import parse_indices
+from binding_lens.cli import main
 from binding_lens.cli.view import run as run_view
 from binding_lens.vis.html_viewer.encoding import decode
 from binding_lens.vis.html_viewer.page import read_page
@@ -114,9 +115,9 @@ def test_view_command(run, tmp_path, capsys):
     meta, _ = read_page(out.read_text())
     assert meta["bits"] == 5 and meta["models"][0]["probes"] == {"quadratic": [1, 2]} and len(meta["images"]) == 2
 
-    assert run_view(view_args(["--run", str(run), "--images", "99", "--out", str(out)])) == 2
+    assert main(["view", "--run", str(run), "--images", "99", "--out", str(out)]) == 2
     assert "outside the run's dataset of 10 images" in capsys.readouterr().err
-    assert run_view(view_args(["--run", str(tmp_path / "nowhere"), "--out", str(out)])) == 2
+    assert main(["view", "--run", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
     assert "run directory" in capsys.readouterr().err
 
 

@@ -23,13 +23,14 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from torch import Tensor
 
+from ..errors import BindingLensError
 from ..io import sha256_bytes, sha256_file, write_atomic, write_json_atomic
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
 MANIFEST = "manifest.json"
 
 
-class StoreError(RuntimeError):
+class StoreError(BindingLensError, RuntimeError):
     """A store that cannot be used as asked: missing, made with other settings, or corrupt."""
 
 

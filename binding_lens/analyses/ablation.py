@@ -25,18 +25,25 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..io import write_json_atomic
-from ..data import Scene, patch_labels
-from ..effects.attention import attention_kl, attention_score_correlation, own_object_attention_mass
-from ..effects.dino import fit_dino_head, measure_dino_loss
-from ..losses.dino import DinoHead
-from ..effects.segmentation import fit_instance_head, fit_semantic_head, instance_miou, semantic_miou
 from ..binding import BindingSubspace, Inject, Intervention, Shuffle
-from ..hooks import HookedViT
-from ..hooks import names
-from ..probes import PairProbe
-
-from ..probes import label_space, split_by_image
+from ..data import Scene, patch_labels
+from ..effects.attention import (
+    attention_kl,
+    attention_score_correlation,
+    own_object_attention_mass,
+)
+from ..effects.dino import fit_dino_head, measure_dino_loss
+from ..effects.segmentation import (
+    fit_instance_head,
+    fit_semantic_head,
+    instance_miou,
+    semantic_miou,
+)
+from ..errors import InputError
+from ..hooks import HookedViT, names
+from ..io import write_json_atomic
+from ..losses.dino import DinoHead
+from ..probes import PairProbe, label_space, split_by_image
 from .report import Row, format_table, write_table
 
 
@@ -181,6 +188,10 @@ def _condition_row(model: HookedViT, data: Labelled, settings: AblationSettings,
     return row
 
 
+MIN_IMAGES = 10
+"""Fewer images leave the segmentation heads 1-2 test images, and their mIoU means nothing."""
+
+
 def ablation_study(
     model: HookedViT,
     scenes: Sequence[Scene],
@@ -203,7 +214,10 @@ def ablation_study(
     """
     layer = settings.layer
     if not 0 <= layer < model.cfg.n_layers - 1:
-        raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 2} (block layer+1 is measured), got {layer}")
+        raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2} (block layer+1 is measured), got {layer}")
+    if len(scenes) < MIN_IMAGES:
+        raise InputError(f"an ablation study needs at least {MIN_IMAGES} images (70% fit the segmentation heads, 30% "
+                         f"test them), got {len(scenes)}; pass more scenes (--n-images 64)")
     model.eval()
     data = label_images(model, scenes, size)
     label_counts = label_space(data.instance, data.klass)

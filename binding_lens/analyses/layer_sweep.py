@@ -20,14 +20,23 @@ import torch
 from tqdm.auto import tqdm
 
 from ..activations import extract
-from ..io import write_json_atomic
 from ..data import Scene
+from ..errors import InputError
+from ..figures import accuracy_by_layer
 from ..hooks import HookedViT
+from ..io import write_json_atomic
 from ..probes import (
-    PROBES, PairProbe, ProbeData, ProbeTrainingConfig, evaluate, label_space, make_probe, save_probe, split_by_image,
+    PROBES,
+    PairProbe,
+    ProbeData,
+    ProbeTrainingConfig,
+    evaluate,
+    label_space,
+    make_probe,
+    save_probe,
+    split_by_image,
     train_probes,
 )
-from ..figures import accuracy_by_layer
 from .report import Row, format_table, peak_layers, write_table
 from .run import RunDirectory
 
@@ -96,7 +105,7 @@ def layer_sweep(
     layers = sorted(set(range(model.cfg.n_layers) if layers is None else layers))
     unknown = [name for name in probes if name not in ALL_PROBES]
     if unknown:
-        raise ValueError(f"unknown probe(s) {unknown}; choose from {', '.join(ALL_PROBES)}")
+        raise InputError(f"unknown probe(s) {unknown}; choose from {', '.join(ALL_PROBES)}")
     training = training or ProbeTrainingConfig(seed=seed)
     run = RunDirectory(out)
     store = extract(model, dataset, layers, run.activations, seed=seed, device=device, progress=progress,

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..errors import InputError
 from ..io import write_atomic, write_json_atomic
 
 Row = dict[str, Any]
@@ -16,7 +17,7 @@ Row = dict[str, Any]
 def write_table(rows: Sequence[Row], stem: Path) -> tuple[Path, Path]:
     """Write `rows` as `stem.csv` and `stem.json` (atomically); returns both paths."""
     if not rows:
-        raise ValueError("no result rows to write")
+        raise InputError("no result rows to write")
     columns = list(dict.fromkeys(key for row in rows for key in row))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")

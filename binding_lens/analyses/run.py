@@ -25,6 +25,7 @@ from ..activations import weights_fingerprint
 from ..activations.store import MANIFEST
 from ..data import Scene
 from ..data.spec import dataset_from_identity
+from ..errors import InputError
 from ..hooks import HookedViT
 from ..models import load_hooked_vit
 from ..probes import PairProbe, load_probe
@@ -32,7 +33,7 @@ from ..probes import PairProbe, load_probe
 PROBE_FILE = re.compile(r"^L(\d+)_(.+)\.safetensors$")
 
 
-class RunDirectoryError(ValueError):
+class RunDirectoryError(InputError):
     """A directory that is not a (complete) sweep run."""
 
 
@@ -78,7 +79,10 @@ class RunDirectory:
         if not path.is_file():
             raise RunDirectoryError(
                 f"{path} is missing: is {self.root} a run directory made by `binding-lens sweep --out`?")
-        return json.loads(path.read_text())
+        try:
+            return json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise RunDirectoryError(f"{path} is corrupt ({error}); re-run `binding-lens sweep` into a new --out") from None
 
     def summary(self) -> dict[str, Any]:
         """summary.json (model config, dataset identity, layers, probes, ...)."""
@@ -107,9 +111,20 @@ class RunDirectory:
                 found.setdefault(match.group(2), {})[int(match.group(1))] = path
         if not found:
             raise RunDirectoryError(f"{self.probes_dir} holds no L<layer>_<probe>.safetensors files")
+        missing = [self.probe_path(layer, name).name for name, layer in self._swept()
+                   if layer not in found.get(name, {})]
+        if missing:
+            raise RunDirectoryError(f"{self.probes_dir} lacks {len(missing)} probe file(s) its sweep table lists "
+                                    f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); "
+                                    "re-run the same `binding-lens sweep` to write them again")
         order = self.summary().get("probes", []) if self.summary_path.is_file() else []
         names = [p for p in order if p in found] + sorted(p for p in found if p not in order)
         return {name: dict(sorted(found[name].items())) for name in names}
+
+    def _swept(self) -> list[tuple[str, int]]:
+        """(probe, layer) of every row of the sweep table (none if the table is absent)."""
+        path = self.sweep_stem.with_suffix(".json")
+        return [(row["probe"], int(row["layer"])) for row in self._json(path)] if path.is_file() else []
 
     def load_probes(
         self, probes: Sequence[str] | None = None, layers: Sequence[int] | None = None

@@ -30,6 +30,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..data.sampling import dense_instance_ids
+from ..errors import InputError
 from ..hooks.names import resid_post
 from .subspace import BindingSubspace
 
@@ -39,7 +40,7 @@ class Intervention(ABC):
 
     def __init__(self, subspace: BindingSubspace, n_prefix: int):
         if n_prefix < 0:
-            raise ValueError(f"n_prefix (CLS + register tokens) must be >= 0, got {n_prefix}")
+            raise InputError(f"n_prefix (CLS + register tokens) must be >= 0, got {n_prefix}")
         self.subspace = subspace
         self.n_prefix = n_prefix
 
@@ -57,7 +58,7 @@ class Intervention(ABC):
 
     def apply(self, h: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         if h.ndim != 3 or h.shape[-1] != self.subspace.d_model:
-            raise ValueError(
+            raise InputError(
                 f"expected residual activations [batch, pos, {self.subspace.d_model}], got {tuple(h.shape)}"
             )
         if self.subspace.k == 0 or self.is_identity():
@@ -86,7 +87,7 @@ class Shuffle(Intervention):
     def __init__(self, subspace: BindingSubspace, ratio: float, n_prefix: int, seed: int = 0):
         super().__init__(subspace, n_prefix)
         if not 0.0 <= ratio <= 1.0:
-            raise ValueError(f"shuffle ratio must be in [0, 1], got {ratio}")
+            raise InputError(f"shuffle ratio must be in [0, 1], got {ratio}")
         self.ratio, self.seed = float(ratio), seed
 
     def is_identity(self) -> bool:
@@ -120,7 +121,7 @@ class Inject(Intervention):
     def __init__(self, subspace: BindingSubspace, alpha: float, n_prefix: int, instance: Int[Tensor, "batch n"]):
         super().__init__(subspace, n_prefix)
         if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"inject alpha must be in [0, 1], got {alpha}")
+            raise InputError(f"inject alpha must be in [0, 1], got {alpha}")
         self.alpha, self.instance = float(alpha), instance
 
     def is_identity(self) -> bool:
@@ -129,7 +130,7 @@ class Inject(Intervention):
     def edit_patches(self, patches: Tensor) -> Tensor:
         batch, n, d = patches.shape
         if tuple(self.instance.shape) != (batch, n):
-            raise ValueError(
+            raise InputError(
                 f"instance labels are {tuple(self.instance.shape)} but the layer has {batch} images x {n} patch "
                 "tokens: pass one label per patch token, in row-major patch order"
             )
@@ -159,7 +160,7 @@ class MeanAblate(Intervention):
     def __init__(self, subspace: BindingSubspace, n_prefix: int, mean: Float[Tensor, " d_model"]):
         super().__init__(subspace, n_prefix)
         if mean.shape != (subspace.d_model,):
-            raise ValueError(f"mean must be a [{subspace.d_model}] vector (mean patch token), got {tuple(mean.shape)}")
+            raise InputError(f"mean must be a [{subspace.d_model}] vector (mean patch token), got {tuple(mean.shape)}")
         self.mean = mean
 
     def edit_patches(self, patches: Tensor) -> Tensor:
@@ -177,7 +178,7 @@ class Interchange(Intervention):
     def edit_patches(self, patches: Tensor) -> Tensor:
         source = self.source[:, self.n_prefix :].to(patches)
         if source.shape != patches.shape:
-            raise ValueError(
+            raise InputError(
                 f"source activations give {tuple(source.shape)} patch tokens, the layer has {tuple(patches.shape)}: "
                 "record the source at the same layer, with the same batch size and image size"
             )

@@ -21,6 +21,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import InputError
 from ..probes import PairProbe, ProbeData, evaluate
 
 
@@ -46,9 +47,9 @@ class BindingSubspace:
     def from_matrix(cls, weight: Float[Tensor, "d_model d_model"], k: int, source: str = "matrix") -> "BindingSubspace":
         d = weight.shape[0]
         if weight.shape != (d, d):
-            raise ValueError(f"W must be square, got {tuple(weight.shape)}")
+            raise InputError(f"W must be square, got {tuple(weight.shape)}")
         if not 0 <= k <= d:
-            raise ValueError(f"k must be in 0..{d} (d_model), got {k}")
+            raise InputError(f"k must be in 0..{d} (d_model), got {k}")
         symmetric = (weight + weight.T).double() / 2
         values, vectors = torch.linalg.eigh(symmetric)
         order = values.abs().argsort(descending=True)[:k]
@@ -73,7 +74,7 @@ class BindingSubspace:
 
     def _require_eigen(self) -> Tensor:
         if self.eigenvalues is None:
-            raise ValueError("a random control subspace has no eigenvalues, hence no W1/W2 or binding vectors")
+            raise InputError("a random control subspace has no eigenvalues, hence no W1/W2 or binding vectors")
         return self.eigenvalues
 
     @property

@@ -8,33 +8,71 @@
     zoo      train, list and compare the models trained here               (cli/zoo.py)
     demo     the main job on the embedded defaults                          (cli/demo.py)
 
-The command modules import the library inside `run`, so building the parser stays cheap.
+The command modules import the library inside `run`, so building the parser (and `--help`) stays
+cheap. Arguments are checked by argparse before any work starts. An expected error (a
+`BindingLensError`: a missing file, an unsupported model, no GPU, no network) prints one line, what
+is wrong and what to do, and exits 2; `--debug` or BINDING_LENS_DEBUG=1 shows its traceback. Any
+other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
+from ..errors import BindingLensError
 from . import ablate, demo, hooks, sweep, view, zoo
 from .arguments import parse_layers
 
 COMMANDS = {"hooks": hooks, "extract": sweep, "sweep": sweep, "ablate": ablate, "view": view, "zoo": zoo, "demo": demo}
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad argument prints two lines (what is wrong; where the help is), not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists the arguments)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="binding-lens", description="Does a vision transformer know which patches belong to the same object?")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in dict.fromkeys(COMMANDS.values()):
         module.add(commands)
+    _add_debug_flag(parser)
     return parser
 
 
+def _add_debug_flag(parser: argparse.ArgumentParser) -> None:
+    """`--debug` on every (sub)command, so it can go anywhere on the line."""
+    sub = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not sub:
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                            help="show the traceback of an error (also: BINDING_LENS_DEBUG=1)")
+    for child in dict.fromkeys(choice for action in sub for choice in action.choices.values()):
+        _add_debug_flag(child)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; exit status 0, or 2 for an expected error (message on stderr), 130 if interrupted."""
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command].run(args)
+    debug = getattr(args, "debug", False) or os.environ.get("BINDING_LENS_DEBUG", "") not in ("", "0")
+    try:
+        return COMMANDS[args.command].run(args)
+    except BindingLensError as error:
+        if debug:
+            raise
+        print(f"binding-lens {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"binding-lens {args.command}: interrupted (what was written is kept; the same command resumes)",
+              file=sys.stderr)
+        return 130
 
 
 __all__ = ["COMMANDS", "build_parser", "main", "parse_layers"]

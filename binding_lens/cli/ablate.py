@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import DATA_HELP, default_device, model_help
+from .arguments import DATA_HELP, DEVICE_HELP, MODEL_HELP, default_device, non_negative_int, output_dir, positive_int
 
 
 def add(commands: argparse._SubParsersAction) -> None:
     ablate = commands.add_parser("ablate", help="shuffle / inject binding vectors at one layer and measure what breaks")
     ablate.add_argument("--run", default=None, help="a sweep directory: takes its model and RUN/probes/L<layer>_<probe>")
-    ablate.add_argument("--model", default=None, help=model_help() + " (default: the run's model)")
+    ablate.add_argument("--model", default=None, help=MODEL_HELP + " (default: the run's model)")
     ablate.add_argument("--probe-file", default=None, help="a saved quadratic probe (default: from --run)")
     ablate.add_argument("--probe", default="quadratic", help="probe name to take from --run")
-    ablate.add_argument("--layer", type=int, required=True, help="layer l of the intervention (block l+1 is measured)")
-    ablate.add_argument("--k", type=int, default=16, help="binding subspace dimension")
+    ablate.add_argument("--layer", type=non_negative_int, required=True, help="layer l of the intervention (block l+1 is measured)")
+    ablate.add_argument("--k", type=positive_int, default=16, help="binding subspace dimension")
     ablate.add_argument("--data", default="default", help=DATA_HELP)
-    ablate.add_argument("--n-images", type=int, default=64)
-    ablate.add_argument("--size", type=int, default=None, help="image side in px (default: the model's native size)")
-    ablate.add_argument("--seed", type=int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)")
+    ablate.add_argument("--n-images", type=positive_int, default=64)
+    ablate.add_argument("--size", type=positive_int, default=None, help="image side in px (default: the model's native size)")
+    ablate.add_argument("--seed", type=non_negative_int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)")
     ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
-    ablate.add_argument("--device", default=None)
-    ablate.add_argument("--out", required=True)
+    ablate.add_argument("--device", default=None, help=DEVICE_HELP)
+    ablate.add_argument("--out", type=output_dir, required=True, help="output directory")
 
 
 def _zoo_dino(model, spec: str, settings, device: str):
@@ -42,6 +42,7 @@ def _zoo_dino(model, spec: str, settings, device: str):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ..errors import InputError, MissingFileError
     from ..analyses.ablation import AblationSettings, ablation_study, ablation_table
     from ..analyses.run import RunDirectory
     from ..data.spec import dataset_from_spec
@@ -52,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
     model_spec = args.model or (run_dir.model_source() if run_dir else None)
     probe_file = args.probe_file or (run_dir.probe_path(args.layer, args.probe) if run_dir else None)
     if model_spec is None or probe_file is None:
-        raise SystemExit("ablate needs --run RUN_DIR, or both --model and --probe-file")
+        raise InputError("ablate needs --run RUN_DIR, or both --model and --probe-file")
     if not Path(probe_file).is_file():
-        raise SystemExit(f"no probe at {probe_file}: run `binding-lens sweep` with --probes {args.probe} first")
+        raise MissingFileError(f"no probe at {probe_file}: run `binding-lens sweep` with --probes {args.probe} first")
     device = default_device(args.device)
     model = load_hooked_vit(model_spec, device=device)
     size = args.size or model.cfg.image_size[0]

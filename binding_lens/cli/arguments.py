@@ -1,16 +1,77 @@
-"""Arguments several commands share: model and data specs, image sizes, index ranges, the device."""
+"""Arguments several commands share, and their checks: argparse rejects a bad value before any work starts.
+
+Nothing here imports torch or transformers: building the parser (and `--help`) stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from ..errors import InputError
 
 DATA_HELP = "default | twins | colorshape (synthetic, no download), ade20k:<path>, folder:<path>"
+MODEL_HELP = ("a hub id (facebook/dinov2-small) or a local save_pretrained directory; zoo:<name> (models trained "
+              "here: `binding-lens zoo list`); random:<arch> (a known architecture with random weights, e.g. "
+              "random:dinov2-small; a wrong name lists them all); config:<config.json>; tiny:<name>")
+DEVICE_HELP = "cpu, cuda, cuda:1, ... (default: cuda when there is a GPU, else cpu)"
 
 
-def model_help() -> str:
-    from ..models import SPEC_FORMS
+def _integer(text: str, minimum: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} is too small: give {what}")
+    return value
 
-    return SPEC_FORMS
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (counts, sizes, batch sizes)."""
+    return _integer(text, 1, "an integer >= 1")
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (seeds, indices)."""
+    return _integer(text, 0, "an integer >= 0")
+
+
+def _number(text: str, minimum: float, strict: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > minimum if strict else value >= minimum) or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number {'>' if strict else '>='} {minimum:g}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (learning rates)."""
+    return _number(text, 0.0, strict=True)
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0 (budgets where 0 means none)."""
+    return _number(text, 0.0, strict=False)
+
+
+def output_dir(text: str) -> str:
+    """An argparse type: a directory to create or resume (refused when a file is in the way)."""
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; --out takes a directory (give a new path)")
+    return text
+
+
+def output_file(text: str) -> str:
+    """An argparse type: a file to write (refused when it is a directory or its folder is a file)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; --out takes a file name such as {path / 'viewer.html'}")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{path.parent} is a file, so {text} cannot be written")
+    return text
 
 
 def parse_int_ranges(text: str, what: str) -> list[int]:
@@ -20,6 +81,8 @@ def parse_int_ranges(text: str, what: str) -> list[int]:
         for part in text.split(","):
             span, _, step = part.strip().partition(":")
             first, _, last = span.partition("-")
+            if int(step or 1) < 1:
+                raise ValueError
             found.update(range(int(first), int(last or first) + 1, int(step or 1)))
     except ValueError:
         raise argparse.ArgumentTypeError(
@@ -29,6 +92,13 @@ def parse_int_ranges(text: str, what: str) -> list[int]:
     return sorted(found)
 
 
+def layer_list(text: str) -> str:
+    """An argparse type: 'all' or index ranges, checked for form now and against the model in `parse_layers`."""
+    if text != "all":
+        parse_int_ranges(text, "--layers")
+    return text
+
+
 def parse_layers(text: str, n_layers: int) -> list[int]:
     """'all', '0,4,8', '2-10' or '0-11:2' -> sorted layer indices, checked against the model."""
     if text == "all":
@@ -36,25 +106,29 @@ def parse_layers(text: str, n_layers: int) -> list[int]:
     try:
         layers = parse_int_ranges(text, "--layers")
     except argparse.ArgumentTypeError as error:
-        raise SystemExit(str(error)) from None
+        raise InputError(str(error)) from None
     bad = [layer for layer in layers if layer >= n_layers]
     if bad:
-        raise SystemExit(f"--layers {text!r}: layers {bad} do not exist; this model has layers 0..{n_layers - 1}")
+        raise InputError(f"--layers {text!r}: layers {bad} do not exist; this model has layers 0..{n_layers - 1}")
     return layers
 
 
 def image_size(text: str) -> tuple[int, int]:
-    """'224' or '224x336' (HEIGHTxWIDTH) -> (height, width)."""
+    """'224' or '224x336' (HEIGHTxWIDTH) -> (height, width), both >= 1."""
     parts = text.lower().replace(",", "x").split("x")
     if len(parts) == 1:
         parts = parts * 2
     try:
-        return int(parts[0]), int(parts[1])
-    except ValueError:
+        height, width = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
         raise argparse.ArgumentTypeError(f"image size {text!r} is not HEIGHTxWIDTH or a single integer") from None
+    if len(parts) != 2 or height < 1 or width < 1:
+        raise argparse.ArgumentTypeError(f"image size {text!r}: give one or two positive integers (224 or 224x336)")
+    return height, width
 
 
 def default_device(device: str | None) -> str:
-    import torch
+    """The device to run on, checked against this machine (cuda when there is a GPU, else cpu)."""
+    from ..hooks.loading import resolve_device
 
-    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return str(resolve_device(device))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from .arguments import output_dir
+
 
 def add(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser("demo", help="the main job on the embedded defaults (a few minutes on 2 CPU cores)")
-    demo.add_argument("--out", default="runs/demo", help="where the report goes")
+    demo.add_argument("--out", type=output_dir, default="runs/demo", help="where the report goes")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import image_size, model_help
+from .arguments import DEVICE_HELP, MODEL_HELP, default_device, image_size
 
 
 def add(commands: argparse._SubParsersAction) -> None:
     hooks = commands.add_parser("hooks", help="load a model and print its hook points and cache shapes")
-    hooks.add_argument("--model", default="random:dinov2-small", help=model_help())
-    hooks.add_argument("--size", type=image_size, default=None, help="image size HEIGHTxWIDTH (default: 224 or the native size)")
+    hooks.add_argument("--model", default="random:dinov2-small", help=MODEL_HELP)
+    hooks.add_argument("--size", type=image_size, default=None, help="image size HEIGHTxWIDTH (default: the model's native size)")
     hooks.add_argument("--all-blocks", action="store_true", help="list the hook points of every block")
-    hooks.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
+    hooks.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: cpu)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..models import load_hooked_vit
 
-    model = load_hooked_vit(args.model, device=args.device)
-    size = args.size or (224 - 224 % model.cfg.patch_size,) * 2
+    model = load_hooked_vit(args.model, device=default_device(args.device))
+    size = args.size or model.cfg.image_size
     print_hook_report(model, size, all_blocks=args.all_blocks)
     return 0
 

@@ -4,31 +4,32 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import DATA_HELP, default_device, model_help, parse_layers
+from .arguments import (DATA_HELP, DEVICE_HELP, MODEL_HELP, default_device, layer_list, non_negative_int, output_dir,
+                        parse_layers, positive_int)
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    from ..probes import PROBES
-
     for name, text in (("extract", "extract patch-token activations and labels into a resumable store"),
                        ("sweep", "the layer sweep: every probe at every layer (extracting when needed)")):
         command = commands.add_parser(name, help=text)
-        command.add_argument("--model", required=True, help=model_help())
+        command.add_argument("--model", required=True, help=MODEL_HELP)
         command.add_argument("--data", default="default", help=DATA_HELP)
-        command.add_argument("--n-images", type=int, default=400, help="images to use (synthetic: generated)")
-        command.add_argument("--size", type=int, default=224, help="image side in pixels fed to the model")
+        command.add_argument("--n-images", type=positive_int, default=400, help="images to use (synthetic: generated)")
+        command.add_argument("--size", type=positive_int, default=224, help="image side in pixels fed to the model")
         command.add_argument("--split", default=None, help="dataset split (ADE20K: training/validation)")
-        command.add_argument("--layers", default="all", help="all, or e.g. 0,4,8 or 2-10 or 0-11:2")
-        command.add_argument("--patches-per-image", type=int, default=64, help="labelled patches stored per image")
-        command.add_argument("--batch-size", type=int, default=16, help="images per forward pass")
-        command.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
-        command.add_argument("--seed", type=int, default=0)
-        command.add_argument("--out", required=True, help="output directory (re-running resumes it)")
+        command.add_argument("--layers", type=layer_list, default="all", help="all, or e.g. 0,4,8 or 2-10 or 0-11:2")
+        command.add_argument("--patches-per-image", type=positive_int, default=64, help="labelled patches stored per image")
+        command.add_argument("--batch-size", type=positive_int, default=16, help="images per forward pass")
+        command.add_argument("--device", default=None, help=DEVICE_HELP)
+        command.add_argument("--seed", type=non_negative_int, default=0)
+        command.add_argument("--skip-missing-masks", action="store_true",
+                             help="folder: data: skip (and count) images that have no mask instead of stopping")
+        command.add_argument("--out", type=output_dir, required=True, help="output directory (re-running resumes it)")
         if name == "sweep":
-            command.add_argument("--probes", default="all", help="all, or a comma list of " + ", ".join(PROBES))
-            command.add_argument("--epochs", type=int, default=16)
-            command.add_argument("--batch-images", type=int, default=256, help="images per probe-training step")
-            command.add_argument("--rank", type=int, default=64, help="rank of quadratic_fixed_rank")
+            command.add_argument("--probes", default="all", help="all, or a comma list of probe names (quadratic, linear, ...; a wrong name lists them all)")
+            command.add_argument("--epochs", type=positive_int, default=16)
+            command.add_argument("--batch-images", type=positive_int, default=256, help="images per probe-training step")
+            command.add_argument("--rank", type=positive_int, default=64, help="rank of quadratic_fixed_rank")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,18 +37,22 @@ def run(args: argparse.Namespace) -> int:
     from ..analyses import ALL_PROBES, layer_sweep
     from ..data.spec import dataset_from_spec
     from ..models import load_hooked_vit
-    from ..probes import ProbeTrainingConfig
+    from ..probes import ProbeTrainingConfig, probe_class
 
+    probes = list(ALL_PROBES) if getattr(args, "probes", "all") == "all" else [
+        p.strip() for p in args.probes.split(",") if p.strip()]
+    for name in probes:
+        probe_class(name)
     device = default_device(args.device)
+    dataset = dataset_from_spec(args.data, n=args.n_images, size=args.size, seed=args.seed, split=args.split,
+                                missing="skip" if args.skip_missing_masks else "error")
     model = load_hooked_vit(args.model, device=device, seed=args.seed)
     layers = parse_layers(args.layers, model.cfg.n_layers)
-    dataset = dataset_from_spec(args.data, n=args.n_images, size=args.size, seed=args.seed, split=args.split)
     options = dict(patches_per_image=args.patches_per_image, batch_size=args.batch_size, size=args.size)
     if args.command == "extract":
         store = extract(model, dataset, layers, args.out, device=device, seed=args.seed, **options)
         print(f"activations of layers {layers} for {store.load(layers[:1]).image_index.numel()} images in {args.out}")
         return 0
-    probes = list(ALL_PROBES) if args.probes == "all" else [p.strip() for p in args.probes.split(",") if p.strip()]
     training = ProbeTrainingConfig(epochs=args.epochs, batch_images=args.batch_images, seed=args.seed)
     result = layer_sweep(model, dataset, args.out, layers=layers, probes=probes, training=training, seed=args.seed,
                          rank=args.rank, device=device, extract_kwargs=options)

@@ -9,9 +9,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from .arguments import parse_int_ranges
+from .arguments import DEVICE_HELP, non_negative_float, output_file, parse_int_ranges, positive_int
 
 MB = 1_000_000
 
@@ -44,30 +43,25 @@ def add(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     view.add_argument("--run", action="append", required=True, metavar="RUN_DIR",
                       help="a `binding-lens sweep --out` directory; repeat to switch between models")
     view.add_argument("--images", type=parse_indices, default=[0], help="scene indices of the (first) run's dataset: 0,1,2 or 0-3")
-    view.add_argument("--out", default="viewer.html", help="output HTML file (default viewer.html)")
+    view.add_argument("--out", type=output_file, default="viewer.html", help="output HTML file (default viewer.html)")
     view.add_argument("--probes", type=_names, default=None, help="all (default) or a comma list of the run's probes")
     view.add_argument("--layers", type=_layers, default=None, help="all (default), or e.g. 0,4,8 or 2-10 or 0-11:2")
-    view.add_argument("--bits", type=int, default=6, help="bits per stored score (2..8; default 6)")
-    view.add_argument("--max-mb", type=float, default=30.0,
+    view.add_argument("--bits", type=int, choices=range(2, 9), metavar="{2..8}", default=6, help="bits per stored score (2..8; default 6)")
+    view.add_argument("--max-mb", type=non_negative_float, default=30.0,
                       help="file size budget in MB: fewer bits are used to fit it (default 30; 0: no limit)")
-    view.add_argument("--display-px", type=int, default=448, help="side of the box each image is drawn in")
-    view.add_argument("--device", default=None, help="cpu, cuda, ... (default: cpu)")
+    view.add_argument("--display-px", type=positive_int, default=448, help="side of the box each image is drawn in")
+    view.add_argument("--device", default=None, help=DEVICE_HELP)
     return view
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the viewer; print its path and size. Returns the exit status (2 for unusable input)."""
+    """Write the viewer; print its path and size."""
     from ..vis import viewer_from_run
 
-    try:
-        path = viewer_from_run(
-            args.run, args.images, args.out, probes=args.probes, layers=args.layers, device=args.device,
-            bits=args.bits, max_mb=args.max_mb or None, display_px=args.display_px,
-        )
-    except (ValueError, FileNotFoundError, KeyError) as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"binding-lens view: error: {message}", file=sys.stderr)
-        return 2
+    path = viewer_from_run(
+        args.run, args.images, args.out, probes=args.probes, layers=args.layers, device=args.device,
+        bits=args.bits, max_mb=args.max_mb or None, display_px=args.display_px,
+    )
     size = path.stat().st_size
     print(f"viewer: {path} ({size / MB:.2f} MB, {size} bytes)")
     return 0

@@ -7,6 +7,9 @@ import shlex
 import sys
 
 from ..zoo.recipe import COMMAND_LINE_FIELDS
+from .arguments import non_negative_int, output_dir, positive_float, positive_int
+
+ARGUMENT_TYPES = {int: positive_int, float: positive_float, str: str}
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -15,20 +18,21 @@ def add(commands: argparse._SubParsersAction) -> None:
 
     train = actions.add_parser("train", help="train one zoo model from its shipped recipe (seeded)")
     train.add_argument("--objective", required=True, choices=("dino", "mae", "supervised", "random"))
-    train.add_argument("--out", required=True, help="checkpoint directory to create (refused if it exists)")
+    train.add_argument("--out", type=output_dir, required=True, help="checkpoint directory to create (refused if it exists)")
     for field, (kind, text) in COMMAND_LINE_FIELDS.items():
-        train.add_argument("--" + field.replace("_", "-"), type=kind, default=None,
+        argument_type = non_negative_int if field == "seed" else ARGUMENT_TYPES[kind]
+        train.add_argument("--" + field.replace("_", "-"), type=argument_type, default=None,
                            help=f"{text} (default: the shipped recipe's)")
-    train.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    train.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     actions.add_parser("list", help="the shipped models and their cards")
 
     compare = actions.add_parser("compare", help="binding by objective: layer sweeps of zoo models on held-out scenes")
     compare.add_argument("--models", default=None, help="comma list of zoo:<name> (default: every shipped model)")
-    compare.add_argument("--n-scenes", type=int, default=400, help="held-out scenes per model")
-    compare.add_argument("--seed", type=int, default=0)
-    compare.add_argument("--out", default="runs/zoo-compare")
+    compare.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model")
+    compare.add_argument("--seed", type=non_negative_int, default=0)
+    compare.add_argument("--out", type=output_dir, default="runs/zoo-compare")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,8 @@ from typing import Sequence
 import numpy as np
 from jaxtyping import UInt8
 
+from ..errors import InputError
+
 SPLITS = ("train", "val", "test")
 _SALT = b"binding_lens.colorshape.split.v1"
 
@@ -49,7 +51,7 @@ def feature_code(o: UInt8[np.ndarray, " K"], n_colors: int, n_shapes: int) -> UI
 def split_of_features(f: UInt8[np.ndarray, " N"], fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> str:
     """The split ('train', 'val' or 'test') that feature code F belongs to."""
     if len(fractions) != 3 or any(x < 0 for x in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
-        raise ValueError(f"split fractions must be three non-negative numbers summing to 1, got {tuple(fractions)}")
+        raise InputError(f"split fractions must be three non-negative numbers summing to 1, got {tuple(fractions)}")
     digest = hashlib.blake2b(np.asarray(f, dtype=np.uint8).tobytes(), digest_size=8, key=_SALT).digest()
     x = int.from_bytes(digest, "little") / 2.0**64
     edges = np.cumsum(fractions)

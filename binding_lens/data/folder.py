@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError, MissingFileError
 from .masks_io import read_id_mask, read_image
 from .scene import Scene, SceneError
 from .skips import SkipReport
@@ -33,16 +34,16 @@ class ImageFolderWithMasks(Sequence):
                  class_dir: str = "classes", missing: str = "error") -> None:
         self.root = Path(root)
         if missing not in ("error", "skip"):
-            raise ValueError(f"missing must be 'error' or 'skip', got {missing!r}")
+            raise InputError(f"missing must be 'error' or 'skip', got {missing!r}")
         self.image_dir, self.mask_dir, self.class_dir = (self.root / image_dir, self.root / mask_dir, self.root / class_dir)
         for d in (self.image_dir, self.mask_dir):
             if not d.is_dir():
-                raise FileNotFoundError(
+                raise MissingFileError(
                     f"expected folder {d}; layout: {self.root}/{image_dir}/<stem>.jpg and {self.root}/{mask_dir}/<stem>.png"
                 )
         images = sorted(p for p in self.image_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not images:
-            raise FileNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {self.image_dir}")
+            raise MissingFileError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {self.image_dir}")
         self.skips = SkipReport()
         self.items: list[tuple[Path, Path, Path | None]] = []
         lacking = []
@@ -57,7 +58,7 @@ class ImageFolderWithMasks(Sequence):
             self.items.append((img, mask, cls if cls.is_file() else None))
         if lacking and missing == "error":
             names = ", ".join(p.name for p in lacking[:5]) + (" ..." if len(lacking) > 5 else "")
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"{len(lacking)} image(s) have no mask in {self.mask_dir} (expected <stem>.png): {names}; "
                 "add the masks or pass missing='skip' to skip and count them"
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from ..errors import InputError
 from .palette import COLORS
 from .shapes import SHAPES
 from .textures import BACKGROUNDS, TEXTURES
@@ -71,34 +72,34 @@ class SceneKnobs:
         valid = [f.name for f in fields(self)]
         unknown = sorted(set(overrides) - set(valid))
         if unknown:
-            raise ValueError(f"unknown scene knob(s) {', '.join(unknown)}; valid knobs: {', '.join(valid)}")
+            raise InputError(f"unknown scene knob(s) {', '.join(unknown)}; valid knobs: {', '.join(valid)}")
         clean = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
         return replace(self, **clean)
 
 
 def _range(name: str, value: Any, lo: float, hi: float, integer: bool) -> None:
     if not (isinstance(value, tuple) and len(value) == 2):
-        raise ValueError(f"knob {name} must be a (min, max) pair, got {value!r}")
+        raise InputError(f"knob {name} must be a (min, max) pair, got {value!r}")
     kind = int if integer else (int, float)
     if not all(isinstance(x, kind) and not isinstance(x, bool) for x in value):
-        raise ValueError(f"knob {name} must hold {'integers' if integer else 'numbers'}, got {value!r}")
+        raise InputError(f"knob {name} must hold {'integers' if integer else 'numbers'}, got {value!r}")
     if not (lo <= value[0] <= value[1] <= hi):
-        raise ValueError(f"knob {name} must satisfy {lo} <= min <= max <= {hi}, got {value!r}")
+        raise InputError(f"knob {name} must satisfy {lo} <= min <= max <= {hi}, got {value!r}")
 
 
 def _subset(name: str, value: Any, allowed: Any, at_least: int) -> None:
     if not isinstance(value, tuple) or len(set(value)) != len(value) or len(value) < at_least:
-        raise ValueError(f"knob {name} must be a tuple of at least {at_least} distinct names, got {value!r}")
+        raise InputError(f"knob {name} must be a tuple of at least {at_least} distinct names, got {value!r}")
     bad = [v for v in value if v not in allowed]
     if bad:
-        raise ValueError(f"knob {name}: unknown {', '.join(map(repr, bad))}; valid: {', '.join(allowed)}")
+        raise InputError(f"knob {name}: unknown {', '.join(map(repr, bad))}; valid: {', '.join(allowed)}")
 
 
 def _check(k: SceneKnobs) -> None:
     if k.composition not in COMPOSITIONS:
-        raise ValueError(f"knob composition must be one of {', '.join(COMPOSITIONS)}, got {k.composition!r}")
+        raise InputError(f"knob composition must be one of {', '.join(COMPOSITIONS)}, got {k.composition!r}")
     if not isinstance(k.reference_grid, int) or k.reference_grid < 1:
-        raise ValueError(f"knob reference_grid must be a positive integer, got {k.reference_grid!r}")
+        raise InputError(f"knob reference_grid must be a positive integer, got {k.reference_grid!r}")
     _range("n_objects", k.n_objects, 1, 32, integer=True)
     _range("object_patches", k.object_patches, 1.0, float(k.reference_grid), integer=False)
     _subset("shapes", k.shapes, tuple(SHAPES), 2 if k.composition == "twins" else 1)
@@ -106,26 +107,26 @@ def _check(k: SceneKnobs) -> None:
     for name in ("p_twin", "p_same_look", "max_occlusion"):
         value = getattr(k, name)
         if not isinstance(value, (int, float)) or not 0.0 <= value <= (0.9 if name == "max_occlusion" else 1.0):
-            raise ValueError(f"knob {name} must be a number in [0, {0.9 if name == 'max_occlusion' else 1}], got {value!r}")
+            raise InputError(f"knob {name} must be a number in [0, {0.9 if name == 'max_occlusion' else 1}], got {value!r}")
     if k.p_twin + k.p_same_look > 1.0:
-        raise ValueError(f"knobs p_twin + p_same_look must be <= 1, got {k.p_twin} + {k.p_same_look}")
+        raise InputError(f"knobs p_twin + p_same_look must be <= 1, got {k.p_twin} + {k.p_same_look}")
     if k.texture not in TEXTURES:
-        raise ValueError(f"knob texture must be one of {', '.join(TEXTURES)}, got {k.texture!r}")
+        raise InputError(f"knob texture must be one of {', '.join(TEXTURES)}, got {k.texture!r}")
     if not isinstance(k.texture_contrast, (int, float)) or not 0 <= k.texture_contrast <= 127:
-        raise ValueError(f"knob texture_contrast must be in [0, 127] grey levels, got {k.texture_contrast!r}")
+        raise InputError(f"knob texture_contrast must be in [0, 127] grey levels, got {k.texture_contrast!r}")
     if k.background not in BACKGROUNDS:
-        raise ValueError(f"knob background must be one of {', '.join(BACKGROUNDS)}, got {k.background!r}")
+        raise InputError(f"knob background must be one of {', '.join(BACKGROUNDS)}, got {k.background!r}")
     if not isinstance(k.clutter, int) or isinstance(k.clutter, bool) or k.clutter < 0:
-        raise ValueError(f"knob clutter must be a non-negative integer, got {k.clutter!r}")
+        raise InputError(f"knob clutter must be a non-negative integer, got {k.clutter!r}")
     for name in ("rotate", "snap_to_grid"):
         if not isinstance(getattr(k, name), bool):
-            raise ValueError(f"knob {name} must be True or False, got {getattr(k, name)!r}")
+            raise InputError(f"knob {name} must be True or False, got {getattr(k, name)!r}")
     fr = k.split_fractions
     if not (isinstance(fr, tuple) and len(fr) == 3 and all(isinstance(x, (int, float)) and x >= 0 for x in fr)
             and abs(sum(fr) - 1.0) < 1e-6):
-        raise ValueError(f"knob split_fractions must be three non-negative numbers summing to 1, got {fr!r}")
+        raise InputError(f"knob split_fractions must be three non-negative numbers summing to 1, got {fr!r}")
     if k.composition == "colorshape" and k.n_objects[1] > len(k.colors) * len(k.shapes):
-        raise ValueError(
+        raise InputError(
             f"knob n_objects max {k.n_objects[1]} exceeds the {len(k.colors) * len(k.shapes)} distinct "
             "colour x shape conjunctions available; lower n_objects or add colours/shapes"
         )
@@ -162,5 +163,5 @@ PRESETS: dict[str, SceneKnobs] = {
 def preset_knobs(preset: str, **overrides: Any) -> SceneKnobs:
     """The knobs of `preset` with `overrides` applied; unknown presets or knobs raise, listing valid ones."""
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     return PRESETS[preset].with_overrides(**overrides)

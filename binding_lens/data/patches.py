@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from jaxtyping import Bool, Float, Int
 
+from ..errors import InputError
 from .scene import SceneError, check_mask
 
 
@@ -52,10 +53,10 @@ class PatchLabels:
 def resolve_grid(hw: tuple[int, int], grid: tuple[int, int] | None, patch_size: int | None) -> tuple[int, int]:
     """The (rows, cols) grid from exactly one of `grid` or `patch_size` (which must divide the image)."""
     if (grid is None) == (patch_size is None):
-        raise ValueError("give exactly one of grid=(rows, cols) or patch_size=p")
+        raise InputError("give exactly one of grid=(rows, cols) or patch_size=p")
     if patch_size is not None:
         if not isinstance(patch_size, (int, np.integer)) or patch_size < 1:
-            raise ValueError(f"patch_size must be a positive integer, got {patch_size!r}")
+            raise InputError(f"patch_size must be a positive integer, got {patch_size!r}")
         if hw[0] % patch_size or hw[1] % patch_size:
             raise SceneError(
                 f"mask size {hw[0]}x{hw[1]} is not a multiple of patch_size {patch_size}; pass "
@@ -63,7 +64,7 @@ def resolve_grid(hw: tuple[int, int], grid: tuple[int, int] | None, patch_size: 
             )
         return (hw[0] // int(patch_size), hw[1] // int(patch_size))
     if len(grid) != 2 or not all(isinstance(g, (int, np.integer)) and g >= 1 for g in grid):
-        raise ValueError(f"grid must be a pair of positive integers (rows, cols), got {grid!r}")
+        raise InputError(f"grid must be a pair of positive integers (rows, cols), got {grid!r}")
     if grid[0] > hw[0] or grid[1] > hw[1]:
         raise SceneError(f"grid {tuple(grid)} has more cells than the {hw[0]}x{hw[1]} mask has pixels")
     return (int(grid[0]), int(grid[1]))
@@ -116,7 +117,7 @@ def patch_labels(
     hw = (int(inst.shape[0]), int(inst.shape[1]))
     cls = None if class_mask is None else check_mask(class_mask, image_hw=hw, where="class mask")
     if purity is not None and not 0.0 <= purity <= 1.0:
-        raise ValueError(f"purity must be a fraction in [0, 1] or None, got {purity!r}")
+        raise InputError(f"purity must be a fraction in [0, 1] or None, got {purity!r}")
     rows, cols = resolve_grid(hw, grid, patch_size)
     r, c = cell_index(hw, (rows, cols))
     cell = (r[:, None] * cols + c[None, :]).reshape(-1)

@@ -12,6 +12,7 @@ import numpy as np
 from jaxtyping import Int, UInt8
 from PIL import Image
 
+from ..errors import InputError
 from .scene import check_image, check_mask
 
 _RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "lanczos": Image.LANCZOS}
@@ -21,7 +22,7 @@ def resize_image(image: UInt8[np.ndarray, "H W 3"], hw: tuple[int, int], resampl
     """Resize an RGB image to (height, width) with PIL (the image itself when it already has that size)."""
     check_image(image)
     if resample not in _RESAMPLE:
-        raise ValueError(f"unknown resample {resample!r}; valid: {', '.join(_RESAMPLE)}")
+        raise InputError(f"unknown resample {resample!r}; valid: {', '.join(_RESAMPLE)}")
     if tuple(image.shape[:2]) == (int(hw[0]), int(hw[1])):
         return image
     return np.asarray(Image.fromarray(image).resize((int(hw[1]), int(hw[0])), _RESAMPLE[resample]))

@@ -12,6 +12,8 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from ..errors import InputError
+
 
 def dense_instance_ids(instance: Int[Tensor, "image patch"]) -> Int[Tensor, "image patch"]:
     """Per image, relabel instance ids to 0..G-1 (in increasing id order); excluded (< 0) stay -1.
@@ -34,7 +36,7 @@ def dense_instance_ids(instance: Int[Tensor, "image patch"]) -> Int[Tensor, "ima
 def count_pairs(instance: Int[Tensor, "image patch"]) -> tuple[int, int]:
     """(all valid pairs i < j, same-object pairs) over the labelled patches of all images."""
     if instance.ndim != 2:
-        raise ValueError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
+        raise InputError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
     valid = instance >= 0
     n_valid = valid.sum(1)
     total = int((n_valid * (n_valid - 1) // 2).sum())
@@ -55,9 +57,9 @@ def sample_patch_slots(
     get keys that sort last, so they are never drawn.
     """
     if instance.ndim != 2:
-        raise ValueError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
+        raise InputError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
     if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 2):
-        raise ValueError(f"patches per image must be an int >= 2 (or None for all), got {k!r}")
+        raise InputError(f"patches per image must be an int >= 2 (or None for all), got {k!r}")
     n_images, n_slots = instance.shape
     valid = instance >= 0
     if k is None:

@@ -13,8 +13,10 @@ from typing import Any, Mapping
 import numpy as np
 from jaxtyping import Int, UInt8
 
+from ..errors import InputError
 
-class SceneError(ValueError):
+
+class SceneError(InputError):
     """An image or mask that cannot be used as ground truth (wrong size, type or values)."""
 
 

@@ -12,6 +12,8 @@ from typing import Callable
 import numpy as np
 from jaxtyping import Bool, Float
 
+from ..errors import InputError
+
 Grid = Float[np.ndarray, "S S"]
 
 
@@ -97,8 +99,8 @@ def sprite_grid(side: int, angle: float = 0.0) -> tuple[Grid, Grid]:
 def shape_mask(name: str, side: int, angle: float = 0.0) -> Bool[np.ndarray, "S S"]:
     """Boolean mask of shape `name` on a side x side sprite rotated by `angle` radians."""
     if name not in SHAPES:
-        raise ValueError(f"unknown shape {name!r}; valid shapes: {', '.join(SHAPES)}")
+        raise InputError(f"unknown shape {name!r}; valid shapes: {', '.join(SHAPES)}")
     if side < 2:
-        raise ValueError(f"sprite side must be >= 2 pixels, got {side}")
+        raise InputError(f"sprite side must be >= 2 pixels, got {side}")
     u, v = sprite_grid(side, angle)
     return SHAPES[name](u, v)

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
+from ..errors import InputError
 from .patches import PatchLabels, patch_labels
 from .scene import Scene
 
@@ -19,7 +20,7 @@ NO_LABELLED_PATCH = "no labelled patch"
 SINGLE_OBJECT = "single object (no negative pairs)"
 
 
-class UnusableImageError(ValueError):
+class UnusableImageError(InputError):
     """An image without the patches IsSameObject needs (see `unusable_reason`)."""
 
 
@@ -83,7 +84,7 @@ def labelled_scenes(
     afterwards); 'error' raises UnusableImageError naming the scene and the reason.
     """
     if on_unusable not in ("skip", "error"):
-        raise ValueError(f"on_unusable must be 'skip' or 'error', got {on_unusable!r}")
+        raise InputError(f"on_unusable must be 'skip' or 'error', got {on_unusable!r}")
     report = SkipReport() if report is None else report
     for i in range(len(dataset)):
         scene = dataset[i]

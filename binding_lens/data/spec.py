@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..errors import InputError
 from .ade20k import ADE20K
 from .folder import ImageFolderWithMasks
 from .knobs import PRESETS
@@ -35,22 +36,26 @@ class Subset(Sequence):
 
 
 def dataset_from_spec(
-    spec: str, n: int | None = None, size: int = 224, seed: int = 0, split: str | None = None
+    spec: str, n: int | None = None, size: int = 224, seed: int = 0, split: str | None = None,
+    missing: str = "error",
 ) -> Sequence[Scene]:
-    """The dataset a spec string names; `n` caps its length (synthetic: generates exactly n)."""
+    """The dataset a spec string names; `n` caps its length (synthetic: generates exactly n, 1000 if None).
+    `missing='skip'` skips (and counts) folder images that have no mask instead of refusing them."""
+    if n is not None and n < 1:
+        raise InputError(f"the number of images must be at least 1, got {n}")
     kind, _, rest = spec.partition(":")
     if kind in PRESETS and not rest:
         kind, rest = "synthetic", kind
     if kind == "synthetic":
         if rest not in PRESETS:
-            raise ValueError(f"unknown synthetic preset {rest!r}; choose one of {sorted(PRESETS)}")
-        return SyntheticScenes(rest, n=n or 1000, size=size, seed=seed, split=split)
+            raise InputError(f"unknown synthetic preset {rest!r}; choose one of {sorted(PRESETS)}")
+        return SyntheticScenes(rest, n=1000 if n is None else n, size=size, seed=seed, split=split)
     if kind == "ade20k" and rest:
         dataset: Any = ADE20K(rest, split=split or "validation")
     elif kind == "folder" and rest:
-        dataset = ImageFolderWithMasks(rest)
+        dataset = ImageFolderWithMasks(rest, missing=missing)
     else:
-        raise ValueError(
+        raise InputError(
             f"cannot read dataset spec {spec!r}: use a synthetic preset ({', '.join(sorted(PRESETS))}), "
             "ade20k:<path to the ADE20K_2021_17_01 release> or folder:<path with images/ and masks/>"
         )
@@ -70,4 +75,4 @@ def dataset_from_identity(identity: dict[str, Any]) -> Sequence[Scene]:
                       keep_unmapped_instances=identity.get("keep_unmapped_instances", False))
     if kind == "image_folder":
         return ImageFolderWithMasks(identity["root"])
-    raise ValueError(f"cannot rebuild dataset {kind!r} from its recorded identity {identity!r}; pass the scenes themselves instead")
+    raise InputError(f"cannot rebuild dataset {kind!r} from its recorded identity {identity!r}; pass the scenes themselves instead")

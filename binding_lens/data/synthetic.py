@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from .colorshape import SPLITS, conjunction_names, feature_names
 from .compose import ObjectSpec, plan_colorshape, plan_random, plan_twins
 from .knobs import PRESETS, SceneKnobs, preset_knobs
@@ -56,24 +57,24 @@ class SyntheticScenes(Sequence):
         self.preset = preset
         self.knobs: SceneKnobs = preset_knobs(preset, **knobs)
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"n must be a non-negative integer number of scenes, got {n!r}")
+            raise InputError(f"n must be a non-negative integer number of scenes, got {n!r}")
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+            raise InputError(f"seed must be a non-negative integer, got {seed!r}")
         hw = (size, size) if isinstance(size, int) else tuple(size)
         if len(hw) != 2 or not all(isinstance(x, int) and x >= 16 for x in hw):
-            raise ValueError(f"size must be an integer >= 16 or a (height, width) pair of them, got {size!r}")
+            raise InputError(f"size must be an integer >= 16 or a (height, width) pair of them, got {size!r}")
         split = _SPLIT_ALIASES.get(split, split) if isinstance(split, str) else split
         if split not in _SPLIT_CODE:
-            raise ValueError(f"split must be None or one of {', '.join(SPLITS)}, got {split!r}")
+            raise InputError(f"split must be None or one of {', '.join(SPLITS)}, got {split!r}")
         self.n, self.hw, self.seed, self.split = n, (int(hw[0]), int(hw[1])), seed, split
         self.patch_px = min(self.hw) / self.knobs.reference_grid
         if self.knobs.snap_to_grid and min(self.hw) % self.knobs.reference_grid:
-            raise ValueError(
+            raise InputError(
                 f"snap_to_grid needs the image's short side ({min(self.hw)} px) to be a multiple of "
                 f"reference_grid ({self.knobs.reference_grid}); change size or pass snap_to_grid=False"
             )
         if self.knobs.object_patches[1] * self.patch_px > min(self.hw):
-            raise ValueError(f"object_patches max {self.knobs.object_patches[1]} does not fit in a {self.hw} image")
+            raise InputError(f"object_patches max {self.knobs.object_patches[1]} does not fit in a {self.hw} image")
         self.class_names: dict[int, str] = dict(CLASS_NAMES)
 
     @property
@@ -106,7 +107,7 @@ class SyntheticScenes(Sequence):
     def render(self, i: int) -> Scene:
         """Render scene `i` (any non-negative integer, also beyond `n`)."""
         if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or i < 0:
-            raise ValueError(f"scene index must be a non-negative integer, got {i!r}")
+            raise InputError(f"scene index must be a non-negative integer, got {i!r}")
         rng = np.random.default_rng([self.seed, _SPLIT_CODE[self.split], int(i)])
         k = self.knobs
         extra: dict[str, Any] = {}

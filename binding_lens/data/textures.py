@@ -13,6 +13,8 @@ import numpy as np
 from jaxtyping import Float, UInt8
 from PIL import Image
 
+from ..errors import InputError
+
 TEXTURES = ("none", "stripes", "checks", "noise", "mixed")
 """Object texture kinds; `mixed` draws stripes, checks or noise per object."""
 
@@ -74,7 +76,7 @@ def texture_field(texture: dict[str, Any], side: int) -> Float[np.ndarray, "S S"
         across = -x * np.float32(np.sin(a)) + y * np.float32(np.cos(a))
         s = np.sin(k * along + np.float32(texture["phase"])) * np.sin(k * across + np.float32(texture["phase"]))
         return np.sign(s).astype(np.float32)
-    raise ValueError(f"unknown texture {kind!r}; valid textures: {', '.join(TEXTURES)}")
+    raise InputError(f"unknown texture {kind!r}; valid textures: {', '.join(TEXTURES)}")
 
 
 def paint(rgb: tuple[int, int, int], field: Float[np.ndarray, "S S"], contrast: float) -> UInt8[np.ndarray, "S S 3"]:
@@ -101,4 +103,4 @@ def background(rng: np.random.Generator, kind: str, hw: tuple[int, int]) -> UInt
         along = x * np.float32(np.cos(tex["angle"])) + y * np.float32(np.sin(tex["angle"]))
         wave = 20.0 * np.sin(along * np.float32(2.0 * np.pi / tex["period"]) + np.float32(tex["phase"]))
         return np.clip(base.astype(np.float32) + wave[..., None], 0, 255).astype(np.uint8)
-    raise ValueError(f"unknown background {kind!r}; valid backgrounds: {', '.join(BACKGROUNDS)}")
+    raise InputError(f"unknown background {kind!r}; valid backgrounds: {', '.join(BACKGROUNDS)}")

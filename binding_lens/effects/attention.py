@@ -16,6 +16,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ..errors import InputError
 from ..hooks import HookedViT, names
 
 
@@ -30,7 +31,7 @@ def next_layer_attention(
     Rows keep the probability mass the query gives to every key, prefix tokens included, so a row
     sums to at most 1."""
     if not 0 <= layer < model.cfg.n_layers - 1:
-        raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 2}: block layer+1 must exist, got {layer}")
+        raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2}: block layer+1 must exist, got {layer}")
     name = names.pattern(layer + 1)
     with torch.inference_mode(), model.hooks(fwd_hooks=list(fwd_hooks)):
         _, cache = model.run_with_cache(pixel_values, names_filter=name, stop_at_layer=layer + 2)
@@ -63,7 +64,7 @@ def attention_kl(
     """Mean KL(clean || intervened) in nats over query rows (labelled patches only, if `instance` is given)
     and heads; rows are renormalised over patch keys first."""
     if clean.shape != intervened.shape:
-        raise ValueError(f"patterns differ in shape: {tuple(clean.shape)} vs {tuple(intervened.shape)}")
+        raise InputError(f"patterns differ in shape: {tuple(clean.shape)} vs {tuple(intervened.shape)}")
     p = clean / clean.sum(-1, keepdim=True).clamp_min(eps)
     q = intervened / intervened.sum(-1, keepdim=True).clamp_min(eps)
     kl = (p * (p.clamp_min(eps).log() - q.clamp_min(eps).log())).sum(-1).mean(1)  # batch query
@@ -76,7 +77,7 @@ def pearson_r(x: Float[Tensor, " n"], y: Float[Tensor, " n"]) -> float:
     x, y = x.double() - x.double().mean(), y.double() - y.double().mean()
     denominator = (x.square().sum() * y.square().sum()).sqrt()
     if denominator == 0:
-        raise ValueError("Pearson r is undefined when one of the variables is constant")
+        raise InputError("Pearson r is undefined when one of the variables is constant")
     return float((x * y).sum() / denominator)
 
 

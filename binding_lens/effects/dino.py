@@ -32,9 +32,20 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from ..errors import InputError
 from ..losses.dino import (
-    AUGMENTATIONS, CropPlan, DinoHead, Images, Preprocess, _check_images, _check_int, apply_view, dino_loss, ema_update,
-    plan_crops, update_center,
+    AUGMENTATIONS,
+    CropPlan,
+    DinoHead,
+    Images,
+    Preprocess,
+    _check_images,
+    _check_int,
+    apply_view,
+    dino_loss,
+    ema_update,
+    plan_crops,
+    update_center,
 )
 
 Backbone = Callable[[Float[Tensor, "batch 3 side side"]], Float[Tensor, "batch d"]]
@@ -55,7 +66,7 @@ def _view_features(
             out = backbone(apply_view(subset, sub_plan, v, preprocess))
             if not isinstance(out, Tensor) or tuple(out.shape) != (len(chunk), d):
                 shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
-                raise ValueError(f"backbone must map [B, 3, s, s] pixels to [B, {d}] (the head's in_dim), got {shape}")
+                raise InputError(f"backbone must map [B, 3, s, s] pixels to [B, {d}] (the head's in_dim), got {shape}")
             per_view[v].append(out.to(device=device, dtype=torch.float32))
     return [torch.cat(parts) for parts in per_view]
 
@@ -176,9 +187,9 @@ def fit_dino_head(
     _check_int("steps", steps, 1)
     _check_int("batch_size", batch_size, 1)
     if not 0 <= teacher_momentum <= 1:
-        raise ValueError(f"teacher_momentum must lie in [0, 1], got {teacher_momentum}")
+        raise InputError(f"teacher_momentum must lie in [0, 1], got {teacher_momentum}")
     if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+        raise InputError(f"lr must be a positive finite number, got {lr!r}")
     sizes = _check_images(images, preprocess)
     student, teacher = copy.deepcopy(head).train(), copy.deepcopy(head).eval()
     teacher.requires_grad_(False)

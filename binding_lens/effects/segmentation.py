@@ -24,6 +24,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from ..data.sampling import dense_instance_ids
+from ..errors import InputError
 from ..losses.matching import detr_mask_loss, hungarian_match
 
 IGNORE = -1
@@ -35,36 +36,36 @@ def _checked_labels(feats: Any, labels: Any, name: str) -> Tensor:
     and labels an int [image, patch] >= -1 (labels are usually built on the CPU, features on the model's device)."""
     if not isinstance(feats, Tensor) or not feats.is_floating_point() or feats.ndim != 3:
         shape = tuple(feats.shape) if isinstance(feats, Tensor) else type(feats).__name__
-        raise ValueError(f"feats must be a float tensor [image, patch, d], got {shape}")
+        raise InputError(f"feats must be a float tensor [image, patch, d], got {shape}")
     if not isinstance(labels, Tensor) or labels.dtype.is_floating_point or labels.dtype == torch.bool or labels.is_complex():
         kind = labels.dtype if isinstance(labels, Tensor) else type(labels).__name__
-        raise ValueError(f"{name} must be an integer tensor [image, patch], got {kind}")
+        raise InputError(f"{name} must be an integer tensor [image, patch], got {kind}")
     if labels.shape != feats.shape[:2]:
-        raise ValueError(f"{name} {tuple(labels.shape)} must be [image, patch] = {tuple(feats.shape[:2])} (from feats)")
+        raise InputError(f"{name} {tuple(labels.shape)} must be [image, patch] = {tuple(feats.shape[:2])} (from feats)")
     if labels.numel() and int(labels.min()) < IGNORE:
-        raise ValueError(f"{name} ids must be >= -1 (-1 = ignored patch), got {int(labels.min())}")
+        raise InputError(f"{name} ids must be >= -1 (-1 = ignored patch), got {int(labels.min())}")
     if not torch.isfinite(feats).all():
-        raise ValueError("feats contain NaN or inf")
+        raise InputError("feats contain NaN or inf")
     return labels.to(feats.device)
 
 
 def _check_positive_int(name: str, value: Any, minimum: int = 1) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+        raise InputError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 def _check_training_settings(epochs: Any, lr: Any, weight_decay: Any, batch: Any, batch_name: str) -> None:
     _check_positive_int("epochs", epochs)
     _check_positive_int(batch_name, batch)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+        raise InputError(f"lr must be a positive finite number, got {lr!r}")
     if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0):
-        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+        raise InputError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
 
 
 def _check_head_input(head_in: int, feats: Tensor) -> None:
     if feats.shape[-1] != head_in:
-        raise ValueError(f"feats have d = {feats.shape[-1]} but the head expects {head_in} input features")
+        raise InputError(f"feats have d = {feats.shape[-1]} but the head expects {head_in} input features")
 
 
 # --- shared fitting machinery -------------------------------------------------------------------
@@ -122,9 +123,9 @@ def fit_semantic_head(
     _check_training_settings(epochs, lr, weight_decay, batch_size, "batch_size")
     valid = classes >= 0
     if not valid.any():
-        raise ValueError("classes has no labelled patch (all -1): nothing to fit")
+        raise InputError("classes has no labelled patch (all -1): nothing to fit")
     if int(classes.max()) >= n_classes:
-        raise ValueError(f"class id {int(classes.max())} >= n_classes {n_classes}")
+        raise InputError(f"class id {int(classes.max())} >= n_classes {n_classes}")
     x, y = feats[valid].float(), classes[valid].long()
     mean, std = _standardizer(x)
     x = (x - mean) / std
@@ -148,7 +149,7 @@ def confusion_matrix(
     valid = target >= 0
     t, p = target[valid].long(), pred[valid].long()
     if t.numel() and (int(t.max()) >= n_classes or int(p.min()) < 0 or int(p.max()) >= n_classes):
-        raise ValueError(f"class ids must lie in [0, {n_classes}) on labelled patches")
+        raise InputError(f"class ids must lie in [0, {n_classes}) on labelled patches")
     return torch.bincount(t * n_classes + p, minlength=n_classes * n_classes).view(n_classes, n_classes)
 
 
@@ -161,11 +162,11 @@ def semantic_scores(pred: Int[Tensor, "image patch"], classes: Int[Tensor, "imag
     Accuracy is the fraction of labelled patches predicted correctly.
     """
     if pred.shape != classes.shape:
-        raise ValueError(f"pred {tuple(pred.shape)} and classes {tuple(classes.shape)} must have the same shape")
+        raise InputError(f"pred {tuple(pred.shape)} and classes {tuple(classes.shape)} must have the same shape")
     conf = confusion_matrix(pred, classes, n_classes).double()
     n_patches = int(conf.sum())
     if n_patches == 0:
-        raise ValueError("classes has no labelled patch (all -1): nothing to score")
+        raise InputError("classes has no labelled patch (all -1): nothing to score")
     tp = conf.diag()
     union = conf.sum(0) + conf.sum(1) - tp
     present = union > 0
@@ -187,7 +188,7 @@ def semantic_miou(
     classes = _checked_labels(feats, classes, "classes")
     _check_head_input(head.in_features, feats)
     if head.out_features != n_classes:
-        raise ValueError(f"head has {head.out_features} outputs but n_classes is {n_classes}")
+        raise InputError(f"head has {head.out_features} outputs but n_classes is {n_classes}")
     pred = head(feats.to(head.weight.dtype)).argmax(-1)
     return semantic_scores(pred, classes, n_classes)
 
@@ -246,7 +247,7 @@ def fit_instance_head(
     _check_training_settings(epochs, lr, weight_decay, batch_images, "batch_images")
     valid = instance >= 0
     if not valid.any():
-        raise ValueError("instance has no labelled patch (all -1): nothing to fit")
+        raise InputError("instance has no labelled patch (all -1): nothing to fit")
     dense = dense_instance_ids(instance)
     x = feats.float()
     mean, std = _standardizer(x[valid])
@@ -283,7 +284,7 @@ def matched_ious(
     one-to-one by the Hungarian algorithm maximising total IoU; an unmatched instance gets 0.
     """
     if pred.shape != instance.shape or pred.ndim != 2:
-        raise ValueError(f"pred {tuple(pred.shape)} and instance {tuple(instance.shape)} must both be [image, patch]")
+        raise InputError(f"pred {tuple(pred.shape)} and instance {tuple(instance.shape)} must both be [image, patch]")
     valid = instance >= 0
     gt = _one_hot_masks(dense_instance_ids(instance))
     predicted = _one_hot_masks(dense_instance_ids(torch.where(valid, pred, torch.full_like(pred, -1))))
@@ -304,7 +305,7 @@ def instance_scores(pred: Int[Tensor, "image patch"], instance: Int[Tensor, "ima
     their Hungarian-matched predicted mask (0 if unmatched); see `matched_ious`."""
     ious, owner = matched_ious(pred, instance)
     if ious.numel() == 0:
-        raise ValueError("instance has no labelled patch (all -1): nothing to score")
+        raise InputError("instance has no labelled patch (all -1): nothing to score")
     return {"miou": float(ious.mean()), "n_instances": int(ious.numel()), "n_images": int(owner.unique().numel())}
 
 

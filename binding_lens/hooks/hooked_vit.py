@@ -35,14 +35,16 @@ from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 from transformers import AutoConfig
 
+from ..errors import BindingLensError, InputError
+from ..spec_prefixes import loader_for
 from . import images as image_utils
 from .adapters import FamilyAdapter, adapter_for, vision_tower
 from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
 from .config import HookedViTConfig
-from .specs import loader_for
+from .loading import loading_kwargs, resolve_device, unavailable
 
 
-class UnknownHookPointError(KeyError):
+class UnknownHookPointError(BindingLensError, KeyError):
     """A hook name that is not a hook point of this model (a KeyError, as in TransformerLens)."""
 
     def __str__(self) -> str:
@@ -92,22 +94,31 @@ class HookedViT(HookedRootModule):
         """Load a model spec and hook it.
 
         A hub id or local directory goes through transformers' own `from_pretrained`; `hf_kwargs` go
-        to it (`revision`, `dtype`, `cache_dir`, `local_files_only`, ...). The normalisation statistics
+        to it (`revision`, `dtype`, `cache_dir`, `local_files_only`, ...). Weights load as float32 unless
+        `dtype` says otherwise (a float16 checkpoint would otherwise stay float16). When the hub cannot be
+        reached a hub id is looked up in the local cache only, and a miss fails at once with what to do
+        instead (`hooks/loading.py`). `device` is checked against this machine. The normalisation statistics
         come from the checkpoint's `preprocessor_config.json` when it has one (CLIP's are not
         ImageNet's), else from the family's defaults, with a warning. Prefixed specs go to the loaders
         `binding_lens.models` registers: `zoo:<name>` (a model the project trained and ships, offline,
         float32), `random:<arch>`, `config:<config.json>` and `tiny:<name>` (random weights drawn with
         `seed`).
         """
+        device = resolve_device(device) if device is not None else None
         loader = loader_for(name_or_path)
         if loader is not None:
             model = loader(name_or_path, seed=seed, fused_attention=fused_attention, **hf_kwargs)
             return model.to(device) if device is not None else model
-        config = AutoConfig.from_pretrained(name_or_path, **_loading_kwargs(hf_kwargs))
-        adapter = adapter_for(config)
-        hf_class = getattr(transformers, adapter.hf_class_name)
-        hf_model = hf_class.from_pretrained(name_or_path, **hf_kwargs)
-        mean, std = _processor_statistics(name_or_path, adapter, hf_kwargs)
+        _refuse_unknown_prefix(name_or_path)
+        hf_kwargs = loading_kwargs(str(name_or_path), hf_kwargs)
+        try:
+            config = AutoConfig.from_pretrained(name_or_path, **_loading_kwargs(hf_kwargs))
+            adapter = adapter_for(config)
+            hf_class = getattr(transformers, adapter.hf_class_name)
+            hf_model = hf_class.from_pretrained(name_or_path, **hf_kwargs)
+            mean, std = _processor_statistics(name_or_path, adapter, hf_kwargs)
+        except OSError as error:
+            raise unavailable(str(name_or_path), error, hf_kwargs) from error
         model = cls(hf_model.eval(), source=str(name_or_path), image_mean=mean, image_std=std, fused_attention=fused_attention)
         model.cfg.extra["revision"] = hf_kwargs.get("revision", "main")
         return model.to(device) if device is not None else model
@@ -254,6 +265,15 @@ def _make_cfg(
 
 
 _LOADING_KEYS = ("revision", "cache_dir", "local_files_only", "token", "trust_remote_code")
+
+
+def _refuse_unknown_prefix(name: Any) -> None:
+    """'zooo:dino' is a typo, not a hub id: say which prefixes exist."""
+    from ..spec_prefixes import SPEC_LOADERS
+
+    if isinstance(name, str) and ":" in name and "/" not in name.partition(":")[0] and len(name.partition(":")[0]) > 1:
+        known = ", ".join(f"{p}<name>" for p in sorted(SPEC_LOADERS))
+        raise InputError(f"unknown model spec prefix in {name!r}; use {known}, a hub id (org/name) or a local directory")
 
 
 def _loading_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:

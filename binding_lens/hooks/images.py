@@ -6,6 +6,7 @@ token per patch in row-major order, so patch (row, col) is token `n_prefix + row
 
 from __future__ import annotations
 
+import warnings
 from typing import Sequence, Union
 
 import numpy as np
@@ -14,10 +15,12 @@ from jaxtyping import Float
 from PIL import Image
 from torch import Tensor
 
+from ..errors import InputError
+
 ImageLike = Union[Image.Image, np.ndarray, Tensor]
 
 
-class ImageSizeError(ValueError):
+class ImageSizeError(InputError):
     """An image whose sides the patch size does not divide, or with the wrong number of channels."""
 
 
@@ -75,7 +78,28 @@ def _to_uint8_or_unit_float(image: ImageLike) -> np.ndarray:
             f"expected 3 colour channels (RGB), got {array.shape[-1]} in shape {array.shape}: "
             "drop an alpha channel with img[..., :3], or stack a grey image with np.repeat(img, 3, -1)"
         )
-    return array
+    return _pixel_range(array)
+
+
+def _pixel_range(array: np.ndarray) -> np.ndarray:
+    """uint8 as it is; other numbers checked: finite, and in [0, 1] (floats in 0-255 are rescaled, with a warning)."""
+    if array.dtype == np.uint8:
+        return array
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.number):
+        raise InputError(f"expected image pixels as numbers (uint8 0-255 or float 0-1), got dtype {array.dtype}")
+    finite = np.isfinite(array)
+    if not finite.all():
+        raise InputError(f"an image has {int((~finite).sum())} NaN or infinite pixel values: fix them "
+                         "(np.nan_to_num) before preprocess")
+    low, high = float(array.min()), float(array.max())
+    if low >= -1e-3 and high <= 1 + 1e-3:
+        return np.clip(array, 0.0, 1.0)
+    if low >= 0 and high <= 255:
+        warnings.warn(f"float image pixels in [{low:g}, {high:g}] read as 0-255 and divided by 255; pass uint8, "
+                      "or floats in [0, 1]", stacklevel=5)
+        return array.astype(np.float32) / 255.0
+    raise InputError(f"image pixels range over [{low:g}, {high:g}]; preprocess takes uint8 0-255 or floats in [0, 1] "
+                     "(pixels that are already normalised go to the model directly, not through preprocess)")
 
 
 def _resize(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -111,7 +135,7 @@ def preprocess(
         images = [images]
     arrays = [_to_uint8_or_unit_float(image) for image in images]
     if not arrays:
-        raise ValueError("preprocess got no images")
+        raise InputError("preprocess got no images")
     if size is not None:
         target = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
         arrays = [_resize(array, target) for array in arrays]

@@ -30,6 +30,7 @@ from PIL import Image
 from torch import Tensor, nn
 
 from ..data.scene import check_image
+from ..errors import InputError
 
 Images = Union[Float[Tensor, "batch 3 height width"], Sequence[np.ndarray]]
 Preprocess = Callable[[list], Float[Tensor, "batch 3 side side"]]
@@ -40,7 +41,7 @@ AUGMENTATIONS = "random-resized crop + horizontal flip (no colour jitter, greysc
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+        raise InputError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 # --- the head -----------------------------------------------------------------------------------
@@ -127,7 +128,7 @@ class DinoHead(nn.Module):
         if foreign:
             raise KeyError(f"keys {foreign[:4]} ... are not a DINO head's: pass the head's prefix (e.g. prefix='head.')")
         if any("running_mean" in key for key in sub):
-            raise ValueError("this head has batch norm (DINO's use_bn_in_head); only heads without it are supported")
+            raise InputError("this head has batch norm (DINO's use_bn_in_head); only heads without it are supported")
         for key in ("last_layer.weight_g", "last_layer.weight_v"):
             if key not in sub:
                 raise KeyError(f"missing {prefix}{key}: not a DINO head state dict (keys: {sorted(sub)[:8]} ...)")
@@ -144,7 +145,7 @@ def _head_shape(sub: dict[str, Tensor]) -> dict[str, int]:
         return dict(in_dim=in_dim, out_dim=out_dim, hidden_dim=bottleneck_dim, bottleneck_dim=bottleneck_dim, n_layers=1)
     indices = sorted(int(m.group(1)) for key in sub if (m := re.fullmatch(r"mlp\.(\d+)\.weight", key)))
     if not indices or indices != list(range(0, 2 * len(indices), 2)):
-        raise ValueError(f"expected MLP linear layers at mlp.0, mlp.2, mlp.4, ...; found weights at mlp.{indices}")
+        raise InputError(f"expected MLP linear layers at mlp.0, mlp.2, mlp.4, ...; found weights at mlp.{indices}")
     first = sub["mlp.0.weight"]
     return dict(
         in_dim=first.shape[1], out_dim=out_dim, hidden_dim=first.shape[0], bottleneck_dim=bottleneck_dim,
@@ -156,7 +157,7 @@ def _head_shape(sub: dict[str, Tensor]) -> dict[str, int]:
 def _check_scale(name: str, scale: Any) -> tuple[float, float]:
     low, high = (float(s) for s in scale)
     if not 0 < low <= high <= 1:
-        raise ValueError(f"{name} must be (low, high) with 0 < low <= high <= 1 (area fractions), got {scale!r}")
+        raise InputError(f"{name} must be (low, high) with 0 < low <= high <= 1 (area fractions), got {scale!r}")
     return low, high
 
 
@@ -222,7 +223,7 @@ def plan_crops(
     _check_int("n_global", n_global, 1)
     _check_int("n_local", n_local, 0)
     if n_global + n_local < 2:
-        raise ValueError("the DINO loss needs at least two views (n_global + n_local >= 2)")
+        raise InputError("the DINO loss needs at least two views (n_global + n_local >= 2)")
     scales = [_check_scale("global_scale", global_scale)] * n_global + [_check_scale("local_scale", local_scale)] * n_local
     sides = (round_to_patch(global_size, patch_size),) * n_global + (round_to_patch(local_size, patch_size),) * n_local
     generator = torch.Generator().manual_seed(seed)
@@ -235,14 +236,14 @@ def _check_images(images: Any, preprocess: Preprocess | None) -> list[tuple[int,
     """(H, W) of every image, after checking the images and `preprocess` go together."""
     if isinstance(images, Tensor):
         if not images.is_floating_point() or images.ndim != 4 or images.shape[1] != 3 or images.shape[0] == 0:
-            raise ValueError(f"image tensors must be normalised float [batch >= 1, 3, H, W], got {images.dtype} {tuple(images.shape)}")
+            raise InputError(f"image tensors must be normalised float [batch >= 1, 3, H, W], got {images.dtype} {tuple(images.shape)}")
         if preprocess is not None:
-            raise ValueError("images are already a pixel tensor: pass preprocess=None (it applies to uint8 images)")
+            raise InputError("images are already a pixel tensor: pass preprocess=None (it applies to uint8 images)")
         return [tuple(images.shape[2:])] * images.shape[0]
     if isinstance(images, np.ndarray) or not isinstance(images, Sequence) or len(images) == 0:
-        raise ValueError("images must be a non-empty sequence of H x W x 3 uint8 arrays or a float tensor [B, 3, H, W]")
+        raise InputError("images must be a non-empty sequence of H x W x 3 uint8 arrays or a float tensor [B, 3, H, W]")
     if preprocess is None:
-        raise ValueError("uint8 images need preprocess (e.g. model.preprocess): list of uint8 crops -> [B, 3, s, s]")
+        raise InputError("uint8 images need preprocess (e.g. model.preprocess): list of uint8 crops -> [B, 3, s, s]")
     return [check_image(image, where=f"image {i}").shape[:2] for i, image in enumerate(images)]
 
 
@@ -264,15 +265,15 @@ def apply_view(images: Images, plan: CropPlan, view: int, preprocess: Preprocess
     """View `view` of every image (the plan holds one box per image, in order)."""
     boxes, flips, side = plan.boxes[view].tolist(), plan.flips[view].tolist(), plan.sides[view]
     if len(images) != len(boxes):
-        raise ValueError(f"the plan has boxes for {len(boxes)} images but {len(images)} images were given")
+        raise InputError(f"the plan has boxes for {len(boxes)} images but {len(images)} images were given")
     if isinstance(images, Tensor):
         return torch.stack([_crop_tensor(images[i], boxes[i], flips[i], side) for i in range(len(boxes))])
     if preprocess is None:
-        raise ValueError("uint8 images need preprocess (e.g. model.preprocess): list of uint8 crops -> [B, 3, s, s]")
+        raise InputError("uint8 images need preprocess (e.g. model.preprocess): list of uint8 crops -> [B, 3, s, s]")
     pixels = preprocess([_crop_array(images[i], boxes[i], flips[i], side) for i in range(len(boxes))])
     if not isinstance(pixels, Tensor) or tuple(pixels.shape) != (len(boxes), 3, side, side):
         shape = tuple(pixels.shape) if isinstance(pixels, Tensor) else type(pixels).__name__
-        raise ValueError(f"preprocess must return [{len(boxes)}, 3, {side}, {side}] for these crops, got {shape}")
+        raise InputError(f"preprocess must return [{len(boxes)}, 3, {side}, {side}] for these crops, got {shape}")
     return pixels
 
 
@@ -303,17 +304,17 @@ def multi_crop(
 # --- the loss -----------------------------------------------------------------------------------
 def _check_outputs(student_out: Sequence[Tensor], teacher_out: Sequence[Tensor], center: Tensor) -> Tensor:
     if len(teacher_out) == 0 or len(student_out) < len(teacher_out):
-        raise ValueError(
+        raise InputError(
             f"need >= 1 teacher (global) view and the student's views to start with them; got {len(teacher_out)} "
             f"teacher and {len(student_out)} student views"
         )
     if len(student_out) < 2:
-        raise ValueError("the DINO loss pairs different views: give at least two student views")
+        raise InputError("the DINO loss pairs different views: give at least two student views")
     shape = tuple(teacher_out[0].shape)
     if len(shape) != 2 or any(tuple(t.shape) != shape for t in [*student_out, *teacher_out]):
-        raise ValueError(f"every view's output must be [batch, K] of one shape; got {[tuple(t.shape) for t in [*student_out, *teacher_out]]}")
+        raise InputError(f"every view's output must be [batch, K] of one shape; got {[tuple(t.shape) for t in [*student_out, *teacher_out]]}")
     if center.numel() != shape[1]:
-        raise ValueError(f"center must have K = {shape[1]} entries, got shape {tuple(center.shape)}")
+        raise InputError(f"center must have K = {shape[1]} entries, got shape {tuple(center.shape)}")
     return center.reshape(shape[1])
 
 
@@ -335,7 +336,7 @@ def dino_loss(
     """
     center = _check_outputs(student_out, teacher_out, center)
     if not (student_temp > 0 and teacher_temp > 0):
-        raise ValueError(f"temperatures must be positive, got student {student_temp}, teacher {teacher_temp}")
+        raise InputError(f"temperatures must be positive, got student {student_temp}, teacher {teacher_temp}")
     targets = torch.softmax((torch.stack(list(teacher_out)).detach() - center) / teacher_temp, dim=-1)
     log_probs = torch.log_softmax(torch.stack(list(student_out)) / student_temp, dim=-1)
     cross = -torch.einsum("ibk,vbk->iv", targets, log_probs) / targets.shape[1]  # [teacher view, student view]
@@ -348,10 +349,10 @@ def update_center(
 ) -> Float[Tensor, " K"]:
     """DINO's center EMA: momentum * center + (1 - momentum) * mean teacher output over views and batch."""
     if not 0 <= momentum <= 1:
-        raise ValueError(f"momentum must lie in [0, 1], got {momentum}")
+        raise InputError(f"momentum must lie in [0, 1], got {momentum}")
     batch_center = torch.cat([t.detach() for t in teacher_out]).mean(0)
     if center.numel() != batch_center.numel():
-        raise ValueError(f"center has {center.numel()} entries but the teacher outputs have K = {batch_center.numel()}")
+        raise InputError(f"center has {center.numel()} entries but the teacher outputs have K = {batch_center.numel()}")
     return center.reshape(-1) * momentum + batch_center * (1 - momentum)
 
 
@@ -364,7 +365,7 @@ def teacher_statistics(
     dimension dominates); both in nats, with `max_entropy` = ln K and the number of distinct argmax
     prototypes in the batch."""
     if teacher_out.ndim != 2 or center.numel() != teacher_out.shape[1]:
-        raise ValueError(f"need teacher_out [batch, K] and a center of K entries, got {tuple(teacher_out.shape)} "
+        raise InputError(f"need teacher_out [batch, K] and a center of K entries, got {tuple(teacher_out.shape)} "
                          f"and {tuple(center.shape)}")
     log_p = torch.log_softmax((teacher_out - center.reshape(1, -1)) / teacher_temp, dim=-1)
     p = log_p.exp()

@@ -14,6 +14,8 @@ from jaxtyping import Bool, Float, Int
 from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
+from ..errors import InputError
+
 LOG_CLAMP = -100.0  # as torch's binary_cross_entropy: keeps 0 * log(0) finite
 
 
@@ -35,11 +37,11 @@ def hungarian_match(
     Returns flat (image, query, target) index tensors; each image contributes min(Q, G_b) matches.
     """
     if cost.ndim != 3:
-        raise ValueError(f"cost must be [image, query, target], got shape {tuple(cost.shape)}")
+        raise InputError(f"cost must be [image, query, target], got shape {tuple(cost.shape)}")
     if n_targets.shape != cost.shape[:1]:
-        raise ValueError(f"n_targets must be [image] = [{cost.shape[0]}], got {tuple(n_targets.shape)}")
+        raise InputError(f"n_targets must be [image] = [{cost.shape[0]}], got {tuple(n_targets.shape)}")
     if n_targets.numel() and not 0 <= int(n_targets.min()) <= int(n_targets.max()) <= cost.shape[2]:
-        raise ValueError(f"n_targets must lie in [0, {cost.shape[2]}] (the target dimension of cost)")
+        raise InputError(f"n_targets must lie in [0, {cost.shape[2]}] (the target dimension of cost)")
     values = cost.detach().to("cpu", torch.float64).numpy()
     counts = n_targets.detach().cpu().tolist()
     images, queries, targets = [], [], []

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
+
 MODELS_DIR = Path(__file__).resolve().parent / "zoo"
 PREFIX = "zoo:"
 
@@ -35,7 +37,7 @@ def zoo_path(spec: str) -> Path:
     if name not in names:
         close = difflib.get_close_matches(name, names, n=3)
         hint = f"; did you mean {', '.join(PREFIX + c for c in close)}?" if close else ""
-        raise ValueError(f"no zoo model {name!r}{hint} Shipped: {', '.join(PREFIX + n for n in names) or 'none'} "
+        raise InputError(f"no zoo model {name!r}{hint} Shipped: {', '.join(PREFIX + n for n in names) or 'none'} "
                          f"(`binding-lens zoo list`)")
     return MODELS_DIR / name
 

@@ -19,9 +19,10 @@ from typing import Any, Callable
 import torch
 from transformers import AutoConfig, AutoModel, PretrainedConfig
 
+from ..errors import InputError, MissingFileError
 from ..hooks import HookedViT
 from ..hooks.adapters import architectures
-from ..hooks.specs import register_spec_prefix
+from ..spec_prefixes import register_spec_prefix
 from .registry import zoo_card, zoo_path
 from .tiny import TINY_CASES, tiny_hf_model
 
@@ -31,6 +32,10 @@ ARCHITECTURES: dict[str, Callable[[], PretrainedConfig]] = architectures()
 
 def random_hf_model(config: PretrainedConfig, seed: int = 0) -> torch.nn.Module:
     """An HF model of this config with seeded random weights, in eval mode."""
+    hidden, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
+    if isinstance(hidden, int) and isinstance(heads, int) and (heads < 1 or hidden % heads):
+        raise InputError(f"{config.model_type} config: hidden_size {hidden} is not a multiple of num_attention_heads "
+                         f"{heads}; pick sizes with hidden_size = heads x head dim")
     torch.manual_seed(seed)
     return AutoModel.from_config(config).eval()
 
@@ -43,7 +48,7 @@ def load_hooked_vit(spec: str, device: str | torch.device | None = None, seed: i
 def _named(spec: str, prefix: str, names: Any, what: str) -> str:
     name = spec.removeprefix(prefix)
     if name not in names:
-        raise ValueError(f"unknown {what} {name!r} in {spec!r}; choose one of {', '.join(sorted(names))}")
+        raise InputError(f"unknown {what} {name!r} in {spec!r}; choose one of {', '.join(sorted(names))}")
     return name
 
 
@@ -55,7 +60,7 @@ def _load_random(spec: str, *, seed: int = 0, fused_attention: bool = False, **_
 def _load_config(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: Any) -> HookedViT:
     path = Path(spec.removeprefix("config:"))
     if not path.exists():
-        raise FileNotFoundError(f"no HF config at {path} (from {spec!r}); pass config:<path to config.json>")
+        raise MissingFileError(f"no HF config at {path} (from {spec!r}); pass config:<path to config.json>")
     config = AutoConfig.from_pretrained(path.parent if path.name == "config.json" else path)
     return HookedViT(random_hf_model(config, seed), source=spec, fused_attention=fused_attention)
 
@@ -66,8 +71,8 @@ def _load_tiny(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: 
 
 
 def _load_zoo(spec: str, *, seed: int = 0, fused_attention: bool = False, **hf_kwargs: Any) -> HookedViT:
-    """A shipped zoo checkpoint, offline, its float16 weights cast to float32 unless `dtype` says otherwise."""
-    kwargs = {"dtype": torch.float32, **hf_kwargs, "local_files_only": True}
+    """A shipped zoo checkpoint, offline (its float16 weights load as float32, as any checkpoint does)."""
+    kwargs = {**hf_kwargs, "local_files_only": True}
     model = HookedViT.from_pretrained(str(zoo_path(spec)), fused_attention=fused_attention, **kwargs)
     model.cfg.source = spec
     model.cfg.extra["zoo_objective"] = zoo_card(spec)["objective"]

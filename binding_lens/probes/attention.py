@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import InputError
 from .scalar import ScalarScoreProbe
 
 
@@ -42,18 +43,18 @@ class SelfAttentionProbe(ScalarScoreProbe):
     ):
         super().__init__(d_model)
         if W_Q.ndim != 3 or W_Q.shape != W_K.shape or W_Q.shape[1] != d_model:
-            raise ValueError(
+            raise InputError(
                 f"W_Q {tuple(W_Q.shape)} and W_K {tuple(W_K.shape)} must both be [head_index, d_model={d_model}, d_head]"
             )
         n_heads, _, d_head = W_Q.shape
         b_Q = torch.zeros(n_heads, d_head) if b_Q is None else b_Q
         b_K = torch.zeros(n_heads, d_head) if b_K is None else b_K
         if b_Q.shape != (n_heads, d_head) or b_K.shape != (n_heads, d_head):
-            raise ValueError(f"b_Q {tuple(b_Q.shape)} and b_K {tuple(b_K.shape)} must be [{n_heads}, {d_head}]")
+            raise InputError(f"b_Q {tuple(b_Q.shape)} and b_K {tuple(b_K.shape)} must be [{n_heads}, {d_head}]")
         ln_weight = torch.ones(d_model) if ln_weight is None else ln_weight
         ln_bias = torch.zeros(d_model) if ln_bias is None else ln_bias
         if ln_weight.shape != (d_model,) or ln_bias.shape != (d_model,):
-            raise ValueError(f"ln_weight and ln_bias must be [{d_model}]")
+            raise InputError(f"ln_weight and ln_bias must be [{d_model}]")
         self.n_heads, self.d_head, self.ln_eps, self.layer = int(n_heads), int(d_head), float(ln_eps), layer
         dtype = torch.get_default_dtype()
         for name, value in [("W_Q", W_Q), ("W_K", W_K), ("b_Q", b_Q), ("b_K", b_K), ("ln_weight", ln_weight), ("ln_bias", ln_bias)]:
@@ -64,7 +65,7 @@ class SelfAttentionProbe(ScalarScoreProbe):
         """The probe for residual tokens of block `layer` (hook_resid_post), reading block layer+1."""
         n_layers = int(model.cfg.n_layers)
         if not isinstance(layer, int) or not 0 <= layer < n_layers - 1:
-            raise ValueError(
+            raise InputError(
                 f"layer must be an int in [0, {n_layers - 2}]: the probe for layer l uses block l+1's attention, "
                 f"and this model has {n_layers} blocks (got {layer!r})"
             )
@@ -72,7 +73,7 @@ class SelfAttentionProbe(ScalarScoreProbe):
         ln = block.ln1.hf_layer_norm
         d_model = int(model.cfg.d_model)
         if tuple(ln.normalized_shape) != (d_model,):
-            raise ValueError(f"block {layer + 1}'s ln1 normalises {tuple(ln.normalized_shape)}, expected ({d_model},)")
+            raise InputError(f"block {layer + 1}'s ln1 normalises {tuple(ln.normalized_shape)}, expected ({d_model},)")
         return cls(
             d_model,
             W_Q=block.attn.W_Q.detach(),

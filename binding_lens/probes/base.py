@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
+from ..errors import InputError
 from .batch import PairBatch
 
 
@@ -28,14 +29,14 @@ def check_tokens(
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating tensor (activations), got dtype {x.dtype}; cast with .float()")
     if x.ndim != 3:
-        raise ValueError(
+        raise InputError(
             f"{name} must be [image, patch, d_model] (3-D), got shape {tuple(x.shape)}; "
             "for a single image use x[None]"
         )
     if x.shape[-1] != d_model:
-        raise ValueError(f"{name} has d_model {x.shape[-1]} but the probe was built for d_model {d_model}")
+        raise InputError(f"{name} has d_model {x.shape[-1]} but the probe was built for d_model {d_model}")
     if batch is not None and x.shape[0] != batch:
-        raise ValueError(f"{name} has {x.shape[0]} images but x has {batch}; pairs are only formed within an image")
+        raise InputError(f"{name} has {x.shape[0]} images but x has {batch}; pairs are only formed within an image")
     return x
 
 
@@ -71,7 +72,7 @@ class PairProbe(nn.Module, ABC):
     def __init__(self, d_model: int):
         super().__init__()
         if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 1:
-            raise ValueError(f"d_model must be a positive int, got {d_model!r}")
+            raise InputError(f"d_model must be a positive int, got {d_model!r}")
         self.d_model = d_model
 
     # -- construction -------------------------------------------------------------------------

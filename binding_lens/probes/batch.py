@@ -14,6 +14,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from ..data.sampling import dense_instance_ids
+from ..errors import InputError
 
 
 def label_space(
@@ -39,11 +40,11 @@ class PairBatch:
 
     def __post_init__(self) -> None:
         if self.instance.shape != self.valid.shape or self.instance.ndim != 2:
-            raise ValueError(
+            raise InputError(
                 f"instance {tuple(self.instance.shape)} and valid {tuple(self.valid.shape)} must both be [image, k]"
             )
         if self.klass is not None and self.klass.shape != self.instance.shape:
-            raise ValueError(f"klass {tuple(self.klass.shape)} must match instance {tuple(self.instance.shape)}")
+            raise InputError(f"klass {tuple(self.klass.shape)} must match instance {tuple(self.instance.shape)}")
 
     def to(self, device: torch.device | str) -> "PairBatch":
         """The same labels on `device`."""

@@ -13,6 +13,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from ..errors import InputError
 from .base import PairProbe
 
 
@@ -102,7 +103,7 @@ class QuadraticFixedRankProbe(PairProbe):
     def __init__(self, d_model: int, rank: int):
         super().__init__(d_model)
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
-            raise ValueError(f"rank must be a positive int (e.g. rank=64), got {rank!r}")
+            raise InputError(f"rank must be a positive int (e.g. rank=64), got {rank!r}")
         self.rank = rank
         self.U = nn.Parameter(torch.randn(rank, d_model) * d_model**-0.5)
         self.V = nn.Parameter(torch.randn(rank, d_model) * d_model**-0.5)

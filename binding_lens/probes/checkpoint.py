@@ -15,8 +15,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save
 
+from ..errors import InputError, MissingFileError
 from ..io import write_atomic
-
 from .base import PairProbe
 from .registry import probe_class
 
@@ -40,17 +40,17 @@ def read_header(path: str | os.PathLike) -> dict:
     """The JSON header of a saved probe (name and constructor kwargs)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no probe file at {path}")
+        raise MissingFileError(f"no probe file at {path}")
     try:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
     except Exception as exc:  # safetensors raises its own error types for corrupt files
-        raise ValueError(f"{path} is not a readable safetensors file: {exc}") from exc
+        raise InputError(f"{path} is not a readable safetensors file: {exc}") from exc
     if HEADER_KEY not in metadata:
-        raise ValueError(f"{path} is a safetensors file but not a binding_lens probe (no {HEADER_KEY!r} metadata)")
+        raise InputError(f"{path} is a safetensors file but not a binding_lens probe (no {HEADER_KEY!r} metadata)")
     header = json.loads(metadata[HEADER_KEY])
     if header.get("format") != FORMAT:
-        raise ValueError(f"{path} has probe format {header.get('format')!r}; this version reads format {FORMAT}")
+        raise InputError(f"{path} has probe format {header.get('format')!r}; this version reads format {FORMAT}")
     return header
 
 

@@ -15,6 +15,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ..errors import InputError
+
 
 def _check_labels(labels: Any, name: str) -> Tensor:
     if not isinstance(labels, Tensor):
@@ -22,7 +24,7 @@ def _check_labels(labels: Any, name: str) -> Tensor:
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer ids (use .long()), got dtype {labels.dtype}")
     if labels.ndim != 2:
-        raise ValueError(f"{name} must be [image, patch], got shape {tuple(labels.shape)}")
+        raise InputError(f"{name} must be [image, patch], got shape {tuple(labels.shape)}")
     return labels.long()
 
 
@@ -53,9 +55,9 @@ class ProbeData:
             if not a.is_floating_point():
                 raise TypeError(f"{where} must be floating point (activations), got dtype {a.dtype}")
             if a.ndim != 3:
-                raise ValueError(f"{where} must be [image, patch, d_model], got shape {tuple(a.shape)}")
+                raise InputError(f"{where} must be [image, patch, d_model], got shape {tuple(a.shape)}")
             if a.shape[:2] != instance.shape:
-                raise ValueError(
+                raise InputError(
                     f"{where} is {tuple(a.shape)} but instance is {tuple(instance.shape)}: "
                     "the first two dims must be the same [image, patch] slots (pad both with -1 labels)"
                 )
@@ -64,7 +66,7 @@ class ProbeData:
         if self.klass is not None:
             klass = _check_labels(self.klass, "klass")
             if klass.shape != instance.shape:
-                raise ValueError(f"klass {tuple(klass.shape)} must match instance {tuple(instance.shape)}")
+                raise InputError(f"klass {tuple(klass.shape)} must match instance {tuple(instance.shape)}")
             object.__setattr__(self, "klass", klass)
 
     @classmethod

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from ..errors import InputError
 from .base import PairProbe
 from .data import ProbeData
 from .metrics import pair_metrics
@@ -56,9 +57,9 @@ def evaluate(
     """
     data = ProbeData.coerce(data)
     if not 0 <= layer < data.n_layers:
-        raise ValueError(f"layer {layer} out of range: data holds {data.n_layers} layer(s)")
+        raise InputError(f"layer {layer} out of range: data holds {data.n_layers} layer(s)")
     if data.d_model(layer) != probe.d_model:
-        raise ValueError(f"data has d_model {data.d_model(layer)} but the probe expects {probe.d_model}")
+        raise InputError(f"data has d_model {data.d_model(layer)} but the probe expects {probe.d_model}")
     pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
     scores, labels = pair_outputs(probe, data, pairs, layer, batch_images)
     probabilities = probe.scores_to_probabilities(scores)

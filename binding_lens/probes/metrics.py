@@ -12,14 +12,16 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from ..errors import InputError
 
-class DegeneratePairSetError(ValueError):
+
+class DegeneratePairSetError(InputError):
     """The pair set has no positive or no negative pair, so balanced accuracy and AUROC are undefined."""
 
 
 def _check(labels: Tensor, *values: Tensor) -> tuple[int, int]:
     if labels.ndim != 1 or any(v.shape != labels.shape for v in values):
-        raise ValueError(f"labels and scores must be 1-D of the same length, got {[tuple(t.shape) for t in (labels, *values)]}")
+        raise InputError(f"labels and scores must be 1-D of the same length, got {[tuple(t.shape) for t in (labels, *values)]}")
     n = labels.numel()
     n_pos = int(labels.sum())
     if n == 0:
@@ -32,7 +34,7 @@ def _check(labels: Tensor, *values: Tensor) -> tuple[int, int]:
         )
     for v in values:
         if bool(torch.isnan(v).any()):
-            raise ValueError("scores contain NaN; the probe diverged (lower the learning rate) or the inputs hold NaN")
+            raise InputError("scores contain NaN; the probe diverged (lower the learning rate) or the inputs hold NaN")
     return n, n_pos
 
 

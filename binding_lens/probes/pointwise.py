@@ -21,9 +21,10 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from ..errors import InputError
+from ..losses.matching import detr_mask_loss
 from .base import PairProbe, masked_pair_bce
 from .batch import PairBatch
-from ..losses.matching import detr_mask_loss
 
 
 class PointwiseProbe(PairProbe):
@@ -84,9 +85,9 @@ class PointwiseClassProbe(PointwiseProbe):
 
     def __init__(self, d_model: int, n_classes: int, objective: str = "class"):
         if not isinstance(n_classes, int) or isinstance(n_classes, bool) or n_classes < 2:
-            raise ValueError(f"n_classes must be an int >= 2 (the number of object classes), got {n_classes!r}")
+            raise InputError(f"n_classes must be an int >= 2 (the number of object classes), got {n_classes!r}")
         if objective not in self.OBJECTIVES:
-            raise ValueError(f"objective must be one of {self.OBJECTIVES}, got {objective!r}")
+            raise InputError(f"objective must be one of {self.OBJECTIVES}, got {objective!r}")
         super().__init__(d_model, n_classes)
         self.n_classes = n_classes
         self.objective = objective
@@ -102,10 +103,10 @@ class PointwiseClassProbe(PointwiseProbe):
         if self.objective == "pairs":
             return masked_pair_bce(self.pair_logits(x), batch.same, batch.pair_mask)
         if batch.klass is None:
-            raise ValueError("pointwise_class (objective='class') trains on class ids: pass klass in the training data")
+            raise InputError("pointwise_class (objective='class') trains on class ids: pass klass in the training data")
         labelled = batch.valid & (batch.klass >= 0)
         if bool((batch.klass[labelled] >= self.n_classes).any()):
-            raise ValueError(
+            raise InputError(
                 f"class id {int(batch.klass[labelled].max())} >= n_classes {self.n_classes}; build the probe with more classes"
             )
         x, _ = self._inputs(x, None)
@@ -129,7 +130,7 @@ class PointwiseIdentityProbe(PointwiseProbe):
 
     def __init__(self, d_model: int, n_queries: int = 10, mask_weight: float = 5.0, dice_weight: float = 5.0):
         if not isinstance(n_queries, int) or isinstance(n_queries, bool) or n_queries < 2:
-            raise ValueError(f"n_queries must be an int >= 2 (the paper uses 10), got {n_queries!r}")
+            raise InputError(f"n_queries must be an int >= 2 (the paper uses 10), got {n_queries!r}")
         super().__init__(d_model, n_queries)
         self.n_queries = n_queries
         self.mask_weight = float(mask_weight)

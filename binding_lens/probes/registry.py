@@ -5,9 +5,15 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from ..errors import BindingLensError, InputError
 from .attention import SelfAttentionProbe
 from .base import PairProbe
-from .bilinear import DiagQuadraticProbe, LinearProbe, QuadraticFixedRankProbe, QuadraticProbe
+from .bilinear import (
+    DiagQuadraticProbe,
+    LinearProbe,
+    QuadraticFixedRankProbe,
+    QuadraticProbe,
+)
 from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
 from .similarity import CosineSimilarityProbe, DistanceProbe, DotProductProbe
 
@@ -33,12 +39,19 @@ _REQUIRED = {
 }
 
 
+class UnknownProbeError(BindingLensError, KeyError):
+    """A probe name that is not registered (a KeyError, as a dict lookup would raise)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 def probe_class(name: str) -> type[PairProbe]:
     """The class registered under `name`; an unknown name lists the known ones."""
     if name not in PROBES:
         close = difflib.get_close_matches(str(name), PROBES, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise KeyError(f"unknown probe {name!r}.{hint} Known probes: {', '.join(PROBES)}")
+        raise UnknownProbeError(f"unknown probe {name!r}.{hint} Known probes: {', '.join(PROBES)}")
     return PROBES[name]
 
 
@@ -58,7 +71,7 @@ def make_probe(name: str, d_model: int, **kwargs: Any) -> PairProbe:
             raise TypeError(f"self_attention from a model takes only model= and layer=, got also {sorted(kwargs)}")
         probe = SelfAttentionProbe.from_model(model, layer)  # type: ignore[arg-type]
         if probe.d_model != d_model:
-            raise ValueError(f"d_model={d_model} but the model's d_model is {probe.d_model}")
+            raise InputError(f"d_model={d_model} but the model's d_model is {probe.d_model}")
         return probe
     if cls is SelfAttentionProbe and "W_Q" not in kwargs:
         raise TypeError("probe 'self_attention' needs model=<HookedViT>, layer=<int>, or explicit W_Q=, W_K= weights")

@@ -15,6 +15,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from ..data.sampling import count_pairs, sample_patch_slots
+from ..errors import InputError
 from .batch import PairBatch
 
 
@@ -26,16 +27,16 @@ def split_by_image(
     Sizes follow `fractions` by largest remainder (they sum to n_images exactly).
     """
     if not isinstance(n_images, int) or isinstance(n_images, bool) or n_images < 0:
-        raise ValueError(f"n_images must be a non-negative int, got {n_images!r}")
+        raise InputError(f"n_images must be a non-negative int, got {n_images!r}")
     if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6:
-        raise ValueError(f"fractions must be three non-negative numbers summing to 1, got {fractions!r}")
+        raise InputError(f"fractions must be three non-negative numbers summing to 1, got {fractions!r}")
     exact = [f * n_images for f in fractions]
     sizes = [int(e) for e in exact]
     for i in sorted(range(3), key=lambda i: exact[i] - sizes[i], reverse=True)[: n_images - sum(sizes)]:
         sizes[i] += 1
     for name, f, size in zip(("train", "val", "test"), fractions, sizes):
         if f > 0 and size == 0:
-            raise ValueError(f"{n_images} images leave the {name} split empty (fraction {f}); use more images")
+            raise InputError(f"{n_images} images leave the {name} split empty (fraction {f}); use more images")
     order = torch.randperm(n_images, generator=torch.Generator().manual_seed(seed))
     train, val, test = torch.split(order, sizes)
     return train.sort().values, val.sort().values, test.sort().values
@@ -50,7 +51,7 @@ class PairSet:
 
     def __post_init__(self) -> None:
         if self.patches.ndim != 2 or self.patches.shape != self.valid.shape:
-            raise ValueError(f"patches {tuple(self.patches.shape)} and valid {tuple(self.valid.shape)} must be [image, k]")
+            raise InputError(f"patches {tuple(self.patches.shape)} and valid {tuple(self.valid.shape)} must be [image, k]")
 
     @property
     def n_images(self) -> int:
@@ -65,14 +66,14 @@ class PairSet:
     def check_against(self, instance: Int[Tensor, "image patch"]) -> None:
         """Raise unless this pair set was built for these labels (same images, labelled slots only)."""
         if self.n_images != instance.shape[0]:
-            raise ValueError(
+            raise InputError(
                 f"the pair set covers {self.n_images} images but the data has {instance.shape[0]}; "
                 "build it with fixed_pairs(data.instance, ...) on the same split"
             )
         if self.valid.any() and int(self.patches[self.valid].max()) >= instance.shape[1]:
-            raise ValueError("the pair set names patch slots beyond the data's patch count; it was built for other data")
+            raise InputError("the pair set names patch slots beyond the data's patch count; it was built for other data")
         if bool((instance.gather(1, self.patches)[self.valid] < 0).any()):
-            raise ValueError("the pair set includes excluded patches of this data; it was built for other labels")
+            raise InputError("the pair set includes excluded patches of this data; it was built for other labels")
 
     def counts(self, instance: Int[Tensor, "image patch"]) -> tuple[int, int]:
         """(pairs, same-object pairs) of this set."""

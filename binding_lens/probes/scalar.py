@@ -19,6 +19,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
+from ..errors import InputError
 from .base import PairProbe
 from .batch import PairBatch
 
@@ -33,7 +34,7 @@ def fit_logistic_1d(
     z = z.detach().double().flatten()
     t = target.detach().double().flatten()
     if z.numel() == 0:
-        raise ValueError("cannot fit a scalar probe on zero pairs; the batch has no labelled pair")
+        raise InputError("cannot fit a scalar probe on zero pairs; the batch has no labelled pair")
     rate = float(t.mean().clamp(1e-6, 1 - 1e-6))
     theta = torch.tensor([0.0, float(torch.logit(torch.tensor(rate)))], dtype=torch.float64)
     features = torch.stack([z, torch.ones_like(z)], dim=1)
@@ -95,7 +96,7 @@ class ScalarScoreProbe(PairProbe):
         x, _ = self._inputs(x, None)
         s = self.raw_scores(x)[batch.pair_mask]
         if s.numel() < 2:
-            raise ValueError("cannot initialise a scalar probe from fewer than 2 labelled pairs")
+            raise InputError("cannot initialise a scalar probe from fewer than 2 labelled pairs")
         std = s.std()
         self.center.copy_(s.mean())
         self.scale.copy_(std if float(std) > 0 else torch.ones_like(std))

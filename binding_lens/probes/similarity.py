@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import InputError
 from .scalar import ScalarScoreProbe
 
 
@@ -66,5 +67,5 @@ class DistanceProbe(ScalarScoreProbe):
         """The distance below which the probe says "same object" (when a > 0)."""
         a, b = self.affine()
         if a == 0:
-            raise ValueError("the distance probe has a = 0: it predicts a constant and has no threshold")
+            raise InputError("the distance probe has a = 0: it predicts a constant and has no threshold")
         return b / a

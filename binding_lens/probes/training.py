@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..errors import InputError
 from .base import PairProbe
 from .data import ProbeData
 from .evaluation import evaluate
@@ -54,15 +55,15 @@ class ProbeTrainingConfig:
         positive_ints = {"step_size": self.step_size, "epochs": self.epochs, "batch_images": self.batch_images}
         for name, value in positive_ints.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+                raise InputError(f"{name} must be a positive int, got {value!r}")
         if not isinstance(self.patches_per_image, int) or self.patches_per_image < 2:
-            raise ValueError(f"patches_per_image must be an int >= 2, got {self.patches_per_image!r}")
+            raise InputError(f"patches_per_image must be an int >= 2, got {self.patches_per_image!r}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+            raise InputError(f"lr must be a positive number, got {self.lr!r}")
         if not (self.gamma > 0 and self.weight_decay >= 0):
-            raise ValueError(f"gamma must be > 0 and weight_decay >= 0, got {self.gamma!r}, {self.weight_decay!r}")
+            raise InputError(f"gamma must be > 0 and weight_decay >= 0, got {self.gamma!r}, {self.weight_decay!r}")
         if self.select_by not in SELECTION:
-            raise ValueError(f"select_by must be one of {sorted(SELECTION)}, got {self.select_by!r}")
+            raise InputError(f"select_by must be one of {sorted(SELECTION)}, got {self.select_by!r}")
 
 
 @dataclass
@@ -96,19 +97,19 @@ def _state(probe: PairProbe) -> dict[str, torch.Tensor]:
 
 def _check_training_data(probes: Sequence[PairProbe], data: ProbeData, name: str) -> None:
     if data.n_layers != len(probes):
-        raise ValueError(
+        raise InputError(
             f"{name} holds {data.n_layers} layer(s) of activations for {len(probes)} probe(s); "
             "give one acts tensor per probe"
         )
     for i, probe in enumerate(probes):
         if data.d_model(i) != probe.d_model:
-            raise ValueError(f"{name} layer {i} has d_model {data.d_model(i)} but its probe expects {probe.d_model}")
+            raise InputError(f"{name} layer {i} has d_model {data.d_model(i)} but its probe expects {probe.d_model}")
         if probe.needs_class_labels and data.klass is None:
-            raise ValueError(f"probe {probe.name!r} trains on class ids: {name} needs klass")
+            raise InputError(f"probe {probe.name!r} trains on class ids: {name} needs klass")
     total, positive = count_pairs(data.instance)
     if positive == 0 or positive == total:
         kind = "same-object" if positive == 0 else "different-object"
-        raise ValueError(f"{name} has no {kind} pair among {total} labelled pairs; a probe cannot learn from it")
+        raise InputError(f"{name} has no {kind} pair among {total} labelled pairs; a probe cannot learn from it")
 
 
 def _prepare_val(
@@ -117,15 +118,15 @@ def _prepare_val(
     """Validation data and its fixed pairs, refused when they cannot rank epochs."""
     val = ProbeData.coerce(val, "val")
     if val.n_layers != len(probes):
-        raise ValueError(f"val holds {val.n_layers} layer(s) for {len(probes)} probe(s)")
+        raise InputError(f"val holds {val.n_layers} layer(s) for {len(probes)} probe(s)")
     for i, probe in enumerate(probes):
         if val.d_model(i) != probe.d_model:
-            raise ValueError(f"val layer {i} has d_model {val.d_model(i)} but its probe expects {probe.d_model}")
+            raise InputError(f"val layer {i} has d_model {val.d_model(i)} but its probe expects {probe.d_model}")
     pairs = fixed_pairs(val.instance, config.eval_patches_per_image, config.eval_seed) if pairs is None else pairs
     pairs.check_against(val.instance)
     total, positive = pairs.counts(val.instance)
     if positive == 0 or positive == total:
-        raise ValueError(
+        raise InputError(
             f"the validation pairs ({total}) hold {'no' if positive == 0 else 'only'} same-object pairs, so the "
             "best epoch cannot be chosen; use more validation images or patches per image"
         )
@@ -238,6 +239,6 @@ def train_probe(
     """
     train = ProbeData.coerce(train, "train")
     if train.n_layers != 1:
-        raise ValueError(f"train_probe takes one layer of activations, got {train.n_layers}; use train_probes")
+        raise InputError(f"train_probe takes one layer of activations, got {train.n_layers}; use train_probes")
     wrapped = None if callback is None else (lambda _i, epoch, p, record: callback(epoch, p, record))
     return train_probes([probe], train, val, config, val_pairs=val_pairs, callback=wrapped)[0]

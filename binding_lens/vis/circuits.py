@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
+from ..errors import InputError
 from ..hooks import HookedViT, names
 from ..io import write_text_atomic
 from .labels import grid_for_length, token_labels
@@ -44,7 +45,7 @@ def cache_pattern(cache: Any, layer: int, batch_index: int = 0) -> Float[np.ndar
             raise IndexError(f"batch_index {batch_index} is outside the cache's batch of {pattern.shape[0]}")
         pattern = pattern[batch_index]
     if pattern.ndim != 3 or pattern.shape[1] != pattern.shape[2]:
-        raise ValueError(f"{name} should be [batch] head query key, got shape {pattern.shape}")
+        raise InputError(f"{name} should be [batch] head query key, got shape {pattern.shape}")
     return pattern
 
 
@@ -60,7 +61,7 @@ def cache_labels(
     grid = tuple(grid) if grid is not None else grid_for_length(n_tokens, n_prefix)
     labels = token_labels(grid, n_prefix, n_registers)
     if len(labels) != n_tokens:
-        raise ValueError(f"grid {grid} with {n_prefix} prefix token(s) gives {len(labels)} labels, "
+        raise InputError(f"grid {grid} with {n_prefix} prefix token(s) gives {len(labels)} labels, "
                          f"the pattern has {n_tokens} positions")
     return labels
 
@@ -104,7 +105,7 @@ def attention_view(
     chosen = list(range(pattern.shape[0])) if heads is None else [int(h) for h in heads]
     bad = [h for h in chosen if not 0 <= h < pattern.shape[0]]
     if bad or not chosen:
-        raise ValueError(f"heads {bad or chosen} do not exist; layer {layer} has heads 0..{pattern.shape[0] - 1}")
+        raise InputError(f"heads {bad or chosen} do not exist; layer {layer} has heads 0..{pattern.shape[0] - 1}")
     labels = cache_labels(cache, pattern.shape[-1], model, grid)
     rendered = attention_heads(
         attention=np.round(pattern[chosen], DECIMALS), tokens=labels,
@@ -133,7 +134,7 @@ def pattern_view(
 
     pattern = cache_pattern(cache, layer, batch_index)
     if head is not None and not 0 <= head < pattern.shape[0]:
-        raise ValueError(f"head {head} does not exist; layer {layer} has heads 0..{pattern.shape[0] - 1}")
+        raise InputError(f"head {head} does not exist; layer {layer} has heads 0..{pattern.shape[0] - 1}")
     matrix = pattern.mean(0) if head is None else pattern[head]
     labels = cache_labels(cache, pattern.shape[-1], model, grid)
     rendered = attention_pattern(tokens=labels, attention=np.round(matrix, DECIMALS), mask_upper_tri=False,

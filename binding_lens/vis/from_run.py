@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..analyses.run import RunDirectory
+from ..errors import InputError
 from .html_viewer import ModelEntry, viewer
 
 
@@ -21,10 +22,10 @@ def run_images(run_dir: str | os.PathLike, indices: Sequence[int]) -> list[Any]:
     """Scenes `indices` of the run's dataset (with their masks, for the ground-truth overlay)."""
     dataset = RunDirectory(run_dir).dataset()
     if not indices:
-        raise ValueError("give at least one image index")
+        raise InputError("give at least one image index")
     bad = [i for i in indices if not isinstance(i, int) or not 0 <= i < len(dataset)]
     if bad:
-        raise ValueError(f"image indices {bad} are outside the run's dataset of {len(dataset)} images (0..{len(dataset) - 1})")
+        raise InputError(f"image indices {bad} are outside the run's dataset of {len(dataset)} images (0..{len(dataset) - 1})")
     return [dataset[i] for i in indices]
 
 
@@ -44,7 +45,7 @@ def viewer_from_run(
     """
     runs = [run_dir] if isinstance(run_dir, (str, os.PathLike)) else list(run_dir)
     if not runs:
-        raise ValueError("give at least one run directory")
+        raise InputError("give at least one run directory")
     entries = []
     for run in runs:
         directory = RunDirectory(run)

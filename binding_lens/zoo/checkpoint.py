@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from transformers import Dinov2Model
 
+from ..errors import InputError
 from ..io import publish_dir, sha256_file
 from ..losses.dino import DinoHead
 from .recipe import ZooRecipe
@@ -32,7 +33,7 @@ LOG = "training_log.csv"
 CARD_VERSION = 1
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A directory that is not a complete, consistent zoo checkpoint."""
 
 

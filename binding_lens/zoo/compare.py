@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from ..analyses.layer_sweep import SweepResult, layer_sweep
 from ..analyses.report import Row, format_table, write_table
 from ..data import SyntheticScenes
+from ..errors import InputError
 from ..figures import accuracy_by_model
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
@@ -89,7 +90,7 @@ def binding_by_objective(
     out = Path(out)
     unknown = [m for m in models if not m.startswith(PREFIX)]
     if unknown:
-        raise ValueError(f"binding_by_objective compares zoo models (zoo:<name>); got {unknown}")
+        raise InputError(f"binding_by_objective compares zoo models (zoo:<name>); got {unknown}")
     training = training or ProbeTrainingConfig(seed=seed, epochs=16, batch_images=32)
     rows, sweeps, all_rows = [], {}, []
     started = time.perf_counter()

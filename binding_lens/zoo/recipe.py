@@ -9,9 +9,12 @@ card, so `binding-lens zoo train --objective X` with the card's knobs remakes th
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformers import Dinov2Config
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from transformers import Dinov2Config
 
 OBJECTIVES = ("dino", "mae", "supervised", "random")
 """`random` is the control: the same architecture and seed, no training step."""
@@ -88,26 +91,29 @@ class ZooRecipe:
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
+            raise InputError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
         for name in ("image_size", "n_scenes", "patch_size", "hidden_size", "n_layers", "n_heads", "mlp_ratio",
                      "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
         if not isinstance(self.steps, int) or self.steps < 0:
-            raise ValueError(f"steps must be a non-negative integer, got {self.steps!r}")
+            raise InputError(f"steps must be a non-negative integer, got {self.steps!r}")
         if self.objective == "random" and self.steps:
-            raise ValueError(f"the random control is never trained: steps must be 0, got {self.steps}")
+            raise InputError(f"the random control is never trained: steps must be 0, got {self.steps}")
+        if self.objective != "random" and not self.steps:
+            raise InputError(f"a {self.objective} model needs at least 1 training step, got 0 "
+                             "(the untrained control is --objective random)")
         if self.image_size % self.patch_size:
-            raise ValueError(f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}")
+            raise InputError(f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}")
         if self.hidden_size % self.n_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} must be divisible by n_heads {self.n_heads}")
+            raise InputError(f"hidden_size {self.hidden_size} must be divisible by n_heads {self.n_heads}")
         if self.dino.local_size % self.patch_size:
-            raise ValueError(f"dino.local_size {self.dino.local_size} must be a multiple of patch_size {self.patch_size}")
+            raise InputError(f"dino.local_size {self.dino.local_size} must be a multiple of patch_size {self.patch_size}")
         if not 0 < self.mae.mask_ratio < 1:
-            raise ValueError(f"mae.mask_ratio must lie strictly between 0 and 1, got {self.mae.mask_ratio}")
+            raise InputError(f"mae.mask_ratio must lie strictly between 0 and 1, got {self.mae.mask_ratio}")
         if not (self.lr > 0 and 0 <= self.min_lr <= self.lr):
-            raise ValueError(f"need lr > 0 and 0 <= min_lr <= lr, got lr {self.lr}, min_lr {self.min_lr}")
+            raise InputError(f"need lr > 0 and 0 <= min_lr <= lr, got lr {self.lr}, min_lr {self.min_lr}")
 
     @property
     def grid(self) -> int:
@@ -115,6 +121,8 @@ class ZooRecipe:
 
     def backbone_config(self) -> Dinov2Config:
         """The HF config every objective trains (so `HookedViT` hooks the result unchanged)."""
+        from transformers import Dinov2Config
+
         return Dinov2Config(
             hidden_size=self.hidden_size, num_hidden_layers=self.n_layers, num_attention_heads=self.n_heads,
             mlp_ratio=self.mlp_ratio, image_size=self.image_size, patch_size=self.patch_size,
@@ -130,7 +138,7 @@ class ZooRecipe:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown recipe field(s) {unknown}; known: {sorted(known)}")
+            raise InputError(f"unknown recipe field(s) {unknown}; known: {sorted(known)}")
         nested = {"dino": DinoKnobs, "mae": MaeKnobs, "supervised": SupervisedKnobs}
         values = {}
         for key, value in data.items():
@@ -165,7 +173,7 @@ COMMAND_LINE_FIELDS: dict[str, tuple[type, str]] = {
 def default_recipe(objective: str) -> ZooRecipe:
     """The shipped recipe of an objective (`RECIPES` below), by name."""
     if objective not in RECIPES:
-        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        raise InputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     return RECIPES[objective]
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 from torch import nn
 from transformers import PretrainedConfig
 
+from ...errors import InputError
 from .base import FamilyAdapter, TinyCase
 
 ADAPTERS: dict[str, type[FamilyAdapter]] = {}
@@ -37,7 +38,7 @@ def supported_families() -> str:
     return ", ".join(f"{a.family} (model_type {' / '.join(a.model_types)})" for a in registered_adapters())
 
 
-class UnsupportedArchitectureError(ValueError):
+class UnsupportedArchitectureError(InputError):
     """Raised for an HF model or config whose family has no adapter."""
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...analyses.run import load_run_probes
+from ...errors import InputError
 from ...hooks import HookedViT
 from ...io import write_text_atomic
 from .compute import ProbeSet, compute_model_maps
@@ -39,11 +40,11 @@ class ModelEntry:
 def _entries(models: Any, probes: Any, size: Any) -> list[ModelEntry]:
     if isinstance(models, HookedViT):
         if probes is None:
-            raise ValueError("give probes={probe name: {layer: PairProbe}} or a sweep run directory")
+            raise InputError("give probes={probe name: {layer: PairProbe}} or a sweep run directory")
         return [ModelEntry(models, probes, size=size)]
     if isinstance(models, Sequence) and models and all(isinstance(m, ModelEntry) for m in models):
         if probes is not None:
-            raise ValueError("with ModelEntry items the probes go in each entry, not in probes=")
+            raise InputError("with ModelEntry items the probes go in each entry, not in probes=")
         return [m if m.size is not None or size is None else ModelEntry(m.model, m.probes, m.name, size)
                 for m in models]
     raise TypeError(f"models must be a HookedViT or a non-empty list of ModelEntry, got {type(models).__name__}")
@@ -83,7 +84,7 @@ def viewer_html(
         ))
     names_used = [m.name for m in maps]
     if len(set(names_used)) != len(names_used):
-        raise ValueError(f"model names must differ to be told apart in the viewer, got {names_used}: set ModelEntry.name")
+        raise InputError(f"model names must differ to be told apart in the viewer, got {names_used}: set ModelEntry.name")
     title = title or "IsSameObject viewer: " + ", ".join(names_used)
     return viewer_page(shown, maps, title=title, bits=bits, max_mb=max_mb, display_px=display_px)
 

@@ -14,6 +14,7 @@ import torch
 from jaxtyping import Float, Int, UInt8
 
 from ...data import patch_labels
+from ...errors import InputError
 from ...hooks import HookedViT
 from ...probes import PairProbe
 from .encoding import quantise_rows, quantise_unit
@@ -26,19 +27,19 @@ ProbeSet = Mapping[str, Mapping[int, PairProbe]]
 def check_probes(model: HookedViT, probes: ProbeSet) -> dict[str, dict[int, PairProbe]]:
     """Validate probe names, layers and widths against the model; returns a plain sorted copy."""
     if not isinstance(probes, Mapping) or not probes:
-        raise ValueError("probes must be a non-empty mapping {probe name: {layer: PairProbe}}")
+        raise InputError("probes must be a non-empty mapping {probe name: {layer: PairProbe}}")
     n_layers, d_model = model.cfg.n_layers, model.cfg.d_model
     out: dict[str, dict[int, PairProbe]] = {}
     for name, by_layer in probes.items():
         if not isinstance(by_layer, Mapping) or not by_layer:
-            raise ValueError(f"probes[{name!r}] must be a non-empty mapping {{layer: PairProbe}}")
+            raise InputError(f"probes[{name!r}] must be a non-empty mapping {{layer: PairProbe}}")
         for layer, probe in by_layer.items():
             if not isinstance(probe, PairProbe):
                 raise TypeError(f"probes[{name!r}][{layer!r}] is a {type(probe).__name__}, not a PairProbe")
             if not isinstance(layer, (int, np.integer)) or not 0 <= layer < n_layers:
-                raise ValueError(f"probes[{name!r}] has layer {layer!r}; this model has layers 0..{n_layers - 1}")
+                raise InputError(f"probes[{name!r}] has layer {layer!r}; this model has layers 0..{n_layers - 1}")
             if probe.d_model != d_model:
-                raise ValueError(f"probes[{name!r}][{layer}] was built for d_model {probe.d_model}, "
+                raise InputError(f"probes[{name!r}][{layer}] was built for d_model {probe.d_model}, "
                                  f"the model {model.cfg.source!r} has d_model {d_model}")
         out[str(name)] = {int(layer): by_layer[layer] for layer in sorted(by_layer)}
     return out
@@ -105,7 +106,7 @@ def compute_model_maps(
     checked = check_probes(model, probes)
     masks = list(instance_masks) if instance_masks is not None else [None] * len(images)
     if len(masks) != len(images):
-        raise ValueError(f"got {len(masks)} instance masks for {len(images)} images")
+        raise InputError(f"got {len(masks)} instance masks for {len(images)} images")
     was_training = model.training
     model.eval()
     maps = ModelMaps(name=name or model.cfg.source, n_layers=model.cfg.n_layers)

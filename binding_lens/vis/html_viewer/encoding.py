@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from jaxtyping import Float, UInt8
 
+from ...errors import InputError
+
 MIN_BITS, MAX_BITS = 2, 8
 SYMMETRY_TOLERANCE = 0.5 / 255
 ZLIB_LEVEL = 6
@@ -45,9 +47,9 @@ class Quantised:
 def _square(matrix: Any, what: str) -> Float[np.ndarray, "n n"]:
     array = np.asarray(matrix, dtype=np.float64)
     if array.ndim != 2 or array.shape[0] != array.shape[1] or array.shape[0] < 1:
-        raise ValueError(f"{what} must be a square N x N matrix, got shape {array.shape}")
+        raise InputError(f"{what} must be a square N x N matrix, got shape {array.shape}")
     if not np.isfinite(array).all():
-        raise ValueError(f"{what} holds NaN or infinite values")
+        raise InputError(f"{what} holds NaN or infinite values")
     return array
 
 
@@ -55,7 +57,7 @@ def quantise_unit(probabilities: Float[np.ndarray, "n n"], symmetric: bool | Non
     """Quantise probabilities in [0, 1]; `symmetric=None` detects symmetry (within half a level)."""
     p = _square(probabilities, "probabilities")
     if p.min() < -1e-6 or p.max() > 1 + 1e-6:
-        raise ValueError(f"probabilities must lie in [0, 1], got range [{p.min():.4g}, {p.max():.4g}]")
+        raise InputError(f"probabilities must lie in [0, 1], got range [{p.min():.4g}, {p.max():.4g}]")
     if symmetric is None:
         symmetric = bool(np.abs(p - p.T).max() <= SYMMETRY_TOLERANCE)
     if symmetric:
@@ -67,7 +69,7 @@ def quantise_rows(matrix: Float[np.ndarray, "n n"]) -> Quantised:
     """Quantise a non-negative map row by row relative to each row's maximum (attention patterns)."""
     a = _square(matrix, "attention")
     if a.min() < 0:
-        raise ValueError(f"attention weights must be non-negative, got minimum {a.min():.4g}")
+        raise InputError(f"attention weights must be non-negative, got minimum {a.min():.4g}")
     row_max = a.max(axis=1)
     scale = np.where(row_max > 0, row_max, 1.0)
     values = np.round(a / scale[:, None] * 255).astype(np.uint8)
@@ -77,7 +79,7 @@ def quantise_rows(matrix: Float[np.ndarray, "n n"]) -> Quantised:
 def check_bits(bits: int) -> int:
     """`bits` if it is a valid bit depth, else a ValueError."""
     if not isinstance(bits, (int, np.integer)) or isinstance(bits, bool) or not MIN_BITS <= bits <= MAX_BITS:
-        raise ValueError(f"bits must be an integer in {MIN_BITS}..{MAX_BITS}, got {bits!r}")
+        raise InputError(f"bits must be an integer in {MIN_BITS}..{MAX_BITS}, got {bits!r}")
     return int(bits)
 
 
@@ -124,7 +126,7 @@ def decode(data: bytes, spec: dict[str, Any]) -> tuple[Float[np.ndarray, "n n"],
     body = np.frombuffer(raw, np.uint8, offset=offset)
     expected = n * (n + 1) // 2 if spec["tri"] else n * n
     if body.size != expected:
-        raise ValueError(f"corrupt map: {body.size} entries where the layout says {expected}")
+        raise InputError(f"corrupt map: {body.size} entries where the layout says {expected}")
     v = np.zeros((n, n), np.uint8)
     start = 0
     for i in range(n):  # undo the row filter (the browser does the same loop)

@@ -17,6 +17,7 @@ from jaxtyping import Bool, Int, UInt8
 from PIL import Image
 
 from ...data import Scene, check_image, check_mask
+from ...errors import InputError
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,9 +32,9 @@ class InputImage:
 def as_input_images(images: Sequence[Any], names: Sequence[str] | None = None) -> list[InputImage]:
     """Scenes or H x W x 3 uint8 arrays -> `InputImage`s (clear errors for anything else)."""
     if isinstance(images, (np.ndarray, Scene)) or not isinstance(images, Sequence) or len(images) == 0:
-        raise ValueError("images must be a non-empty list of H x W x 3 uint8 arrays or Scenes")
+        raise InputError("images must be a non-empty list of H x W x 3 uint8 arrays or Scenes")
     if names is not None and len(names) != len(images):
-        raise ValueError(f"got {len(names)} names for {len(images)} images")
+        raise InputError(f"got {len(names)} names for {len(images)} images")
     out = []
     for i, item in enumerate(images):
         name = names[i] if names is not None else _default_name(item, i)
@@ -57,7 +58,7 @@ def display_size(hw: tuple[int, int], max_px: int) -> tuple[int, int]:
     (the page scales small images up when drawing, at no cost in file size)."""
     h, w = hw
     if not isinstance(max_px, int) or max_px < 16:
-        raise ValueError(f"display_px must be an integer >= 16, got {max_px!r}")
+        raise InputError(f"display_px must be an integer >= 16, got {max_px!r}")
     scale = min(max_px / h, max_px / w, 1.0)
     return max(1, round(h * scale)), max(1, round(w * scale))
 

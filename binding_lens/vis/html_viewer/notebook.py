@@ -10,11 +10,13 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import InputError
+
 
 def iframe_html(page: str, height: int = 820) -> str:
     """An <iframe> element holding `page` (a full HTML document) in its srcdoc attribute."""
     if not isinstance(page, str) or "<html" not in page[:500].lower():
-        raise ValueError("iframe_html takes the viewer page as an HTML string (viewer_html(...) returns one)")
+        raise InputError("iframe_html takes the viewer page as an HTML string (viewer_html(...) returns one)")
     return (f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:{int(height)}px;border:0" '
             'title="binding_lens viewer"></iframe>')
 

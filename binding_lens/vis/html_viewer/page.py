@@ -22,6 +22,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, Sequence
 
+from ...errors import InputError
 from .encoding import check_bits
 from .maps import ModelMaps, ViewerImage
 from .payload import build_payload, estimate_map_bytes, image_entry
@@ -120,7 +121,7 @@ def viewer_page(
         if depth <= LOWEST_FALLBACK_BITS:
             break
         depth -= 1
-    raise ValueError(
+    raise InputError(
         f"the viewer would take {size / MB:.1f} MB even at {depth} bits per value (limit max_mb={max_mb}): "
         "show fewer images, probes or layers, or raise max_mb (None: no limit)"
     )
@@ -134,10 +135,10 @@ def read_page(page: str) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Read a viewer page back: (metadata, {blob id: zlib bytes}); decode maps with `encoding.decode`."""
     found = _META.search(page)
     if found is None:
-        raise ValueError("not a binding_lens viewer page (no bl-meta block)")
+        raise InputError("not a binding_lens viewer page (no bl-meta block)")
     meta = json.loads(found.group(1))
     blobs = {blob_id: base64.b64decode(text) for blob_id, text in _BLOB.findall(page)}
     missing = sorted(set(meta["blobs"]) - set(blobs))
     if missing:
-        raise ValueError(f"viewer page lacks data blocks {missing[:5]}")
+        raise InputError(f"viewer page lacks data blocks {missing[:5]}")
     return meta, blobs

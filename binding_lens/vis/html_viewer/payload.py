@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...errors import InputError
 from .encoding import Quantised, encode, layout
 from .images import outline_data_url, png_data_url
 from .maps import ModelMaps, ViewerImage
@@ -37,7 +38,7 @@ def attention_key(model: int, image: int, block: int) -> str:
 def image_entry(image: ViewerImage) -> dict[str, Any]:
     h, w = image.rgb.shape[:2]
     if image.outline is not None and image.outline.shape != (h, w):
-        raise ValueError(f"outline of {image.name!r} is {image.outline.shape}, its image {h}x{w}")
+        raise InputError(f"outline of {image.name!r} is {image.outline.shape}, its image {h}x{w}")
     return {"name": image.name, "src": png_data_url(image.rgb), "width": w, "height": h,
             "outline": None if image.outline is None else outline_data_url(image.outline)}
 
@@ -49,9 +50,9 @@ def build_payload(
     """(metadata, {blob id: base64 text}) of every map encoded at `bits` bits; images are drawn to fit
     `display_px`. `image_entries` reuses already encoded images (they do not depend on `bits`)."""
     if not images:
-        raise ValueError("a viewer needs at least one image")
+        raise InputError("a viewer needs at least one image")
     if not models:
-        raise ValueError("a viewer needs at least one model")
+        raise InputError("a viewer needs at least one model")
     queue: list[Quantised] = []
     layouts: dict[str, dict[str, Any]] = {}
 

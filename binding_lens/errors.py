@@ -1,0 +1,32 @@
+"""The expected errors: what a user can fix (a wrong argument, a missing file, an unsupported model).
+
+Every error the library raises on purpose derives from `BindingLensError`; its message says what is
+wrong and what to do, in one or two lines. The command line prints that message and exits 2 with no
+traceback; any other exception is a bug and keeps its traceback. The subclasses also derive from the
+built-in error a caller would catch (ValueError, FileNotFoundError, ...), so `except ValueError` works.
+"""
+
+from __future__ import annotations
+
+
+class BindingLensError(Exception):
+    """An expected error with a message that says what is wrong and how to fix it."""
+
+
+class InputError(BindingLensError, ValueError):
+    """A value that cannot be used: a count of 0, a size the patch grid does not divide, NaN pixels..."""
+
+
+class MissingFileError(BindingLensError, FileNotFoundError):
+    """A file or directory that should exist does not (a run, a probe, a mask, an index)."""
+
+
+class ModelUnavailableError(BindingLensError, OSError):
+    """A model that cannot be loaded here: no network for a hub id, no such local checkpoint."""
+
+
+class DeviceUnavailableError(BindingLensError, RuntimeError):
+    """A device that this machine does not have (`cuda` with no GPU, `cuda:3` with two)."""
+
+
+__all__ = ["BindingLensError", "DeviceUnavailableError", "InputError", "MissingFileError", "ModelUnavailableError"]
