@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_scenes.py
 	$(BIN)/python benchmarks/bench_extract.py
 	$(BIN)/python benchmarks/bench_probes.py
+	$(BIN)/python benchmarks/bench_cli_startup.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

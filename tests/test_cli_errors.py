@@ -53,7 +53,7 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("zoo train --lr 0", ["zoo", "train", "--objective", "dino", "--lr", "0", "--out", "{tmp}/z"], "number > 0"),
     ("zoo train patch size that does not divide", ["zoo", "train", "--objective", "dino", "--patch-size", "7", "--out", "{tmp}/z"], "multiple of patch_size"),
     ("ablate on a run that does not exist", ["ablate", "--run", "{tmp}/nowhere", "--layer", "0", "--out", "{tmp}/a"], "run directory"),
-    ("ablate at a layer the run has no probe for", ["ablate", "--run", RUN, "--layer", "9", "--out", "{tmp}/a"], "L09_quadratic"),
+    ("ablate at a layer the run has no probe for", ["ablate", "--run", RUN, "--layer", "9", "--out", "{tmp}/a"], "quadratic probes at layers [0, 1]"),
     ("ablate without a run or a probe", ["ablate", "--model", "tiny:vit", "--layer", "0", "--out", "{tmp}/a"], "--probe-file"),
     ("ablate on 2 images", ["ablate", "--run", RUN, "--layer", "0", "--n-images", "2", "--no-dino", "--out", "{tmp}/a"], "at least 10 images"),
     ("view an image the run lacks", ["view", "--run", RUN, "--images", "99", "--out", "{tmp}/v.html"], "outside the run's dataset"),

@@ -42,10 +42,10 @@ def _zoo_dino(model, spec: str, settings, device: str):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..errors import InputError, MissingFileError
     from ..analyses.ablation import AblationSettings, ablation_study, ablation_table
     from ..analyses.run import RunDirectory
     from ..data.spec import dataset_from_spec
+    from ..errors import InputError, MissingFileError
     from ..models import load_hooked_vit
     from ..probes import load_probe
 
@@ -55,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     if model_spec is None or probe_file is None:
         raise InputError("ablate needs --run RUN_DIR, or both --model and --probe-file")
     if not Path(probe_file).is_file():
+        layers = sorted(run_dir.probe_files().get(args.probe, {})) if run_dir and not args.probe_file else []
+        if layers:
+            raise MissingFileError(f"no probe at {probe_file}: the run has {args.probe} probes at layers {layers}; "
+                                   "pick --layer among them")
         raise MissingFileError(f"no probe at {probe_file}: run `binding-lens sweep` with --probes {args.probe} first")
     device = default_device(args.device)
     model = load_hooked_vit(model_spec, device=device)

@@ -8,10 +8,10 @@ whereabouts, and the tiny test models. Importing this package registers the pref
 
 from .registry import PREFIX as ZOO_PREFIX
 from .registry import is_zoo_spec, list_zoo, zoo_card, zoo_names, zoo_path
-from .specs import ARCHITECTURES, SPEC_FORMS, load_hooked_vit, random_hf_model
+from .specs import ARCHITECTURES, load_hooked_vit, random_hf_model
 from .tiny import TINY_CASES, TinyCase, tiny_hf_model
 
 __all__ = [
-    "ARCHITECTURES", "SPEC_FORMS", "TINY_CASES", "TinyCase", "ZOO_PREFIX", "is_zoo_spec", "list_zoo",
+    "ARCHITECTURES", "TINY_CASES", "TinyCase", "ZOO_PREFIX", "is_zoo_spec", "list_zoo",
     "load_hooked_vit", "random_hf_model", "tiny_hf_model", "zoo_card", "zoo_names", "zoo_path",
 ]

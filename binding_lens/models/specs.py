@@ -84,8 +84,3 @@ register_spec_prefix("random:", _load_random)
 register_spec_prefix("config:", _load_config)
 register_spec_prefix("tiny:", _load_tiny)
 register_spec_prefix("zoo:", _load_zoo)
-
-SPEC_FORMS = ("hub id or local path; zoo:<name> (models trained here, `binding-lens zoo list`); random:<arch> ("
-              + ", ".join(sorted(ARCHITECTURES)) + "): the same architecture with random weights; "
-              "config:<config.json>; tiny:<name>")
-"""The spec forms, in one line (the command line's --model help)."""
