@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import DEVICE_HELP, non_negative_float, output_file, parse_int_ranges, positive_int
+from .arguments import DEVICE_HELP, default_device, non_negative_float, output_file, parse_int_ranges, positive_int
 
 MB = 1_000_000
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from ..vis import viewer_from_run
 
     path = viewer_from_run(
-        args.run, args.images, args.out, probes=args.probes, layers=args.layers, device=args.device,
+        args.run, args.images, args.out, probes=args.probes, layers=args.layers, device=default_device(args.device),
         bits=args.bits, max_mb=args.max_mb or None, display_px=args.display_px,
     )
     size = path.stat().st_size
