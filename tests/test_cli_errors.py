@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,11 +18,14 @@ import time
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from binding_lens.cli import main
 
 RUN = "{tmp}/run"
+PROGRESS = re.compile(r"\d+%\|")  # tqdm's progress lines are not messages
 BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("image size 0", ["hooks", "--model", "tiny:vit", "--size", "0"], "positive integers"),
     ("negative image size", ["hooks", "--model", "tiny:vit", "--size", "-5"], "positive integers"),
@@ -46,6 +49,8 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("a misspelt probe", ["sweep", "--model", "tiny:vit", "--probes", "quadratc", "--out", "{tmp}/o"], "Did you mean 'quadratic'"),
     ("an unknown dataset", ["sweep", "--model", "tiny:vit", "--data", "cifar", "--out", "{tmp}/o"], "cannot read dataset spec"),
     ("a folder dataset that does not exist", ["sweep", "--model", "tiny:vit", "--data", "folder:{tmp}/nope", "--out", "{tmp}/o"], "nope"),
+    ("a corrupt image in a folder dataset", ["extract", "--model", "tiny:vit", "--data", "folder:{tmp}/corrupt", "--size", "32", "--out", "{tmp}/o"], "not a readable image"),
+    ("a folder image without a mask", ["extract", "--model", "tiny:vit", "--data", "folder:{tmp}/unmasked", "--size", "32", "--out", "{tmp}/o"], "--skip-missing-masks"),
     ("layers the model lacks", ["sweep", "--model", "tiny:vit", "--layers", "3,12", "--out", "{tmp}/o"], "do not exist"),
     ("layers that do not parse", ["sweep", "--model", "tiny:vit", "--layers", "x", "--out", "{tmp}/o"], "comma list"),
     ("a zero stride in --layers", ["sweep", "--model", "tiny:vit", "--layers", "0-2:0", "--out", "{tmp}/o"], "strided range"),
@@ -70,6 +75,14 @@ def make_workdir(tmp: Path) -> Path:
                  "--out", str(tmp / "run")]) == 0
     shutil.copytree(tmp / "run", tmp / "damaged")
     (tmp / "damaged" / "probes" / "L01_quadratic.safetensors").unlink()
+    for name in ("corrupt", "unmasked"):
+        for stem in ("a", "b"):
+            (tmp / name / "images").mkdir(parents=True, exist_ok=True)
+            (tmp / name / "masks").mkdir(exist_ok=True)
+            Image.fromarray(np.full((32, 32, 3), 90, np.uint8)).save(tmp / name / "images" / f"{stem}.png")
+            if name == "corrupt" or stem == "a":
+                Image.fromarray(np.eye(32, dtype=np.uint8) + 1).save(tmp / name / "masks" / f"{stem}.png")
+    (tmp / "corrupt" / "images" / "a.png").write_bytes(b"not a png")
     (tmp / "afile").write_text("not a directory")
     (tmp / "bad_config.json").write_text('{"model_type": "dinov2", "hidden_size": 7, "num_hidden_layers": 2, '
                                          '"image_size": 32, "patch_size": 8}')
@@ -89,7 +102,8 @@ def run_bad(argv: list[str], tmp: Path) -> tuple[int, str]:
             status = main([arg.format(tmp=tmp) for arg in argv])
         except SystemExit as exit_:  # argparse's own exit
             status = exit_.code
-    return status, err.getvalue().strip()
+    printed = [line for line in err.getvalue().replace("\r", "\n").splitlines() if line and not PROGRESS.search(line)]
+    return status, "\n".join(printed).strip()
 
 
 @pytest.mark.parametrize("what, argv, phrase", BAD_INPUTS, ids=[case[0] for case in BAD_INPUTS])
@@ -150,5 +164,4 @@ def bad_input_table() -> str:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TQDM_DISABLE", "1")
     print(bad_input_table())

@@ -53,7 +53,7 @@ def test_class_masks_and_names_are_optional_extras(tmp_path):
 def test_missing_masks_raise_or_are_skipped_and_counted(tmp_path):
     root = _tree(tmp_path, ("a", "b", "c"))
     Image.fromarray(np.ones((6, 8), np.uint8)).save(root / "masks" / "b.png")
-    with pytest.raises(FileNotFoundError, match=r"2 image\(s\) have no mask .*a\.jpg, c\.jpg.*missing='skip'"):
+    with pytest.raises(FileNotFoundError, match=r"2 image\(s\) have no mask .*a\.jpg, c\.jpg.*--skip-missing-masks.*missing='skip'"):
         ImageFolderWithMasks(root)
     ds = ImageFolderWithMasks(root, missing="skip")
     assert len(ds) == 1 and ds.skips.skipped == 2 and ds.skips.examples["image without mask"] == ["a.jpg", "c.jpg"]
@@ -80,3 +80,15 @@ def test_bad_masks_are_clear_errors(tmp_path):
 def test_wrong_layout_names_the_expected_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"expected folder .*images"):
         ImageFolderWithMasks(tmp_path)
+
+
+def test_a_corrupt_image_or_mask_is_named(tmp_path):
+    root = _tree(tmp_path)
+    Image.fromarray(np.ones((6, 8), np.uint8)).save(root / "masks" / "a.png")
+    (root / "masks" / "b.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    (root / "images" / "a.jpg").write_bytes(b"not a jpeg at all")
+    ds = ImageFolderWithMasks(root)
+    with pytest.raises(SceneError, match=r"a\.jpg is not a readable image .*replace it or remove it"):
+        ds[0]
+    with pytest.raises(SceneError, match=r"b\.png is not a readable image"):
+        ds[1]

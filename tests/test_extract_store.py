@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from binding_lens.activations import ActivationStore, StoreError, extract
-from binding_lens.data import Scene, SyntheticScenes, patch_labels
+from binding_lens.data import Scene, SceneError, SyntheticScenes, patch_labels
 from binding_lens.models import load_hooked_vit
 
 MODEL = "tiny:dinov2_registers"  # patch 14, 4 registers: prefix tokens must be skipped correctly
@@ -114,18 +114,61 @@ def test_a_corrupted_shard_is_detected_and_recomputed(tmp_path):
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(StoreError, match=r"shard-00001.safetensors is corrupt.*delete both files"):
+    with pytest.raises(StoreError, match=r"shard-00001.safetensors is corrupt.*run extract again"):
         store.load()
-    with pytest.warns(UserWarning, match="shard 1 .* failed its checksum"):
+    with pytest.warns(UserWarning, match="shard 1 .* is corrupt"):
         extract(model, scenes(6), [1], tmp_path, shard_size=3, progress=False)
     assert ActivationStore(tmp_path).load().acts[1].shape[0] == 6
+
+
+def test_a_truncated_shard_is_corrupt_and_a_deleted_one_missing(tmp_path):
+    model = load_hooked_vit(MODEL)
+    store = extract(model, scenes(9), [1], tmp_path, shard_size=3, progress=False)
+    shards = tmp_path / "shards"
+    (shards / "shard-00001.safetensors").write_bytes((shards / "shard-00001.safetensors").read_bytes()[:100])
+    (shards / "shard-00002.safetensors").unlink()
+    assert store.unfinished_shards() == {"missing": [2], "corrupt": [1]}
+    with pytest.raises(StoreError, match=r"shards \[2\] missing, shards \[1\] corrupt"):
+        store.load()
+    with pytest.warns(UserWarning, match="shard 1 .* is corrupt"):
+        extract(model, scenes(9), [1], tmp_path, shard_size=3, progress=False)
+    assert ActivationStore(tmp_path).is_complete()
+
+
+class _FailsAt(list):
+    """Scenes whose `bad`-th image raises, as a corrupt file or a wrong mask would."""
+
+    identity = {"name": "fails"}
+
+    def __init__(self, scenes, bad):
+        super().__init__(scenes)
+        self.bad = bad
+
+    def __getitem__(self, index):
+        if index == self.bad:
+            raise SceneError(f"image {index} is broken")
+        return super().__getitem__(index)
+
+
+def test_a_run_that_fails_before_its_first_shard_leaves_nothing_that_blocks(tmp_path):
+    model = load_hooked_vit(MODEL)
+    good = [scenes(4)[i] for i in range(4)]
+    with pytest.raises(SceneError):
+        extract(model, _FailsAt(good, bad=1), [1], tmp_path, progress=False)
+    assert not (tmp_path / "manifest.json").exists()
+    fixed = _FailsAt(good, bad=-99)
+    fixed.identity = {"name": "fixed"}  # the corrected run differs (other data, other size...)
+    assert extract(model, fixed, [1], tmp_path, progress=False).load().acts[1].shape[0] == 4
 
 
 def test_other_settings_on_an_existing_store_are_refused(tmp_path):
     model = load_hooked_vit(MODEL)
     extract(model, scenes(4), [1], tmp_path, progress=False)
-    with pytest.raises(StoreError, match=r"layers: stored \[1\], asked \[1, 2\]"):
+    with pytest.raises(StoreError, match=r"\(layers: stored \[1\], requested \[1, 2\]\)") as refused:
         extract(model, scenes(4), [1, 2], tmp_path, progress=False)
+    assert len(str(refused.value)) < 300  # only the field that differs, not two dataset dicts
+    with pytest.raises(StoreError, match=r"dataset.seed: stored 3, requested 4; dataset.subset_of|dataset.seed: stored"):
+        extract(model, SyntheticScenes("default", n=4, size=112, seed=4), [1], tmp_path, progress=False)
     with pytest.raises(StoreError, match="weights"):
         extract(load_hooked_vit(MODEL, seed=1), scenes(4), [1], tmp_path, progress=False)
     with pytest.raises(StoreError, match="dataset"):

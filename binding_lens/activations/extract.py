@@ -18,12 +18,28 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..data import Scene, SkipReport, patch_labels, resize_image, sample_patch_slots, unusable_reason
+from ..data import (
+    Scene,
+    SkipReport,
+    patch_labels,
+    resize_image,
+    sample_patch_slots,
+    unusable_reason,
+)
+from ..errors import InputError
 from ..hooks import HookedViT
 from ..hooks.names import LAYER_CONVENTION, resid_post
 from ..io import write_json_atomic
 from ..version import __version__
-from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, write_shard
+from .store import (
+    FORMAT_VERSION,
+    MANIFEST,
+    ActivationStore,
+    Shard,
+    StoreError,
+    write_shard,
+)
+
 
 def weights_fingerprint(model: HookedViT) -> str:
     """A cheap hash of the weights (name, shape, sum and sum of squares of every parameter)."""
@@ -66,22 +82,45 @@ def build_manifest(
     }
 
 
-def _open_or_create(out: Path, manifest: dict[str, Any]) -> ActivationStore:
-    path = out / MANIFEST
-    if path.is_file():
-        store = ActivationStore(out)
-        old = store.manifest["request"]
-        new = manifest["request"]
-        if old != new:
-            differing = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-            lines = "; ".join(f"{k}: stored {old.get(k)!r}, asked {new.get(k)!r}" for k in differing)
-            raise StoreError(
-                f"{out} already holds activations extracted with other settings ({lines}). "
-                "Use another output directory, or delete this one to extract again."
-            )
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{'dataset.size': 224, ...}: nested dicts as dotted paths."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        flat |= _flatten(item, f"{prefix}.{key}" if prefix else str(key))
+    return flat
+
+
+def request_differences(stored: dict[str, Any], requested: dict[str, Any], most: int = 4) -> str:
+    """'dataset.size: stored 224, requested 112; ...': only the fields that differ, values shortened."""
+    old, new = _flatten(stored), _flatten(requested)
+    keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+
+    def short(value: Any) -> str:
+        text = repr(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    parts = [f"{k}: stored {short(old.get(k))}, requested {short(new.get(k))}" for k in keys[:most]]
+    return "; ".join(parts) + (f"; and {len(keys) - most} more" if len(keys) > most else "")
+
+
+def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
+    """The store at `out` if it was made with this request; None when there is none yet (the manifest is
+    written with the first shard, so a run that fails before it pins nothing). A store with other
+    settings is refused, naming the fields that differ, unless it holds no finished shard."""
+    if not (out / MANIFEST).is_file():
+        return None
+    store = ActivationStore(out)
+    if store.manifest["request"] == manifest["request"]:
         return store
-    write_json_atomic(path, manifest)
-    return ActivationStore(out)
+    if any(store.shard_state(i, verify=False) == "done" for i in range(store.n_shards)):
+        raise StoreError(
+            f"{out} already holds activations extracted with other settings "
+            f"({request_differences(store.manifest['request'], manifest['request'])}). "
+            "Use another output directory, or delete this one to extract again."
+        )
+    return None  # a manifest with no finished shard pins nothing: it is rewritten with the first shard
 
 
 def extract(
@@ -107,18 +146,20 @@ def extract(
     Images are fed whole (resized to `size` if given, position embeddings interpolated); labels come
     from the plurality vote of the original masks over the same patch grid. Images with no labelled
     patch or a single object are skipped, counted per reason in the shard records. Finished shards
-    of an earlier run with the same settings are kept; other settings raise `StoreError`.
+    of an earlier run with the same settings are kept (corrupt ones recomputed, with a warning); other
+    settings raise `StoreError` naming the fields that differ. Nothing is written before the first
+    shard is computed, so a run that fails on its first images leaves nothing that blocks the next.
     """
     out = Path(out)
     layers = sorted({int(layer) for layer in layers})
     bad = [layer for layer in layers if not 0 <= layer < model.cfg.n_layers]
     if not layers or bad:
-        raise ValueError(f"layers must be in 0..{model.cfg.n_layers - 1} for this model, got {list(layers) or 'none'}")
+        raise InputError(f"layers must be in 0..{model.cfg.n_layers - 1} for this model, got {list(layers) or 'none'}")
     if patches_per_image is not None and patches_per_image < 2:
-        raise ValueError(f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}")
+        raise InputError(f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}")
     identity = dataset_identity if dataset_identity is not None else getattr(dataset, "identity", None)
     if identity is None:
-        raise ValueError(
+        raise InputError(
             "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
         )
     device = torch.device(device) if device is not None else model.device
@@ -140,14 +181,15 @@ def extract(
         "shard_size": shard_size,
     }
     n_shards = max(1, -(-len(dataset) // shard_size))
-    store = _open_or_create(out, build_manifest(model, dataset, request, n_shards, identity))
+    manifest = build_manifest(model, dataset, request, n_shards, identity)
+    store = _open(out, manifest)
     todo = []
     for index in range(n_shards):
-        if store.shard_is_done(index, verify=True):
-            continue
-        if store.record(index) is not None:
-            warnings.warn(f"shard {index} of {out} failed its checksum: recomputing it", stacklevel=2)
-        todo.append(index)
+        state = store.shard_state(index) if store is not None else "missing"
+        if state == "corrupt":
+            warnings.warn(f"shard {index} of {out} is corrupt (truncated or altered): recomputing it", stacklevel=2)
+        if state != "done":
+            todo.append(index)
     if patches_per_image is None:
         first = _target_size(dataset[0], size)
         n_slots = (first[0] // model.cfg.patch_size) * (first[1] // model.cfg.patch_size)
@@ -164,11 +206,14 @@ def extract(
                 model, dataset, range(start, stop), layers, device, dtype=dtype, patches_per_image=patches_per_image,
                 n_slots=n_slots, batch_size=batch_size, size=size, purity=purity, seed=seed, autocast=autocast, bar=bar,
             )
+            if store is None:
+                write_json_atomic(out / MANIFEST, manifest)
+                store = ActivationStore(out)
             write_shard(out, index, shard, record)
     finally:
         model.set_fused_attention(fused_before)
         bar.close()
-    return store
+    return store if store is not None else ActivationStore(out)
 
 
 def _extract_shard(
@@ -213,7 +258,7 @@ def _extract_shard(
             bar.update(1)
             continue
         if patches_per_image is None and grid[0] * grid[1] != n_slots:
-            raise ValueError(
+            raise InputError(
                 f"image {image_index} gives a {grid[0]}x{grid[1]} patch grid, unlike the first image's {n_slots} "
                 "patches: pass size=... so all images share one grid, or patches_per_image=k to store k of each"
             )

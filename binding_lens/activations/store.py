@@ -1,13 +1,15 @@
 """The activation store on disk: a manifest and checksummed safetensors shards, written atomically.
 
-    out/manifest.json                  what was extracted and how (written first, checked on reuse)
+    out/manifest.json                  what was extracted and how (written with the first shard, checked on reuse)
     out/shards/shard-00000.safetensors acts.L{l} [image slot d_model], instance / klass / patch_index
                                        [image slot] int32 (-1 = empty slot), image_index [image] int64
     out/shards/shard-00000.json        the shard's record: images, skips, byte size, sha256
 
 A shard counts as done only when its record exists and the bytes on disk hash to the record's
 sha256; both files are written to a temporary name and renamed into place, so a run killed at any
-point leaves either a whole shard or none, and a later run recomputes exactly the missing ones.
+point leaves either a whole shard or none, and a later run recomputes exactly the missing ones. A
+shard is *missing* when its record or its tensors are absent, *corrupt* when they exist but do not
+match (truncated, altered, unreadable); messages say which.
 """
 
 from __future__ import annotations
@@ -77,7 +79,10 @@ class ActivationStore:
                 f"no activation store at {self.root}: expected {manifest_path}. Create one with "
                 "binding_lens.extract(...) or `binding-lens extract --out {self.root}`."
             )
-        self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+        try:
+            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise StoreError(f"{manifest_path} is corrupt (not JSON): delete {self.root} and extract again") from None
         if self.manifest.get("format_version") != FORMAT_VERSION:
             raise StoreError(
                 f"{manifest_path} has format_version {self.manifest.get('format_version')!r}; this binding_lens "
@@ -93,25 +98,43 @@ class ActivationStore:
         return int(self.manifest["n_shards"])
 
     def record(self, index: int) -> dict[str, Any] | None:
-        """The shard's record, or None when the shard is not finished."""
+        """The shard's record, or None when the shard is not finished (or its record is unreadable)."""
         path = self.root / "shards" / f"{shard_name(index)}.json"
         try:
             return json.loads(path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):  # absent, or torn by a writer other than ours
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
             return None
+
+    def shard_state(self, index: int, verify: bool = True) -> str:
+        """'done', 'missing' (record or tensors absent) or 'corrupt' (present but not what the record says;
+        without `verify` only the byte size is compared)."""
+        record_path = self.root / "shards" / f"{shard_name(index)}.json"
+        path = self.root / "shards" / f"{shard_name(index)}.safetensors"
+        if not record_path.is_file() or not path.is_file():
+            return "missing"
+        record = self.record(index)
+        if record is None or path.stat().st_size != record.get("bytes"):
+            return "corrupt"
+        if verify and sha256_file(path) != record.get("sha256"):
+            return "corrupt"
+        return "done"
 
     def shard_is_done(self, index: int, verify: bool = True) -> bool:
         """Finished and, with `verify`, its bytes match the recorded sha256."""
-        record = self.record(index)
-        path = self.root / "shards" / f"{shard_name(index)}.safetensors"
-        if record is None or not path.is_file():
-            return False
-        if not verify:
-            return path.stat().st_size == record["bytes"]
-        return sha256_file(path) == record["sha256"]
+        return self.shard_state(index, verify) == "done"
+
+    def unfinished_shards(self, verify: bool = True) -> dict[str, list[int]]:
+        """{'missing': [...], 'corrupt': [...]}: the shards a run with the same settings would (re)compute."""
+        found: dict[str, list[int]] = {"missing": [], "corrupt": []}
+        for index in range(self.n_shards):
+            state = self.shard_state(index, verify)
+            if state != "done":
+                found[state].append(index)
+        return found
 
     def missing_shards(self, verify: bool = True) -> list[int]:
-        return [index for index in range(self.n_shards) if not self.shard_is_done(index, verify)]
+        """Every shard that is not done, missing or corrupt."""
+        return sorted(index for indices in self.unfinished_shards(verify).values() for index in indices)
 
     def is_complete(self) -> bool:
         return not self.missing_shards(verify=False)
@@ -120,13 +143,13 @@ class ActivationStore:
         """Load one shard, checking its sha256; a torn or altered shard raises `StoreError`."""
         record = self.record(index)
         path = self.root / "shards" / f"{shard_name(index)}.safetensors"
-        if record is None or not path.is_file():
-            raise StoreError(f"shard {index} of {self.root} is not finished: run extract again with the same settings")
+        if self.shard_state(index, verify=False) == "missing":
+            raise StoreError(f"shard {index} of {self.root} is missing: run extract again with the same settings")
         data = path.read_bytes()
-        if sha256_bytes(data) != record["sha256"]:
+        if record is None or sha256_bytes(data) != record.get("sha256"):
             raise StoreError(
-                f"{path} is corrupt (its sha256 differs from {path.with_suffix('.json').name}): delete both files "
-                "and run extract again with the same settings to recompute it"
+                f"{path} is corrupt (truncated or altered: it does not match {path.with_suffix('.json').name}); "
+                "run extract again with the same settings to recompute it"
             )
         tensors = load_safetensors(data)
         wanted = self.layers if layers is None else layers
@@ -140,9 +163,11 @@ class ActivationStore:
         )
 
     def shards(self, layers: list[int] | None = None) -> Iterator[Shard]:
-        missing = self.missing_shards(verify=False)
-        if missing:
-            raise StoreError(f"{self.root} is incomplete (shards {missing} missing): run extract again to finish it")
+        unfinished = {state: indices for state, indices in self.unfinished_shards(verify=False).items() if indices}
+        if unfinished:
+            which = ", ".join(f"shards {indices} {state}" for state, indices in unfinished.items())
+            raise StoreError(f"{self.root} is incomplete ({which}): run extract again with the same settings "
+                             "to (re)compute them")
         for index in range(self.n_shards):
             yield self.read_shard(index, layers)
 

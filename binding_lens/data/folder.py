@@ -60,7 +60,7 @@ class ImageFolderWithMasks(Sequence):
             names = ", ".join(p.name for p in lacking[:5]) + (" ..." if len(lacking) > 5 else "")
             raise MissingFileError(
                 f"{len(lacking)} image(s) have no mask in {self.mask_dir} (expected <stem>.png): {names}; "
-                "add the masks or pass missing='skip' to skip and count them"
+                "add the masks, or skip and count them (--skip-missing-masks; in Python missing='skip')"
             )
         names_file = self.root / "class_names.json"
         self.class_names: dict[int, str] = {1: "object"}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from jaxtyping import Int, UInt8
@@ -13,9 +15,24 @@ from .scene import SceneError
 ID_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")
 
 
+@contextmanager
+def open_image(path: Path) -> Iterator[Image.Image]:
+    """PIL's open, but a file that is not a readable image (corrupt, truncated, another format) is a
+    `SceneError` naming it, not PIL's UnidentifiedImageError."""
+    try:
+        with Image.open(path) as im:
+            im.load()
+            yield im
+    except (Image.UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise SceneError(f"{path} is not a readable image ({type(error).__name__}: {error}); "
+                         "replace it or remove it from the dataset") from None
+
+
 def read_image(path: Path) -> UInt8[np.ndarray, "H W 3"]:
     """An image file as H x W x 3 uint8 RGB."""
-    with Image.open(path) as im:
+    with open_image(path) as im:
         return np.asarray(im.convert("RGB"))
 
 
@@ -24,7 +41,7 @@ def read_id_mask(path: Path) -> Int[np.ndarray, "H W"]:
 
     Palette colours of an indexed PNG are ignored: the index is the id.
     """
-    with Image.open(path) as im:
+    with open_image(path) as im:
         if im.mode not in ID_MODES:
             raise SceneError(
                 f"{path}: mask has image mode {im.mode!r}, which does not hold ids; save one id per pixel as an "
