@@ -112,3 +112,40 @@ def test_missing_files_and_size_mismatch_are_clear_errors(ade_root):
     (val / "ADE_val_00000001.jpg").unlink()
     with pytest.raises(FileNotFoundError, match=r"lists ADE_val_00000001\.jpg, expected at"):
         ADE20K(ade_root, "validation")
+
+
+TRICKY = ["wall", "building, edifice", "sky", "person, individual, someone, somebody, mortal, soul",
+          "chest of drawers, chest, bureau, dresser", "screen door, screen", "screen, silver screen, projection screen",
+          "traffic light, traffic signal, stoplight", "crt screen", "door", "double door",
+          "car, auto, automobile, machine, motorcar", "chest", "lamp post"]
+ROWS = {1: "wall", 2: "building;edifice", 3: "sky", 13: "person;individual;someone;somebody;mortal;soul",
+        15: "door;double door", 21: "car;auto;automobile;machine;motorcar", 45: "chest of drawers;chest;bureau;dresser",
+        59: "screen door;screen", 131: "screen;silver screen;projection screen",
+        137: "traffic light;traffic signal;stoplight", 142: "crt screen"}
+EXPECTED = [1, 2, 3, 13, 45, 59, 131, 137, 142, 15, 0, 21, 0, 0]  # full class k+1 -> 150-class (0: none)
+
+
+@pytest.mark.parametrize("spelling", ["synonyms joined by ;", "every word joined by ;"])
+def test_both_spellings_of_objectinfo150_map_the_same(spelling):
+    from binding_lens.data.ade20k import map_to_150
+
+    info = {i: (n if spelling.startswith("synonyms") else n.replace(" ", ";")) for i, n in ROWS.items()}
+    assert map_to_150(TRICKY, info).tolist() == [0, *EXPECTED]
+
+
+def test_150_classes_no_full_name_matches_are_reported(ade_root):
+    (ade_root / "objectInfo150.csv").write_text(INFO150 + "104,0.001,10,1,fountain\n")
+    with pytest.warns(UserWarning, match=r"1 of the 5 classes of objectInfo150\.csv match no full ADE20K name \(104 'fountain'\)"):
+        ds = ADE20K(ade_root, "validation")
+    assert ds.unmatched_150 == {104: "fountain"}
+
+
+def test_the_index_may_sit_beside_the_release_folder(ade_root):
+    (ade_root / "index_ade20k.pkl").rename(ade_root.parent / "index_ade20k.pkl")
+    assert len(ADE20K(ade_root, "validation")) == 2 and len(ADE20K(ade_root.parent, "validation")) == 2
+
+
+def test_an_index_that_is_not_a_pickle_says_so(ade_root):
+    (ade_root / "index_ade20k.pkl").write_bytes(b"<html>404 not found</html>")
+    with pytest.raises(ValueError, match=r"index_ade20k\.pkl is not a readable pickle .*download"):
+        ADE20K(ade_root, "validation")
