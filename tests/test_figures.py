@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
 from binding_lens.figures import (
@@ -60,7 +61,7 @@ def test_score_kde_per_layer(tmp_path):
         per_layer[layer] = (np.where(same, rng.normal(0.5 + 0.1 * layer, 0.1, 600), rng.normal(0.4, 0.1, 600)), same)
     per_layer[5] = (np.r_[np.full(10, 0.9), rng.random(40)], np.r_[np.ones(10, bool), np.zeros(40, bool)])
     svg = check_written(score_kde(per_layer, tmp_path / "kde"))
-    assert "layer 5" in svg and "same object (n=10)" in svg and "different objects (n=40)" in svg
+    assert "layer 5: n = 10 same, 40 different" in svg and "same object" in svg and "different objects" in svg
     with pytest.raises(ValueError, match="boolean"):
         score_kde({0: (np.ones(3), np.array([1, 0, 1]))}, tmp_path / "x")
 
@@ -105,3 +106,55 @@ def test_binding_pca(tmp_path):
     np.testing.assert_allclose((points**2).sum(0), variance[:2], rtol=1e-9)
     with pytest.raises(ValueError, match="one id per vector"):
         binding_pca(vectors, instance[:5], tmp_path / "x")
+
+
+LONG = ("IsSameObject test accuracy by layer\nzoo:dino (trained here; weights fingerprint 1234abcd5678ef90, "
+        "DINO objective, shipped with binding_lens)")
+
+
+def _overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The Figure objects the figure functions save, drawn as they are written."""
+    import binding_lens.figures as figures_package
+    from binding_lens.figures import _save
+
+    figs = []
+
+    def keep(fig, path):
+        figs.append(fig)
+        return real(fig, path)
+
+    real = _save.save
+    for name in ("layers", "ablation", "distributions", "pca", "scatter"):
+        monkeypatch.setattr(getattr(figures_package, name), "save", keep)
+    return figs
+
+
+def test_titles_and_legends_fit_and_stay_off_the_data(tmp_path, drawn):
+    many = [dict(row, probe=f"{row['probe']}_{k}") for row in sweep_rows() for k in range(5)]
+    accuracy_by_layer([r for r in many if r["model"] == "dinov2-small"], tmp_path / "a", title=LONG)
+    accuracy_by_model(many, tmp_path / "b", probe="quadratic_0", title=LONG.replace("\n", " "))
+    rng = np.random.default_rng(0)
+    score_kde({layer: (rng.random(50), rng.random(50) < 0.4) for layer in range(3)}, tmp_path / "c", title=LONG)
+    ablation_figure([{"condition": f"shuffle binding subspace {r}", "miou": r} for r in (0.1, 0.5, 1.0)],
+                    tmp_path / "d", title=LONG)
+    binding_pca(rng.normal(size=(60, 4)), np.repeat(np.arange(6), 10), tmp_path / "e", title=LONG)
+    for fig in drawn:
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        box = fig.bbox
+        title = fig._suptitle.get_window_extent(renderer)
+        assert box.x0 <= title.x0 and title.x1 <= box.x1 and title.y1 <= box.y1, "the title is cut off"
+        axes = [ax.get_window_extent(renderer) for ax in fig.axes if ax.get_visible() and ax.axison]
+        for legend in fig.legends:
+            extent = legend.get_window_extent(renderer)
+            assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0, "the legend is cut off"
+            assert not any(_overlap(extent, ax) for ax in axes), "the legend covers data"
+            assert not _overlap(extent, title), "the legend covers the title"
+        assert not any(ax.get_legend() for ax in fig.axes), "legends go outside the axes"
+    assert len(drawn) == 5

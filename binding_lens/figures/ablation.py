@@ -12,7 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._save import check_rows, new_figure, save
+from ..errors import InputError
+from ._save import LEGEND_WIDTH, check_rows, finish, new_figure, save
 
 
 def _numeric_columns(rows: list[dict[str, Any]], label: str) -> list[str]:
@@ -32,11 +33,11 @@ def ablation_figure(
     rows = check_rows(rows, (label,), "ablation_figure")
     columns = list(columns) if columns is not None else _numeric_columns(rows, label)
     if not columns:
-        raise ValueError(f"ablation_figure: no numeric columns besides {label!r} in {sorted(rows[0])}")
+        raise InputError(f"ablation_figure: no numeric columns besides {label!r} in {sorted(rows[0])}")
     rows = check_rows(rows, columns, "ablation_figure")
     values = np.array([[float(row[c]) for c in columns] for row in rows])
     names = [str(row[label]) for row in rows]
-    fig = new_figure(4.2 + 1.3 * len(columns), 1.2 + 0.42 * len(rows) + 1.8)
+    fig = new_figure(4.2 + 1.3 * len(columns) + LEGEND_WIDTH, 1.2 + 0.42 * len(rows) + 1.8)
     table_ax, bars_ax = fig.subplots(2, 1, height_ratios=[0.5 + 0.4 * len(rows), 2.2])
     table_ax.axis("off")
     table = table_ax.table(cellText=[[f"{v:.3f}" for v in line] for line in values], rowLabels=names,
@@ -50,7 +51,6 @@ def ablation_figure(
     for i, name in enumerate(names):
         bars_ax.bar(np.arange(len(columns)) + (i - (len(rows) - 1) / 2) * width, values[i], width, label=name)
     bars_ax.set_xticks(np.arange(len(columns)), [c.replace("_", " ") for c in columns], fontsize=8)
-    bars_ax.legend(fontsize=7, ncol=min(3, len(rows)))
     bars_ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(title, fontsize=11)
+    finish(fig, title, legend_from=bars_ax)
     return save(fig, path)

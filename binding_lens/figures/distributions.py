@@ -14,7 +14,8 @@ import numpy as np
 from jaxtyping import Bool, Float
 from scipy.stats import gaussian_kde
 
-from ._save import new_figure, save
+from ..errors import InputError
+from ._save import finish, new_figure, save
 
 COLORS = {"same object": "#1f77b4", "different objects": "#d62728"}
 
@@ -37,15 +38,15 @@ def score_kde(
     A population with fewer than two distinct scores is drawn as a vertical line at its value.
     """
     if not per_layer:
-        raise ValueError("score_kde: no layers to plot")
+        raise InputError("score_kde: no layers to plot")
     checked = {}
     for layer, (scores, same) in sorted(per_layer.items()):
         scores, same = np.asarray(scores, float).ravel(), np.asarray(same).ravel()
         if scores.shape != same.shape or same.dtype != bool:
-            raise ValueError(f"layer {layer}: scores {scores.shape} and a boolean `same` of the same length needed, "
+            raise InputError(f"layer {layer}: scores {scores.shape} and a boolean `same` of the same length needed, "
                              f"got same {same.shape} {same.dtype}")
         if not np.isfinite(scores).all():
-            raise ValueError(f"layer {layer}: scores hold NaN or infinite values")
+            raise InputError(f"layer {layer}: scores hold NaN or infinite values")
         checked[layer] = (scores, same)
     low = min(s.min() for s, _ in checked.values())
     high = max(s.max() for s, _ in checked.values())
@@ -53,7 +54,7 @@ def score_kde(
     grid = np.linspace(low - pad, high + pad, 400)
     ncols = min(4, len(checked))
     nrows = math.ceil(len(checked) / ncols)
-    fig = new_figure(3.2 * ncols, 2.5 * nrows + 0.4)
+    fig = new_figure(3.2 * ncols, 2.5 * nrows + 0.7)
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
     for ax, (layer, (scores, same)) in zip(axes.flat, checked.items()):
         for label, mask in (("same object", same), ("different objects", ~same)):
@@ -62,15 +63,15 @@ def score_kde(
                 continue
             density = _density(values, grid)
             if density is None:
-                ax.axvline(values[0], color=COLORS[label], lw=1.5, label=f"{label} (n={values.size})")
+                ax.axvline(values[0], color=COLORS[label], lw=1.5, label=label)
             else:
-                ax.plot(grid, density, color=COLORS[label], lw=1.5, label=f"{label} (n={values.size})")
+                ax.plot(grid, density, color=COLORS[label], lw=1.5, label=label)
                 ax.fill_between(grid, density, color=COLORS[label], alpha=0.15)
-        ax.set_title(f"layer {layer}", fontsize=9)
+        ax.set_title(f"layer {layer}: n = {int(same.sum())} same, {int((~same).sum())} different", fontsize=8)
         ax.set_xlabel(score_name, fontsize=8)
         ax.tick_params(labelsize=7)
-        ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(checked):]:
         ax.set_visible(False)
-    fig.suptitle(title or f"{score_name}: same-object vs different-object pairs", fontsize=11)
+    finish(fig, title or f"{score_name}: same-object vs different-object pairs", legend_from=axes.flat[0],
+           where="outside lower center")
     return save(fig, path)

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 
 from matplotlib.ticker import MaxNLocator
 
-from ._save import check_rows, new_figure, save
+from ..errors import InputError
+from ._save import LEGEND_WIDTH, check_rows, finish, new_figure, save
 
 
 def _ordered(values: Sequence[Any]) -> list[Any]:
@@ -30,7 +31,7 @@ def accuracy_by_layer(
     models = _ordered(row["model"] for row in rows)
     ncols = min(3, len(models))
     nrows = math.ceil(len(models) / ncols)
-    fig = new_figure(4.6 * ncols, 3.4 * nrows + 0.3)
+    fig = new_figure(4.6 * ncols + LEGEND_WIDTH, 3.4 * nrows + 0.5)
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
     for ax, model in zip(axes.flat, models):
         mine = [row for row in rows if row["model"] == model]
@@ -48,8 +49,7 @@ def accuracy_by_layer(
         ax.set_ylabel(f"IsSameObject {metric.replace('_', ' ')} (%)")
     for ax in list(axes.flat)[len(models):]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=7, ncol=2)
-    fig.suptitle(title or f"IsSameObject {metric.replace('_', ' ')} by layer", fontsize=11)
+    finish(fig, title or f"IsSameObject {metric.replace('_', ' ')} by layer", legend_from=axes.flat[0])
     return save(fig, path)
 
 
@@ -61,8 +61,8 @@ def accuracy_by_model(
     rows = check_rows(rows, ("model", "layer", "probe", metric), "accuracy_by_model")
     mine = [row for row in rows if row["probe"] == probe]
     if not mine:
-        raise ValueError(f"accuracy_by_model: no rows for probe {probe!r}; probes: {_ordered(r['probe'] for r in rows)}")
-    fig = new_figure(6.0, 3.8)
+        raise InputError(f"accuracy_by_model: no rows for probe {probe!r}; probes: {_ordered(r['probe'] for r in rows)}")
+    fig = new_figure(6.0 + LEGEND_WIDTH, 3.8)
     ax = fig.subplots()
     for model in _ordered(row["model"] for row in mine):
         line = sorted((row for row in mine if row["model"] == model), key=lambda row: row["layer"])
@@ -70,7 +70,6 @@ def accuracy_by_model(
         ax.plot(depth, [100 * row[metric] for row in line], marker="o", ms=3, label=str(model))
     ax.set_xlabel("normalised depth (layer / last layer)")
     ax.set_ylabel(f"IsSameObject {metric.replace('_', ' ')} (%)")
-    ax.set_title(title or f"{probe} probe across models", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    finish(fig, title or f"{probe} probe across models", legend_from=ax, fontsize=10)
     return save(fig, path)

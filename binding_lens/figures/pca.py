@@ -13,7 +13,8 @@ import matplotlib
 import numpy as np
 from jaxtyping import Float, Int
 
-from ._save import new_figure, save
+from ..errors import InputError
+from ._save import LEGEND_WIDTH, finish, new_figure, save
 
 
 def principal_components(
@@ -38,13 +39,13 @@ def binding_pca(
     vectors = np.asarray(vectors, float)
     instance = np.asarray(instance).ravel()
     if vectors.ndim != 2 or vectors.shape[0] < 2 or vectors.shape[1] < 2:
-        raise ValueError(f"vectors must be [n >= 2, k >= 2], got shape {vectors.shape}")
+        raise InputError(f"vectors must be [n >= 2, k >= 2], got shape {vectors.shape}")
     if instance.shape != (vectors.shape[0],):
-        raise ValueError(f"instance needs one id per vector ({vectors.shape[0]}), got shape {instance.shape}")
+        raise InputError(f"instance needs one id per vector ({vectors.shape[0]}), got shape {instance.shape}")
     if not np.isfinite(vectors).all():
-        raise ValueError("vectors hold NaN or infinite values")
+        raise InputError("vectors hold NaN or infinite values")
     points, explained = principal_components(vectors, 2)
-    fig = new_figure(5.2, 4.4)
+    fig = new_figure(5.2 + LEGEND_WIDTH, 4.4)
     ax = fig.subplots()
     ids = np.unique(instance)
     cmap = matplotlib.colormaps["tab20" if ids.size > 10 else "tab10"]
@@ -54,8 +55,7 @@ def binding_pca(
                    label=f"object {value} ({pick.sum()})")
     ax.set_xlabel(f"PC1 ({100 * explained[0]:.1f}% of variance)")
     ax.set_ylabel(f"PC2 ({100 * explained[1]:.1f}% of variance)")
-    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    if ids.size <= 20:
-        ax.legend(fontsize=6, ncol=2, markerscale=1.5)
+    finish(fig, title, legend_from=ax if ids.size <= 20 else None, fontsize=10, legend_fontsize=6,
+           markerscale=1.5)
     return save(fig, path)

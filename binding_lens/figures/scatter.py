@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 from jaxtyping import Bool, Float
 
-from ._save import new_figure, save
+from ..errors import InputError
+from ._save import LEGEND_WIDTH, finish, new_figure, save
 
 
 def attention_vs_score(
@@ -27,19 +28,19 @@ def attention_vs_score(
     """Scatter of attention weight against probe score per pair (coloured by ground truth if `same`)."""
     x, y = np.asarray(attention, float).ravel(), np.asarray(scores, float).ravel()
     if x.shape != y.shape:
-        raise ValueError(f"attention ({x.size} values) and scores ({y.size}) must pair up one to one")
+        raise InputError(f"attention ({x.size} values) and scores ({y.size}) must pair up one to one")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError("attention and scores must be finite")
+        raise InputError("attention and scores must be finite")
     labels = None if same is None else np.asarray(same).ravel()
     if labels is not None and (labels.shape != x.shape or labels.dtype != bool):
-        raise ValueError(f"same must be a boolean array with one value per pair ({x.size}), got {labels.shape} {labels.dtype}")
+        raise InputError(f"same must be a boolean array with one value per pair ({x.size}), got {labels.shape} {labels.dtype}")
     if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        raise ValueError("correlation needs at least two pairs and non-constant attention and scores")
+        raise InputError("correlation needs at least two pairs and non-constant attention and scores")
     r = float(np.corrcoef(x, y)[0, 1])  # for the title only; effects.attention has the tested statistics
     shown = np.arange(x.size)
     if x.size > max_points:
         shown = np.sort(np.random.default_rng(seed).choice(x.size, max_points, replace=False))
-    fig = new_figure(5.0, 4.0)
+    fig = new_figure(5.0 + (LEGEND_WIDTH if same is not None else 0), 4.0)
     ax = fig.subplots()
     if labels is None:
         ax.scatter(x[shown], y[shown], s=4, alpha=0.35, color="#444", linewidths=0)
@@ -47,9 +48,9 @@ def attention_vs_score(
         for value, color, name in ((False, "#d62728", "different objects"), (True, "#1f77b4", "same object")):
             pick = shown[labels[shown] == value]
             ax.scatter(x[pick], y[pick], s=4, alpha=0.35, color=color, linewidths=0, label=name)
-        ax.legend(fontsize=7, markerscale=3)
     ax.set_xlabel("attention weight (query patch -> key patch)")
     ax.set_ylabel("IsSameObject score")
-    ax.set_title(f"{title + ': ' if title else ''}r = {r:.3f} over {x.size} pairs", fontsize=10)
+    finish(fig, f"{title + ': ' if title else ''}r = {r:.3f} over {x.size} pairs", legend_from=ax, fontsize=10,
+           markerscale=3)
     ax.grid(alpha=0.3)
     return save(fig, path)
