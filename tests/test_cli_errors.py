@@ -30,6 +30,7 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("image size 0", ["hooks", "--model", "tiny:vit", "--size", "0"], "positive integers"),
     ("negative image size", ["hooks", "--model", "tiny:vit", "--size", "-5"], "positive integers"),
     ("size not a multiple of the patch", ["hooks", "--model", "tiny:vit", "--size", "65"], "not a multiple of the patch"),
+    ("extract at a size the patch does not divide", ["extract", "--model", "tiny:vit", "--size", "60", "--out", "{tmp}/o"], "not a multiple of the patch"),
     ("--device cuda without a GPU", ["hooks", "--model", "tiny:vit", "--device", "cuda"], "no CUDA GPU"),
     ("a misspelt device", ["hooks", "--model", "tiny:vit", "--device", "cdua"], "not a torch device"),
     ("--out is a file", ["sweep", "--model", "tiny:vit", "--out", "{tmp}/afile"], "is a file"),

@@ -28,6 +28,7 @@ from ..data import (
 )
 from ..errors import InputError
 from ..hooks import HookedViT
+from ..hooks.images import check_image_size
 from ..hooks.names import LAYER_CONVENTION, resid_post
 from ..io import write_json_atomic
 from ..version import __version__
@@ -162,6 +163,8 @@ def extract(
         raise InputError(
             "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
         )
+    if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
+        check_image_size(*_target_size(dataset[0], size), model.cfg.patch_size)
     device = torch.device(device) if device is not None else model.device
     model = model.to(device).eval()
     request = {

@@ -48,6 +48,11 @@ def check_pixel_values(pixel_values: Tensor, patch_size: int, num_channels: int)
             "images must be RGB in channel-first layout; convert with PIL's image.convert('RGB') and "
             "model.preprocess, which also moves channels first"
         )
+    check_image_size(height, width, patch_size)
+
+
+def check_image_size(height: int, width: int, patch_size: int) -> None:
+    """Raise `ImageSizeError`, with the nearest sizes that work, unless the patch size divides both sides."""
     bad = [(name, side) for name, side in (("height", height), ("width", width)) if side % patch_size]
     if bad:
         hints = "; ".join(f"{name} {side} -> {_nearest_multiples(side, patch_size)}" for name, side in bad)
