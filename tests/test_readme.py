@@ -101,8 +101,11 @@ def offline(text: str, fixtures: dict[str, str]) -> str:
 
 def run_cli(argv: list[str]) -> None:
     err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        status = main(argv)
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            status = main(argv)
+        except SystemExit as exit_:  # --help
+            status = exit_.code
     assert status == 0, f"binding-lens {' '.join(argv)} exited {status}: {err.getvalue()[-2000:]}"
 
 
