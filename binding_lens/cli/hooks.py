@@ -12,7 +12,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     hooks.add_argument("--model", default="random:dinov2-small", help=MODEL_HELP)
     hooks.add_argument("--size", type=image_size, default=None, help="image size HEIGHTxWIDTH (default: the model's native size)")
     hooks.add_argument("--all-blocks", action="store_true", help="list the hook points of every block")
-    hooks.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: cpu)")
+    hooks.add_argument("--device", default=None, help=DEVICE_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
