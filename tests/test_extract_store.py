@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,8 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from binding_lens.activations import ActivationStore, StoreError, extract
+from binding_lens.activations import ActivationStore, StoreError, StoreNotFoundError, extract
 from binding_lens.data import Scene, SceneError, SyntheticScenes, patch_labels
+from binding_lens.errors import InputError
 from binding_lens.models import load_hooked_vit
 
 MODEL = "tiny:dinov2_registers"  # patch 14, 4 registers: prefix tokens must be skipped correctly
@@ -114,25 +116,39 @@ def test_a_corrupted_shard_is_detected_and_recomputed(tmp_path):
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(StoreError, match=r"shard-00001.safetensors is corrupt.*run extract again"):
+    with pytest.raises(StoreError, match=r"shard-00001.safetensors is corrupt \(altered: its sha256 differs from the "
+                                         r"one in shard-00001.json\): run extract again with the same settings"):
         store.load()
-    with pytest.warns(UserWarning, match="shard 1 .* is corrupt"):
+    with pytest.warns(UserWarning, match=r"shard-00001.safetensors is corrupt \(altered.*recomputing shard 1"):
         extract(model, scenes(6), [1], tmp_path, shard_size=3, progress=False)
     assert ActivationStore(tmp_path).load().acts[1].shape[0] == 6
 
 
 def test_a_truncated_shard_is_corrupt_and_a_deleted_one_missing(tmp_path):
     model = load_hooked_vit(MODEL)
-    store = extract(model, scenes(9), [1], tmp_path, shard_size=3, progress=False)
+    store = extract(model, scenes(12), [1], tmp_path, shard_size=3, progress=False)
     shards = tmp_path / "shards"
     (shards / "shard-00001.safetensors").write_bytes((shards / "shard-00001.safetensors").read_bytes()[:100])
     (shards / "shard-00002.safetensors").unlink()
-    assert store.unfinished_shards() == {"missing": [2], "corrupt": [1]}
-    with pytest.raises(StoreError, match=r"shards \[2\] missing, shards \[1\] corrupt"):
+    (shards / "shard-00003.json").write_text('{"shard": 3, "byt')  # a torn record
+    assert store.unfinished_shards() == {"missing": [2], "corrupt": [1, 3]}
+    with pytest.raises(StoreError, match=r"shard-00001.safetensors is corrupt \(truncated or altered: 100 bytes, its "
+                                         r"record says \d+\): run extract again .* to recompute it"):
+        store.read_shard(1)
+    with pytest.raises(StoreError, match=r"shard-00002.safetensors is missing \(shard 2 was not finished, or was "
+                                         r"deleted\): run extract again with the same settings to compute it"):
+        store.read_shard(2)
+    with pytest.raises(StoreError, match=r"shard-00003.json is corrupt \(not a readable JSON shard record\)"):
+        store.read_shard(3)
+    with pytest.raises(StoreError, match=r"incomplete \(shards \[2\] missing, shards \[1, 3\] corrupt; "
+                                         r".*shard-00001.safetensors is corrupt"):
         store.load()
-    with pytest.warns(UserWarning, match="shard 1 .* is corrupt"):
-        extract(model, scenes(9), [1], tmp_path, shard_size=3, progress=False)
-    assert ActivationStore(tmp_path).is_complete()
+    with pytest.warns(UserWarning) as warned:
+        extract(model, scenes(12), [1], tmp_path, shard_size=3, progress=False)
+    messages = [str(w.message) for w in warned]
+    assert len(messages) == 2 and "shard-00001.safetensors is corrupt (truncated" in messages[0]
+    assert "shard-00003.json is corrupt" in messages[1] and "recomputing shard 3" in messages[1]
+    assert ActivationStore(tmp_path).is_complete() and ActivationStore(tmp_path).load().acts[1].shape[0] == 12
 
 
 class _FailsAt(list):
@@ -161,20 +177,75 @@ def test_a_run_that_fails_before_its_first_shard_leaves_nothing_that_blocks(tmp_
     assert extract(model, fixed, [1], tmp_path, progress=False).load().acts[1].shape[0] == 4
 
 
-def test_other_settings_on_an_existing_store_are_refused(tmp_path):
+def test_a_wrong_sized_second_image_pins_nothing_and_the_resized_run_succeeds(tmp_path):
+    model = load_hooked_vit(MODEL)
+    good = scenes(3)
+    small = SyntheticScenes("default", n=3, size=98, seed=3)
+    mixed = _Scenes([good[0], small[1], good[2]])  # all patches of each: the 2nd image's grid differs
+    out = tmp_path / "acts"
+    with pytest.raises(InputError, match=r"image 1 gives a 7x7 patch grid.*pass size="):
+        extract(model, mixed, [1], out, patches_per_image=None, progress=False)
+    assert not out.exists()  # not even the directory
+    store = extract(model, mixed, [1], out, patches_per_image=None, size=112, progress=False)
+    assert store.load().patch_index.shape == (3, 64)
+
+
+def test_a_manifest_without_finished_shards_pins_nothing(tmp_path):
+    """What a run killed between its manifest and its first shard leaves, or a torn manifest, is replaced."""
+    model = load_hooked_vit(MODEL)
+    extract(model, scenes(4), [1], tmp_path, shard_size=2, progress=False)
+    for name in ("shard-00000", "shard-00001"):
+        (tmp_path / "shards" / f"{name}.json").unlink()  # as if killed before any shard's record
+    assert extract(model, scenes(4), [2], tmp_path, progress=False).layers == [2]  # other settings: accepted
+    (tmp_path / "manifest.json").write_text('{"format_version": 2, "requ')
+    shutil.rmtree(tmp_path / "shards")
+    assert extract(model, scenes(4), [0], tmp_path, progress=False).load().acts[0].shape[0] == 4
+    (tmp_path / "manifest.json").write_text('{"format_version": 2, "requ')  # beside finished shards: refused
+    with pytest.raises(StoreError, match=r"manifest.json is corrupt \(not JSON\): delete .* and extract again"):
+        extract(model, scenes(4), [0], tmp_path, progress=False)
+
+
+def test_other_settings_on_an_existing_store_are_refused_naming_only_what_differs(tmp_path):
     model = load_hooked_vit(MODEL)
     extract(model, scenes(4), [1], tmp_path, progress=False)
-    with pytest.raises(StoreError, match=r"\(layers: stored \[1\], requested \[1, 2\]\)") as refused:
+    with pytest.raises(StoreError) as refused:
         extract(model, scenes(4), [1, 2], tmp_path, progress=False)
-    assert len(str(refused.value)) < 300  # only the field that differs, not two dataset dicts
-    with pytest.raises(StoreError, match=r"dataset.seed: stored 3, requested 4; dataset.subset_of|dataset.seed: stored"):
-        extract(model, SyntheticScenes("default", n=4, size=112, seed=4), [1], tmp_path, progress=False)
-    with pytest.raises(StoreError, match="weights"):
+    assert str(refused.value) == (f"{tmp_path} holds activations extracted with other settings (layers: stored [1], "
+                                  "requested [1, 2]). Use another output directory (--out), or delete this one to "
+                                  "extract again.")
+    with pytest.raises(StoreError) as refused:
+        extract(model, SyntheticScenes("default", n=4, size=98, seed=3), [1], tmp_path, progress=False)
+    message = str(refused.value)
+    assert "(dataset.size: stored [112, 112], requested [98, 98])" in message and len(message) < 400
+    assert message.count("stored") == 1 and "seed" not in message and "knobs" not in message
+    with pytest.raises(StoreError, match=r"\(preprocessing.size: stored None, requested 98\)"):
+        extract(model, scenes(4), [1], tmp_path, size=98, progress=False)
+    with pytest.raises(StoreError, match=r"\(model.weights: stored '[0-9a-f]+', requested '[0-9a-f]+'\)"):
         extract(load_hooked_vit(MODEL, seed=1), scenes(4), [1], tmp_path, progress=False)
-    with pytest.raises(StoreError, match="dataset"):
-        extract(model, SyntheticScenes("default", n=4, size=112, seed=4), [1], tmp_path, progress=False)
-    with pytest.raises(StoreError, match="no activation store at .*manifest.json"):
+    other = _Scenes(scenes(4))
+    other.identity = {"dataset": "hand-made", "root": "/somewhere/else", "n": 4}
+    with pytest.raises(StoreError) as refused:  # another kind of dataset: the shared field first, then a count
+        extract(model, other, [1], tmp_path, progress=False)
+    message = str(refused.value)
+    assert "(dataset.dataset: stored 'synthetic', requested 'hand-made'; " in message
+    assert re.search(r"; and \d+ more\)", message) and len(message) < 400, message
+    with pytest.raises(StoreNotFoundError, match="no activation store at .*manifest.json"):
         ActivationStore(tmp_path / "elsewhere")
+    with pytest.raises(FileNotFoundError):
+        ActivationStore(tmp_path / "elsewhere")
+
+
+def test_a_store_is_reused_when_the_identity_only_changes_through_json(tmp_path):
+    """Tuples come back from manifest.json as lists and int keys as strings: still the same request."""
+    model = load_hooked_vit(MODEL)
+    identity = {"size": (112, 112), "names": {1: "cat"}}
+    extract(model, scenes(2), [1], tmp_path, dataset_identity=identity, progress=False)
+    forwards = []
+    model.add_perma_hook("hook_embed", lambda t, hook: forwards.append(t.shape[0]))
+    extract(model, scenes(2), [1], tmp_path, dataset_identity=identity, progress=False)
+    assert forwards == []
+    with pytest.raises(InputError, match="cannot record this extraction in manifest.json"):
+        extract(model, scenes(2), [1], tmp_path / "x", dataset_identity={"root": Path("/data")}, progress=False)
 
 
 class _Scenes(list):

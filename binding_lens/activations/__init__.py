@@ -1,6 +1,6 @@
 """Patch-token activations on disk: batched extraction into a resumable, checksummed store."""
 
 from .extract import extract, weights_fingerprint
-from .store import ActivationStore, Shard, StoreError
+from .store import ActivationStore, Shard, StoreError, StoreNotFoundError
 
-__all__ = ["ActivationStore", "Shard", "StoreError", "extract", "weights_fingerprint"]
+__all__ = ["ActivationStore", "Shard", "StoreError", "StoreNotFoundError", "extract", "weights_fingerprint"]

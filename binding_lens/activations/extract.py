@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -83,9 +84,12 @@ def build_manifest(
     }
 
 
+_ABSENT = object()  # a field one side of a comparison lacks
+
+
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """{'dataset.size': 224, ...}: nested dicts as dotted paths."""
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or not value:
         return {prefix: value}
     flat: dict[str, Any] = {}
     for key, item in value.items():
@@ -93,33 +97,60 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def request_differences(stored: dict[str, Any], requested: dict[str, Any], most: int = 4) -> str:
-    """'dataset.size: stored 224, requested 112; ...': only the fields that differ, values shortened."""
+def _short(value: Any) -> str:
+    if value is _ABSENT:
+        return "absent"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def request_differences(stored: dict[str, Any], requested: dict[str, Any], budget: int = 160) -> str:
+    """'dataset.size: stored 224, requested 112; ...': only the fields that differ, as dotted paths, values
+    shortened; fields both sides hold come first; about `budget` characters, then 'and N more'."""
     old, new = _flatten(stored), _flatten(requested)
-    keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    keys = sorted((k for k in old.keys() | new.keys() if old.get(k, _ABSENT) != new.get(k, _ABSENT)),
+                  key=lambda k: (k not in old or k not in new, k))
+    parts: list[str] = []
+    for key in keys:
+        part = f"{key}: stored {_short(old.get(key, _ABSENT))}, requested {_short(new.get(key, _ABSENT))}"
+        if parts and len("; ".join(parts + [part])) > budget:
+            break
+        parts.append(part)
+    more = len(keys) - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more else "")
 
-    def short(value: Any) -> str:
-        text = repr(value)
-        return text if len(text) <= 40 else text[:37] + "..."
 
-    parts = [f"{k}: stored {short(old.get(k))}, requested {short(new.get(k))}" for k in keys[:most]]
-    return "; ".join(parts) + (f"; and {len(keys) - most} more" if len(keys) > most else "")
+def _as_json(request: dict[str, Any]) -> dict[str, Any]:
+    """The request as the manifest will hold it (tuples as lists, keys as strings), so a re-run compares
+    equal to what it wrote; a dataset identity that is not JSON fails here, before any image is read."""
+    try:
+        return json.loads(json.dumps(request, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise InputError(f"cannot record this extraction in manifest.json ({error}): the dataset identity and "
+                         "settings must be dicts, lists, strings and finite numbers") from None
 
 
 def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
     """The store at `out` if it was made with this request; None when there is none yet (the manifest is
     written with the first shard, so a run that fails before it pins nothing). A store with other
-    settings is refused, naming the fields that differ, unless it holds no finished shard."""
+    settings is refused, naming the fields that differ, unless it holds no finished shard; so is an
+    unreadable manifest beside shard records."""
     if not (out / MANIFEST).is_file():
         return None
-    store = ActivationStore(out)
-    if store.manifest["request"] == manifest["request"]:
+    try:
+        store = ActivationStore(out)
+    except StoreError:  # unreadable or of another format version: it pins nothing if no shard was recorded
+        if any((out / "shards").glob("shard-*.json")):
+            raise
+        return None
+    stored = store.manifest.get("request")
+    if stored == manifest["request"]:
         return store
     if any(store.shard_state(i, verify=False) == "done" for i in range(store.n_shards)):
         raise StoreError(
-            f"{out} already holds activations extracted with other settings "
-            f"({request_differences(store.manifest['request'], manifest['request'])}). "
-            "Use another output directory, or delete this one to extract again."
+            f"{out} holds activations extracted with other settings "
+            f"({request_differences(stored if isinstance(stored, dict) else {}, manifest['request'])}). "
+            "Use another output directory (--out), or delete this one to extract again."
         )
     return None  # a manifest with no finished shard pins nothing: it is rewritten with the first shard
 
@@ -167,7 +198,7 @@ def extract(
         check_image_size(*_target_size(dataset[0], size), model.cfg.patch_size)
     device = torch.device(device) if device is not None else model.device
     model = model.to(device).eval()
-    request = {
+    request = _as_json({
         "model": {"source": model.cfg.source, "revision": model.cfg.extra.get("revision"), "family": model.cfg.family,
                   "model_type": model.cfg.model_type, "weights": weights_fingerprint(model)},
         "preprocessing": {"image_mean": list(model.cfg.image_mean), "image_std": list(model.cfg.image_std),
@@ -182,17 +213,11 @@ def extract(
         "purity": purity,
         "seed": seed,
         "shard_size": shard_size,
-    }
+    })
     n_shards = max(1, -(-len(dataset) // shard_size))
-    manifest = build_manifest(model, dataset, request, n_shards, identity)
+    manifest = build_manifest(model, dataset, request, n_shards, request["dataset"])
     store = _open(out, manifest)
-    todo = []
-    for index in range(n_shards):
-        state = store.shard_state(index) if store is not None else "missing"
-        if state == "corrupt":
-            warnings.warn(f"shard {index} of {out} is corrupt (truncated or altered): recomputing it", stacklevel=2)
-        if state != "done":
-            todo.append(index)
+    todo = _shards_to_do(store, n_shards)
     if patches_per_image is None:
         first = _target_size(dataset[0], size)
         n_slots = (first[0] // model.cfg.patch_size) * (first[1] // model.cfg.patch_size)
@@ -217,6 +242,18 @@ def extract(
         model.set_fused_attention(fused_before)
         bar.close()
     return store if store is not None else ActivationStore(out)
+
+
+def _shards_to_do(store: ActivationStore | None, n_shards: int) -> list[int]:
+    """The shards to (re)compute: all without a store, else the missing and corrupt ones (with a warning
+    naming each corrupt file)."""
+    if store is None:
+        return list(range(n_shards))
+    problems = store.problems()
+    for problem in problems:
+        if problem.state == "corrupt":
+            warnings.warn(f"{problem.describe()}: recomputing shard {problem.index}", stacklevel=3)
+    return [problem.index for problem in problems]
 
 
 def _extract_shard(

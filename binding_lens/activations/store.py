@@ -25,7 +25,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from torch import Tensor
 
-from ..errors import BindingLensError
+from ..errors import BindingLensError, MissingFileError
 from ..io import sha256_bytes, sha256_file, write_atomic, write_json_atomic
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
@@ -34,6 +34,29 @@ MANIFEST = "manifest.json"
 
 class StoreError(BindingLensError, RuntimeError):
     """A store that cannot be used as asked: missing, made with other settings, or corrupt."""
+
+
+class StoreNotFoundError(StoreError, MissingFileError):
+    """No store at a path (no manifest.json): also a `FileNotFoundError`."""
+
+
+@dataclass(frozen=True)
+class ShardProblem:
+    """Why a shard is not done: `state` 'missing' or 'corrupt', the file at fault and what is wrong with it."""
+
+    index: int
+    state: str
+    path: Path
+    why: str
+
+    def describe(self) -> str:
+        """'PATH is corrupt (why)': the file at fault and what is wrong with it."""
+        return f"{self.path} is {self.state} ({self.why})"
+
+    def message(self) -> str:
+        """One line: which file, what is wrong, what to do."""
+        action = "compute" if self.state == "missing" else "recompute"
+        return f"{self.describe()}: run extract again with the same settings to {action} it"
 
 
 def shard_name(index: int) -> str:
@@ -68,6 +91,14 @@ def write_shard(root: Path, index: int, shard: Shard, record: dict[str, Any]) ->
     return record
 
 
+def _by_state(problems: list[ShardProblem]) -> dict[str, list[int]]:
+    """{'missing': [...], 'corrupt': [...]}: shard indices by what is wrong with them."""
+    found: dict[str, list[int]] = {"missing": [], "corrupt": []}
+    for problem in problems:
+        found[problem.state].append(problem.index)
+    return found
+
+
 class ActivationStore:
     """Read access to an extracted store (see the module docstring for the layout)."""
 
@@ -75,14 +106,17 @@ class ActivationStore:
         self.root = Path(root)
         manifest_path = self.root / MANIFEST
         if not manifest_path.is_file():
-            raise StoreError(
+            raise StoreNotFoundError(
                 f"no activation store at {self.root}: expected {manifest_path}. Create one with "
-                "binding_lens.extract(...) or `binding-lens extract --out {self.root}`."
+                f"binding_lens.extract(...) or `binding-lens extract --out {self.root}`."
             )
         try:
             self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise StoreError(f"{manifest_path} is corrupt (not JSON): delete {self.root} and extract again") from None
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
+            why = "not JSON" if isinstance(error, ValueError) else f"cannot be read: {error.strerror or error}"
+            raise StoreError(f"{manifest_path} is corrupt ({why}): delete {self.root} and extract again") from None
+        if not isinstance(self.manifest, dict):
+            raise StoreError(f"{manifest_path} is corrupt (not a JSON object): delete {self.root} and extract again")
         if self.manifest.get("format_version") != FORMAT_VERSION:
             raise StoreError(
                 f"{manifest_path} has format_version {self.manifest.get('format_version')!r}; this binding_lens "
@@ -97,60 +131,88 @@ class ActivationStore:
     def n_shards(self) -> int:
         return int(self.manifest["n_shards"])
 
+    def shard_paths(self, index: int) -> tuple[Path, Path]:
+        """(tensors, record) files of shard `index`."""
+        stem = self.root / "shards" / shard_name(index)
+        return stem.with_suffix(".safetensors"), stem.with_suffix(".json")
+
     def record(self, index: int) -> dict[str, Any] | None:
         """The shard's record, or None when the shard is not finished (or its record is unreadable)."""
-        path = self.root / "shards" / f"{shard_name(index)}.json"
         try:
-            return json.loads(path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            record = json.loads(self.shard_paths(index)[1].read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
             return None
+        return record if isinstance(record, dict) else None
+
+    def shard_problem(self, index: int, verify: bool = True) -> ShardProblem | None:
+        """None when the shard is done; else why not. *Missing*: its record or tensors do not exist (a run
+        stopped before finishing it, or a file was deleted). *Corrupt*: they exist but cannot be read or
+        do not match (truncated, altered); without `verify` only the byte size is compared, not the sha256."""
+        path, record_path = self.shard_paths(index)
+        for file in (path, record_path):
+            if not file.is_file():
+                return ShardProblem(index, "missing", file, f"shard {index} was not finished, or was deleted")
+        record = self.record(index)
+        if record is None:
+            return ShardProblem(index, "corrupt", record_path, "not a readable JSON shard record")
+        size = path.stat().st_size
+        if size != record.get("bytes"):
+            return ShardProblem(index, "corrupt", path,
+                                f"truncated or altered: {size} bytes, its record says {record.get('bytes')}")
+        if not verify:
+            return None
+        try:
+            digest = sha256_file(path)
+        except OSError as error:
+            return ShardProblem(index, "corrupt", path, f"cannot be read: {error.strerror or error}")
+        return self._check_digest(index, digest)
+
+    def _check_digest(self, index: int, digest: str) -> ShardProblem | None:
+        """A corrupt-shard problem when `digest` is not the sha256 its record holds."""
+        path, record_path = self.shard_paths(index)
+        if digest == (self.record(index) or {}).get("sha256"):
+            return None
+        return ShardProblem(index, "corrupt", path, f"altered: its sha256 differs from the one in {record_path.name}")
 
     def shard_state(self, index: int, verify: bool = True) -> str:
-        """'done', 'missing' (record or tensors absent) or 'corrupt' (present but not what the record says;
-        without `verify` only the byte size is compared)."""
-        record_path = self.root / "shards" / f"{shard_name(index)}.json"
-        path = self.root / "shards" / f"{shard_name(index)}.safetensors"
-        if not record_path.is_file() or not path.is_file():
-            return "missing"
-        record = self.record(index)
-        if record is None or path.stat().st_size != record.get("bytes"):
-            return "corrupt"
-        if verify and sha256_file(path) != record.get("sha256"):
-            return "corrupt"
-        return "done"
+        """'done', 'missing' or 'corrupt' (see `shard_problem`)."""
+        problem = self.shard_problem(index, verify)
+        return "done" if problem is None else problem.state
 
     def shard_is_done(self, index: int, verify: bool = True) -> bool:
         """Finished and, with `verify`, its bytes match the recorded sha256."""
         return self.shard_state(index, verify) == "done"
 
+    def problems(self, verify: bool = True) -> list[ShardProblem]:
+        """What is wrong with each shard that is not done, in shard order."""
+        found = (self.shard_problem(index, verify) for index in range(self.n_shards))
+        return [problem for problem in found if problem is not None]
+
     def unfinished_shards(self, verify: bool = True) -> dict[str, list[int]]:
         """{'missing': [...], 'corrupt': [...]}: the shards a run with the same settings would (re)compute."""
-        found: dict[str, list[int]] = {"missing": [], "corrupt": []}
-        for index in range(self.n_shards):
-            state = self.shard_state(index, verify)
-            if state != "done":
-                found[state].append(index)
-        return found
+        return _by_state(self.problems(verify))
 
     def missing_shards(self, verify: bool = True) -> list[int]:
         """Every shard that is not done, missing or corrupt."""
-        return sorted(index for indices in self.unfinished_shards(verify).values() for index in indices)
+        return [problem.index for problem in self.problems(verify)]
 
     def is_complete(self) -> bool:
-        return not self.missing_shards(verify=False)
+        return not self.problems(verify=False)
 
     def read_shard(self, index: int, layers: list[int] | None = None) -> Shard:
-        """Load one shard, checking its sha256; a torn or altered shard raises `StoreError`."""
-        record = self.record(index)
-        path = self.root / "shards" / f"{shard_name(index)}.safetensors"
-        if self.shard_state(index, verify=False) == "missing":
-            raise StoreError(f"shard {index} of {self.root} is missing: run extract again with the same settings")
-        data = path.read_bytes()
-        if record is None or sha256_bytes(data) != record.get("sha256"):
-            raise StoreError(
-                f"{path} is corrupt (truncated or altered: it does not match {path.with_suffix('.json').name}); "
-                "run extract again with the same settings to recompute it"
-            )
+        """Load one shard, checking its sha256; a missing, torn or altered shard raises `StoreError`."""
+        problem = self.shard_problem(index, verify=False)
+        if problem is not None:
+            raise StoreError(problem.message())
+        path = self.shard_paths(index)[0]
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise StoreError(ShardProblem(index, "corrupt", path, f"cannot be read: {error.strerror or error}")
+                             .message()) from None
+        problem = self._check_digest(index, sha256_bytes(data))
+        if problem is not None:
+            raise StoreError(problem.message())
         tensors = load_safetensors(data)
         wanted = self.layers if layers is None else layers
         for layer in wanted:
@@ -163,11 +225,12 @@ class ActivationStore:
         )
 
     def shards(self, layers: list[int] | None = None) -> Iterator[Shard]:
-        unfinished = {state: indices for state, indices in self.unfinished_shards(verify=False).items() if indices}
-        if unfinished:
-            which = ", ".join(f"shards {indices} {state}" for state, indices in unfinished.items())
-            raise StoreError(f"{self.root} is incomplete ({which}): run extract again with the same settings "
-                             "to (re)compute them")
+        """Each shard in order; an incomplete store raises `StoreError` first, naming a file at fault."""
+        problems = self.problems(verify=False)
+        if problems:
+            which = ", ".join(f"shards {indices} {state}" for state, indices in _by_state(problems).items() if indices)
+            raise StoreError(f"{self.root} is incomplete ({which}; {problems[0].describe()}): "
+                             "run extract again with the same settings to (re)compute them")
         for index in range(self.n_shards):
             yield self.read_shard(index, layers)
 
