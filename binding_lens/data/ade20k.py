@@ -3,10 +3,11 @@
     ROOT/index_ade20k.pkl                     pickled dict: 'filename', 'folder', 'objectnames', ...
     ROOT/images/ADE/training/<...>/ADE_train_00000001.jpg  (+ _seg.png beside it)
     ROOT/images/ADE/validation/<...>/ADE_val_00000001.jpg
-    ROOT/objectInfo150.csv                    optional: Idx,Ratio,Train,Val,Name
+    ROOT/objectInfo150.csv                    optional: Idx,Ratio,Train,Val[,Stuff],Name
 
-ROOT may also be the folder that contains ADE20K_2021_17_01/, and the index may sit beside ROOT
-instead of inside it (where the official starter script puts it). Image paths are resolved from
+Accepted layouts: `root` is ROOT (the release folder ADE20K_2021_17_01/), the folder that holds it, or
+the index file itself; the index may sit in ROOT or beside it (ROOT/../index_ade20k.pkl, where the
+official starter script puts it), and so may objectInfo150.csv. Image paths are resolved from
 the part of each index 'folder' entry that starts at 'images/', so the prefix the index was written
 with does not matter. Note: the index is a pickle (the official format), and unpickling runs code,
 so only open an index you trust.
@@ -14,7 +15,9 @@ so only open an index you trust.
 objectInfo150.csv circulates in two spellings of its Name column: synonyms joined by ';'
 ("chest of drawers;chest;bureau;dresser") and every word joined by ';'
 ("chest;of;drawers;chest;bureau;dresser"). Full ADE names ("chest of drawers, chest, bureau,
-dresser") are matched on the sequence of words, which is the same in both (`map_to_150`).
+dresser") are matched on the sequence of words, which is the same in both (`map_to_150`). Full
+classes outside the 150 are unlabelled (0); which ones, and any 150-class that no full name matches,
+are listed in `ADE20K.unmatched_full` and `ADE20K.unmatched_150` (the latter also warned about).
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from jaxtyping import Int, UInt8
 
 from ..errors import InputError, MissingFileError
 from .masks_io import decode_ade_seg, read_image
-from .scene import Scene
+from .scene import Scene, SceneError
 
 RELEASE_DIR = "ADE20K_2021_17_01"
 INDEX_FILE = "index_ade20k.pkl"
@@ -50,11 +54,18 @@ def _synonyms(name: str) -> list[tuple[str, ...]]:
     return [_words(part) for part in str(name).split(",") if _words(part)]
 
 
-def _first_synonym(name: str, vocabulary: set[tuple[str, ...]]) -> tuple[str, ...]:
-    """The first synonym of a 150-class name: up to the first ';' when the name keeps spaces inside
+def _keeps_spaces(info150: dict[int, str]) -> bool:
+    """Whether the csv joins synonyms by ';' and keeps spaces inside them (else every word is ';'-joined).
+
+    Decided once for the whole file: a row such as 'building;edifice' reads the same either way."""
+    return any(" " in n.strip() for n in info150.values())
+
+
+def _first_synonym(name: str, keeps_spaces: bool, vocabulary: set[tuple[str, ...]]) -> tuple[str, ...]:
+    """The first synonym of a 150-class name: up to the first ';' when the csv keeps spaces inside
     synonyms, else (every word joined by ';') the longest run of leading words that is a synonym of
     some full ADE name, or the first word."""
-    if " " in name.strip():
+    if keeps_spaces:
         return _words(name.split(";")[0])
     words = _words(name)
     for length in range(len(words), 0, -1):
@@ -64,32 +75,64 @@ def _first_synonym(name: str, vocabulary: set[tuple[str, ...]]) -> tuple[str, ..
 
 
 def read_object_info150(path: Path) -> dict[int, str]:
-    """objectInfo150.csv -> {1..150: name}, checking the columns it needs (Idx, Name)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        cols = reader.fieldnames or []
-        if "Idx" not in cols or "Name" not in cols:
-            raise InputError(f"{path}: expected columns Idx,Ratio,Train,Val,Name (at least Idx and Name), found {cols}")
-        return {int(row["Idx"]): row["Name"].strip() for row in reader}
+    """objectInfo150.csv -> {1..150: name}, checking the columns it needs (Idx, Name); a BOM is ignored."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            cols = reader.fieldnames or []
+            if "Idx" not in cols or "Name" not in cols:
+                raise InputError(f"{path}: expected columns Idx,Ratio,Train,Val,Name (at least Idx and Name), "
+                                 f"found {cols}; use the comma-separated objectInfo150.csv of the SceneParsing devkit")
+            return {_row_index(row, path, reader.line_num): (row["Name"] or "").strip() for row in reader}
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path} is not UTF-8 text ({_describe(error)}); use the objectInfo150.csv of the "
+                         "SceneParsing devkit") from None
 
 
-def map_to_150(objectnames: Sequence[str], info150: dict[int, str]) -> np.ndarray:
+def _row_index(row: dict[str, str], path: Path, line: int) -> int:
+    """The Idx of one csv row as an int, or an InputError naming the line."""
+    try:
+        return int(row["Idx"])
+    except (TypeError, ValueError):
+        raise InputError(f"{path}, line {line}: Idx {row['Idx']!r} is not an integer; "
+                         "fix or remove that line") from None
+
+
+def map_to_150(objectnames: Sequence[str], info150: dict[int, str]) -> Int[np.ndarray, " n_full_plus_1"]:
     """Look-up table full class id (1 + index in objectnames) -> 150-class id, 0 if outside the 150.
 
-    A full class maps to the 150-class whose name has the same sequence of words (whichever way the
-    csv joins them); failing that, to the one whose first synonym equals its first synonym.
+    1. exact: the 150-class whose whole name is the same sequence of words ('screen door, screen' ==
+       'screen door;screen' == 'screen;door;screen'), whichever way the csv joins them;
+    2. fallback: the 150-class whose first synonym is the full name's first synonym ('door' -> 'door;double
+       door', 'screen' -> 'screen;silver screen;...'), so a later synonym alone ('double door', 'chest') maps
+       to none rather than to a guess. In a word-joined csv the first synonym is taken to be the longest
+       run of leading words that is a synonym of some full name ('screen;door;screen' -> 'screen door').
+    Ties go to the lowest 150 index. 0 (unlabelled) for a full class that neither step matches.
     """
     vocabulary = {syn for name in objectnames for syn in _synonyms(name)}
+    keeps_spaces = _keeps_spaces(info150)
     exact = {_words(n): i for i, n in sorted(info150.items(), reverse=True)}  # the lowest index wins a tie
     first: dict[tuple[str, ...], int] = {}
     for i, n in sorted(info150.items()):
-        first.setdefault(_first_synonym(n, vocabulary), i)
+        first.setdefault(_first_synonym(n, keeps_spaces, vocabulary), i)
     lut = np.zeros(len(objectnames) + 1, dtype=np.int32)
     for k, name in enumerate(objectnames):
         synonyms = _synonyms(name)
         if synonyms:
             lut[k + 1] = exact.get(_words(name), first.get(synonyms[0], 0))
     return lut
+
+
+def _describe(error: BaseException) -> str:
+    """'UnpicklingError: invalid load key' (or only the type when the error has no message), on one line."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _examples(named: dict[int, str], k: int = 3) -> str:
+    """'104 'fountain', 7 'bed', ...': the first k entries of an id -> name dict, for a message."""
+    shown = ", ".join(f"{i} {n!r}" for i, n in list(named.items())[:k])
+    return shown + (", ..." if len(named) > k else "")
 
 
 class ADE20K(Sequence):
@@ -99,6 +142,7 @@ class ADE20K(Sequence):
     150 SceneParsing classes with objectInfo150.csv (pixels of other classes become
     unlabeled, instance included, unless keep_unmapped_instances); 'full' keeps the full
     label space named by the index's objectnames; 'auto' is '150' when the csv is present.
+    root: the release folder, the folder holding it, or the index file (layouts: see the module docstring).
     """
 
     def __init__(self, root: str | Path, split: str = "validation", *, classes: str = "auto",
@@ -113,55 +157,96 @@ class ADE20K(Sequence):
         index = self._load_index(self.index_path)
         self.objectnames: list[str] = [str(n) for n in index.get("objectnames", [])]
         self.files = self._split_files(index)
-        info_path = next((p for p in (Path(root) / INFO150_FILE, self.root / INFO150_FILE) if p.is_file()), None)
+        info_path = self._find_info150(Path(root))
         if classes == "150" and info_path is None:
             raise MissingFileError(
-                f"classes='150' needs {INFO150_FILE}; expected it at {self.root / INFO150_FILE} (or {Path(root) / INFO150_FILE})"
+                f"classes='150' needs {INFO150_FILE}; expected it at {self.root / INFO150_FILE} (or beside the "
+                f"release folder, {self.root.parent / INFO150_FILE}); get it from the SceneParsing devkit, or use "
+                "classes='full'"
             )
         self.classes = "150" if (classes == "150" or (classes == "auto" and info_path is not None)) else "full"
-        self.unmatched_150: dict[int, str] = {}
-        """150-classes that no full ADE name maps to (their pixels can never be labelled)."""
-        if self.classes == "150":
-            info = read_object_info150(info_path)
-            self.class_names: dict[int, str] = dict(info)
-            self._lut: np.ndarray | None = map_to_150(self.objectnames, info)
-            self.unmatched_150 = {i: n for i, n in info.items() if i not in set(self._lut.tolist())}
-            if self.unmatched_150:
-                examples = ", ".join(f"{i} {n!r}" for i, n in list(self.unmatched_150.items())[:3])
-                warnings.warn(f"{len(self.unmatched_150)} of the {len(info)} classes of {info_path.name} match no "
-                              f"full ADE20K name ({examples}{', ...' if len(self.unmatched_150) > 3 else ''}); "
-                              "their pixels stay unlabelled (see ADE20K.unmatched_150)", stacklevel=2)
-        else:
-            self.class_names = {k + 1: n for k, n in enumerate(self.objectnames)}
-            self._lut = None
         self.info150_path = info_path
+        self.unmatched_full: dict[int, str] = {}
+        """Full classes (id -> name) that match no 150-class: their pixels are unlabelled (0), instance included."""
+        self.unmatched_150: dict[int, str] = {}
+        """150-classes that no full ADE name maps to: their pixels can never be labelled."""
+        self._lut: np.ndarray | None = None
+        self.class_names: dict[int, str] = {k + 1: n for k, n in enumerate(self.objectnames)}
+        if self.classes == "150":
+            self._use_150(read_object_info150(info_path), info_path)
+
+    def _find_info150(self, root: Path) -> Path | None:
+        """objectInfo150.csv in the folder given, the release folder or beside it; None if in none."""
+        places = dict.fromkeys((root / INFO150_FILE, self.root / INFO150_FILE, self.root.parent / INFO150_FILE))
+        return next((p for p in places if p.is_file()), None)
+
+    def _use_150(self, info: dict[int, str], info_path: Path) -> None:
+        """Map the full classes onto the 150 and warn once if some 150-class matches no full name.
+
+        Most full classes are outside the 150 by design, so those alone are not warned about; a 150-class
+        that nothing maps to points at a naming mismatch between the csv and the index."""
+        self.class_names = dict(info)
+        self._lut = map_to_150(self.objectnames, info)
+        self.unmatched_full = {k + 1: n for k, n in enumerate(self.objectnames) if self._lut[k + 1] == 0}
+        mapped = set(self._lut.tolist())
+        self.unmatched_150 = {i: n for i, n in info.items() if i not in mapped}
+        if self.unmatched_150:
+            warnings.warn(
+                f"{len(self.unmatched_150)} of the {len(info)} classes of {info_path.name} match no full ADE20K name "
+                f"({_examples(self.unmatched_150)}), and {len(self.unmatched_full)} of the {len(self.objectnames)} "
+                f"full classes match no 150-class ({_examples(self.unmatched_full)}); their pixels stay unlabelled "
+                "(0); if a class should match, compare its names in the csv and the index "
+                "(ADE20K.unmatched_150, .unmatched_full)",
+                stacklevel=3,
+            )
 
     @staticmethod
     def _find_root(root: Path) -> tuple[Path, Path]:
-        """(release folder, index file): the index inside the release folder or beside it."""
+        """(release folder, index file) from what the user gave: the release folder ADE20K_2021_17_01/
+        (holding images/), the folder that holds it, or the index file itself; the index may sit in the
+        release folder or beside it (where the official starter script puts it)."""
+        if root.name == INDEX_FILE and root.is_file():
+            root = root.parent
+        looked: dict[Path, None] = {}
         for release in (root, root / RELEASE_DIR):
             for index in (release / INDEX_FILE, release.parent / INDEX_FILE):
+                looked[index] = None
                 if index.is_file() and (release / "images").is_dir():
                     return release, index
+        found = [p for p in looked if p.is_file()]
+        if found:
+            raise MissingFileError(
+                f"ADE20K: found {found[0]} but no images/ folder beside it or in {found[0].parent / RELEASE_DIR}; "
+                f"root must be the release folder holding images/ADE/training/ and images/ADE/validation/"
+            )
         raise MissingFileError(
-            f"ADE20K: expected the index at {root / INDEX_FILE} (or {root / RELEASE_DIR / INDEX_FILE}, or beside the "
-            f"release folder); root must be the 2021_17_01 release folder holding images/ADE/training/ and "
-            f"images/ADE/validation/, with {INDEX_FILE} in it or next to it"
+            f"ADE20K: expected the index at {' or '.join(str(p) for p in looked)} (in the release folder "
+            f"{RELEASE_DIR}/ or beside it); root must be that release folder (holding images/ADE/) or the "
+            "folder holding it"
         )
 
     @staticmethod
     def _load_index(path: Path) -> dict[str, Any]:
+        """The unpickled index, checked to hold same-length 'filename' and 'folder' lists."""
         try:
             with open(path, "rb") as f:
                 index = pickle.load(f)
-        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, ValueError) as error:
-            raise InputError(f"{path} is not a readable pickle ({type(error).__name__}: {error}); download "
+        except ModuleNotFoundError as error:
+            raise InputError(f"{path} needs the Python module {error.name!r} to be unpickled; install it, or if no "
+                             f"such package exists, download {INDEX_FILE} of the 2021_17_01 release again") from None
+        except OSError:
+            raise
+        except Exception as error:  # noqa: BLE001 - any unpickling failure means the file is not the index
+            raise InputError(f"{path} is not a readable pickle ({_describe(error)}); download "
                              f"{INDEX_FILE} of the 2021_17_01 release again") from None
         if not isinstance(index, dict) or "filename" not in index or "folder" not in index:
-            keys = sorted(index) if isinstance(index, dict) else type(index).__name__
-            raise InputError(f"{path}: expected a dict with lists 'filename' and 'folder' (the official index), got {keys}")
-        if len(index["filename"]) != len(index["folder"]):
-            raise InputError(f"{path}: 'filename' and 'folder' differ in length")
+            keys = sorted(map(str, index)) if isinstance(index, dict) else type(index).__name__
+            raise InputError(f"{path}: expected a dict with lists 'filename' and 'folder' (the official index), "
+                             f"got {keys}; download {INDEX_FILE} of the 2021_17_01 release again")
+        if not all(hasattr(index[k], "__len__") for k in ("filename", "folder")) or \
+                len(index["filename"]) != len(index["folder"]):
+            raise InputError(f"{path}: 'filename' and 'folder' are not lists of the same length; download "
+                             f"{INDEX_FILE} of the 2021_17_01 release again")
         return index
 
     def _split_files(self, index: dict[str, Any]) -> list[Path]:
@@ -178,7 +263,7 @@ class ADE20K(Sequence):
         if not files[0].is_file():
             raise MissingFileError(
                 f"ADE20K: the index lists {files[0].name}, expected at {files[0]}; is root the release folder "
-                f"(the one holding {INDEX_FILE} and images/)?"
+                f"(the one holding images/)?"
             )
         return files
 
@@ -207,7 +292,7 @@ class ADE20K(Sequence):
         for p in (path, seg_path):
             if not p.is_file():
                 raise MissingFileError(f"ADE20K: expected {p} (listed in {INDEX_FILE}) but it does not exist")
-        classes, instances = decode_ade_seg(read_image(seg_path))
+        classes, instances = decode_ade_seg(self._read(seg_path, index))
         if self._lut is not None:
             lut = self._lut
             classes = np.where(classes < lut.size, lut[np.minimum(classes, lut.size - 1)], 0)
@@ -215,4 +300,13 @@ class ADE20K(Sequence):
                 instances = np.where(classes > 0, instances, 0)
         metadata = {"source": "ade20k", "split": self.split, "index": int(index), "source_path": str(path),
                     "seg_path": str(seg_path)}
-        return Scene(read_image(path), instances, classes, self.class_names, metadata)
+        return Scene(self._read(path, index), instances, classes, self.class_names, metadata)
+
+    def _read(self, path: Path, index: int) -> UInt8[np.ndarray, "H W 3"]:
+        """An image or `*_seg.png` of scene `index` as RGB; a corrupt file is a SceneError naming it."""
+        try:
+            return read_image(path)
+        except SceneError as error:
+            what = str(error).split("; replace it")[0]  # masks_io's advice does not fit an indexed release
+            raise SceneError(f"ADE20K scene {index} ({self.split}): {what}; "
+                             f"extract it again from the {RELEASE_DIR} download") from None
