@@ -134,27 +134,71 @@ def drawn(monkeypatch):
     return figs
 
 
+def _drawn_figure(fig):
+    """(renderer, figure box, visible axes) of `fig` drawn on an Agg canvas the size of its PNG."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer(), fig.bbox, [ax for ax in fig.axes if ax.get_visible()]
+
+
+def _inside(inner, outer, slack=1.0) -> bool:
+    return (outer.x0 - slack <= inner.x0 and inner.x1 <= outer.x1 + slack
+            and outer.y0 - slack <= inner.y0 and inner.y1 <= outer.y1 + slack)
+
+
+@pytest.mark.filterwarnings("error:constrained_layout not applied")
 def test_titles_and_legends_fit_and_stay_off_the_data(tmp_path, drawn):
+    """Every figure, with a long title and many series: title, legend, labels and tables inside the image, the
+    legend off the data and the title, the title centred over the data."""
     many = [dict(row, probe=f"{row['probe']}_{k}") for row in sweep_rows() for k in range(5)]
     accuracy_by_layer([r for r in many if r["model"] == "dinov2-small"], tmp_path / "a", title=LONG)
+    accuracy_by_layer(many, tmp_path / "a2", title=LONG)
     accuracy_by_model(many, tmp_path / "b", probe="quadratic_0", title=LONG.replace("\n", " "))
     rng = np.random.default_rng(0)
-    score_kde({layer: (rng.random(50), rng.random(50) < 0.4) for layer in range(3)}, tmp_path / "c", title=LONG)
+    score_kde({layer: (rng.random(50), rng.random(50) < 0.4) for layer in range(6)}, tmp_path / "c", title=LONG)
     ablation_figure([{"condition": f"shuffle binding subspace {r}", "miou": r} for r in (0.1, 0.5, 1.0)],
                     tmp_path / "d", title=LONG)
+    ablation_figure([{"condition": "clean", "miou": 0.4},
+                     {"condition": "project out the binding subspace at every layer after layer six", "miou": 0.2}],
+                    tmp_path / "d2", title=LONG)
     binding_pca(rng.normal(size=(60, 4)), np.repeat(np.arange(6), 10), tmp_path / "e", title=LONG)
+    attention_vs_score(rng.random(300), rng.random(300), tmp_path / "f", same=rng.random(300) < 0.3, title=LONG)
+    attention_vs_score(rng.random(300), rng.random(300), tmp_path / "g", title="layer 7 of facebook/dinov2-base")
+    assert len(drawn) == 9
     for fig in drawn:
-        canvas = FigureCanvasAgg(fig)
-        canvas.draw()
-        renderer = canvas.get_renderer()
-        box = fig.bbox
+        renderer, box, axes = _drawn_figure(fig)
         title = fig._suptitle.get_window_extent(renderer)
-        assert box.x0 <= title.x0 and title.x1 <= box.x1 and title.y1 <= box.y1, "the title is cut off"
-        axes = [ax.get_window_extent(renderer) for ax in fig.axes if ax.get_visible() and ax.axison]
+        assert _inside(title, box), "the title is cut off"
+        data = [ax.get_window_extent(renderer) for ax in axes]
+        centre = (min(b.x0 for b in data) + max(b.x1 for b in data)) / 2
+        assert abs((title.x0 + title.x1) / 2 - centre) < 0.02 * box.width, "the title is not over the data"
+        for ax in axes:
+            assert _inside(ax.get_tightbbox(renderer), box), "axis labels, tick labels or a table are cut off"
         for legend in fig.legends:
             extent = legend.get_window_extent(renderer)
-            assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0, "the legend is cut off"
-            assert not any(_overlap(extent, ax) for ax in axes), "the legend covers data"
+            assert _inside(extent, box), "the legend is cut off"
+            assert not any(_overlap(extent, ax) for ax in data), "the legend covers data"
             assert not _overlap(extent, title), "the legend covers the title"
         assert not any(ax.get_legend() for ax in fig.axes), "legends go outside the axes"
-    assert len(drawn) == 5
+
+
+def test_short_titles_stay_on_one_line_and_long_ones_wrap(tmp_path, drawn):
+    rng = np.random.default_rng(3)
+    attention_vs_score(rng.random(50), rng.random(50), tmp_path / "plain", title="layer 7 of facebook/dinov2-base")
+    accuracy_by_layer([r for r in sweep_rows() if r["model"] == "dinov2-small"], tmp_path / "sweep",
+                      title="IsSameObject test accuracy by layer\nweights loaded from facebook/dinov2-base (revision main)")
+    accuracy_by_model(sweep_rows(), tmp_path / "long", probe="linear", title=LONG.replace("\n", " "))
+    plain, sweep, long = (fig._suptitle.get_text().splitlines() for fig in drawn)
+    assert len(plain) == 1 and plain[0].startswith("layer 7 of facebook/dinov2-base: r = ")
+    assert sweep == ["IsSameObject test accuracy by layer", "weights loaded from facebook/dinov2-base (revision main)"]
+    assert len(long) > 1 and " ".join(long) == LONG.replace("\n", " ")
+
+
+def test_every_kde_panel_shows_its_scale(tmp_path, drawn):
+    """Panels above an empty slot keep their x tick labels (a shared x axis would hide them)."""
+    rng = np.random.default_rng(4)
+    score_kde({layer: (rng.random(40), rng.random(40) < 0.5) for layer in range(6)}, tmp_path / "kde")
+    _, _, axes = _drawn_figure(drawn[0])
+    assert len(axes) == 6
+    for ax in axes:
+        assert any(label.get_visible() and label.get_text() for label in ax.get_xticklabels()), ax.get_title()

@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.textpath import TextToPath
 
 from ..errors import InputError
 from ..io import write_atomic
@@ -21,30 +23,58 @@ from ..io import write_atomic
 DPI = 150
 LEGEND_WIDTH = 2.0
 """Inches added to the right of a figure whose legend sits outside the data."""
+_MEASURE = TextToPath()
 
 
 def new_figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
 
 
-def wrap(title: str, width_inches: float, fontsize: float) -> str:
-    """`title` wrapped line by line to what fits `width_inches` at `fontsize` (so nothing is cut off)."""
-    chars = max(16, int(width_inches * 72 / (0.56 * fontsize)))
-    return "\n".join(textwrap.fill(line, chars) for line in title.splitlines())
+def text_width(text: str, fontsize: float) -> float:
+    """Width of one line of `text` in points at `fontsize` (the default font), measured, not guessed."""
+    return _MEASURE.get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
+
+
+def wrap(title: str, width_points: float, fontsize: float) -> str:
+    """`title` wrapped line by line so every line fits `width_points` at `fontsize` (so nothing is cut off)."""
+    lines = [line for line in title.splitlines() if line.strip()]
+    return "\n".join(part for line in lines for part in _fit(line, width_points, fontsize))
+
+
+def _fit(line: str, width_points: float, fontsize: float) -> list[str]:
+    """`line` in as few lines as fit, of even lengths (no lone last word); ids such as dinov2-base stay whole."""
+    for n in range(1, len(line) + 1):
+        chars = -(-len(line) // n)
+        while len(parts := textwrap.wrap(line, chars, break_on_hyphens=False)) > n:
+            chars += 1
+        if max(text_width(part, fontsize) for part in parts) <= width_points:
+            return parts
+    return list(line)
+
+
+def title_room(fig: Figure) -> tuple[float, float]:
+    """(centre, width) for the title, as fractions of the figure width: centred over the visible axes, as wide
+    as it can be there without leaving the figure or reaching a legend on the right. Runs the layout first."""
+    fig.draw_without_rendering()  # constrained layout places the axes, their labels and the legend
+    boxes = [ax.get_position() for ax in fig.axes if ax.get_visible()]
+    centre = (min(box.x0 for box in boxes) + max(box.x1 for box in boxes)) / 2
+    right = min([1.0] + [legend.get_window_extent().x0 / fig.bbox.width for legend in fig.legends
+                         if legend.get_window_extent().x0 > centre * fig.bbox.width])
+    return centre, max(0.25, 2 * min(centre, right - centre) - 0.02)
 
 
 def finish(fig: Figure, title: str, legend_from: Any = None, fontsize: float = 11, legend_fontsize: float = 7,
            where: str = "outside right upper", markerscale: float = 1.0) -> None:
-    """The figure's title, wrapped to its width, and one legend (of `legend_from`'s lines) outside the data,
-    where constrained layout makes room for both."""
-    beside = legend_from is not None and where.startswith("outside right")
-    width = fig.get_figwidth() - (LEGEND_WIDTH if beside else 0)  # the title stays over the data, clear of the legend
-    fig.suptitle(wrap(title, width, fontsize), fontsize=fontsize, x=0.5 * width / fig.get_figwidth())
-    if legend_from is not None:
-        handles, labels = legend_from.get_legend_handles_labels()
-        if handles:
-            fig.legend(handles, labels, loc=where, fontsize=legend_fontsize, markerscale=markerscale,
-                       ncol=len(handles) if where.startswith("outside lower") else 1)
+    """One legend (of `legend_from`'s lines) outside the data, and the title centred over the data, wrapped to
+    the room there; constrained layout makes room for both."""
+    handles, labels = legend_from.get_legend_handles_labels() if legend_from is not None else ([], [])
+    if handles:
+        fig.legend(handles, labels, loc=where, fontsize=legend_fontsize, markerscale=markerscale,
+                   ncol=len(handles) if where.startswith("outside lower") else 1)
+    suptitle = fig.suptitle(title, fontsize=fontsize)
+    centre, width = title_room(fig)
+    suptitle.set_text(wrap(title, 0.97 * width * fig.get_figwidth() * 72, fontsize))
+    suptitle.set_x(centre)
 
 
 def save(fig: Figure, path: str | os.PathLike) -> Path:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ._save import LEGEND_WIDTH, check_rows, finish, new_figure, save
+from ._save import check_rows, finish, new_figure, save, text_width
 
 
 def _numeric_columns(rows: list[dict[str, Any]], label: str) -> list[str]:
@@ -37,11 +37,13 @@ def ablation_figure(
     rows = check_rows(rows, columns, "ablation_figure")
     values = np.array([[float(row[c]) for c in columns] for row in rows])
     names = [str(row[label]) for row in rows]
-    fig = new_figure(4.2 + 1.3 * len(columns) + LEGEND_WIDTH, 1.2 + 0.42 * len(rows) + 1.8)
-    table_ax, bars_ax = fig.subplots(2, 1, height_ratios=[0.5 + 0.4 * len(rows), 2.2])
+    table_height = 0.24 * (len(rows) + 1)  # inches: a header and a line per row
+    label_width = max(1.0, max(text_width(name, 8) for name in names) / 72)  # inches, beside the table and in the legend
+    fig = new_figure(3.8 + 1.3 * len(columns) + 2 * label_width, table_height + 3.4)
+    table_ax, bars_ax = fig.subplots(2, 1, height_ratios=[table_height, 2.2])
     table_ax.axis("off")
     table = table_ax.table(cellText=[[f"{v:.3f}" for v in line] for line in values], rowLabels=names,
-                           colLabels=[c.replace("_", " ") for c in columns], loc="center", cellLoc="center")
+                           colLabels=[c.replace("_", " ") for c in columns], bbox=(0, 0, 1, 1), cellLoc="center")
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     best = values.argmax(axis=0)

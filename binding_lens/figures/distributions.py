@@ -69,7 +69,7 @@ def score_kde(
                 ax.fill_between(grid, density, color=COLORS[label], alpha=0.15)
         ax.set_title(f"layer {layer}: n = {int(same.sum())} same, {int((~same).sum())} different", fontsize=8)
         ax.set_xlabel(score_name, fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=7, labelbottom=True)  # tick labels on every panel, also above an empty slot
     for ax in list(axes.flat)[len(checked):]:
         ax.set_visible(False)
     finish(fig, title or f"{score_name}: same-object vs different-object pairs", legend_from=axes.flat[0],

@@ -31,7 +31,7 @@ def accuracy_by_layer(
     models = _ordered(row["model"] for row in rows)
     ncols = min(3, len(models))
     nrows = math.ceil(len(models) / ncols)
-    fig = new_figure(4.6 * ncols + LEGEND_WIDTH, 3.4 * nrows + 0.5)
+    fig = new_figure(5.0 * ncols + LEGEND_WIDTH, 3.4 * nrows + 0.5)
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
     for ax, model in zip(axes.flat, models):
         mine = [row for row in rows if row["model"] == model]
