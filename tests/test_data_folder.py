@@ -92,3 +92,13 @@ def test_a_corrupt_image_or_mask_is_named(tmp_path):
         ds[0]
     with pytest.raises(SceneError, match=r"b\.png is not a readable image"):
         ds[1]
+
+
+def test_a_folder_read_with_skipped_masks_is_rebuilt_from_its_identity(tmp_path):
+    from binding_lens.data.spec import dataset_from_identity
+
+    root = _tree(tmp_path, stems=("a", "b"))
+    Image.fromarray(np.ones((6, 8), np.uint8)).save(root / "masks" / "a.png")
+    ds = ImageFolderWithMasks(root, missing="skip")
+    rebuilt = dataset_from_identity(ds.identity)
+    assert len(rebuilt) == 1 and rebuilt.identity == ds.identity

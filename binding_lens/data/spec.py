@@ -73,6 +73,7 @@ def dataset_from_identity(identity: dict[str, Any]) -> Sequence[Scene]:
     if kind == "ade20k":
         return ADE20K(identity["root"], split=identity["split"], classes=identity.get("classes", "auto"),
                       keep_unmapped_instances=identity.get("keep_unmapped_instances", False))
-    if kind == "image_folder":
-        return ImageFolderWithMasks(identity["root"])
+    if kind == "image_folder":  # a run made with --skip-missing-masks is rebuilt skipping them again
+        skipped = (identity.get("skipped") or {}).get("skipped", 0)
+        return ImageFolderWithMasks(identity["root"], missing="skip" if skipped else "error")
     raise InputError(f"cannot rebuild dataset {kind!r} from its recorded identity {identity!r}; pass the scenes themselves instead")
