@@ -53,7 +53,8 @@ def weights_fingerprint(model: HookedViT) -> str:
     return digest.hexdigest()[:16]
 
 
-def _target_size(scene: Scene, size: int | tuple[int, int] | None) -> tuple[int, int]:
+def _target_size(scene: Scene | None, size: int | tuple[int, int] | None) -> tuple[int, int]:
+    """(height, width) fed to the model: `size`, or the scene's own when `size` is None."""
     if size is None:
         return scene.hw
     return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
@@ -195,7 +196,7 @@ def extract(
             "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
         )
     if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
-        check_image_size(*_target_size(dataset[0], size), model.cfg.patch_size)
+        check_image_size(*_target_size(None, size), model.cfg.patch_size)
     device = torch.device(device) if device is not None else model.device
     model = model.to(device).eval()
     request = _as_json({

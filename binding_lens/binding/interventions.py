@@ -80,15 +80,19 @@ class Intervention(ABC):
         return patches - self.subspace.binding_part(patches) + new_binding
 
 
+def _unit_interval(what: str, value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise InputError(f"{what} must be in [0, 1], got {value}")
+    return float(value)
+
+
 class Shuffle(Intervention):
     """Uninformed: pick round(ratio * N) patches per image at random and permute their binding parts
     among themselves: h_i' = h_i - c(h_i) + c(h_pi(i)). Seeded: the same draw on every forward."""
 
     def __init__(self, subspace: BindingSubspace, ratio: float, n_prefix: int, seed: int = 0):
         super().__init__(subspace, n_prefix)
-        if not 0.0 <= ratio <= 1.0:
-            raise InputError(f"shuffle ratio must be in [0, 1], got {ratio}")
-        self.ratio, self.seed = float(ratio), seed
+        self.ratio, self.seed = _unit_interval("shuffle ratio", ratio), seed
 
     def is_identity(self) -> bool:
         return self.ratio == 0.0
@@ -120,9 +124,7 @@ class Inject(Intervention):
 
     def __init__(self, subspace: BindingSubspace, alpha: float, n_prefix: int, instance: Int[Tensor, "batch n"]):
         super().__init__(subspace, n_prefix)
-        if not 0.0 <= alpha <= 1.0:
-            raise InputError(f"inject alpha must be in [0, 1], got {alpha}")
-        self.alpha, self.instance = float(alpha), instance
+        self.alpha, self.instance = _unit_interval("inject alpha", alpha), instance
 
     def is_identity(self) -> bool:
         return self.alpha == 1.0

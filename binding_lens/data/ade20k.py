@@ -35,7 +35,7 @@ from jaxtyping import Int, UInt8
 
 from ..errors import InputError, MissingFileError
 from .masks_io import decode_ade_seg, read_image
-from .scene import Scene, SceneError
+from .scene import Scene
 
 RELEASE_DIR = "ADE20K_2021_17_01"
 INDEX_FILE = "index_ade20k.pkl"
@@ -304,9 +304,5 @@ class ADE20K(Sequence):
 
     def _read(self, path: Path, index: int) -> UInt8[np.ndarray, "H W 3"]:
         """An image or `*_seg.png` of scene `index` as RGB; a corrupt file is a SceneError naming it."""
-        try:
-            return read_image(path)
-        except SceneError as error:
-            what = str(error).split("; replace it")[0]  # masks_io's advice does not fit an indexed release
-            raise SceneError(f"ADE20K scene {index} ({self.split}): {what}; "
-                             f"extract it again from the {RELEASE_DIR} download") from None
+        return read_image(path, advice=f"extract it again from the {RELEASE_DIR} download",
+                          context=f"ADE20K scene {index} ({self.split}): ")

@@ -12,13 +12,14 @@ from PIL import Image
 
 from .scene import SceneError
 
+READ_ADVICE = "replace it or remove it from the dataset"
 ID_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")
 
 
 @contextmanager
-def open_image(path: Path) -> Iterator[Image.Image]:
+def open_image(path: Path, advice: str = READ_ADVICE, context: str = "") -> Iterator[Image.Image]:
     """PIL's open, but a file that is not a readable image (corrupt, truncated, another format) is a
-    `SceneError` naming it, not PIL's UnidentifiedImageError."""
+    `SceneError` naming it (after `context`) and saying what to do (`advice`), not PIL's UnidentifiedImageError."""
     try:
         with Image.open(path) as im:
             im.load()
@@ -26,13 +27,12 @@ def open_image(path: Path) -> Iterator[Image.Image]:
     except (Image.UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError) as error:
         if isinstance(error, FileNotFoundError):
             raise
-        raise SceneError(f"{path} is not a readable image ({type(error).__name__}: {error}); "
-                         "replace it or remove it from the dataset") from None
+        raise SceneError(f"{context}{path} is not a readable image ({type(error).__name__}: {error}); {advice}") from None
 
 
-def read_image(path: Path) -> UInt8[np.ndarray, "H W 3"]:
-    """An image file as H x W x 3 uint8 RGB."""
-    with open_image(path) as im:
+def read_image(path: Path, advice: str = READ_ADVICE, context: str = "") -> UInt8[np.ndarray, "H W 3"]:
+    """An image file as H x W x 3 uint8 RGB (see `open_image` for `advice` and `context`)."""
+    with open_image(path, advice, context) as im:
         return np.asarray(im.convert("RGB"))
 
 

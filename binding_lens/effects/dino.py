@@ -38,13 +38,13 @@ from ..losses.dino import (
     CropPlan,
     DinoHead,
     Images,
+    MultiCrop,
     Preprocess,
     _check_images,
     _check_int,
     apply_view,
     dino_loss,
     ema_update,
-    plan_crops,
     update_center,
 )
 
@@ -98,18 +98,14 @@ def measure_dino_loss(
     patch_size: int,
     preprocess: Preprocess | None = None,
     seed: int = 0,
-    n_global: int = 2,
-    n_local: int = 6,
-    global_size: int = 224,
-    local_size: int = 96,
-    global_scale: tuple[float, float] = (0.4, 1.0),
-    local_scale: tuple[float, float] = (0.05, 0.4),
     center: Float[Tensor, " K"] | None = None,
     student_temp: float = 0.1,
     teacher_temp: float = 0.04,
     batch_size: int = 32,
+    **views: Any,
 ) -> dict[str, Any]:
-    """The DINO loss with teacher = student = `backbone` + `head` over the images' multi-crop views.
+    """The DINO loss with teacher = student = `backbone` + `head` over the images' multi-crop views
+    (`views`: the fields of `losses.dino.MultiCrop`).
 
     `backbone` maps pixels [B, 3, s, s] (any s the patch size divides) to the CLS embedding
     [B, d]; it runs once per view under torch.no_grad, and the teacher reuses the student's global
@@ -119,19 +115,17 @@ def measure_dino_loss(
     conditions are centred alike. Same `seed`, same views.
     """
     _check_int("batch_size", batch_size, 1)
+    crops = MultiCrop(**views)
     sizes = _check_images(images, preprocess)
-    plan = plan_crops(
-        sizes, patch_size=patch_size, n_global=n_global, n_local=n_local, global_size=global_size,
-        local_size=local_size, global_scale=global_scale, local_scale=local_scale, seed=seed,
-    )
+    plan = crops.plan(sizes, patch_size, seed)
     device = next(head.parameters()).device
     feats = _view_features(backbone, images, plan, preprocess, head.in_dim, batch_size, device)
-    loss, used = _chunked_loss(head, feats, n_global, center, batch_size, student_temp, teacher_temp)
+    loss, used = _chunked_loss(head, feats, crops.n_global, center, batch_size, student_temp, teacher_temp)
     return {
         "loss": loss, "n_images": len(sizes), "center": used, "center_source": "estimated" if center is None else "given",
-        "n_global": n_global, "n_local": n_local, "global_size": plan.sides[0],
-        "local_size": plan.sides[-1] if n_local else None, "student_temp": student_temp, "teacher_temp": teacher_temp,
-        "seed": seed, "augmentations": AUGMENTATIONS,
+        "n_global": crops.n_global, "n_local": crops.n_local, "global_size": plan.sides[0],
+        "local_size": plan.sides[-1] if crops.n_local else None, "student_temp": student_temp,
+        "teacher_temp": teacher_temp, "seed": seed, "augmentations": AUGMENTATIONS,
     }
 
 
@@ -163,20 +157,16 @@ def fit_dino_head(
     lr: float = 5e-4,
     seed: int = 0,
     batch_size: int = 32,
-    n_global: int = 2,
-    n_local: int = 6,
-    global_size: int = 224,
-    local_size: int = 96,
-    global_scale: tuple[float, float] = (0.4, 1.0),
-    local_scale: tuple[float, float] = (0.05, 0.4),
     teacher_momentum: float = 0.996,
     center_momentum: float = 0.9,
     student_temp: float = 0.1,
     teacher_temp: float = 0.04,
     weight_decay: float = 0.04,
     clip_grad: float | None = 3.0,
+    **views: Any,
 ) -> tuple[DinoHead, Float[Tensor, " K"], list[float]]:
-    """Fit a DINO head on clean features with the backbone frozen: DINO self-distillation of the head only.
+    """Fit a DINO head on clean features with the backbone frozen: DINO self-distillation of the head only
+    (`views`: the fields of `losses.dino.MultiCrop`).
 
     Each step draws `batch_size` images and fresh multi-crop views (seeded by `seed` and the step),
     runs the frozen backbone once per view under torch.no_grad, and trains the student head with
@@ -186,6 +176,7 @@ def fit_dino_head(
     """
     _check_int("steps", steps, 1)
     _check_int("batch_size", batch_size, 1)
+    crops = MultiCrop(**views)
     if not 0 <= teacher_momentum <= 1:
         raise InputError(f"teacher_momentum must lie in [0, 1], got {teacher_momentum}")
     if not (lr > 0 and math.isfinite(lr)):
@@ -201,14 +192,11 @@ def fit_dino_head(
     for _ in range(steps):
         chosen = torch.randperm(len(sizes), generator=generator)[: min(batch_size, len(sizes))]
         subset = images[chosen] if isinstance(images, Tensor) else [images[i] for i in chosen.tolist()]
-        plan = plan_crops(
-            [sizes[i] for i in chosen.tolist()], patch_size=patch_size, n_global=n_global, n_local=n_local,
-            global_size=global_size, local_size=local_size, global_scale=global_scale, local_scale=local_scale,
-            seed=int(torch.randint(0, 2**62, (1,), generator=generator)),
-        )
+        plan = crops.plan([sizes[i] for i in chosen.tolist()], patch_size,
+                          seed=int(torch.randint(0, 2**62, (1,), generator=generator)))
         feats = _view_features(backbone, subset, plan, preprocess, head.in_dim, len(chosen), device)
         with torch.no_grad():
-            teacher_out = [teacher(f) for f in feats[:n_global]]
+            teacher_out = [teacher(f) for f in feats[: crops.n_global]]
         if center is None:  # the first batch's mean rather than DINO's zeros: no start-up transient
             center = update_center(torch.zeros(head.out_dim, device=device), teacher_out, momentum=0.0)
         loss = dino_loss([student(f) for f in feats], teacher_out, center, student_temp, teacher_temp)

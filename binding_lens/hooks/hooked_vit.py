@@ -36,7 +36,7 @@ from transformer_lens.hook_points import HookPoint
 from transformers import AutoConfig
 
 from ..errors import BindingLensError, InputError
-from ..spec_prefixes import loader_for
+from ..spec_prefixes import SPEC_LOADERS, loader_for
 from . import images as image_utils
 from .adapters import FamilyAdapter, adapter_for, vision_tower
 from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
@@ -269,8 +269,6 @@ _LOADING_KEYS = ("revision", "cache_dir", "local_files_only", "token", "trust_re
 
 def _refuse_unknown_prefix(name: Any) -> None:
     """'zooo:dino' is a typo, not a hub id: say which prefixes exist."""
-    from ..spec_prefixes import SPEC_LOADERS
-
     if isinstance(name, str) and ":" in name and "/" not in name.partition(":")[0] and len(name.partition(":")[0]) > 1:
         known = ", ".join(f"{p}<name>" for p in sorted(SPEC_LOADERS))
         raise InputError(f"unknown model spec prefix in {name!r}; use {known}, a hub id (org/name) or a local directory")

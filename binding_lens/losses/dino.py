@@ -206,30 +206,44 @@ def _sample_box(height: int, width: int, scale: tuple[float, float], generator: 
     return [(height - h) // 2, (width - w) // 2, h, w]
 
 
-def plan_crops(
-    image_sizes: Sequence[tuple[int, int]],
-    *,
-    patch_size: int,
-    n_global: int = 2,
-    n_local: int = 6,
-    global_size: int = 224,
-    local_size: int = 96,
-    global_scale: tuple[float, float] = (0.4, 1.0),
-    local_scale: tuple[float, float] = (0.05, 0.4),
-    seed: int = 0,
-) -> CropPlan:
-    """Boxes and flips of `n_global` global and `n_local` local views of images of these (H, W)
-    sizes, drawn view by view, image by image, from a generator seeded by `seed`."""
-    _check_int("n_global", n_global, 1)
-    _check_int("n_local", n_local, 0)
-    if n_global + n_local < 2:
-        raise InputError("the DINO loss needs at least two views (n_global + n_local >= 2)")
-    scales = [_check_scale("global_scale", global_scale)] * n_global + [_check_scale("local_scale", local_scale)] * n_local
-    sides = (round_to_patch(global_size, patch_size),) * n_global + (round_to_patch(local_size, patch_size),) * n_local
-    generator = torch.Generator().manual_seed(seed)
-    boxes = [[_sample_box(h, w, scale, generator) for h, w in image_sizes] for scale in scales]
-    flips = torch.rand(len(scales), len(image_sizes), generator=generator) < 0.5
-    return CropPlan(torch.tensor(boxes, dtype=torch.long).view(len(scales), len(image_sizes), 4), flips, sides, n_global)
+@dataclass(frozen=True)
+class MultiCrop:
+    """DINO's views of an image: `n_global` global crops of side `global_size` covering a `global_scale`
+    fraction of its area, and `n_local` local ones (`local_size`, `local_scale`). `plan_crops`,
+    `multi_crop`, `measure_dino_loss` and `fit_dino_head` take these fields as keyword arguments."""
+
+    n_global: int = 2
+    n_local: int = 6
+    global_size: int = 224
+    local_size: int = 96
+    global_scale: tuple[float, float] = (0.4, 1.0)
+    local_scale: tuple[float, float] = (0.05, 0.4)
+
+    def __post_init__(self) -> None:
+        _check_int("n_global", self.n_global, 1)
+        _check_int("n_local", self.n_local, 0)
+        if self.n_global + self.n_local < 2:
+            raise InputError("the DINO loss needs at least two views (n_global + n_local >= 2)")
+        _check_scale("global_scale", self.global_scale)
+        _check_scale("local_scale", self.local_scale)
+
+    def plan(self, image_sizes: Sequence[tuple[int, int]], patch_size: int, seed: int = 0) -> CropPlan:
+        """Boxes and flips of every view of images of these (H, W) sizes, drawn view by view, image by
+        image, from a generator seeded by `seed`."""
+        scales = ([_check_scale("global_scale", self.global_scale)] * self.n_global
+                  + [_check_scale("local_scale", self.local_scale)] * self.n_local)
+        sides = ((round_to_patch(self.global_size, patch_size),) * self.n_global
+                 + (round_to_patch(self.local_size, patch_size),) * self.n_local)
+        generator = torch.Generator().manual_seed(seed)
+        boxes = [[_sample_box(h, w, scale, generator) for h, w in image_sizes] for scale in scales]
+        flips = torch.rand(len(scales), len(image_sizes), generator=generator) < 0.5
+        return CropPlan(torch.tensor(boxes, dtype=torch.long).view(len(scales), len(image_sizes), 4), flips, sides,
+                        self.n_global)
+
+
+def plan_crops(image_sizes: Sequence[tuple[int, int]], *, patch_size: int, seed: int = 0, **views: Any) -> CropPlan:
+    """`MultiCrop(**views).plan(image_sizes, patch_size, seed)`: the views of images of these (H, W) sizes."""
+    return MultiCrop(**views).plan(image_sizes, patch_size, seed)
 
 
 def _check_images(images: Any, preprocess: Preprocess | None) -> list[tuple[int, int]]:
@@ -278,27 +292,14 @@ def apply_view(images: Images, plan: CropPlan, view: int, preprocess: Preprocess
 
 
 def multi_crop(
-    images: Images,
-    *,
-    patch_size: int,
-    preprocess: Preprocess | None = None,
-    n_global: int = 2,
-    n_local: int = 6,
-    global_size: int = 224,
-    local_size: int = 96,
-    global_scale: tuple[float, float] = (0.4, 1.0),
-    local_scale: tuple[float, float] = (0.05, 0.4),
-    seed: int = 0,
+    images: Images, *, patch_size: int, preprocess: Preprocess | None = None, seed: int = 0, **views: Any,
 ) -> tuple[list[Float[Tensor, "batch 3 g g"]], list[Float[Tensor, "batch 3 l l"]]]:
     """(global views, local views) of the images: DINO's multi-crop without colour augmentations
-    (see the module docstring), deterministic by seed."""
-    sizes = _check_images(images, preprocess)
-    plan = plan_crops(
-        sizes, patch_size=patch_size, n_global=n_global, n_local=n_local, global_size=global_size,
-        local_size=local_size, global_scale=global_scale, local_scale=local_scale, seed=seed,
-    )
-    views = [apply_view(images, plan, v, preprocess) for v in range(len(plan.sides))]
-    return views[:n_global], views[n_global:]
+    (see the module docstring), deterministic by seed; `views` are `MultiCrop`'s fields."""
+    crops = MultiCrop(**views)
+    plan = crops.plan(_check_images(images, preprocess), patch_size, seed)
+    out = [apply_view(images, plan, v, preprocess) for v in range(len(plan.sides))]
+    return out[: crops.n_global], out[crops.n_global :]
 
 
 # --- the loss -----------------------------------------------------------------------------------
