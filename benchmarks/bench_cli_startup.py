@@ -1,7 +1,7 @@
 """Start-up time of the `binding-lens` command for `--help` and argument errors, against plain Python.
 
 Each case runs as a fresh process (what a user waits for), interleaved with the baselines, and the
-median of the repeats is printed with its ratio to `python -c pass` and to `import binding_lens.hooks`
+median of the repeats is printed with its range and its ratio to `python -c pass` and to `import binding_lens.hooks`
 (what every command that loads a model pays, i.e. the old start-up of `--help`).
 
     python benchmarks/bench_cli_startup.py [--repeats 7]
@@ -44,9 +44,10 @@ def main() -> None:
             times[name].append(_seconds(command))
     median = {name: statistics.median(values) for name, values in times.items()}
     base, heavy = median["python -c pass (baseline)"], median[list(CASES)[1]]
-    print(f"{'command':<68} {'median s':>9} {'x python':>9} {'x hooks import':>15}")
+    print(f"{'command':<68} {'median s':>9} {'[min, max] s':>16} {'x python':>9} {'x hooks import':>15}")
     for name, value in median.items():
-        print(f"{name:<68} {value:>9.3f} {value / base:>9.1f} {value / heavy:>15.3f}")
+        spread = f"[{min(times[name]):.3f}, {max(times[name]):.3f}]"
+        print(f"{name:<68} {value:>9.3f} {spread:>16} {value / base:>9.1f} {value / heavy:>15.3f}")
 
 
 if __name__ == "__main__":
