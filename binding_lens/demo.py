@@ -22,7 +22,7 @@ from .zoo import held_out_scenes
 DEMO_MODELS = ("zoo:dino", "zoo:random")
 DEMO_SCENES = 300
 DEMO_PROBES = ALL_PROBES
-DEMO_TRAINING = dict(epochs=16, batch_images=32)  # the paper's schedule; smaller batches for 210 train images
+DEMO_TRAINING: dict = {}  # ProbeTrainingConfig's defaults: each probe trains until its validation loss stops improving
 
 
 def run_demo(out: str | Path = "runs/demo") -> None:
@@ -50,9 +50,11 @@ def run_demo(out: str | Path = "runs/demo") -> None:
     plot = accuracy_by_model(all_rows, out / "quadratic_by_model.png", probe="quadratic",
                              title="quadratic IsSameObject probe: trained DINO vs its random-init twin")
     rows = [{"probe": probe, **{f"{spec} {label}": peaks[spec][probe][key] for spec in DEMO_MODELS
-                                for label, key in (("layer", "peak_layer"), ("acc", "accuracy"), ("AUROC", "auroc"))}}
+                                for label, key in (("layer", "peak_layer"), ("acc", "accuracy"), ("AUROC", "auroc"),
+                                                   ("learnt", "learnt"))}}
             for probe in DEMO_PROBES if all(probe in peaks[spec] for spec in DEMO_MODELS)]
-    print("trained DINO vs random-init twin: each probe's best layer, its test accuracy and AUROC (majority baseline "
+    print("trained DINO vs random-init twin: each probe's best layer, its test accuracy and AUROC, and whether its "
+          "validation AUROC is above chance (majority baseline "
           f"{peaks[DEMO_MODELS[0]]['quadratic']['majority_baseline']:.3f}):")
     print(format_table(rows, list(rows[0])))
     print(f"\nreport in {out.resolve()}: one sweep per model ({', '.join(s.removeprefix('zoo:') for s in DEMO_MODELS)}/"

@@ -39,3 +39,13 @@ def hf_reference(hooked: HookedViT, pixel_values: torch.Tensor):
 def pixels(size: tuple[int, int], batch: int = 2, seed: int = 1) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randn(batch, 3, *size, generator=generator)
+
+
+def random_quadratic(d_model: int, seed: int = 0):
+    """A quadratic probe with a random W: probes start at W = 0, whose subspace and scores are degenerate."""
+    from binding_lens.probes import make_probe
+
+    probe = make_probe("quadratic", d_model)
+    with torch.no_grad():
+        probe.A.copy_(torch.randn(d_model, d_model, generator=torch.Generator().manual_seed(seed)))
+    return probe

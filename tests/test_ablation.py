@@ -10,7 +10,8 @@ from binding_lens.analyses.ablation import AblationSettings, ablation_study
 from binding_lens.cli import main
 from binding_lens.data import SyntheticScenes
 from binding_lens.models import load_hooked_vit
-from binding_lens.probes import make_probe, save_probe
+from binding_lens.probes import save_probe
+from conftest import random_quadratic
 
 FAST = dict(segmentation_epochs=3, dino_images=6, dino_head_steps=2, dino_local_crops=2, attention_permutations=49)
 
@@ -18,7 +19,7 @@ FAST = dict(segmentation_epochs=3, dino_images=6, dino_head_steps=2, dino_local_
 def test_ablation_rows_identities_and_control():
     model = load_hooked_vit("tiny:vit")
     torch.manual_seed(0)
-    probe = make_probe("quadratic", 32)
+    probe = random_quadratic(32)
     scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
     result = ablation_study(model, scenes, probe, AblationSettings(layer=1, k=4, **FAST), progress=False)
     rows = result["rows"]
@@ -42,7 +43,7 @@ def test_ablate_command_from_a_probe_file(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(ablation, "AblationSettings",
                         lambda **kw: AblationSettings(**(kw | {k: v for k, v in FAST.items()})))
     torch.manual_seed(0)
-    save_probe(make_probe("quadratic", 32), tmp_path / "probe.safetensors")
+    save_probe(random_quadratic(32), tmp_path / "probe.safetensors")
     assert main(["ablate", "--model", "tiny:vit", "--probe-file", str(tmp_path / "probe.safetensors"), "--layer", "0",
                  "--k", "4", "--n-images", "10", "--size", "64", "--out", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
@@ -75,7 +76,7 @@ def test_ablate_on_the_zoo_dino_model_uses_its_own_head_center_and_crops(tmp_pat
     real = ablation.ablation_study
     monkeypatch.setattr(ablation, "ablation_study", fast_study)
     torch.manual_seed(0)
-    save_probe(make_probe("quadratic", 96), tmp_path / "probe.safetensors")
+    save_probe(random_quadratic(96), tmp_path / "probe.safetensors")
     assert main(["ablate", "--model", "zoo:dino", "--probe-file", str(tmp_path / "probe.safetensors"), "--layer", "4",
                  "--k", "4", "--n-images", "10", "--out", str(tmp_path / "out")]) == 0
     assert "DINO head: loaded from a checkpoint, with its training center" in capsys.readouterr().out

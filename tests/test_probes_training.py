@@ -36,8 +36,10 @@ def test_planted_low_rank_quadratic_signal_is_recovered_by_quadratic_probes_only
     names = ["quadratic", "quadratic_fixed_rank", "linear", "diag_quadratic"]
     probes = [make_probe(n, 32, **({"rank": 8} if n == "quadratic_fixed_rank" else {})) for n in names]
     stack = lambda d: ProbeData([d.acts[0]] * len(names), d.instance, d.klass)  # four probes on one layer
-    config = ProbeTrainingConfig(lr=3e-2, epochs=20, step_size=10, batch_images=64, patches_per_image=16)
-    results = train_probes(probes, stack(train), stack(val), config)
+    config = ProbeTrainingConfig.paper(lr=3e-2, epochs=20, step_size=10, batch_images=64, patches_per_image=16)
+    with pytest.warns(UserWarning, match="linear probe on data layer 2 learnt nothing measurable"):
+        results = train_probes(probes, stack(train), stack(val), config)
+    assert [r.learnt for r in results] == [True, True, False, True]
     metrics = {n: evaluate(r.probe, test, patches_per_image=16) for n, r in zip(names, results)}
     majority = metrics["linear"]["majority_baseline"]
     assert 0.6 < majority < 0.75
@@ -48,7 +50,7 @@ def test_planted_low_rank_quadratic_signal_is_recovered_by_quadratic_probes_only
 
 
 # lr multiplied by 40 each epoch: training first helps, then diverges, so the best epoch is early.
-RISE_THEN_COLLAPSE = ProbeTrainingConfig(lr=3e-3, gamma=40.0, step_size=1, epochs=4, batch_images=128, patches_per_image=16)
+RISE_THEN_COLLAPSE = ProbeTrainingConfig.paper(lr=3e-3, gamma=40.0, step_size=1, epochs=4, batch_images=128, patches_per_image=16)
 
 
 def test_best_validation_checkpoint_is_the_best_epochs_weights(planted):
@@ -58,7 +60,7 @@ def test_best_validation_checkpoint_is_the_best_epochs_weights(planted):
     torch.manual_seed(0)
     probe = make_probe("quadratic_fixed_rank", 32, rank=8)
     result = train_probe(
-        probe, train, val, config,
+        probe, train, val, config, warn=False,
         callback=lambda epoch, p, record: states.append({k: v.clone() for k, v in p.state_dict().items()}),
     )
     accuracies = [r.val["accuracy"] for r in result.history]
@@ -83,7 +85,7 @@ def test_selection_by_loss_picks_the_lowest_validation_loss(planted):
     train, val, _ = planted
     config = replace(RISE_THEN_COLLAPSE, select_by="loss")
     torch.manual_seed(0)
-    result = train_probe(make_probe("quadratic_fixed_rank", 32, rank=8), train, val, config)
+    result = train_probe(make_probe("quadratic_fixed_rank", 32, rank=8), train, val, config, warn=False)
     losses = [r.val["loss"] for r in result.history]
     assert result.best_epoch == losses.index(min(losses))
 
@@ -93,7 +95,7 @@ def test_layers_trained_together_end_where_each_would_alone(planted):
     small = lambda d: ProbeData(d.acts[0][:200], d.instance[:200], d.klass[:200])
     train, val = small(train), small(val)
     layer2 = lambda d: ProbeData([d.acts[0], torch.tanh(d.acts[0])], d.instance, d.klass)
-    config = ProbeTrainingConfig(lr=1e-2, epochs=3, batch_images=32, patches_per_image=8)
+    config = ProbeTrainingConfig.paper(lr=1e-2, epochs=3, batch_images=32, patches_per_image=8)
     names = ["quadratic", "distance"]
     torch.manual_seed(0)
     joint = train_probes([make_probe(n, 32) for n in names], layer2(train), layer2(val), config)

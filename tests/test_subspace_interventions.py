@@ -12,14 +12,14 @@ from binding_lens.models import load_hooked_vit
 from binding_lens.binding import Inject, Interchange, MeanAblate, ProjectOut, Shuffle
 from binding_lens.hooks.names import resid_post
 from binding_lens.probes import make_probe
+from conftest import random_quadratic
 from binding_lens.binding import BindingSubspace, accuracy_by_k
 
 D = 32
 
 
 def _probe(seed: int = 0):
-    torch.manual_seed(seed)
-    return make_probe("quadratic", D)
+    return random_quadratic(D, seed)
 
 
 def test_subspace_matches_its_definitions():

@@ -51,7 +51,7 @@ def chromium() -> Path:
 def sweep(out: Path, model_spec: str) -> Path:
     model = load_hooked_vit(model_spec)
     layer_sweep(model, SyntheticScenes("twins", n=10, size=SIZE, seed=0), out, probes=["linear", "quadratic"],
-                training=ProbeTrainingConfig(epochs=2, batch_images=8), progress=False,
+                training=ProbeTrainingConfig(max_steps=30, lr=1e-2, batch_images=8), progress=False,
                 extract_kwargs=dict(size=SIZE, patches_per_image=64, batch_size=10))
     return out
 

@@ -3,6 +3,7 @@
     result = layer_sweep(model, SyntheticScenes("default", n=400), "runs/sweep")
     result.rows          # tidy rows: model, layer, layer_normalised, probe, accuracy, balanced_accuracy, auroc, ...
     result.peaks         # per probe, its best layer (normalised to [0, 1] as in the paper's Table 1)
+    result.problems()    # (probe, layer)s that learnt nothing measurable on validation or hit max_steps
 
 Writes a run directory under `out` (its layout: `binding_lens.analyses.run.RunDirectory`): the
 resumable activation store, the trained probes, the rows and peaks as CSV and JSON, the paper's
@@ -30,6 +31,7 @@ from ..probes import (
     PairProbe,
     ProbeData,
     ProbeTrainingConfig,
+    TrainResult,
     evaluate,
     label_space,
     make_probe,
@@ -41,6 +43,14 @@ from .report import Row, format_table, peak_layers, write_table
 from .run import RunDirectory
 
 ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
+
+
+def training_record(result: TrainResult) -> Row:
+    """How a sweep probe trained: steps, why it stopped, and whether its validation AUROC is above chance."""
+    return {"best_step": result.best_step, "steps": result.steps, "stopped": result.stopped,
+            "learnt": result.learnt,
+            **({} if result.val_auroc is None else {"val_auroc_low": result.val_auroc["low"],
+                                                    "val_auroc_high": result.val_auroc["high"]})}
 METRICS = ("accuracy", "balanced_accuracy", "auroc", "positive_rate", "majority_baseline", "n_pairs")
 
 
@@ -56,7 +66,17 @@ class SweepResult:
         """Peak layer and test metrics of each probe, as text."""
         rows = [row | {"probe": probe} for probe, row in self.peaks.items()]
         return format_table(rows, ["probe", "peak_layer", "peak_layer_normalised", "accuracy", "balanced_accuracy",
-                                   "auroc", "majority_baseline"])
+                                   "auroc", "majority_baseline", "learnt"])
+
+    def problems(self) -> list[str]:
+        """One line per (probe, layer) that did not converge or learnt nothing measurable on validation."""
+        lines = []
+        for row in self.rows:
+            issues = [text for flag, text in ((row["learnt"] is False, "learnt nothing measurable"),
+                                              (row["stopped"] == "max_steps", "stopped at max_steps")) if flag]
+            if issues:
+                lines.append(f"{row['probe']} at layer {row['layer']}: {' and '.join(issues)}")
+        return lines
 
 
 def weights_note(model: HookedViT) -> str:
@@ -126,10 +146,7 @@ def layer_sweep(
         with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
             torch.manual_seed(training.seed)
             initial = [_probe_for(name, model, layer, n_classes, n_queries, rank) for layer in probe_layers]
-        trained = train_probes(
-            initial,
-            data.select(train_idx), data.select(val_idx), training,
-        )
+        trained = train_probes(initial, data.select(train_idx), data.select(val_idx), training, warn=False)
         test = data.select(test_idx)
         for index, (layer, result) in enumerate(zip(probe_layers, trained)):
             metrics = evaluate(result.probe, test, layer=index, patches_per_image=training.eval_patches_per_image,
@@ -137,7 +154,7 @@ def layer_sweep(
             rows.append({
                 "model": model.cfg.source, "layer": layer,
                 "layer_normalised": layer / max(model.cfg.n_layers - 1, 1), "probe": name,
-                **{metric: metrics[metric] for metric in METRICS}, "best_epoch": result.best_epoch,
+                **{metric: metrics[metric] for metric in METRICS}, **training_record(result),
             })
             save_probe(result.probe, run.probe_path(layer, name))
         best = max((row for row in rows if row["probe"] == name), key=lambda row: row["accuracy"])
@@ -147,7 +164,7 @@ def layer_sweep(
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
     files["peaks_csv"], files["peaks_json"] = write_table(
-        [{"probe": probe} | {k: row[k] for k in ("peak_layer", "peak_layer_normalised", *METRICS)}
+        [{"probe": probe} | {k: row[k] for k in ("peak_layer", "peak_layer_normalised", *METRICS, "learnt")}
          for probe, row in peaks.items()], run.peaks_stem)
     files["plot"] = accuracy_by_layer(rows, run.plot_path,
                                       title=f"IsSameObject test accuracy by layer\n{weights_note(model)}")
@@ -160,9 +177,12 @@ def layer_sweep(
         "layers": layers,
         "probes": list(probes),
         "training": asdict(training),
+        "training_problems": None,
         "rank": rank, "n_queries": n_queries, "n_classes": n_classes,
         "seconds": {"extract": round(extract_seconds, 2), "total": round(time.perf_counter() - started, 2)},
     }
+    result = SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)
+    summary["training_problems"] = result.problems()
     files["summary"] = run.summary_path
     write_json_atomic(files["summary"], summary)
-    return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)
+    return result

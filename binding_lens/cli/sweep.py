@@ -27,8 +27,14 @@ def add(commands: argparse._SubParsersAction) -> None:
         command.add_argument("--out", type=output_dir, required=True, help="output directory (re-running resumes it)")
         if name == "sweep":
             command.add_argument("--probes", default="all", help="all, or a comma list of probe names (quadratic, linear, ...; a wrong name lists them all)")
-            command.add_argument("--epochs", type=positive_int, default=16)
-            command.add_argument("--batch-images", type=positive_int, default=256, help="images per probe-training step")
+            command.add_argument("--max-steps", type=positive_int, default=2000,
+                                 help="most optimiser steps per probe; each stops earlier once its validation loss "
+                                      "stops improving")
+            command.add_argument("--epochs", type=positive_int, default=None,
+                                 help="also stop after this many passes over the training images")
+            command.add_argument("--batch-images", type=positive_int, default=32, help="images per probe-training step")
+            command.add_argument("--paper-schedule", action="store_true",
+                                 help="train as the paper: 16 epochs (or --epochs), StepLR, no early stopping")
             command.add_argument("--rank", type=positive_int, default=64, help="rank of quadratic_fixed_rank")
 
 
@@ -53,9 +59,18 @@ def run(args: argparse.Namespace) -> int:
         store = extract(model, dataset, layers, args.out, device=device, seed=args.seed, **options)
         print(f"activations of layers {layers} for {store.load(layers[:1]).image_index.numel()} images in {args.out}")
         return 0
-    training = ProbeTrainingConfig(epochs=args.epochs, batch_images=args.batch_images, seed=args.seed)
+    if args.paper_schedule:
+        training = ProbeTrainingConfig.paper(epochs=args.epochs or 16, batch_images=args.batch_images, seed=args.seed)
+    else:
+        training = ProbeTrainingConfig(max_steps=args.max_steps, epochs=args.epochs, batch_images=args.batch_images,
+                                       seed=args.seed)
     result = layer_sweep(model, dataset, args.out, layers=layers, probes=probes, training=training, seed=args.seed,
                          rank=args.rank, device=device, extract_kwargs=options)
     print(result.table())
+    problems = result.problems()
+    if problems:
+        print(f"\n{len(problems)} of {len(result.rows)} probes are not to be read as results "
+              f"(learnt False: the 95% interval of the validation AUROC includes chance):")
+        print("\n".join(f"  {line}" for line in problems))
     print(f"\nreport: {result.files['table_csv']}, {result.files['plot']}, {result.files['summary']}")
     return 0

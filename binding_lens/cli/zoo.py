@@ -84,7 +84,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     models = args.models.split(",") if args.models else [PREFIX + n for n in zoo_names()]
     table = binding_by_objective(models, args.out, n_scenes=args.n_scenes, seed=args.seed,
-                                 training=ProbeTrainingConfig(seed=args.seed, epochs=16, batch_images=32))
+                                 training=ProbeTrainingConfig(seed=args.seed))
     print("\n" + table.text())
     print(f"\nreport: {table.files['markdown']}, {table.files['plot']}")
     return 0

@@ -19,8 +19,8 @@ from .batch import PairBatch, label_space
 from .bilinear import DiagQuadraticProbe, LinearProbe, QuadraticFixedRankProbe, QuadraticProbe
 from .checkpoint import load_probe, read_header, save_probe
 from .data import ProbeData
-from .evaluation import evaluate, pair_outputs
-from .metrics import DegeneratePairSetError, auroc, pair_metrics
+from .evaluation import auroc_with_interval, evaluate, pair_outputs
+from .metrics import DegeneratePairSetError, auroc, bootstrap_auroc, pair_metrics
 from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
 from .registry import PROBES, make_probe, probe_class
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches, split_by_image
@@ -50,6 +50,8 @@ __all__ = [
     "SelfAttentionProbe",
     "TrainResult",
     "auroc",
+    "auroc_with_interval",
+    "bootstrap_auroc",
     "count_pairs",
     "dense_instance_ids",
     "evaluate",

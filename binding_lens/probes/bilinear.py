@@ -2,6 +2,14 @@
 
 Each scores all N x M pairs of every image with batched matrix products. The fixed-rank probe never
 forms its d x d matrix (only `weight()`, for analysis, does); no probe forms an [N, M, d] tensor.
+
+Initialisation: the quadratic forms start at (or near) W = 0. The binding subspace is read from W's
+top eigenvectors, and whatever W starts with and training does not remove is read with it: a random
+W of scale 1/sqrt(d) has a flat spectrum of about the size a trained binding direction reaches on a
+few hundred images, so its eigenvectors would pass for binding directions. At W = 0 the full and the
+diagonal forms still get a gradient (the covariance of same- against different-object pairs); the
+fixed-rank form U^T V + V^T U has a saddle there, so U and V start at `SMALL_INIT` times the usual
+scale: enough to leave the saddle, too little to survive as structure in W.
 """
 
 from __future__ import annotations
@@ -16,17 +24,19 @@ from torch import Tensor, nn
 from ..errors import InputError
 from .base import PairProbe
 
+SMALL_INIT = 0.05  # scale of the fixed-rank probe's U, V at init, relative to 1/sqrt(d)
+
 
 def _other(x: Tensor, y: Tensor | None) -> Tensor:
     return x if y is None else y
 
 
 class _VectorProbe(PairProbe):
-    """A probe with one weight vector w (d parameters) and a bias b."""
+    """A probe with one weight vector w (d parameters) and a bias b; w starts at zero (see the module docstring)."""
 
     def __init__(self, d_model: int):
         super().__init__(d_model)
-        self.w = nn.Parameter(torch.randn(d_model) * d_model**-0.5)
+        self.w = nn.Parameter(torch.zeros(d_model))
         self.b = nn.Parameter(torch.zeros(()))
 
     def config(self) -> dict[str, Any]:
@@ -72,7 +82,7 @@ class QuadraticProbe(PairProbe):
 
     def __init__(self, d_model: int):
         super().__init__(d_model)
-        self.A = nn.Parameter(torch.randn(d_model, d_model) * d_model**-0.5)
+        self.A = nn.Parameter(torch.zeros(d_model, d_model))
         self.b = nn.Parameter(torch.zeros(()))
 
     def config(self) -> dict[str, Any]:
@@ -105,8 +115,8 @@ class QuadraticFixedRankProbe(PairProbe):
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
             raise InputError(f"rank must be a positive int (e.g. rank=64), got {rank!r}")
         self.rank = rank
-        self.U = nn.Parameter(torch.randn(rank, d_model) * d_model**-0.5)
-        self.V = nn.Parameter(torch.randn(rank, d_model) * d_model**-0.5)
+        self.U = nn.Parameter(torch.randn(rank, d_model) * SMALL_INIT * d_model**-0.5)
+        self.V = nn.Parameter(torch.randn(rank, d_model) * SMALL_INIT * d_model**-0.5)
         self.b = nn.Parameter(torch.zeros(()))
 
     def config(self) -> dict[str, Any]:

@@ -4,12 +4,13 @@ Accuracy thresholds the probability at 0.5 (predict "same" when p > 0.5). Balanc
 mean of the true-positive and true-negative rates. AUROC is the Mann-Whitney statistic from average
 ranks (ties count 1/2), so it needs one sort, not the O(n^2) pair count that defines it. The
 majority baseline is the accuracy of always answering the more frequent label of the same pairs.
+`bootstrap_auroc` gives the AUROC an interval by resampling images (pairs of an image are not independent).
 """
 
 from __future__ import annotations
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import InputError
@@ -52,6 +53,49 @@ def auroc(scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]) -> floa
     n_neg = n - n_pos
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
+
+
+def bootstrap_auroc(
+    scores: Float[Tensor, " pair"],
+    labels: Bool[Tensor, " pair"],
+    groups: Int[Tensor, " pair"],
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the AUROC, resampling whole `groups` (e.g. images) with replacement.
+
+    The AUROC counts (positive, negative) pairs that are ordered correctly (ties 1/2). Grouped, that is
+    sum_ij c_i c_j M_ij / (sum_i c_i P_i)(sum_j c_j N_j), where M_ij counts the correctly ordered
+    pairs of a positive of group i and a negative of group j, P and N count positives and negatives,
+    and c_i is how often a replicate drew group i. M is computed once (one sorted search per group),
+    so every replicate costs a [groups x groups] product. Replicates without a positive or a negative
+    are dropped.
+    """
+    labels = labels.bool().flatten()
+    _check(labels, scores)
+    if not 0 < level < 1 or n_boot < 1:
+        raise InputError(f"need 0 < level < 1 and n_boot >= 1, got level={level}, n_boot={n_boot}")
+    s = scores.detach().double().flatten()
+    _, group = torch.unique(groups.flatten(), return_inverse=True)
+    n_groups = int(group.max()) + 1
+    positive, positive_group = s[labels], group[labels]
+    ordered = torch.zeros(n_groups, n_groups, dtype=torch.float64)
+    for j in range(n_groups):
+        negatives = s[~labels & (group == j)].sort().values
+        below = torch.searchsorted(negatives, positive, side="left").double()
+        tied = torch.searchsorted(negatives, positive, side="right").double() - below
+        ordered[:, j].index_add_(0, positive_group, below + tied / 2)
+    n_pos = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, positive_group, torch.ones_like(positive))
+    n_neg = torch.bincount(group[~labels], minlength=n_groups).double()
+    generator = torch.Generator().manual_seed(seed)
+    draws = torch.randint(n_groups, (n_boot, n_groups), generator=generator)
+    counts = torch.zeros(n_boot, n_groups, dtype=torch.float64).scatter_add_(1, draws, torch.ones(n_boot, n_groups, dtype=torch.float64))
+    denominator = (counts @ n_pos) * (counts @ n_neg)
+    boot = ((counts @ ordered) * counts).sum(1)[denominator > 0] / denominator[denominator > 0]
+    tail = (1 - level) / 2
+    low, high = torch.quantile(boot, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+    return low, high
 
 def pair_metrics(
     probabilities: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"], scores: Float[Tensor, " pair"] | None = None

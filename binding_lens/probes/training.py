@@ -1,10 +1,14 @@
-"""Train probes the paper's way, batched: Adam, StepLR, fresh random patches per image per epoch.
+"""Train probes to convergence, batched: Adam, early stopping on validation, fresh random patches per epoch.
 
 Per epoch each training image contributes `patches_per_image` random labelled patches (seeded);
 images are shuffled into batches of `batch_images`; each probe's loss is computed for the whole
 batch by batched matrix products (masked BCE over the strict upper triangle of valid pairs for the
-pairwise probes). After each epoch the probe is scored on a fixed validation pair set and the
-best epoch's weights are kept and restored at the end.
+pairwise probes). After each epoch (or every `eval_every` steps) the probe is scored on a fixed
+validation pair set; the best pass's weights are restored at the end. By default a probe trains
+until its validation loss stops improving (or `max_steps`), because a fixed short schedule leaves
+a quadratic probe's W near its initialisation on a few hundred images, and the binding subspace
+read from W is then noise; `ProbeTrainingConfig.paper()` keeps the paper's 16-epoch schedule. Each
+result says why it stopped and whether its validation AUROC is above chance (`TrainResult.problems`).
 
 Several probes (e.g. one per layer) can train together on one `ProbeData` holding each layer's
 activations: they share the patch samples, the batch order and the targets, and one Adam step
@@ -18,77 +22,155 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
+from torch import Tensor
 
 from ..errors import InputError
 from .base import PairProbe
 from .data import ProbeData
-from .evaluation import evaluate
+from .evaluation import auroc_with_interval, evaluate
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches
 
 SELECTION = {"accuracy": 1.0, "balanced_accuracy": 1.0, "auroc": 1.0, "loss": -1.0}  # +1: higher is better
+SCHEDULES = ("plateau", "step", "constant")
+N_BOOT = 1000  # image-bootstrap replicates behind `TrainResult.learnt`
 
 
 @dataclass(frozen=True)
 class ProbeTrainingConfig:
-    """Training settings; the defaults are the paper's (weight_decay: the paper names L2 decay on
-    the full quadratic probe but gives no value; 1e-4 is ours)."""
+    """How probes train. The defaults train to convergence; `ProbeTrainingConfig.paper()` is the paper's schedule.
+
+    Stopping: after `epochs` passes over the training images, after `max_steps` optimiser steps, or (with
+    `patience`) once the validation `select_by` metric has not improved by a relative `min_delta` for
+    `patience` validation passes in a row, but never before `min_steps`; whichever comes first. Validation
+    runs every `eval_every` steps (None: after every epoch). The best validation pass's weights are kept.
+
+    Schedules: "plateau" multiplies a probe's learning rate by `gamma` each time `plateau_patience`
+    validation passes go by without improvement; "step" is the paper's StepLR (times `gamma` every
+    `step_size` epochs); "constant" keeps `lr`. `weight_decay`: L2 decay on the full quadratic probe
+    (the paper names it without a value; 1e-4 is ours).
+    """
 
     lr: float = 1e-3
+    max_steps: int | None = 2000
+    epochs: int | None = None
+    patience: int | None = 10
+    min_steps: int = 200
+    min_delta: float = 1e-3
+    eval_every: int | None = None
+    schedule: str = "plateau"
+    plateau_patience: int = 4
     step_size: int = 8
     gamma: float = 0.2
-    epochs: int = 16
-    batch_images: int = 256
+    batch_images: int = 32
     patches_per_image: int = 64
     weight_decay: float = 1e-4
     seed: int = 0
-    select_by: str = "accuracy"
+    select_by: str = "loss"
     eval_patches_per_image: int | None = 64
     eval_seed: int = 0
     init_scalar_probes: bool = True
     device: str | None = None
 
+    @classmethod
+    def paper(cls, **overrides: Any) -> "ProbeTrainingConfig":
+        """The paper's schedule: 16 epochs of 256-image batches, Adam 1e-3, StepLR(8, 0.2), no early
+        stopping, the best-validation-accuracy epoch kept. Too few steps for a few hundred images."""
+        paper = dict(epochs=16, max_steps=None, patience=None, schedule="step", step_size=8, gamma=0.2,
+                     batch_images=256, select_by="accuracy")
+        return cls(**(paper | overrides))
+
     def __post_init__(self) -> None:
-        positive_ints = {"step_size": self.step_size, "epochs": self.epochs, "batch_images": self.batch_images}
-        for name, value in positive_ints.items():
+        counts = {"step_size": self.step_size, "batch_images": self.batch_images, "plateau_patience": self.plateau_patience}
+        optional = {"epochs": self.epochs, "max_steps": self.max_steps, "patience": self.patience,
+                    "eval_every": self.eval_every}
+        for name, value in counts.items() | {k: v for k, v in optional.items() if v is not None}.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"{name} must be a positive int, got {value!r}")
+        if self.epochs is None and self.max_steps is None:
+            raise InputError("set epochs or max_steps (or both): training needs a limit")
+        if not isinstance(self.min_steps, int) or self.min_steps < 0:
+            raise InputError(f"min_steps must be an int >= 0, got {self.min_steps!r}")
         if not isinstance(self.patches_per_image, int) or self.patches_per_image < 2:
             raise InputError(f"patches_per_image must be an int >= 2, got {self.patches_per_image!r}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise InputError(f"lr must be a positive number, got {self.lr!r}")
-        if not (self.gamma > 0 and self.weight_decay >= 0):
-            raise InputError(f"gamma must be > 0 and weight_decay >= 0, got {self.gamma!r}, {self.weight_decay!r}")
+        if not (self.gamma > 0 and self.weight_decay >= 0 and self.min_delta >= 0):
+            raise InputError(f"gamma must be > 0, weight_decay and min_delta >= 0, got {self.gamma!r}, "
+                             f"{self.weight_decay!r}, {self.min_delta!r}")
         if self.select_by not in SELECTION:
             raise InputError(f"select_by must be one of {sorted(SELECTION)}, got {self.select_by!r}")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
 
 
 @dataclass
 class EpochRecord:
-    """One epoch of one probe: mean training loss, learning rate used, validation metrics."""
+    """One validation pass of one probe: training loss since the last pass, learning rate, validation metrics."""
 
     epoch: int
     train_loss: float
     lr: float
     val: dict[str, float | int] | None
     seconds: float
+    step: int = 0
 
 
 @dataclass
 class TrainResult:
-    """A trained probe (best-validation weights restored) and how it got there."""
+    """A trained probe (best-validation weights restored) and how it got there.
+
+    `stopped` says why training ended: "patience" (the validation metric stopped improving: converged),
+    "max_steps" or "epochs" (a limit came first: maybe not converged). `val_auroc` (with validation data)
+    is the kept weights' validation AUROC with its 95% image-bootstrap interval (`auroc_with_interval`);
+    `learnt` is False when that interval does not lie above 0.5 (chance).
+    """
 
     probe: PairProbe
     best_epoch: int
     best_val: dict[str, float | int] | None
     history: list[EpochRecord] = field(default_factory=list)
     config: ProbeTrainingConfig = field(default_factory=ProbeTrainingConfig)
+    best_step: int = 0
+    steps: int = 0
+    stopped: str = "epochs"
+    val_auroc: dict[str, float | int] | None = None
+
+    @property
+    def converged(self) -> bool:
+        return self.stopped == "patience"
+
+    @property
+    def learnt(self) -> bool | None:
+        """Whether the validation AUROC interval lies above chance (None without validation data)."""
+        return None if self.val_auroc is None else self.val_auroc["low"] > 0.5
+
+    def still_improving(self) -> bool:
+        """Whether the last validation pass had the lowest validation loss of all (two or more) passes."""
+        losses = [record.val["loss"] for record in self.history if record.val is not None]
+        return len(losses) > 1 and losses[-1] <= min(losses)
+
+    def problems(self) -> list[str]:
+        """What a reader of this probe's numbers must know: not converged, or nothing learnt."""
+        found = []
+        if self.stopped != "patience" and self.still_improving():
+            limit = f"max_steps={self.config.max_steps}" if self.stopped == "max_steps" else f"epochs={self.config.epochs}"
+            found.append(f"stopped at {limit} while its validation loss was still falling (lowest at the last of "
+                         f"{len(self.history)} passes): it may not have converged; raise the limit or lr")
+        if self.learnt is False:
+            auc = self.val_auroc or {}
+            found.append(f"learnt nothing measurable: validation AUROC {auc['auroc']:.3f}, 95% interval "
+                         f"{auc['low']:.3f} to {auc['high']:.3f} over {auc['n_images']} images, includes chance (0.5)")
+        return found
 
     def summary(self) -> dict[str, Any]:
-        return {"probe": self.probe.name, "best_epoch": self.best_epoch, "best_val": self.best_val, "config": asdict(self.config)}
+        return {"probe": self.probe.name, "best_epoch": self.best_epoch, "best_step": self.best_step,
+                "steps": self.steps, "stopped": self.stopped, "converged": self.converged, "learnt": self.learnt,
+                "val_auroc": self.val_auroc, "best_val": self.best_val, "config": asdict(self.config)}
 
 
 def _state(probe: PairProbe) -> dict[str, torch.Tensor]:
@@ -134,14 +216,44 @@ def _prepare_val(
 
 
 def _adam(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> torch.optim.Adam:
-    """One Adam over all probes; L2 weight decay only on each probe's `weight_decay_parameters`."""
+    """One Adam over all probes; L2 weight decay only on each probe's `weight_decay_parameters`.
+    Each parameter group remembers its probe (`group["probe"]`), so one probe's rate can change alone."""
     groups = []
-    for probe in probes:
+    for index, probe in enumerate(probes):
         decayed = {id(p) for p in probe.weight_decay_parameters()}
         params = [p for p in probe.parameters() if p.requires_grad]
-        groups.append({"params": [p for p in params if id(p) in decayed], "weight_decay": config.weight_decay})
-        groups.append({"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0})
+        groups.append({"params": [p for p in params if id(p) in decayed], "weight_decay": config.weight_decay,
+                       "probe": index})
+        groups.append({"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0, "probe": index})
     return torch.optim.Adam([g for g in groups if g["params"]], lr=config.lr)
+
+
+def _steps(train: ProbeData, config: ProbeTrainingConfig, generator: torch.Generator) -> Iterator[tuple[int, Tensor, PairSet, bool]]:
+    """(epoch, images, patch sample, last batch of the epoch?) for every optimiser step, until `epochs`.
+    Each epoch draws fresh patches per image and a fresh image order."""
+    epoch = 0
+    while config.epochs is None or epoch < config.epochs:
+        sample = sample_patches(train.instance, config.patches_per_image, generator)
+        order = torch.randperm(train.n_images, generator=generator)
+        for first in range(0, train.n_images, config.batch_images):
+            yield epoch, order[first : first + config.batch_images], sample, first + config.batch_images >= train.n_images
+        epoch += 1
+
+
+@dataclass
+class _Progress:
+    """One probe's training so far: its best validation pass, passes since, and whether it still trains."""
+
+    best: float = -math.inf
+    best_epoch: int = 0
+    best_step: int = 0
+    state: dict[str, Tensor] | None = None
+    metrics: dict[str, float | int] | None = None
+    stale: int = 0
+    stopped: str | None = None
+    loss_sum: float = 0.0
+    n_losses: int = 0
+    history: list[EpochRecord] = field(default_factory=list)
 
 
 def train_probes(
@@ -152,12 +264,15 @@ def train_probes(
     *,
     val_pairs: PairSet | None = None,
     callback: Callable[[int, int, PairProbe, EpochRecord], None] | None = None,
+    warn: bool = True,
 ) -> list[TrainResult]:
     """Train several probes together, probe i on layer i of `train` (and `val`).
 
     `train`/`val`: ProbeData or (acts, instance[, klass]) with one acts tensor per probe. Without
-    `val` the last epoch is kept. `callback(probe_index, epoch, probe, record)` runs after each
-    epoch's validation, before the best weights are chosen.
+    `val` the last step is kept and there is no early stopping. Each probe stops on its own (the others
+    go on exactly as they would alone). `callback(probe_index, epoch, probe, record)` runs after each
+    validation pass, before the best weights are chosen. With `warn`, each result's `problems()` (not
+    converged, nothing learnt) are issued as warnings.
     """
     config = config or ProbeTrainingConfig()
     probes = list(probes)
@@ -172,56 +287,94 @@ def train_probes(
         probe.to(device).train()
 
     optimizer = _adam(probes, config)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=config.step_size, gamma=config.gamma)
+    scheduler = None
+    if config.schedule == "step":
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=config.step_size, gamma=config.gamma)
     generator = torch.Generator().manual_seed(config.seed)
-
-    history: list[list[EpochRecord]] = [[] for _ in probes]
-    best: list[tuple[float, int, dict[str, torch.Tensor], dict | None] | None] = [None] * len(probes)
     sign = SELECTION[config.select_by]
-    for epoch in range(config.epochs):
-        start = time.perf_counter()
-        lr = optimizer.param_groups[0]["lr"]
-        sample = sample_patches(train.instance, config.patches_per_image, generator)
-        order = torch.randperm(train.n_images, generator=generator)
-        losses = torch.zeros(len(probes), dtype=torch.float64)
-        n_batches = 0
-        for first in range(0, train.n_images, config.batch_images):
-            images = order[first : first + config.batch_images]
-            batch = sample.batch(train.instance, images, train.klass).to(device)
-            xs = [train.tokens(i, images, sample.patches[images], device=device) for i in range(len(probes))]
-            if epoch == 0 and first == 0 and config.init_scalar_probes:
-                for probe, x in zip(probes, xs):
-                    probe.initialize(x, batch)
-            optimizer.zero_grad(set_to_none=True)
-            batch_losses = [probe.training_loss(x, batch) for probe, x in zip(probes, xs)]
-            torch.stack(batch_losses).sum().backward()
-            optimizer.step()
-            losses += torch.tensor([float(l.detach()) for l in batch_losses], dtype=torch.float64)
-            n_batches += 1
-        scheduler.step()
-        seconds = time.perf_counter() - start
-        for i, probe in enumerate(probes):
-            metrics = None
-            if val is not None:
-                probe.eval()
-                metrics = evaluate(probe, val, val_pairs, layer=i, batch_images=config.batch_images)
-                probe.train()
-            record = EpochRecord(epoch, float(losses[i]) / max(n_batches, 1), lr, metrics, seconds)
-            history[i].append(record)
-            if callback is not None:
-                callback(i, epoch, probe, record)
-            # Without validation the last epoch wins; with it, the first epoch reaching the best value.
-            value = sign * metrics[config.select_by] if metrics is not None else float(epoch)
-            if best[i] is None or value > best[i][0]:
-                best[i] = (value, epoch, _state(probe), metrics)
+    progress = [_Progress() for _ in probes]
+    lr_of = lambda i: next(g["lr"] for g in optimizer.param_groups if g["probe"] == i)  # noqa: E731
+
+    def validate(i: int, epoch: int, step: int, seconds: float) -> None:
+        probe, track = probes[i], progress[i]
+        metrics = None
+        if val is not None:
+            probe.eval()
+            metrics = evaluate(probe, val, val_pairs, layer=i, batch_images=config.batch_images)
+            probe.train()
+        record = EpochRecord(epoch, track.loss_sum / max(track.n_losses, 1), lr_of(i), metrics, seconds, step)
+        track.loss_sum, track.n_losses = 0.0, 0
+        track.history.append(record)
+        if callback is not None:
+            callback(i, epoch, probe, record)
+        # Without validation the latest pass wins; with it, the first pass reaching the best value.
+        value = sign * metrics[config.select_by] if metrics is not None else float(step)
+        track.stale = 0 if metrics is None or _improves(value, track.best, config.min_delta) else track.stale + 1
+        if value > track.best:
+            track.best, track.best_epoch, track.best_step, track.metrics = value, epoch, step, metrics
+            track.state = _state(probe)
+        if metrics is None:
+            return
+        if config.schedule == "plateau" and track.stale and track.stale % config.plateau_patience == 0:
+            for group in optimizer.param_groups:
+                if group["probe"] == i:
+                    group["lr"] *= config.gamma
+        if config.patience is not None and track.stale >= config.patience and step >= config.min_steps:
+            track.stopped = "patience"
+
+    step, started = 0, time.perf_counter()
+    for epoch, images, sample, epoch_end in _steps(train, config, generator):
+        active = [i for i, track in enumerate(progress) if track.stopped is None]
+        batch = sample.batch(train.instance, images, train.klass).to(device)
+        xs = {i: train.tokens(i, images, sample.patches[images], device=device) for i in active}
+        if step == 0 and config.init_scalar_probes:
+            for i in active:
+                probes[i].initialize(xs[i], batch)
+        optimizer.zero_grad(set_to_none=True)
+        batch_losses = [probes[i].training_loss(xs[i], batch) for i in active]
+        torch.stack(batch_losses).sum().backward()
+        optimizer.step()
+        step += 1
+        for i, loss in zip(active, batch_losses):
+            progress[i].loss_sum += float(loss.detach())
+            progress[i].n_losses += 1
+        if scheduler is not None and epoch_end:
+            scheduler.step()
+        at_limit = config.max_steps is not None and step >= config.max_steps
+        last = epoch_end and config.epochs is not None and epoch == config.epochs - 1
+        due = epoch_end if config.eval_every is None else step % config.eval_every == 0
+        if due or at_limit or last:
+            seconds = time.perf_counter() - started
+            for i in active:
+                validate(i, epoch, step, seconds)
+            started = time.perf_counter()
+        if at_limit:
+            for i in active:
+                progress[i].stopped = progress[i].stopped or "max_steps"
+        if all(track.stopped for track in progress):
+            break
+    for track in progress:
+        track.stopped = track.stopped or "epochs"
 
     results = []
-    for i, probe in enumerate(probes):
-        _, best_epoch, state, metrics = best[i]  # type: ignore[misc]
-        probe.load_state_dict(state)
+    for i, (probe, track) in enumerate(zip(probes, progress)):
+        probe.load_state_dict(track.state)  # type: ignore[arg-type]
         probe.eval()
-        results.append(TrainResult(probe, best_epoch, metrics, history[i], config))
+        val_auroc = None if val is None else auroc_with_interval(probe, val, val_pairs, layer=i, n_boot=N_BOOT)
+        results.append(TrainResult(probe, track.best_epoch, track.metrics, track.history, config, track.best_step,
+                                   step if track.stopped != "patience" else track.history[-1].step, track.stopped,
+                                   val_auroc))
+    if warn:
+        for i, result in enumerate(results):
+            where = f" on data layer {i}" if len(results) > 1 else ""
+            for problem in result.problems():
+                warnings.warn(f"{result.probe.name} probe{where} {problem}", stacklevel=2)
     return results
+
+
+def _improves(value: float, best: float, min_delta: float) -> bool:
+    """Whether `value` beats `best` (higher is better) by more than a relative `min_delta`."""
+    return not math.isfinite(best) or value > best + min_delta * abs(best)
 
 
 def train_probe(
@@ -232,13 +385,14 @@ def train_probe(
     *,
     val_pairs: PairSet | None = None,
     callback: Callable[[int, PairProbe, EpochRecord], None] | None = None,
+    warn: bool = True,
 ) -> TrainResult:
     """Train one probe on `train` = ProbeData or (acts, instance[, klass]); best-val weights restored.
 
-    `callback(epoch, probe, record)` runs after each epoch's validation.
+    `callback(epoch, probe, record)` runs after each validation pass; `warn` as in `train_probes`.
     """
     train = ProbeData.coerce(train, "train")
     if train.n_layers != 1:
         raise InputError(f"train_probe takes one layer of activations, got {train.n_layers}; use train_probes")
     wrapped = None if callback is None else (lambda _i, epoch, p, record: callback(epoch, p, record))
-    return train_probes([probe], train, val, config, val_pairs=val_pairs, callback=wrapped)[0]
+    return train_probes([probe], train, val, config, val_pairs=val_pairs, callback=wrapped, warn=warn)[0]

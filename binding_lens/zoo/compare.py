@@ -91,7 +91,7 @@ def binding_by_objective(
     unknown = [m for m in models if not m.startswith(PREFIX)]
     if unknown:
         raise InputError(f"binding_by_objective compares zoo models (zoo:<name>); got {unknown}")
-    training = training or ProbeTrainingConfig(seed=seed, epochs=16, batch_images=32)
+    training = training or ProbeTrainingConfig(seed=seed)
     rows, sweeps, all_rows = [], {}, []
     started = time.perf_counter()
     for spec in models:
