@@ -1,0 +1,145 @@
+"""Where binding is read vs where it is used: the probe's eigen-subspace against the causal (DAS) subspace.
+
+    table = compare_subspaces(model, scenes, layer=3, k=8)
+    print(table.text())
+
+On the train images: quadratic probes at l and l + 1 (default, converged training) and the DAS
+subspace at l trained against the probe at l + 1. On the held-out images, at equal k, for the DAS
+subspace, the probe's top-k eigen-subspace at l and `n_random` random subspaces (the control):
+
+- principal angles to the DAS subspace (mean and smallest), beside what random subspaces give;
+- the interchange effect (`binding.das.swap_effect`): the share of edited patches that group with
+  their donor's object at l + 1 (`swap_rate`), and the AUROC of their pairs against the swapped labels;
+- the shuffle effect: the next-layer probe's AUROC (original labels, all labelled pairs) after
+  permuting every patch's subspace part among the patches of its image (`Shuffle`, ratio 1), beside
+  its clean AUROC.
+
+The random rows give the mean and the [min, max] over their seeds: a subspace whose effect lies
+inside that range does no more than any k directions would. One model, one seed of probes and DAS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from ..binding import BindingSubspace, Shuffle, principal_angles, random_angles
+from ..binding.das import Readout, model_readout, residual_at, swap_effect, train_das
+from ..data import Scene
+from ..errors import InputError
+from ..hooks import HookedViT
+from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, TrainResult, auroc, make_probe, split_by_image, train_probe
+from .ablation import label_images
+from .report import Row, format_table
+
+COLUMNS = ("subspace", "k", "mean_angle_to_das", "min_angle_to_das", "swap_rate", "auroc_swapped",
+           "next_auroc_shuffled", "next_auroc_clean")
+
+
+@torch.no_grad()
+def readout_auroc(tokens: Tensor, instance: Tensor, readout: Readout, edit: Any = None, batch_images: int = 32) -> float:
+    """AUROC of `readout`'s scores over every labelled pair (i < j) of each image, after `edit(patches)`."""
+    scores, same = [], []
+    for start in range(0, tokens.shape[0], batch_images):
+        images = torch.arange(start, min(start + batch_images, tokens.shape[0]))
+        patches = tokens[images].float()
+        logits = readout(images, patches if edit is None else edit(patches)).float().cpu()
+        labels = instance[images]
+        valid = (labels >= 0)[:, :, None] & (labels >= 0)[:, None, :]
+        pairs = valid & torch.ones_like(valid[0]).triu(1)
+        scores.append(logits[pairs])
+        same.append((labels[:, :, None] == labels[:, None, :])[pairs])
+    return auroc(torch.cat(scores), torch.cat(same))
+
+
+@dataclass
+class SubspaceComparison:
+    rows: list[Row]
+    subspaces: dict[str, BindingSubspace]
+    probes: dict[int, TrainResult]
+    random_reference: dict[str, Tensor]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return format_table(self.rows, list(COLUMNS))
+
+    def markdown(self) -> str:
+        cell = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
+        head = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
+        return head + "\n".join("| " + " | ".join(cell(row[c]) for c in COLUMNS) + " |" for row in self.rows) + "\n"
+
+
+def compare_subspaces(
+    model: HookedViT,
+    scenes: Sequence[Scene],
+    layer: int,
+    k: int,
+    *,
+    size: int | None = None,
+    split: tuple[float, float, float] = (0.6, 0.15, 0.25),
+    seed: int = 0,
+    n_random: int = 5,
+    training: ProbeTrainingConfig | None = None,
+    das_options: dict[str, Any] | None = None,
+    fraction: float = 0.25,
+) -> SubspaceComparison:
+    """Probe eigen-subspace vs DAS subspace vs random subspaces at `layer`, measured at `layer + 1` (module
+    docstring). Images split into probe/DAS training, probe validation and held-out measurement sets."""
+    if not 0 <= layer < model.cfg.n_layers - 1:
+        raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2}: effects are read at layer + 1, got {layer}")
+    if not 1 <= k <= model.cfg.d_model:
+        raise InputError(f"k must be in 1..{model.cfg.d_model} (d_model), got {k}")
+    data = label_images(model, scenes, size)
+    train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=split, seed=seed)
+    n_prefix = model.cfg.n_prefix_tokens
+    resid = {l: residual_at(model, data.pixels, l) for l in (layer, layer + 1)}
+    probes: dict[int, TrainResult] = {}
+    for l in (layer, layer + 1):
+        tokens = ProbeData(resid[l][:, n_prefix:], data.instance)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            probe = make_probe("quadratic", model.cfg.d_model)
+        probes[l] = train_probe(probe, tokens.select(train_idx), tokens.select(val_idx),
+                                training or ProbeTrainingConfig(seed=seed), warn=False)
+    probe_next: PairProbe = probes[layer + 1].probe
+    das = train_das(model, data.pixels[train_idx], data.instance[train_idx], layer, probe_next, k, seed=seed,
+                    **(das_options or {}))
+    subspaces = {"DAS": das.subspace, "probe eigen-subspace": BindingSubspace.from_probe(probes[layer].probe, k)}
+    subspaces |= {f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=seed + 1 + s) for s in range(n_random)}
+
+    held_out = resid[layer][test_idx]
+    tokens, instance = held_out[:, n_prefix:], data.instance[test_idx]
+    readout = model_readout(model, held_out, layer, probe_next)
+    clean = readout_auroc(tokens, instance, readout)
+    measured = []
+    for name, sub in subspaces.items():
+        angles = principal_angles(sub, das.subspace)
+        swap = swap_effect(tokens, instance, readout, sub, fraction=fraction, seed=seed)
+        shuffle = Shuffle(sub, 1.0, 0, seed=seed)
+        measured.append({"subspace": name, "k": k, "mean_angle_to_das": float(angles.mean()),
+                         "min_angle_to_das": float(angles.min()), "swap_rate": swap["swap_rate"],
+                         "auroc_swapped": swap["auroc_swapped"],
+                         "next_auroc_shuffled": readout_auroc(tokens, instance, readout, shuffle.apply),
+                         "next_auroc_clean": clean})
+    rows = [row for row in measured if not row["subspace"].startswith("random")]
+    randoms = [row for row in measured if row["subspace"].startswith("random")]
+    if randoms:
+        rows.append(_summarise_random(randoms, k))
+    reference = random_angles(model.cfg.d_model, k)
+    settings = {"layer": layer, "k": k, "seed": seed, "n_random": n_random, "fraction": fraction,
+                "images": {"train": len(train_idx), "val": len(val_idx), "test": len(test_idx)},
+                "das_loss": das.history}
+    return SubspaceComparison(rows, subspaces, probes, reference, settings)
+
+
+def _summarise_random(rows: list[Row], k: int) -> Row:
+    """Mean over the random controls, with each measure's [min, max] range in `<measure>_range`."""
+    summary: Row = {"subspace": f"random (mean of {len(rows)})", "k": k}
+    for column in COLUMNS[2:]:
+        values = [row[column] for row in rows]
+        summary[column] = sum(values) / len(values)
+        summary[f"{column}_range"] = (min(values), max(values))
+    return summary
