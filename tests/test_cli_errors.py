@@ -62,6 +62,8 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("ablate at a layer the run has no probe for", ["ablate", "--run", RUN, "--layer", "9", "--out", "{tmp}/a"], "quadratic probes at layers [0, 1]"),
     ("ablate without a run or a probe", ["ablate", "--model", "tiny:vit", "--layer", "0", "--out", "{tmp}/a"], "--probe-file"),
     ("ablate on 2 images", ["ablate", "--run", RUN, "--layer", "0", "--n-images", "2", "--no-dino", "--out", "{tmp}/a"], "at least 10 images"),
+    ("das at the last layer", ["das", "--model", "tiny:vit", "--layer", "2", "--out", "{tmp}/d"], "layer must be in 0..1"),
+    ("das with k above d_model", ["das", "--model", "tiny:vit", "--layer", "0", "--k", "500", "--out", "{tmp}/d"], "k must be in 1..32"),
     ("view an image the run lacks", ["view", "--run", RUN, "--images", "99", "--out", "{tmp}/v.html"], "outside the run's dataset"),
     ("view a run whose probe file was deleted", ["view", "--run", "{tmp}/damaged", "--out", "{tmp}/v.html"], "lacks 1 probe file"),
     ("view --bits 9", ["view", "--run", RUN, "--bits", "9"], "invalid choice"),
