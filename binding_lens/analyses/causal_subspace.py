@@ -31,8 +31,9 @@ from ..binding.das import Readout, model_readout, residual_at, swap_effect, trai
 from ..data import Scene
 from ..errors import InputError
 from ..hooks import HookedViT
-from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, TrainResult, auroc, make_probe, split_by_image, train_probe
+from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, auroc, split_by_image
 from .ablation import label_images
+from .layer_probes import fit_layer_probes
 from .report import Row, format_table
 
 COLUMNS = ("subspace", "k", "mean_angle_to_das", "min_angle_to_das", "swap_rate", "auroc_swapped",
@@ -95,22 +96,15 @@ def compare_subspaces(
     data = label_images(model, scenes, size)
     train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=split, seed=seed)
     n_prefix = model.cfg.n_prefix_tokens
-    resid = {l: residual_at(model, data.pixels, l) for l in (layer, layer + 1)}
-    probes: dict[int, TrainResult] = {}
-    for l in (layer, layer + 1):
-        tokens = ProbeData(resid[l][:, n_prefix:], data.instance)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            probe = make_probe("quadratic", model.cfg.d_model)
-        probes[l] = train_probe(probe, tokens.select(train_idx), tokens.select(val_idx),
-                                training or ProbeTrainingConfig(seed=seed), warn=False)
+    probes = fit_layer_probes(model, data.pixels, data.instance, (layer, layer + 1), train_idx, val_idx, seed=seed,
+                              training=training)
     probe_next: PairProbe = probes[layer + 1].probe
     das = train_das(model, data.pixels[train_idx], data.instance[train_idx], layer, probe_next, k, seed=seed,
                     **(das_options or {}))
     subspaces = {"DAS": das.subspace, "probe eigen-subspace": BindingSubspace.from_probe(probes[layer].probe, k)}
     subspaces |= {f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=seed + 1 + s) for s in range(n_random)}
 
-    held_out = resid[layer][test_idx]
+    held_out = residual_at(model, data.pixels[test_idx], layer)
     tokens, instance = held_out[:, n_prefix:], data.instance[test_idx]
     readout = model_readout(model, held_out, layer, probe_next)
     clean = readout_auroc(tokens, instance, readout)

@@ -9,13 +9,15 @@ binding_lens but `binding_lens.io`, so any layer can draw.
     attention_vs_score(attn, scores, "scatter")  # with Pearson r in the title
     ablation_figure(rows, "table2")              # conditions x metrics, table and bars
     binding_pca(vectors, instance, "pca")        # binding vectors' first two PCs by object
+    head_map_figure(drop, layers, "heads")       # [layers, heads] drop when one head is ablated
 """
 
 from .ablation import ablation_figure
 from .distributions import score_kde
+from .head_map import head_map_figure
 from .layers import accuracy_by_layer, accuracy_by_model
 from .pca import binding_pca, principal_components
 from .scatter import attention_vs_score
 
 __all__ = ["ablation_figure", "accuracy_by_layer", "accuracy_by_model", "attention_vs_score", "binding_pca",
-           "principal_components", "score_kde"]
+           "head_map_figure", "principal_components", "score_kde"]

@@ -1,0 +1,38 @@
+"""Quadratic probes fitted on the fly at chosen layers of a model (for analyses that need a probe per layer)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from ..binding.das import residual_at
+from ..hooks import HookedViT
+from ..probes import ProbeData, ProbeTrainingConfig, TrainResult, make_probe, train_probe
+
+
+def fit_layer_probes(
+    model: HookedViT,
+    pixels: Tensor,
+    instance: Int[Tensor, "image n_patches"],
+    layers: Sequence[int],
+    train_idx: Tensor,
+    val_idx: Tensor,
+    *,
+    seed: int = 0,
+    training: ProbeTrainingConfig | None = None,
+) -> dict[int, TrainResult]:
+    """A `quadratic` probe per layer on resid_post(layer)'s patch tokens of the `train_idx` images, validated
+    (early stopping, `learnt`) on `val_idx`; every probe starts from the same seeded state."""
+    n_prefix = model.cfg.n_prefix_tokens
+    results = {}
+    for layer in layers:
+        tokens = ProbeData(residual_at(model, pixels, layer)[:, n_prefix:], instance)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            probe = make_probe("quadratic", model.cfg.d_model)
+        results[layer] = train_probe(probe, tokens.select(train_idx), tokens.select(val_idx),
+                                     training or ProbeTrainingConfig(seed=seed), warn=False)
+    return results
