@@ -1,10 +1,12 @@
 """Analyses that produce the paper's tables and figures from a hooked model and a dataset."""
 
 from .causal_subspace import SubspaceComparison, compare_subspaces
+from .gradient_attribution import PairAttribution, pair_attribution
 from .heads import HeadMap, head_ablation_map
 from .layer_probes import fit_layer_probes
 from .layer_sweep import ALL_PROBES, SweepResult, layer_sweep, weights_note
 from .report import format_table, peak_layers, write_table
 
-__all__ = ["ALL_PROBES", "HeadMap", "SubspaceComparison", "SweepResult", "compare_subspaces", "fit_layer_probes",
-           "format_table", "head_ablation_map", "layer_sweep", "peak_layers", "weights_note", "write_table"]
+__all__ = ["ALL_PROBES", "HeadMap", "PairAttribution", "SubspaceComparison", "SweepResult", "compare_subspaces",
+           "fit_layer_probes", "format_table", "head_ablation_map", "layer_sweep", "pair_attribution", "peak_layers",
+           "weights_note", "write_table"]
