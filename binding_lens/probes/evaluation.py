@@ -76,7 +76,6 @@ def pair_losses(probe: PairProbe, scores: Float[Tensor, " pair"], labels: Bool[T
     return F.binary_cross_entropy_with_logits(scores.double(), labels.double(), reduction="none")
 
 
-
 def auroc_with_interval(
     probe: PairProbe,
     data: Any,
