@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"data", "hooks", "figures"},
     {"models"},
     {"losses", "activations"},
-    {"probes", "effects"},
+    {"probes", "effects", "bits"},
     {"binding"},
     {"analyses"},
     {"vis", "zoo"},

@@ -51,7 +51,7 @@ def training_record(result: TrainResult) -> Row:
             "learnt": result.learnt,
             **({} if result.val_auroc is None else {"val_auroc_low": result.val_auroc["low"],
                                                     "val_auroc_high": result.val_auroc["high"]})}
-METRICS = ("accuracy", "balanced_accuracy", "auroc", "positive_rate", "majority_baseline", "n_pairs")
+METRICS = ("accuracy", "balanced_accuracy", "auroc", "pair_bits", "positive_rate", "majority_baseline", "n_pairs")
 
 
 @dataclass
@@ -66,7 +66,7 @@ class SweepResult:
         """Peak layer and test metrics of each probe, as text."""
         rows = [row | {"probe": probe} for probe, row in self.peaks.items()]
         return format_table(rows, ["probe", "peak_layer", "peak_layer_normalised", "accuracy", "balanced_accuracy",
-                                   "auroc", "majority_baseline", "learnt"])
+                                   "auroc", "pair_bits", "majority_baseline", "learnt"])
 
     def problems(self) -> list[str]:
         """One line per (probe, layer) that did not converge or learnt nothing measurable on validation."""

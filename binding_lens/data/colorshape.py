@@ -8,11 +8,19 @@ in [0, 1) and cuts it at the cumulative split fractions. The partition therefore
 depends on F alone: two scenes with the same F always land in the same split, so
 train/val/test are disjoint in F (and in O, since O determines F), and the assignment
 is the same on every machine and every run.
+
+The balanced form (the second paper's) first picks F: `per_scene` = (a colours, b shapes) out
+of the palette, drawn uniformly from the codes of that size in the split (`balanced_feature_codes`),
+then O: n distinct conjunctions of the a x b grid that together cover every picked feature,
+uniformly among all such sets (`covering_count` says how many there are).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+from functools import lru_cache
+from math import comb
 from typing import Sequence
 
 import numpy as np
@@ -59,3 +67,35 @@ def split_of_features(f: UInt8[np.ndarray, " N"], fractions: Sequence[float] = (
         if x < edge:
             return name
     return SPLITS[-1]
+
+
+def covering_count(n_colors: int, n_shapes: int, n_objects: int) -> int:
+    """How many sets of `n_objects` distinct cells of an n_colors x n_shapes grid use every row and every
+    column (inclusion-exclusion over the rows and columns left out)."""
+    a, b, n = n_colors, n_shapes, n_objects
+    return sum((-1) ** (i + j) * comb(a, i) * comb(b, j) * comb((a - i) * (b - j), n)
+               for i in range(a + 1) for j in range(b + 1))
+
+
+@lru_cache(maxsize=64)
+def _balanced_codes(n_colors: int, n_shapes: int, per_scene: tuple[int, int], split: str | None,
+                    fractions: tuple[float, ...]) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    codes = []
+    for colors in itertools.combinations(range(n_colors), per_scene[0]):
+        for shapes in itertools.combinations(range(n_shapes), per_scene[1]):
+            f = np.zeros(n_colors + n_shapes, dtype=np.uint8)
+            f[list(colors)] = 1
+            f[[n_colors + s for s in shapes]] = 1
+            if split is None or split_of_features(f, fractions) == split:
+                codes.append((colors, shapes))
+    return tuple(codes)
+
+
+def balanced_feature_codes(
+    n_colors: int, n_shapes: int, per_scene: tuple[int, int], split: str | None = None,
+    fractions: Sequence[float] = (0.8, 0.1, 0.1),
+) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """Every feature code with exactly per_scene = (a colours, b shapes) that falls in `split` (None: all),
+    as (colour indices, shape indices); C(n_colors, a) x C(n_shapes, b) codes before the split."""
+    return _balanced_codes(int(n_colors), int(n_shapes), (int(per_scene[0]), int(per_scene[1])), split,
+                           tuple(float(x) for x in fractions))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .colorshape import feature_code, object_code, split_of_features
+from .colorshape import balanced_feature_codes, feature_code, object_code, split_of_features
 from .knobs import SceneKnobs
 from .textures import rephase, sample_texture
 
@@ -95,9 +95,15 @@ def plan_colorshape(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float
     """SPEC section 8: objects with distinct colour x shape conjunctions; O and F recorded.
 
     With a split, conjunction sets are redrawn until F falls in that split (see
-    `colorshape.split_of_features`), so the splits are disjoint in F.
+    `colorshape.split_of_features`), so the splits are disjoint in F. With `features_per_scene`
+    (the balanced form) F is drawn first and O covers it (`_balanced_pairs`).
     """
     nc, ns = len(knobs.colors), len(knobs.shapes)
+    if knobs.features_per_scene is not None:
+        pairs = _balanced_pairs(rng, knobs, split)
+        o = object_code(pairs, nc, ns)
+        plan = [_fresh(rng, knobs, patch_px, knobs.shapes[s], knobs.colors[c]) for c, s in pairs]
+        return plan, {"O": o, "F": feature_code(o, nc, ns)}
     for _ in range(10_000):
         n = int(rng.integers(knobs.n_objects[0], knobs.n_objects[1] + 1))
         picks = rng.choice(nc * ns, size=n, replace=False)
@@ -113,3 +119,33 @@ def plan_colorshape(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float
         )
     plan = [_fresh(rng, knobs, patch_px, knobs.shapes[s], knobs.colors[c]) for c, s in pairs]
     return plan, {"O": o, "F": f}
+
+
+def _balanced_pairs(rng: np.random.Generator, knobs: SceneKnobs, split: str | None) -> list[tuple[int, int]]:
+    """F uniform among the split's codes with `features_per_scene` features; n uniform in `n_objects`;
+    then n distinct cells of the picked colours x shapes grid, uniform among the sets covering every
+    picked colour and shape (rejection: an accepted draw is uniform over the covering sets)."""
+    codes = balanced_feature_codes(len(knobs.colors), len(knobs.shapes), knobs.features_per_scene, split,
+                                   knobs.split_fractions)
+    if not codes:
+        raise RuntimeError(f"no feature code with {knobs.features_per_scene} colours x shapes falls in split "
+                           f"{split!r}; change split_fractions {knobs.split_fractions} or features_per_scene")
+    colors, shapes = codes[int(rng.integers(0, len(codes)))]
+    n = int(rng.integers(knobs.n_objects[0], knobs.n_objects[1] + 1))
+    grid = [(c, s) for c in colors for s in shapes]
+    for _ in range(100_000):
+        cells = [grid[int(i)] for i in rng.choice(len(grid), size=n, replace=False)]
+        if len({c for c, _ in cells}) == len(colors) and len({s for _, s in cells}) == len(shapes):
+            return sorted(cells)
+    raise RuntimeError(f"could not cover {len(colors)} colours and {len(shapes)} shapes with {n} objects")
+
+
+def sample_codes(knobs: SceneKnobs, n: int, seed: int = 0, split: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(O [n K], F [n N]) drawn by the same rule as `colorshape` scenes, without rendering any image
+    (for priors and planted tests; the scenes' own codes come from `SyntheticScenes`)."""
+    rng = np.random.default_rng(seed)
+    codes = [plan_colorshape(rng, knobs, 1.0, split)[1] for _ in range(n)]
+    k, m = len(knobs.colors) * len(knobs.shapes), len(knobs.colors) + len(knobs.shapes)
+    o = np.stack([c["O"] for c in codes]) if codes else np.zeros((0, k), np.uint8)
+    f = np.stack([c["F"] for c in codes]) if codes else np.zeros((0, m), np.uint8)
+    return o, f

@@ -41,6 +41,9 @@ class SceneKnobs:
     snap_to_grid: place objects at multiples of the reference patch size, so twins cover
         corresponding patches with identical pixels (needs size divisible by reference_grid).
     split_fractions: train/val/test fractions of the F-disjoint partition (`colorshape`).
+    features_per_scene: (colours, shapes) every `colorshape` scene uses, the second paper's balanced
+        form: F has exactly that many of each and the objects cover all of them. None: objects are
+        free conjunctions and F is whatever they use.
     """
 
     composition: str = "random"
@@ -59,6 +62,7 @@ class SceneKnobs:
     rotate: bool = True
     snap_to_grid: bool = False
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    features_per_scene: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         _check(self)
@@ -130,6 +134,23 @@ def _check(k: SceneKnobs) -> None:
             f"knob n_objects max {k.n_objects[1]} exceeds the {len(k.colors) * len(k.shapes)} distinct "
             "colour x shape conjunctions available; lower n_objects or add colours/shapes"
         )
+    if k.features_per_scene is not None:
+        _check_balanced(k)
+
+
+def _check_balanced(k: SceneKnobs) -> None:
+    per = k.features_per_scene
+    if k.composition != "colorshape":
+        raise InputError(f"knob features_per_scene only applies to composition 'colorshape', not {k.composition!r}")
+    if not (isinstance(per, tuple) and len(per) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                               for x in per)):
+        raise InputError(f"knob features_per_scene must be a (colours, shapes) pair of integers, got {per!r}")
+    if not (1 <= per[0] <= len(k.colors) and 1 <= per[1] <= len(k.shapes)):
+        raise InputError(f"knob features_per_scene {per} must pick 1..{len(k.colors)} colours and "
+                         f"1..{len(k.shapes)} shapes (the palette's sizes)")
+    if k.n_objects[0] < max(per) or k.n_objects[1] > per[0] * per[1]:
+        raise InputError(f"knob n_objects {k.n_objects} must lie in {max(per)}..{per[0] * per[1]}: enough objects to "
+                         f"cover {per[0]} colours and {per[1]} shapes, at most one per conjunction")
 
 
 PRESETS: dict[str, SceneKnobs] = {
@@ -156,8 +177,27 @@ PRESETS: dict[str, SceneKnobs] = {
         max_occlusion=0.0,
         rotate=False,
     ),
+    "balanced": SceneKnobs(
+        composition="colorshape",
+        features_per_scene=(6, 6),
+        n_objects=(8, 8),
+        object_patches=(3.0, 4.0),
+        p_twin=0.0,
+        p_same_look=0.0,
+        texture="none",
+        background="flat",
+        clutter=0,
+        max_occlusion=0.0,
+        rotate=False,
+    ),
 }
-"""Named knob sets: `default`, `twins` (SPEC section 7) and `colorshape` (SPEC section 8)."""
+"""Named knob sets: `default`, `twins` (SPEC section 7), `colorshape` and `balanced` (SPEC section 8).
+
+`balanced` is the second paper's ColorShape in form (6 of 8 colours x 6 of 8 shapes per scene, objects
+covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (a 12 x 12 patch grid)
+18 objects would each cover about one patch and leave the pairwise probes nothing to pair, while 8
+objects of 3 to 4 sixteenths of the image side (2 to 3 patches across at 96 px, 3 to 4 at 224 px)
+fit without overlap. H(O | F) is then log2 of 755,100 covering sets (19.5 bits) instead of 32.9."""
 
 
 def preset_knobs(preset: str, **overrides: Any) -> SceneKnobs:

@@ -3,6 +3,7 @@ it ranks pairs better than chance (`auroc_with_interval`, an image bootstrap int
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from ..data.priors import binary_entropy_bits
 from ..errors import InputError
 from .base import PairProbe
 from .data import ProbeData
@@ -52,8 +54,10 @@ def evaluate(
     """Metrics of `probe` on `data` (a ProbeData or (acts, instance[, klass])) over a pair set.
 
     `pairs` defaults to `fixed_pairs(data.instance, patches_per_image, seed)`. Returns accuracy
-    (p > 0.5), balanced_accuracy, auroc, positive_rate, majority_baseline, n_pairs, n_positive and
-    loss (mean pairwise BCE of the probe's probabilities). Raises DegeneratePairSetError when the
+    (p > 0.5), balanced_accuracy, auroc, positive_rate, majority_baseline, n_pairs, n_positive,
+    loss (mean pairwise BCE of the probe's probabilities, nats) and pair_bits: the information about the
+    IsSameObject label per pair, H(label) - BCE in bits (SPEC section 8's measure for one bit; <= 0
+    when the probe is no better than the positive rate). Raises DegeneratePairSetError when the
     pairs hold no positive or no negative pair.
     """
     data = ProbeData.coerce(data)
@@ -65,6 +69,7 @@ def evaluate(
     scores, labels = pair_outputs(probe, data, pairs, layer, batch_images)
     metrics = pair_metrics(probe.scores_to_probabilities(scores), labels, scores)
     metrics["loss"] = float(pair_losses(probe, scores, labels).mean())
+    metrics["pair_bits"] = binary_entropy_bits(metrics["positive_rate"]) - metrics["loss"] / math.log(2)
     return metrics
 
 

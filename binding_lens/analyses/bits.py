@@ -1,0 +1,174 @@
+"""Binding information in bits of a hooked model, by layer, token set and probe family (SPEC section 8).
+
+`measure_bits` reads the token sets of train, validation and test colour x shape scenes (their F codes
+disjoint), trains an object-code and a feature-code probe of each family on each (layer, token set),
+selects on validation, and scores on test: B_O, B*_OF, beta, beta* with image-bootstrap intervals
+(`binding_lens.bits.binding_bits`). One-vector token sets (cls, mean) take the single-token families;
+token sets (spatial, registers) take the attention probe.
+
+A prior probe (`make_code_probe("prior", ...)`: the earlier bits only, no representation) is trained
+first; every family starts from its weights. Its test cross-entropy `ce_o_null` is the best the probes
+do without the representation: `prior_gap` = ce_o_null - H(O) is how far they are from modelling the
+prior itself (the count and coverage constraints of O, and train and test feature codes that never
+overlap), a looseness every B_O shares; `v_bits` = ce_o_null - ce_o is the information the
+representation adds over that prior (the predictive V-information of Xu et al., 2020), zero in
+expectation for a representation independent of O. The paper's B_O = H(O) - ce_o stays the headline.
+
+Interventions in bits: pass their hooks as `fwd_hooks` (e.g. `[ProjectOut(sub, n_prefix).at(layer)]`), and the
+token sets of every split are read from the edited stream, so the probes measure what is left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..activations.tokens import SETS_OF_VECTORS, check_token_sets, read_token_sets
+from ..bits import FAMILIES, SINGLE_TOKEN, CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, train_code_probe
+from ..data import Scene
+from ..data.priors import CodePriors, colorshape_priors
+from ..errors import InputError
+from .report import Row, format_table
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class CodedScenes:
+    """Scenes of one split with their object and feature codes, and the split's exact priors."""
+
+    scenes: Sequence[Scene]
+    o: Tensor
+    f: Tensor
+    priors: CodePriors | None = None
+
+    @classmethod
+    def from_scenes(cls, scenes: Sequence[Scene], split: str | None = None) -> "CodedScenes":
+        """Codes from each scene's metadata; exact priors when the scenes are `SyntheticScenes` colour x shape."""
+        items = [scenes[i] for i in range(len(scenes))]
+        missing = [i for i, s in enumerate(items) if "O" not in s.metadata or "F" not in s.metadata]
+        if missing or not items:
+            raise InputError("binding bits need scenes with object and feature codes: use the synthetic presets "
+                             "balanced or colorshape (scene.metadata['O'] and ['F'])")
+        o = torch.as_tensor(np.stack([s.metadata["O"] for s in items]), dtype=torch.float32)
+        f = torch.as_tensor(np.stack([s.metadata["F"] for s in items]), dtype=torch.float32)
+        knobs = getattr(scenes, "knobs", None)
+        priors = colorshape_priors(knobs, split) if knobs is not None else None
+        return cls(items, o, f, priors)
+
+
+@dataclass
+class BitsResult:
+    """Rows of the bits table, the attention probes' routing on a few test images, and the priors used."""
+
+    rows: list[Row]
+    priors: CodePriors
+    attention: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+
+    def table(self) -> str:
+        columns = ["layer", "tokens", "family", "b_o", "b_o_low", "b_o_high", "beta", "b_star", "beta_star",
+                   "v_bits", "prior_gap", "learnt"]
+        return format_table(self.rows, columns)
+
+
+def combinations(token_sets: Sequence[str], families: Sequence[str]) -> list[tuple[str, str]]:
+    """(token set, family) pairs that fit: one-vector sets with single-token families, token sets with attention."""
+    bad = [f for f in families if f not in FAMILIES]
+    if bad:
+        raise InputError(f"unknown probe family {', '.join(bad)}; choose from {', '.join(FAMILIES)}")
+    pairs = [(t, f) for t in token_sets for f in families if (t in SETS_OF_VECTORS) == (f in SINGLE_TOKEN)]
+    if not pairs:
+        raise InputError(f"no probe family in {list(families)} reads the token sets {list(token_sets)}: cls and mean "
+                         "take linear, quadratic, shared_quadratic or dnn; spatial and registers take attention")
+    return pairs
+
+
+def _probe(family: str, target: str, d_model: int, n_codes: int, shape: tuple[int, int], rank: int, hidden: int):
+    if family == "shared_quadratic" and target == "F":  # the feature code has no colour x shape grid to share over
+        family = "quadratic"
+    return make_code_probe(family, d_model, n_codes, rank=rank, hidden=hidden, n_colors=shape[0], n_shapes=shape[1])
+
+
+def measure_bits(
+    model: Any,
+    splits: dict[str, CodedScenes],
+    layers: Sequence[int],
+    token_sets: Sequence[str] = ("cls", "spatial"),
+    families: Sequence[str] = ("linear", "quadratic", "shared_quadratic", "dnn", "attention"),
+    *,
+    training: CodeTrainingConfig = CodeTrainingConfig(),
+    rank: int = 16,
+    hidden: int = 64,
+    size: int | tuple[int, int] | None = None,
+    n_boot: int = 1000,
+    fwd_hooks: Sequence[tuple[str, Callable]] = (),
+    progress: Callable[[str], None] | None = None,
+) -> BitsResult:
+    """The bits table of `model` (see the module docstring); `splits` maps train, val and test to CodedScenes.
+    `fwd_hooks` (TransformerLens hooks, e.g. interventions) run while the token sets are read, on every split."""
+    missing = [s for s in SPLITS if s not in splits]
+    if missing:
+        raise InputError(f"measure_bits needs train, val and test scenes; missing {', '.join(missing)}")
+    test_priors = splits["test"].priors
+    if test_priors is None:
+        raise InputError("the test scenes carry no exact priors: pass CodedScenes(..., priors=colorshape_priors(...))")
+    token_sets = check_token_sets(token_sets, model.cfg.n_prefix_tokens)
+    pairs = combinations(token_sets, families)
+    n_codes, n_features = splits["train"].o.shape[1], splits["train"].f.shape[1]
+    shape = _grid_shape(splits["train"].scenes[0])
+    say = progress or (lambda message: None)
+    images = {s: [scene.image for scene in splits[s].scenes] for s in SPLITS}
+    tokens = {s: read_token_sets(model, images[s], layers, token_sets, size=size, fwd_hooks=fwd_hooks) for s in SPLITS}
+    blank = {s: torch.zeros(len(images[s]), 1) for s in SPLITS}
+    prior = {target: _fit_and_score(make_code_probe("prior", 1, width), splits, target, blank, training)
+             for target, width in (("O", n_codes), ("F", n_features))}
+    ce_null = float(prior["O"][1].mean())
+    say(f"prior probe: CE_O {ce_null:.2f} bits on test, H(O) = {test_priors.H_O:.2f}")
+    rows: list[Row] = []
+    attention: dict[tuple[int, str], dict[str, Any]] = {}
+    for layer in sorted(set(layers)):
+        for token_set, family in pairs:
+            z = {s: tokens[s][(token_set, layer)] for s in SPLITS}
+            fits = {target: _fit_and_score(_probe(family, target, z["train"].shape[-1], width, shape, rank, hidden)
+                                           .start_from(prior[target][0].probe), splits, target, z, training)
+                    for target, width in (("O", n_codes), ("F", n_features))}
+            bits = binding_bits(fits["O"][1], test_priors, fits["F"][1], n_boot=n_boot, seed=training.seed)
+            fit_o = fits["O"][0]
+            rows.append({"model": model.cfg.source, "layer": layer, "tokens": token_set, "family": family,
+                         **bits.as_dict(), "ce_o_null": ce_null, "prior_gap": ce_null - test_priors.H_O,
+                         "v_bits": ce_null - bits.ce_o, "H_O": test_priors.H_O, "H_F": test_priors.H_F,
+                         "H_O_given_F": test_priors.H_O_given_F, "steps": fit_o.steps, "best_step": fit_o.best_step,
+                         "stopped": fit_o.stopped, "converged": fit_o.converged})
+            if family == "attention":
+                attention[(layer, token_set)] = _routing(fit_o.probe, z["test"], splits["test"])
+            say(f"layer {layer} {token_set} {family}: B_O {bits.b_o:.2f} bits (beta {bits.beta:.1%})")
+    return BitsResult(rows, test_priors, attention)
+
+
+def _fit_and_score(probe, splits: dict[str, CodedScenes], target: str, z: dict[str, Tensor],
+                   training: CodeTrainingConfig):
+    codes = {s: getattr(splits[s], target.lower()) for s in SPLITS}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(training.seed)
+        fit = train_code_probe(probe, (z["train"], codes["train"]), (z["val"], codes["val"]), training)
+    return fit, bits_per_image(fit.probe, z["test"], codes["test"])
+
+
+def _grid_shape(scene: Scene) -> tuple[int, int]:
+    """(colours, shapes) of the code grid: O is colour-major, its names 'colour shape'."""
+    names = scene.metadata.get("O_names")
+    if not names:
+        return (len(scene.metadata["O"]), 1)
+    n_colors = len(dict.fromkeys(name.split(" ", 1)[0] for name in names))
+    return (n_colors, len(names) // n_colors)
+
+
+def _routing(probe, tokens: Tensor, test: CodedScenes, n_images: int = 4) -> dict[str, Any]:
+    """The attention probe's weights on the first test images, for the objects present in them."""
+    weights = probe.attention_weights(tokens[:n_images].to(probe.mean.device), test.o[:n_images].to(probe.mean.device))
+    return {"weights": weights.cpu(), "codes": test.o[:n_images], "images": [s.image for s in test.scenes[:n_images]],
+            "object_names": test.scenes[0].metadata.get("O_names")}

@@ -1,0 +1,236 @@
+"""Autoregressive code probes q(o | z) = prod_k q(o_k | o_<k, z) (SPEC section 8), all K heads at once.
+
+Every probe returns the K logits of q(o_k = 1 | o_<k, z) for a batch, teacher-forced: head k sees the
+true earlier bits, so one forward pass scores the whole chain and no Python loop runs over objects.
+A logit is the prior's part plus what the family reads from z:
+
+  prior               a_k . y_k + c_k[#ones among o_<k] + b_k,  y_k = (o_i - 1/2 for i < k, else 0)
+  linear              + w_k . z
+  quadratic           + (U_k z) . (V_k z) / sqrt(d) + w_k . z               (rank r per object)
+  shared_quadratic    the quadratic with every weight shared by feature: U_colour(k), V_shape(k),
+                      w_colour(k) + w_shape(k) (the second paper's W_k = U_colour^T V_shape test)
+  dnn                 + a GELU MLP per object on [z ; y_k] (two hidden layers of `hidden` units)
+  attention           over spatial tokens s_1..s_N: query q_k = W_q (base_k + C^T y_k), weights
+                      softmax_n(q_k . s_n / sqrt(d)), no key or value projections; the pooled token
+                      goes through the quadratic readout. `attention_weights` keeps the routing.
+
+The prior part is common to all families and is what the prior probe (this base class, which reads
+nothing from z) learns; `start_from` copies it into a family before training, so every family starts
+where the representation adds nothing. The earlier bits enter the prior part linearly and through
+their count: the count lets a linear logit follow how many objects are left to place (the
+second paper's probes feed the earlier bits through the family itself, quadratic included, which on
+F-disjoint splits learns the training codes' co-occurrences and costs bits on test; measured in the
+CHANGELOG). The z-forms start at zero (U random, V = 0), inputs are standardised with the training
+set's statistics (`set_standardization`), so one learning rate serves residual streams of any scale.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from ..errors import InputError
+
+FAMILIES = ("linear", "quadratic", "shared_quadratic", "dnn", "attention")
+"""The families that read a representation; "prior" (the base `CodeProbe`) reads none."""
+SINGLE_TOKEN = ("linear", "quadratic", "shared_quadratic", "dnn")
+"""Families that read one vector per image ([image d]); `attention` reads a token set ([image token d])."""
+
+
+def previous(codes: Float[Tensor, "batch K"]) -> Float[Tensor, "batch K K"]:
+    """y[b, k, i] = o_i - 1/2 for i < k, else 0: what head k is told of the earlier bits."""
+    k = codes.shape[-1]
+    mask = torch.ones(k, k, device=codes.device, dtype=torch.bool).tril(-1)
+    return (codes[:, None, :] - 0.5) * mask
+
+
+def _weight(*shape: int, scale: float | None = None) -> nn.Parameter:
+    fan_in = shape[-1]
+    return nn.Parameter(torch.randn(*shape) * (scale if scale is not None else 1.0 / math.sqrt(fan_in)))
+
+
+class CodeProbe(nn.Module):
+    """The prior probe, and the base of every family: q(o_k | o_<k) from the earlier bits (each bit and their
+    count) and a bias; a family adds the logits it reads from z (`logits`). Also standardisation and bits."""
+
+    family: str = "prior"
+
+    def __init__(self, d_model: int, n_codes: int):
+        super().__init__()
+        if d_model < 1 or n_codes < 1:
+            raise InputError(f"a code probe needs d_model >= 1 and at least one code bit, got {d_model}, {n_codes}")
+        self.d_model, self.n_codes = int(d_model), int(n_codes)
+        self.register_buffer("mean", torch.zeros(d_model))
+        self.register_buffer("std", torch.ones(d_model))
+        self.prior_bits = nn.Parameter(torch.zeros(n_codes, n_codes))  # head k, earlier bit i (i < k)
+        self.prior_count = nn.Parameter(torch.zeros(n_codes, n_codes + 1))  # head k, ones among the earlier bits
+        self.prior_bias = nn.Parameter(torch.zeros(n_codes))
+
+    def set_standardization(self, mean: Float[Tensor, " d"], std: Float[Tensor, " d"]) -> None:
+        self.mean.copy_(mean)
+        self.std.copy_(std.clamp_min(1e-6))
+
+    def standardize(self, z: Tensor) -> Tensor:
+        return (z - self.mean) / self.std
+
+    def forward(self, z: Tensor, codes: Float[Tensor, "batch K"]) -> Float[Tensor, "batch K"]:
+        """The K teacher-forced logits for representations `z` and true codes `codes` (0/1)."""
+        if z.shape[-1] != self.d_model:
+            raise InputError(f"the probe reads d_model {self.d_model}, got tokens of size {z.shape[-1]}")
+        if codes.shape[-1] != self.n_codes:
+            raise InputError(f"the probe predicts {self.n_codes} code bits, got codes of length {codes.shape[-1]}")
+        codes = codes.to(z.dtype)
+        y = previous(codes)
+        count = (codes.cumsum(-1) - codes).long()  # ones among the earlier bits, per head
+        prior = torch.einsum("bki,ki->bk", y, self.prior_bits) + self.prior_count.gather(1, count.T).T + self.prior_bias
+        return prior + self.logits(self.standardize(z), y)
+
+    def logits(self, z: Tensor, y: Float[Tensor, "batch K K"]) -> Float[Tensor, "batch K"]:
+        """What the representation adds to the prior's logits (the prior probe adds nothing)."""
+        return torch.zeros(z.shape[0], self.n_codes, dtype=z.dtype, device=z.device)
+
+    def start_from(self, prior: "CodeProbe") -> "CodeProbe":
+        """Copy a trained prior probe's terms (earlier bits, their count, bias), so training starts at the prior."""
+        with torch.no_grad():
+            for name in ("prior_bits", "prior_count", "prior_bias"):
+                getattr(self, name).copy_(getattr(prior, name))
+        return self
+
+    def bits(self, z: Tensor, codes: Float[Tensor, "batch K"]) -> Float[Tensor, " batch"]:
+        """-log2 q(o | z) of each item: the summed cross-entropy of its K bits, in bits."""
+        ce = F.binary_cross_entropy_with_logits(self(z, codes), codes.to(z.dtype), reduction="none")
+        return ce.sum(-1) / math.log(2)
+
+
+class LinearCodeProbe(CodeProbe):
+    family = "linear"
+
+    def __init__(self, d_model: int, n_codes: int):
+        super().__init__(d_model, n_codes)
+        self.w = _weight(n_codes, d_model, scale=0.0)
+
+    def logits(self, z: Tensor, y: Tensor) -> Tensor:
+        return z @ self.w.T
+
+
+class _QuadraticReadout(nn.Module):
+    """Per head k: (U_k z_k) . (V_k z_k) / sqrt(d) + w_k . z_k; z_k may be one vector for all heads ([b d])
+    or one per head ([b K d]). V starts at zero: a linear start."""
+
+    def __init__(self, d: int, n_codes: int, rank: int):
+        super().__init__()
+        self.uz, self.vz = _weight(n_codes, rank, d), _weight(n_codes, rank, d, scale=0.0)
+        self.wz = _weight(n_codes, d, scale=0.0)
+        self.scale = 1.0 / math.sqrt(d)
+
+    def forward(self, z: Tensor) -> Tensor:
+        spec = "bd,krd->bkr" if z.ndim == 2 else "bkd,krd->bkr"
+        u = torch.einsum(spec, z, self.uz)
+        v = torch.einsum(spec, z, self.vz)
+        linear = (z @ self.wz.T if z.ndim == 2 else torch.einsum("bkd,kd->bk", z, self.wz))
+        return (u * v).sum(-1) * self.scale + linear
+
+
+class QuadraticCodeProbe(CodeProbe):
+    family = "quadratic"
+
+    def __init__(self, d_model: int, n_codes: int, rank: int = 16):
+        super().__init__(d_model, n_codes)
+        self.readout = _QuadraticReadout(d_model, n_codes, rank)
+
+    def logits(self, z: Tensor, y: Tensor) -> Tensor:
+        return self.readout(z)
+
+
+class SharedQuadraticCodeProbe(CodeProbe):
+    """Codes in colour-major order (k = colour * n_shapes + shape); every z-weight belongs to a feature."""
+
+    family = "shared_quadratic"
+
+    def __init__(self, d_model: int, n_codes: int, rank: int = 16, n_colors: int | None = None,
+                 n_shapes: int | None = None):
+        super().__init__(d_model, n_codes)
+        if n_colors is None or n_shapes is None or n_colors * n_shapes != n_codes:
+            raise InputError(f"the shared quadratic probe needs n_colors x n_shapes = {n_codes} code bits "
+                             f"(colour-major object codes), got {n_colors} x {n_shapes}")
+        k = torch.arange(n_codes)
+        self.register_buffer("color_of", k // n_shapes)
+        self.register_buffer("shape_of", k % n_shapes)
+        self.u_color, self.v_shape = _weight(n_colors, rank, d_model), _weight(n_shapes, rank, d_model, scale=0.0)
+        self.w_color, self.w_shape = _weight(n_colors, d_model, scale=0.0), _weight(n_shapes, d_model, scale=0.0)
+        self.scale = 1.0 / math.sqrt(d_model)
+
+    def logits(self, z: Tensor, y: Tensor) -> Tensor:
+        u = torch.einsum("bd,crd->bcr", z, self.u_color)[:, self.color_of]
+        v = torch.einsum("bd,srd->bsr", z, self.v_shape)[:, self.shape_of]
+        linear = (z @ self.w_color.T)[:, self.color_of] + (z @ self.w_shape.T)[:, self.shape_of]
+        return (u * v).sum(-1) * self.scale + linear
+
+
+class DNNCodeProbe(CodeProbe):
+    family = "dnn"
+
+    def __init__(self, d_model: int, n_codes: int, hidden: int = 64):
+        super().__init__(d_model, n_codes)
+        scale = 1.0 / math.sqrt(d_model + n_codes)
+        self.w1z, self.w1y = _weight(n_codes, hidden, d_model, scale=scale), _weight(n_codes, hidden, n_codes, scale=scale)
+        self.b1 = nn.Parameter(torch.zeros(n_codes, hidden))
+        self.w2 = _weight(n_codes, hidden, hidden)
+        self.b2 = nn.Parameter(torch.zeros(n_codes, hidden))
+        self.w3 = _weight(n_codes, hidden, scale=0.0)
+        self.b3 = nn.Parameter(torch.zeros(n_codes))
+
+    def logits(self, z: Tensor, y: Tensor) -> Tensor:
+        h = F.gelu(torch.einsum("bd,khd->bkh", z, self.w1z) + torch.einsum("bki,khi->bkh", y, self.w1y) + self.b1)
+        h = F.gelu(torch.einsum("bkh,kgh->bkg", h, self.w2) + self.b2)
+        return torch.einsum("bkg,kg->bk", h, self.w3) + self.b3
+
+
+class AttentionCodeProbe(CodeProbe):
+    """Reads a token set [batch token d]; one query per object head, from o_<k, no key/value projections."""
+
+    family = "attention"
+
+    def __init__(self, d_model: int, n_codes: int, rank: int = 16):
+        super().__init__(d_model, n_codes)
+        self.query_base = _weight(n_codes, d_model, scale=0.02)
+        self.query_from_codes = _weight(n_codes, d_model, scale=0.02)
+        self.w_q = nn.Linear(d_model, d_model, bias=False)
+        self.readout = _QuadraticReadout(d_model, n_codes, rank)
+
+    def attention(self, tokens: Tensor, y: Tensor) -> Float[Tensor, "batch K token"]:
+        query = self.w_q(self.query_base + torch.einsum("bki,id->bkd", y, self.query_from_codes))
+        return torch.softmax(torch.einsum("bkd,bnd->bkn", query, tokens) / math.sqrt(self.d_model), dim=-1)
+
+    def logits(self, z: Tensor, y: Tensor) -> Tensor:
+        if z.ndim != 3:
+            raise InputError(f"the attention probe reads a token set [image token d], got shape {tuple(z.shape)}")
+        pooled = torch.einsum("bkn,bnd->bkd", self.attention(z, y), z)
+        return self.readout(pooled)
+
+    @torch.no_grad()
+    def attention_weights(self, tokens: Float[Tensor, "batch token d"], codes: Tensor) -> Float[Tensor, "batch K token"]:
+        """Where each object head looks, given the true earlier bits (for plotting)."""
+        return self.attention(self.standardize(tokens), previous(codes.to(tokens.dtype)))
+
+
+_CLASSES = {c.family: c for c in (CodeProbe, LinearCodeProbe, QuadraticCodeProbe, SharedQuadraticCodeProbe, DNNCodeProbe,
+                                   AttentionCodeProbe)}
+
+
+def make_code_probe(family: str, d_model: int, n_codes: int, *, rank: int = 16, hidden: int = 64,
+                    n_colors: int | None = None, n_shapes: int | None = None) -> CodeProbe:
+    """A fresh probe of `family` (one of FAMILIES, or "prior")."""
+    if family not in _CLASSES:
+        raise InputError(f"unknown code probe family {family!r}; choose from {', '.join(FAMILIES)}")
+    if family in ("prior", "linear"):
+        return _CLASSES[family](d_model, n_codes)
+    if family == "dnn":
+        return DNNCodeProbe(d_model, n_codes, hidden)
+    if family == "shared_quadratic":
+        return SharedQuadraticCodeProbe(d_model, n_codes, rank, n_colors, n_shapes)
+    return _CLASSES[family](d_model, n_codes, rank)

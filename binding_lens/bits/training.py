@@ -1,0 +1,138 @@
+"""Train a code probe on frozen representations: Adam on the summed BCE, early stopping on validation bits.
+
+The data are (representation, code) pairs: `z` is [image d] for a single token (CLS, the patch mean)
+or [image token d] for a token set, `codes` is [image K] of 0/1. Validation runs every `eval_every`
+steps; training stops when the validation cross-entropy has not improved by `min_delta` bits for
+`patience` evaluations (never before `min_steps`), or at `max_steps`. The best evaluation's weights
+are kept, the starting weights included (a probe started at the prior keeps it when z adds nothing):
+chosen on validation, so the test cross-entropy that the bits come from stays unbiased.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..errors import InputError
+from .probes import CodeProbe
+
+
+@dataclass(frozen=True)
+class CodeTrainingConfig:
+    """Adam(lr, weight_decay) on minibatches of `batch_size` images; early stopping as the module says."""
+
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
+    batch_size: int = 256
+    max_steps: int = 3000
+    min_steps: int = 200
+    eval_every: int = 50
+    patience: int = 8
+    min_delta: float = 0.01
+    eval_batch: int = 512
+    seed: int = 0
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_steps", "eval_every", "patience", "eval_batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InputError(f"{name} must be a positive int, got {value!r}")
+        if not (self.lr > 0 and math.isfinite(self.lr)) or self.weight_decay < 0 or self.min_delta < 0:
+            raise InputError(f"lr must be > 0, weight_decay and min_delta >= 0; got {self.lr}, "
+                             f"{self.weight_decay}, {self.min_delta}")
+
+
+@dataclass
+class CodeFit:
+    """A trained probe (best validation weights) and its record: `val_bits` per evaluation (mean bits per
+    image), the best one, the step it came at, and why training stopped ("patience" or "max_steps")."""
+
+    probe: CodeProbe
+    best_val_bits: float
+    best_step: int
+    steps: int
+    stopped: str
+    history: list[tuple[int, float, float]] = field(default_factory=list)  # (step, train bits, val bits)
+
+    @property
+    def converged(self) -> bool:
+        return self.stopped == "patience"
+
+
+@torch.no_grad()
+def bits_per_image(probe: CodeProbe, z: Tensor, codes: Tensor, batch: int = 512) -> Float[Tensor, " image"]:
+    """-log2 q(o | z) of every image under `probe` (its K bits' cross-entropies summed), on the CPU."""
+    device = probe.mean.device
+    was_training = probe.training
+    probe.eval()
+    out = [probe.bits(z[i : i + batch].to(device).float(), codes[i : i + batch].to(device).float()).cpu()
+           for i in range(0, z.shape[0], batch)]
+    probe.train(was_training)
+    return torch.cat(out) if out else torch.zeros(0)
+
+
+def _standardization(z: Tensor) -> tuple[Tensor, Tensor]:
+    flat = z.reshape(-1, z.shape[-1]).float()
+    return flat.mean(0), flat.std(0)
+
+
+def _check(z: Tensor, codes: Tensor, where: str) -> None:
+    if z.shape[0] != codes.shape[0]:
+        raise InputError(f"{where}: {z.shape[0]} representations but {codes.shape[0]} codes")
+    if z.shape[0] == 0:
+        raise InputError(f"{where}: no images")
+
+
+def train_code_probe(
+    probe: CodeProbe,
+    train: tuple[Tensor, Tensor],
+    val: tuple[Tensor, Tensor],
+    config: CodeTrainingConfig = CodeTrainingConfig(),
+) -> CodeFit:
+    """Fit `probe` on train = (z, codes), stop and select on val = (z, codes); see the module docstring."""
+    (z, codes), (z_val, codes_val) = train, val
+    _check(z, codes, "training set")
+    _check(z_val, codes_val, "validation set")
+    device = torch.device(config.device) if config.device else z.device
+    probe = probe.to(device)
+    probe.set_standardization(*(t.to(device) for t in _standardization(z)))
+    generator = torch.Generator().manual_seed(config.seed)
+    optimizer = torch.optim.AdamW(probe.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    best = float(bits_per_image(probe, z_val, codes_val, config.eval_batch).mean())  # the start (e.g. the prior)
+    best_state, best_step, stale = copy.deepcopy(probe.state_dict()), 0, 0
+    history: list[tuple[int, float, float]] = [(0, math.nan, best)]
+    running, n_running, step, stopped = 0.0, 0, 0, "max_steps"
+    n = z.shape[0]
+    while step < config.max_steps:
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, config.batch_size):
+            idx = order[start : start + config.batch_size]
+            loss = probe.bits(z[idx].to(device).float(), codes[idx].to(device).float()).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            running, n_running, step = running + float(loss.detach()), n_running + 1, step + 1
+            if step % config.eval_every == 0 or step == config.max_steps:
+                val_bits = float(bits_per_image(probe, z_val, codes_val, config.eval_batch).mean())
+                history.append((step, running / n_running, val_bits))
+                running, n_running = 0.0, 0
+                if val_bits < best - config.min_delta:
+                    best, best_state, best_step, stale = val_bits, copy.deepcopy(probe.state_dict()), step, 0
+                else:
+                    stale += 1
+                if stale >= config.patience and step >= config.min_steps:
+                    stopped = "patience"
+                    break
+            if step >= config.max_steps:
+                break
+        if stopped == "patience":
+            break
+    probe.load_state_dict(best_state)
+    probe.eval()
+    return CodeFit(probe, best, best_step, step, stopped, history)

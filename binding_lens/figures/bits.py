@@ -1,0 +1,51 @@
+"""Binding information in bits: B_O by layer for each token set and probe family, with intervals and H(O),
+and the attention probe's routing over an image for a few objects."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ._save import check_rows, finish, new_figure, save
+
+
+def bits_figure(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: str,
+                routing: dict[str, Any] | None = None) -> Path:
+    """Left: B_O (bits) by layer, a line per (token set, family), its interval as a band, H(O) and the prior
+    probe's level (B_O it would score: H(O) - CE_prior) as dashed lines. Right (with `routing`): the
+    attention probe's weights for up to three objects of the first test image, over the image."""
+    rows = check_rows(rows, ["layer", "tokens", "family", "b_o", "b_o_low", "b_o_high", "H_O", "ce_o_null"], "bits")
+    n_maps = 0 if routing is None else min(3, int(routing["codes"][0].sum()))
+    fig = new_figure(5.2 + 2.2 * n_maps, 3.6)
+    axes = fig.subplots(1, 1 + n_maps, squeeze=False)[0]
+    ax = axes[0]
+    for key in dict.fromkeys((row["tokens"], row["family"]) for row in rows):
+        sel = sorted((row for row in rows if (row["tokens"], row["family"]) == key), key=lambda row: row["layer"])
+        x = [row["layer"] for row in sel]
+        line, = ax.plot(x, [row["b_o"] for row in sel], marker="o", label=f"{key[0]} / {key[1]}")
+        ax.fill_between(x, [row["b_o_low"] for row in sel], [row["b_o_high"] for row in sel], color=line.get_color(),
+                        alpha=0.2)
+    h_o = rows[0]["H_O"]
+    ax.axhline(h_o, color="black", linestyle="--", linewidth=1, label=f"H(O) = {h_o:.1f} bits")
+    ax.axhline(h_o - rows[0]["ce_o_null"], color="grey", linestyle=":", linewidth=1, label="prior probe (no z)")
+    ax.axhline(0.0, color="grey", linewidth=0.5)
+    ax.set_xlabel("layer", fontsize=9)
+    ax.set_ylabel("B_O = H(O) - CE_O (bits)", fontsize=9)
+    ax.set_xticks(sorted({row["layer"] for row in rows}))
+    for j, ax in enumerate(axes[1:]):
+        present = np.flatnonzero(np.asarray(routing["codes"][0]))[j]
+        image = np.asarray(routing["images"][0])
+        weights = np.asarray(routing["weights"][0][present], dtype=float)
+        side = int(round(np.sqrt(weights.size)))
+        ax.imshow(image)
+        if side * side == weights.size:
+            ax.imshow(weights.reshape(side, side), cmap="magma", alpha=0.6,
+                      extent=(0, image.shape[1], image.shape[0], 0), interpolation="nearest")
+        names = routing.get("object_names")
+        ax.set_title(names[present] if names else f"object {present}", fontsize=8)
+        ax.axis("off")
+    finish(fig, title, legend_from=axes[0])
+    return save(fig, path)

@@ -1,0 +1,90 @@
+"""Token sets read from a hooked model (against its own cache), the pairwise bridge in bits, and `binding-lens bits`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from binding_lens.activations import extract
+from binding_lens.activations.store import ActivationStore
+from binding_lens.activations.tokens import read_token_sets, store_token_sets
+from binding_lens.binding import BindingSubspace, ProjectOut
+from binding_lens.cli import main
+from binding_lens.data import SyntheticScenes
+from binding_lens.hooks.names import resid_post
+from binding_lens.models import load_hooked_vit
+from binding_lens.probes import evaluate, make_probe
+
+
+@pytest.fixture(scope="module")
+def registers_model():
+    return load_hooked_vit("tiny:dinov2_registers")
+
+
+def test_token_sets_are_slices_of_the_residual_stream(registers_model):
+    model = registers_model
+    scenes = SyntheticScenes("balanced", n=3, size=56, seed=0)
+    images = [scenes[i].image for i in range(3)]
+    sets = read_token_sets(model, images, [0, 2], ["cls", "mean", "spatial", "registers"], size=56, batch_size=2)
+    _, cache = model.run_with_cache(model.preprocess(images, size=56))
+    n_prefix, n_reg = model.cfg.n_prefix_tokens, model.cfg.n_register_tokens
+    assert n_reg > 0
+    for layer in (0, 2):
+        resid = cache[resid_post(layer)]
+        torch.testing.assert_close(sets[("cls", layer)], resid[:, 0])
+        torch.testing.assert_close(sets[("spatial", layer)], resid[:, n_prefix:])
+        torch.testing.assert_close(sets[("mean", layer)], resid[:, n_prefix:].mean(1))
+        assert sets[("registers", layer)].shape[1] == n_reg + resid.shape[1] - n_prefix
+
+
+def test_an_intervention_hook_edits_the_tokens_read(registers_model):
+    model = registers_model
+    images = [SyntheticScenes("balanced", n=2, size=56, seed=1)[i].image for i in range(2)]
+    sub = BindingSubspace.random(model.cfg.d_model, 4, seed=0)
+    clean = read_token_sets(model, images, [1], ["spatial"], size=56)[("spatial", 1)]
+    edited = read_token_sets(model, images, [1], ["spatial"], size=56,
+                             fwd_hooks=[ProjectOut(sub, model.cfg.n_prefix_tokens).at(1)])[("spatial", 1)]
+    q = sub.basis.float()
+    torch.testing.assert_close(edited, clean - clean @ q @ q.T, rtol=1e-4, atol=1e-4)
+
+
+def test_a_store_of_every_patch_gives_the_same_mean_and_spatial_tokens(tmp_path):
+    model = load_hooked_vit("tiny:vit")
+    scenes = SyntheticScenes("balanced", n=4, size=56, seed=2)
+    extract(model, scenes, [1], tmp_path / "store", patches_per_image=None, dtype=torch.float32, progress=False)
+    from_store, image_index = store_token_sets(ActivationStore(tmp_path / "store"), [1])
+    direct = read_token_sets(model, [scenes[int(i)].image for i in image_index], [1], ["mean", "spatial"], size=56)
+    torch.testing.assert_close(from_store[("spatial", 1)], direct[("spatial", 1)], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(from_store[("mean", 1)], direct[("mean", 1)], rtol=1e-4, atol=1e-4)
+
+
+def test_pair_bits_is_the_label_entropy_minus_the_cross_entropy():
+    generator = torch.Generator().manual_seed(0)
+    acts = torch.randn(6, 10, 8, generator=generator)
+    instance = torch.randint(0, 3, (6, 10), generator=generator)
+    probe = make_probe("quadratic", 8)
+    metrics = evaluate(probe, (acts, instance), patches_per_image=None)
+    p = metrics["positive_rate"]
+    entropy = -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+    assert metrics["pair_bits"] == pytest.approx(entropy - metrics["loss"] / math.log(2))
+
+
+def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
+    out = tmp_path / "bits"
+    assert main(["bits", "--model", "tiny:vit", "--tokens", "cls,spatial", "--probes", "linear,attention",
+                 "--n-train", "40", "--n-val", "20", "--n-test", "20", "--max-steps", "20", "--size", "56",
+                 "--out", str(out)]) == 0
+    rows = json.loads((out / "bits.json").read_text())
+    assert [(r["tokens"], r["family"]) for r in rows] == [("cls", "linear"), ("spatial", "attention")]
+    for row in rows:
+        assert row["b_o"] == pytest.approx(row["H_O"] - row["ce_o"])
+        assert row["v_bits"] == pytest.approx(row["ce_o_null"] - row["ce_o"])
+        assert row["b_o_low"] <= row["b_o"] <= row["b_o_high"]
+    assert (out / "bits.png").stat().st_size > 0 and (out / "bits.svg").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["priors"]["H_O_given_F"] == pytest.approx(np.log2(755_100))
+    assert "H(O)" in capsys.readouterr().out
