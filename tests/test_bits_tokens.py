@@ -88,3 +88,64 @@ def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["priors"]["H_O_given_F"] == pytest.approx(np.log2(755_100))
     assert "H(O)" in capsys.readouterr().out
+
+
+def _coded_splits(n=(60, 30, 30), size=56):
+    from binding_lens.analyses.bits import CodedScenes
+    return {split: CodedScenes.from_scenes(SyntheticScenes("balanced", n=count, size=size, seed=3, split=split))
+            for split, count in zip(("train", "val", "test"), n)}
+
+
+def test_bits_under_interventions_pairs_every_condition_with_the_clean_run(one_thread):
+    from binding_lens.analyses.bits import bits_under_interventions, measure_bits
+    from binding_lens.bits import CodeTrainingConfig, mean_interval
+    model = load_hooked_vit("tiny:vit")
+    splits = _coded_splits()
+    training = CodeTrainingConfig(max_steps=30, eval_every=10, min_steps=10)
+    whole = BindingSubspace.random(model.cfg.d_model, model.cfg.d_model, seed=1)  # projecting it out zeroes the patches
+    rows = bits_under_interventions(model, splits, whole, 1, training=training, size=56, n_boot=200)
+    assert [(r["intervention"], r["subspace"]) for r in rows] == [
+        ("none", "-"), ("project_out", "binding"), ("project_out", "random"), ("shuffle", "binding"), ("shuffle", "random")]
+    assert rows[0]["bits_lost"] == rows[0]["bits_lost_low"] == rows[0]["bits_lost_high"] == 0.0
+    for row in rows:
+        assert row["bits_lost"] == pytest.approx(rows[0]["b_o"] - row["b_o"])
+        assert row["bits_lost_low"] <= row["bits_lost"] <= row["bits_lost_high"]
+    # the edit reaches the probes: with every patch token zeroed the attention probe reads nothing
+    edited = measure_bits(model, splits, [1], ["spatial"], ["attention"], training=training, size=56, n_boot=200,
+                          fwd_hooks=[ProjectOut(whole, model.cfg.n_prefix_tokens).at(1)])
+    assert edited.rows[0]["b_o"] == pytest.approx(rows[1]["b_o"])
+    clean = measure_bits(model, splits, [1], ["spatial"], ["attention"], training=training, size=56, n_boot=200)
+    assert clean.rows[0]["b_o"] == pytest.approx(rows[0]["b_o"])
+    lost = mean_interval(edited.test_ce[(1, "spatial", "attention")] - clean.test_ce[(1, "spatial", "attention")],
+                         n_boot=200, seed=training.seed)
+    assert lost == pytest.approx((rows[1]["bits_lost"], rows[1]["bits_lost_low"], rows[1]["bits_lost_high"]))
+
+
+def test_bits_under_interventions_rejects_unknown_edits_and_reading_before_the_edit():
+    from binding_lens.analyses.bits import bits_under_interventions
+    from binding_lens.errors import InputError
+    model = load_hooked_vit("tiny:vit")
+    sub = BindingSubspace.random(model.cfg.d_model, 4, seed=0)
+    with pytest.raises(InputError, match="unknown intervention"):
+        bits_under_interventions(model, {}, sub, 1, interventions=("inject",))
+    with pytest.raises(InputError, match="before the edit"):
+        bits_under_interventions(model, {}, sub, 1, read_layer=0)
+
+
+def test_the_bits_command_reports_bits_lost_to_interventions(tmp_path, capsys):
+    from conftest import random_quadratic
+    from binding_lens.probes import save_probe
+
+    torch.manual_seed(0)
+    save_probe(random_quadratic(32), tmp_path / "probe.safetensors")
+    out = tmp_path / "lost"
+    assert main(["bits", "--model", "tiny:vit", "--probe-file", str(tmp_path / "probe.safetensors"), "--intervene",
+                 "project_out", "--edit-layer", "0", "--layers", "1", "--k", "4", "--tokens", "spatial", "--probes",
+                 "attention", "--n-train", "40", "--n-val", "20", "--n-test", "20", "--max-steps", "20", "--size", "56",
+                 "--out", str(out)]) == 0
+    rows = json.loads((out / "interventions.json").read_text())
+    assert [(r["intervention"], r["subspace"], r["layer"], r["edit_layer"]) for r in rows] == [
+        ("none", "-", 1, 0), ("project_out", "binding", 1, 0), ("project_out", "random", 1, 0)]
+    assert (out / "interventions.png").stat().st_size > 0
+    assert json.loads((out / "summary.json").read_text())["k"] == 4
+    assert "bits_lost" in capsys.readouterr().out

@@ -6,15 +6,24 @@ selects on validation, and scores on test: B_O, B*_OF, beta, beta* with image-bo
 (`binding_lens.bits.binding_bits`). One-vector token sets (cls, mean) take the single-token families;
 token sets (spatial, registers) take the attention probe.
 
-A prior probe (`make_code_probe("prior", ...)`: the earlier bits only, no representation) is trained
-first; every family starts from its weights. Its test cross-entropy `ce_o_null` is the best the probes
-do without the representation: `prior_gap` = ce_o_null - H(O) is how far they are from modelling the
-prior itself (the count and coverage constraints of O, and train and test feature codes that never
-overlap), a looseness every B_O shares; `v_bits` = ce_o_null - ce_o is the information the
-representation adds over that prior (the predictive V-information of Xu et al., 2020), zero in
-expectation for a representation independent of O. The paper's B_O = H(O) - ce_o stays the headline.
+H(O), H(F) and H(O | F) are the preset's, over all its feature codes, not the test split's: the splits
+hold disjoint, uniformly drawn parts of the codes, so a probe trained on the others cannot know which
+codes the test split holds, and its test cross-entropy estimates the cross-entropy on codes of the
+preset it has not seen. Against the test split's own H(O) (log2 of 76 codes instead of 784 on
+`balanced`: 3.4 bits less) a representation that carries nothing would score -3.4 bits; against the
+preset's it scores 0 in expectation, and B_O estimates a lower bound on I(O; Z) of the preset's scenes.
 
-Interventions in bits: pass their hooks as `fwd_hooks` (e.g. `[ProjectOut(sub, n_prefix).at(layer)]`), and the
+A prior probe (`make_code_probe("prior", ...)`: the earlier bits and the features they cover, no
+representation) is trained first; every family starts from its weights. Its test cross-entropy
+`ce_o_null` is the best the probes do without the representation: `prior_gap` = ce_o_null - H(O) is how
+far they are from modelling the prior itself (about 0.9 bits on `balanced` with 3,000 training scenes),
+a looseness every B_O shares; `v_bits` = ce_o_null - ce_o is the information the representation adds
+over that prior (the predictive V-information of Xu et al., 2020), zero in expectation for a
+representation independent of O. The paper's B_O = H(O) - ce_o stays the headline.
+
+Interventions in bits: `bits_under_interventions` projects out or shuffles a binding subspace (and a
+random one of the same size) at one layer and reports the bits lost, paired over test images; any other
+edit goes in as `fwd_hooks` to `measure_bits` (e.g. `[ProjectOut(sub, n_prefix).at(layer)]`), and the
 token sets of every split are read from the edited stream, so the probes measure what is left.
 """
 
@@ -28,7 +37,11 @@ import torch
 from torch import Tensor
 
 from ..activations.tokens import SETS_OF_VECTORS, check_token_sets, read_token_sets
-from ..bits import FAMILIES, SINGLE_TOKEN, CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, train_code_probe
+from ..binding import BindingSubspace, ProjectOut, Shuffle
+from ..bits import (
+    FAMILIES, SINGLE_TOKEN, CodeLayout, CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, mean_interval,
+    train_code_probe,
+)
 from ..data import Scene
 from ..data.priors import CodePriors, colorshape_priors
 from ..errors import InputError
@@ -39,7 +52,8 @@ SPLITS = ("train", "val", "test")
 
 @dataclass
 class CodedScenes:
-    """Scenes of one split with their object and feature codes, and the split's exact priors."""
+    """Scenes of one split with their object and feature codes, and the exact priors of the preset they come
+    from (all its feature codes, not only the split's: see `measure_bits`)."""
 
     scenes: Sequence[Scene]
     o: Tensor
@@ -47,7 +61,7 @@ class CodedScenes:
     priors: CodePriors | None = None
 
     @classmethod
-    def from_scenes(cls, scenes: Sequence[Scene], split: str | None = None) -> "CodedScenes":
+    def from_scenes(cls, scenes: Sequence[Scene]) -> "CodedScenes":
         """Codes from each scene's metadata; exact priors when the scenes are `SyntheticScenes` colour x shape."""
         items = [scenes[i] for i in range(len(scenes))]
         missing = [i for i, s in enumerate(items) if "O" not in s.metadata or "F" not in s.metadata]
@@ -57,17 +71,19 @@ class CodedScenes:
         o = torch.as_tensor(np.stack([s.metadata["O"] for s in items]), dtype=torch.float32)
         f = torch.as_tensor(np.stack([s.metadata["F"] for s in items]), dtype=torch.float32)
         knobs = getattr(scenes, "knobs", None)
-        priors = colorshape_priors(knobs, split) if knobs is not None else None
+        priors = colorshape_priors(knobs, None) if knobs is not None else None
         return cls(items, o, f, priors)
 
 
 @dataclass
 class BitsResult:
-    """Rows of the bits table, the attention probes' routing on a few test images, and the priors used."""
+    """Rows of the bits table, the attention probes' routing on a few test images, the priors used, and
+    each row's per-image test CE_O in bits (keyed (layer, token set, family)) for paired comparisons."""
 
     rows: list[Row]
     priors: CodePriors
     attention: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+    test_ce: dict[tuple[int, str, str], Tensor] = field(default_factory=dict)
 
     def table(self) -> str:
         columns = ["layer", "tokens", "family", "b_o", "b_o_low", "b_o_high", "beta", "b_star", "beta_star",
@@ -87,10 +103,11 @@ def combinations(token_sets: Sequence[str], families: Sequence[str]) -> list[tup
     return pairs
 
 
-def _probe(family: str, target: str, d_model: int, n_codes: int, shape: tuple[int, int], rank: int, hidden: int):
+def _probe(family: str, target: str, d_model: int, shape: tuple[int, int], rank: int, hidden: int):
     if family == "shared_quadratic" and target == "F":  # the feature code has no colour x shape grid to share over
         family = "quadratic"
-    return make_code_probe(family, d_model, n_codes, rank=rank, hidden=hidden, n_colors=shape[0], n_shapes=shape[1])
+    layout = CodeLayout.objects(*shape) if target == "O" else CodeLayout.features(*shape)
+    return make_code_probe(family, d_model, layout.n_codes, rank=rank, hidden=hidden, layout=layout)
 
 
 def measure_bits(
@@ -113,57 +130,58 @@ def measure_bits(
     missing = [s for s in SPLITS if s not in splits]
     if missing:
         raise InputError(f"measure_bits needs train, val and test scenes; missing {', '.join(missing)}")
-    test_priors = splits["test"].priors
-    if test_priors is None:
+    priors = splits["test"].priors
+    if priors is None:
         raise InputError("the test scenes carry no exact priors: pass CodedScenes(..., priors=colorshape_priors(...))")
     token_sets = check_token_sets(token_sets, model.cfg.n_prefix_tokens)
     pairs = combinations(token_sets, families)
-    n_codes, n_features = splits["train"].o.shape[1], splits["train"].f.shape[1]
     shape = _grid_shape(splits["train"].scenes[0])
     say = progress or (lambda message: None)
     images = {s: [scene.image for scene in splits[s].scenes] for s in SPLITS}
     tokens = {s: read_token_sets(model, images[s], layers, token_sets, size=size, fwd_hooks=fwd_hooks) for s in SPLITS}
     blank = {s: torch.zeros(len(images[s]), 1) for s in SPLITS}
-    prior = {target: _fit_and_score(make_code_probe("prior", 1, width), splits, target, blank, training)
-             for target, width in (("O", n_codes), ("F", n_features))}
+    prior = {target: _fit_and_score(lambda: _probe("prior", target, 1, shape, rank, hidden), splits, target, blank,
+                                    training) for target in ("O", "F")}
     ce_null = float(prior["O"][1].mean())
-    say(f"prior probe: CE_O {ce_null:.2f} bits on test, H(O) = {test_priors.H_O:.2f}")
-    rows: list[Row] = []
-    attention: dict[tuple[int, str], dict[str, Any]] = {}
+    say(f"prior probe: CE_O {ce_null:.2f} bits on test, H(O) = {priors.H_O:.2f}")
+    result = BitsResult([], priors)
     for layer in sorted(set(layers)):
         for token_set, family in pairs:
             z = {s: tokens[s][(token_set, layer)] for s in SPLITS}
-            fits = {target: _fit_and_score(_probe(family, target, z["train"].shape[-1], width, shape, rank, hidden)
+            fits = {target: _fit_and_score(lambda: _probe(family, target, z["train"].shape[-1], shape, rank, hidden)
                                            .start_from(prior[target][0].probe), splits, target, z, training)
-                    for target, width in (("O", n_codes), ("F", n_features))}
-            bits = binding_bits(fits["O"][1], test_priors, fits["F"][1], n_boot=n_boot, seed=training.seed)
+                    for target in ("O", "F")}
+            bits = binding_bits(fits["O"][1], priors, fits["F"][1], n_boot=n_boot, seed=training.seed)
             fit_o = fits["O"][0]
-            rows.append({"model": model.cfg.source, "layer": layer, "tokens": token_set, "family": family,
-                         **bits.as_dict(), "ce_o_null": ce_null, "prior_gap": ce_null - test_priors.H_O,
-                         "v_bits": ce_null - bits.ce_o, "H_O": test_priors.H_O, "H_F": test_priors.H_F,
-                         "H_O_given_F": test_priors.H_O_given_F, "steps": fit_o.steps, "best_step": fit_o.best_step,
+            result.test_ce[(layer, token_set, family)] = fits["O"][1]
+            result.rows.append({"model": model.cfg.source, "layer": layer, "tokens": token_set, "family": family,
+                         **bits.as_dict(), "ce_o_null": ce_null, "prior_gap": ce_null - priors.H_O,
+                         "v_bits": ce_null - bits.ce_o, "H_O": priors.H_O, "H_F": priors.H_F,
+                         "H_O_given_F": priors.H_O_given_F, "steps": fit_o.steps, "best_step": fit_o.best_step,
                          "stopped": fit_o.stopped, "converged": fit_o.converged})
             if family == "attention":
-                attention[(layer, token_set)] = _routing(fit_o.probe, z["test"], splits["test"])
+                result.attention[(layer, token_set)] = _routing(fit_o.probe, z["test"], splits["test"])
             say(f"layer {layer} {token_set} {family}: B_O {bits.b_o:.2f} bits (beta {bits.beta:.1%})")
-    return BitsResult(rows, test_priors, attention)
+    return result
 
 
-def _fit_and_score(probe, splits: dict[str, CodedScenes], target: str, z: dict[str, Tensor],
+def _fit_and_score(make: Callable[[], Any], splits: dict[str, CodedScenes], target: str, z: dict[str, Tensor],
                    training: CodeTrainingConfig):
+    """Build (seeded: results never depend on the caller's random state), train and score one probe."""
     codes = {s: getattr(splits[s], target.lower()) for s in SPLITS}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
-        fit = train_code_probe(probe, (z["train"], codes["train"]), (z["val"], codes["val"]), training)
+        fit = train_code_probe(make(), (z["train"], codes["train"]), (z["val"], codes["val"]), training)
     return fit, bits_per_image(fit.probe, z["test"], codes["test"])
 
 
 def _grid_shape(scene: Scene) -> tuple[int, int]:
-    """(colours, shapes) of the code grid: O is colour-major, its names 'colour shape'."""
-    names = scene.metadata.get("O_names")
-    if not names:
-        return (len(scene.metadata["O"]), 1)
+    """(colours, shapes) of the code grid: O is colour-major, its names 'colour shape', F colours then shapes."""
+    names = scene.metadata.get("O_names") or []
     n_colors = len(dict.fromkeys(name.split(" ", 1)[0] for name in names))
+    if not n_colors or n_colors + len(names) // n_colors != len(scene.metadata["F"]):
+        raise InputError("binding bits need colour x shape codes (scene.metadata['O_names'] as 'colour shape', "
+                         "colour-major): use the synthetic presets balanced or colorshape")
     return (n_colors, len(names) // n_colors)
 
 
@@ -172,3 +190,70 @@ def _routing(probe, tokens: Tensor, test: CodedScenes, n_images: int = 4) -> dic
     weights = probe.attention_weights(tokens[:n_images].to(probe.mean.device), test.o[:n_images].to(probe.mean.device))
     return {"weights": weights.cpu(), "codes": test.o[:n_images], "images": [s.image for s in test.scenes[:n_images]],
             "object_names": test.scenes[0].metadata.get("O_names")}
+
+
+INTERVENTIONS = ("project_out", "shuffle")
+"""Edits `bits_under_interventions` applies: remove the subspace's part of every patch token, or permute it
+among all patches of the image (Shuffle at ratio 1)."""
+
+
+def bits_under_interventions(
+    model: Any,
+    splits: dict[str, CodedScenes],
+    subspace: BindingSubspace,
+    layer: int,
+    *,
+    read_layer: int | None = None,
+    token_sets: Sequence[str] = ("spatial",),
+    families: Sequence[str] = ("attention",),
+    interventions: Sequence[str] = INTERVENTIONS,
+    random_control: bool = True,
+    training: CodeTrainingConfig = CodeTrainingConfig(),
+    rank: int = 16,
+    hidden: int = 64,
+    size: int | tuple[int, int] | None = None,
+    n_boot: int = 1000,
+    progress: Callable[[str], None] | None = None,
+) -> list[Row]:
+    """B_O of each token set at `read_layer` (default `layer`) with each intervention applied to the patch
+    tokens at `layer`, on the binding `subspace` and (`random_control`) on a random subspace of the same
+    dimension; `bits_lost` is the clean B_O minus the edited one, its interval a paired bootstrap over
+    the test images. Every condition reads all three splits through the edit and trains its probes
+    afresh: what a probe can still decode, not what a clean-trained probe loses."""
+    bad = [kind for kind in interventions if kind not in INTERVENTIONS]
+    if bad:
+        raise InputError(f"unknown intervention {', '.join(bad)}; choose from {', '.join(INTERVENTIONS)}")
+    read_layer = layer if read_layer is None else read_layer
+    if read_layer < layer:
+        raise InputError(f"read_layer {read_layer} comes before the edit at layer {layer}: read at or after it")
+    n_prefix = model.cfg.n_prefix_tokens
+    subspaces = {"binding": subspace}
+    if random_control:
+        subspaces["random"] = BindingSubspace.random(subspace.d_model, subspace.k, seed=training.seed)
+    conditions: list[tuple[str, str, list]] = [("none", "-", [])]
+    for kind in interventions:
+        for name, sub in subspaces.items():
+            edit = ProjectOut(sub, n_prefix) if kind == "project_out" else Shuffle(sub, 1.0, n_prefix, seed=training.seed)
+            conditions.append((kind, name, [edit.at(layer)]))
+    say = progress or (lambda message: None)
+    rows: list[Row] = []
+    clean: dict[tuple[int, str, str], Tensor] = {}
+    for kind, name, hooks in conditions:
+        result = measure_bits(model, splits, [read_layer], token_sets, families, training=training, rank=rank,
+                              hidden=hidden, size=size, n_boot=n_boot, fwd_hooks=hooks)
+        for row in result.rows:
+            key = (read_layer, row["tokens"], row["family"])
+            ce = result.test_ce[key]
+            lost, low, high = mean_interval(ce - clean.setdefault(key, ce), n_boot=n_boot, seed=training.seed)
+            rows.append({**row, "intervention": kind, "subspace": name, "k": subspace.k, "edit_layer": layer,
+                         "bits_lost": lost, "bits_lost_low": low, "bits_lost_high": high})
+            say(f"{kind} ({name}) {row['tokens']} {row['family']}: B_O {row['b_o']:.2f} bits, "
+                f"lost {lost:.2f} [{low:.2f}, {high:.2f}]")
+    return rows
+
+
+def intervention_table(rows: Sequence[Row]) -> str:
+    """`bits_under_interventions` rows as a plain-text table."""
+    columns = ["tokens", "family", "intervention", "subspace", "k", "b_o", "b_o_low", "b_o_high", "bits_lost",
+               "bits_lost_low", "bits_lost_high", "v_bits"]
+    return format_table(rows, columns)

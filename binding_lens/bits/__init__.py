@@ -1,6 +1,6 @@
 """Binding information in bits (SPEC section 8): autoregressive code probes, their training, and B_O, B*_OF.
 
-    probe = make_code_probe("quadratic", d_model, n_codes=64)
+    probe = make_code_probe("quadratic", d_model, n_codes=64, layout=CodeLayout.objects(8, 8))
     fit = train_code_probe(probe, (z_train, o_train), (z_val, o_val))
     bits = binding_bits(bits_per_image(fit.probe, z_test, o_test), priors, ce_f=...)
 
@@ -8,11 +8,11 @@ Priors (H(O), H(F), H(O | F)) come from `binding_lens.data.priors`; token sets f
 from `binding_lens.activations.tokens`; the layer-by-token-set table from `binding_lens.analyses.bits`.
 """
 
-from .information import BindingBits, binding_bits
-from .probes import FAMILIES, SINGLE_TOKEN, CodeProbe, make_code_probe, previous
+from .information import BindingBits, binding_bits, mean_interval
+from .probes import FAMILIES, SINGLE_TOKEN, CodeLayout, CodeProbe, covered, make_code_probe, previous
 from .training import CodeFit, CodeTrainingConfig, bits_per_image, train_code_probe
 
 __all__ = [
-    "BindingBits", "CodeFit", "CodeProbe", "CodeTrainingConfig", "FAMILIES", "SINGLE_TOKEN",
-    "binding_bits", "bits_per_image", "make_code_probe", "previous", "train_code_probe",
+    "BindingBits", "CodeFit", "CodeLayout", "CodeProbe", "CodeTrainingConfig", "FAMILIES", "SINGLE_TOKEN",
+    "binding_bits", "bits_per_image", "covered", "make_code_probe", "mean_interval", "previous", "train_code_probe",
 ]

@@ -5,6 +5,7 @@ true earlier bits, so one forward pass scores the whole chain and no Python loop
 A logit is the prior's part plus what the family reads from z:
 
   prior               a_k . y_k + c_k[#ones among o_<k] + b_k,  y_k = (o_i - 1/2 for i < k, else 0)
+                      (+ with a `CodeLayout`, an MLP on which features o_<k already covers)
   linear              + w_k . z
   quadratic           + (U_k z) . (V_k z) / sqrt(d) + w_k . z               (rank r per object)
   shared_quadratic    the quadratic with every weight shared by feature: U_colour(k), V_shape(k),
@@ -20,13 +21,17 @@ where the representation adds nothing. The earlier bits enter the prior part lin
 their count: the count lets a linear logit follow how many objects are left to place (the
 second paper's probes feed the earlier bits through the family itself, quadratic included, which on
 F-disjoint splits learns the training codes' co-occurrences and costs bits on test; measured in the
-CHANGELOG). The z-forms start at zero (U random, V = 0), inputs are standardised with the training
+CHANGELOG). Given the code's `CodeLayout` (which colour and shape each object bit is), the prior also
+sees, per head, whether its own colour and shape are already covered and how many of each are: the
+statistics the balanced scenes' coverage constraint turns on. On `balanced` that takes the prior
+probe's test cross-entropy from 2.8 bits above H(O) to 0.9 (3,000 training scenes). The z-forms start at zero (U random, V = 0), inputs are standardised with the training
 set's statistics (`set_standardization`), so one learning rate serves residual streams of any scale.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +53,83 @@ def previous(codes: Float[Tensor, "batch K"]) -> Float[Tensor, "batch K K"]:
     return (codes[:, None, :] - 0.5) * mask
 
 
+@dataclass(frozen=True)
+class CodeLayout:
+    """Which features each code bit carries: `membership` [K, n_features] of 0/1, the features in consecutive
+    groups of sizes `groups` (colours, then shapes). Object codes are colour-major conjunctions (one colour
+    and one shape each); feature codes are the features themselves."""
+
+    membership: Float[Tensor, "K n_features"]
+    groups: tuple[int, ...]
+
+    @classmethod
+    def objects(cls, n_colors: int, n_shapes: int) -> "CodeLayout":
+        """Object code k = colour k // n_shapes with shape k % n_shapes."""
+        k = torch.arange(n_colors * n_shapes)
+        membership = torch.cat([F.one_hot(k // n_shapes, n_colors), F.one_hot(k % n_shapes, n_shapes)], dim=1)
+        return cls(membership.float(), (n_colors, n_shapes))
+
+    @classmethod
+    def features(cls, n_colors: int, n_shapes: int) -> "CodeLayout":
+        """Feature code: n_colors colour bits, then n_shapes shape bits."""
+        return cls(torch.eye(n_colors + n_shapes), (n_colors, n_shapes))
+
+    @property
+    def n_codes(self) -> int:
+        return self.membership.shape[0]
+
+    def slices(self) -> list[slice]:
+        edges = [0, *torch.tensor(self.groups).cumsum(0).tolist()]
+        return [slice(a, b) for a, b in zip(edges, edges[1:])]
+
+    def feature_of(self, group: int) -> Tensor:
+        """Each code's feature within `group` (0-based), for codes with exactly one feature per group."""
+        block = self.membership[:, self.slices()[group]]
+        if not bool((block.sum(1) == 1).all()):
+            raise InputError(f"code layout: not every code bit has exactly one feature of group {group}")
+        return block.argmax(1)
+
+
+def covered(codes: Float[Tensor, "batch K"], layout: CodeLayout) -> Float[Tensor, "batch K n_features"]:
+    """covered[b, k, f] = 1 where some earlier bit o_i (i < k) is set and carries feature f."""
+    carried = codes[..., None] * layout.membership.to(codes)  # [batch K n_features]
+    return ((carried.cumsum(1) - carried) > 0).to(codes.dtype)
+
+
+class _CoveragePrior(nn.Module):
+    """Per head k, an MLP on: whether k's own features are covered by o_<k (one per group), how many
+    features of each group are covered, how many earlier bits are set, and k itself. The counts enter
+    as learnt embeddings (one-hot times a matrix: on the CPU faster to train than nn.Embedding)."""
+
+    def __init__(self, layout: CodeLayout, hidden: int = 32):
+        super().__init__()
+        self.groups = tuple(layout.groups)
+        self.register_buffer("membership", layout.membership.clone().float())
+        n_codes = layout.n_codes
+        self.own = nn.Linear(len(self.groups), hidden)
+        self.covered_count = nn.ParameterList(_weight(g + 1, hidden, scale=1.0) for g in self.groups)
+        self.ones = _weight(n_codes + 1, hidden, scale=1.0)
+        self.head = nn.Parameter(torch.zeros(n_codes, hidden))
+        self.mid = nn.Linear(hidden, hidden)
+        self.out = nn.Linear(hidden, 1)
+        with torch.no_grad():  # starts at zero: a prior probe starts at q = 1/2 either way
+            self.out.weight.zero_()
+            self.out.bias.zero_()
+
+    def forward(self, codes: Float[Tensor, "batch K"]) -> Float[Tensor, "batch K"]:
+        layout = CodeLayout(self.membership, self.groups)
+        cover = covered(codes, layout)
+        def embed(count: Tensor, table: Tensor) -> Tensor:
+            return F.one_hot(count.long(), table.shape[0]).to(table) @ table
+
+        own, h = [], self.head + embed(codes.cumsum(-1) - codes, self.ones)
+        for part, table in zip(layout.slices(), self.covered_count):
+            own.append((cover[..., part] * self.membership[:, part]).sum(-1))
+            h = h + embed(cover[..., part].sum(-1), table)
+        h = F.gelu(h + self.own(torch.stack(own, dim=-1)))
+        return self.out(F.gelu(self.mid(h))).squeeze(-1)
+
+
 def _weight(*shape: int, scale: float | None = None) -> nn.Parameter:
     fan_in = shape[-1]
     return nn.Parameter(torch.randn(*shape) * (scale if scale is not None else 1.0 / math.sqrt(fan_in)))
@@ -59,16 +141,19 @@ class CodeProbe(nn.Module):
 
     family: str = "prior"
 
-    def __init__(self, d_model: int, n_codes: int):
+    def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None):
         super().__init__()
         if d_model < 1 or n_codes < 1:
             raise InputError(f"a code probe needs d_model >= 1 and at least one code bit, got {d_model}, {n_codes}")
+        if layout is not None and layout.n_codes != n_codes:
+            raise InputError(f"the code layout describes {layout.n_codes} code bits, the probe predicts {n_codes}")
         self.d_model, self.n_codes = int(d_model), int(n_codes)
         self.register_buffer("mean", torch.zeros(d_model))
         self.register_buffer("std", torch.ones(d_model))
         self.prior_bits = nn.Parameter(torch.zeros(n_codes, n_codes))  # head k, earlier bit i (i < k)
         self.prior_count = nn.Parameter(torch.zeros(n_codes, n_codes + 1))  # head k, ones among the earlier bits
         self.prior_bias = nn.Parameter(torch.zeros(n_codes))
+        self.prior_coverage = _CoveragePrior(layout) if layout is not None else None
 
     def set_standardization(self, mean: Float[Tensor, " d"], std: Float[Tensor, " d"]) -> None:
         self.mean.copy_(mean)
@@ -87,6 +172,8 @@ class CodeProbe(nn.Module):
         y = previous(codes)
         count = (codes.cumsum(-1) - codes).long()  # ones among the earlier bits, per head
         prior = torch.einsum("bki,ki->bk", y, self.prior_bits) + self.prior_count.gather(1, count.T).T + self.prior_bias
+        if self.prior_coverage is not None:
+            prior = prior + self.prior_coverage(codes)
         return prior + self.logits(self.standardize(z), y)
 
     def logits(self, z: Tensor, y: Float[Tensor, "batch K K"]) -> Float[Tensor, "batch K"]:
@@ -94,10 +181,14 @@ class CodeProbe(nn.Module):
         return torch.zeros(z.shape[0], self.n_codes, dtype=z.dtype, device=z.device)
 
     def start_from(self, prior: "CodeProbe") -> "CodeProbe":
-        """Copy a trained prior probe's terms (earlier bits, their count, bias), so training starts at the prior."""
+        """Copy a trained prior probe's terms (every `prior_*` weight), so training starts at the prior."""
+        theirs = {k: v for k, v in prior.state_dict().items() if k.startswith("prior")}
+        ours = {k: v for k, v in self.state_dict().items() if k.startswith("prior")}
+        if theirs.keys() != ours.keys() or any(theirs[k].shape != ours[k].shape for k in ours):
+            raise InputError("start_from needs a prior probe of the same code length and code layout")
         with torch.no_grad():
-            for name in ("prior_bits", "prior_count", "prior_bias"):
-                getattr(self, name).copy_(getattr(prior, name))
+            for name, value in theirs.items():
+                ours[name].copy_(value)
         return self
 
     def bits(self, z: Tensor, codes: Float[Tensor, "batch K"]) -> Float[Tensor, " batch"]:
@@ -109,8 +200,8 @@ class CodeProbe(nn.Module):
 class LinearCodeProbe(CodeProbe):
     family = "linear"
 
-    def __init__(self, d_model: int, n_codes: int):
-        super().__init__(d_model, n_codes)
+    def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None):
+        super().__init__(d_model, n_codes, layout)
         self.w = _weight(n_codes, d_model, scale=0.0)
 
     def logits(self, z: Tensor, y: Tensor) -> Tensor:
@@ -138,8 +229,8 @@ class _QuadraticReadout(nn.Module):
 class QuadraticCodeProbe(CodeProbe):
     family = "quadratic"
 
-    def __init__(self, d_model: int, n_codes: int, rank: int = 16):
-        super().__init__(d_model, n_codes)
+    def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, rank: int = 16):
+        super().__init__(d_model, n_codes, layout)
         self.readout = _QuadraticReadout(d_model, n_codes, rank)
 
     def logits(self, z: Tensor, y: Tensor) -> Tensor:
@@ -147,19 +238,18 @@ class QuadraticCodeProbe(CodeProbe):
 
 
 class SharedQuadraticCodeProbe(CodeProbe):
-    """Codes in colour-major order (k = colour * n_shapes + shape); every z-weight belongs to a feature."""
+    """Every z-weight belongs to a feature: code bit k reads U of its colour and V of its shape (`layout`)."""
 
     family = "shared_quadratic"
 
-    def __init__(self, d_model: int, n_codes: int, rank: int = 16, n_colors: int | None = None,
-                 n_shapes: int | None = None):
-        super().__init__(d_model, n_codes)
-        if n_colors is None or n_shapes is None or n_colors * n_shapes != n_codes:
-            raise InputError(f"the shared quadratic probe needs n_colors x n_shapes = {n_codes} code bits "
-                             f"(colour-major object codes), got {n_colors} x {n_shapes}")
-        k = torch.arange(n_codes)
-        self.register_buffer("color_of", k // n_shapes)
-        self.register_buffer("shape_of", k % n_shapes)
+    def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, rank: int = 16):
+        if layout is None or len(layout.groups) != 2:
+            raise InputError("the shared quadratic probe needs the object codes' layout (one colour and one shape "
+                             "per code bit): pass layout=CodeLayout.objects(n_colors, n_shapes)")
+        super().__init__(d_model, n_codes, layout)
+        n_colors, n_shapes = layout.groups
+        self.register_buffer("color_of", layout.feature_of(0))
+        self.register_buffer("shape_of", layout.feature_of(1))
         self.u_color, self.v_shape = _weight(n_colors, rank, d_model), _weight(n_shapes, rank, d_model, scale=0.0)
         self.w_color, self.w_shape = _weight(n_colors, d_model, scale=0.0), _weight(n_shapes, d_model, scale=0.0)
         self.scale = 1.0 / math.sqrt(d_model)
@@ -174,8 +264,8 @@ class SharedQuadraticCodeProbe(CodeProbe):
 class DNNCodeProbe(CodeProbe):
     family = "dnn"
 
-    def __init__(self, d_model: int, n_codes: int, hidden: int = 64):
-        super().__init__(d_model, n_codes)
+    def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, hidden: int = 64):
+        super().__init__(d_model, n_codes, layout)
         scale = 1.0 / math.sqrt(d_model + n_codes)
         self.w1z, self.w1y = _weight(n_codes, hidden, d_model, scale=scale), _weight(n_codes, hidden, n_codes, scale=scale)
         self.b1 = nn.Parameter(torch.zeros(n_codes, hidden))
@@ -195,8 +285,8 @@ class AttentionCodeProbe(CodeProbe):
 
     family = "attention"
 
-    def __init__(self, d_model: int, n_codes: int, rank: int = 16):
-        super().__init__(d_model, n_codes)
+    def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, rank: int = 16):
+        super().__init__(d_model, n_codes, layout)
         self.query_base = _weight(n_codes, d_model, scale=0.02)
         self.query_from_codes = _weight(n_codes, d_model, scale=0.02)
         self.w_q = nn.Linear(d_model, d_model, bias=False)
@@ -223,14 +313,13 @@ _CLASSES = {c.family: c for c in (CodeProbe, LinearCodeProbe, QuadraticCodeProbe
 
 
 def make_code_probe(family: str, d_model: int, n_codes: int, *, rank: int = 16, hidden: int = 64,
-                    n_colors: int | None = None, n_shapes: int | None = None) -> CodeProbe:
-    """A fresh probe of `family` (one of FAMILIES, or "prior")."""
+                    layout: CodeLayout | None = None) -> CodeProbe:
+    """A fresh probe of `family` (one of FAMILIES, or "prior"); `layout` adds the coverage prior (and is
+    what the shared quadratic shares over)."""
     if family not in _CLASSES:
         raise InputError(f"unknown code probe family {family!r}; choose from {', '.join(FAMILIES)}")
     if family in ("prior", "linear"):
-        return _CLASSES[family](d_model, n_codes)
+        return _CLASSES[family](d_model, n_codes, layout)
     if family == "dnn":
-        return DNNCodeProbe(d_model, n_codes, hidden)
-    if family == "shared_quadratic":
-        return SharedQuadraticCodeProbe(d_model, n_codes, rank, n_colors, n_shapes)
-    return _CLASSES[family](d_model, n_codes, rank)
+        return DNNCodeProbe(d_model, n_codes, layout, hidden)
+    return _CLASSES[family](d_model, n_codes, layout, rank)

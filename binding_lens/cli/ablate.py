@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import DATA_HELP, DEVICE_HELP, MODEL_HELP, default_device, non_negative_int, output_dir, positive_int
+from .arguments import (
+    DATA_HELP, DEVICE_HELP, MODEL_HELP, default_device, non_negative_int, output_dir, pair_probe_source, positive_int,
+)
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -43,23 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..analyses.ablation import AblationSettings, ablation_study, ablation_table
-    from ..analyses.run import RunDirectory
     from ..data.spec import dataset_from_spec
-    from ..errors import InputError, MissingFileError
     from ..models import load_hooked_vit
     from ..probes import load_probe
 
-    run_dir = RunDirectory(args.run) if args.run else None
-    model_spec = args.model or (run_dir.model_source() if run_dir else None)
-    probe_file = args.probe_file or (run_dir.probe_path(args.layer, args.probe) if run_dir else None)
-    if model_spec is None or probe_file is None:
-        raise InputError("ablate needs --run RUN_DIR, or both --model and --probe-file")
-    if not Path(probe_file).is_file():
-        layers = sorted(run_dir.probe_files().get(args.probe, {})) if run_dir and not args.probe_file else []
-        if layers:
-            raise MissingFileError(f"no probe at {probe_file}: the run has {args.probe} probes at layers {layers}; "
-                                   "pick --layer among them")
-        raise MissingFileError(f"no probe at {probe_file}: run `binding-lens sweep` with --probes {args.probe} first")
+    model_spec, probe_file = pair_probe_source(args.run, args.model, args.probe_file, args.probe, args.layer)
     device = default_device(args.device)
     model = load_hooked_vit(model_spec, device=device)
     size = args.size or model.cfg.image_size[0]

@@ -132,3 +132,24 @@ def default_device(device: str | None) -> str:
     from ..hooks.loading import resolve_device
 
     return str(resolve_device(device))
+
+
+def pair_probe_source(run: str | None, model: str | None, probe_file: str | None, probe: str,
+                      layer: int) -> tuple[str, str]:
+    """(model spec, probe file) from --run (a sweep directory) or --model and --probe-file: one clear line
+    when either is missing or the run holds no such probe at that layer."""
+    from ..analyses.run import RunDirectory
+    from ..errors import MissingFileError
+
+    run_dir = RunDirectory(run) if run else None
+    model_spec = model or (run_dir.model_source() if run_dir else None)
+    path = probe_file or (str(run_dir.probe_path(layer, probe)) if run_dir else None)
+    if model_spec is None or path is None:
+        raise InputError("give --run RUN_DIR (a sweep directory), or both --model and --probe-file")
+    if not Path(path).is_file():
+        layers = sorted(run_dir.probe_files().get(probe, {})) if run_dir and not probe_file else []
+        if layers:
+            raise MissingFileError(f"no probe at {path}: the run has {probe} probes at layers {layers}; "
+                                   "pick the layer among them")
+        raise MissingFileError(f"no probe at {path}: run `binding-lens sweep` with --probes {probe} first")
+    return model_spec, path

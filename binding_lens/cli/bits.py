@@ -16,7 +16,7 @@ def _names(text: str) -> list[str]:
 
 def add(commands: argparse._SubParsersAction) -> None:
     bits = commands.add_parser("bits", help="binding information in bits (B_O, B*_OF, beta) of token sets of a model")
-    bits.add_argument("--model", required=True, help=MODEL_HELP)
+    bits.add_argument("--model", default=None, help=MODEL_HELP + " (with --intervene, default: the run's model)")
     bits.add_argument("--layers", type=layer_list, default=None,
                       help="layers to read: 'all', '0,4,8', '2-10' (default: the last layer)")
     bits.add_argument("--tokens", type=_names, default=["cls", "spatial"],
@@ -32,47 +32,118 @@ def add(commands: argparse._SubParsersAction) -> None:
     bits.add_argument("--seed", type=non_negative_int, default=0, help="scene seed; also seeds the probes")
     bits.add_argument("--max-steps", type=positive_int, default=3000, help="optimiser steps per probe at most")
     bits.add_argument("--device", default=None, help=DEVICE_HELP)
+    bits.add_argument("--intervene", type=_names, default=None,
+                      help="project_out and/or shuffle the binding subspace of a pairwise probe (and a random one "
+                           "of the same size) at --edit-layer, and report the bits lost at the one --layers layer")
+    bits.add_argument("--run", default=None, help="with --intervene: a sweep directory holding the pairwise probe")
+    bits.add_argument("--probe-file", default=None, help="with --intervene: a saved pairwise probe (default: from --run)")
+    bits.add_argument("--probe", default="quadratic", help="with --intervene: pairwise probe name to take from --run")
+    bits.add_argument("--edit-layer", type=non_negative_int, default=None,
+                      help="with --intervene: the layer edited, whose pairwise probe gives the subspace; --layers "
+                           "(one layer, default this one) is where the bits are read")
+    bits.add_argument("--k", type=positive_int, default=16, help="with --intervene: binding subspace dimension")
     bits.add_argument("--out", type=output_dir, required=True, help="output directory (bits.csv/.json, bits.png, summary.json)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from ..analyses.bits import SPLITS, CodedScenes, measure_bits
-    from ..analyses.report import write_table
+    from ..analyses.bits import SPLITS, CodedScenes
     from ..bits import CodeTrainingConfig
     from ..data.knobs import PRESETS
     from ..data.synthetic import SyntheticScenes
     from ..errors import InputError
-    from ..figures import bits_figure
-    from ..io import write_json_atomic
-    from .arguments import parse_layers
+    from ..models import load_hooked_vit
+    from .arguments import pair_probe_source, parse_layers
 
     if args.data not in PRESETS or PRESETS[args.data].composition != "colorshape":
         raise InputError(f"--data {args.data!r}: binding bits need object and feature codes; use balanced or colorshape")
+    if args.intervene is None:
+        given = [flag for flag, value in (("--run", args.run), ("--probe-file", args.probe_file),
+                                          ("--edit-layer", args.edit_layer)) if value is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} only apply with --intervene project_out,shuffle")
+        if args.model is None:
+            raise InputError("give --model (a hub id, tiny:, zoo: or random: spec)")
     device = default_device(args.device)
-    from ..models import load_hooked_vit
-
-    model = load_hooked_vit(args.model, device=device)
+    probe_file = None
+    if args.intervene is not None:
+        edit_layer = args.edit_layer
+        if edit_layer is None:
+            raise InputError("--intervene needs --edit-layer L (the layer whose pairwise probe gives the subspace)")
+        model_spec, probe_file = pair_probe_source(args.run, args.model, args.probe_file, args.probe, edit_layer)
+    else:
+        model_spec = args.model
+    model = load_hooked_vit(model_spec, device=device)
     n_layers = model.cfg.n_layers
     layers = parse_layers(args.layers, n_layers) if args.layers else [n_layers - 1]
     size = args.size or model.cfg.image_size[0]
     counts = {"train": args.n_train, "val": args.n_val, "test": args.n_test}
-    splits = {s: CodedScenes.from_scenes(SyntheticScenes(args.data, n=counts[s], size=size, seed=args.seed, split=s), s)
+    splits = {s: CodedScenes.from_scenes(SyntheticScenes(args.data, n=counts[s], size=size, seed=args.seed, split=s))
               for s in SPLITS}
     training = CodeTrainingConfig(max_steps=args.max_steps, seed=args.seed, device=device)
+    summary = {"model": model_spec, "data": args.data, "size": size, "scenes": counts, "seed": args.seed,
+               "training": dict(vars(training))}
+    if args.intervene is not None:
+        if edit_layer >= n_layers:
+            raise InputError(f"--edit-layer {edit_layer}: {model_spec} has layers 0..{n_layers - 1}")
+        read_layer = _single_read_layer(args.layers, n_layers) if args.layers else edit_layer
+        return _interventions(args, model, splits, probe_file, edit_layer, read_layer, training, size, summary)
+    return _table(args, model, splits, layers, training, size, summary)
+
+
+def _single_read_layer(text: str, n_layers: int) -> int:
+    from ..errors import InputError
+    from .arguments import parse_layers
+
+    layers = parse_layers(text, n_layers)
+    if len(layers) != 1:
+        raise InputError(f"--intervene reads one layer; --layers {text!r} names {len(layers)}")
+    return layers[0]
+
+
+def _table(args, model, splits, layers, training, size, summary) -> int:
+    from pathlib import Path
+
+    from ..analyses.bits import measure_bits
+    from ..analyses.report import write_table
+    from ..figures import bits_figure
+    from ..io import write_json_atomic
+
     result = measure_bits(model, splits, layers, args.tokens, args.probes, training=training, size=size,
                           progress=lambda message: print(message, flush=True))
     out = Path(args.out)
     csv_path, _ = write_table(result.rows, out / "bits")
     routing = next(iter(result.attention.values()), None)
-    figure = bits_figure(result.rows, out / "bits.png", f"Binding information of {args.model} ({args.data} scenes, "
-                         f"test H(O) = {result.priors.H_O:.1f} bits)", routing)
-    write_json_atomic(out / "summary.json", {"model": args.model, "data": args.data, "size": size, "layers": layers,
-                                             "scenes": counts, "seed": args.seed, "priors": result.priors.as_dict(),
-                                             "training": {k: v for k, v in vars(training).items()}})
+    figure = bits_figure(result.rows, out / "bits.png", f"Binding information of {summary['model']} ({args.data} "
+                         f"scenes, H(O) = {result.priors.H_O:.1f} bits)", routing)
+    write_json_atomic(out / "summary.json", {**summary, "layers": layers, "priors": result.priors.as_dict()})
     print(result.table())
-    print(f"\npriors on test: H(O) {result.priors.H_O:.2f}, H(F) {result.priors.H_F:.2f}, "
+    print(f"\npriors of the {args.data} preset: H(O) {result.priors.H_O:.2f}, H(F) {result.priors.H_F:.2f}, "
           f"H(O|F) {result.priors.H_O_given_F:.2f} bits; intervals: 95% image bootstrap over {args.n_test} test scenes")
+    print(f"report: {csv_path}, {figure}, {out / 'summary.json'}")
+    return 0
+
+
+def _interventions(args, model, splits, probe_file, edit_layer, read_layer, training, size, summary) -> int:
+    from pathlib import Path
+
+    from ..analyses.bits import bits_under_interventions, intervention_table
+    from ..analyses.report import write_table
+    from ..binding import BindingSubspace
+    from ..figures import bits_lost_figure
+    from ..io import write_json_atomic
+    from ..probes import load_probe
+
+    subspace = BindingSubspace.from_probe(load_probe(probe_file, device=str(model.device)), args.k)
+    rows = bits_under_interventions(model, splits, subspace, edit_layer, read_layer=read_layer, token_sets=args.tokens,
+                                    families=args.probes, interventions=args.intervene, training=training, size=size,
+                                    progress=lambda message: print(message, flush=True))
+    out = Path(args.out)
+    csv_path, _ = write_table(rows, out / "interventions")
+    figure = bits_lost_figure(rows, out / "interventions.png", f"Bits lost when the k={args.k} binding subspace of "
+                              f"{summary['model']} layer {edit_layer} is edited (read at layer {read_layer})")
+    write_json_atomic(out / "summary.json", {**summary, "edit_layer": edit_layer, "read_layer": read_layer, "k": args.k,
+                                             "probe_file": str(probe_file), "interventions": args.intervene})
+    print(intervention_table(rows))
+    print(f"\nbits lost: clean B_O minus edited, 95% paired bootstrap over {args.n_test} test scenes")
     print(f"report: {csv_path}, {figure}, {out / 'summary.json'}")
     return 0

@@ -11,15 +11,16 @@ binding_lens but `binding_lens.io`, so any layer can draw.
     binding_pca(vectors, instance, "pca")        # binding vectors' first two PCs by object
     head_map_figure(drop, layers, "heads")       # [layers, heads] drop when one head is ablated
     bits_figure(rows, "bits", title)             # binding information by layer, token set and family
+    bits_lost_figure(rows, "bits_lost", title)   # bits lost to interventions on a binding subspace
 """
 
 from .ablation import ablation_figure
-from .bits import bits_figure
+from .bits import bits_figure, bits_lost_figure
 from .distributions import score_kde
 from .head_map import head_map_figure
 from .layers import accuracy_by_layer, accuracy_by_model
 from .pca import binding_pca, principal_components
 from .scatter import attention_vs_score
 
-__all__ = ["ablation_figure", "bits_figure", "accuracy_by_layer", "accuracy_by_model", "attention_vs_score", "binding_pca",
+__all__ = ["ablation_figure", "bits_figure", "bits_lost_figure", "accuracy_by_layer", "accuracy_by_model", "attention_vs_score", "binding_pca",
            "head_map_figure", "principal_components", "score_kde"]

@@ -49,3 +49,30 @@ def bits_figure(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: 
         ax.axis("off")
     finish(fig, title, legend_from=axes[0])
     return save(fig, path)
+
+
+def bits_lost_figure(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: str) -> Path:
+    """Bits lost by each intervention (rows of `bits_under_interventions`): a bar per edit, binding subspace
+    beside its random control, one group per (token set, family), with paired-bootstrap intervals."""
+    rows = check_rows(rows, ["tokens", "family", "intervention", "subspace", "bits_lost", "bits_lost_low",
+                             "bits_lost_high"], "bits lost")
+    edited = [row for row in rows if row["intervention"] != "none"]
+    labels = list(dict.fromkeys(f"{row['intervention']}\n{row['tokens']} / {row['family']}" for row in edited))
+    subspaces = list(dict.fromkeys(row["subspace"] for row in edited))
+    fig = new_figure(3.0 + 1.3 * max(1, len(labels)), 3.6)
+    ax = fig.subplots()
+    width = 0.8 / max(1, len(subspaces))
+    for j, name in enumerate(subspaces):
+        sel = {f"{row['intervention']}\n{row['tokens']} / {row['family']}": row for row in edited
+               if row["subspace"] == name}
+        x = [i + (j - (len(subspaces) - 1) / 2) * width for i, label in enumerate(labels) if label in sel]
+        chosen = [sel[label] for label in labels if label in sel]
+        lost = np.array([row["bits_lost"] for row in chosen])
+        errors = np.array([[v - row["bits_lost_low"] for v, row in zip(lost, chosen)],
+                           [row["bits_lost_high"] - v for v, row in zip(lost, chosen)]])
+        ax.bar(x, lost, width, yerr=errors, capsize=3, label=f"{name} subspace")
+    ax.axhline(0.0, color="grey", linewidth=0.5)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("bits lost (B_O clean - edited)", fontsize=9)
+    finish(fig, title, legend_from=ax)
+    return save(fig, path)
