@@ -153,6 +153,19 @@ def _check_balanced(k: SceneKnobs) -> None:
                          f"cover {per[0]} colours and {per[1]} shapes, at most one per conjunction")
 
 
+_FLAT_COLORSHAPE = SceneKnobs(
+    composition="colorshape",
+    n_objects=(3, 6),
+    object_patches=(3.5, 5.0),
+    p_twin=0.0,
+    p_same_look=0.0,
+    texture="none",
+    background="flat",
+    clutter=0,
+    max_occlusion=0.0,
+    rotate=False,
+)
+
 PRESETS: dict[str, SceneKnobs] = {
     "default": SceneKnobs(),
     "twins": SceneKnobs(
@@ -165,31 +178,8 @@ PRESETS: dict[str, SceneKnobs] = {
         max_occlusion=0.0,
         snap_to_grid=True,
     ),
-    "colorshape": SceneKnobs(
-        composition="colorshape",
-        n_objects=(3, 6),
-        object_patches=(3.5, 5.0),
-        p_twin=0.0,
-        p_same_look=0.0,
-        texture="none",
-        background="flat",
-        clutter=0,
-        max_occlusion=0.0,
-        rotate=False,
-    ),
-    "balanced": SceneKnobs(
-        composition="colorshape",
-        features_per_scene=(6, 6),
-        n_objects=(8, 8),
-        object_patches=(3.0, 4.0),
-        p_twin=0.0,
-        p_same_look=0.0,
-        texture="none",
-        background="flat",
-        clutter=0,
-        max_occlusion=0.0,
-        rotate=False,
-    ),
+    "colorshape": _FLAT_COLORSHAPE,
+    "balanced": replace(_FLAT_COLORSHAPE, features_per_scene=(6, 6), n_objects=(8, 8), object_patches=(3.0, 4.0)),
 }
 """Named knob sets: `default`, `twins` (SPEC section 7), `colorshape` and `balanced` (SPEC section 8).
 

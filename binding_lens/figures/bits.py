@@ -14,7 +14,7 @@ from ._save import check_rows, finish, new_figure, save
 
 def bits_figure(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: str,
                 routing: dict[str, Any] | None = None) -> Path:
-    """Left: B_O (bits) by layer, a line per (token set, family), its interval as a band, H(O) and the prior
+    """Left: B_O (bits) by layer, a line per (token set, family), its interval as bars and a band, H(O) and the prior
     probe's level (B_O it would score: H(O) - CE_prior) as dashed lines. Right (with `routing`): the
     attention probe's weights for up to three objects of the first test image, over the image."""
     rows = check_rows(rows, ["layer", "tokens", "family", "b_o", "b_o_low", "b_o_high", "H_O", "ce_o_null"], "bits")
@@ -25,7 +25,9 @@ def bits_figure(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: 
     for key in dict.fromkeys((row["tokens"], row["family"]) for row in rows):
         sel = sorted((row for row in rows if (row["tokens"], row["family"]) == key), key=lambda row: row["layer"])
         x = [row["layer"] for row in sel]
-        line, = ax.plot(x, [row["b_o"] for row in sel], marker="o", label=f"{key[0]} / {key[1]}")
+        y = np.array([row["b_o"] for row in sel])
+        spread = np.array([y - [row["b_o_low"] for row in sel], [row["b_o_high"] for row in sel] - y])
+        line = ax.errorbar(x, y, yerr=spread, marker="o", capsize=3, label=f"{key[0]} / {key[1]}").lines[0]
         ax.fill_between(x, [row["b_o_low"] for row in sel], [row["b_o_high"] for row in sel], color=line.get_color(),
                         alpha=0.2)
     h_o = rows[0]["H_O"]
