@@ -156,6 +156,14 @@ def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
     return None  # a manifest with no finished shard pins nothing: it is rewritten with the first shard
 
 
+def checked_layers(layers: Sequence[int], n_layers: int) -> list[int]:
+    """`layers` sorted and deduplicated, or an InputError when one lies outside 0..n_layers - 1 or none is given."""
+    layers = sorted({int(layer) for layer in layers})
+    if not layers or any(not 0 <= layer < n_layers for layer in layers):
+        raise InputError(f"layers must be in 0..{n_layers - 1} for this model, got {layers or 'none'}")
+    return layers
+
+
 def extract(
     model: HookedViT,
     dataset: Sequence[Scene],
@@ -184,10 +192,7 @@ def extract(
     shard is computed, so a run that fails on its first images leaves nothing that blocks the next.
     """
     out = Path(out)
-    layers = sorted({int(layer) for layer in layers})
-    bad = [layer for layer in layers if not 0 <= layer < model.cfg.n_layers]
-    if not layers or bad:
-        raise InputError(f"layers must be in 0..{model.cfg.n_layers - 1} for this model, got {list(layers) or 'none'}")
+    layers = checked_layers(layers, model.cfg.n_layers)
     if patches_per_image is not None and patches_per_image < 2:
         raise InputError(f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}")
     identity = dataset_identity if dataset_identity is not None else getattr(dataset, "identity", None)

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..hooks.names import resid_post
+from .extract import checked_layers
 from .store import ActivationStore
 
 TOKEN_SETS = ("cls", "mean", "spatial", "registers")
@@ -58,10 +59,7 @@ def read_token_sets(
     (e.g. an intervention at the same layer) run first, so the tokens read are the edited ones."""
     n_prefix = model.cfg.n_prefix_tokens
     sets = check_token_sets(sets, n_prefix)
-    layers = sorted({int(layer) for layer in layers})
-    bad = [layer for layer in layers if not 0 <= layer < model.cfg.n_layers]
-    if bad or not layers:
-        raise InputError(f"layers must be in 0..{model.cfg.n_layers - 1} for this model, got {list(layers) or 'none'}")
+    layers = checked_layers(layers, model.cfg.n_layers)
     names = [resid_post(layer) for layer in layers]
     parts: dict[tuple[str, int], list[Tensor]] = {(s, layer): [] for s in sets for layer in layers}
     for start in range(0, len(images), batch_size):

@@ -90,24 +90,29 @@ class CodeLayout:
         return block.argmax(1)
 
 
-def covered(codes: Float[Tensor, "batch K"], layout: CodeLayout) -> Float[Tensor, "batch K n_features"]:
-    """covered[b, k, f] = 1 where some earlier bit o_i (i < k) is set and carries feature f."""
-    carried = codes[..., None] * layout.membership.to(codes)  # [batch K n_features]
+def covered(codes: Float[Tensor, "batch K"], membership: Float[Tensor, "K n_features"]) -> Float[Tensor, "batch K n_features"]:
+    """covered[b, k, f] = 1 where some earlier bit o_i (i < k) is set and carries feature f (`CodeLayout.membership`)."""
+    carried = codes[..., None] * membership.to(codes)
     return ((carried.cumsum(1) - carried) > 0).to(codes.dtype)
+
+
+def _embed(count: Tensor, table: Float[Tensor, "values hidden"]) -> Tensor:
+    """table[count] as one-hot times table: on the CPU faster to train than nn.Embedding's scatter backward."""
+    return F.one_hot(count.long(), table.shape[0]).to(table) @ table
 
 
 class _CoveragePrior(nn.Module):
     """Per head k, an MLP on: whether k's own features are covered by o_<k (one per group), how many
-    features of each group are covered, how many earlier bits are set, and k itself. The counts enter
-    as learnt embeddings (one-hot times a matrix: on the CPU faster to train than nn.Embedding)."""
+    features of each group are covered, how many earlier bits are set, and k itself; the counts enter
+    as learnt embeddings."""
 
     def __init__(self, layout: CodeLayout, hidden: int = 32):
         super().__init__()
-        self.groups = tuple(layout.groups)
+        self.parts = layout.slices()
         self.register_buffer("membership", layout.membership.clone().float())
         n_codes = layout.n_codes
-        self.own = nn.Linear(len(self.groups), hidden)
-        self.covered_count = nn.ParameterList(_weight(g + 1, hidden, scale=1.0) for g in self.groups)
+        self.own = nn.Linear(len(self.parts), hidden)
+        self.covered_count = nn.ParameterList(_weight(g + 1, hidden, scale=1.0) for g in layout.groups)
         self.ones = _weight(n_codes + 1, hidden, scale=1.0)
         self.head = nn.Parameter(torch.zeros(n_codes, hidden))
         self.mid = nn.Linear(hidden, hidden)
@@ -117,15 +122,11 @@ class _CoveragePrior(nn.Module):
             self.out.bias.zero_()
 
     def forward(self, codes: Float[Tensor, "batch K"]) -> Float[Tensor, "batch K"]:
-        layout = CodeLayout(self.membership, self.groups)
-        cover = covered(codes, layout)
-        def embed(count: Tensor, table: Tensor) -> Tensor:
-            return F.one_hot(count.long(), table.shape[0]).to(table) @ table
-
-        own, h = [], self.head + embed(codes.cumsum(-1) - codes, self.ones)
-        for part, table in zip(layout.slices(), self.covered_count):
+        cover = covered(codes, self.membership)
+        own, h = [], self.head + _embed(codes.cumsum(-1) - codes, self.ones)
+        for part, table in zip(self.parts, self.covered_count):
             own.append((cover[..., part] * self.membership[:, part]).sum(-1))
-            h = h + embed(cover[..., part].sum(-1), table)
+            h = h + _embed(cover[..., part].sum(-1), table)
         h = F.gelu(h + self.own(torch.stack(own, dim=-1)))
         return self.out(F.gelu(self.mid(h))).squeeze(-1)
 

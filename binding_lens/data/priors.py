@@ -1,7 +1,8 @@
 """The priors of binding information: H(O), H(F) and H(O | F) of colour x shape scenes, in bits.
 
 `colorshape_priors` computes them exactly from the generator's own sampling rule (SPEC section 8),
-per split, because the test split's codes are the ones a probe is scored on:
+for one split or (split None) for the whole preset; binding bits use the preset's, because the test
+split's codes are a random part of the preset's that no probe has seen (`analyses.bits`):
 
   balanced (`features_per_scene` set): F is uniform over the split's codes with a colours and b
       shapes, n uniform over `n_objects`, O uniform over the `covering_count(a, b, n)` sets covering F.
