@@ -67,8 +67,9 @@ _KILL_SCRIPT = textwrap.dedent("""
     from binding_lens.models import load_hooked_vit
     kill_at = int(sys.argv[2])
     calls = {"n": 0}
-    original = atomic.write_atomic
-    def dying_write(path, data):
+    original = atomic.write_atomic_chunks
+    def dying_write(path, chunks):
+        data = b"".join(bytes(chunk) for chunk in chunks)
         calls["n"] += 1
         if calls["n"] == kill_at:  # die half-way through writing this file
             with open(str(path) + ".partial", "wb") as handle:
@@ -76,8 +77,8 @@ _KILL_SCRIPT = textwrap.dedent("""
             with open(path, "wb") as handle:
                 handle.write(data[: len(data) // 2])
             os.kill(os.getpid(), signal.SIGKILL)
-        return original(path, data)
-    store.write_atomic = atomic.write_atomic = dying_write  # every file goes through binding_lens.io
+        return original(path, [data])
+    store.write_atomic_chunks = atomic.write_atomic_chunks = dying_write  # every file goes through binding_lens.io
     extract(load_hooked_vit("tiny:dinov2_registers"), SyntheticScenes("default", n=10, size=112, seed=3), [0, 2],
             sys.argv[1], patches_per_image=12, batch_size=2, shard_size=2, progress=False)
 """)

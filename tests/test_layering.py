@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"vis", "zoo"},
     {"demo"},
     {"cli", "subspace", "interventions", "__init__"},
+    {"__main__"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
 

@@ -9,7 +9,9 @@ How the README is read (one pytest test per item, ids like `README.md:77 bash`, 
   fresh process pays ~5 s importing torch and transformers, about 50 s for the README's commands, and
   the whole file must stay well under 60 s on 2 cores. The installed script itself is run as a
   subprocess for `--help` of every command the README names (cheap: `--help` imports no torch).
-  A command exiting non-zero fails its test and shows its stderr.
+  A command exiting non-zero fails its test and shows its stderr. `torchrun ... -m binding_lens ...`
+  lines are launched for real (subprocesses, gloo on CPU): two ranks for `--nproc-per-node N`, and a
+  line for several nodes as all its nodes at once on this machine, meeting at localhost.
 - ```python blocks run in order in one shared namespace, like a notebook, with the temporary
   directory as cwd, compiled against README.md's own line numbers so a traceback points at the line.
 - Prose: an inline `binding-lens ...` command is run when a readme-test marker comes right before its
@@ -37,6 +39,8 @@ import os
 import pickle
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -165,8 +169,62 @@ def with_small(argv: list[str], extra: list[str]) -> list[str]:
 
 
 def binding_lens_argv(argv: list[str], where: str) -> list[str]:
+    if argv[0] == "torchrun":
+        return torchrun_parts(argv, where)[1]
     assert argv[0] in ("binding-lens", ".venv/bin/binding-lens"), f"{where}: the test does not know how to run {argv}"
     return argv[1:]
+
+
+def torchrun_parts(argv: list[str], where: str) -> tuple[list[str], list[str]]:
+    """(torchrun's options, binding-lens arguments) of `torchrun OPTIONS -m binding_lens ARGS`."""
+    at = argv.index("-m") if "-m" in argv else -1
+    assert at > 0 and argv[at + 1:at + 2] == ["binding_lens"], f"{where}: torchrun must launch `-m binding_lens`"
+    return argv[1:at], argv[at + 2:]
+
+
+def _option(options: list[str], name: str, value: str | None = None) -> list[str]:
+    """`options` with `name`'s value replaced by `value` (or the option removed when value is None)."""
+    out, skip = [], False
+    for word in options:
+        if skip:
+            skip = False
+            continue
+        if word == name:
+            skip = True
+            out += [] if value is None else [name, value]
+            continue
+        out.append(word)
+    return out
+
+
+def run_torchrun(argv: list[str], extra: list[str], where: str) -> None:
+    """A torchrun line, launched for real on this CPU machine (gloo): --nproc-per-node N runs 2 ranks; a
+    line for several nodes runs all its nodes at once here, one rank each, meeting at localhost."""
+    launch, args = torchrun_parts(argv, where)
+    args = with_small(args, extra)
+    nodes = int(launch[launch.index("--nnodes") + 1]) if "--nnodes" in launch else 1
+    launch = _option(launch, "--nproc-per-node", "2" if nodes == 1 else "1")
+    if nodes > 1:
+        with socket.socket() as probe:
+            probe.bind(("localhost", 0))
+            port = probe.getsockname()[1]
+        launch = _option(launch, "--rdzv-endpoint", f"localhost:{port}")
+        launches = [_option(launch, "--node-rank", str(rank)) for rank in range(nodes)]
+    else:
+        launches = [launch]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    processes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *options_, "-m", "binding_lens",
+                                   *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                  start_new_session=True) for options_ in launches]
+    try:
+        for process in processes:
+            _, err = process.communicate(timeout=240)
+            assert process.returncode == 0, f"{where}: `torchrun ... {shlex.join(args)}` exited " \
+                                            f"{process.returncode}:\n{progress_free(err)[-3000:]}"
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
 
 
 def progress_free(text: str) -> str:
@@ -239,6 +297,9 @@ def run_shell_block(item: Item, cwd: Path) -> None:
     taken = {option for argv in runnable for option in options(binding_lens_argv(argv, item.id)) & wanted}
     assert taken == wanted, f"{item.id}: no command of the block takes the marker's {sorted(wanted - taken)}"
     for argv in runnable:
+        if argv[0] == "torchrun":
+            run_torchrun(argv, extra, item.id)
+            continue
         args = binding_lens_argv(argv, item.id)
         for path, prepare in PREPARED.items():
             if path in args and not (cwd / path).exists():

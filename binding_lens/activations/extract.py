@@ -11,36 +11,28 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-import numpy as np
 import torch
+from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..data import (
-    Scene,
-    SkipReport,
-    patch_labels,
-    resize_image,
-    sample_patch_slots,
-    unusable_reason,
-)
+from ..data import Scene, SkipReport
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..hooks.images import check_image_size
 from ..hooks.names import LAYER_CONVENTION, resid_post
 from ..io import write_json_atomic
 from ..version import __version__
-from .store import (
-    FORMAT_VERSION,
-    MANIFEST,
-    ActivationStore,
-    Shard,
-    StoreError,
-    write_shard,
-)
+from . import ranks
+from .prepare import BatchJobs, PreparedBatch, Preparation, batch_jobs, loader, target_size
+from .profile import ExtractProfile
+from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError
+from .writer import ShardWriter
 
 
 def weights_fingerprint(model: HookedViT) -> str:
@@ -51,23 +43,6 @@ def weights_fingerprint(model: HookedViT) -> str:
             p = param.detach().double()
             digest.update(f"{name}{tuple(p.shape)}{p.sum().item():.6e}{p.square().sum().item():.6e}".encode())
     return digest.hexdigest()[:16]
-
-
-def _target_size(scene: Scene | None, size: int | tuple[int, int] | None) -> tuple[int, int]:
-    """(height, width) fed to the model: `size`, or the scene's own when `size` is None."""
-    if size is None:
-        return scene.hw
-    return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
-
-
-def _choose_slots(instance: np.ndarray, patches_per_image: int | None, seed: int, image_index: int) -> np.ndarray:
-    """Flat patch indices to store: all patches, or a sample of labelled ones (sorted) drawn with a
-    generator seeded by (seed, image index), so a store does not depend on batch size or shard order."""
-    if patches_per_image is None:
-        return np.arange(instance.size)
-    generator = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, image_index]).generate_state(1)[0]))
-    slots, valid = sample_patch_slots(torch.as_tensor(instance.reshape(1, -1)), patches_per_image, generator)
-    return slots[valid].numpy()
 
 
 def build_manifest(
@@ -164,6 +139,93 @@ def checked_layers(layers: Sequence[int], n_layers: int) -> list[int]:
     return layers
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One extraction's settings, checked: what every stage of the pipeline needs."""
+
+    layers: list[int]
+    request: dict[str, Any]
+    preparation: Preparation
+    dtype: torch.dtype
+    batch_size: int
+    shard_size: int
+    n_images: int
+    autocast: bool
+
+    @property
+    def n_shards(self) -> int:
+        return max(1, -(-self.n_images // self.shard_size))
+
+    def shard_images(self, index: int) -> range:
+        return range(index * self.shard_size, min((index + 1) * self.shard_size, self.n_images))
+
+
+def _plan(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *, dtype: torch.dtype,
+          patches_per_image: int | None, batch_size: int, size: Any, purity: float | None, seed: int,
+          shard_size: int, dataset_identity: Any, autocast: bool) -> _Plan:
+    """Check the settings (before any image is read beyond the first) and describe the extraction."""
+    layers = checked_layers(layers, model.cfg.n_layers)
+    if patches_per_image is not None and patches_per_image < 2:
+        raise InputError(f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}")
+    identity = dataset_identity if dataset_identity is not None else getattr(dataset, "identity", None)
+    if identity is None:
+        raise InputError(
+            "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
+        )
+    if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
+        check_image_size(*target_size(None, size), model.cfg.patch_size)
+    if len(dataset) == 0:
+        raise InputError("the dataset has no images to extract")
+    request = _as_json({
+        "model": {"source": model.cfg.source, "revision": model.cfg.extra.get("revision"), "family": model.cfg.family,
+                  "model_type": model.cfg.model_type, "weights": weights_fingerprint(model)},
+        "preprocessing": {"image_mean": list(model.cfg.image_mean), "image_std": list(model.cfg.image_std),
+                          "size": size if size is None or isinstance(size, int) else list(size)},
+        "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid",
+        "layer_convention": LAYER_CONVENTION,
+        "layers": layers,
+        "dataset": identity,
+        "n_images": len(dataset),
+        "dtype": str(dtype).removeprefix("torch."),
+        "patches_per_image": patches_per_image,
+        "purity": purity,
+        "seed": seed,
+        "shard_size": shard_size,
+    })
+    n_slots = slots_per_image(model, dataset, patches_per_image, size)
+    preparation = Preparation(tuple(model.cfg.image_mean), tuple(model.cfg.image_std), model.cfg.patch_size, n_slots,
+                              patches_per_image, size, purity, seed)
+    return _Plan(layers, request, preparation, dtype, batch_size, shard_size, len(dataset), autocast)
+
+
+def extraction_request(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *,
+                       dtype: torch.dtype = torch.float16, patches_per_image: int | None = 64, batch_size: int = 16,
+                       size: int | tuple[int, int] | None = None, purity: float | None = None, seed: int = 0,
+                       shard_size: int = 256, dataset_identity: Any = None, **_: Any) -> dict[str, Any]:
+    """What `extract` (or `extract_to_memory`) with these settings records in a manifest, checked, without
+    extracting anything: for callers that must refuse other settings before any work is done."""
+    return _plan(model, dataset, layers, dtype=dtype, patches_per_image=patches_per_image, batch_size=batch_size,
+                 size=size, purity=purity, seed=seed, shard_size=shard_size, dataset_identity=dataset_identity,
+                 autocast=True).request
+
+
+def slots_per_image(model: HookedViT, dataset: Sequence[Scene], patches_per_image: int | None,
+                    size: int | tuple[int, int] | None) -> int:
+    """Token slots stored per image: `patches_per_image`, or every patch of the first image's grid."""
+    if patches_per_image is not None:
+        return patches_per_image
+    height, width = target_size(dataset[0], size)
+    return (height // model.cfg.patch_size) * (width // model.cfg.patch_size)
+
+
+def default_workers(device: torch.device) -> int:
+    """Loader workers when none are asked for: on a GPU, enough CPU processes to keep it fed; on a CPU
+    none, since the forward pass already uses every core and workers would only compete with it."""
+    if device.type != "cuda":
+        return 0
+    return max(1, min(8, (os.cpu_count() or 2) - 2))
+
+
 def extract(
     model: HookedViT,
     dataset: Sequence[Scene],
@@ -181,6 +243,8 @@ def extract(
     dataset_identity: Any = None,
     autocast: bool = True,
     progress: bool = True,
+    workers: int | None = None,
+    profile: ExtractProfile | None = None,
 ) -> ActivationStore:
     """Extract patch-token activations of `layers` for every usable image of `dataset` into `out`.
 
@@ -190,64 +254,109 @@ def extract(
     of an earlier run with the same settings are kept (corrupt ones recomputed, with a warning); other
     settings raise `StoreError` naming the fields that differ. Nothing is written before the first
     shard is computed, so a run that fails on its first images leaves nothing that blocks the next.
+
+    A pipeline: `workers` loader processes prepare batches (default: `default_workers`), the model
+    runs on `device`, and a background thread writes finished shards. Pass an `ExtractProfile` to
+    get the time of each stage. Under `torchrun`, each rank extracts its own shards of one store.
     """
     out = Path(out)
-    layers = checked_layers(layers, model.cfg.n_layers)
-    if patches_per_image is not None and patches_per_image < 2:
-        raise InputError(f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}")
-    identity = dataset_identity if dataset_identity is not None else getattr(dataset, "identity", None)
-    if identity is None:
-        raise InputError(
-            "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
-        )
-    if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
-        check_image_size(*_target_size(None, size), model.cfg.patch_size)
+    plan = _plan(model, dataset, layers, dtype=dtype, patches_per_image=patches_per_image, batch_size=batch_size,
+                 size=size, purity=purity, seed=seed, shard_size=shard_size, dataset_identity=dataset_identity,
+                 autocast=autocast)
+    device = ranks.local_device(device if device is not None else model.device)
+    model = model.to(device).eval()
+    rank, world_size = ranks.world()
+    manifest = build_manifest(model, dataset, plan.request, plan.n_shards, plan.request["dataset"])
+    store = _open(out, manifest)
+    todo = ranks.broadcast(_shards_to_do(store, plan.n_shards) if rank == 0 else None)
+    mine = todo[rank::world_size]
+    profile = profile if profile is not None else ExtractProfile()
+
+    def write_manifest() -> None:
+        if store is None:  # a store made with this request already has it
+            write_json_atomic(out / MANIFEST, manifest)
+
+    writer = ShardWriter(out, profile, before_first=write_manifest)
+    pinned = device.type == "cuda"
+
+    def allocate(n_rows: int) -> dict[int, Tensor]:
+        shape = (n_rows, plan.preparation.n_slots, model.cfg.d_model)
+        return {layer: torch.empty(shape, dtype=dtype, pin_memory=pinned) for layer in plan.layers}
+
+    def finish(shard: _ShardInProgress) -> None:
+        writer.submit(shard.index, shard.result(), shard.record(plan.shard_images(shard.index)), shard.ready())
+
+    failed = True
+    try:
+        _run(model, dataset, plan, mine, device, allocate, finish, workers, profile, progress)
+        failed = False
+    finally:
+        if failed:
+            try:
+                writer.close()  # shards finished before the failure are kept: the next run resumes after them
+            except Exception:
+                pass  # the original error is the one to report
+        else:
+            writer.close()
+    ranks.barrier()  # every rank's shards are on disk before anyone reads the store
+    return ActivationStore(out)
+
+
+def extract_to_memory(
+    model: HookedViT,
+    dataset: Sequence[Scene],
+    layers: Sequence[int],
+    *,
+    into: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float16,
+    patches_per_image: int | None = 64,
+    batch_size: int = 16,
+    device: str | torch.device | None = None,
+    size: int | tuple[int, int] | None = None,
+    purity: float | None = None,
+    seed: int = 0,
+    shard_size: int = 256,
+    dataset_identity: Any = None,
+    autocast: bool = True,
+    progress: bool = True,
+    workers: int | None = None,
+    profile: ExtractProfile | None = None,
+) -> tuple[Shard, dict[str, Any]]:
+    """What `extract` would store, held in memory on `into` (the GPU, for probes trained there) instead:
+    (the same tensors `ActivationStore.load()` gives, the request a manifest would record plus the skip
+    counts). Activations are written in place into tensors allocated once for the whole dataset."""
+    plan = _plan(model, dataset, layers, dtype=dtype, patches_per_image=patches_per_image, batch_size=batch_size,
+                 size=size, purity=purity, seed=seed, shard_size=shard_size, dataset_identity=dataset_identity,
+                 autocast=autocast)
     device = torch.device(device) if device is not None else model.device
     model = model.to(device).eval()
-    request = _as_json({
-        "model": {"source": model.cfg.source, "revision": model.cfg.extra.get("revision"), "family": model.cfg.family,
-                  "model_type": model.cfg.model_type, "weights": weights_fingerprint(model)},
-        "preprocessing": {"image_mean": list(model.cfg.image_mean), "image_std": list(model.cfg.image_std),
-                          "size": size if size is None or isinstance(size, int) else list(size)},
-        "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid",
-        "layer_convention": LAYER_CONVENTION,
-        "layers": layers,
-        "dataset": identity,
-        "n_images": len(dataset),
-        "dtype": str(dtype).removeprefix("torch."),
-        "patches_per_image": patches_per_image,
-        "purity": purity,
-        "seed": seed,
-        "shard_size": shard_size,
-    })
-    n_shards = max(1, -(-len(dataset) // shard_size))
-    manifest = build_manifest(model, dataset, request, n_shards, request["dataset"])
-    store = _open(out, manifest)
-    todo = _shards_to_do(store, n_shards)
-    if patches_per_image is None:
-        first = _target_size(dataset[0], size)
-        n_slots = (first[0] // model.cfg.patch_size) * (first[1] // model.cfg.patch_size)
-    else:
-        n_slots = patches_per_image
-    fused_before = model.cfg.fused_attention
-    model.set_fused_attention(True)  # only the residual stream is read: the fused kernel gives the same values
-    bar = tqdm(total=sum(min(shard_size, len(dataset) - i * shard_size) for i in todo), unit="img",
-               desc=f"extract {model.cfg.source}", disable=not progress)
-    try:
-        for index in todo:
-            start, stop = index * shard_size, min((index + 1) * shard_size, len(dataset))
-            shard, record = _extract_shard(
-                model, dataset, range(start, stop), layers, device, dtype=dtype, patches_per_image=patches_per_image,
-                n_slots=n_slots, batch_size=batch_size, size=size, purity=purity, seed=seed, autocast=autocast, bar=bar,
-            )
-            if store is None:
-                write_json_atomic(out / MANIFEST, manifest)
-                store = ActivationStore(out)
-            write_shard(out, index, shard, record)
-    finally:
-        model.set_fused_attention(fused_before)
-        bar.close()
-    return store if store is not None else ActivationStore(out)
+    whole = {layer: torch.empty((plan.n_images, plan.preparation.n_slots, model.cfg.d_model), dtype=dtype,
+                                device=into) for layer in plan.layers}
+    finished: list[_ShardInProgress] = []
+    offset = 0
+
+    def allocate(n_rows: int) -> dict[int, Tensor]:
+        return {layer: acts[offset: offset + n_rows] for layer, acts in whole.items()}
+
+    def finish(shard: _ShardInProgress) -> None:
+        nonlocal offset
+        offset += len(shard.kept)
+        finished.append(shard)
+
+    _run(model, dataset, plan, list(range(plan.n_shards)), device, allocate, finish, workers,
+         profile if profile is not None else ExtractProfile(), progress)
+    parts = [shard.result() for shard in finished]
+    stored = Shard(acts={layer: acts[:offset] for layer, acts in whole.items()},
+                   instance=torch.cat([p.instance for p in parts]), klass=torch.cat([p.klass for p in parts]),
+                   patch_index=torch.cat([p.patch_index for p in parts]),
+                   image_index=torch.cat([p.image_index for p in parts]))
+    skipped: dict[str, int] = {}
+    for shard in finished:
+        for reason in shard.skipped.values():
+            skipped[reason] = skipped.get(reason, 0) + 1
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return stored, {"request": plan.request, "skipped": skipped}
 
 
 def _shards_to_do(store: ActivationStore | None, n_shards: int) -> list[int]:
@@ -262,83 +371,110 @@ def _shards_to_do(store: ActivationStore | None, n_shards: int) -> list[int]:
     return [problem.index for problem in problems]
 
 
-def _extract_shard(
-    model: HookedViT, dataset: Sequence[Scene], indices: range, layers: list[int], device: torch.device, *,
-    dtype: torch.dtype, patches_per_image: int | None, n_slots: int, batch_size: int, size: Any,
-    purity: float | None, seed: int, autocast: bool, bar: tqdm,
-) -> tuple[Shard, dict[str, Any]]:
-    """Activations and labels of the usable images among `indices`, in `n_slots` slots per image."""
-    n_prefix, patch, d_model = model.cfg.n_prefix_tokens, model.cfg.patch_size, model.cfg.d_model
-    names = [resid_post(layer) for layer in layers]
-    skips = SkipReport()
-    skipped: dict[str, str] = {}
-    slots_rows: list[np.ndarray] = []
-    instance_rows: list[np.ndarray] = []
-    class_rows: list[np.ndarray] = []
-    kept: list[int] = []
-    acts: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+class _ShardInProgress:
+    """One shard being filled: activations written in place into `acts`, labels gathered per batch."""
 
-    def run(batch: list[tuple[int, Scene, tuple[int, int], np.ndarray]]) -> None:
-        pixels = model.preprocess([resize_image(scene.image, hw) for _, scene, hw, _ in batch])
-        gather = torch.as_tensor(np.stack([slots for *_, slots in batch]), device=device)
-        use_autocast = autocast and device.type == "cuda"
+    def __init__(self, index: int, acts: dict[int, Tensor], device: torch.device):
+        self.index, self.acts, self.device = index, acts, device
+        self.rows = 0
+        self.kept: list[int] = []
+        self.skipped: dict[int, str] = {}
+        self.labels: list[PreparedBatch] = []
+
+    def add(self, batch: PreparedBatch) -> None:
+        self.kept += batch.kept
+        self.skipped |= batch.skipped
+        self.labels.append(batch)
+
+    def result(self) -> Shard:
+        def cat(name: str) -> Tensor:
+            return torch.cat([getattr(batch, name) for batch in self.labels])
+
+        return Shard(acts={layer: acts[: self.rows] for layer, acts in self.acts.items()},
+                     instance=cat("instance"), klass=cat("klass"), patch_index=cat("slots"),
+                     image_index=torch.as_tensor(self.kept, dtype=torch.int64))
+
+    def record(self, images: range) -> dict[str, Any]:
+        skips = SkipReport()
+        for image in images:
+            if image in self.skipped:
+                skips.skip(image, self.skipped[image])
+            else:
+                skips.keep()
+        return {"images": [images.start, images.stop], "kept": len(self.kept),
+                "skipped": {str(image): reason for image, reason in self.skipped.items()},
+                "skip_summary": skips.summary()}
+
+    def ready(self) -> torch.cuda.Event | None:
+        """An event the writer waits on before reading `acts` (their device-to-host copies are asynchronous)."""
+        if self.device.type != "cuda":
+            return None
+        event = torch.cuda.Event()
+        event.record()
+        return event
+
+
+def _run(model: HookedViT, dataset: Sequence[Scene], plan: _Plan, shards: list[int], device: torch.device,
+         allocate: Callable[[int], dict[int, Tensor]], finish: Callable[[_ShardInProgress], None],
+         workers: int | None, profile: ExtractProfile, progress: bool) -> None:
+    """Prepare (workers), run and gather (device) every batch of `shards`, handing each finished shard to `finish`."""
+    workers = default_workers(device) if workers is None else workers
+    profile.workers = workers
+    jobs = batch_jobs(shards, plan.n_images, plan.shard_size, plan.batch_size)
+    total = sum(len(images) for _, images in jobs)
+    rank, world_size = ranks.world()
+    where = f" (rank {rank} of {world_size})" if world_size > 1 else ""
+    bar = tqdm(total=total, unit="img", desc=f"extract {model.cfg.source}{where}", disable=not progress)
+    fused_before = model.cfg.fused_attention
+    model.set_fused_attention(True)  # only the residual stream is read: the fused kernel gives the same values
+    current: _ShardInProgress | None = None
+    profile.start()
+    try:
+        if not jobs:
+            return
+        batches = iter(loader(BatchJobs(dataset, jobs, plan.preparation), workers, pin_memory=device.type == "cuda"))
+        while True:
+            with profile.timed("wait_data"):
+                batch = next(batches, None)
+            if batch is None:
+                break
+            if batch.error is not None:
+                raise batch.error
+            profile.add("prepare", batch.seconds)
+            images = plan.shard_images(batch.shard)
+            if current is None:
+                current = _ShardInProgress(batch.shard, allocate(len(images)), device)
+            with profile.timed("forward", device):
+                _forward(model, plan, batch, current, device)
+            current.add(batch)
+            if batch.images.stop == images.stop:  # the shard's last batch: hand it on at once
+                finish(current)
+                current = None
+            profile.images += len(batch.images)
+            bar.update(len(batch.images))
+            bar.set_postfix_str(profile.postfix(), refresh=False)
+    finally:
+        profile.stop()
+        model.set_fused_attention(fused_before)
+        bar.close()
+
+
+def _forward(model: HookedViT, plan: _Plan, batch: PreparedBatch, shard: _ShardInProgress,
+             device: torch.device) -> None:
+    """Run the model on each pixel group of `batch` and copy the sampled tokens into the shard's rows."""
+    n_prefix, d_model = model.cfg.n_prefix_tokens, model.cfg.d_model
+    names = [resid_post(layer) for layer in plan.layers]
+    weights_dtype = next(model.hf_model.parameters()).dtype
+    use_autocast = plan.autocast and device.type == "cuda"
+    for group in batch.groups:
+        pixels = group.pixels.to(device, non_blocking=True).to(weights_dtype)
+        slots = group.slots.to(device, non_blocking=True)
+        rows = slice(shard.rows, shard.rows + pixels.shape[0])
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
-            _, cache = model.run_with_cache(pixels, names_filter=names, stop_at_layer=layers[-1] + 1)
-        index = (gather.clamp(min=0) + n_prefix).unsqueeze(-1).expand(-1, -1, d_model)
-        empty = (gather < 0).unsqueeze(-1)
-        for layer, name in zip(layers, names):
-            tokens = cache[name].gather(1, index).masked_fill(empty, 0).to(dtype)
-            acts[layer].append(tokens.to("cpu", non_blocking=True))
-        bar.update(len(batch))
-
-    pending: list[tuple[int, Scene, tuple[int, int], np.ndarray]] = []
-    for image_index in indices:
-        scene = dataset[image_index]
-        hw = _target_size(scene, size)
-        grid = (hw[0] // patch, hw[1] // patch)
-        labels = patch_labels(scene.instance_mask, scene.class_mask, grid=grid, purity=purity)
-        reason = unusable_reason(labels)
-        if reason is not None:
-            skips.skip(image_index, reason)
-            skipped[str(image_index)] = reason
-            bar.update(1)
-            continue
-        if patches_per_image is None and grid[0] * grid[1] != n_slots:
-            raise InputError(
-                f"image {image_index} gives a {grid[0]}x{grid[1]} patch grid, unlike the first image's {n_slots} "
-                "patches: pass size=... so all images share one grid, or patches_per_image=k to store k of each"
-            )
-        skips.keep()
-        valid = labels.valid.reshape(-1)
-        chosen = _choose_slots(np.where(valid, labels.instance.reshape(-1), -1), patches_per_image, seed, image_index)
-        slots = np.full(n_slots, -1, np.int64)
-        slots[: chosen.size] = chosen
-        instance = np.full(n_slots, -1, np.int64)
-        klass = np.full(n_slots, -1, np.int64)
-        instance[: chosen.size] = np.where(valid[chosen], labels.instance.reshape(-1)[chosen], -1)
-        klass[: chosen.size] = np.where(valid[chosen], labels.classes.reshape(-1)[chosen], -1)
-        kept.append(image_index)
-        slots_rows.append(slots)
-        instance_rows.append(instance)
-        class_rows.append(klass)
-        if pending and (len(pending) == batch_size or pending[0][2] != hw):
-            run(pending)
-            pending = []
-        pending.append((image_index, scene, hw, slots))
-    if pending:
-        run(pending)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-    def stacked(rows: list[np.ndarray]) -> torch.Tensor:
-        return torch.as_tensor(np.stack(rows)) if rows else torch.zeros(0, n_slots, dtype=torch.int64)
-
-    shard = Shard(
-        acts={layer: torch.cat(parts) if parts else torch.zeros(0, n_slots, d_model, dtype=dtype)
-              for layer, parts in acts.items()},
-        instance=stacked(instance_rows), klass=stacked(class_rows), patch_index=stacked(slots_rows),
-        image_index=torch.as_tensor(kept, dtype=torch.int64),
-    )
-    record = {"images": [indices.start, indices.stop], "kept": len(kept), "skipped": skipped,
-              "skip_summary": skips.summary()}
-    return shard, record
+            _, cache = model.run_with_cache(pixels, names_filter=names, stop_at_layer=plan.layers[-1] + 1)
+            index = (slots.clamp(min=0) + n_prefix).unsqueeze(-1).expand(-1, -1, d_model)
+            empty = (slots < 0).unsqueeze(-1)
+            for layer, name in zip(plan.layers, names):
+                tokens = cache[name].gather(1, index).masked_fill(empty, 0).to(plan.dtype)
+                shard.acts[layer][rows].copy_(tokens, non_blocking=True)
+        shard.rows = rows.stop

@@ -22,11 +22,10 @@ from typing import Any, Iterator
 import torch
 from jaxtyping import Float, Int
 from safetensors.torch import load as load_safetensors
-from safetensors.torch import save as save_safetensors
 from torch import Tensor
 
 from ..errors import BindingLensError, MissingFileError
-from ..io import sha256_bytes, sha256_file, write_atomic, write_json_atomic
+from ..io import sha256_bytes, sha256_file, write_atomic_chunks, write_json_atomic
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
 MANIFEST = "manifest.json"
@@ -74,19 +73,42 @@ class Shard:
     image_index: Int[Tensor, " image"]
 
 
+_SAFETENSORS_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32", torch.float64: "F64",
+                       torch.int32: "I32", torch.int64: "I64", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def safetensors_chunks(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
+    """The safetensors encoding of CPU `tensors` as pieces: the header, then each tensor's own buffer (no
+    copy), so a shard of many GB is hashed and written without being joined in memory first."""
+    header: dict[str, Any] = {}
+    buffers: list[memoryview] = []
+    offset = 0
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().contiguous()
+        if tensor.dtype not in _SAFETENSORS_DTYPES or tensor.device.type != "cpu":
+            raise TypeError(f"{name}: cannot store a {tensor.dtype} tensor on {tensor.device} in a shard")
+        raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + raw.nbytes]}
+        buffers.append(raw)
+        offset += raw.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as safetensors writes it
+    return [len(text).to_bytes(8, "little"), text, *buffers]
+
+
 def write_shard(root: Path, index: int, shard: Shard, record: dict[str, Any]) -> dict[str, Any]:
     """Write the shard's tensors, then its record (with the tensors' sha256): the record marks it done."""
-    tensors = {f"acts.L{layer}": acts.contiguous() for layer, acts in shard.acts.items()}
+    tensors = {f"acts.L{layer}": acts for layer, acts in shard.acts.items()}
     tensors |= {
-        "instance": shard.instance.to(torch.int32).contiguous(),
-        "klass": shard.klass.to(torch.int32).contiguous(),
-        "patch_index": shard.patch_index.to(torch.int32).contiguous(),
-        "image_index": shard.image_index.to(torch.int64).contiguous(),
+        "instance": shard.instance.to(torch.int32),
+        "klass": shard.klass.to(torch.int32),
+        "patch_index": shard.patch_index.to(torch.int32),
+        "image_index": shard.image_index.to(torch.int64),
     }
-    data = save_safetensors(tensors)
     directory = root / "shards"
-    write_atomic(directory / f"{shard_name(index)}.safetensors", data)
-    record = record | {"shard": index, "bytes": len(data), "sha256": sha256_bytes(data)}
+    size, digest = write_atomic_chunks(directory / f"{shard_name(index)}.safetensors", safetensors_chunks(tensors))
+    record = record | {"shard": index, "bytes": size, "sha256": digest}
     write_json_atomic(directory / f"{shard_name(index)}.json", record)
     return record
 
@@ -235,13 +257,34 @@ class ActivationStore:
             yield self.read_shard(index, layers)
 
     def load(self, layers: list[int] | None = None) -> Shard:
-        """Every shard concatenated (images in dataset order, skipped images absent)."""
-        parts = list(self.shards(layers))
-        return Shard(
-            acts={layer: torch.cat([p.acts[layer] for p in parts]) for layer in parts[0].acts},
-            instance=torch.cat([p.instance for p in parts]), klass=torch.cat([p.klass for p in parts]),
-            patch_index=torch.cat([p.patch_index for p in parts]), image_index=torch.cat([p.image_index for p in parts]),
-        )
+        """Every shard concatenated (images in dataset order, skipped images absent), read shard by shard
+        into tensors allocated once: the peak memory is the store's size plus one shard."""
+        parts = self.shards(layers)
+        first = next(parts)
+        total = self.kept_images()
+
+        def empty(like: Tensor) -> Tensor:
+            return like.new_empty((total, *like.shape[1:]))
+
+        out = Shard(acts={layer: empty(acts) for layer, acts in first.acts.items()}, instance=empty(first.instance),
+                    klass=empty(first.klass), patch_index=empty(first.patch_index),
+                    image_index=empty(first.image_index))
+        row = 0
+        for part in (first, *parts):
+            rows = slice(row, row + part.image_index.shape[0])
+            for layer, acts in part.acts.items():
+                out.acts[layer][rows] = acts
+            for name in ("instance", "klass", "patch_index", "image_index"):
+                getattr(out, name)[rows] = getattr(part, name)
+            row = rows.stop
+        if row != total:
+            raise StoreError(f"{self.root}: its shards hold {row} images but their records say {total}; "
+                             "delete it and extract again")
+        return out
+
+    def kept_images(self) -> int:
+        """Images stored, over all finished shards (from their records: no tensor is read)."""
+        return sum(int((self.record(index) or {}).get("kept", 0)) for index in range(self.n_shards))
 
     def skip_summary(self) -> dict[str, int]:
         """Skipped images by reason, over all finished shards."""

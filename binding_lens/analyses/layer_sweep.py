@@ -18,9 +18,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
+from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..activations import extract
+from ..activations import (Shard, choose_store, extract, extract_to_memory, extraction_request, layer_groups,
+                           request_differences, slots_per_image)
+from ..activations import memory_budget as activation_budget
+from ..activations import ranks
 from ..data import Scene
 from ..errors import InputError
 from ..figures import accuracy_by_layer
@@ -40,7 +44,7 @@ from ..probes import (
     train_probes,
 )
 from .report import Row, format_table, peak_layers, write_table
-from .run import RunDirectory
+from .run import RunDirectory, RunDirectoryError
 
 ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
 
@@ -103,6 +107,18 @@ def _probe_for(name: str, model: HookedViT, layer: int, n_classes: int, n_querie
     return make_probe(name, d_model)
 
 
+def _split_in_place(stored: Shard, splits: tuple[Tensor, ...]) -> list[tuple[dict[int, Tensor], Tensor, Tensor]]:
+    """(acts by layer, instance, klass) of each split, as views: each layer of `stored` is reordered so the
+    splits are consecutive (one layer copied at a time), so splitting costs one layer, not the whole store."""
+    order = torch.cat(splits)
+    for layer in list(stored.acts):
+        stored.acts[layer] = stored.acts[layer][order.to(stored.acts[layer].device)]
+    instance, klass = stored.instance[order], stored.klass[order]
+    bounds = torch.tensor([0] + [len(split) for split in splits]).cumsum(0).tolist()
+    return [({layer: acts[a:b] for layer, acts in stored.acts.items()}, instance[a:b], klass[a:b])
+            for a, b in zip(bounds, bounds[1:])]
+
+
 def layer_sweep(
     model: HookedViT,
     dataset: Sequence[Scene],
@@ -116,10 +132,18 @@ def layer_sweep(
     rank: int = 64,
     device: str | torch.device | None = None,
     extract_kwargs: dict[str, Any] | None = None,
+    store: str = "auto",
+    memory_budget: int | None = None,
     progress: bool = True,
 ) -> SweepResult:
     """Extract (or reuse) activations, train every probe at every layer on the train images, pick each
-    probe's best-validation epoch, and report test metrics on a fixed pair set of held-out images."""
+    probe's best-validation epoch, and report test metrics on a fixed pair set of held-out images.
+
+    `store`: 'none' holds the activations in memory (on `device`) and trains from there, writing no
+    store; 'disk' extracts to the resumable store in the run directory and trains on as many layers
+    at a time as `memory_budget` bytes hold (default: half the free memory of `device`); 'auto' picks
+    'none' when everything fits. Both give the same numbers for the same seed.
+    """
     started = time.perf_counter()
     out = Path(out)
     layers = sorted(set(range(model.cfg.n_layers) if layers is None else layers))
@@ -127,38 +151,74 @@ def layer_sweep(
     if unknown:
         raise InputError(f"unknown probe(s) {unknown}; choose from {', '.join(ALL_PROBES)}")
     training = training or ProbeTrainingConfig(seed=seed)
+    extract_kwargs = dict(extract_kwargs or {})
+    device = torch.device(device) if device is not None else model.device
+    budget = memory_budget if memory_budget is not None else activation_budget(device)
+    per_layer = (len(dataset) * model.cfg.d_model * extract_kwargs.get("dtype", torch.float16).itemsize
+                 * slots_per_image(model, dataset, extract_kwargs.get("patches_per_image", 64), extract_kwargs.get("size")))
+    rank_id, world_size = ranks.world()
+    mode, why = choose_store(store, per_layer * len(layers), budget, world_size)
     run = RunDirectory(out)
-    store = extract(model, dataset, layers, run.activations, seed=seed, device=device, progress=progress,
-                    **(extract_kwargs or {}))
-    stored = store.load(layers)
+    request = extraction_request(model, dataset, layers, seed=seed, **extract_kwargs)
+    earlier = run.request()
+    if earlier is not None and earlier != request:  # its probes and tables would be mixed with these
+        raise RunDirectoryError(f"{out} holds a sweep run with other settings ({request_differences(earlier, request)}). "
+                                "Use another output directory (--out), or delete this one to run again.")
+    if mode == "none":
+        held, extraction = extract_to_memory(model, dataset, layers, into=device, seed=seed, device=device,
+                                             progress=progress, **extract_kwargs)
+        groups, request, skipped = [layers], extraction["request"], extraction["skipped"]
+        load = lambda group: held  # noqa: E731
+    else:
+        disk = extract(model, dataset, layers, run.activations, seed=seed, device=device, progress=progress,
+                       **extract_kwargs)
+        if rank_id != 0:  # probes are trained by rank 0 alone
+            return SweepResult(rows=[], peaks={}, out=out, summary={"rank": rank_id, "store": mode})
+        groups, request, skipped = layer_groups(layers, per_layer, budget), disk.manifest["request"], disk.skip_summary()
+        load = disk.load
     extract_seconds = time.perf_counter() - started
-    n_images = stored.instance.shape[0]
-    train_idx, val_idx, test_idx = split_by_image(n_images, fractions=split, seed=seed)
-    n_classes, n_queries = label_space(stored.instance, stored.klass)
 
+    initial: dict[str, dict[int, PairProbe]] = {}
+    n_images = n_classes = n_queries = None
     rows: list[Row] = []
-    bar = tqdm(probes, desc=f"probes of {model.cfg.source}", unit="probe", disable=not progress)
-    for name in bar:
-        probe_layers = [layer for layer in layers if not (name == "self_attention" and layer == model.cfg.n_layers - 1)]
-        if not probe_layers:
-            continue
-        data = ProbeData([stored.acts[layer].float() for layer in probe_layers], stored.instance, stored.klass)
-        with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
-            torch.manual_seed(training.seed)
-            initial = [_probe_for(name, model, layer, n_classes, n_queries, rank) for layer in probe_layers]
-        trained = train_probes(initial, data.select(train_idx), data.select(val_idx), training, warn=False)
-        test = data.select(test_idx)
-        for index, (layer, result) in enumerate(zip(probe_layers, trained)):
-            metrics = evaluate(result.probe, test, layer=index, patches_per_image=training.eval_patches_per_image,
-                               seed=training.eval_seed)
-            rows.append({
-                "model": model.cfg.source, "layer": layer,
-                "layer_normalised": layer / max(model.cfg.n_layers - 1, 1), "probe": name,
-                **{metric: metrics[metric] for metric in METRICS}, **training_record(result),
-            })
-            save_probe(result.probe, run.probe_path(layer, name))
-        best = max((row for row in rows if row["probe"] == name), key=lambda row: row["accuracy"])
-        bar.set_postfix_str(f"{name}: best test accuracy {best['accuracy']:.3f} at layer {best['layer']}")
+    bar = tqdm(total=len(probes) * len(groups), desc=f"probes of {model.cfg.source}", unit="probe",
+               disable=not progress)
+    for group in groups:
+        stored = load(group)
+        if n_images is None:  # labels are the same in every group: split and label space fixed once
+            n_images = stored.instance.shape[0]
+            train_idx, val_idx, test_idx = split_by_image(n_images, fractions=split, seed=seed)
+            n_classes, n_queries = label_space(stored.instance, stored.klass)
+            for name in probes:
+                probe_layers = [layer for layer in layers
+                                if not (name == "self_attention" and layer == model.cfg.n_layers - 1)]
+                with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
+                    torch.manual_seed(training.seed)
+                    initial[name] = {layer: _probe_for(name, model, layer, n_classes, n_queries, rank)
+                                     for layer in probe_layers}
+        splits = _split_in_place(stored, (train_idx, val_idx, test_idx))
+        for name in probes:
+            bar.update(1)
+            probe_layers = [layer for layer in group if layer in initial[name]]
+            if not probe_layers:
+                continue
+            train, val, test = (ProbeData([acts[layer] for layer in probe_layers], instance, klass)
+                                for acts, instance, klass in splits)
+            trained = train_probes([initial[name][layer] for layer in probe_layers], train, val, training, warn=False)
+            for index, (layer, result) in enumerate(zip(probe_layers, trained)):
+                metrics = evaluate(result.probe, test, layer=index, patches_per_image=training.eval_patches_per_image,
+                                   seed=training.eval_seed)
+                rows.append({
+                    "model": model.cfg.source, "layer": layer,
+                    "layer_normalised": layer / max(model.cfg.n_layers - 1, 1), "probe": name,
+                    **{metric: metrics[metric] for metric in METRICS}, **training_record(result),
+                })
+                save_probe(result.probe, run.probe_path(layer, name))
+            best = max((row for row in rows if row["probe"] == name), key=lambda row: row["accuracy"])
+            bar.set_postfix_str(f"{name}: best test accuracy {best['accuracy']:.3f} at layer {best['layer']}")
+        del stored, splits
+    bar.close()
+    rows.sort(key=lambda row: (list(probes).index(row["probe"]), row["layer"]))
 
     peaks = peak_layers(rows, model.cfg.n_layers)
     files: dict[str, Path] = {}
@@ -171,8 +231,11 @@ def layer_sweep(
     summary = {
         "model": model.cfg.to_dict(),
         "weights": weights_note(model),
-        "dataset": store.manifest["dataset"],
-        "images": {"kept": n_images, "skipped": store.skip_summary(), "train": len(train_idx), "val": len(val_idx),
+        "dataset": request["dataset"],
+        "extraction": request,
+        "store": {"mode": mode, "why": why, "memory_budget_bytes": budget, "activation_bytes": per_layer * len(layers),
+                  "layer_groups": groups},
+        "images": {"kept": n_images, "skipped": skipped, "train": len(train_idx), "val": len(val_idx),
                    "test": len(test_idx)},
         "layers": layers,
         "probes": list(probes),

@@ -5,7 +5,8 @@
     RUN/peaks.csv, peaks.json              each probe's best layer
     RUN/accuracy_by_layer.png, .svg        the paper's Figure 3
     RUN/probes/L{layer:02d}_{probe}.safetensors
-    RUN/activations/                       the resumable activation store (manifest.json, shards/)
+    RUN/activations/                       the resumable activation store (manifest.json, shards/); absent when
+                                           the sweep held activations in memory (`--store none`)
 
 `layer_sweep` writes a run through `RunDirectory`; the viewer, `binding-lens ablate` and `view` read
 it back through the same class. The model is rebuilt from its spec string (random weights with the
@@ -150,20 +151,30 @@ class RunDirectory:
         """The dataset the run recorded (synthetic scenes exactly; ADE20K and folders from their paths)."""
         return dataset_from_identity(self.summary()["dataset"])
 
-    def input_size(self) -> int | tuple[int, int] | None:
-        """The image size the run fed the model (the extraction's preprocessing size)."""
+    def request(self) -> dict[str, Any] | None:
+        """How the activations were extracted: the store's manifest request, or, for a sweep that held them
+        in memory (`--store none`) or whose store was deleted, the copy its summary keeps."""
         manifest = self.manifest()
         if manifest is not None:
-            size = manifest.get("request", {}).get("preprocessing", {}).get("size")
+            return manifest.get("request", {})
+        if self.summary_path.is_file():
+            return self.summary().get("extraction")
+        return None
+
+    def input_size(self) -> int | tuple[int, int] | None:
+        """The image size the run fed the model (the extraction's preprocessing size)."""
+        request = self.request()
+        if request is not None:
+            size = request.get("preprocessing", {}).get("size")
             return tuple(size) if isinstance(size, list) else size
         dataset = self.summary().get("dataset", {})
         return tuple(dataset["size"]) if isinstance(dataset.get("size"), list) else None
 
     def model(self, device: str | None = None) -> HookedViT:
         """The run's model, rebuilt from its spec and checked against the recorded weights fingerprint."""
-        summary, manifest = self.summary(), self.manifest()
+        summary = self.summary()
         source = self.model_source()
-        request = (manifest or {}).get("request", {})
+        request = self.request() or {}
         seed = request.get("seed", summary.get("training", {}).get("seed", 0))
         model = load_hooked_vit(source, device=device, seed=seed)
         recorded = request.get("model", {}).get("weights")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from .arguments import (DATA_HELP, DEVICE_HELP, MODEL_HELP, default_device, layer_list, non_negative_int, output_dir,
-                        parse_layers, positive_int)
+                        parse_layers, positive_float, positive_int)
+
+STORE_MODES = ("auto", "none", "disk")  # binding_lens.activations.STORE_MODES, without importing torch for --help
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -24,7 +26,23 @@ def add(commands: argparse._SubParsersAction) -> None:
         command.add_argument("--seed", type=non_negative_int, default=0)
         command.add_argument("--skip-missing-masks", action="store_true",
                              help="folder: data: skip (and count) images that have no mask instead of stopping")
-        command.add_argument("--out", type=output_dir, required=True, help="output directory (re-running resumes it)")
+        command.add_argument("--shard-size", type=positive_int, default=256,
+                             help="images per store shard (the unit of resuming, and of the split between ranks)")
+        command.add_argument("--workers", type=non_negative_int, default=None,
+                             help="processes preparing images for the model (default: 0 on CPU, up to 8 with a GPU)")
+        command.add_argument("--profile", action="store_true",
+                             help="print where extraction time went, stage by stage (and the GPU's idle fraction)")
+        if name == "extract":
+            command.add_argument("--out", type=output_dir, required=True,
+                                 help="output directory (re-running resumes it; under torchrun each rank writes its shards)")
+        else:
+            command.add_argument("--out", type=output_dir, required=True, help="run directory")
+            command.add_argument("--store", choices=STORE_MODES, default="auto",
+                                 help="none: hold activations in memory (on the GPU if there is one) and write no store; "
+                                      "disk: a resumable store in OUT/activations, read back layer group by layer group; "
+                                      "auto (default): none when they fit --memory-budget")
+            command.add_argument("--memory-budget", type=positive_float, default=None, metavar="GIB",
+                                 help="GiB of activations to hold at once (default: half the free memory of the device)")
         if name == "sweep":
             command.add_argument("--probes", default="all", help="all, or a comma list of probe names (quadratic, linear, ...; a wrong name lists them all)")
             command.add_argument("--max-steps", type=positive_int, default=2000,
@@ -39,7 +57,17 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..activations import extract
+    from ..activations import ranks
+
+    try:
+        return _run(args)
+    finally:
+        ranks.finish()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..activations import ExtractProfile, extract, ranks
+    from ..activations.budget import GiB
     from ..analyses import ALL_PROBES, layer_sweep
     from ..data.spec import dataset_from_spec
     from ..models import load_hooked_vit
@@ -49,23 +77,36 @@ def run(args: argparse.Namespace) -> int:
         p.strip() for p in args.probes.split(",") if p.strip()]
     for name in probes:
         probe_class(name)
-    device = default_device(args.device)
+    device = ranks.local_device(default_device(args.device))
     dataset = dataset_from_spec(args.data, n=args.n_images, size=args.size, seed=args.seed, split=args.split,
                                 missing="skip" if args.skip_missing_masks else "error")
     model = load_hooked_vit(args.model, device=device, seed=args.seed)
     layers = parse_layers(args.layers, model.cfg.n_layers)
-    options = dict(patches_per_image=args.patches_per_image, batch_size=args.batch_size, size=args.size)
+    profile = ExtractProfile()
+    options = dict(patches_per_image=args.patches_per_image, batch_size=args.batch_size, size=args.size,
+                   shard_size=args.shard_size, workers=args.workers, profile=profile)
+    rank = ranks.world()[0]
     if args.command == "extract":
         store = extract(model, dataset, layers, args.out, device=device, seed=args.seed, **options)
-        print(f"activations of layers {layers} for {store.load(layers[:1]).image_index.numel()} images in {args.out}")
+        if rank == 0:
+            print(f"activations of layers {layers} for {store.kept_images()} images in {args.out}")
+        if args.profile:
+            print(f"rank {rank}: {profile.summary()}" if ranks.world()[1] > 1 else profile.summary())
         return 0
     if args.paper_schedule:
         training = ProbeTrainingConfig.paper(epochs=args.epochs or 16, batch_images=args.batch_images, seed=args.seed)
     else:
         training = ProbeTrainingConfig(max_steps=args.max_steps, epochs=args.epochs, batch_images=args.batch_images,
                                        seed=args.seed)
+    budget = None if args.memory_budget is None else int(args.memory_budget * GiB)
     result = layer_sweep(model, dataset, args.out, layers=layers, probes=probes, training=training, seed=args.seed,
-                         rank=args.rank, device=device, extract_kwargs=options)
+                         rank=args.rank, device=device, extract_kwargs=options, store=args.store,
+                         memory_budget=budget)
+    if args.profile:
+        print(f"extraction: {profile.summary()}")
+    if rank != 0:
+        return 0
+    print(f"store: {result.summary['store']['why']}")
     print(result.table())
     problems = result.problems()
     if problems:

@@ -13,24 +13,35 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
+    write_atomic_chunks(path, [data])
+    return Path(path)
+
+
+def write_atomic_chunks(path: str | os.PathLike, chunks: Iterable[bytes | memoryview]) -> tuple[int, str]:
+    """`write_atomic` for data given in pieces (e.g. a header and each tensor's buffer, so a large file is
+    never joined in memory), hashed as it is written: returns (bytes written, sha256)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    digest, size = hashlib.sha256(), 0
     try:
         with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
+            for chunk in chunks:
+                stream.write(chunk)
+                digest.update(chunk)
+                size += memoryview(chunk).nbytes
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+    return size, digest.hexdigest()
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
