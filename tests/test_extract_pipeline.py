@@ -22,6 +22,7 @@ from binding_lens.activations.writer import ShardWriter
 from binding_lens.data import Scene, SceneError, SyntheticScenes
 from binding_lens.errors import InputError
 from binding_lens.models import load_hooked_vit
+from test_extract_store import _FailsAt  # scenes whose n-th image raises
 
 MODEL = "tiny:dinov2_registers"
 
@@ -71,17 +72,6 @@ def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
     assert main_process <= profile.wall * 1.01
     assert profile.device_idle is None  # no GPU: no events
     assert "forward" in profile.summary() and "in 2 workers" in profile.summary()
-
-
-class _FailsAt(_Scenes):
-    def __init__(self, scenes, bad):
-        super().__init__(scenes)
-        self.bad = bad
-
-    def __getitem__(self, index):
-        if index == self.bad:
-            raise SceneError(f"image {index} is broken")
-        return super().__getitem__(index)
 
 
 def test_an_error_in_a_worker_is_raised_as_itself_and_keeps_the_finished_shards(tmp_path):

@@ -87,10 +87,10 @@ def test_two_runs_become_two_switchable_models(run, tmp_path_factory, tmp_path):
 def test_a_run_whose_model_cannot_be_rebuilt_is_refused(run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("shards"))
-    manifest = copy / "activations" / "manifest.json"
-    data = json.loads(manifest.read_text())
-    data["request"]["seed"] = 5  # the tiny model built with seed 5 has other weights
-    manifest.write_text(json.dumps(data))
+    summary = copy / "summary.json"  # the sweep held its activations in memory: the summary keeps the request
+    data = json.loads(summary.read_text())
+    data["extraction"]["seed"] = 5  # the tiny model built with seed 5 has other weights
+    summary.write_text(json.dumps(data))
     with pytest.raises(RunDirectoryError, match="other weights"):
         RunDirectory(copy).model()
     with pytest.raises(RunDirectoryError, match="summary.json is missing"):

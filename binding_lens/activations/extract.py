@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from ..data import Scene, SkipReport
 from ..errors import InputError
 from ..hooks import HookedViT
-from ..hooks.images import check_image_size
+from ..hooks.images import check_image_size, normalise
 from ..hooks.names import LAYER_CONVENTION, resid_post
 from ..io import write_json_atomic
 from ..version import __version__
@@ -160,9 +160,9 @@ class _Plan:
         return range(index * self.shard_size, min((index + 1) * self.shard_size, self.n_images))
 
 
-def _plan(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *, dtype: torch.dtype,
-          patches_per_image: int | None, batch_size: int, size: Any, purity: float | None, seed: int,
-          shard_size: int, dataset_identity: Any, autocast: bool) -> _Plan:
+def _plan(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *, dtype: torch.dtype = torch.float16,
+          patches_per_image: int | None = 64, batch_size: int = 16, size: Any = None, purity: float | None = None,
+          seed: int = 0, shard_size: int = 256, dataset_identity: Any = None, autocast: bool = True) -> _Plan:
     """Check the settings (before any image is read beyond the first) and describe the extraction."""
     layers = checked_layers(layers, model.cfg.n_layers)
     if patches_per_image is not None and patches_per_image < 2:
@@ -198,15 +198,13 @@ def _plan(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *, 
     return _Plan(layers, request, preparation, dtype, batch_size, shard_size, len(dataset), autocast)
 
 
-def extraction_request(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *,
-                       dtype: torch.dtype = torch.float16, patches_per_image: int | None = 64, batch_size: int = 16,
-                       size: int | tuple[int, int] | None = None, purity: float | None = None, seed: int = 0,
-                       shard_size: int = 256, dataset_identity: Any = None, **_: Any) -> dict[str, Any]:
-    """What `extract` (or `extract_to_memory`) with these settings records in a manifest, checked, without
-    extracting anything: for callers that must refuse other settings before any work is done."""
-    return _plan(model, dataset, layers, dtype=dtype, patches_per_image=patches_per_image, batch_size=batch_size,
-                 size=size, purity=purity, seed=seed, shard_size=shard_size, dataset_identity=dataset_identity,
-                 autocast=True).request
+def extraction_request(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], **settings: Any
+                       ) -> dict[str, Any]:
+    """What `extract` (or `extract_to_memory`) with these settings (`extract`'s keywords; the others are
+    ignored) records in a manifest, checked, without extracting anything: for callers that must refuse
+    other settings before any work is done."""
+    known = {"dtype", "patches_per_image", "batch_size", "size", "purity", "seed", "shard_size", "dataset_identity"}
+    return _plan(model, dataset, layers, **{k: v for k, v in settings.items() if k in known}).request
 
 
 def slots_per_image(model: HookedViT, dataset: Sequence[Scene], patches_per_image: int | None,
@@ -308,29 +306,21 @@ def extract_to_memory(
     layers: Sequence[int],
     *,
     into: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float16,
-    patches_per_image: int | None = 64,
-    batch_size: int = 16,
     device: str | torch.device | None = None,
-    size: int | tuple[int, int] | None = None,
-    purity: float | None = None,
-    seed: int = 0,
-    shard_size: int = 256,
-    dataset_identity: Any = None,
-    autocast: bool = True,
     progress: bool = True,
     workers: int | None = None,
     profile: ExtractProfile | None = None,
+    **settings: Any,
 ) -> tuple[Shard, dict[str, Any]]:
     """What `extract` would store, held in memory on `into` (the GPU, for probes trained there) instead:
     (the same tensors `ActivationStore.load()` gives, the request a manifest would record plus the skip
-    counts). Activations are written in place into tensors allocated once for the whole dataset."""
-    plan = _plan(model, dataset, layers, dtype=dtype, patches_per_image=patches_per_image, batch_size=batch_size,
-                 size=size, purity=purity, seed=seed, shard_size=shard_size, dataset_identity=dataset_identity,
-                 autocast=autocast)
+    counts). `settings` are `extract`'s (dtype, patches_per_image, batch_size, size, purity, seed,
+    shard_size, dataset_identity, autocast). Activations are written in place into tensors allocated
+    once for the whole dataset."""
+    plan = _plan(model, dataset, layers, **settings)
     device = torch.device(device) if device is not None else model.device
     model = model.to(device).eval()
-    whole = {layer: torch.empty((plan.n_images, plan.preparation.n_slots, model.cfg.d_model), dtype=dtype,
+    whole = {layer: torch.empty((plan.n_images, plan.preparation.n_slots, model.cfg.d_model), dtype=plan.dtype,
                                 device=into) for layer in plan.layers}
     finished: list[_ShardInProgress] = []
     offset = 0
@@ -465,9 +455,10 @@ def _forward(model: HookedViT, plan: _Plan, batch: PreparedBatch, shard: _ShardI
     n_prefix, d_model = model.cfg.n_prefix_tokens, model.cfg.d_model
     names = [resid_post(layer) for layer in plan.layers]
     weights_dtype = next(model.hf_model.parameters()).dtype
+    stats = plan.preparation.image_mean, plan.preparation.image_std
     use_autocast = plan.autocast and device.type == "cuda"
     for group in batch.groups:
-        pixels = group.pixels.to(device, non_blocking=True).to(weights_dtype)
+        pixels = normalise(group.pixels.to(device, non_blocking=True), *stats).to(weights_dtype)
         slots = group.slots.to(device, non_blocking=True)
         rows = slice(shard.rows, shard.rows + pixels.shape[0])
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):

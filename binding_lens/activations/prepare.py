@@ -14,12 +14,12 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Int
 from torch import Tensor
 
 from ..data import Scene, patch_labels, resize_image, sample_patch_slots, unusable_reason
 from ..errors import InputError
-from ..hooks.images import preprocess
+from ..hooks.images import pixel_batch
 
 
 def target_size(scene: Scene | None, size: int | tuple[int, int] | None) -> tuple[int, int]:
@@ -43,7 +43,7 @@ def choose_slots(instance: np.ndarray, patches_per_image: int | None, seed: int,
 class PixelGroup:
     """Consecutive kept images of one batch that share a size: one forward pass."""
 
-    pixels: Float[Tensor, "batch 3 height width"]
+    pixels: Tensor  # [batch, height, width, 3] uint8 (or float 0-1): normalised on the model's device
     slots: Int[Tensor, "batch slot"]  # flat patch index per stored slot, -1 = empty
 
 
@@ -112,7 +112,7 @@ def _prepare(dataset: Sequence[Scene], images: range, how: Preparation, batch: P
 
     def flush() -> None:
         if pending:
-            pixels = preprocess([image for image, _ in pending], how.image_mean, how.image_std, patch)
+            pixels = pixel_batch([image for image, _ in pending], patch)
             batch.groups.append(PixelGroup(pixels, torch.as_tensor(np.stack([slots for _, slots in pending]))))
             pending.clear()
 

@@ -14,6 +14,7 @@ match (truncated, altered, unreadable); messages say which.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +22,11 @@ from typing import Any, Iterator
 
 import torch
 from jaxtyping import Float, Int
-from safetensors.torch import load as load_safetensors
+from safetensors import safe_open
 from torch import Tensor
 
 from ..errors import BindingLensError, MissingFileError
-from ..io import sha256_bytes, sha256_file, write_atomic_chunks, write_json_atomic
+from ..io import sha256_file, write_atomic_chunks, write_json_atomic
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
 MANIFEST = "manifest.json"
@@ -222,29 +223,32 @@ class ActivationStore:
         return not self.problems(verify=False)
 
     def read_shard(self, index: int, layers: list[int] | None = None) -> Shard:
-        """Load one shard, checking its sha256; a missing, torn or altered shard raises `StoreError`."""
+        """Load one shard, checking its sha256; a missing, torn or altered shard raises `StoreError`. The file
+        is hashed in chunks, then only the tensors of `layers` are read from it (memory: those tensors)."""
         problem = self.shard_problem(index, verify=False)
         if problem is not None:
             raise StoreError(problem.message())
         path = self.shard_paths(index)[0]
         try:
-            data = path.read_bytes()
+            digest = sha256_file(path)
         except OSError as error:
             raise StoreError(ShardProblem(index, "corrupt", path, f"cannot be read: {error.strerror or error}")
                              .message()) from None
-        problem = self._check_digest(index, sha256_bytes(data))
+        problem = self._check_digest(index, digest)
         if problem is not None:
             raise StoreError(problem.message())
-        tensors = load_safetensors(data)
         wanted = self.layers if layers is None else layers
-        for layer in wanted:
-            if f"acts.L{layer}" not in tensors:
-                raise StoreError(f"layer {layer} is not in {self.root} (it holds layers {self.layers})")
-        return Shard(
-            acts={layer: tensors[f"acts.L{layer}"] for layer in wanted},
-            instance=tensors["instance"], klass=tensors["klass"],
-            patch_index=tensors["patch_index"], image_index=tensors["image_index"],
-        )
+        with safe_open(str(path), framework="pt") as handle:
+            names = set(handle.keys())
+            for layer in wanted:
+                if f"acts.L{layer}" not in names:
+                    raise StoreError(f"layer {layer} is not in {self.root} (it holds layers {self.layers})")
+            read = lambda name: handle.get_tensor(name)  # noqa: E731
+            return Shard(
+                acts={layer: read(f"acts.L{layer}") for layer in wanted},
+                instance=read("instance"), klass=read("klass"),
+                patch_index=read("patch_index"), image_index=read("image_index"),
+            )
 
     def shards(self, layers: list[int] | None = None) -> Iterator[Shard]:
         """Each shard in order; an incomplete store raises `StoreError` first, naming a file at fault."""
@@ -270,7 +274,7 @@ class ActivationStore:
                     klass=empty(first.klass), patch_index=empty(first.patch_index),
                     image_index=empty(first.image_index))
         row = 0
-        for part in (first, *parts):
+        for part in itertools.chain([first], parts):  # one shard read at a time
             rows = slice(row, row + part.image_index.shape[0])
             for layer, acts in part.acts.items():
                 out.acts[layer][rows] = acts

@@ -1,7 +1,8 @@
 """A bounded background writer: shards are serialised, hashed, written and fsynced while the model runs.
 
 The queue holds at most `max_pending` finished shards; when it is full the producer waits
-(back-pressure), so memory stays bounded by that many shards. Writes happen in submission order, each
+(back-pressure), so at most `max_pending + 2` shards are in memory: one being written, the queued
+ones, and the one being filled (`shard_size` sets their size). Writes happen in submission order, each
 atomically (`store.write_shard`), so a run killed at any point leaves whole shards or none. An error
 in the writer is raised again in the producer at its next `submit` or at `close`.
 """
@@ -25,7 +26,7 @@ _DONE = object()
 class ShardWriter:
     """Writes submitted shards to the store at `root` in a background thread (see the module docstring)."""
 
-    def __init__(self, root: Path, profile: ExtractProfile, before_first: Callable[[], None], max_pending: int = 2):
+    def __init__(self, root: Path, profile: ExtractProfile, before_first: Callable[[], None], max_pending: int = 1):
         self.root, self.profile, self.before_first = root, profile, before_first
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
         self.error: BaseException | None = None

@@ -132,8 +132,17 @@ def preprocess(
     Images are H x W x 3 uint8 (0-255) or float (0-1) arrays, tensors or PIL RGB images. With `size`
     (an int for a square, or (height, width)) each image is resized bicubically; without it, images
     keep their size, which must then be shared and divisible by the patch size. No cropping is done,
-    so pixel masks of the same images stay aligned with the patch grid.
+    so pixel masks of the same images stay aligned with the patch grid. The two halves are
+    `pixel_batch` (checking, resizing, stacking) and `normalise` (which can run on the GPU).
     """
+    return normalise(pixel_batch(images, patch_size, size), mean, std)
+
+
+def pixel_batch(
+    images: ImageLike | Sequence[ImageLike], patch_size: int, size: int | tuple[int, int] | None = None
+) -> Tensor:
+    """Images checked, resized and stacked, not yet normalised: [batch, H, W, 3], uint8 when every image
+    is uint8 (a quarter of the bytes to move to a GPU), else float32 in [0, 1]."""
     if isinstance(images, (Image.Image, np.ndarray, Tensor)) and not (
         isinstance(images, (np.ndarray, Tensor)) and np.ndim(images) == 4
     ):
@@ -149,11 +158,22 @@ def preprocess(
         raise ImageSizeError(
             f"images of different sizes {sorted(shapes)} cannot form one batch: pass size=(height, width)"
         )
-    batch = np.stack([array.astype(np.float32) / 255.0 if array.dtype == np.uint8 else array.astype(np.float32) for array in arrays])
-    pixels = torch.from_numpy(batch).permute(0, 3, 1, 2)
-    pixels = (pixels - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
-    check_pixel_values(pixels, patch_size, 3)
-    return pixels.contiguous()
+    height, width = arrays[0].shape[:2]
+    check_image_size(height, width, patch_size)
+    if all(array.dtype == np.uint8 for array in arrays):
+        return torch.from_numpy(np.stack(arrays))
+    return torch.from_numpy(np.stack([array.astype(np.float32) / 255.0 if array.dtype == np.uint8
+                                      else array.astype(np.float32) for array in arrays]))
+
+
+def normalise(batch: Tensor, mean: Sequence[float], std: Sequence[float]) -> Float[Tensor, "batch 3 height width"]:
+    """A `pixel_batch` [batch, H, W, 3] -> pixel values [batch, 3, H, W] normalised with `mean` and `std`,
+    on the batch's own device."""
+    pixels = batch.permute(0, 3, 1, 2)
+    pixels = pixels.float() / 255.0 if pixels.dtype == torch.uint8 else pixels.float()
+    mean_ = torch.tensor(mean, device=pixels.device).view(1, 3, 1, 1)
+    std_ = torch.tensor(std, device=pixels.device).view(1, 3, 1, 1)
+    return ((pixels - mean_) / std_).contiguous()
 
 
 def patch_grid(pixel_values: Tensor, patch_size: int) -> tuple[int, int]:
