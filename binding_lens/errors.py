@@ -8,6 +8,8 @@ built-in error a caller would catch (ValueError, FileNotFoundError, ...), so `ex
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class BindingLensError(Exception):
     """An expected error with a message that says what is wrong and how to fix it."""
@@ -29,4 +31,11 @@ class DeviceUnavailableError(BindingLensError, RuntimeError):
     """A device that this machine does not have (`cuda` with no GPU, `cuda:3` with two)."""
 
 
-__all__ = ["BindingLensError", "DeviceUnavailableError", "InputError", "MissingFileError", "ModelUnavailableError"]
+def check_positive_ints(values: dict[str, Any]) -> None:
+    """Raise `InputError` naming the first of `values` (name -> value) that is not an int >= 1 (bools refused)."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"{name} must be a positive integer, got {value!r}")
+
+
+__all__ = ["BindingLensError", "check_positive_ints", "DeviceUnavailableError", "InputError", "MissingFileError", "ModelUnavailableError"]

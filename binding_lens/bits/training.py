@@ -18,7 +18,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..errors import InputError
+from ..errors import InputError, check_positive_ints
 from .probes import CodeProbe
 
 
@@ -39,10 +39,8 @@ class CodeTrainingConfig:
     device: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "max_steps", "eval_every", "patience", "eval_batch"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InputError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints({name: getattr(self, name)
+                             for name in ("batch_size", "max_steps", "eval_every", "patience", "eval_batch")})
         if not (self.lr > 0 and math.isfinite(self.lr)) or self.weight_decay < 0 or self.min_delta < 0:
             raise InputError(f"lr must be > 0, weight_decay and min_delta >= 0; got {self.lr}, "
                              f"{self.weight_decay}, {self.min_delta}")

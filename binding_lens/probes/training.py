@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 from torch import Tensor
 
-from ..errors import InputError
+from ..errors import InputError, check_positive_ints
 from .base import PairProbe
 from .data import ProbeData
 from .evaluation import auroc_with_interval, evaluate
@@ -88,9 +88,7 @@ class ProbeTrainingConfig:
         counts = {"step_size": self.step_size, "batch_images": self.batch_images, "plateau_patience": self.plateau_patience}
         optional = {"epochs": self.epochs, "max_steps": self.max_steps, "patience": self.patience,
                     "eval_every": self.eval_every}
-        for name, value in counts.items() | {k: v for k, v in optional.items() if v is not None}.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InputError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(counts | {k: v for k, v in optional.items() if v is not None})
         if self.epochs is None and self.max_steps is None:
             raise InputError("set epochs or max_steps (or both): training needs a limit")
         if not isinstance(self.min_steps, int) or self.min_steps < 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError
+from ..errors import InputError, check_positive_ints
 
 if TYPE_CHECKING:
     from transformers import Dinov2Config
@@ -92,11 +92,8 @@ class ZooRecipe:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise InputError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
-        for name in ("image_size", "n_scenes", "patch_size", "hidden_size", "n_layers", "n_heads", "mlp_ratio",
-                     "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InputError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_ints({name: getattr(self, name) for name in (
+            "image_size", "n_scenes", "patch_size", "hidden_size", "n_layers", "n_heads", "mlp_ratio", "batch_size")})
         if not isinstance(self.steps, int) or self.steps < 0:
             raise InputError(f"steps must be a non-negative integer, got {self.steps!r}")
         if self.objective == "random" and self.steps:
