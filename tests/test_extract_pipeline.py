@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -22,6 +19,7 @@ from binding_lens.activations.writer import ShardWriter
 from binding_lens.data import Scene, SceneError, SyntheticScenes
 from binding_lens.errors import InputError
 from binding_lens.models import load_hooked_vit
+from conftest import torchrun
 from test_extract_store import _FailsAt  # scenes whose n-th image raises
 
 MODEL = "tiny:dinov2_registers"
@@ -183,19 +181,8 @@ def test_a_sweep_from_memory_and_one_from_disk_layer_by_layer_give_the_same_rows
         layer_sweep(model, data, tmp_path / "held", store="none", **(kwargs | {"layers": [0, 1]}))
 
 
-def _torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc-per-node N -m binding_lens ARGS`, its ranks killed with it on a timeout."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               "-m", "binding_lens", *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+def _torchrun(*args: str) -> subprocess.CompletedProcess:
+    return torchrun([["--standalone", "--nproc-per-node", "2"]], list(args))[0]
 
 
 def test_two_torchrun_processes_write_the_store_one_process_writes(tmp_path):

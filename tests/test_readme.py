@@ -39,7 +39,6 @@ import os
 import pickle
 import re
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -50,6 +49,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from conftest import torchrun
 from test_data_ade20k import OBJECTNAMES, _seg  # the official ADE20K encoding, as that test writes it
 
 from binding_lens.cli import build_parser, main
@@ -212,19 +212,9 @@ def run_torchrun(argv: list[str], extra: list[str], where: str) -> None:
         launches = [_option(launch, "--node-rank", str(rank)) for rank in range(nodes)]
     else:
         launches = [launch]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    processes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *options_, "-m", "binding_lens",
-                                   *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                  start_new_session=True) for options_ in launches]
-    try:
-        for process in processes:
-            _, err = process.communicate(timeout=240)
-            assert process.returncode == 0, f"{where}: `torchrun ... {shlex.join(args)}` exited " \
-                                            f"{process.returncode}:\n{progress_free(err)[-3000:]}"
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+    for done in torchrun(launches, args):
+        assert done.returncode == 0, f"{where}: `torchrun ... {shlex.join(args)}` exited " \
+                                     f"{done.returncode}:\n{progress_free(done.stderr)[-3000:]}"
 
 
 def progress_free(text: str) -> str:

@@ -8,8 +8,10 @@ store is the same whatever the batch size or the order shards were written in.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
+import inspect
 import json
 import os
 import warnings
@@ -140,8 +142,9 @@ def checked_layers(layers: Sequence[int], n_layers: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """One extraction's settings, checked: what every stage of the pipeline needs."""
+class ExtractionPlan:
+    """One extraction's settings, checked: the request its manifest records and what every stage of the
+    pipeline needs. `plan_extraction` makes one without extracting anything."""
 
     layers: list[int]
     request: dict[str, Any]
@@ -151,6 +154,12 @@ class _Plan:
     shard_size: int
     n_images: int
     autocast: bool
+    d_model: int
+
+    @property
+    def bytes_per_layer(self) -> int:
+        """Bytes one layer's activations take, every image kept (an upper bound: skipped images take none)."""
+        return self.n_images * self.preparation.n_slots * self.d_model * self.dtype.itemsize
 
     @property
     def n_shards(self) -> int:
@@ -162,7 +171,7 @@ class _Plan:
 
 def _plan(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *, dtype: torch.dtype = torch.float16,
           patches_per_image: int | None = 64, batch_size: int = 16, size: Any = None, purity: float | None = None,
-          seed: int = 0, shard_size: int = 256, dataset_identity: Any = None, autocast: bool = True) -> _Plan:
+          seed: int = 0, shard_size: int = 256, dataset_identity: Any = None, autocast: bool = True) -> ExtractionPlan:
     """Check the settings (before any image is read beyond the first) and describe the extraction."""
     layers = checked_layers(layers, model.cfg.n_layers)
     if patches_per_image is not None and patches_per_image < 2:
@@ -192,28 +201,24 @@ def _plan(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *, 
         "seed": seed,
         "shard_size": shard_size,
     })
-    n_slots = slots_per_image(model, dataset, patches_per_image, size)
+    if patches_per_image is None:  # every patch of the first image's grid
+        height, width = target_size(dataset[0], size)
+        n_slots = (height // model.cfg.patch_size) * (width // model.cfg.patch_size)
+    else:
+        n_slots = patches_per_image
     preparation = Preparation(tuple(model.cfg.image_mean), tuple(model.cfg.image_std), model.cfg.patch_size, n_slots,
                               patches_per_image, size, purity, seed)
-    return _Plan(layers, request, preparation, dtype, batch_size, shard_size, len(dataset), autocast)
+    return ExtractionPlan(layers, request, preparation, dtype, batch_size, shard_size, len(dataset), autocast,
+                          model.cfg.d_model)
 
 
-def extraction_request(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], **settings: Any
-                       ) -> dict[str, Any]:
-    """What `extract` (or `extract_to_memory`) with these settings (`extract`'s keywords; the others are
-    ignored) records in a manifest, checked, without extracting anything: for callers that must refuse
-    other settings before any work is done."""
-    known = {"dtype", "patches_per_image", "batch_size", "size", "purity", "seed", "shard_size", "dataset_identity"}
-    return _plan(model, dataset, layers, **{k: v for k, v in settings.items() if k in known}).request
-
-
-def slots_per_image(model: HookedViT, dataset: Sequence[Scene], patches_per_image: int | None,
-                    size: int | tuple[int, int] | None) -> int:
-    """Token slots stored per image: `patches_per_image`, or every patch of the first image's grid."""
-    if patches_per_image is not None:
-        return patches_per_image
-    height, width = target_size(dataset[0], size)
-    return (height // model.cfg.patch_size) * (width // model.cfg.patch_size)
+def plan_extraction(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], **options: Any
+                    ) -> ExtractionPlan:
+    """The checked plan of `extract` (or `extract_to_memory`) with these `options` (their keywords; the
+    pipeline's own, such as `workers` or `device`, do not change the plan and are ignored), without
+    extracting anything: for callers that must size the work or refuse other settings first."""
+    settings = inspect.signature(_plan).parameters
+    return _plan(model, dataset, layers, **{k: v for k, v in options.items() if k in settings})
 
 
 def default_workers(device: torch.device) -> int:
@@ -284,18 +289,13 @@ def extract(
     def finish(shard: _ShardInProgress) -> None:
         writer.submit(shard.index, shard.result(), shard.record(plan.shard_images(shard.index)), shard.ready())
 
-    failed = True
     try:
         _run(model, dataset, plan, mine, device, allocate, finish, workers, profile, progress)
-        failed = False
-    finally:
-        if failed:
-            try:
-                writer.close()  # shards finished before the failure are kept: the next run resumes after them
-            except Exception:
-                pass  # the original error is the one to report
-        else:
-            writer.close()
+    except BaseException:
+        with contextlib.suppress(Exception):  # the original error is the one to report
+            writer.close()  # shards finished before the failure are kept: the next run resumes after them
+        raise
+    writer.close()
     ranks.barrier()  # every rank's shards are on disk before anyone reads the store
     return ActivationStore(out)
 
@@ -404,7 +404,7 @@ class _ShardInProgress:
         return event
 
 
-def _run(model: HookedViT, dataset: Sequence[Scene], plan: _Plan, shards: list[int], device: torch.device,
+def _run(model: HookedViT, dataset: Sequence[Scene], plan: ExtractionPlan, shards: list[int], device: torch.device,
          allocate: Callable[[int], dict[int, Tensor]], finish: Callable[[_ShardInProgress], None],
          workers: int | None, profile: ExtractProfile, progress: bool) -> None:
     """Prepare (workers), run and gather (device) every batch of `shards`, handing each finished shard to `finish`."""
@@ -449,7 +449,7 @@ def _run(model: HookedViT, dataset: Sequence[Scene], plan: _Plan, shards: list[i
         bar.close()
 
 
-def _forward(model: HookedViT, plan: _Plan, batch: PreparedBatch, shard: _ShardInProgress,
+def _forward(model: HookedViT, plan: ExtractionPlan, batch: PreparedBatch, shard: _ShardInProgress,
              device: torch.device) -> None:
     """Run the model on each pixel group of `batch` and copy the sampled tokens into the shard's rows."""
     n_prefix, d_model = model.cfg.n_prefix_tokens, model.cfg.d_model

@@ -21,8 +21,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..activations import (Shard, choose_store, extract, extract_to_memory, extraction_request, layer_groups,
-                           request_differences, slots_per_image)
+from ..activations import (Shard, choose_store, extract, extract_to_memory, layer_groups, plan_extraction,
+                           request_differences)
 from ..activations import memory_budget as activation_budget
 from ..activations import ranks
 from ..data import Scene
@@ -154,27 +154,25 @@ def layer_sweep(
     extract_kwargs = dict(extract_kwargs or {})
     device = torch.device(device) if device is not None else model.device
     budget = memory_budget if memory_budget is not None else activation_budget(device)
-    per_layer = (len(dataset) * model.cfg.d_model * extract_kwargs.get("dtype", torch.float16).itemsize
-                 * slots_per_image(model, dataset, extract_kwargs.get("patches_per_image", 64), extract_kwargs.get("size")))
+    plan = plan_extraction(model, dataset, layers, seed=seed, **extract_kwargs)
     rank_id, world_size = ranks.world()
-    mode, why = choose_store(store, per_layer * len(layers), budget, world_size)
+    mode, why = choose_store(store, plan.bytes_per_layer * len(layers), budget, world_size)
     run = RunDirectory(out)
-    request = extraction_request(model, dataset, layers, seed=seed, **extract_kwargs)
-    earlier = run.request()
+    request, earlier = plan.request, run.request()
     if earlier is not None and earlier != request:  # its probes and tables would be mixed with these
         raise RunDirectoryError(f"{out} holds a sweep run with other settings ({request_differences(earlier, request)}). "
                                 "Use another output directory (--out), or delete this one to run again.")
     if mode == "none":
         held, extraction = extract_to_memory(model, dataset, layers, into=device, seed=seed, device=device,
                                              progress=progress, **extract_kwargs)
-        groups, request, skipped = [layers], extraction["request"], extraction["skipped"]
+        groups, skipped = [layers], extraction["skipped"]
         load = lambda group: held  # noqa: E731
     else:
         disk = extract(model, dataset, layers, run.activations, seed=seed, device=device, progress=progress,
                        **extract_kwargs)
         if rank_id != 0:  # probes are trained by rank 0 alone
             return SweepResult(rows=[], peaks={}, out=out, summary={"rank": rank_id, "store": mode})
-        groups, request, skipped = layer_groups(layers, per_layer, budget), disk.manifest["request"], disk.skip_summary()
+        groups, skipped = layer_groups(layers, plan.bytes_per_layer, budget), disk.skip_summary()
         load = disk.load
     extract_seconds = time.perf_counter() - started
 
@@ -198,9 +196,9 @@ def layer_sweep(
                                      for layer in probe_layers}
         splits = _split_in_place(stored, (train_idx, val_idx, test_idx))
         for name in probes:
-            bar.update(1)
             probe_layers = [layer for layer in group if layer in initial[name]]
             if not probe_layers:
+                bar.update(1)
                 continue
             train, val, test = (ProbeData([acts[layer] for layer in probe_layers], instance, klass)
                                 for acts, instance, klass in splits)
@@ -215,7 +213,9 @@ def layer_sweep(
                 })
                 save_probe(result.probe, run.probe_path(layer, name))
             best = max((row for row in rows if row["probe"] == name), key=lambda row: row["accuracy"])
-            bar.set_postfix_str(f"{name}: best test accuracy {best['accuracy']:.3f} at layer {best['layer']}")
+            bar.set_postfix_str(f"{name}: best test accuracy {best['accuracy']:.3f} at layer {best['layer']}",
+                                refresh=False)
+            bar.update(1)
         del stored, splits
     bar.close()
     rows.sort(key=lambda row: (list(probes).index(row["probe"]), row["layer"]))
@@ -233,8 +233,8 @@ def layer_sweep(
         "weights": weights_note(model),
         "dataset": request["dataset"],
         "extraction": request,
-        "store": {"mode": mode, "why": why, "memory_budget_bytes": budget, "activation_bytes": per_layer * len(layers),
-                  "layer_groups": groups},
+        "store": {"mode": mode, "why": why, "memory_budget_bytes": budget,
+                  "activation_bytes": plan.bytes_per_layer * len(layers), "layer_groups": groups},
         "images": {"kept": n_images, "skipped": skipped, "train": len(train_idx), "val": len(val_idx),
                    "test": len(test_idx)},
         "layers": layers,
