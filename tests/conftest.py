@@ -36,9 +36,9 @@ def family(request) -> TinyCase:
 
 def hf_reference(hooked: HookedViT, pixel_values: torch.Tensor):
     """The plain HF forward of the hooked model's vision tower, with hidden states and attentions."""
-    kwargs = hooked.adapter.reference_kwargs(hooked.hf_model, pixel_values)
+    inputs = hooked.adapter.reference_inputs(hooked.hf_model, pixel_values)
     with torch.no_grad():
-        return hooked.hf_model(pixel_values, output_hidden_states=True, output_attentions=True, **kwargs)
+        return hooked.hf_model(**inputs, output_hidden_states=True, output_attentions=True)
 
 
 def pixels(size: tuple[int, int], batch: int = 2, seed: int = 1) -> torch.Tensor:

@@ -11,6 +11,7 @@ from PIL import Image
 from transformer_lens import ActivationCache
 
 from binding_lens import HookedViT
+from binding_lens.errors import InputError
 from binding_lens.hooks import ImageSizeError, UnknownHookPointError, UnsupportedArchitectureError
 from binding_lens.models import TINY_CASES
 from conftest import build, hf_reference, pixels
@@ -107,6 +108,7 @@ def test_stop_at_layer_returns_the_stream_entering_that_block():
 
 def test_a_write_at_every_hook_point_changes_the_output(family):
     _, model = build(family)
+    model.set_use_attn_result(True)  # so that attn.hook_result runs too
     x = pixels(family.native)
     generator = torch.Generator().manual_seed(0)
 
@@ -226,4 +228,50 @@ def test_weights_stay_in_the_hf_model():
     hf, model = build(TINY_CASES["dinov2"])
     assert {n for n, _ in model.named_parameters()} == {f"hf_model.{n}" for n, _ in hf.named_parameters()}
     torch.testing.assert_close(model.blocks[0].attn.W_Q[1], hf.encoder.layer[0].attention.q_proj.weight[8:16].T)
-    torch.testing.assert_close(model.blocks[0].attn.W_O[1], hf.encoder.layer[0].attention.o_proj.weight[:, 8:16].T)
+    layer = hf.encoder.layer[0]  # W_O is what head 1 writes into the residual stream: LayerScale folded in
+    torch.testing.assert_close(model.blocks[0].attn.W_O[1], layer.attention.o_proj.weight[:, 8:16].T * layer.layer_scale1.lambda1)
+
+
+def test_heads_plus_b_O_sum_to_the_attention_output(family):
+    """Direct attribution's premise (TransformerLens): per-head results, LayerScale included, sum to hook_attn_out,
+    both as hook_result (use_attn_result) and as ActivationCache.compute_head_results from z and W_O."""
+    _, model = build(family)
+    x = pixels(family.other)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(x)
+        model.set_use_attn_result(True)
+        out, with_results = model.run_with_cache(x)
+    torch.testing.assert_close(out, model(x), atol=1e-5, rtol=0)  # the per-head path computes the same output
+    for layer in range(model.cfg.n_layers):
+        attn_out = cache[f"blocks.{layer}.hook_attn_out"]
+        result = with_results[f"blocks.{layer}.attn.hook_result"]
+        assert result.shape == (*attn_out.shape[:2], model.cfg.n_heads, model.cfg.d_model)
+        b_O = model.blocks[layer].attn.b_O
+        torch.testing.assert_close(result.sum(-2) + b_O, attn_out, atol=1e-5, rtol=0)
+        torch.testing.assert_close(with_results[f"blocks.{layer}.hook_attn_out"], attn_out, atol=1e-5, rtol=0)
+    with torch.no_grad():
+        stacked = cache.stack_head_results(layer=model.cfg.n_layers)  # computed from hook_z and W_O
+    last = stacked.view(model.cfg.n_layers, model.cfg.n_heads, *stacked.shape[1:])[-1]
+    torch.testing.assert_close(last.sum(0) + b_O, cache[f"blocks.{model.cfg.n_layers - 1}.hook_attn_out"],
+                               atol=1e-5, rtol=0)
+
+
+def test_run_with_hooks_takes_transformer_lens_return_types():
+    _, model = build(TINY_CASES["dinov2"])
+    x = pixels((56, 56))
+    seen = []
+    with torch.no_grad():
+        nothing = model.run_with_hooks(x, return_type=None, fwd_hooks=[("blocks.1.hook_resid_post",
+                                                                         lambda t, hook: seen.append(t.shape))])
+        embeddings = model.run_with_hooks(x, return_type="embeddings")
+    assert nothing is None and seen == [(2, 17, 32)]
+    torch.testing.assert_close(embeddings, model(x))
+    with pytest.raises(InputError, match="no logits"):
+        model(x, return_type="logits")
+
+
+def test_n_ctx_counts_the_positions_at_the_native_size(family):
+    _, model = build(family)
+    x = pixels(family.native, batch=1)
+    with torch.no_grad():
+        assert model(x).shape[1] == model.cfg.n_ctx

@@ -90,7 +90,7 @@ def test_mae_keeps_every_patch_in_order_even_when_hf_config_masks():
         # the trap: HF's own forward with its default random noise reorders (and here drops) tokens
         hf.config.mask_ratio = 0.0
         shuffled = hf(x, interpolate_pos_encoding=True).last_hidden_state
-        ordered = hf(x, **hooked.adapter.reference_kwargs(hf, x)).last_hidden_state
+        ordered = hf(**hooked.adapter.reference_inputs(hf, x)).last_hidden_state
     torch.testing.assert_close(hooked(x), ordered, atol=1e-5, rtol=0)
     assert not torch.allclose(shuffled, ordered, atol=1e-3)
 
@@ -109,3 +109,34 @@ def test_patch_token_t_is_patch_at_token_to_patch_t(family):
             only_this_patch[window] = x[window]
             alone = hooked.adapter.embed(hooked.hf_model, only_this_patch)[0]
             torch.testing.assert_close(alone[:, token], tokens[:, token], atol=1e-6, rtol=0)
+
+
+def test_siglip2_patches_are_laid_out_as_its_image_processor_lays_them_out():
+    from transformers.models.siglip2.image_processing_pil_siglip2 import convert_image_to_patches
+
+    from binding_lens.hooks.adapters.siglip2 import patchify
+
+    image = torch.randn(3, 24, 40)
+    expected = torch.from_numpy(convert_image_to_patches(image.numpy(), 8))
+    torch.testing.assert_close(patchify(image[None], 8)[0], expected, atol=0, rtol=0)
+
+
+def test_dinov3_rotates_patch_queries_and_keys_but_not_cls_or_registers():
+    _, hooked = build(TINY_CASES["dinov3"])
+    assert hooked.cfg.positional_embedding_type == "rotary" and hooked.cfg.n_prefix_tokens == 3
+    x = pixels((24, 40))
+    with torch.no_grad():
+        _, cache = hooked.run_with_cache(x, names_filter=lambda n: n.startswith("blocks.1.attn.hook_") or n == "hook_pos_embed")
+    assert torch.all(cache["hook_pos_embed"] == 0)  # no absolute position embedding
+    for q in ("q", "k"):
+        plain, rotated = cache[f"blocks.1.attn.hook_{q}"], cache[f"blocks.1.attn.hook_rot_{q}"]
+        assert torch.equal(rotated[:, :3], plain[:, :3])
+        assert not torch.allclose(rotated[:, 3:], plain[:, 3:])
+        torch.testing.assert_close(rotated.norm(dim=-1), plain.norm(dim=-1), atol=1e-5, rtol=1e-5)  # a rotation
+
+
+def test_families_without_cls_have_no_prefix_tokens():
+    for name in ("siglip_vision", "siglip2_full", "ijepa"):
+        _, hooked = build(TINY_CASES[name])
+        assert hooked.cfg.n_prefix_tokens == 0
+        assert hooked.token_index(0, 0, (3, 5)) == 0 and hooked.token_to_patch(14, (3, 5)) == (2, 4)

@@ -109,35 +109,71 @@ class AttentionParts:
     o_proj: nn.Linear
 
 
+Rotary = tuple[Float[Tensor, "n_patches d_head"], Float[Tensor, "n_patches d_head"]]
+"""(cos, sin) of a rotary position embedding, one row per patch token (prefix tokens are not rotated)."""
+
+
+def rotate_patches(
+    x: Float[Tensor, "batch pos head_index d_head"], rotary: Rotary
+) -> Float[Tensor, "batch pos head_index d_head"]:
+    """RoPE on the patch tokens (the last `n_patches` positions), in the rotate-half convention:
+    x * cos + [-x2, x1] * sin, where x1, x2 are the two halves of d_head."""
+    cos, sin = rotary
+    n_prefix = x.shape[1] - cos.shape[0]
+    prefix, patches = x[:, :n_prefix], x[:, n_prefix:]
+    half = patches.shape[-1] // 2
+    rotated_half = torch.cat([-patches[..., half:], patches[..., :half]], dim=-1)
+    cos, sin = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # n_patches 1 d_head
+    return torch.cat([prefix, patches * cos + rotated_half * sin], dim=1)
+
+
 class HookedAttention(nn.Module):
     """Multi-head self-attention with per-head q, k, v, scores, pattern and z hook points.
+
+    Its output is what joins the residual stream: o_proj(z), times the branch's LayerScale when the
+    family has one (DINOv2, DINOv3), so `W_O` and `b_O` include LayerScale and the per-head results
+    (`hook_result`, computed when `use_attn_result` is set, as in TransformerLens) sum with `b_O` to
+    `hook_attn_out` exactly. With a rotary position embedding (DINOv3) the rotated queries and keys
+    pass through `hook_rot_q` / `hook_rot_k`.
 
     Attention is computed explicitly (so `hook_pattern` exists) unless `fused` is set and no hook
     reads or writes the scores or the pattern: then PyTorch's fused scaled-dot-product kernel runs,
     which gives the same result up to float rounding and is about twice as fast at large sizes.
     """
 
-    def __init__(self, parts: AttentionParts, n_heads: int, d_head: int):
+    def __init__(self, parts: AttentionParts, n_heads: int, d_head: int, layer_scale: nn.Parameter | None = None,
+                 rotary: bool = False):
         super().__init__()
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
             hold(self, name, getattr(parts, name))
+        hold(self, "layer_scale", layer_scale)
         self.n_heads = n_heads
         self.d_head = d_head
         self.fused = False
+        self.use_attn_result = False
         self.hook_q = HookPoint()
         self.hook_k = HookPoint()
         self.hook_v = HookPoint()
+        if rotary:
+            self.hook_rot_q = HookPoint()
+            self.hook_rot_k = HookPoint()
         self.hook_attn_scores = HookPoint()
         self.hook_pattern = HookPoint()
         self.hook_z = HookPoint()
+        self.hook_result = HookPoint()
 
     def _split_heads(self, x: Float[Tensor, "batch pos hd"]) -> Float[Tensor, "batch pos head_index d_head"]:
         return x.unflatten(-1, (self.n_heads, self.d_head))
 
-    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    def forward(
+        self, x: Float[Tensor, "batch pos d_model"], rotary: Rotary | None = None
+    ) -> Float[Tensor, "batch pos d_model"]:
         q = self.hook_q(self._split_heads(self.q_proj(x)))
         k = self.hook_k(self._split_heads(self.k_proj(x)))
         v = self.hook_v(self._split_heads(self.v_proj(x)))
+        if rotary is not None:
+            q = self.hook_rot_q(rotate_patches(q, rotary))
+            k = self.hook_rot_k(rotate_patches(k, rotary))
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # batch head_index pos d_head
         if self.fused and not is_hooked(self.hook_attn_scores, self.hook_pattern):
             z = F.scaled_dot_product_attention(q, k, v)
@@ -146,9 +182,14 @@ class HookedAttention(nn.Module):
             pattern = self.hook_pattern(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype))
             z = torch.matmul(pattern, v)
         z = self.hook_z(z.transpose(1, 2))  # batch pos head_index d_head
-        return self.o_proj(z.flatten(-2))
+        if self.use_attn_result:
+            result = self.hook_result(einops.einsum(z, self.W_O, "b p h dh, h dh d -> b p h d"))
+            return result.sum(-2) + self.b_O
+        out = self.o_proj(z.flatten(-2))
+        return out * self.layer_scale if self.layer_scale is not None else out
 
-    # Weights in TransformerLens layout, read from the HF projections (views, not copies).
+    # Weights in TransformerLens layout, read from the HF projections (views, not copies; W_O and b_O
+    # are computed with the LayerScale folded in when the family has one).
     @property
     def W_Q(self) -> Float[Tensor, "head_index d_model d_head"]:
         return einops.rearrange(self.q_proj.weight, "(h dh) d -> h d dh", h=self.n_heads)
@@ -163,7 +204,9 @@ class HookedAttention(nn.Module):
 
     @property
     def W_O(self) -> Float[Tensor, "head_index d_head d_model"]:
-        return einops.rearrange(self.o_proj.weight, "d (h dh) -> h dh d", h=self.n_heads)
+        """What each head's z writes into the residual stream (LayerScale included)."""
+        W_O = einops.rearrange(self.o_proj.weight, "d (h dh) -> h dh d", h=self.n_heads)
+        return W_O * self.layer_scale if self.layer_scale is not None else W_O
 
     def _bias(self, linear: nn.Linear) -> Float[Tensor, "head_index d_head"]:
         if linear.bias is None:
@@ -184,8 +227,11 @@ class HookedAttention(nn.Module):
 
     @property
     def b_O(self) -> Float[Tensor, "d_model"]:
+        """The output bias as it joins the residual stream (LayerScale included)."""
         bias = self.o_proj.bias
-        return bias if bias is not None else self.o_proj.weight.new_zeros(self.o_proj.out_features)
+        if bias is None:
+            return self.o_proj.weight.new_zeros(self.o_proj.out_features)
+        return bias * self.layer_scale if self.layer_scale is not None else bias
 
 
 @dataclass(frozen=True)
@@ -243,15 +289,15 @@ class HookedBlock(nn.Module):
         resid_post = resid_mid + LayerScale2(mlp(ln2(resid_mid)))
 
     `hook_attn_out` and `hook_mlp_out` are taken after LayerScale, i.e. they are exactly what joins
-    the residual stream (so `ActivationCache.decompose_resid` sums to the residual)."""
+    the residual stream (so `ActivationCache.decompose_resid` sums to the residual). The attention's
+    LayerScale is applied inside `HookedAttention`, so that its per-head results sum to its output."""
 
-    def __init__(self, parts: BlockParts, n_heads: int, d_head: int):
+    def __init__(self, parts: BlockParts, n_heads: int, d_head: int, rotary: bool = False):
         super().__init__()
-        hold(self, "layer_scale_attn", parts.layer_scale_attn)
         hold(self, "layer_scale_mlp", parts.layer_scale_mlp)
         self.hook_resid_pre = HookPoint()
         self.ln1 = HookedLayerNorm(parts.ln1)
-        self.attn = HookedAttention(parts.attention, n_heads, d_head)
+        self.attn = HookedAttention(parts.attention, n_heads, d_head, parts.layer_scale_attn, rotary)
         self.hook_attn_out = HookPoint()
         self.hook_resid_mid = HookPoint()
         self.ln2 = HookedLayerNorm(parts.ln2)
@@ -259,11 +305,11 @@ class HookedBlock(nn.Module):
         self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
 
-    def forward(self, resid_pre: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    def forward(
+        self, resid_pre: Float[Tensor, "batch pos d_model"], rotary: Rotary | None = None
+    ) -> Float[Tensor, "batch pos d_model"]:
         resid_pre = self.hook_resid_pre(resid_pre)
-        attn_out = self.attn(self.ln1(resid_pre))
-        if self.layer_scale_attn is not None:
-            attn_out = attn_out * self.layer_scale_attn
+        attn_out = self.attn(self.ln1(resid_pre), rotary)
         resid_mid = self.hook_resid_mid(resid_pre + self.hook_attn_out(attn_out))
         mlp_out = self.mlp(self.ln2(resid_mid))
         if self.layer_scale_mlp is not None:

@@ -15,7 +15,7 @@ class HookedViTConfig:
     `stack_activation` and `apply_ln_to_stack` work on caches of a `HookedViT`.
     """
 
-    family: str  # adapter name: "dinov2", "clip", "vit", "vit_mae"
+    family: str  # adapter name: "dinov2", "dinov3", "clip", "siglip", "siglip2", "ijepa", "vit", "vit_mae"
     model_type: str  # the HF config's model_type
     source: str  # hub id or local path it was loaded from, or the HF class name for a model built here
     n_layers: int
@@ -25,7 +25,8 @@ class HookedViTConfig:
     d_mlp: int
     patch_size: int
     image_size: tuple[int, int]  # native (height, width) of the position embeddings
-    n_prefix_tokens: int  # CLS plus register tokens, before the patch tokens
+    n_ctx: int  # positions at the native size: prefix tokens + patches (other sizes have other counts)
+    n_prefix_tokens: int  # CLS (if any) plus register tokens, before the patch tokens
     n_register_tokens: int = 0
     num_channels: int = 3
     act_fn: str = "gelu"
@@ -36,8 +37,9 @@ class HookedViTConfig:
     image_mean: tuple[float, ...] = (0.485, 0.456, 0.406)
     image_std: tuple[float, ...] = (0.229, 0.224, 0.225)
     fused_attention: bool = False
+    use_attn_result: bool = False  # per-head results at attn.hook_result (`HookedViT.set_use_attn_result`)
     normalization_type: str = "LN"
-    positional_embedding_type: str = "standard"
+    positional_embedding_type: str = "standard"  # or "rotary" (DINOv3): see FamilyAdapter
     attn_only: bool = False
     final_rms: bool = False
     extra: dict[str, Any] = field(default_factory=dict)

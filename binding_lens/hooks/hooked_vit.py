@@ -44,6 +44,9 @@ from .config import HookedViTConfig
 from .loading import loading_kwargs, resolve_device, unavailable
 
 
+RETURN_TYPES = ("embeddings", None)
+
+
 class UnknownHookPointError(BindingLensError, KeyError):
     """A hook name that is not a hook point of this model (a KeyError, as in TransformerLens)."""
 
@@ -79,7 +82,8 @@ class HookedViT(HookedRootModule):
         self.hook_pos_embed = HookPoint()
         pre_norm = adapter.pre_norm(hf_model)
         self.ln_pre = HookedSplitLayerNorm(pre_norm) if pre_norm is not None else None
-        self.blocks = nn.ModuleList(HookedBlock(block, self.cfg.n_heads, self.cfg.d_head) for block in parts)
+        rotary = self.cfg.positional_embedding_type == "rotary"
+        self.blocks = nn.ModuleList(HookedBlock(block, self.cfg.n_heads, self.cfg.d_head, rotary) for block in parts)
         self.ln_final = HookedLayerNorm(adapter.final_norm(hf_model))
         self.set_fused_attention(fused_attention)
         self.setup()
@@ -134,14 +138,33 @@ class HookedViT(HookedRootModule):
         for block in self.blocks:
             block.attn.fused = bool(fused)
 
+    def set_use_attn_result(self, use_attn_result: bool) -> None:
+        """As TransformerLens: compute each head's contribution to the residual stream at
+        `blocks.{l}.attn.hook_result` [batch pos head_index d_model] (LayerScale included, so a layer's
+        heads plus `b_O` sum to `hook_attn_out`). Costs n_heads x the memory of the attention output."""
+        self.cfg.use_attn_result = bool(use_attn_result)
+        for block in self.blocks:
+            block.attn.use_attn_result = bool(use_attn_result)
+
     # --- forward -----------------------------------------------------------------------------
     def forward(
-        self, pixel_values: Float[Tensor, "batch channel height width"], stop_at_layer: int | None = None
-    ) -> Float[Tensor, "batch pos d_model"]:
+        self,
+        pixel_values: Float[Tensor, "batch channel height width"],
+        stop_at_layer: int | None = None,
+        return_type: str | None = "embeddings",
+    ) -> Float[Tensor, "batch pos d_model"] | None:
         """The final normalised residual stream (after `ln_final`), or with `stop_at_layer=k` the
-        un-normalised residual stream entering block k (no later block runs)."""
+        un-normalised residual stream entering block k (no later block runs). `return_type=None`
+        returns nothing, as in TransformerLens, for runs that only hooks read; a ViT backbone has no
+        logits, so "logits" and "loss" are refused."""
+        if return_type not in RETURN_TYPES:
+            raise InputError(
+                f"return_type {return_type!r}: a {self.cfg.family} backbone has no logits or loss; use "
+                f"return_type='embeddings' (the normalised residual stream, the default) or None"
+            )
         image_utils.check_pixel_values(pixel_values, self.cfg.patch_size, self.cfg.num_channels)
         tokens, pos = self.adapter.embed(self.hf_model, pixel_values)
+        rotary = self.adapter.rotary(self.hf_model, pixel_values)
         pos = pos.expand_as(tokens)
         if self.ln_pre is None:
             resid = self.hook_embed(tokens) + self.hook_pos_embed(pos)
@@ -149,10 +172,11 @@ class HookedViT(HookedRootModule):
             embed, pos = self.ln_pre(tokens, pos)
             resid = self.hook_embed(embed) + self.hook_pos_embed(pos)
         for block in self.blocks[:stop_at_layer]:
-            resid = block(resid)
+            resid = block(resid, rotary)
         if stop_at_layer is not None:
-            return resid
-        return self.ln_final(resid)
+            return resid if return_type is not None else None
+        out = self.ln_final(resid)
+        return out if return_type is not None else None
 
     # --- TransformerLens API with checked names ----------------------------------------------
     def run_with_cache(  # type: ignore[override]
@@ -235,9 +259,11 @@ def _make_cfg(
     """The config, read off the HF config through the adapter and off the block parts themselves (so no
     family name is tested here: LayerScale and gated MLPs are facts of the parts)."""
     config = hf_model.config
-    image_size = config.image_size
     patch_size = config.patch_size
+    patch_size = patch_size if isinstance(patch_size, int) else int(patch_size[0])
     n_registers = adapter.n_register_tokens(config)
+    n_prefix = adapter.n_cls_tokens(config) + n_registers
+    image_size = adapter.native_image_size(config)
     d_head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     return HookedViTConfig(
         family=adapter.family,
@@ -248,9 +274,10 @@ def _make_cfg(
         n_heads=config.num_attention_heads,
         d_head=d_head,
         d_mlp=adapter.d_mlp(config),
-        patch_size=patch_size if isinstance(patch_size, int) else int(patch_size[0]),
-        image_size=(image_size, image_size) if isinstance(image_size, int) else tuple(image_size),  # type: ignore[arg-type]
-        n_prefix_tokens=1 + n_registers,
+        patch_size=patch_size,
+        image_size=image_size,
+        n_ctx=n_prefix + (image_size[0] // patch_size) * (image_size[1] // patch_size),
+        n_prefix_tokens=n_prefix,
         n_register_tokens=n_registers,
         num_channels=config.num_channels,
         act_fn=adapter.act_fn(config),
@@ -261,6 +288,7 @@ def _make_cfg(
         image_mean=tuple(image_mean if image_mean is not None else adapter.image_mean),
         image_std=tuple(image_std if image_std is not None else adapter.image_std),
         fused_attention=fused_attention,
+        positional_embedding_type=adapter.positional_embedding_type,
     )
 
 

@@ -57,11 +57,12 @@ def adapter_for(config: PretrainedConfig) -> type[FamilyAdapter]:
 def vision_tower(model: nn.Module) -> nn.Module:
     """The bare vision transformer inside `model`: CLIP's vision tower, or the base model under a
     task head (`ViTForImageClassification.vit`, `ViTMAEForPreTraining.vit`, ...)."""
-    if hasattr(model, "vision_model"):  # CLIPModel, CLIPVisionModelWithProjection
+    if hasattr(model, "vision_model"):  # CLIPModel, SiglipModel, Siglip2Model, CLIPVisionModelWithProjection
         return model.vision_model
     config = getattr(model, "config", None)
     if config is not None and getattr(config, "model_type", None) in ADAPTERS:
-        return getattr(model, "base_model", model)
+        base = getattr(model, "base_model", model)
+        return base if hasattr(base, "embeddings") else model  # DINOv3's `base_model` is its bare encoder
     return model
 
 

@@ -1,10 +1,12 @@
 """`FamilyAdapter`: how one Hugging Face ViT family maps onto the hooked block structure.
 
-An adapter answers four questions about an HF model of its family: where the transformer layers
+An adapter answers five questions about an HF model of its family: where the transformer layers
 are and which HF submodules make up each one (`block_parts`), how pixels become prefix + patch
-tokens and their position embeddings (`embed`), which LayerNorms come before block 0 and after
-the last one, and what the HF model itself must be passed to compute the same thing (used by the
-parity tests). The hooked forward pass itself is written once, in `HookedBlock` and `HookedViT`.
+tokens and their position embeddings (`embed`, and `rotary` for position schemes applied inside
+attention), which LayerNorms come before block 0 and after the last one, how many prefix tokens
+(CLS, registers) precede the patches, and what the HF model itself must be passed to compute the
+same thing (`reference_inputs`, used by the parity tests). The hooked forward pass itself is
+written once, in `HookedBlock` and `HookedViT`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class FamilyAdapter:
     """Configs of well-known checkpoints, for `random:<name>` (same architecture, random weights)."""
     tiny_cases: ClassVar[tuple[TinyCase, ...]] = ()
     """Tiny random models of this family; the parity tests run on each."""
+    positional_embedding_type: ClassVar[str] = "standard"
+    """"standard": absolute embeddings added to the tokens (`hook_pos_embed`); "rotary": RoPE applied
+    to queries and keys inside attention (`attn.hook_rot_q`/`hook_rot_k`), as TransformerLens names it."""
 
     # --- structure -------------------------------------------------------------------------
     @staticmethod
@@ -77,6 +82,18 @@ class FamilyAdapter:
         return 0
 
     @staticmethod
+    def n_cls_tokens(config: PretrainedConfig) -> int:
+        """1 for a CLS token (or CLIP's class embedding); 0 for families that pool without one (SigLIP,
+        I-JEPA)."""
+        return 1
+
+    @staticmethod
+    def native_image_size(config: PretrainedConfig) -> tuple[int, int]:
+        """(height, width) the position embeddings were trained at."""
+        size = config.image_size
+        return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+    @staticmethod
     def d_mlp(config: PretrainedConfig) -> int:
         return config.intermediate_size
 
@@ -95,9 +112,18 @@ class FamilyAdapter:
         raise NotImplementedError
 
     @staticmethod
-    def reference_kwargs(hf: PreTrainedModel, pixel_values: Tensor) -> dict[str, Any]:
-        """Arguments that make the plain HF forward compute what the hooked one does."""
-        return {"interpolate_pos_encoding": True}
+    def rotary(
+        hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channel height width"]
+    ) -> tuple[Float[Tensor, "n_patches d_head"], Float[Tensor, "n_patches d_head"]] | None:
+        """(cos, sin) of the rotary embedding of each patch token, for `positional_embedding_type =
+        "rotary"` families; None otherwise. Prefix tokens are not rotated."""
+        return None
+
+    @staticmethod
+    def reference_inputs(hf: PreTrainedModel, pixel_values: Tensor) -> dict[str, Any]:
+        """The keyword arguments that make the plain HF forward compute what the hooked one does on
+        `pixel_values` (the parity tests call `hf(**reference_inputs(hf, x))`)."""
+        return {"pixel_values": pixel_values, "interpolate_pos_encoding": True}
 
 
 def attention_parts(attention: nn.Module) -> AttentionParts:

@@ -94,5 +94,5 @@ class Dinov2Adapter(FamilyAdapter):
         return tokens, pos
 
     @staticmethod
-    def reference_kwargs(hf, pixel_values):
-        return {}  # DINOv2 always interpolates
+    def reference_inputs(hf, pixel_values):
+        return {"pixel_values": pixel_values}  # DINOv2 always interpolates

@@ -2,7 +2,7 @@
 
 HF's MAE encoder masks and shuffles patch tokens even at `mask_ratio=0` (SPEC section 9): probing
 its output as if token t were patch t mislabels every pair. The hooked model never masks: every
-patch is kept, in row-major order. For the HF reference, `reference_kwargs` passes
+patch is kept, in row-major order. For the HF reference, `reference_inputs` passes
 `noise=arange(n_patches)`, which makes HF keep the order too (the tests also set `mask_ratio=0`).
 """
 
@@ -49,8 +49,8 @@ class ViTMAEAdapter(FamilyAdapter):
         return tokens, pos
 
     @staticmethod
-    def reference_kwargs(hf, pixel_values):
+    def reference_inputs(hf, pixel_values):
         patch = hf.config.patch_size
         n_patches = (pixel_values.shape[-2] // patch) * (pixel_values.shape[-1] // patch)
         noise = torch.arange(n_patches, dtype=torch.float32).expand(pixel_values.shape[0], -1)
-        return {"interpolate_pos_encoding": True, "noise": noise}
+        return {"pixel_values": pixel_values, "interpolate_pos_encoding": True, "noise": noise}

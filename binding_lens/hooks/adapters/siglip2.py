@@ -1,0 +1,92 @@
+"""SigLIP 2's vision tower (`Siglip2VisionModel`, or `Siglip2Model.vision_model`), NaFlex variant.
+
+SigLIP 2 takes an image at (nearly) its own aspect ratio: its processor cuts it into a variable
+grid of patches (at most `num_patches`), flattens each patch as (row, col, channel) values, and the
+model resizes its square grid of position embeddings to that grid (bilinear, antialiased). The
+hooked model does the same from ordinary pixel values: any height and width that the patch size
+divides is its own grid, with no padding, so `preprocess(images, size=(h, w))` is the variable-
+resolution input. No CLS token (`n_prefix_tokens = 0`); the rest is SigLIP's encoder layer.
+"""
+
+from __future__ import annotations
+
+import einops
+import torch
+from transformers import Siglip2Config, Siglip2Model, Siglip2VisionConfig, Siglip2VisionModel
+from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_STD
+from transformers.models.siglip2.modeling_siglip2 import Siglip2VisionEmbeddings
+
+from . import register_adapter
+from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase
+from .siglip import encoder_block_parts
+
+_TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, num_patches=16, patch_size=8)
+_TEXT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=99,
+             bos_token_id=0, eos_token_id=1, pad_token_id=1)
+
+
+def patchify(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """[batch C H W] -> [batch n_patches patch*patch*C], patches in row-major order and each flattened
+    as (row, col, channel): the layout of SigLIP 2's image processor (`convert_image_to_patches`)."""
+    return einops.rearrange(pixel_values, "b c (h ph) (w pw) -> b (h w) (ph pw c)", ph=patch_size, pw=patch_size)
+
+
+def spatial_shapes(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
+    rows, cols = pixel_values.shape[-2] // patch_size, pixel_values.shape[-1] // patch_size
+    return torch.tensor([[rows, cols]], device=pixel_values.device).expand(pixel_values.shape[0], 2)
+
+
+@register_adapter
+class Siglip2Adapter(FamilyAdapter):
+    family = "siglip2"
+    model_types = ("siglip2_vision_model", "siglip2")
+    hf_class_name = "Siglip2VisionModel"
+    image_mean = tuple(IMAGENET_STANDARD_MEAN)
+    image_std = tuple(IMAGENET_STANDARD_STD)
+    architectures = {
+        "siglip2-b16-naflex": lambda: Siglip2VisionConfig(**VIT_B_DIMS, num_patches=256, patch_size=16),
+    }
+    tiny_cases = (
+        TinyCase("siglip2_vision", lambda: Siglip2VisionModel(Siglip2VisionConfig(**_TINY_VISION)), (32, 32), (24, 40)),
+        TinyCase("siglip2_full", lambda: Siglip2Model(Siglip2Config(
+            text_config=_TEXT, vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
+            attn_implementation="eager")), (32, 32), (40, 56)),
+    )
+
+    @staticmethod
+    def layers(hf):
+        return hf.encoder.layers
+
+    @staticmethod
+    def block_parts(layer, config):
+        return encoder_block_parts(layer, config)
+
+    @staticmethod
+    def final_norm(hf):
+        return hf.post_layernorm
+
+    @staticmethod
+    def n_cls_tokens(config):
+        return 0
+
+    @staticmethod
+    def native_image_size(config):
+        side = int(round(config.num_patches**0.5)) * config.patch_size
+        return side, side
+
+    @staticmethod
+    def embed(hf, pixel_values):
+        emb = hf.embeddings
+        weight = emb.patch_embedding.weight
+        patches = emb.patch_embedding(patchify(pixel_values, emb.patch_size).to(weight.dtype))
+        grid = emb.position_embedding.weight.reshape(emb.position_embedding_size, emb.position_embedding_size, -1)
+        pos = Siglip2VisionEmbeddings.resize_positional_embeddings(
+            grid, spatial_shapes(pixel_values[:1], emb.patch_size), max_length=patches.shape[1])
+        return patches, pos
+
+    @staticmethod
+    def reference_inputs(hf, pixel_values):
+        patch = hf.config.patch_size
+        patches = patchify(pixel_values, patch)
+        return {"pixel_values": patches, "spatial_shapes": spatial_shapes(pixel_values, patch),
+                "pixel_attention_mask": torch.ones(patches.shape[:2], dtype=torch.long, device=patches.device)}
