@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
 from binding_lens.cli import main
+from binding_lens.errors import InputError
 from binding_lens.models import load_hooked_vit
 from binding_lens.models import tiny_hf_model
 
@@ -39,3 +42,10 @@ def test_hooks_command_prints_hook_points_shapes_and_parity(capsys):
     assert "blocks.0.attn.hook_pattern" in out and "[1, 4, 20, 20]" in out
     parity = float(out.rsplit("hidden_states| over 4 residual streams:", 1)[1].split()[0])
     assert parity < 1e-5
+
+
+@pytest.mark.parametrize("spec,extra", [("timm:vit_small_patch14_dinov2", "timm"), ("open_clip:ViT-B-16@openai", "open_clip")])
+def test_a_missing_extra_is_named_with_its_install_line(spec, extra, monkeypatch):
+    monkeypatch.setitem(sys.modules, extra, None)  # as if not installed
+    with pytest.raises(InputError, match=rf"pip install 'binding_lens\[{extra}\]'"):
+        load_hooked_vit(spec)

@@ -99,13 +99,43 @@ class HookedSplitLayerNorm(nn.Module):
         return layer_norm_with_scale(embed, scale, ln), layer_norm_with_scale(pos, scale, ln, add_bias=False)
 
 
+class LinearSlice(nn.Module):
+    """Rows [start, stop) of a fused projection (timm's `qkv`, `nn.MultiheadAttention.in_proj_weight`,
+    a packed SwiGLU `fc1`) as a Linear of its own. `weight` and `bias` are views of the parent's
+    parameters taken at each call, so the weights stay (and train) in the wrapped model."""
+
+    def __init__(self, weight: nn.Parameter, bias: nn.Parameter | None, start: int, stop: int):
+        super().__init__()
+        hold(self, "parent_weight", weight)
+        hold(self, "parent_bias", bias)
+        self.start, self.stop = start, stop
+        self.out_features = stop - start
+
+    @property
+    def weight(self) -> Float[Tensor, "d_out d_in"]:
+        return self.parent_weight[self.start : self.stop]  # type: ignore[index]
+
+    @property
+    def bias(self) -> Float[Tensor, "d_out"] | None:
+        return None if self.parent_bias is None else self.parent_bias[self.start : self.stop]  # type: ignore[index]
+
+    def forward(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_out"]:
+        return F.linear(x, self.weight, self.bias)
+
+
+def split_linear(weight: nn.Parameter, bias: nn.Parameter | None, parts: int) -> list[LinearSlice]:
+    """A fused projection of `parts` equal blocks of rows, as one `LinearSlice` per block."""
+    size = weight.shape[0] // parts
+    return [LinearSlice(weight, bias, i * size, (i + 1) * size) for i in range(parts)]
+
+
 @dataclass(frozen=True)
 class AttentionParts:
-    """The HF projections of one self-attention layer."""
+    """The projections of one self-attention layer (Linears, or slices of a fused one)."""
 
-    q_proj: nn.Linear
-    k_proj: nn.Linear
-    v_proj: nn.Linear
+    q_proj: nn.Module
+    k_proj: nn.Module
+    v_proj: nn.Module
     o_proj: nn.Linear
 
 
@@ -238,10 +268,10 @@ class HookedAttention(nn.Module):
 class MLPParts:
     """The HF layers of one MLP: `fc_in` -> act -> `fc_out`, or SwiGLU act(`fc_in`) * `fc_gate_linear` -> `fc_out`."""
 
-    fc_in: nn.Linear
+    fc_in: nn.Module
     act: Callable[[Tensor], Tensor]
     fc_out: nn.Linear
-    fc_linear: nn.Linear | None = None  # the un-activated ("up") branch of a gated MLP
+    fc_linear: nn.Module | None = None  # the un-activated ("up") branch of a gated MLP
 
 
 class HookedMLP(nn.Module):

@@ -129,7 +129,24 @@ class HookedViT(HookedRootModule):
 
     @classmethod
     def from_hf(cls, model: nn.Module, **kwargs: Any) -> "HookedViT":
-        """Hook an already built HF model (e.g. one made from a config with random weights)."""
+        """Hook an already built HF model (e.g. one made from a config with random weights), or a timm or
+        open_clip one (as `from_timm` / `from_open_clip`)."""
+        return cls(model, **kwargs)
+
+    @classmethod
+    def from_timm(cls, model: nn.Module, **kwargs: Any) -> "HookedViT":
+        """Hook a `timm.create_model(...)` VisionTransformer; mean/std from its `pretrained_cfg`. Weights stay
+        in `hf_model.model`. Which timm models fit, and which are refused: `hooks/adapters/timm_vit.py`."""
+        if not type(model).__module__.startswith("timm."):
+            raise InputError(f"from_timm takes a timm model, got a {type(model).__module__}.{type(model).__name__}")
+        return cls(model, **kwargs)
+
+    @classmethod
+    def from_open_clip(cls, model: nn.Module, **kwargs: Any) -> "HookedViT":
+        """Hook an open_clip `CLIP` model's image tower (or a `VisionTransformer`); mean/std from
+        `visual.image_mean`/`image_std`. Weights stay in `hf_model.model`."""
+        if not type(model).__module__.startswith("open_clip."):
+            raise InputError(f"from_open_clip takes an open_clip model, got a {type(model).__module__}.{type(model).__name__}")
         return cls(model, **kwargs)
 
     def set_fused_attention(self, fused: bool) -> None:
@@ -285,8 +302,8 @@ def _make_cfg(
         layer_scale=bool(parts) and parts[0].layer_scale_attn is not None,
         pre_norm=adapter.pre_norm(hf_model) is not None,
         eps=config.layer_norm_eps,
-        image_mean=tuple(image_mean if image_mean is not None else adapter.image_mean),
-        image_std=tuple(image_std if image_std is not None else adapter.image_std),
+        image_mean=tuple(image_mean if image_mean is not None else adapter.image_statistics(hf_model)[0]),
+        image_std=tuple(image_std if image_std is not None else adapter.image_statistics(hf_model)[1]),
         fused_attention=fused_attention,
         positional_embedding_type=adapter.positional_embedding_type,
     )

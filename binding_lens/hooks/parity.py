@@ -11,11 +11,11 @@ from .names import resid_post, resid_pre
 
 
 def hf_parity(model: HookedViT, pixel_values: Float[Tensor, "batch 3 height width"]) -> list[float]:
-    """Max |hooked residual stream - HF hidden_states| per layer (index 0: the embeddings)."""
-    inputs = model.adapter.reference_inputs(model.hf_model, pixel_values)
+    """Max |hooked residual stream - the wrapped model's own hidden states| per layer (index 0: the
+    embeddings)."""
     names = [resid_pre(0)] + [resid_post(layer) for layer in range(model.cfg.n_layers)]
     with torch.inference_mode():
-        reference = model.hf_model(**inputs, output_hidden_states=True).hidden_states
+        reference, _ = model.adapter.reference_hidden_states(model.hf_model, pixel_values)
         _, cache = model.run_with_cache(pixel_values, names_filter=names)
     return [(cache[name] - hf).abs().max().item() for name, hf in zip(names, reference)]
 

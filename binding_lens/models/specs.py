@@ -6,6 +6,8 @@
     random:dinov2-small                  a known architecture with seeded random weights (the untrained control)
     config:path/to/config.json           any supported HF config, random weights
     tiny:clip_vision                     a 3-layer model for tests and quick looks
+    timm:vit_small_patch14_reg4_dinov2   timm.create_model(name, pretrained=True); `@random` for random weights
+    open_clip:ViT-B-16@laion2b_s34b_b88k open_clip.create_model(name, pretrained=tag); `@random` for random weights
 
 `load_hooked_vit(spec)` and `HookedViT.from_pretrained(spec)` are the same call: the prefixed
 loaders below are registered with `binding_lens.hooks` when this module is imported.
@@ -13,6 +15,7 @@ loaders below are registered with `binding_lens.hooks` when this module is impor
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,7 +83,57 @@ def _load_zoo(spec: str, *, seed: int = 0, fused_attention: bool = False, **hf_k
     return model
 
 
+def _optional(module: str, extra: str) -> Any:
+    """Import an optional library, or say how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise InputError(f"{module} is not installed ({error}): pip install 'binding_lens[{extra}]' (it needs a "
+                         "torchvision that loads beside your torch; see the README's model table)") from error
+
+
+def _name_and_tag(spec: str, prefix: str) -> tuple[str, str | None]:
+    name, _, tag = spec.removeprefix(prefix).partition("@")
+    if not name:
+        raise InputError(f"{spec!r} names no model; write {prefix}<name>[@<weights>]")
+    return name, tag or None
+
+
+def _load_foreign(spec: str, what: str, create: Callable[[], torch.nn.Module], fused_attention: bool) -> HookedViT:
+    try:
+        model = create()
+    except (RuntimeError, OSError, ValueError) as error:
+        raise InputError(f"could not build {what} {spec!r}: {str(error).splitlines()[0] if str(error) else type(error).__name__} "
+                         "(pretrained weights need the hub or its cache; `@random` gives random weights offline)") from error
+    return HookedViT(model.eval(), source=spec, fused_attention=fused_attention)
+
+
+def _load_timm(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: Any) -> HookedViT:
+    timm = _optional("timm", "timm")
+    name, tag = _name_and_tag(spec, "timm:")
+    pretrained = tag != "random"
+    if tag not in (None, "random"):
+        name = f"{name}.{tag}"  # timm's own pretrained-tag syntax
+    torch.manual_seed(seed)
+    return _load_foreign(spec, "timm model", lambda: timm.create_model(name, pretrained=pretrained,
+                                                                       dynamic_img_size=True), fused_attention)
+
+
+def _load_open_clip(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: Any) -> HookedViT:
+    open_clip = _optional("open_clip", "open_clip")
+    name, tag = _name_and_tag(spec, "open_clip:")
+    if tag is None and not name.startswith("hf-hub:"):
+        raise InputError(f"{spec!r} names no weights; write open_clip:{name}@<pretrained tag> "
+                         f"(open_clip.list_pretrained() lists them) or open_clip:{name}@random")
+    torch.manual_seed(seed)
+    pretrained = None if tag == "random" else tag
+    return _load_foreign(spec, "open_clip model", lambda: open_clip.create_model(name, pretrained=pretrained),
+                         fused_attention)
+
+
 register_spec_prefix("random:", _load_random)
 register_spec_prefix("config:", _load_config)
 register_spec_prefix("tiny:", _load_tiny)
 register_spec_prefix("zoo:", _load_zoo)
+register_spec_prefix("timm:", _load_timm)
+register_spec_prefix("open_clip:", _load_open_clip)

@@ -17,7 +17,7 @@ from torch import nn
 from transformers import PretrainedConfig
 
 from ...errors import InputError
-from .base import FamilyAdapter, TinyCase
+from .base import FamilyAdapter, ForeignConfig, ForeignTower, TinyCase
 
 ADAPTERS: dict[str, type[FamilyAdapter]] = {}
 
@@ -55,8 +55,13 @@ def adapter_for(config: PretrainedConfig) -> type[FamilyAdapter]:
 
 
 def vision_tower(model: nn.Module) -> nn.Module:
-    """The bare vision transformer inside `model`: CLIP's vision tower, or the base model under a
-    task head (`ViTForImageClassification.vit`, `ViTMAEForPreTraining.vit`, ...)."""
+    """The bare vision transformer inside `model`: CLIP's vision tower, the base model under a task
+    head (`ViTForImageClassification.vit`, `ViTMAEForPreTraining.vit`, ...), or a timm / open_clip
+    model in its `ForeignTower`."""
+    for adapter in registered_adapters():  # a timm or open_clip model: its ForeignTower
+        wrapped = adapter.wrap(model)
+        if wrapped is not None:
+            return wrapped
     if hasattr(model, "vision_model"):  # CLIPModel, SiglipModel, Siglip2Model, CLIPVisionModelWithProjection
         return model.vision_model
     config = getattr(model, "config", None)

@@ -27,6 +27,38 @@ TINY_DIMS = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, att
 VIT_B_DIMS = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
 
 
+@dataclass
+class ForeignConfig:
+    """The architecture facts `HookedViT` reads off an HF config, for a model from another library
+    (timm, open_clip), whose adapter reads them off the model itself."""
+
+    model_type: str
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    head_dim: int
+    intermediate_size: int
+    hidden_act: str
+    patch_size: int
+    image_size: tuple[int, int]
+    layer_norm_eps: float
+    num_register_tokens: int = 0
+    num_cls_tokens: int = 1
+    num_channels: int = 3
+    name: str = ""
+
+
+class ForeignTower(nn.Module):
+    """A vision transformer from another library, registered as `model`, with a `ForeignConfig`: what
+    `HookedViT.hf_model` holds for it, so the weights stay in the library's own modules (their
+    `state_dict` keys gain the prefix `model.`)."""
+
+    def __init__(self, model: nn.Module, config: ForeignConfig):
+        super().__init__()
+        self.model = model
+        self.config = config
+
+
 @dataclass(frozen=True)
 class TinyCase:
     """A tiny random-weight model of one family for tests (`tiny:<name>`): how to build it, its native
@@ -118,6 +150,27 @@ class FamilyAdapter:
         """(cos, sin) of the rotary embedding of each patch token, for `positional_embedding_type =
         "rotary"` families; None otherwise. Prefix tokens are not rotated."""
         return None
+
+    @classmethod
+    def image_statistics(cls, hf: nn.Module) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(mean, std) the model's own preprocessing normalises with, when the model carries them; the
+        family's defaults otherwise (HF checkpoints carry theirs in preprocessor_config.json)."""
+        return cls.image_mean, cls.image_std
+
+    @staticmethod
+    def wrap(model: nn.Module) -> nn.Module | None:
+        """For a model from another library that this adapter handles, the `ForeignTower` to hook (or an
+        error naming what does not fit); None for any other model. HF families need no wrapping."""
+        return None
+
+    @classmethod
+    def reference_hidden_states(
+        cls, hf: nn.Module, pixel_values: Tensor
+    ) -> tuple[list[Float[Tensor, "batch pos d_model"]], Float[Tensor, "batch pos d_model"]]:
+        """The model's own forward: (the residual stream entering block 0 and leaving each block, its
+        final token states), what the hooked model must reproduce (`hooks.parity.hf_parity`)."""
+        out = hf(**cls.reference_inputs(hf, pixel_values), output_hidden_states=True)
+        return list(out.hidden_states), out.last_hidden_state
 
     @staticmethod
     def reference_inputs(hf: PreTrainedModel, pixel_values: Tensor) -> dict[str, Any]:
