@@ -17,7 +17,7 @@ from torch import nn
 from transformers import PretrainedConfig
 
 from ...errors import InputError
-from .base import FamilyAdapter, ForeignConfig, ForeignTower, TinyCase
+from .base import FamilyAdapter, TinyCase
 
 ADAPTERS: dict[str, type[FamilyAdapter]] = {}
 
