@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"data", "hooks", "figures"},
     {"models"},
     {"losses", "activations"},
-    {"probes", "effects", "bits"},
+    {"probes", "effects", "bits", "sae"},
     {"binding"},
     {"analyses"},
     {"vis", "zoo"},
