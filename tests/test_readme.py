@@ -19,7 +19,8 @@ How the README is read (one pytest test per item, ids like `README.md:77 bash`, 
 - Small sizes: a `<!-- readme-test: ... -->` comment on the line right before a block (or paragraph).
   For shell commands it holds arguments appended to each `binding-lens` command (argparse lets the
   last value win; an option a command does not take is left out for it, e.g. extract has no
-  --epochs). For Python blocks, literal replacements `old -> new`, separated by `;`.
+  --epochs). For Python blocks, literal replacements `old -> new`, separated by `;`, or `needs MODULE ...`
+  for a block that uses an optional extra: it runs where the extra is installed and is skipped elsewhere.
 - No network and no /data here: the substitutions below (HUB, DATA) apply to every block, and the
   data folders are built in the official layouts from synthetic scenes.
 - `view --run runs/demo/dino` reads what `make demo` writes; a small `binding-lens sweep` of `zoo:dino`
@@ -298,8 +299,12 @@ def run_shell_block(item: Item, cwd: Path) -> None:
 
 
 def run_python_block(item: Item, namespace: dict) -> None:
-    code = item.text
-    for replacement in filter(None, (part.strip() for part in (item.marker or "").split(";"))):
+    code, marker = item.text, item.marker or ""
+    if marker.startswith("needs "):  # an optional extra: run where it is installed, skipped (and said) elsewhere
+        for module in marker.removeprefix("needs ").split():
+            pytest.importorskip(module, reason=f"{item.id} needs the optional {module} (see the README's install line)")
+        marker = ""
+    for replacement in filter(None, (part.strip() for part in marker.split(";"))):
         old, new = (side.strip() for side in replacement.split("->"))
         assert old in code, f"{item.id}: the readme-test marker replaces {old!r}, which the block lacks"
         code = code.replace(old, new)

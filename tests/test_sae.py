@@ -89,3 +89,21 @@ def test_a_spliced_sae_exposes_its_hooks_and_keeps_the_model_exact_with_the_erro
     with pytest.raises(InputError, match="d_model"):
         with attach_sae(model, SparseAutoencoder(16, 32, k=2, hook_name="blocks.1.hook_resid_post")):
             pass
+
+
+def test_sae_command_on_a_zoo_model_writes_the_sae_and_its_binding_features(tmp_path, capsys):
+    from binding_lens.cli import main
+
+    out = tmp_path / "sae"
+    assert main(["sae", "--model", "zoo:dino", "--layer", "3", "--n-images", "24", "--d-sae", "96", "--k", "8",
+                 "--steps", "60", "--top", "5", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "cosine of whole SAE codes" in printed and "quadratic probe at layer 3" in printed
+    sae = load_sae(out / "sae")
+    assert sae.hook_name == "blocks.3.hook_resid_post" and sae.d_sae == 96 and sae.k == 8
+    features = json.loads((out / "features.json").read_text())
+    assert len(features) == 5 and all(0 <= row["auroc_low"] <= row["auroc"] <= row["auroc_high"] <= 1 for row in features)
+    ranked_on_selection = {row["feature"] for row in features}
+    assert len(ranked_on_selection) == 5 and all(0 <= row["fires_on"] <= 1 for row in features)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["images"] == {"train": 12, "select": 6, "report": 6} and summary["sae"]["l0"] <= 8

@@ -6,6 +6,7 @@
     ablate   shuffle / inject binding vectors, measure what breaks        (cli/ablate.py)
     das      the causal binding subspace against the probe's and random ones (cli/das.py)
     bits     binding information in bits by layer, token set and probe family (cli/bits.py)
+    sae      a sparse autoencoder at one layer and its binding features    (cli/sae.py)
     view     the interactive IsSameObject viewer of sweep runs             (cli/view.py)
     zoo      train, list and compare the models trained here               (cli/zoo.py)
     demo     the main job on the embedded defaults                          (cli/demo.py)
@@ -25,11 +26,11 @@ import sys
 from typing import NoReturn, Sequence
 
 from ..errors import BindingLensError
-from . import ablate, bits, das, demo, hooks, sweep, view, zoo
+from . import ablate, bits, das, demo, hooks, sae, sweep, view, zoo
 from .arguments import parse_layers
 
-COMMANDS = {"hooks": hooks, "extract": sweep, "sweep": sweep, "ablate": ablate, "das": das, "bits": bits, "view": view, "zoo": zoo,
-            "demo": demo}
+COMMANDS = {"hooks": hooks, "extract": sweep, "sweep": sweep, "ablate": ablate, "das": das, "bits": bits, "sae": sae, "view": view,
+            "zoo": zoo, "demo": demo}
 
 
 class ArgumentParser(argparse.ArgumentParser):

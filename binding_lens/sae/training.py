@@ -38,6 +38,8 @@ class SaeTrainingConfig:
 
     def __post_init__(self) -> None:
         check_positive_ints({"d_sae": self.d_sae, "k": self.k, "steps": self.steps, "batch_size": self.batch_size})
+        if self.architecture == "topk" and self.k > self.d_sae:
+            raise InputError(f"k={self.k} active features is more than d_sae={self.d_sae}: lower --k or raise --d-sae")
         if not self.lr > 0 or self.l1_coefficient < 0:
             raise InputError(f"need lr > 0 and l1_coefficient >= 0, got lr={self.lr}, l1_coefficient={self.l1_coefficient}")
 
@@ -85,8 +87,6 @@ def train_sae(
     """Train an SAE on `tokens` (rows are activations); returns it (on the CPU, eval mode) and its record."""
     if tokens.ndim != 2 or len(tokens) < 20:
         raise InputError(f"train_sae takes [n_tokens, d_in] activations with n_tokens >= 20, got {tuple(tokens.shape)}")
-    if config.architecture == "topk" and config.k > config.d_sae:
-        raise InputError(f"k={config.k} is more than d_sae={config.d_sae}")
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(config.seed)
     tokens = tokens.float()[torch.randperm(len(tokens), generator=generator)]
