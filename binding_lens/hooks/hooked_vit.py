@@ -15,7 +15,9 @@ Hook points (TransformerLens names):
     blocks.{l}.hook_resid_pre, hook_resid_mid, hook_resid_post, hook_attn_out, hook_mlp_out
     blocks.{l}.ln1 / ln2 .hook_scale [batch pos 1], .hook_normalized
     blocks.{l}.attn.hook_q / hook_k / hook_v / hook_z   [batch pos head_index d_head]
+    blocks.{l}.attn.hook_rot_q / hook_rot_k             (rotary families: q, k after the rotation)
     blocks.{l}.attn.hook_attn_scores / hook_pattern     [batch head_index query_pos key_pos]
+    blocks.{l}.attn.hook_result                         [batch pos head_index d_model] (set_use_attn_result)
     blocks.{l}.mlp.hook_pre / hook_post (and hook_pre_linear for SwiGLU)
     ln_final.hook_scale, ln_final.hook_normalized
 """
@@ -55,7 +57,8 @@ class UnknownHookPointError(BindingLensError, KeyError):
 
 
 class HookedViT(HookedRootModule):
-    """A Hugging Face ViT (DINOv2, CLIP vision, MAE, ViT/DINO) with TransformerLens hook points.
+    """A vision transformer (HF DINOv2, DINOv3, CLIP, SigLIP, SigLIP 2, I-JEPA, MAE, ViT/DINO; timm; open_clip)
+    with TransformerLens hook points.
 
     Weights stay in `self.hf_model`; `run_with_hooks`, `run_with_cache`, `hooks()` and
     `reset_hooks` work as in TransformerLens, and `NNsight(model)` reaches the same hook points.

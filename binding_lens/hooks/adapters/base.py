@@ -179,6 +179,16 @@ class FamilyAdapter:
         return {"pixel_values": pixel_values, "interpolate_pos_encoding": True}
 
 
+def clip_style_block_parts(layer: nn.Module, config: PretrainedConfig) -> BlockParts:
+    """The encoder layer CLIP, SigLIP and SigLIP 2 share: layer_norm1, self_attn, layer_norm2, mlp.fc1/fc2."""
+    return BlockParts(
+        ln1=layer.layer_norm1,
+        attention=attention_parts(layer.self_attn),
+        ln2=layer.layer_norm2,
+        mlp=MLPParts(fc_in=layer.mlp.fc1, act=ACT2FN[config.hidden_act], fc_out=layer.mlp.fc2),
+    )
+
+
 def attention_parts(attention: nn.Module) -> AttentionParts:
     """The q/k/v/o projections of a transformers-5 attention module (`o_proj` or CLIP's `out_proj`)."""
     o_proj = attention.o_proj if hasattr(attention, "o_proj") else attention.out_proj

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import torch
 from transformers import CLIPConfig, CLIPModel, CLIPVisionConfig, CLIPVisionModel
-from transformers.activations import ACT2FN
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
-from ..components import BlockParts, MLPParts
 from . import register_adapter
-from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, attention_parts
+from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
 _TEXT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=99,
              bos_token_id=0, eos_token_id=1, pad_token_id=1)
@@ -48,12 +46,7 @@ class ClipAdapter(FamilyAdapter):
 
     @staticmethod
     def block_parts(layer, config):
-        return BlockParts(
-            ln1=layer.layer_norm1,
-            attention=attention_parts(layer.self_attn),
-            ln2=layer.layer_norm2,
-            mlp=MLPParts(fc_in=layer.mlp.fc1, act=ACT2FN[config.hidden_act], fc_out=layer.mlp.fc2),
-        )
+        return clip_style_block_parts(layer, config)
 
     @staticmethod
     def pre_norm(hf):

@@ -20,6 +20,18 @@ _DINOV2 = dict(mlp_ratio=4, image_size=518, patch_size=14, layerscale_value=1.0)
 _TINY = dict(**TINY_DIMS, image_size=56, patch_size=14, layerscale_value=0.5)
 
 
+def layer_scaled_block_parts(layer, mlp: MLPParts) -> BlockParts:
+    """The block DINOv2 and DINOv3 share: norm1, attention, norm2, the given MLP, LayerScale on both branches."""
+    return BlockParts(
+        ln1=layer.norm1,
+        attention=attention_parts(layer.attention),
+        ln2=layer.norm2,
+        mlp=mlp,
+        layer_scale_attn=layer.layer_scale1.lambda1,
+        layer_scale_mlp=layer.layer_scale2.lambda1,
+    )
+
+
 @register_adapter
 class Dinov2Adapter(FamilyAdapter):
     family = "dinov2"
@@ -54,14 +66,7 @@ class Dinov2Adapter(FamilyAdapter):
             )
         else:
             mlp = MLPParts(fc_in=layer.mlp.fc1, act=ACT2FN[config.hidden_act], fc_out=layer.mlp.fc2)
-        return BlockParts(
-            ln1=layer.norm1,
-            attention=attention_parts(layer.attention),
-            ln2=layer.norm2,
-            mlp=mlp,
-            layer_scale_attn=layer.layer_scale1.lambda1,
-            layer_scale_mlp=layer.layer_scale2.lambda1,
-        )
+        return layer_scaled_block_parts(layer, mlp)
 
     @staticmethod
     def n_register_tokens(config):

@@ -14,9 +14,10 @@ from transformers import DINOv3ViTConfig, DINOv3ViTModel
 from transformers.activations import ACT2FN
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
-from ..components import BlockParts, MLPParts
+from ..components import MLPParts
 from . import register_adapter
-from .base import TINY_DIMS, FamilyAdapter, TinyCase, attention_parts
+from .base import TINY_DIMS, FamilyAdapter, TinyCase
+from .dinov2 import layer_scaled_block_parts
 
 _DINOV3 = dict(image_size=224, patch_size=16, num_register_tokens=4, layerscale_value=1.0)
 _TINY = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8, num_register_tokens=2, layerscale_value=0.5)
@@ -55,14 +56,7 @@ class Dinov3Adapter(FamilyAdapter):
             mlp = MLPParts(fc_in=layer.mlp.gate_proj, act=act, fc_out=layer.mlp.down_proj, fc_linear=layer.mlp.up_proj)
         else:
             mlp = MLPParts(fc_in=layer.mlp.up_proj, act=act, fc_out=layer.mlp.down_proj)
-        return BlockParts(
-            ln1=layer.norm1,
-            attention=attention_parts(layer.attention),
-            ln2=layer.norm2,
-            mlp=mlp,
-            layer_scale_attn=layer.layer_scale1.lambda1,
-            layer_scale_mlp=layer.layer_scale2.lambda1,
-        )
+        return layer_scaled_block_parts(layer, mlp)
 
     @staticmethod
     def final_norm(hf):

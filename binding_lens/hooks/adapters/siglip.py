@@ -9,26 +9,14 @@ token of `last_hidden_state` (the hooked `ln_final`).
 from __future__ import annotations
 
 from transformers import SiglipConfig, SiglipModel, SiglipVisionConfig, SiglipVisionModel
-from transformers.activations import ACT2FN
 from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_STD
 
-from ..components import BlockParts, MLPParts
 from . import register_adapter
-from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, attention_parts
+from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
 _TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8)
 _TEXT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=99,
              bos_token_id=0, eos_token_id=1, pad_token_id=1)
-
-
-def encoder_block_parts(layer, config) -> BlockParts:
-    """The CLIP-style encoder layer SigLIP and SigLIP 2 share: layer_norm1, self_attn, layer_norm2, mlp."""
-    return BlockParts(
-        ln1=layer.layer_norm1,
-        attention=attention_parts(layer.self_attn),
-        ln2=layer.layer_norm2,
-        mlp=MLPParts(fc_in=layer.mlp.fc1, act=ACT2FN[config.hidden_act], fc_out=layer.mlp.fc2),
-    )
 
 
 @register_adapter
@@ -57,7 +45,7 @@ class SiglipAdapter(FamilyAdapter):
 
     @staticmethod
     def block_parts(layer, config):
-        return encoder_block_parts(layer, config)
+        return clip_style_block_parts(layer, config)
 
     @staticmethod
     def final_norm(hf):

@@ -17,8 +17,8 @@ from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_S
 from transformers.models.siglip2.modeling_siglip2 import Siglip2VisionEmbeddings
 
 from . import register_adapter
-from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase
-from .siglip import encoder_block_parts
+from .base import TINY_DIMS, VIT_B_DIMS, TinyCase
+from .siglip import SiglipAdapter
 
 _TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, num_patches=16, patch_size=8)
 _TEXT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=99,
@@ -37,7 +37,9 @@ def spatial_shapes(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
 
 
 @register_adapter
-class Siglip2Adapter(FamilyAdapter):
+class Siglip2Adapter(SiglipAdapter):
+    """SigLIP's encoder, final norm and prefix (none); its own patching and position embeddings."""
+
     family = "siglip2"
     model_types = ("siglip2_vision_model", "siglip2")
     hf_class_name = "Siglip2VisionModel"
@@ -52,22 +54,6 @@ class Siglip2Adapter(FamilyAdapter):
             text_config=_TEXT, vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
             attn_implementation="eager")), (32, 32), (40, 56)),
     )
-
-    @staticmethod
-    def layers(hf):
-        return hf.encoder.layers
-
-    @staticmethod
-    def block_parts(layer, config):
-        return encoder_block_parts(layer, config)
-
-    @staticmethod
-    def final_norm(hf):
-        return hf.post_layernorm
-
-    @staticmethod
-    def n_cls_tokens(config):
-        return 0
 
     @staticmethod
     def native_image_size(config):
