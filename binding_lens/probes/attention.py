@@ -24,7 +24,9 @@ class SelfAttentionProbe(ScalarScoreProbe):
     """sigma(a * mean_h sym(q^h_i . k^h_j) / sqrt(d_head) + b) with frozen LayerNorm and W_Q, W_K.
 
     Weights are in TransformerLens layout: W_Q, W_K `[head_index, d_model, d_head]`, b_Q, b_K
-    `[head_index, d_head]`. They are buffers (saved with the probe, never trained).
+    `[head_index, d_head]`. They are buffers (saved with the probe, never trained). For a rotary
+    model (DINOv3) the probe scores the unrotated q . k, the content part of the next block's scores:
+    the rotation depends on the two patches' positions, which a pair probe does not see.
     """
 
     name = "self_attention"
