@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..binding.das import residual_at
@@ -27,12 +27,24 @@ def fit_layer_probes(
     """A `quadratic` probe per layer on resid_post(layer)'s patch tokens of the `train_idx` images, validated
     (early stopping, `learnt`) on `val_idx`; every probe starts from the same seeded state."""
     n_prefix = model.cfg.n_prefix_tokens
-    results = {}
-    for layer in layers:
-        tokens = ProbeData(residual_at(model, pixels, layer)[:, n_prefix:], instance)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            probe = make_probe("quadratic", model.cfg.d_model)
-        results[layer] = train_probe(probe, tokens.select(train_idx), tokens.select(val_idx),
-                                     training or ProbeTrainingConfig(seed=seed), warn=False)
-    return results
+    return {layer: fit_quadratic_probe(residual_at(model, pixels, layer)[:, n_prefix:], instance, train_idx, val_idx,
+                                       seed=seed, training=training) for layer in layers}
+
+
+def fit_quadratic_probe(
+    patches: Float[Tensor, "image n_patches d_model"],
+    instance: Int[Tensor, "image n_patches"],
+    train_idx: Tensor,
+    val_idx: Tensor,
+    *,
+    seed: int = 0,
+    training: ProbeTrainingConfig | None = None,
+) -> TrainResult:
+    """A `quadratic` probe on patch tokens already in hand (one layer's), trained on `train_idx` and validated
+    on `val_idx`, from the seeded starting state every probe of `fit_layer_probes` shares."""
+    tokens = ProbeData(patches, instance)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        probe = make_probe("quadratic", patches.shape[-1])
+    return train_probe(probe, tokens.select(train_idx), tokens.select(val_idx),
+                       training or ProbeTrainingConfig(seed=seed), warn=False)

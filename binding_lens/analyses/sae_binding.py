@@ -33,10 +33,10 @@ from ..data import Scene
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..hooks.names import resid_post
-from ..probes import PairBatch, auroc, bootstrap_auroc, fixed_pairs
-from ..sae import SaeTrainingConfig, SparseAutoencoder, train_sae
+from ..probes import PairBatch, auroc, bootstrap_auroc, fixed_pairs, split_by_image
+from ..sae import SaeTrainingConfig, SparseAutoencoder, initialise_sae, train_sae
 from .ablation import label_images
-from .layer_probes import fit_layer_probes
+from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table
 
 SPLIT = (0.5, 0.25, 0.25)
@@ -63,18 +63,17 @@ class SaeBindingResult:
 class _Pairs:
     """Patch slots of some images and their pairs: tokens gathered at the slots, IsSameObject per pair."""
 
-    images: Int[Tensor, " image"]
     slots: Int[Tensor, "image k"]
     batch: PairBatch
 
     @classmethod
-    def of(cls, instance: Tensor, images: Tensor, patches_per_image: int, seed: int) -> "_Pairs":
-        pairs = fixed_pairs(instance[images], patches_per_image, seed)
-        return cls(images, pairs.patches, pairs.batch(instance[images], torch.arange(len(images))))
+    def of(cls, instance: Int[Tensor, "image n"], patches_per_image: int, seed: int) -> "_Pairs":
+        pairs = fixed_pairs(instance, patches_per_image, seed)
+        return cls(pairs.patches, pairs.batch(instance, torch.arange(len(instance))))
 
     def tokens(self, patches: Float[Tensor, "image n d"]) -> Float[Tensor, "image k d"]:
-        chosen = patches[self.images]
-        return torch.gather(chosen, 1, self.slots[..., None].expand(-1, -1, chosen.shape[-1]))
+        """The tokens at the slots, from these images' patch tokens."""
+        return torch.gather(patches, 1, self.slots[..., None].expand(-1, -1, patches.shape[-1]))
 
     def labels(self) -> tuple[Tensor, Tensor]:
         mask = self.batch.pair_mask
@@ -131,21 +130,18 @@ def sae_binding(
     with torch.inference_mode():
         resid = residual_at(model, data.pixels, layer)
     patches = resid[:, n_prefix:].float().cpu()
-    order = torch.randperm(len(scenes), generator=torch.Generator().manual_seed(seed))
-    n_train, n_select = int(SPLIT[0] * len(scenes)), int(SPLIT[1] * len(scenes))
-    train, select, report = order[:n_train].sort().values, order[n_train:n_train + n_select].sort().values, \
-        order[n_train + n_select:].sort().values
+    train, select, report = split_by_image(len(scenes), SPLIT, seed=seed)
     if sae is None:
         sae, _ = train_sae(patches[train].flatten(0, 1), sae_training or SaeTrainingConfig(seed=seed),
                            hook_name=resid_post(layer), metadata={"model": model.cfg.source})
     if sae.d_in != d_model:
         raise InputError(f"the SAE reads {sae.d_in}-dimensional tokens; layer {layer} has d_model={d_model}")
     sae = sae.cpu().eval()
-    probe = fit_layer_probes(model, data.pixels, data.instance, [layer], train, select, seed=seed)[layer]
+    probe = fit_quadratic_probe(patches, data.instance, train, select, seed=seed)
     subspace = BindingSubspace.from_probe(probe.probe, subspace_rank)
 
-    selection = _Pairs.of(data.instance, select, patches_per_image, seed)
-    reporting = _Pairs.of(data.instance, report, patches_per_image, seed + 1)
+    selection = _Pairs.of(data.instance[select], patches_per_image, seed)
+    reporting = _Pairs.of(data.instance[report], patches_per_image, seed + 1)
     same, groups = reporting.labels()
     if same.all() or not same.any():
         raise InputError("the report images have no pair of both kinds (same and different object): use more images")
@@ -154,20 +150,20 @@ def sae_binding(
         low, high = bootstrap_auroc(scores, same, groups, n_boot=n_boot, seed=seed)
         return {"auroc": auroc(scores, same), "auroc_low": low, "auroc_high": high}
 
-    acts_select = _encode(sae, selection.tokens(patches))
-    chosen = _feature_aurocs(acts_select, selection).argsort(descending=True)[:top]
-    report_tokens = reporting.tokens(patches)
-    acts = _encode(sae, report_tokens)[..., chosen]
+    select_tokens, report_tokens = selection.tokens(patches[select]), reporting.tokens(patches[report])
+    chosen = _feature_aurocs(_encode(sae, select_tokens), selection).argsort(descending=True)[:top]
+    codes = _encode(sae, report_tokens)
+    acts = codes[..., chosen]
     edited = {}
     for name, basis in (("binding", subspace), ("random", BindingSubspace.random(d_model, subspace_rank, seed=seed))):
         shuffled = Shuffle(basis, 1.0, 0, seed=seed).apply(patches[report])  # patches only: no prefix here
-        edited[name] = _encode(sae, reporting.tokens(torch.zeros_like(patches).index_copy(0, report, shuffled)))[..., chosen]
+        edited[name] = _encode(sae, reporting.tokens(shuffled))[..., chosen]
     valid = reporting.batch.valid
     scores, after = reporting.min_scores(acts), {name: reporting.min_scores(a) for name, a in edited.items()}
     rows = []
     for column, feature in enumerate(chosen.tolist()):
         a = acts[..., column][valid]
-        mean_activation = float(a.mean()) if float(a.mean()) > 0 else float("nan")
+        mean_activation = float(a.mean()) or float("nan")  # activations are >= 0: a zero mean is a feature never on
         rows.append({"feature": feature, **interval(scores[:, column]),
                      "auroc_binding_shuffled": auroc(after["binding"][:, column], same),
                      "auroc_random_shuffled": auroc(after["random"][:, column], same),
@@ -175,19 +171,15 @@ def sae_binding(
                      "change_random_shuffle": float((edited["random"][..., column][valid] - a).abs().mean()) / mean_activation,
                      "fires_on": float((a > 0).float().mean())})
 
-    untrained = SparseAutoencoder(sae.d_in, sae.d_sae, sae.architecture, sae.k)
-    with torch.no_grad():
-        generator = torch.Generator().manual_seed(seed + 7)
-        untrained.W_dec.copy_(torch.nn.functional.normalize(torch.randn(sae.d_sae, sae.d_in, generator=generator), dim=-1))
-        untrained.W_enc.copy_(untrained.W_dec.T)
-        untrained.b_dec.copy_(patches[train].flatten(0, 1).mean(0))
-    random_best = int(_feature_aurocs(_encode(untrained, selection.tokens(patches)), selection).argmax())
+    untrained = initialise_sae(SparseAutoencoder(sae.d_in, sae.d_sae, sae.architecture, sae.k),
+                               patches[train].flatten(0, 1).mean(0), torch.Generator().manual_seed(seed + 7))
+    random_best = int(_feature_aurocs(_encode(untrained, select_tokens), selection).argmax())
     random_scores = reporting.min_scores(_encode(untrained, report_tokens)[..., [random_best]])[:, 0]
     with torch.no_grad():
         probe_scores = probe.probe.pair_scores(report_tokens)[reporting.batch.pair_mask]
     baselines = [
         {"pair_score": "best feature of an untrained SAE (selected the same way)", **interval(random_scores)},
-        {"pair_score": "cosine of whole SAE codes", **interval(reporting.cosine_scores(_encode(sae, report_tokens)))},
+        {"pair_score": "cosine of whole SAE codes", **interval(reporting.cosine_scores(codes))},
         {"pair_score": "cosine of the raw tokens", **interval(reporting.cosine_scores(report_tokens))},
         {"pair_score": f"quadratic probe at layer {layer}", **interval(probe_scores)},
     ]

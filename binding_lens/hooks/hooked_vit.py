@@ -283,6 +283,7 @@ def _make_cfg(
     patch_size = patch_size if isinstance(patch_size, int) else int(patch_size[0])
     n_registers = adapter.n_register_tokens(config)
     n_prefix = adapter.n_cls_tokens(config) + n_registers
+    own_mean, own_std = adapter.image_statistics(hf_model)
     image_size = adapter.native_image_size(config)
     d_head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     return HookedViTConfig(
@@ -305,8 +306,8 @@ def _make_cfg(
         layer_scale=bool(parts) and parts[0].layer_scale_attn is not None,
         pre_norm=adapter.pre_norm(hf_model) is not None,
         eps=config.layer_norm_eps,
-        image_mean=tuple(image_mean if image_mean is not None else adapter.image_statistics(hf_model)[0]),
-        image_std=tuple(image_std if image_std is not None else adapter.image_statistics(hf_model)[1]),
+        image_mean=tuple(image_mean if image_mean is not None else own_mean),
+        image_std=tuple(image_std if image_std is not None else own_std),
         fused_attention=fused_attention,
         positional_embedding_type=adapter.positional_embedding_type,
     )

@@ -65,6 +65,18 @@ def _unit_rows(weight: Tensor) -> None:
 
 
 @torch.no_grad()
+def initialise_sae(sae: SparseAutoencoder, data_mean: Float[Tensor, " d_in"], generator: torch.Generator) -> SparseAutoencoder:
+    """The starting point of training (and the untrained baseline): random unit-norm decoder rows,
+    W_enc = W_dec^T, b_dec at the data mean, b_enc at zero."""
+    sae.W_dec.copy_(torch.randn(sae.d_sae, sae.d_in, generator=generator))
+    _unit_rows(sae.W_dec)
+    sae.W_enc.copy_(sae.W_dec.T)
+    sae.b_dec.copy_(data_mean)
+    sae.b_enc.zero_()
+    return sae
+
+
+@torch.no_grad()
 def sae_quality(sae: SparseAutoencoder, tokens: Float[Tensor, "n d_in"], batch_size: int = 4096) -> dict[str, float]:
     """Fraction of variance unexplained, mean L0 and the fraction of features never active, on `tokens`."""
     squared_error, active_count = 0.0, 0.0
@@ -95,11 +107,7 @@ def train_sae(
     d_in = tokens.shape[1]
     sae = SparseAutoencoder(d_in, config.d_sae, config.architecture, config.k, hook_name=hook_name,
                             metadata={**(metadata or {}), "training": asdict(config)})
-    with torch.no_grad():
-        sae.W_dec.copy_(torch.randn(config.d_sae, d_in, generator=generator))
-        _unit_rows(sae.W_dec)
-        sae.W_enc.copy_(sae.W_dec.T)
-        sae.b_dec.copy_(train.mean(0).cpu())
+    initialise_sae(sae, train.mean(0).cpu(), generator)
     sae.to(config.device)
     optimiser = torch.optim.Adam(sae.parameters(), lr=config.lr)
     losses = []

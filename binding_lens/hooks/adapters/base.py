@@ -193,3 +193,19 @@ def attention_parts(attention: nn.Module) -> AttentionParts:
     """The q/k/v/o projections of a transformers-5 attention module (`o_proj` or CLIP's `out_proj`)."""
     o_proj = attention.o_proj if hasattr(attention, "o_proj") else attention.out_proj
     return AttentionParts(q_proj=attention.q_proj, k_proj=attention.k_proj, v_proj=attention.v_proj, o_proj=o_proj)
+
+
+def forward_with_block_outputs(
+    blocks: Sequence[nn.Module], forward: Callable[[], Tensor]
+) -> tuple[list[Float[Tensor, "batch pos d_model"]], Tensor]:
+    """(input of block 0 and the output of every block, the forward's result), read with PyTorch hooks
+    on the library's own blocks while its own forward runs."""
+    states: list[Tensor] = []
+    handles = [blocks[0].register_forward_pre_hook(lambda module, args: states.append(args[0]))]
+    handles += [block.register_forward_hook(lambda module, args, output: states.append(output)) for block in blocks]
+    try:
+        final = forward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return states, final

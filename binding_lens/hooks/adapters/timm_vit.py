@@ -19,7 +19,7 @@ from torch import nn
 
 from ..components import AttentionParts, BlockParts, MLPParts, split_linear
 from . import UnsupportedArchitectureError, register_adapter
-from .base import FamilyAdapter, ForeignConfig, ForeignTower
+from .base import FamilyAdapter, ForeignConfig, ForeignTower, forward_with_block_outputs
 
 
 def _refuse(name: str, why: str) -> None:
@@ -160,16 +160,3 @@ class TimmAdapter(FamilyAdapter):
     def reference_hidden_states(cls, hf, pixel_values):
         return forward_with_block_outputs(hf.model.blocks, lambda: hf.model.forward_features(pixel_values))
 
-
-def forward_with_block_outputs(blocks, forward):
-    """(input of block 0 and the output of every block, the forward's result), read with PyTorch hooks
-    on the library's own blocks while its own forward runs."""
-    states: list[torch.Tensor] = []
-    handles = [blocks[0].register_forward_pre_hook(lambda module, args: states.append(args[0]))]
-    handles += [block.register_forward_hook(lambda module, args, output: states.append(output)) for block in blocks]
-    try:
-        final = forward()
-    finally:
-        for handle in handles:
-            handle.remove()
-    return states, final
