@@ -49,3 +49,14 @@ def test_a_missing_extra_is_named_with_its_install_line(spec, extra, monkeypatch
     monkeypatch.setitem(sys.modules, extra, None)  # as if not installed
     with pytest.raises(InputError, match=rf"pip install 'binding_lens\[{extra}\]'"):
         load_hooked_vit(spec)
+
+
+def test_a_timm_or_open_clip_spec_at_random_reads_as_random_weights():
+    from binding_lens.analyses import weights_note
+
+    model = load_hooked_vit("tiny:vit")
+    for source in ("timm:vit_small_patch14_dinov2@random", "open_clip:ViT-B-16@random"):
+        model.cfg.source = source
+        assert weights_note(model).startswith("random-init weights")
+    model.cfg.source = "open_clip:ViT-B-16@openai"
+    assert weights_note(model).startswith("weights loaded from open_clip:ViT-B-16@openai")

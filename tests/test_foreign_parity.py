@@ -106,3 +106,11 @@ def test_specs_build_timm_and_open_clip_models_offline_with_random_weights():
     assert clip.cfg.family == "open_clip" and clip.cfg.d_model == 384
     with pytest.raises(InputError, match="names no weights"):
         load_hooked_vit("open_clip:ViT-S-32")
+
+
+def test_reports_name_a_caller_built_model_and_do_not_call_it_random():
+    from binding_lens.analyses import weights_note
+
+    hooked = HookedViT.from_timm(timm_model("vit_small_patch14_dinov2"))
+    assert hooked.cfg.source == "vit_small_patch14_dinov2 (timm)"
+    assert "random-init" not in weights_note(hooked) and "built by the caller" in weights_note(hooked)

@@ -87,7 +87,8 @@ def weights_note(model: HookedViT) -> str:
     """What the model's weights are, in words a report can carry."""
     source = model.cfg.source
     objective = model.cfg.extra.get("zoo_objective")
-    if objective == "random" or source.startswith(("random:", "config:", "tiny:")) or source == type(model.hf_model).__name__:
+    random_spec = source.startswith(("random:", "config:", "tiny:")) or source.endswith("@random")  # timm:/open_clip:
+    if objective == "random" or random_spec or source == type(model.hf_model).__name__:
         return f"random-init weights ({source}): an untrained control, not a pretrained model"
     if objective is not None:
         return f"{source}: trained here with the {objective} objective on synthetic scenes (binding_lens zoo)"

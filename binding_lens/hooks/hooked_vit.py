@@ -41,6 +41,7 @@ from ..errors import BindingLensError, InputError
 from ..spec_prefixes import SPEC_LOADERS, loader_for
 from . import images as image_utils
 from .adapters import FamilyAdapter, adapter_for, vision_tower
+from .adapters.base import ForeignTower
 from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
 from .config import HookedViTConfig
 from .loading import loading_kwargs, resolve_device, unavailable
@@ -80,6 +81,9 @@ class HookedViT(HookedRootModule):
         self.hf_model = hf_model
         parts = [adapter.block_parts(layer, config) for layer in adapter.layers(hf_model)]
         self.cfg = _make_cfg(hf_model, adapter, parts, source, image_mean, image_std, fused_attention)
+        if isinstance(hf_model, ForeignTower) and source is None:  # a timm / open_clip model built by the caller
+            self.cfg.source = f"{hf_model.config.name} ({adapter.family})"  # not the wrapper's class name
+            self.cfg.extra["revision"] = "unknown: a model built by the caller"
 
         self.hook_embed = HookPoint()
         self.hook_pos_embed = HookPoint()

@@ -69,7 +69,7 @@ class OpenClipAdapter(FamilyAdapter):
         width, heads = block.attn.embed_dim, block.attn.num_heads
         act = block.mlp.gelu
         return ForeignTower(visual, ForeignConfig(
-            model_type="open_clip_vit", name=type(model).__name__, num_hidden_layers=len(visual.transformer.resblocks),
+            model_type="open_clip_vit", name=f"{type(visual).__name__} {len(visual.transformer.resblocks)}x{width}", num_hidden_layers=len(visual.transformer.resblocks),
             hidden_size=width, num_attention_heads=heads, head_dim=width // heads,
             intermediate_size=block.mlp.c_fc.out_features,
             hidden_act="quick_gelu" if type(act).__name__ == "QuickGELU" else type(act).__name__.lower(),
