@@ -21,8 +21,10 @@ def sweep_rows():
         for probe, gain in (("linear", 0.05), ("quadratic", 0.2)):
             for layer in range(n_layers):
                 depth = layer / (n_layers - 1)
+                accuracy = 0.6 + gain * np.sin(np.pi * depth) + shift
                 rows.append({"model": model, "layer": layer, "layer_normalised": depth, "probe": probe,
-                             "accuracy": 0.6 + gain * np.sin(np.pi * depth) + shift, "majority_baseline": 0.8})
+                             "accuracy": accuracy, "accuracy_low": accuracy - 0.03, "accuracy_high": accuracy + 0.02,
+                             "auroc": accuracy + 0.1, "majority_baseline": 0.8})
     return rows
 
 
@@ -38,8 +40,9 @@ def check_written(png, min_bytes=8_000):
 
 def test_accuracy_by_layer_one_panel_per_model(tmp_path):
     svg = check_written(accuracy_by_layer(sweep_rows(), tmp_path / "fig10.svg", title="Figure 10"))
-    for text in ("Figure 10", "dinov2-small", "clip-vit-b16", "quadratic", "majority baseline"):
+    for text in ("Figure 10", "dinov2-small", "clip-vit-b16", "quadratic", "majority baseline", "chance", "AUROC"):
         assert text in svg
+    assert svg.count("<g id=\"FillBetweenPolyCollection") + svg.count("<g id=\"PolyCollection") >= 4  # accuracy bands
     single = [row for row in sweep_rows() if row["model"] == "dinov2-small"]
     check_written(accuracy_by_layer(single, tmp_path / "fig3"))
 
@@ -47,6 +50,7 @@ def test_accuracy_by_layer_one_panel_per_model(tmp_path):
 def test_accuracy_by_model_for_one_probe(tmp_path):
     svg = check_written(accuracy_by_model(sweep_rows(), tmp_path / "fig11", probe="quadratic"))
     assert "dinov2-small" in svg and "clip-vit-b16" in svg and "normalised depth" in svg
+    assert "dinov2-small majority baseline" in svg and "chance" in svg and "AUROC" in svg
     with pytest.raises(ValueError, match="no rows for probe 'cosine'"):
         accuracy_by_model(sweep_rows(), tmp_path / "x", probe="cosine")
     with pytest.raises(ValueError, match=r"lacks \['probe'\]"):

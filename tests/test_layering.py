@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"binding"},
     {"analyses"},
     {"vis", "zoo"},
-    {"demo"},
+    {"demo", "claims"},
     {"cli", "subspace", "interventions", "__init__"},
     {"__main__"},
 ]

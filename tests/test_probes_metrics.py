@@ -84,3 +84,56 @@ def test_nan_scores_and_shape_mismatch_are_refused():
         pair_metrics(torch.tensor([0.1, float("nan")]), torch.tensor([True, False]))
     with pytest.raises(ValueError, match="same length"):
         pair_metrics(torch.rand(3), torch.tensor([True, False]))
+
+
+def slow_best_threshold(p, labels) -> tuple[float, float]:
+    """Best accuracy over every cut between sorted distinct probabilities, and that accuracy (brute force)."""
+    values = sorted(set(float(v) for v in p))
+    cuts = [values[0] - 1.0] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1], 0.5]
+    scored = [(sum(bool(v > c) == bool(l) for v, l in zip(p, labels)) / len(p), -abs(c - 0.5), c) for c in cuts]
+    best = max(scored)
+    return best[2], best[0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_calibrated_threshold_is_the_best_cut(seed):
+    from binding_lens.probes import calibrated_threshold
+
+    gen = torch.Generator().manual_seed(seed)
+    n = 50 + 9 * seed
+    labels = torch.rand(n, generator=gen) < 0.25
+    labels[0], labels[1] = True, False
+    p = torch.sigmoid(torch.randn(n, generator=gen) + 1.5 * labels.float() - 2.0)
+    if seed % 2:
+        p = (p * 10).round() / 10  # ties
+    threshold = calibrated_threshold(p, labels)
+    cut, best_accuracy = slow_best_threshold(p, labels)
+    assert threshold == pytest.approx(cut, abs=1e-12)
+    assert pair_metrics(p, labels, threshold=threshold)["accuracy"] == pytest.approx(best_accuracy)
+    assert best_accuracy >= max(labels.float().mean(), 1 - labels.float().mean())  # never below the majority
+
+
+def test_calibrated_threshold_keeps_half_when_half_is_best():
+    from binding_lens.probes import calibrated_threshold
+
+    labels = torch.tensor([False, False, True, True])
+    assert calibrated_threshold(torch.tensor([0.1, 0.2, 0.8, 0.9]), labels) == 0.5
+
+
+def test_bootstrap_accuracy_matches_explicit_resampling():
+    """Replicates drawn with the same counts, computed the obvious way (concatenate the drawn images)."""
+    from binding_lens.probes.metrics import bootstrap_accuracy, group_bootstrap_counts, percentile_interval
+
+    gen = torch.Generator().manual_seed(3)
+    groups = torch.randint(0, 12, (200,), generator=gen)
+    correct = torch.rand(200, generator=gen) < 0.7
+    counts = group_bootstrap_counts(12, 300, seed=5)
+    slow = []
+    for row in counts:
+        hits = sum(int(row[g]) * int(correct[groups == g].sum()) for g in range(12))
+        total = sum(int(row[g]) * int((groups == g).sum()) for g in range(12))
+        slow.append(hits / total)
+    assert bootstrap_accuracy(correct, groups, n_boot=300, seed=5) == pytest.approx(
+        percentile_interval(torch.tensor(slow), 0.95))
+    low, high = bootstrap_accuracy(correct, groups)
+    assert low < float(correct.double().mean()) < high

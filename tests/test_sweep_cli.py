@@ -70,3 +70,49 @@ def test_a_sweep_is_reproducible_whatever_the_global_random_state(tmp_path):
                             training=ProbeTrainingConfig(seed=0, epochs=2, batch_images=8), progress=False)
         results.append([(row["probe"], row["accuracy"], row["auroc"]) for row in sweep.rows])
     assert results[0] == results[1]
+
+
+def test_sweep_statistics_calibrate_on_validation_choose_on_validation_and_bracket_test(tmp_path):
+    """The threshold is the validation optimum, the peak is the best validation AUROC, and every test number
+    sits inside its bootstrap interval; `peak_by="test"` is the paper's rule and says so."""
+    from binding_lens.analyses import layer_sweep
+    from binding_lens.data import SyntheticScenes
+    from binding_lens.models import load_hooked_vit
+    from binding_lens.probes import ProbeTrainingConfig
+
+    model = load_hooked_vit("tiny:vit")
+    scenes = SyntheticScenes("default", n=30, size=64, seed=1)
+    config = ProbeTrainingConfig(seed=0, epochs=2, batch_images=8)
+    sweep = layer_sweep(model, scenes, tmp_path / "val", layers=[0, 1, 2], probes=("quadratic", "cosine_similarity"),
+                        training=config, progress=False)
+    for row in sweep.rows:
+        assert row["accuracy_low"] <= row["accuracy"] <= row["accuracy_high"]
+        assert row["auroc_low"] <= row["auroc"] <= row["auroc_high"]
+        assert 0 <= row["threshold"] <= 1 and 0 <= row["accuracy_at_half"] <= 1
+    for probe, peak in sweep.peaks.items():
+        mine = [row for row in sweep.rows if row["probe"] == probe]
+        assert peak["val_auroc"] == max(row["val_auroc"] for row in mine)
+        assert peak["peak_chosen_on"] == "validation AUROC"
+    by_test = layer_sweep(model, scenes, tmp_path / "test", layers=[0, 1, 2], probes=("quadratic", "cosine_similarity"),
+                          training=config, peak_by="test", progress=False)
+    for probe, peak in by_test.peaks.items():
+        assert peak["accuracy"] == max(row["accuracy"] for row in by_test.rows if row["probe"] == probe)
+        assert "optimistic" in peak["peak_chosen_on"]
+    with pytest.raises(InputError, match="peak_by"):
+        layer_sweep(model, scenes, tmp_path / "x", peak_by="train", progress=False)
+
+
+def test_sweep_over_seeds_reports_mean_and_interval(tmp_path, capsys):
+    out = tmp_path / "seeds"
+    assert main(["sweep", "--model", "tiny:vit", "--data", "twins", "--n-images", "16", "--size", "64", "--layers",
+                 "1-2", "--probes", "quadratic", "--epochs", "1", "--batch-images", "8", "--seeds", "3",
+                 "--seed", "4", "--out", str(out)]) == 0
+    assert "mean over seeds 4..6" in capsys.readouterr().out
+    per_seed = [json.loads((out / f"seed-{s}" / "sweep.json").read_text()) for s in (4, 5, 6)]
+    rows = json.loads((out / "sweep.json").read_text())
+    assert len(rows) == 2
+    for row in rows:
+        values = [r["auroc"] for run in per_seed for r in run if r["layer"] == row["layer"]]
+        assert row["auroc"] == pytest.approx(sum(values) / 3) and row["n_seeds"] == 3
+        assert row["auroc_low"] < row["auroc"] < row["auroc_high"]
+    assert json.loads((out / "summary.json").read_text())["seeds"] == [4, 5, 6]

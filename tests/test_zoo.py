@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from binding_lens.zoo import (
     zoo_names,
     zoo_path,
 )
+from binding_lens.errors import InputError
 from binding_lens.models import registry
 from binding_lens.zoo.objectives import MaeObjective
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
@@ -230,17 +232,23 @@ def test_recipes_refuse_bad_values_and_round_trip():
 
 
 # --- the shipped models --------------------------------------------------------------------------
-def test_the_zoo_ships_one_model_per_objective():
-    assert zoo_names() == ["dino", "mae", "random", "supervised"]
+def test_the_zoo_ships_each_objective_and_its_training_seeds():
+    names = zoo_names()
+    assert {"dino", "mae", "random", "supervised"} <= set(names)
+    for name in names:  # seed 0 under the objective's name, other training seeds as <objective>@<seed>
+        objective, _, seed = name.partition("@")
+        assert objective in RECIPES and (seed == "" or int(seed) > 0)
 
 
-@pytest.mark.parametrize("name", ["dino", "mae", "random", "supervised"])
+@pytest.mark.parametrize("name", zoo_names())
 def test_shipped_weights_load_offline_and_match_their_card(name):
     card = read_card(zoo_path(name))  # checks every file's sha256
     recipe = ZooRecipe.from_dict(card["recipe"])
-    assert recipe == RECIPES[name], "the shipped model must be what its shipped recipe makes"
-    assert card["objective"] == name and card["steps"] == recipe.steps
-    assert card["command"].startswith(f"binding-lens zoo train --objective {name}")
+    objective, _, seed = name.partition("@")
+    expected = RECIPES[objective].with_overrides(seed=int(seed or 0))
+    assert recipe == expected, "the shipped model must be what its shipped recipe makes (with its training seed)"
+    assert card["objective"] == objective and card["steps"] == recipe.steps
+    assert card["command"].startswith(f"binding-lens zoo train --objective {objective}")
     model = HookedViT.from_pretrained(f"zoo:{name}")
     a = card["architecture"]
     assert (model.cfg.d_model, model.cfg.n_layers, model.cfg.n_heads, model.cfg.patch_size) == (
@@ -249,7 +257,7 @@ def test_shipped_weights_load_offline_and_match_their_card(name):
     assert next(model.parameters()).dtype == torch.float32
     size = a["image_size"]
     assert max(hf_parity(model, torch.randn(1, 3, size, size))) < 1e-5
-    if name != "random":
+    if objective != "random":
         assert card["final_loss"] < card["first_loss"]
 
 
@@ -289,20 +297,48 @@ def test_zoo_train_command_writes_a_checkpoint_with_its_command(tmp_path, capsys
     assert "2 steps" in capsys.readouterr().out
 
 
-def test_binding_by_objective_builds_its_table_from_the_sweeps(tmp_path, monkeypatch):
+def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_training_seeds(tmp_path, monkeypatch):
     models_dir = tmp_path / "models"
     models_dir.mkdir()
-    for objective in ("supervised", "random"):
-        train_zoo_model(tiny_recipe(objective, steps=2, image_size=64, n_scenes=16), models_dir / objective,
-                        progress=False)
+    for name, objective, seed in (("supervised", "supervised", 0), ("supervised@1", "supervised", 1),
+                                  ("random", "random", 0)):
+        train_zoo_model(tiny_recipe(objective, steps=0 if objective == "random" else 2, image_size=64, n_scenes=16,
+                                    seed=seed), models_dir / name, progress=False)
     monkeypatch.setattr(registry, "MODELS_DIR", models_dir)
-    table = binding_by_objective(["zoo:supervised", "zoo:random"], tmp_path / "cmp", n_scenes=24, progress=False)
-    assert [row["model"] for row in table.rows] == ["zoo:supervised", "zoo:random"]
+    specs = ["zoo:supervised", "zoo:supervised@1", "zoo:random"]
+    table = binding_by_objective(specs, tmp_path / "cmp", n_scenes=24, progress=False)
+    assert [row["model"] for row in table.rows] == specs
+    assert [row["training_seed"] for row in table.rows] == [0, 1, 0]
     for row, (spec, sweep) in zip(table.rows, table.sweeps.items()):
         quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
-        best = max(quadratic, key=lambda r: r["accuracy"])
+        best = max(quadratic, key=lambda r: r["val_auroc"])  # chosen on validation, reported on test
         assert row["quadratic"] == best["accuracy"] and row["quadratic_layer"] == best["layer"]
+        assert row["quadratic_auroc_low"] <= row["quadratic_auroc"] <= row["quadratic_auroc_high"]
         linear = next(r for r in sweep.rows if r["probe"] == "linear" and r["layer"] == best["layer"])
         assert row["linear"] == linear["accuracy"]
-    assert table.files["markdown"].read_text().count("| zoo:") == 2
-    assert table.files["plot"].exists()
+    supervised = next(o for o in table.objectives if o["objective"] == "supervised")
+    aurocs = [row["quadratic_auroc"] for row in table.rows[:2]]
+    assert supervised["n_seeds"] == 2 and supervised["quadratic_auroc"] == pytest.approx(sum(aurocs) / 2)
+    assert supervised["quadratic_auroc_low"] < supervised["quadratic_auroc_high"]
+    (difference,) = table.differences
+    assert "cannot tell" in difference["verdict"]  # the random control has one training seed: no interval
+    markdown = table.files["markdown"].read_text()
+    assert markdown.count("| `zoo:") == 3 and "Across training seeds" in markdown
+    assert table.files["plot"].exists() and table.files["objective_plot"].exists()
+
+
+@pytest.mark.parametrize("objective", ["dino", "mae"])
+def test_the_gpu_recipe_trains_a_few_steps_on_cpu_in_bf16(objective, tmp_path):
+    """The GPU-scale recipe's code path (its architecture, bf16 autocast) on this CPU: 2 steps, 4 scenes."""
+    from binding_lens.zoo import default_recipe
+
+    recipe = default_recipe(objective, "gpu").with_overrides(steps=2, batch_size=4, n_scenes=8, warmup_steps=1)
+    card = train_zoo_model(recipe, tmp_path / objective, progress=False, precision="bf16")
+    assert card["architecture"]["hidden_size"] == 384 and card["architecture"]["n_layers"] == 12
+    assert card["environment"]["precision"] == "bf16" and card["environment"]["device"] == "cpu"
+    assert "--scale gpu" in card["command"] and card["recipe"]["scale"] == "gpu"
+    assert all(math.isfinite(loss) for loss in _log_losses(tmp_path / objective / "training_log.csv"))
+    model = HookedViT.from_pretrained(str(tmp_path / objective))
+    assert model.cfg.d_model == 384
+    with pytest.raises(InputError, match="precision"):
+        train_zoo_model(recipe, tmp_path / "x", progress=False, precision="fp8")

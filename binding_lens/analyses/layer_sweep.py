@@ -2,8 +2,13 @@
 
     result = layer_sweep(model, SyntheticScenes("default", n=400), "runs/sweep")
     result.rows          # tidy rows: model, layer, layer_normalised, probe, accuracy, balanced_accuracy, auroc, ...
-    result.peaks         # per probe, its best layer (normalised to [0, 1] as in the paper's Table 1)
+    result.peaks         # per probe, its best layer on validation (normalised to [0, 1] as in the paper's Table 1)
     result.problems()    # (probe, layer)s that learnt nothing measurable on validation or hit max_steps
+
+Statistics: each probe's decision threshold is calibrated on the validation images (`accuracy`;
+the paper's fixed 0.5 is `accuracy_at_half`), test accuracy and AUROC carry 95 % bootstrap intervals
+over test images (`*_low`, `*_high`), and the peak layer is chosen on validation AUROC and reported on
+test (`peak_by="test"` picks the best test accuracy instead, as the paper's Table 1 did: optimistic).
 
 Writes a run directory under `out` (its layout: `binding_lens.analyses.run.RunDirectory`): the
 resumable activation store, the trained probes, the rows and peaks as CSV and JSON, the paper's
@@ -37,13 +42,14 @@ from ..probes import (
     ProbeTrainingConfig,
     TrainResult,
     evaluate,
+    fit_threshold,
     label_space,
     make_probe,
     save_probe,
     split_by_image,
     train_probes,
 )
-from .report import Row, format_table, peak_layers, write_table
+from .report import Row, format_table, interval_text, peak_layers, write_table
 from .run import RunDirectory, RunDirectoryError
 
 ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
@@ -53,9 +59,16 @@ def training_record(result: TrainResult) -> Row:
     """How a sweep probe trained: steps, why it stopped, and whether its validation AUROC is above chance."""
     return {"best_step": result.best_step, "steps": result.steps, "stopped": result.stopped,
             "learnt": result.learnt,
-            **({} if result.val_auroc is None else {"val_auroc_low": result.val_auroc["low"],
+            **({} if result.val_auroc is None else {"val_auroc": result.val_auroc["auroc"],
+                                                    "val_auroc_low": result.val_auroc["low"],
                                                     "val_auroc_high": result.val_auroc["high"]})}
-METRICS = ("accuracy", "balanced_accuracy", "auroc", "pair_bits", "positive_rate", "majority_baseline", "n_pairs")
+
+
+METRICS = ("accuracy", "accuracy_low", "accuracy_high", "accuracy_at_half", "threshold", "balanced_accuracy", "auroc",
+           "auroc_low", "auroc_high", "pair_bits", "positive_rate", "majority_baseline", "n_pairs")
+PEAK_RULES = {"val": ("val_auroc", "validation AUROC"),
+              "test": ("accuracy", "test accuracy (optimistic: the paper's Table 1 rule)")}
+"""How a probe's peak layer is chosen: `peak_by` -> (row metric maximised, how reports name the rule)."""
 
 
 @dataclass
@@ -68,12 +81,16 @@ class SweepResult:
 
     def table(self) -> str:
         """Peak layer and test metrics of each probe, as text."""
-        rows = [row | {"probe": probe} for probe, row in self.peaks.items()]
-        return format_table(rows, ["probe", "peak_layer", "peak_layer_normalised", "accuracy", "balanced_accuracy",
-                                   "auroc", "pair_bits", "majority_baseline", "learnt"])
+        rows = [row | {"probe": probe, "accuracy [95% CI]": interval_text(row, "accuracy"),
+                       "AUROC [95% CI]": interval_text(row, "auroc")} for probe, row in self.peaks.items()]
+        return format_table(rows, ["probe", "peak_layer", "peak_layer_normalised", "accuracy [95% CI]",
+                                   "accuracy_at_half", "balanced_accuracy", "AUROC [95% CI]", "majority_baseline",
+                                   "learnt"])
 
     def problems(self) -> list[str]:
         """One line per (probe, layer) that did not converge or learnt nothing measurable on validation."""
+        if "training_problems" in self.summary and "seeds" in self.summary:  # across seeds: each run's own lines
+            return list(self.summary["training_problems"])
         lines = []
         for row in self.rows:
             issues = [text for flag, text in ((row["learnt"] is False, "learnt nothing measurable"),
@@ -131,6 +148,8 @@ def layer_sweep(
     split: tuple[float, float, float] = (0.7, 0.15, 0.15),
     seed: int = 0,
     rank: int = 64,
+    peak_by: str = "val",
+    n_boot: int = 1000,
     device: str | torch.device | None = None,
     extract_kwargs: dict[str, Any] | None = None,
     store: str = "auto",
@@ -138,7 +157,10 @@ def layer_sweep(
     progress: bool = True,
 ) -> SweepResult:
     """Extract (or reuse) activations, train every probe at every layer on the train images, pick each
-    probe's best-validation epoch, and report test metrics on a fixed pair set of held-out images.
+    probe's best-validation epoch, calibrate its threshold on the validation images, and report test
+    metrics with image-bootstrap intervals (`n_boot` replicates) on a fixed pair set of held-out images.
+    `peak_by`: "val" (each probe's peak layer has the best validation AUROC) or "test" (best test
+    accuracy, the paper's rule; optimistic, and labelled so in the peaks).
 
     `store`: 'none' holds the activations in memory (on `device`) and trains from there, writing no
     store; 'disk' extracts to the resumable store in the run directory and trains on as many layers
@@ -151,6 +173,8 @@ def layer_sweep(
     unknown = [name for name in probes if name not in ALL_PROBES]
     if unknown:
         raise InputError(f"unknown probe(s) {unknown}; choose from {', '.join(ALL_PROBES)}")
+    if peak_by not in PEAK_RULES:
+        raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {peak_by!r}")
     training = training or ProbeTrainingConfig(seed=seed)
     extract_kwargs = dict(extract_kwargs or {})
     device = torch.device(device) if device is not None else model.device
@@ -204,31 +228,36 @@ def layer_sweep(
             train, val, test = (ProbeData([acts[layer] for layer in probe_layers], instance, klass)
                                 for acts, instance, klass in splits)
             trained = train_probes([initial[name][layer] for layer in probe_layers], train, val, training, warn=False)
+            pair_draw = {"patches_per_image": training.eval_patches_per_image, "seed": training.eval_seed}
             for index, (layer, result) in enumerate(zip(probe_layers, trained)):
-                metrics = evaluate(result.probe, test, layer=index, patches_per_image=training.eval_patches_per_image,
-                                   seed=training.eval_seed)
+                threshold = fit_threshold(result.probe, val, layer=index, **pair_draw)
+                metrics = evaluate(result.probe, test, layer=index, threshold=threshold, intervals=True, n_boot=n_boot,
+                                   **pair_draw)
                 rows.append({
                     "model": model.cfg.source, "layer": layer,
                     "layer_normalised": layer / max(model.cfg.n_layers - 1, 1), "probe": name,
                     **{metric: metrics[metric] for metric in METRICS}, **training_record(result),
                 })
                 save_probe(result.probe, run.probe_path(layer, name))
-            best = max((row for row in rows if row["probe"] == name), key=lambda row: row["accuracy"])
-            bar.set_postfix_str(f"{name}: best test accuracy {best['accuracy']:.3f} at layer {best['layer']}",
+            best = max((row for row in rows if row["probe"] == name), key=lambda row: row[PEAK_RULES[peak_by][0]])
+            bar.set_postfix_str(f"{name}: peak at layer {best['layer']}, test accuracy {best['accuracy']:.3f}",
                                 refresh=False)
             bar.update(1)
         del stored, splits
     bar.close()
     rows.sort(key=lambda row: (list(probes).index(row["probe"]), row["layer"]))
 
-    peaks = peak_layers(rows, model.cfg.n_layers)
+    metric, rule = PEAK_RULES[peak_by]
+    peaks = {probe: row | {"peak_chosen_on": rule} for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()}
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
     files["peaks_csv"], files["peaks_json"] = write_table(
-        [{"probe": probe} | {k: row[k] for k in ("peak_layer", "peak_layer_normalised", *METRICS, "learnt")}
+        [{"probe": probe} | {k: row[k] for k in ("peak_layer", "peak_layer_normalised", "peak_chosen_on", *METRICS,
+                                                 "val_auroc", "learnt")}
          for probe, row in peaks.items()], run.peaks_stem)
     files["plot"] = accuracy_by_layer(rows, run.plot_path,
-                                      title=f"IsSameObject test accuracy by layer\n{weights_note(model)}")
+                                      title=f"IsSameObject by layer (test images, 95% bootstrap bands)\n"
+                                            f"{weights_note(model)}")
     summary = {
         "model": model.cfg.to_dict(),
         "weights": weights_note(model),
@@ -242,7 +271,7 @@ def layer_sweep(
         "probes": list(probes),
         "training": asdict(training),
         "training_problems": None,
-        "rank": rank, "n_queries": n_queries, "n_classes": n_classes,
+        "rank": rank, "peak_by": peak_by, "n_boot": n_boot, "n_queries": n_queries, "n_classes": n_classes,
         "seconds": {"extract": round(extract_seconds, 2), "total": round(time.perf_counter() - started, 2)},
     }
     result = SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)

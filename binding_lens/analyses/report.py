@@ -30,15 +30,26 @@ def write_table(rows: Sequence[Row], stem: Path) -> tuple[Path, Path]:
 
 
 def peak_layers(rows: Sequence[Row], n_layers: int, metric: str = "accuracy") -> dict[str, Row]:
-    """Per probe, the row of its best layer, with the layer normalised to [0, 1] as in the paper."""
+    """Per probe, the row of its best layer by `metric` (first layer on ties; rows without `metric` never win),
+    with the layer normalised to [0, 1] as in the paper."""
     best: dict[str, Row] = {}
     for row in rows:
         probe = row["probe"]
+        if row.get(metric) is None:
+            continue
         if probe not in best or row[metric] > best[probe][metric]:
             best[probe] = row
     denominator = max(n_layers - 1, 1)
     return {probe: row | {"peak_layer": row["layer"], "peak_layer_normalised": row["layer"] / denominator}
             for probe, row in best.items()}
+
+
+def interval_text(row: Row, key: str) -> str:
+    """`row[key]` with its interval `row[key_low]`, `row[key_high]` as "0.812 [0.790, 0.833]"."""
+    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
+    if low is None or high is None:
+        return f"{row[key]:.3f}"
+    return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def format_table(rows: Sequence[Row], columns: Sequence[str]) -> str:

@@ -7,6 +7,8 @@
     das      the causal binding subspace against the probe's and random ones (cli/das.py)
     bits     binding information in bits by layer, token set and probe family (cli/bits.py)
     sae      a sparse autoencoder at one layer and its binding features    (cli/sae.py)
+    toy      twins, their residual differences, position decodability     (cli/toy.py)
+    claims   every claim of the paper with its interval and a verdict      (cli/claims.py)
     view     the interactive IsSameObject viewer of sweep runs             (cli/view.py)
     zoo      train, list and compare the models trained here               (cli/zoo.py)
     demo     the main job on the embedded defaults                          (cli/demo.py)
@@ -26,10 +28,10 @@ import sys
 from typing import NoReturn, Sequence
 
 from ..errors import BindingLensError
-from . import ablate, bits, das, demo, hooks, sae, sweep, view, zoo
+from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
 from .arguments import parse_layers
 
-COMMANDS = {"hooks": hooks, "extract": sweep, "sweep": sweep, "ablate": ablate, "das": das, "bits": bits, "sae": sae, "view": view,
+COMMANDS = {"hooks": hooks, "extract": sweep, "sweep": sweep, "ablate": ablate, "das": das, "bits": bits, "sae": sae, "toy": toy, "claims": claims, "view": view,
             "zoo": zoo, "demo": demo}
 
 

@@ -54,6 +54,12 @@ def add(commands: argparse._SubParsersAction) -> None:
             command.add_argument("--paper-schedule", action="store_true",
                                  help="train as the paper: 16 epochs (or --epochs), StepLR, no early stopping")
             command.add_argument("--rank", type=positive_int, default=64, help="rank of quadratic_fixed_rank")
+            command.add_argument("--seeds", type=positive_int, default=1,
+                                 help="repeat the sweep with seeds SEED..SEED+N-1 (scene draw, split, probe init) and "
+                                      "report each probe's mean and 95%% interval across them (runs in OUT/seed-<s>/)")
+            command.add_argument("--peak-by", choices=("val", "test"), default="val",
+                                 help="choose each probe's peak layer on validation AUROC (default) or on test "
+                                      "accuracy (the paper's Table 1 rule: optimistic, labelled so)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from ..activations import ExtractProfile, extract, ranks
     from ..activations.budget import GiB
-    from ..analyses import ALL_PROBES, layer_sweep
+    from ..analyses import ALL_PROBES, layer_sweep_over_seeds
     from ..data.spec import dataset_from_spec
     from ..models import load_hooked_vit
     from ..probes import ProbeTrainingConfig, probe_class
@@ -99,14 +105,21 @@ def _run(args: argparse.Namespace) -> int:
         training = ProbeTrainingConfig(max_steps=args.max_steps, epochs=args.epochs, batch_images=args.batch_images,
                                        seed=args.seed)
     budget = None if args.memory_budget is None else int(args.memory_budget * GiB)
-    result = layer_sweep(model, dataset, args.out, layers=layers, probes=probes, training=training, seed=args.seed,
-                         rank=args.rank, device=device, extract_kwargs=options, store=args.store,
-                         memory_budget=budget)
+    seeds = range(args.seed, args.seed + args.seeds)
+    scenes_for_seed = lambda seed: dataset if seed == args.seed else dataset_from_spec(  # noqa: E731
+        args.data, n=args.n_images, size=args.size, seed=seed, split=args.split,
+        missing="skip" if args.skip_missing_masks else "error")
+    result = layer_sweep_over_seeds(model, scenes_for_seed, args.out, seeds, layers=layers, probes=probes,
+                                    training=training, rank=args.rank, peak_by=args.peak_by, device=device,
+                                    extract_kwargs=options, store=args.store, memory_budget=budget)
     if args.profile:
         print(f"extraction: {profile.summary()}")
     if rank != 0:
         return 0
-    print(f"store: {result.summary['store']['why']}")
+    if "store" in result.summary:
+        print(f"store: {result.summary['store']['why']}")
+    if args.seeds > 1:
+        print(f"mean over seeds {seeds.start}..{seeds.stop - 1}; [low, high]: 95% interval across seeds")
     print(result.table())
     problems = result.problems()
     if problems:

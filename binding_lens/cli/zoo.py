@@ -7,7 +7,7 @@ import shlex
 import sys
 
 from ..zoo.recipe import COMMAND_LINE_FIELDS
-from .arguments import non_negative_int, output_dir, positive_float, positive_int
+from .arguments import default_device, non_negative_int, output_dir, positive_float, positive_int
 
 ARGUMENT_TYPES = {int: positive_int, float: positive_float, str: str}
 
@@ -23,6 +23,11 @@ def add(commands: argparse._SubParsersAction) -> None:
         argument_type = non_negative_int if field == "seed" else ARGUMENT_TYPES[kind]
         train.add_argument("--" + field.replace("_", "-"), type=argument_type, default=None,
                            help=f"{text} (default: the shipped recipe's)")
+    train.add_argument("--scale", choices=("small", "gpu"), default="small",
+                       help="small: the shipped CPU recipe; gpu: a ViT-S-sized recipe meant for one GPU")
+    train.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (the scenes are held there too)")
+    train.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                       help="bf16: forward passes under bfloat16 autocast (weights and optimiser stay float32)")
     train.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -32,6 +37,10 @@ def add(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--models", default=None, help="comma list of zoo:<name> (default: every shipped model)")
     compare.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model")
     compare.add_argument("--seed", type=non_negative_int, default=0)
+    compare.add_argument("--seeds", type=positive_int, default=1,
+                         help="repeat each model's sweep over seeds SEED..SEED+N-1 (scene draw, split, probe init)")
+    compare.add_argument("--peak-by", choices=("val", "test"), default="val",
+                         help="peak layer on validation AUROC (default) or test accuracy (the paper's rule: optimistic)")
     compare.add_argument("--out", type=output_dir, default="runs/zoo-compare")
 
 
@@ -52,9 +61,11 @@ def _train(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     overrides = {field: getattr(args, field) for field in COMMAND_LINE_FIELDS}
-    recipe = default_recipe(args.objective).with_overrides(**overrides)
+    recipe = default_recipe(args.objective, args.scale).with_overrides(**overrides)
     command = "binding-lens " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["zoo"] else None
-    card = train_zoo_model(recipe, args.out, progress=not args.no_progress, command=command)
+    device = default_device(args.device)
+    card = train_zoo_model(recipe, args.out, progress=not args.no_progress, command=command, device=device,
+                           precision=args.precision)
     print(f"{args.out}: {card['objective']}, {card['steps']} steps in {card['wall_time_s']:.0f} s, "
           f"loss {card['first_loss']} -> {card['final_loss']}")
     return 0
@@ -83,8 +94,9 @@ def _compare(args: argparse.Namespace) -> int:
     from ..zoo.compare import binding_by_objective
 
     models = args.models.split(",") if args.models else [PREFIX + n for n in zoo_names()]
-    table = binding_by_objective(models, args.out, n_scenes=args.n_scenes, seed=args.seed,
+    table = binding_by_objective(models, args.out, n_scenes=args.n_scenes,
+                                 seeds=range(args.seed, args.seed + args.seeds), peak_by=args.peak_by,
                                  training=ProbeTrainingConfig(seed=args.seed))
     print("\n" + table.text())
-    print(f"\nreport: {table.files['markdown']}, {table.files['plot']}")
+    print(f"\nreport: {table.files['markdown']}, {table.files['plot']}, {table.files['objective_plot']}")
     return 0

@@ -9,6 +9,9 @@ binding_lens but `binding_lens.io`, so any layer can draw.
     attention_vs_score(attn, scores, "scatter")  # with Pearson r in the title
     ablation_figure(rows, "table2")              # conditions x metrics, table and bars
     binding_pca(vectors, instance, "pca")        # binding vectors' first two PCs by object
+    twin_pca(differences, scene, "twin_pca")     # twins' residual differences on their first two PCs
+    query_maps(image, {layer: map}, (r, c), "maps")  # one patch's IsSameObject map at every layer
+    lines_by_layer(rows, {"RMSE": "rmse"}, "pos", ylabel="...")  # any per-layer series with its interval
     head_map_figure(drop, layers, "heads")       # [layers, heads] drop when one head is ablated
     bits_figure(rows, "bits", title)             # binding information by layer, token set and family
     bits_lost_figure(rows, "bits_lost", title)   # bits lost to interventions on a binding subspace
@@ -18,9 +21,10 @@ from .ablation import ablation_figure
 from .bits import bits_figure, bits_lost_figure
 from .distributions import score_kde
 from .head_map import head_map_figure
-from .layers import accuracy_by_layer, accuracy_by_model
-from .pca import binding_pca, principal_components
+from .layers import accuracy_by_layer, accuracy_by_model, lines_by_layer
+from .maps import query_maps
+from .pca import binding_pca, principal_components, twin_pca
 from .scatter import attention_vs_score
 
 __all__ = ["ablation_figure", "bits_figure", "bits_lost_figure", "accuracy_by_layer", "accuracy_by_model", "attention_vs_score", "binding_pca",
-           "head_map_figure", "principal_components", "score_kde"]
+           "head_map_figure", "lines_by_layer", "principal_components", "query_maps", "score_kde", "twin_pca"]

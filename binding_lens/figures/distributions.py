@@ -1,6 +1,7 @@
 """Same-object versus different-object score distributions, one panel per layer (kernel density estimates).
 
-Shows where along the depth the two populations separate, which a single accuracy number hides.
+Shows where along the depth the two populations separate, which a single accuracy number hides. Pairs
+are split by a boolean `same`, or by named kinds (e.g. same object / twin / similar / other class).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ def _density(values: Float[np.ndarray, " n"], grid: Float[np.ndarray, " g"]) -> 
 
 
 def score_kde(
-    per_layer: Mapping[int, tuple[Float[np.ndarray, " pairs"], Bool[np.ndarray, " pairs"]]],
+    per_layer: Mapping[int, tuple[Float[np.ndarray, " pairs"], Bool[np.ndarray, " pairs"] | np.ndarray]],
     path: str | os.PathLike,
     score_name: str = "P(same object)",
     title: str | None = None,
 ) -> Path:
-    """{layer: (scores, same)} -> one KDE panel per layer with the same- and different-object curves.
+    """{layer: (scores, same)} -> one KDE panel per layer with the same- and different-object curves; with
+    `same` an array of kind names instead of booleans, one curve per kind (in first-seen order).
 
     A population with fewer than two distinct scores is drawn as a vertical line at its value.
     """
@@ -42,9 +44,11 @@ def score_kde(
     checked = {}
     for layer, (scores, same) in sorted(per_layer.items()):
         scores, same = np.asarray(scores, float).ravel(), np.asarray(same).ravel()
-        if scores.shape != same.shape or same.dtype != bool:
-            raise InputError(f"layer {layer}: scores {scores.shape} and a boolean `same` of the same length needed, "
-                             f"got same {same.shape} {same.dtype}")
+        if scores.shape != same.shape or not (same.dtype == bool or same.dtype.kind in "US"):
+            raise InputError(f"layer {layer}: scores {scores.shape} and a boolean `same` (or kind names) of the same "
+                             f"length needed, got same {same.shape} {same.dtype}")
+        if same.dtype == bool:
+            same = np.where(same, "same object", "different objects")
         if not np.isfinite(scores).all():
             raise InputError(f"layer {layer}: scores hold NaN or infinite values")
         checked[layer] = (scores, same)
@@ -56,18 +60,26 @@ def score_kde(
     nrows = math.ceil(len(checked) / ncols)
     fig = new_figure(3.2 * ncols, 2.5 * nrows + 0.7)
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
+    kinds = list(dict.fromkeys([*COLORS, *(kind for _, same in checked.values() for kind in same.tolist())]))
+    kinds = [kind for kind in kinds if any((same == kind).any() for _, same in checked.values())]
+    colors = {kind: COLORS.get(kind, f"C{i + 2}") for i, kind in enumerate(kinds)}
     for ax, (layer, (scores, same)) in zip(axes.flat, checked.items()):
-        for label, mask in (("same object", same), ("different objects", ~same)):
-            values = scores[mask]
+        for label in kinds:
+            values = scores[same == label]
             if values.size == 0:
                 continue
             density = _density(values, grid)
+            name = label if len(kinds) <= 2 else f"{label} (n = {values.size})"
             if density is None:
-                ax.axvline(values[0], color=COLORS[label], lw=1.5, label=label)
+                ax.axvline(values[0], color=colors[label], lw=1.5, label=name)
             else:
-                ax.plot(grid, density, color=COLORS[label], lw=1.5, label=label)
-                ax.fill_between(grid, density, color=COLORS[label], alpha=0.15)
-        ax.set_title(f"layer {layer}: n = {int(same.sum())} same, {int((~same).sum())} different", fontsize=8)
+                ax.plot(grid, density, color=colors[label], lw=1.5, label=name)
+                ax.fill_between(grid, density, color=colors[label], alpha=0.15)
+        if len(kinds) <= 2:
+            counts = ", ".join(f"{int((same == kind).sum())} {kind.split()[0]}" for kind in kinds)
+            ax.set_title(f"layer {layer}: n = {counts}", fontsize=8)
+        else:  # the counts would not fit a panel title: they go to the legend
+            ax.set_title(f"layer {layer}", fontsize=8)
         ax.set_xlabel(score_name, fontsize=8)
         ax.tick_params(labelsize=7, labelbottom=True)  # tick labels on every panel, also above an empty slot
     for ax in list(axes.flat)[len(checked):]:

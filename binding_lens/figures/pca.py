@@ -59,3 +59,36 @@ def binding_pca(
     finish(fig, title, legend_from=ax if ids.size <= 20 else None, fontsize=10, legend_fontsize=6,
            markerscale=1.5)
     return save(fig, path)
+
+
+def twin_pca(
+    differences: Float[np.ndarray, "pair d"],
+    scene: Int[np.ndarray, " pair"],
+    path: str | os.PathLike,
+    title: str = "Residual differences between corresponding patches of twins, first two PCs",
+) -> Path:
+    """Each corresponding twin pair as two points, +d/2 (twin A, circle) and -d/2 (twin B, cross), on the
+    first two PCs of the differences d, one colour per scene: a scene whose circles and crosses fall on
+    two sides is one whose twins the model tells apart along those components."""
+    differences, scene = np.asarray(differences, float), np.asarray(scene).ravel()
+    if differences.ndim != 2 or differences.shape[0] < 2 or scene.shape != (differences.shape[0],):
+        raise InputError(f"need differences [pairs >= 2, d] and one scene id per pair, got {differences.shape}, "
+                         f"{scene.shape}")
+    _, singular, vt = np.linalg.svd(differences - differences.mean(0), full_matrices=False)
+    explained = singular ** 2 / max(float((singular ** 2).sum()), 1e-12)
+    points = differences @ vt[:2].T / 2
+    fig = new_figure(5.2 + LEGEND_WIDTH, 4.4)
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["tab10"]
+    for i, value in enumerate(np.unique(scene)):
+        pick = scene == value
+        ax.scatter(points[pick, 0], points[pick, 1], s=14, marker="o", color=cmap(i % 10), linewidths=0,
+                   label=f"scene {value}: A (o), B (x)")
+        ax.scatter(-points[pick, 0], -points[pick, 1], s=14, marker="x", color=cmap(i % 10), linewidths=1)
+    ax.axhline(0, color="0.6", lw=0.6)
+    ax.axvline(0, color="0.6", lw=0.6)
+    ax.set_xlabel(f"PC1 ({100 * explained[0]:.1f}% of variance)")
+    ax.set_ylabel(f"PC2 ({100 * explained[1]:.1f}% of variance)")
+    ax.grid(alpha=0.3)
+    finish(fig, title, legend_from=ax, fontsize=10, legend_fontsize=6)
+    return save(fig, path)

@@ -19,8 +19,9 @@ from .batch import PairBatch, label_space
 from .bilinear import DiagQuadraticProbe, LinearProbe, QuadraticFixedRankProbe, QuadraticProbe
 from .checkpoint import load_probe, read_header, save_probe
 from .data import ProbeData
-from .evaluation import auroc_with_interval, evaluate, pair_outputs
-from .metrics import DegeneratePairSetError, auroc, bootstrap_auroc, pair_metrics
+from .evaluation import auroc_with_interval, evaluate, fit_threshold, pair_outputs
+from .metrics import (DegeneratePairSetError, auroc, bootstrap_accuracy, bootstrap_auroc, calibrated_threshold,
+                      pair_metrics)
 from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
 from .registry import PROBES, make_probe, probe_class
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches, split_by_image
@@ -51,10 +52,13 @@ __all__ = [
     "TrainResult",
     "auroc",
     "auroc_with_interval",
+    "bootstrap_accuracy",
     "bootstrap_auroc",
+    "calibrated_threshold",
     "count_pairs",
     "dense_instance_ids",
     "evaluate",
+    "fit_threshold",
     "fit_logistic_1d",
     "fixed_pairs",
     "label_space",

@@ -1,5 +1,6 @@
-"""Score a probe on a fixed pair set: batched over images, metrics over all pairs at once, and whether
-it ranks pairs better than chance (`auroc_with_interval`, an image bootstrap interval)."""
+"""Score a probe on a fixed pair set: batched over images, metrics over all pairs at once, its decision
+threshold calibrated on validation pairs (`fit_threshold`), and image-bootstrap intervals
+(`auroc_with_interval`, `evaluate(..., intervals=True)`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..data.priors import binary_entropy_bits
 from ..errors import InputError
 from .base import PairProbe
 from .data import ProbeData
-from .metrics import auroc, bootstrap_auroc, pair_metrics
+from .metrics import auroc, bootstrap_accuracy, bootstrap_auroc, calibrated_threshold, pair_metrics
 from .sampling import PairSet, fixed_pairs
 
 
@@ -50,15 +51,22 @@ def evaluate(
     patches_per_image: int | None = 64,
     seed: int = 0,
     batch_images: int = 256,
+    threshold: float = 0.5,
+    intervals: bool = False,
+    n_boot: int = 1000,
+    level: float = 0.95,
 ) -> dict[str, float | int]:
     """Metrics of `probe` on `data` (a ProbeData or (acts, instance[, klass])) over a pair set.
 
-    `pairs` defaults to `fixed_pairs(data.instance, patches_per_image, seed)`. Returns accuracy
-    (p > 0.5), balanced_accuracy, auroc, positive_rate, majority_baseline, n_pairs, n_positive,
-    loss (mean pairwise BCE of the probe's probabilities, nats) and pair_bits: the information about the
-    IsSameObject label per pair, H(label) - BCE in bits (SPEC section 8's measure for one bit; <= 0
-    when the probe is no better than the positive rate). Raises DegeneratePairSetError when the
-    pairs hold no positive or no negative pair.
+    `pairs` defaults to `fixed_pairs(data.instance, patches_per_image, seed)`. Returns accuracy and
+    balanced_accuracy (p > `threshold`; calibrate it on validation pairs with `fit_threshold`),
+    accuracy_at_half (p > 0.5, the paper's rule), auroc, positive_rate, majority_baseline, n_pairs,
+    n_positive, loss (mean pairwise BCE of the probe's probabilities, nats) and pair_bits: the
+    information about the IsSameObject label per pair, H(label) - BCE in bits (SPEC section 8's
+    measure for one bit; <= 0 when the probe is no better than the positive rate). With `intervals`,
+    also accuracy_low/high and auroc_low/high: `level` percentile intervals from `n_boot` bootstrap
+    replicates over images. Raises DegeneratePairSetError when the pairs hold no positive or no
+    negative pair.
     """
     data = ProbeData.coerce(data)
     if not 0 <= layer < data.n_layers:
@@ -67,10 +75,42 @@ def evaluate(
         raise InputError(f"data has d_model {data.d_model(layer)} but the probe expects {probe.d_model}")
     pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
     scores, labels = pair_outputs(probe, data, pairs, layer, batch_images)
-    metrics = pair_metrics(probe.scores_to_probabilities(scores), labels, scores)
+    probabilities = probe.scores_to_probabilities(scores)
+    metrics = pair_metrics(probabilities, labels, scores, threshold=threshold)
+    metrics["threshold"] = threshold
+    metrics["accuracy_at_half"] = float(((probabilities > 0.5) == labels).double().mean())
     metrics["loss"] = float(pair_losses(probe, scores, labels).mean())
     metrics["pair_bits"] = binary_entropy_bits(metrics["positive_rate"]) - metrics["loss"] / math.log(2)
+    if intervals:
+        images = image_of_pair(data, pairs)
+        metrics["accuracy_low"], metrics["accuracy_high"] = bootstrap_accuracy(
+            (probabilities > threshold) == labels, images, n_boot=n_boot, level=level, seed=seed)
+        metrics["auroc_low"], metrics["auroc_high"] = bootstrap_auroc(scores, labels, images, n_boot=n_boot,
+                                                                      level=level, seed=seed)
     return metrics
+
+
+def fit_threshold(
+    probe: PairProbe,
+    data: Any,
+    pairs: PairSet | None = None,
+    *,
+    layer: int = 0,
+    patches_per_image: int | None = 64,
+    seed: int = 0,
+) -> float:
+    """The probability threshold that maximises the probe's accuracy on `data`'s pairs (validation data:
+    the test accuracy at this threshold is then an honest number; `metrics.calibrated_threshold`)."""
+    data = ProbeData.coerce(data)
+    pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
+    scores, labels = pair_outputs(probe, data, pairs, layer)
+    return calibrated_threshold(probe.scores_to_probabilities(scores), labels)
+
+
+def image_of_pair(data: ProbeData, pairs: PairSet) -> Int[Tensor, " pair"]:
+    """The image index of every pair `pair_outputs` returns, in its order (the bootstrap's groups)."""
+    per_image = pairs.batch(data.instance, torch.arange(data.n_images)).pair_mask.sum((1, 2))
+    return torch.repeat_interleave(torch.arange(data.n_images), per_image)
 
 
 def pair_losses(probe: PairProbe, scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]) -> Float[Tensor, " pair"]:
@@ -101,7 +141,5 @@ def auroc_with_interval(
     data = ProbeData.coerce(data)
     pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
     scores, labels = pair_outputs(probe, data, pairs, layer)
-    per_image = pairs.batch(data.instance, torch.arange(data.n_images)).pair_mask.sum((1, 2))
-    image_of_pair = torch.repeat_interleave(torch.arange(data.n_images), per_image)
-    low, high = bootstrap_auroc(scores, labels, image_of_pair, n_boot=n_boot, level=level, seed=seed)
+    low, high = bootstrap_auroc(scores, labels, image_of_pair(data, pairs), n_boot=n_boot, level=level, seed=seed)
     return {"auroc": auroc(scores, labels), "low": low, "high": high, "n_images": data.n_images}

@@ -1,10 +1,12 @@
 """Binary metrics of IsSameObject predictions over a pair set, with the baselines that go with them.
 
-Accuracy thresholds the probability at 0.5 (predict "same" when p > 0.5). Balanced accuracy is the
+Accuracy thresholds the probability (predict "same" when p > threshold; 0.5 unless a threshold
+calibrated on validation pairs is given, `calibrated_threshold`). Balanced accuracy is the
 mean of the true-positive and true-negative rates. AUROC is the Mann-Whitney statistic from average
 ranks (ties count 1/2), so it needs one sort, not the O(n^2) pair count that defines it. The
 majority baseline is the accuracy of always answering the more frequent label of the same pairs.
-`bootstrap_auroc` gives the AUROC an interval by resampling images (pairs of an image are not independent).
+`bootstrap_auroc` and `bootstrap_accuracy` give intervals by resampling images (pairs of an image are not
+independent); both draw their replicates with `group_bootstrap_counts`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,26 @@ def auroc(scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]) -> floa
 
 
 
+def group_bootstrap_counts(n_groups: int, n_boot: int, seed: int) -> Float[Tensor, "replicate group"]:
+    """How often each of `n_groups` groups is drawn in each of `n_boot` bootstrap replicates (with replacement)."""
+    generator = torch.Generator().manual_seed(seed)
+    draws = torch.randint(n_groups, (n_boot, n_groups), generator=generator)
+    return torch.zeros(n_boot, n_groups, dtype=torch.float64).scatter_add_(
+        1, draws, torch.ones(n_boot, n_groups, dtype=torch.float64))
+
+
+def percentile_interval(replicates: Tensor, level: float) -> tuple[float, float]:
+    """The central `level` percentile interval of bootstrap replicates."""
+    tail = (1 - level) / 2
+    low, high = torch.quantile(replicates.double(), torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+    return low, high
+
+
+def _check_bootstrap(n_boot: int, level: float) -> None:
+    if not 0 < level < 1 or n_boot < 1:
+        raise InputError(f"need 0 < level < 1 and n_boot >= 1, got level={level}, n_boot={n_boot}")
+
+
 def bootstrap_auroc(
     scores: Float[Tensor, " pair"],
     labels: Bool[Tensor, " pair"],
@@ -74,8 +96,7 @@ def bootstrap_auroc(
     """
     labels = labels.bool().flatten()
     _check(labels, scores)
-    if not 0 < level < 1 or n_boot < 1:
-        raise InputError(f"need 0 < level < 1 and n_boot >= 1, got level={level}, n_boot={n_boot}")
+    _check_bootstrap(n_boot, level)
     s = scores.detach().double().flatten()
     _, group = torch.unique(groups.flatten(), return_inverse=True)
     n_groups = int(group.max()) + 1
@@ -88,28 +109,76 @@ def bootstrap_auroc(
         ordered[:, j].index_add_(0, positive_group, below + tied / 2)
     n_pos = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, positive_group, torch.ones_like(positive))
     n_neg = torch.bincount(group[~labels], minlength=n_groups).double()
-    generator = torch.Generator().manual_seed(seed)
-    draws = torch.randint(n_groups, (n_boot, n_groups), generator=generator)
-    counts = torch.zeros(n_boot, n_groups, dtype=torch.float64).scatter_add_(1, draws, torch.ones(n_boot, n_groups, dtype=torch.float64))
+    counts = group_bootstrap_counts(n_groups, n_boot, seed)
     denominator = (counts @ n_pos) * (counts @ n_neg)
     boot = ((counts @ ordered) * counts).sum(1)[denominator > 0] / denominator[denominator > 0]
-    tail = (1 - level) / 2
-    low, high = torch.quantile(boot, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
-    return low, high
+    return percentile_interval(boot, level)
+
+
+def bootstrap_accuracy(
+    correct: Bool[Tensor, " pair"],
+    groups: Int[Tensor, " pair"],
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the fraction of `correct` pairs, resampling whole `groups`.
+
+    A replicate's accuracy is sum_i c_i K_i / sum_i c_i n_i (K_i correct of the n_i pairs of group i,
+    c_i draws of group i), so each replicate is two dot products."""
+    correct = correct.bool().flatten()
+    if correct.numel() == 0 or groups.flatten().shape != correct.shape:
+        raise InputError(f"need one group per pair and at least one pair, got {correct.numel()} pairs, "
+                         f"{groups.numel()} groups")
+    _check_bootstrap(n_boot, level)
+    _, group = torch.unique(groups.flatten(), return_inverse=True)
+    n_groups = int(group.max()) + 1
+    hits = torch.bincount(group, weights=correct.double(), minlength=n_groups)
+    sizes = torch.bincount(group, minlength=n_groups).double()
+    counts = group_bootstrap_counts(n_groups, n_boot, seed)
+    return percentile_interval((counts @ hits) / (counts @ sizes), level)
+
+
+def calibrated_threshold(probabilities: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]) -> float:
+    """The probability threshold that maximises accuracy on these pairs (predict "same" when p > t).
+
+    Candidate cuts lie midway between consecutive distinct probabilities (or below the lowest / at
+    the highest). If 0.5 predicts as well as the best cut it is kept, so a probe that is already
+    calibrated keeps 0.5; otherwise the best cut nearest 0.5 wins. Fit it on validation pairs and
+    apply it to test pairs."""
+    labels = labels.bool().flatten()
+    _check(labels, probabilities)
+    p = probabilities.detach().double().flatten()
+    values = torch.unique(p)  # ascending
+    half = torch.tensor([0.5], dtype=torch.float64)
+    cuts = torch.cat([values[:1] - 1.0, (values[1:] + values[:-1]) / 2, values[-1:], half])
+    sorted_p, order = p.sort()
+    predicted_different = torch.searchsorted(sorted_p, cuts, side="right")  # p <= cut, per cut
+    positives_at_or_below = torch.cat([torch.zeros(1, dtype=torch.float64), labels[order].double().cumsum(0)])
+    false_negatives = positives_at_or_below[predicted_different]
+    correct = (labels.sum() - false_negatives) + (predicted_different - false_negatives)
+    best = correct == correct.max()
+    distance = torch.where(best, (cuts - 0.5).abs(), torch.full_like(cuts, float("inf")))
+    return float(cuts[distance.argmin()])
+
 
 def pair_metrics(
-    probabilities: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"], scores: Float[Tensor, " pair"] | None = None
+    probabilities: Float[Tensor, " pair"],
+    labels: Bool[Tensor, " pair"],
+    scores: Float[Tensor, " pair"] | None = None,
+    threshold: float = 0.5,
 ) -> dict[str, float | int]:
     """accuracy, balanced_accuracy, auroc, positive_rate, majority_baseline, n_pairs, n_positive.
 
-    `scores` (monotone in the probability, e.g. logits) rank pairs for AUROC without the ties that
-    saturated probabilities would create; they default to the probabilities.
+    Accuracy and balanced accuracy predict "same" when p > `threshold`. `scores` (monotone in the
+    probability, e.g. logits) rank pairs for AUROC without the ties that saturated probabilities
+    would create; they default to the probabilities.
     """
     labels = labels.bool().flatten()
     probabilities = probabilities.detach().flatten()
     scores = probabilities if scores is None else scores.detach().flatten()
     n, n_pos = _check(labels, probabilities, scores)
-    predicted = probabilities > 0.5
+    predicted = probabilities > threshold
     tpr = float((predicted & labels).sum()) / n_pos
     tnr = float((~predicted & ~labels).sum()) / (n - n_pos)
     rate = n_pos / n

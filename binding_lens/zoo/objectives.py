@@ -141,7 +141,7 @@ class MaeObjective(Objective):
         tokens = self.backbone.embeddings(pixels)  # [B, 1 + N, d], position embeddings added
         b, n = tokens.shape[0], tokens.shape[1] - 1
         keep = max(1, round(n * (1 - self.recipe.mae.mask_ratio)))
-        order = torch.rand(b, n, generator=generator).argsort(1)
+        order = torch.rand(b, n, generator=generator).argsort(1).to(tokens.device)
         restore = order.argsort(1)
         visible = order[:, :keep, None]
         x = torch.cat([tokens[:, :1], tokens[:, 1:].gather(1, visible.expand(-1, -1, tokens.shape[2]))], dim=1)
@@ -175,7 +175,7 @@ class SupervisedObjective(Objective):
 
     def loss(self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator) -> Float[Tensor, ""]:
         logits = self.logits(bank.pixels(index, generator))
-        return nn.functional.binary_cross_entropy_with_logits(logits, bank.labels[index])
+        return nn.functional.binary_cross_entropy_with_logits(logits.float(), bank.labels[index.to(logits.device)])
 
     def heads(self) -> dict[str, Tensor]:
         return {f"classifier.{name}": t.detach().clone() for name, t in self.classifier.state_dict().items()}

@@ -65,6 +65,8 @@ class ZooRecipe:
     """Everything that determines a zoo model (with the package version): see the module docstring."""
 
     objective: str
+    scale: str = "small"
+    """Which shipped recipe this started from: `small` (CPU, the shipped zoo) or `gpu` (`GPU_RECIPES`)."""
     # scenes
     preset: str = "default"
     image_size: int = 96
@@ -92,6 +94,8 @@ class ZooRecipe:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise InputError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        if self.scale not in SCALES:
+            raise InputError(f"unknown recipe scale {self.scale!r}; choose one of {', '.join(SCALES)}")
         check_positive_ints({name: getattr(self, name) for name in (
             "image_size", "n_scenes", "patch_size", "hidden_size", "n_layers", "n_heads", "mlp_ratio", "batch_size")})
         if not isinstance(self.steps, int) or self.steps < 0:
@@ -167,11 +171,16 @@ COMMAND_LINE_FIELDS: dict[str, tuple[type, str]] = {
 """The recipe fields `binding-lens zoo train` takes as --flags (type, help)."""
 
 
-def default_recipe(objective: str) -> ZooRecipe:
-    """The shipped recipe of an objective (`RECIPES` below), by name."""
+SCALES = ("small", "gpu")
+
+
+def default_recipe(objective: str, scale: str = "small") -> ZooRecipe:
+    """The shipped recipe of an objective at a scale (`RECIPES`, `GPU_RECIPES` below), by name."""
     if objective not in RECIPES:
         raise InputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
-    return RECIPES[objective]
+    if scale not in SCALES:
+        raise InputError(f"unknown recipe scale {scale!r}; choose one of {', '.join(SCALES)}")
+    return (RECIPES if scale == "small" else GPU_RECIPES)[objective]
 
 
 RECIPES: dict[str, ZooRecipe] = {
@@ -180,3 +189,17 @@ RECIPES: dict[str, ZooRecipe] = {
     "supervised": ZooRecipe("supervised", steps=2000, lr=1e-3),
     "random": ZooRecipe("random", steps=0),
 }
+
+_GPU_BACKBONE = dict(scale="gpu", image_size=128, patch_size=8, hidden_size=384, n_layers=12, n_heads=6,
+                     n_scenes=20000, batch_size=128, warmup_steps=500)
+GPU_RECIPES: dict[str, ZooRecipe] = {
+    "dino": ZooRecipe("dino", **_GPU_BACKBONE, steps=10000, lr=5e-4,
+                      dino=DinoKnobs(out_dim=4096, hidden_dim=1024, bottleneck_dim=256, local_size=64)),
+    "mae": ZooRecipe("mae", **_GPU_BACKBONE, steps=20000, lr=1e-3,
+                     mae=MaeKnobs(decoder_dim=192, decoder_layers=4, decoder_heads=6)),
+    "supervised": ZooRecipe("supervised", **_GPU_BACKBONE, steps=15000, lr=1e-3),
+    "random": ZooRecipe("random", **{**_GPU_BACKBONE, "warmup_steps": 100}, steps=0),
+}
+"""A ViT-S-sized backbone (d 384, 12 blocks, 6 heads) on 128 px scenes (a 16 x 16 grid), meant for one
+GPU with `--device cuda --precision bf16`: 1.3M to 2.6M training images per model. Not trained here
+(no GPU was at hand); its code path is tested for a few steps on the CPU."""

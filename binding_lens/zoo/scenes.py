@@ -54,15 +54,22 @@ class SceneBank:
     def __len__(self) -> int:
         return self.images.shape[0]
 
+    def to(self, device: str | torch.device) -> "SceneBank":
+        """Hold the scenes (and the normalisation) on `device`, so batches are cut there."""
+        self.images, self.labels = self.images.to(device), self.labels.to(device)
+        self._mean, self._std = self._mean.to(device), self._std.to(device)
+        return self
+
     def sample(self, batch_size: int, generator: torch.Generator) -> Tensor:
         """Indices of a batch drawn without replacement."""
         return torch.randperm(len(self), generator=generator)[:batch_size]
 
     def pixels(self, index: Tensor, generator: torch.Generator | None = None) -> Float[Tensor, "batch 3 H W"]:
-        """Normalised pixels of these scenes; with a generator, each is flipped left-right with p = 1/2."""
-        x = self.images[index].permute(0, 3, 1, 2).float().div_(255)
+        """Normalised pixels of these scenes; with a generator, each is flipped left-right with p = 1/2.
+        Random draws come from the (CPU) generator whatever the device, so a seed means the same batches."""
+        x = self.images[index.to(self.images.device)].permute(0, 3, 1, 2).float().div_(255)
         if generator is not None:
-            flip = torch.rand(len(index), generator=generator) < 0.5
+            flip = (torch.rand(len(index), generator=generator) < 0.5).to(x.device)
             x[flip] = x[flip].flip(-1)
         return (x - self._mean) / self._std
 

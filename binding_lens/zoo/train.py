@@ -4,7 +4,9 @@
     train_zoo_model(default_recipe("dino"), "runs/zoo/dino")     # == binding-lens zoo train --objective dino
 
 AdamW (betas 0.9 / 0.95, weight decay on matrices only), linear warm-up then cosine decay to
-`min_lr`, gradient clipping at `clip_grad` (global norm). Batches are drawn from the pre-rendered
+`min_lr`, gradient clipping at `clip_grad` (global norm). `device` runs it on a GPU (the scenes are
+held there too); `precision="bf16"` runs the forward passes under bfloat16 autocast (weights,
+optimiser state and the EMA teacher stay float32). Both are recorded in the card's environment. Batches are drawn from the pre-rendered
 training scenes by a generator seeded with `recipe.seed`; the backbone's initialisation uses the
 same seed, so the random control is exactly the untrained starting point of every other model.
 """
@@ -21,10 +23,11 @@ import torch
 import transformers
 
 from ..version import __version__
+from ..errors import InputError
 from ..io import staging_dir
 from .checkpoint import LOG, write_checkpoint
 from .objectives import Objective, make_objective
-from .recipe import COMMAND_LINE_FIELDS, RECIPES, ZooRecipe
+from .recipe import COMMAND_LINE_FIELDS, ZooRecipe, default_recipe
 from .scenes import SceneBank, training_scenes
 
 
@@ -57,17 +60,22 @@ def train_zoo_model(
     name: str | None = None,
     progress: bool = True,
     command: str | None = None,
+    device: str | torch.device = "cpu",
+    precision: str = "fp32",
 ) -> dict[str, Any]:
     """Train `recipe` and write the checkpoint to `out` (refused if it exists). Returns the card."""
     out = Path(out)
     if out.exists():
         raise FileExistsError(f"{out} already exists; choose another --out or remove it first")
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    device = torch.device(device)
     started = time.perf_counter()
-    objective = make_objective(recipe)
+    objective = make_objective(recipe).to(device)
     staging = staging_dir(out)
     losses: list[float] = []
     if recipe.steps:
-        losses = _fit(objective, recipe, staging / LOG, progress)
+        losses = _fit(objective, recipe, staging / LOG, progress, device, precision)
     wall = time.perf_counter() - started
     backbone = objective.shipped_backbone()
     card = {
@@ -87,10 +95,18 @@ def train_zoo_model(
         "command": command or canonical_command(recipe, out),
         "shipped_network": "EMA teacher" if recipe.objective == "dino" else "the trained backbone",
         "environment": {"binding_lens": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-                        "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine()},
+                        "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
+                        "device": _device_name(device), "precision": precision},
     }
     write_checkpoint(staging, out, backbone, objective.heads(), card)
     return card
+
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def _device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
 def _mean(values: list[float]) -> float | None:
@@ -100,17 +116,19 @@ def _mean(values: list[float]) -> float | None:
 def canonical_command(recipe: ZooRecipe, out: Path) -> str:
     """The `binding-lens zoo train` line that remakes this recipe (top-level knobs that differ from
     the objective's shipped recipe are spelt out)."""
-    base = RECIPES[recipe.objective].as_dict()
+    base = default_recipe(recipe.objective, recipe.scale).as_dict()
     mine = recipe.as_dict()
     flags = [f"--{k.replace('_', '-')} {v}" for k, v in mine.items()
              if k in COMMAND_LINE_FIELDS and base.get(k) != v]
-    return " ".join(["binding-lens zoo train --objective", recipe.objective, *flags, "--out", str(out)])
+    scale = [] if recipe.scale == "small" else ["--scale", recipe.scale]
+    return " ".join(["binding-lens zoo train --objective", recipe.objective, *scale, *flags, "--out", str(out)])
 
 
 
 
-def _fit(objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool) -> list[float]:
-    bank = SceneBank(recipe, progress=progress)
+def _fit(objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool, device: torch.device,
+         precision: str) -> list[float]:
+    bank = SceneBank(recipe, progress=progress).to(device)
     optimizer = _optimizer(objective, recipe)
     generator = torch.Generator().manual_seed(recipe.seed)
     objective.train()
@@ -127,7 +145,8 @@ def _fit(objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool
             lr = learning_rate(recipe, step)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            loss = objective.loss(bank, bank.sample(recipe.batch_size, generator), generator)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+                loss = objective.loss(bank, bank.sample(recipe.batch_size, generator), generator).float()
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"{recipe.objective} loss became {loss.item()} at step {step}; lower --lr")
             optimizer.zero_grad(set_to_none=True)

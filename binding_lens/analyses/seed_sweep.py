@@ -1,0 +1,81 @@
+"""The layer sweep repeated over seeds: each probe's curve as a mean with its 95 % interval across seeds.
+
+    result = layer_sweep_over_seeds(model, lambda s: SyntheticScenes("default", n=400, seed=s), "runs/sweep",
+                                    seeds=[0, 1, 2])
+
+Seed `s` draws the scenes (`scenes_for_seed(s)`), the train/val/test split and the probes' initial
+weights and batches, so the interval covers the probe's and the scene draw's variability (not the
+model's: for that, train several models, as the zoo's training seeds do). Each seed is a full sweep run
+in `out/seed-<s>/`; `out/` holds the aggregate rows (`sweep.csv`: every metric's mean, `<metric>_low`
+and `<metric>_high` across seeds, `n_seeds`), the peaks (chosen on the mean curve, by validation AUROC
+unless `peak_by="test"`), the figure and `summary.json`. With one seed this is `layer_sweep` itself.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..data import Scene
+from ..errors import InputError
+from ..figures import accuracy_by_layer
+from ..hooks import HookedViT
+from ..io import write_json_atomic
+from ..probes import ProbeTrainingConfig
+from .layer_sweep import PEAK_RULES, SweepResult, layer_sweep, weights_note
+from .report import peak_layers, write_table
+from .statistics import aggregate_rows
+
+SEED_METRICS = ("accuracy", "accuracy_at_half", "threshold", "balanced_accuracy", "auroc", "pair_bits",
+                "positive_rate", "majority_baseline", "val_auroc")
+
+
+def layer_sweep_over_seeds(
+    model: HookedViT,
+    scenes_for_seed: Callable[[int], Sequence[Scene]],
+    out: str | Path,
+    seeds: Sequence[int],
+    *,
+    training: ProbeTrainingConfig | None = None,
+    peak_by: str = "val",
+    progress: bool = True,
+    **sweep_kwargs: Any,
+) -> SweepResult:
+    """`layer_sweep` once per seed, aggregated (see the module docstring); `sweep_kwargs` go to every sweep."""
+    seeds = list(dict.fromkeys(seeds))
+    if not seeds:
+        raise InputError("need at least one seed")
+    training = training or ProbeTrainingConfig()
+    out = Path(out)
+    if len(seeds) == 1:
+        return layer_sweep(model, scenes_for_seed(seeds[0]), out, seed=seeds[0], training=replace(training, seed=seeds[0]),
+                           peak_by=peak_by, progress=progress, **sweep_kwargs)
+    started = time.perf_counter()
+    runs = [layer_sweep(model, scenes_for_seed(seed), out / f"seed-{seed}", seed=seed,
+                        training=replace(training, seed=seed), peak_by=peak_by, progress=progress, **sweep_kwargs)
+            for seed in seeds]
+    per_seed = [row | {"seed": seed} for seed, run in zip(seeds, runs) for row in run.rows]
+    rows = aggregate_rows(per_seed, by=("model", "probe", "layer"), metrics=SEED_METRICS)
+    for row in rows:
+        learnt = [r["learnt"] for r in per_seed if (r["probe"], r["layer"]) == (row["probe"], row["layer"])]
+        row["learnt"] = all(learnt) if all(learnt) or not any(learnt) else f"{sum(map(bool, learnt))}/{len(learnt)} seeds"
+        row.pop("seed", None)
+    metric, rule = PEAK_RULES[peak_by]
+    peaks = {probe: row | {"peak_chosen_on": f"{rule}, mean over {len(seeds)} seeds"}
+             for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()}
+    files: dict[str, Path] = {}
+    files["table_csv"], files["table_json"] = write_table(rows, out / "sweep")
+    files["peaks_csv"], files["peaks_json"] = write_table([{"probe": probe} | row for probe, row in peaks.items()],
+                                                          out / "peaks")
+    files["plot"] = accuracy_by_layer(rows, out / "accuracy_by_layer.png",
+                                      title=f"IsSameObject by layer: mean and 95% interval over {len(seeds)} seeds "
+                                            f"(probe init, split, scene draw)\n{weights_note(model)}")
+    summary = {"seeds": seeds, "runs": [str(run.out) for run in runs], "weights": weights_note(model),
+               "peak_by": peak_by, "training_problems": [f"seed {seed}: {line}" for seed, run in zip(seeds, runs)
+                                                         for line in run.problems()],
+               "seconds": {"total": round(time.perf_counter() - started, 2)}}
+    files["summary"] = out / "summary.json"
+    write_json_atomic(files["summary"], summary)
+    return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)

@@ -1,0 +1,89 @@
+"""Means with intervals across seeds, and differences that say whether they are beyond noise.
+
+    mean_interval([0.81, 0.79, 0.84])                       # {'mean': .813, 'low': .75, 'high': .88, 'n': 3}
+    difference_interval(dino_aurocs, mae_aurocs)            # Welch interval of mean(a) - mean(b)
+    aggregate_rows(rows, by=("probe", "layer"), metrics=("accuracy", "auroc"))
+
+Intervals across seeds are Student-t intervals of the mean (the seeds are the independent units:
+probe initialisations and scene draws, or training seeds); with one seed there is no interval
+(low and high are None) and reports say so instead of printing a spread they do not have.
+Intervals within one run (over images) are bootstraps: `binding_lens.probes.metrics`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+from scipy import stats
+
+from ..errors import InputError
+
+LEVEL = 0.95
+
+
+def mean_interval(values: Iterable[float], level: float = LEVEL) -> dict[str, Any]:
+    """Mean of `values` and its Student-t `level` interval ({mean, low, high, n}; no interval for n = 1)."""
+    values = [float(v) for v in values]
+    if not values:
+        raise InputError("mean_interval needs at least one value")
+    n = len(values)
+    mean = sum(values) / n
+    if n == 1:
+        return {"mean": mean, "low": None, "high": None, "n": 1}
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = stats.t.ppf((1 + level) / 2, n - 1) * sd / math.sqrt(n)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+
+
+def difference_interval(a: Sequence[float], b: Sequence[float], *, paired: bool = False,
+                        level: float = LEVEL) -> dict[str, Any]:
+    """mean(a) - mean(b) with its `level` interval: paired (a_i - b_i, a t interval) or Welch's for two
+    independent groups. `beyond_noise` is True when the interval excludes 0, None without an interval."""
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if paired:
+        if len(a) != len(b):
+            raise InputError(f"paired differences need as many values in each group, got {len(a)} and {len(b)}")
+        result = mean_interval([x - y for x, y in zip(a, b)], level)
+    else:
+        if not a or not b:
+            raise InputError("difference_interval needs at least one value in each group")
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        result = {"mean": ma - mb, "low": None, "high": None, "n": min(len(a), len(b))}
+        if len(a) > 1 and len(b) > 1:
+            va = sum((v - ma) ** 2 for v in a) / (len(a) - 1) / len(a)
+            vb = sum((v - mb) ** 2 for v in b) / (len(b) - 1) / len(b)
+            se = math.sqrt(va + vb)
+            if se > 0:
+                df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+                half = stats.t.ppf((1 + level) / 2, df) * se
+            else:
+                half = 0.0
+            result.update(low=result["mean"] - half, high=result["mean"] + half)
+    result["beyond_noise"] = None if result["low"] is None else not (result["low"] <= 0 <= result["high"])
+    return result
+
+
+def aggregate_rows(rows: Sequence[dict[str, Any]], by: Sequence[str], metrics: Sequence[str],
+                   level: float = LEVEL) -> list[dict[str, Any]]:
+    """One row per distinct value of `by`: each metric's mean across the group, with `<metric>_low` and
+    `<metric>_high` (its t interval across the group's rows) and `n_seeds`. Groups keep first-seen order;
+    the other keys are kept when every row of the group agrees on them."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[key] for key in by), []).append(row)
+    out = []
+    for members in groups.values():
+        shared = {key: value for key, value in members[0].items()
+                  if key not in metrics and all(m.get(key) == value for m in members)}
+        row = {**shared, "n_seeds": len(members)}
+        for metric in metrics:
+            values = [m[metric] for m in members if m.get(metric) is not None]
+            if not values:
+                continue
+            summary = mean_interval(values, level)
+            row[metric] = summary["mean"]
+            if summary["low"] is not None:  # one seed keeps its own (bootstrap) interval, if it has one
+                row[f"{metric}_low"], row[f"{metric}_high"] = summary["low"], summary["high"]
+        out.append(row)
+    return out

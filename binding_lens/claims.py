@@ -1,0 +1,261 @@
+"""`binding-lens claims`: every claim of the paper, measured on each model, with its interval and a verdict.
+
+    report = claims_report(["zoo:dino", "zoo:mae", "zoo:mae@1", "zoo:random"], "runs/claims")
+    print(report.markdown())
+
+For each model: the layer sweep (`linear`, `diag_quadratic`, `quadratic`; peaks chosen on validation,
+reported on test with image-bootstrap intervals), the toy experiments (`analyses.toy`), the quadratic
+probe's top-k subspace (k = d_model / 8) and the next layer's attention against the probe. Each claim
+becomes a number whose sign is the claim; its interval is
+
+- per model: built from the image-bootstrap intervals of the two numbers it compares, conservatively
+  (the difference of a 95 % interval's far ends), or a permutation p-value for the attention r;
+- per objective, when several training seeds of it are given (`zoo:mae`, `zoo:mae@1`, ...): the
+  Student-t 95 % interval of the models' values across seeds.
+
+Verdict: "holds" when the interval lies on the claim's side of its threshold, "fails" when it lies on
+the other side, "cannot tell" when it straddles it (or there is no interval: one seed where only
+seeds give one). The paper's ordering across objectives (DINO > supervised > MAE) is judged on the
+Welch intervals of the quadratic AUROC differences. The interventions claim (shuffling hurts,
+injecting helps) is not measured here; `binding-lens ablate` measures it without paired intervals,
+so it stays "cannot tell" in this report.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from .analyses.ablation import label_images
+from .analyses.report import Row, write_table
+from .analyses.seed_sweep import layer_sweep_over_seeds
+from .analyses.statistics import mean_interval
+from .analyses.toy import toy_experiments
+from .binding import BindingSubspace
+from .binding.das import residual_at
+from .data import SyntheticScenes
+from .effects.attention import attention_score_correlation
+from .hooks import names
+from .io import write_json_atomic, write_text_atomic
+from .models import load_hooked_vit
+from .models.registry import PREFIX, is_zoo_spec, zoo_card
+from .probes import ProbeTrainingConfig, evaluate, load_probe, split_by_image
+from .zoo.compare import TABLE_PROBES, held_out_scenes, objective_row, objective_summary
+
+CLAIMS: dict[str, str] = {
+    "quadratic_beats_linear": "a quadratic probe reads IsSameObject better than a linear one (AUROC, at the quadratic peak)",
+    "middle_layers": "binding emerges in the middle layers (best mid-depth AUROC above the first layer's)",
+    "ordering": "the ordering across objectives: DINO > supervised > MAE (quadratic AUROC at the peak)",
+    "low_dimensional": "the binding subspace is low-dimensional (its top d/8 directions keep >= 90 % of the "
+                       "probe's above-chance AUROC)",
+    "interventions": "shuffling the binding subspace hurts downstream, injecting helps",
+    "attention_follows": "attention at l + 1 follows IsSameObject at l (Pearson r > 0)",
+    "twins": "identical objects are told apart in middle layers and merged late (same-vs-twin AUROC higher "
+             "mid-depth than at the last layer)",
+    "position_falls": "position decodability falls in late layers (RMSE at the last layer above the best layer's)",
+}
+THRESHOLDS = {"low_dimensional": 0.9}
+"""The value each claim's number must exceed (0 for the differences)."""
+PAPER_ORDER = ("dino", "supervised", "mae")
+KEPT_FRACTION = 8
+
+
+def verdict(low: float | None, high: float | None, threshold: float = 0.0) -> str:
+    """holds / fails / cannot tell for a claim 'value > threshold' with interval [low, high]."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return "cannot tell"
+    if low > threshold:
+        return "holds"
+    if high < threshold:
+        return "fails"
+    return "cannot tell"
+
+
+def _difference(a: Row, a_key: str, b: Row, b_key: str) -> dict[str, float | None]:
+    """a - b with the conservative interval [a_low - b_high, a_high - b_low] from their own intervals."""
+    value = a[a_key] - b[b_key]
+    if a.get(f"{a_key}_low") is None or b.get(f"{b_key}_low") is None:
+        return {"value": value, "low": None, "high": None}
+    return {"value": value, "low": a[f"{a_key}_low"] - b[f"{b_key}_high"], "high": a[f"{a_key}_high"] - b[f"{b_key}_low"]}
+
+
+@dataclass
+class ClaimsReport:
+    measurements: list[Row]
+    verdicts: list[Row]
+    out: Path
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def markdown(self) -> str:
+        lines = ["| claim | on | measurement [95% interval] | verdict |", "|---|---|---|---|"]
+        for row in self.verdicts:
+            lines.append(f"| {row['claim']} | {row['on']} | {row['text']} | **{row['verdict']}** |")
+        claims = "\n".join(f"- `{name}`: {text}" for name, text in CLAIMS.items())
+        return f"{claims}\n\n" + "\n".join(lines) + "\n"
+
+
+def _scenes(spec: str, n: int, size: tuple[int, int], seed: int) -> SyntheticScenes:
+    if is_zoo_spec(spec):
+        return held_out_scenes(spec, n, seed=seed)
+    return SyntheticScenes("default", n=n, size=size, seed=seed, split="test")
+
+
+def measure_model(spec: str, out: Path, *, n_scenes: int, seeds: Sequence[int], toy_scenes: int, toy_train: int,
+                  training: ProbeTrainingConfig, progress: bool) -> Row:
+    """Every per-model number of the report (see the module docstring) for one model."""
+    model = load_hooked_vit(spec)
+    card = zoo_card(spec) if is_zoo_spec(spec) else {"objective": spec, "recipe": {"seed": None}}
+    name = spec.removeprefix(PREFIX).replace("/", "_").replace(":", "_")
+    size = model.cfg.image_size
+    sweep = layer_sweep_over_seeds(model, lambda s: _scenes(spec, n_scenes, size, s), out / "sweeps" / name, seeds,
+                                   probes=TABLE_PROBES, training=training, progress=progress)
+    row = objective_row(spec, card, sweep)
+    by = {(r["probe"], r["layer"]): r for r in sweep.rows}
+    peak = sweep.peaks["quadratic"]
+    n_layers = model.cfg.n_layers
+    quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
+    middle = [r for r in quadratic if 1 / 3 <= r["layer_normalised"] <= 2 / 3] or quadratic
+    best_middle = max(middle, key=lambda r: r["val_auroc"])
+    measures = {
+        "quadratic_beats_linear": _difference(peak, "auroc", by[("linear", peak["layer"])], "auroc"),
+        "middle_layers": _difference(best_middle, "auroc", by[("quadratic", 0)], "auroc"),
+    }
+    run_dir = sweep.out if len(seeds) == 1 else sweep.out / f"seed-{seeds[0]}"
+    probe = load_probe(run_dir / "probes" / f"L{peak['layer']:02d}_quadratic.safetensors")
+    scenes = _scenes(spec, n_scenes, size, seeds[0])
+    data = label_images(model, [scenes[i] for i in range(len(scenes))], None)
+    _, _, test = split_by_image(len(scenes), seed=seeds[0])
+    tokens = residual_at(model, data.pixels[test], peak["layer"])[:, model.cfg.n_prefix_tokens:]
+    k = max(1, model.cfg.d_model // KEPT_FRACTION)
+    full = evaluate(probe, (tokens, data.instance[test]), intervals=True)
+    truncated = evaluate(BindingSubspace.from_probe(probe, k).to_probe(probe.b.detach()), (tokens, data.instance[test]),
+                         intervals=True)
+    span = full["auroc"] - 0.5
+    kept = (truncated["auroc"] - 0.5) / span if span > 1e-6 else float("nan")
+    interval = ((truncated["auroc_low"] - 0.5) / (full["auroc_high"] - 0.5),
+                (truncated["auroc_high"] - 0.5) / (full["auroc_low"] - 0.5)) if full["auroc_low"] > 0.5 else (None, None)
+    measures["low_dimensional"] = {"value": kept, "low": interval[0], "high": interval[1], "k": k}
+    layer = min(peak["layer"], n_layers - 2)
+    attention_probe = probe if layer == peak["layer"] else load_probe(run_dir / "probes" / f"L{layer:02d}_quadratic.safetensors")
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(data.pixels[test], names_filter=[names.resid_post(layer), names.pattern(layer + 1)])
+        scores = attention_probe.pair_logits(model.patch_tokens(cache[names.resid_post(layer)]).float())
+        n_prefix = model.cfg.n_prefix_tokens
+        pattern = cache[names.pattern(layer + 1)][:, :, n_prefix:, n_prefix:].float()
+    correlation = attention_score_correlation(pattern, scores, data.instance[test], seed=seeds[0])
+    significant = correlation["p_value"] < 0.05
+    measures["attention_follows"] = {"value": correlation["r"], "p_value": correlation["p_value"], "layer": layer,
+                                     "low": correlation["r"] if significant else None,
+                                     "high": correlation["r"] if significant else None}
+    toy = toy_experiments(model, out / "toy" / name, n_twin_scenes=toy_scenes, n_train_scenes=toy_train, seed=seeds[0],
+                          training=replace(training, seed=seeds[0]))
+    separation = {r["layer"]: r for r in toy.separation}
+    mid_layers = [l for l in separation if 1 / 3 <= l / max(n_layers - 1, 1) <= 2 / 3] or list(separation)
+    mid = max((separation[l] for l in mid_layers), key=lambda r: r["vs_twin"])
+    measures["twins"] = _difference(mid, "vs_twin", separation[n_layers - 1], "vs_twin")
+    position = {r["layer"]: r for r in toy.position}
+    best = min(position.values(), key=lambda r: r["rmse"])
+    measures["position_falls"] = _difference(position[n_layers - 1], "rmse", best, "rmse")
+    return {"model": spec, "objective": card["objective"], "training_seed": card["recipe"]["seed"], "row": row,
+            "measures": measures, "toy_files": {k: str(v) for k, v in toy.files.items()}}
+
+
+def _measure_text(measure: dict[str, Any]) -> str:
+    text = f"{measure['value']:+.3f}"
+    if measure.get("low") is not None and measure.get("high") is not None and measure["low"] != measure["high"]:
+        text += f" [{measure['low']:+.3f}, {measure['high']:+.3f}]"
+    if "p_value" in measure:
+        text += f" (p = {measure['p_value']:.3g}, layer {measure['layer']} -> {measure['layer'] + 1})"
+    if "k" in measure:
+        text += f" (k = {measure['k']})"
+    return text
+
+
+def _verdicts(models: list[Row], objectives: list[Row], differences: list[Row]) -> list[Row]:
+    rows: list[Row] = []
+    groups: dict[str, list[Row]] = {}
+    for m in models:
+        groups.setdefault(m["objective"], []).append(m)
+    for claim in CLAIMS:
+        if claim == "ordering":
+            rows.append(_ordering(differences))
+            continue
+        if claim == "interventions":
+            rows.append({"claim": claim, "on": "all", "text": "not measured by `claims` (see `binding-lens ablate`)",
+                         "verdict": "cannot tell"})
+            continue
+        threshold = THRESHOLDS.get(claim, 0.0)
+        for objective, members in groups.items():
+            values = [m["measures"][claim]["value"] for m in members]
+            values = [v for v in values if not math.isnan(v)]  # a probe at chance keeps no share (said per model)
+            if len(values) > 1:
+                summary = mean_interval(values)
+                text = f"{summary['mean']:+.3f} [{summary['low']:+.3f}, {summary['high']:+.3f}] over {len(values)} " \
+                       f"training seeds"
+                rows.append({"claim": claim, "on": f"{objective} ({len(values)} seeds)", "value": summary["mean"],
+                             "low": summary["low"], "high": summary["high"], "text": text,
+                             "verdict": verdict(summary["low"], summary["high"], threshold)})
+            for m in members:
+                measure = m["measures"][claim]
+                rows.append({"claim": claim, "on": f"`{m['model']}`", "value": measure["value"],
+                             "low": measure.get("low"), "high": measure.get("high"), "text": _measure_text(measure),
+                             "verdict": verdict(measure.get("low"), measure.get("high"), threshold)})
+    return rows
+
+
+def _ordering(differences: list[Row]) -> Row:
+    wanted = [(a, b) for i, a in enumerate(PAPER_ORDER) for b in PAPER_ORDER[i + 1:]]
+    found = {(d["first"], d["second"]): d for d in differences}
+    found.update({(d["second"], d["first"]): d | {"mean": -d["mean"], "low": None if d["low"] is None else -d["high"],
+                                                   "high": None if d["high"] is None else -d["low"]}
+                  for d in differences})
+    parts, verdicts = [], []
+    for a, b in wanted:
+        if (a, b) not in found:
+            continue
+        d = found[(a, b)]
+        parts.append(f"{a} - {b}: {d['mean']:+.3f}" + ("" if d["low"] is None else f" [{d['low']:+.3f}, {d['high']:+.3f}]"))
+        verdicts.append(verdict(d["low"], d["high"]))
+    if not parts:
+        return {"claim": "ordering", "on": "objectives", "text": "needs two of dino, supervised, mae", "verdict": "cannot tell"}
+    overall = "fails" if "fails" in verdicts else "holds" if all(v == "holds" for v in verdicts) else "cannot tell"
+    return {"claim": "ordering", "on": "objectives", "text": "; ".join(parts), "verdict": overall}
+
+
+def claims_report(
+    models: Sequence[str],
+    out: str | Path,
+    *,
+    n_scenes: int = 400,
+    seeds: Sequence[int] = (0,),
+    toy_scenes: int = 64,
+    toy_train: int = 200,
+    training: ProbeTrainingConfig | None = None,
+    progress: bool = True,
+) -> ClaimsReport:
+    """Measure every claim on every model and write `claims.md`, `claims.json`, `verdicts.csv` and, beside
+    them, each model's sweep (`sweeps/<name>/`) and toy figures (`toy/<name>/`)."""
+    out = Path(out)
+    started = time.perf_counter()
+    seeds = list(seeds)
+    training = training or ProbeTrainingConfig(seed=seeds[0])
+    measured = [measure_model(spec, out, n_scenes=n_scenes, seeds=seeds, toy_scenes=toy_scenes, toy_train=toy_train,
+                              training=training, progress=progress) for spec in models]
+    objectives, differences = objective_summary([m["row"] for m in measured])
+    verdicts = _verdicts(measured, objectives, differences)
+    report = ClaimsReport(measured, verdicts, out)
+    write_text_atomic(out / "claims.md", f"# Claims of the paper, measured\n\n{report.markdown()}")
+    write_json_atomic(out / "claims.json", {"claims": CLAIMS, "verdicts": verdicts, "models": measured,
+                                            "objectives": objectives, "differences": differences,
+                                            "settings": {"n_scenes": n_scenes, "seeds": seeds, "toy_scenes": toy_scenes,
+                                                         "toy_train": toy_train},
+                                            "seconds": round(time.perf_counter() - started, 1)})
+    write_table([{k: v for k, v in row.items() if k != "text"} | {"measurement": row["text"]} for row in verdicts],
+                out / "verdicts")
+    report.files = {"markdown": out / "claims.md", "json": out / "claims.json", "csv": out / "verdicts.csv"}
+    return report

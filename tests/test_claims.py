@@ -1,0 +1,59 @@
+"""The claims report: verdict rules on planted intervals, and the command end to end on tiny zoo models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from binding_lens.claims import CLAIMS, _ordering, verdict
+from binding_lens.cli import main
+from binding_lens.models import registry
+from binding_lens.zoo import RECIPES, train_zoo_model
+
+
+def test_verdicts_follow_the_interval():
+    assert verdict(0.02, 0.08) == "holds"
+    assert verdict(-0.08, -0.01) == "fails"
+    assert verdict(-0.01, 0.05) == "cannot tell"
+    assert verdict(None, None) == "cannot tell"
+    assert verdict(0.91, 0.95, threshold=0.9) == "holds" and verdict(0.85, 0.95, threshold=0.9) == "cannot tell"
+
+
+def test_the_paper_ordering_needs_every_step_beyond_noise():
+    def d(first, second, mean, low, high):
+        return {"first": first, "second": second, "mean": mean, "low": low, "high": high}
+
+    holds = _ordering([d("dino", "supervised", 0.05, 0.01, 0.09), d("supervised", "mae", 0.04, 0.02, 0.06),
+                       d("dino", "mae", 0.09, 0.05, 0.13)])
+    assert holds["verdict"] == "holds"
+    reversed_ = _ordering([d("mae", "dino", 0.10, 0.05, 0.15)])  # listed the other way round: mae above dino
+    assert reversed_["verdict"] == "fails" and "dino - mae: -0.100 [-0.150, -0.050]" in reversed_["text"]
+    assert _ordering([d("dino", "mae", 0.02, -0.01, 0.05)])["verdict"] == "cannot tell"
+
+
+def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    tiny = dict(image_size=64, patch_size=8, hidden_size=16, n_layers=3, n_heads=2, mlp_ratio=2, n_scenes=16,
+                batch_size=4, warmup_steps=1, data_seed=3)
+    for name, objective, seed in (("mae", "mae", 0), ("mae@1", "mae", 1)):
+        recipe = RECIPES[objective].with_overrides(**tiny, seed=seed, steps=0 if objective == "random" else 2)
+        train_zoo_model(recipe, models_dir / name, progress=False)
+    monkeypatch.setattr(registry, "MODELS_DIR", models_dir)
+    out = tmp_path / "claims"
+    assert main(["claims", "--n-scenes", "24", "--toy-scenes", "6", "--toy-train", "16", "--max-steps", "10",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| claim | on |" in printed
+    record = json.loads((out / "claims.json").read_text())
+    assert [m["model"] for m in record["models"]] == ["zoo:mae", "zoo:mae@1"]
+    verdicts = record["verdicts"]
+    assert {row["claim"] for row in verdicts} == set(CLAIMS)
+    assert all(row["verdict"] in ("holds", "fails", "cannot tell") for row in verdicts)
+    pooled = [row for row in verdicts if row["on"] == "mae (2 seeds)"]
+    assert pooled  # the per-model claims, pooled over the two training seeds where both have a value
+    for row in pooled:
+        values = [m["measures"][row["claim"]]["value"] for m in record["models"] if m["objective"] == "mae"]
+        assert row["value"] == pytest.approx(sum(values) / 2) and row["low"] <= row["value"] <= row["high"]
+    assert (out / "toy" / "mae@1" / "maps.png").exists() and (out / "sweeps" / "mae" / "sweep.csv").exists()

@@ -1,0 +1,50 @@
+"""Across-seed statistics against scipy's own intervals and on planted data where the truth is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from binding_lens.analyses.statistics import aggregate_rows, difference_interval, mean_interval
+
+
+def test_mean_interval_is_scipys_t_interval():
+    values = [0.81, 0.79, 0.84, 0.80]
+    got = mean_interval(values)
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+    assert (got["mean"], got["low"], got["high"], got["n"]) == pytest.approx((np.mean(values), low, high, 4))
+    assert mean_interval([0.7]) == {"mean": 0.7, "low": None, "high": None, "n": 1}
+
+
+def test_welch_difference_is_scipys():
+    a, b = [0.81, 0.79, 0.84, 0.80], [0.70, 0.75, 0.69]
+    got = difference_interval(a, b)
+    expected = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert (got["low"], got["high"]) == pytest.approx((expected.low, expected.high))
+    assert got["beyond_noise"] is True
+    paired = difference_interval([1.0, 2.0, 3.0], [1.1, 1.9, 3.05], paired=True)
+    assert paired["beyond_noise"] is False and paired["mean"] == pytest.approx(-0.05 / 3)
+    assert difference_interval([0.8], [0.7])["beyond_noise"] is None
+
+
+def test_intervals_cover_a_planted_mean_at_their_level():
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(2000):
+        m = mean_interval(rng.normal(0.3, 0.05, size=3))
+        hits += m["low"] <= 0.3 <= m["high"]
+    assert 0.93 < hits / 2000 < 0.97
+    false_alarms = sum(difference_interval(rng.normal(0, 1, 4), rng.normal(0, 1, 5))["beyond_noise"]
+                       for _ in range(2000))
+    assert 0.03 < false_alarms / 2000 < 0.07  # two equal means: "beyond noise" about 5 % of the time
+
+
+def test_aggregate_rows_groups_and_keeps_single_seed_bootstrap():
+    rows = [{"probe": "q", "layer": 0, "accuracy": a, "model": "m"} for a in (0.7, 0.8, 0.9)]
+    rows += [{"probe": "l", "layer": 0, "accuracy": 0.6, "accuracy_low": 0.55, "accuracy_high": 0.65, "model": "m"}]
+    q, lin = aggregate_rows(rows, by=("probe", "layer"), metrics=("accuracy",))
+    assert q["accuracy"] == pytest.approx(0.8) and q["n_seeds"] == 3 and q["model"] == "m"
+    assert (q["accuracy_low"], q["accuracy_high"]) == pytest.approx(
+        stats.t.interval(0.95, 2, loc=0.8, scale=stats.sem([0.7, 0.8, 0.9])))
+    assert (lin["accuracy_low"], lin["accuracy_high"], lin["n_seeds"]) == (0.55, 0.65, 1)
