@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from .analyses import ALL_PROBES, layer_sweep, weights_note
-from .analyses.report import format_table
+from .analyses.report import format_table, interval_text
 from .hooks import HookedViT
 from .hooks.parity import hf_parity
 from .probes import ProbeTrainingConfig
@@ -49,12 +49,15 @@ def run_demo(out: str | Path = "runs/demo") -> None:
         all_rows += result.rows
     plot = accuracy_by_model(all_rows, out / "quadratic_by_model.png", probe="quadratic",
                              title="quadratic IsSameObject probe: trained DINO vs its random-init twin")
-    rows = [{"probe": probe, **{f"{spec} {label}": peaks[spec][probe][key] for spec in DEMO_MODELS
-                                for label, key in (("layer", "peak_layer"), ("acc", "accuracy"), ("AUROC", "auroc"),
-                                                   ("learnt", "learnt"))}}
+    rows = [{"probe": probe, **{f"{spec} {label}": value(peaks[spec][probe]) for spec in DEMO_MODELS
+                                for label, value in (("layer", lambda row: row["peak_layer"]),
+                                                     ("acc", lambda row: row["accuracy"]),
+                                                     ("AUROC [95% CI]", lambda row: interval_text(row, "auroc")),
+                                                     ("learnt", lambda row: row["learnt"]))}}
             for probe in DEMO_PROBES if all(probe in peaks[spec] for spec in DEMO_MODELS)]
-    print("trained DINO vs random-init twin: each probe's best layer, its test accuracy and AUROC, and whether its "
-          "validation AUROC is above chance (majority baseline "
+    print("trained DINO vs random-init twin: each probe's peak layer (chosen on validation AUROC), its test accuracy "
+          "(threshold calibrated on validation) and AUROC with its 95% bootstrap interval over test images, and "
+          "whether its validation AUROC is above chance (majority baseline "
           f"{peaks[DEMO_MODELS[0]]['quadratic']['majority_baseline']:.3f}):")
     print(format_table(rows, list(rows[0])))
     print(f"\nreport in {out.resolve()}: one sweep per model ({', '.join(s.removeprefix('zoo:') for s in DEMO_MODELS)}/"
