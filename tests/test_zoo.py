@@ -306,7 +306,10 @@ def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_trainin
                                     seed=seed), models_dir / name, progress=False)
     monkeypatch.setattr(registry, "MODELS_DIR", models_dir)
     specs = ["zoo:supervised", "zoo:supervised@1", "zoo:random"]
-    table = binding_by_objective(specs, tmp_path / "cmp", n_scenes=24, progress=False)
+    from binding_lens.probes import ProbeTrainingConfig
+
+    table = binding_by_objective(specs, tmp_path / "cmp", n_scenes=24, progress=False,
+                                 training=ProbeTrainingConfig(max_steps=30, min_steps=10))
     assert [row["model"] for row in table.rows] == specs
     assert [row["training_seed"] for row in table.rows] == [0, 1, 0]
     for row, (spec, sweep) in zip(table.rows, table.sweeps.items()):
@@ -327,7 +330,7 @@ def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_trainin
     assert table.files["plot"].exists() and table.files["objective_plot"].exists()
 
 
-@pytest.mark.parametrize("objective", ["dino", "mae"])
+@pytest.mark.parametrize("objective", ["dino"])  # the heaviest objective: EMA teacher, multi-crop, big head
 def test_the_gpu_recipe_trains_a_few_steps_on_cpu_in_bf16(objective, tmp_path):
     """The GPU-scale recipe's code path (its architecture, bf16 autocast) on this CPU: 2 steps, 4 scenes."""
     from binding_lens.zoo import default_recipe
