@@ -37,7 +37,6 @@ from .analyses.seed_sweep import layer_sweep_over_seeds
 from .analyses.statistics import mean_interval
 from .analyses.toy import toy_experiments
 from .binding import BindingSubspace
-from .binding.das import residual_at
 from .data import SyntheticScenes
 from .effects.attention import attention_score_correlation
 from .hooks import names
@@ -128,26 +127,28 @@ def measure_model(spec: str, out: Path, *, n_scenes: int, seeds: Sequence[int], 
     run_dir = sweep.out if len(seeds) == 1 else sweep.out / f"seed-{seeds[0]}"
     probe = load_probe(run_dir / "probes" / f"L{peak['layer']:02d}_quadratic.safetensors")
     scenes = _scenes(spec, n_scenes, size, seeds[0])
-    data = label_images(model, [scenes[i] for i in range(len(scenes))], None)
     _, _, test = split_by_image(len(scenes), seed=seeds[0])
-    tokens = residual_at(model, data.pixels[test], peak["layer"])[:, model.cfg.n_prefix_tokens:]
+    data = label_images(model, [scenes[i] for i in test.tolist()], None)  # the sweep's test images only
+    layer = min(peak["layer"], n_layers - 2)  # the attention claim needs a block l + 1
+    wanted = list(dict.fromkeys([names.resid_post(peak["layer"]), names.resid_post(layer), names.pattern(layer + 1)]))
+    with torch.inference_mode():  # one forward of the test images serves the subspace and the attention claims
+        _, cache = model.run_with_cache(data.pixels, names_filter=wanted)
+    tokens = model.patch_tokens(cache[names.resid_post(peak["layer"])]).float()
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
-    full = evaluate(probe, (tokens, data.instance[test]), intervals=True)
-    truncated = evaluate(BindingSubspace.from_probe(probe, k).to_probe(probe.b.detach()), (tokens, data.instance[test]),
+    full = evaluate(probe, (tokens, data.instance), intervals=True)
+    truncated = evaluate(BindingSubspace.from_probe(probe, k).to_probe(probe.b.detach()), (tokens, data.instance),
                          intervals=True)
     span = full["auroc"] - 0.5
     kept = (truncated["auroc"] - 0.5) / span if span > 1e-6 else float("nan")
     interval = ((truncated["auroc_low"] - 0.5) / (full["auroc_high"] - 0.5),
                 (truncated["auroc_high"] - 0.5) / (full["auroc_low"] - 0.5)) if full["auroc_low"] > 0.5 else (None, None)
     measures["low_dimensional"] = {"value": kept, "low": interval[0], "high": interval[1], "k": k}
-    layer = min(peak["layer"], n_layers - 2)
     attention_probe = probe if layer == peak["layer"] else load_probe(run_dir / "probes" / f"L{layer:02d}_quadratic.safetensors")
+    n_prefix = model.cfg.n_prefix_tokens
     with torch.inference_mode():
-        _, cache = model.run_with_cache(data.pixels[test], names_filter=[names.resid_post(layer), names.pattern(layer + 1)])
         scores = attention_probe.pair_logits(model.patch_tokens(cache[names.resid_post(layer)]).float())
-        n_prefix = model.cfg.n_prefix_tokens
-        pattern = cache[names.pattern(layer + 1)][:, :, n_prefix:, n_prefix:].float()
-    correlation = attention_score_correlation(pattern, scores, data.instance[test], seed=seeds[0])
+    pattern = cache[names.pattern(layer + 1)][:, :, n_prefix:, n_prefix:].float()
+    correlation = attention_score_correlation(pattern, scores, data.instance, seed=seeds[0])
     significant = correlation["p_value"] < 0.05
     measures["attention_follows"] = {"value": correlation["r"], "p_value": correlation["p_value"], "layer": layer,
                                      "low": correlation["r"] if significant else None,

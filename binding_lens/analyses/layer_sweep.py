@@ -42,7 +42,6 @@ from ..probes import (
     ProbeTrainingConfig,
     TrainResult,
     evaluate,
-    fit_threshold,
     label_space,
     make_probe,
     save_probe,
@@ -157,7 +156,7 @@ def layer_sweep(
     progress: bool = True,
 ) -> SweepResult:
     """Extract (or reuse) activations, train every probe at every layer on the train images, pick each
-    probe's best-validation epoch, calibrate its threshold on the validation images, and report test
+    probe's best-validation epoch with the threshold calibrated on the validation images, and report test
     metrics with image-bootstrap intervals (`n_boot` replicates) on a fixed pair set of held-out images.
     `peak_by`: "val" (each probe's peak layer has the best validation AUROC) or "test" (best test
     accuracy, the paper's rule; optimistic, and labelled so in the peaks).
@@ -228,11 +227,10 @@ def layer_sweep(
             train, val, test = (ProbeData([acts[layer] for layer in probe_layers], instance, klass)
                                 for acts, instance, klass in splits)
             trained = train_probes([initial[name][layer] for layer in probe_layers], train, val, training, warn=False)
-            pair_draw = {"patches_per_image": training.eval_patches_per_image, "seed": training.eval_seed}
             for index, (layer, result) in enumerate(zip(probe_layers, trained)):
-                threshold = fit_threshold(result.probe, val, layer=index, **pair_draw)
-                metrics = evaluate(result.probe, test, layer=index, threshold=threshold, intervals=True, n_boot=n_boot,
-                                   **pair_draw)
+                metrics = evaluate(result.probe, test, layer=index, threshold=result.threshold, intervals=True,
+                                   n_boot=n_boot, patches_per_image=training.eval_patches_per_image,
+                                   seed=training.eval_seed)
                 rows.append({
                     "model": model.cfg.source, "layer": layer,
                     "layer_normalised": layer / max(model.cfg.n_layers - 1, 1), "probe": name,

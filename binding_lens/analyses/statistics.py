@@ -65,17 +65,20 @@ def difference_interval(a: Sequence[float], b: Sequence[float], *, paired: bool 
 
 
 def aggregate_rows(rows: Sequence[dict[str, Any]], by: Sequence[str], metrics: Sequence[str],
-                   level: float = LEVEL) -> list[dict[str, Any]]:
+                   level: float = LEVEL, keep_single_intervals: bool = True) -> list[dict[str, Any]]:
     """One row per distinct value of `by`: each metric's mean across the group, with `<metric>_low` and
-    `<metric>_high` (its t interval across the group's rows) and `n_seeds`. Groups keep first-seen order;
-    the other keys are kept when every row of the group agrees on them."""
+    `<metric>_high` (its t interval across the group's rows) and `n_seeds`. A group of one row has no t
+    interval: it keeps that row's own interval (e.g. a bootstrap) if `keep_single_intervals`, else none
+    (when the interval must mean "across seeds"). Groups keep first-seen order; the other keys are kept
+    when every row of the group agrees on them."""
+    interval_keys = {f"{metric}_{end}" for metric in metrics for end in ("low", "high")}
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(row[key] for key in by), []).append(row)
     out = []
     for members in groups.values():
         shared = {key: value for key, value in members[0].items()
-                  if key not in metrics and all(m.get(key) == value for m in members)}
+                  if key not in metrics and key not in interval_keys and all(m.get(key) == value for m in members)}
         row = {**shared, "n_seeds": len(members)}
         for metric in metrics:
             values = [m[metric] for m in members if m.get(metric) is not None]
@@ -83,7 +86,10 @@ def aggregate_rows(rows: Sequence[dict[str, Any]], by: Sequence[str], metrics: S
                 continue
             summary = mean_interval(values, level)
             row[metric] = summary["mean"]
-            if summary["low"] is not None:  # one seed keeps its own (bootstrap) interval, if it has one
+            own = (members[0].get(f"{metric}_low"), members[0].get(f"{metric}_high"))
+            if summary["low"] is not None:
                 row[f"{metric}_low"], row[f"{metric}_high"] = summary["low"], summary["high"]
+            elif keep_single_intervals and len(members) == 1 and None not in own:
+                row[f"{metric}_low"], row[f"{metric}_high"] = own
         out.append(row)
     return out

@@ -33,11 +33,11 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ..activations.tokens import read_token_sets
 from ..data import SyntheticScenes
 from ..errors import InputError
 from ..figures import lines_by_layer, query_maps, score_kde, twin_pca
 from ..hooks import HookedViT
-from ..hooks.names import resid_post
 from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import bootstrap_auroc, group_bootstrap_counts, percentile_interval
@@ -77,19 +77,6 @@ def twin_scenes(size: tuple[int, int], grid: tuple[int, int], n: int, seed: int 
     side = min(grid)
     return SyntheticScenes("twins", n=n, size=size, seed=seed, reference_grid=side,
                            object_patches=(side / 4, side / 3))
-
-
-def _resid(model: HookedViT, pixels: Tensor, layers: Sequence[int], batch: int = 32) -> dict[int, Float[Tensor, "image n d"]]:
-    """Patch tokens of resid_post(layer) for every layer, in batches."""
-    names = [resid_post(layer) for layer in layers]
-    n_prefix = model.cfg.n_prefix_tokens
-    chunks: dict[int, list[Tensor]] = {layer: [] for layer in layers}
-    for start in range(0, pixels.shape[0], batch):
-        with torch.inference_mode():
-            _, cache = model.run_with_cache(pixels[start:start + batch], names_filter=names, return_type=None)
-        for layer, name in zip(layers, names):
-            chunks[layer].append(cache[name][:, n_prefix:].float().cpu())
-    return {layer: torch.cat(parts) for layer, parts in chunks.items()}
 
 
 def _roles(scene: Any) -> dict[str, int]:
@@ -144,18 +131,20 @@ def position_decoding(
     mean, scale = x_train.mean(0), x_train.std(0).clamp_min(1e-6)
     x_train = (x_train - mean) / scale
     y_train = where.repeat(train.shape[0], 1)
-    out = {}
     generator = torch.Generator().manual_seed(shuffle_seed)
-    for name, targets in (("rmse", y_train), ("rmse_shuffled", y_train[torch.randperm(len(y_train), generator=generator)])):
-        design = torch.cat([x_train, torch.ones(len(x_train), 1, dtype=torch.float64)], 1)
-        penalty = ridge * len(x_train) * torch.eye(design.shape[1], dtype=torch.float64)
-        penalty[-1, -1] = 0
-        weights = torch.linalg.solve(design.T @ design + penalty, design.T @ targets)
-        tokens = (x_test - mean) / scale
-        predicted = torch.cat([tokens, torch.ones(*tokens.shape[:2], 1, dtype=torch.float64)], -1) @ weights
-        squared = (predicted - where).pow(2).mean(-1)  # [image, n]: mean over row and col
-        per_image, sizes = squared.sum(1), torch.full((squared.shape[0],), float(squared.shape[1]), dtype=torch.float64)
-        counts = group_bootstrap_counts(squared.shape[0], n_boot, shuffle_seed)
+    shuffled = y_train[torch.randperm(len(y_train), generator=generator)]
+    design = torch.cat([x_train, torch.ones(len(x_train), 1, dtype=torch.float64)], 1)
+    penalty = ridge * len(x_train) * torch.eye(design.shape[1], dtype=torch.float64)
+    penalty[-1, -1] = 0
+    # one factorisation for both fits: true positions in columns 0-1, shuffled ones in 2-3
+    weights = torch.linalg.solve(design.T @ design + penalty, design.T @ torch.cat([y_train, shuffled], 1))
+    tokens = (x_test - mean) / scale
+    predicted = torch.cat([tokens, torch.ones(*tokens.shape[:2], 1, dtype=torch.float64)], -1) @ weights
+    counts = group_bootstrap_counts(x_test.shape[0], n_boot, shuffle_seed)
+    sizes = torch.full((x_test.shape[0],), float(x_test.shape[1]), dtype=torch.float64)
+    out = {}
+    for name, columns in (("rmse", slice(0, 2)), ("rmse_shuffled", slice(2, 4))):
+        per_image = (predicted[..., columns] - where).pow(2).mean(-1).sum(1)  # over row and col, then patches
         out[name] = float((per_image.sum() / sizes.sum()).sqrt())
         out[f"{name}_low"], out[f"{name}_high"] = percentile_interval(((counts @ per_image) / (counts @ sizes)).sqrt(), 0.95)
     return out
@@ -187,8 +176,9 @@ def toy_experiments(
     ordinary = label_images(model, SyntheticScenes("default", n=n_train_scenes, size=hw, seed=seed, split="val"), None)
     twins = twin_scenes(hw, (rows, cols), n_twin_scenes, seed)
     twin_data = label_images(model, twins, None)
-    ordinary_tokens = _resid(model, ordinary.pixels, layers)
-    twin_tokens = _resid(model, twin_data.pixels, layers)
+    ordinary_tokens, twin_tokens = ({layer: tokens[("spatial", layer)] for layer in layers}
+                                    for tokens in (read_token_sets(model, data.images, layers, ["spatial"])
+                                                   for data in (ordinary, twin_data)))
     train_idx, val_idx, test_idx = split_by_image(n_train_scenes, fractions=(0.6, 0.2, 0.2), seed=seed)
     roles = [_roles(scene) for scene in twins]
     kinds = [_pair_kinds(twin_data.instance[i], roles[i]) for i in range(len(twins))]

@@ -5,6 +5,7 @@ threshold calibrated on validation pairs (`fit_threshold`), and image-bootstrap 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -42,6 +43,40 @@ def pair_outputs(
     return torch.cat(scores), torch.cat(labels)
 
 
+@dataclass(frozen=True)
+class ScoredPairs:
+    """Every pair of a pair set scored by a probe, once: what the metrics, the calibrated threshold and the
+    image bootstrap all read."""
+
+    scores: Float[Tensor, " pair"]
+    probabilities: Float[Tensor, " pair"]
+    labels: Bool[Tensor, " pair"]
+    images: Int[Tensor, " pair"]
+    n_images: int
+
+
+def score_pairs(
+    probe: PairProbe,
+    data: Any,
+    pairs: PairSet | None = None,
+    *,
+    layer: int = 0,
+    patches_per_image: int | None = 64,
+    seed: int = 0,
+    batch_images: int = 256,
+) -> ScoredPairs:
+    """The probe's scores of `data`'s pairs (default `fixed_pairs(data.instance, patches_per_image, seed)`),
+    with the IsSameObject label and the image of every pair."""
+    data = ProbeData.coerce(data)
+    if not 0 <= layer < data.n_layers:
+        raise InputError(f"layer {layer} out of range: data holds {data.n_layers} layer(s)")
+    if data.d_model(layer) != probe.d_model:
+        raise InputError(f"data has d_model {data.d_model(layer)} but the probe expects {probe.d_model}")
+    pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
+    scores, labels = pair_outputs(probe, data, pairs, layer, batch_images)
+    return ScoredPairs(scores, probe.scores_to_probabilities(scores), labels, image_of_pair(data, pairs), data.n_images)
+
+
 def evaluate(
     probe: PairProbe,
     data: Any,
@@ -59,33 +94,27 @@ def evaluate(
     """Metrics of `probe` on `data` (a ProbeData or (acts, instance[, klass])) over a pair set.
 
     `pairs` defaults to `fixed_pairs(data.instance, patches_per_image, seed)`. Returns accuracy and
-    balanced_accuracy (p > `threshold`; calibrate it on validation pairs with `fit_threshold`),
-    accuracy_at_half (p > 0.5, the paper's rule), auroc, positive_rate, majority_baseline, n_pairs,
-    n_positive, loss (mean pairwise BCE of the probe's probabilities, nats) and pair_bits: the
-    information about the IsSameObject label per pair, H(label) - BCE in bits (SPEC section 8's
-    measure for one bit; <= 0 when the probe is no better than the positive rate). With `intervals`,
-    also accuracy_low/high and auroc_low/high: `level` percentile intervals from `n_boot` bootstrap
-    replicates over images. Raises DegeneratePairSetError when the pairs hold no positive or no
-    negative pair.
+    balanced_accuracy (p > `threshold`; a probe trained with validation data carries its calibrated
+    `TrainResult.threshold`, `fit_threshold` fits one), accuracy_at_half (p > 0.5, the paper's rule),
+    auroc, positive_rate, majority_baseline, n_pairs, n_positive, loss (mean pairwise BCE of the
+    probe's probabilities, nats) and pair_bits: the information about the IsSameObject label per pair,
+    H(label) - BCE in bits (SPEC section 8's measure for one bit; <= 0 when the probe is no better than
+    the positive rate). With `intervals`, also accuracy_low/high and auroc_low/high: `level` percentile
+    intervals from `n_boot` bootstrap replicates over images. Raises DegeneratePairSetError when the
+    pairs hold no positive or no negative pair.
     """
-    data = ProbeData.coerce(data)
-    if not 0 <= layer < data.n_layers:
-        raise InputError(f"layer {layer} out of range: data holds {data.n_layers} layer(s)")
-    if data.d_model(layer) != probe.d_model:
-        raise InputError(f"data has d_model {data.d_model(layer)} but the probe expects {probe.d_model}")
-    pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
-    scores, labels = pair_outputs(probe, data, pairs, layer, batch_images)
-    probabilities = probe.scores_to_probabilities(scores)
+    scored = score_pairs(probe, data, pairs, layer=layer, patches_per_image=patches_per_image, seed=seed,
+                         batch_images=batch_images)
+    scores, probabilities, labels = scored.scores, scored.probabilities, scored.labels
     metrics = pair_metrics(probabilities, labels, scores, threshold=threshold)
     metrics["threshold"] = threshold
     metrics["accuracy_at_half"] = float(((probabilities > 0.5) == labels).double().mean())
     metrics["loss"] = float(pair_losses(probe, scores, labels).mean())
     metrics["pair_bits"] = binary_entropy_bits(metrics["positive_rate"]) - metrics["loss"] / math.log(2)
     if intervals:
-        images = image_of_pair(data, pairs)
         metrics["accuracy_low"], metrics["accuracy_high"] = bootstrap_accuracy(
-            (probabilities > threshold) == labels, images, n_boot=n_boot, level=level, seed=seed)
-        metrics["auroc_low"], metrics["auroc_high"] = bootstrap_auroc(scores, labels, images, n_boot=n_boot,
+            (probabilities > threshold) == labels, scored.images, n_boot=n_boot, level=level, seed=seed)
+        metrics["auroc_low"], metrics["auroc_high"] = bootstrap_auroc(scores, labels, scored.images, n_boot=n_boot,
                                                                       level=level, seed=seed)
     return metrics
 
@@ -101,10 +130,8 @@ def fit_threshold(
 ) -> float:
     """The probability threshold that maximises the probe's accuracy on `data`'s pairs (validation data:
     the test accuracy at this threshold is then an honest number; `metrics.calibrated_threshold`)."""
-    data = ProbeData.coerce(data)
-    pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
-    scores, labels = pair_outputs(probe, data, pairs, layer)
-    return calibrated_threshold(probe.scores_to_probabilities(scores), labels)
+    scored = score_pairs(probe, data, pairs, layer=layer, patches_per_image=patches_per_image, seed=seed)
+    return calibrated_threshold(scored.probabilities, scored.labels)
 
 
 def image_of_pair(data: ProbeData, pairs: PairSet) -> Int[Tensor, " pair"]:
@@ -138,8 +165,11 @@ def auroc_with_interval(
     that are resampled. A probe whose `low` is not above 0.5 has not shown that it ranks same-object
     pairs above different-object ones at all: it learnt nothing measurable here.
     """
-    data = ProbeData.coerce(data)
-    pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
-    scores, labels = pair_outputs(probe, data, pairs, layer)
-    low, high = bootstrap_auroc(scores, labels, image_of_pair(data, pairs), n_boot=n_boot, level=level, seed=seed)
-    return {"auroc": auroc(scores, labels), "low": low, "high": high, "n_images": data.n_images}
+    scored = score_pairs(probe, data, pairs, layer=layer, patches_per_image=patches_per_image, seed=seed)
+    return auroc_interval(scored, n_boot=n_boot, level=level, seed=seed)
+
+
+def auroc_interval(scored: ScoredPairs, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> dict[str, float | int]:
+    """{auroc, low, high, n_images}: the AUROC of scored pairs and its percentile bootstrap interval over images."""
+    low, high = bootstrap_auroc(scored.scores, scored.labels, scored.images, n_boot=n_boot, level=level, seed=seed)
+    return {"auroc": auroc(scored.scores, scored.labels), "low": low, "high": high, "n_images": scored.n_images}

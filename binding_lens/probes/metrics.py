@@ -72,6 +72,12 @@ def percentile_interval(replicates: Tensor, level: float) -> tuple[float, float]
     return low, high
 
 
+def _group_index(groups: Int[Tensor, " pair"]) -> tuple[Int[Tensor, " pair"], int]:
+    """Each pair's group as 0..n_groups-1 (whatever ids `groups` uses), and n_groups."""
+    _, group = torch.unique(groups.flatten(), return_inverse=True)
+    return group, int(group.max()) + 1
+
+
 def _check_bootstrap(n_boot: int, level: float) -> None:
     if not 0 < level < 1 or n_boot < 1:
         raise InputError(f"need 0 < level < 1 and n_boot >= 1, got level={level}, n_boot={n_boot}")
@@ -98,8 +104,7 @@ def bootstrap_auroc(
     _check(labels, scores)
     _check_bootstrap(n_boot, level)
     s = scores.detach().double().flatten()
-    _, group = torch.unique(groups.flatten(), return_inverse=True)
-    n_groups = int(group.max()) + 1
+    group, n_groups = _group_index(groups)
     positive, positive_group = s[labels], group[labels]
     ordered = torch.zeros(n_groups, n_groups, dtype=torch.float64)
     for j in range(n_groups):
@@ -131,8 +136,7 @@ def bootstrap_accuracy(
         raise InputError(f"need one group per pair and at least one pair, got {correct.numel()} pairs, "
                          f"{groups.numel()} groups")
     _check_bootstrap(n_boot, level)
-    _, group = torch.unique(groups.flatten(), return_inverse=True)
-    n_groups = int(group.max()) + 1
+    group, n_groups = _group_index(groups)
     hits = torch.bincount(group, weights=correct.double(), minlength=n_groups)
     sizes = torch.bincount(group, minlength=n_groups).double()
     counts = group_bootstrap_counts(n_groups, n_boot, seed)

@@ -32,7 +32,8 @@ from torch import Tensor
 from ..errors import InputError, check_positive_ints
 from .base import PairProbe
 from .data import ProbeData
-from .evaluation import auroc_with_interval, evaluate
+from .evaluation import auroc_interval, evaluate, score_pairs
+from .metrics import calibrated_threshold
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches
 
 SELECTION = {"accuracy": 1.0, "balanced_accuracy": 1.0, "auroc": 1.0, "loss": -1.0}  # +1: higher is better
@@ -125,7 +126,9 @@ class TrainResult:
     `stopped` says why training ended: "patience" (the validation metric stopped improving: converged),
     "max_steps" or "epochs" (a limit came first: maybe not converged). `val_auroc` (with validation data)
     is the kept weights' validation AUROC with its 95% image-bootstrap interval (`auroc_with_interval`);
-    `learnt` is False when that interval does not lie above 0.5 (chance).
+    `learnt` is False when that interval does not lie above 0.5 (chance). `threshold` is the probability
+    threshold that maximises accuracy on the same validation pairs (`metrics.calibrated_threshold`), to
+    apply to test pairs; None without validation data.
     """
 
     probe: PairProbe
@@ -137,6 +140,7 @@ class TrainResult:
     steps: int = 0
     stopped: str = "epochs"
     val_auroc: dict[str, float | int] | None = None
+    threshold: float | None = None
 
     @property
     def converged(self) -> bool:
@@ -168,7 +172,7 @@ class TrainResult:
     def summary(self) -> dict[str, Any]:
         return {"probe": self.probe.name, "best_epoch": self.best_epoch, "best_step": self.best_step,
                 "steps": self.steps, "stopped": self.stopped, "converged": self.converged, "learnt": self.learnt,
-                "val_auroc": self.val_auroc, "best_val": self.best_val, "config": asdict(self.config)}
+                "val_auroc": self.val_auroc, "threshold": self.threshold, "best_val": self.best_val, "config": asdict(self.config)}
 
 
 def _state(probe: PairProbe) -> dict[str, torch.Tensor]:
@@ -358,10 +362,14 @@ def train_probes(
     for i, (probe, track) in enumerate(zip(probes, progress)):
         probe.load_state_dict(track.state)  # type: ignore[arg-type]
         probe.eval()
-        val_auroc = None if val is None else auroc_with_interval(probe, val, val_pairs, layer=i, n_boot=N_BOOT)
+        val_auroc = threshold = None
+        if val is not None:  # one scoring of the validation pairs serves the interval and the threshold
+            scored = score_pairs(probe, val, val_pairs, layer=i)
+            val_auroc = auroc_interval(scored, n_boot=N_BOOT)
+            threshold = calibrated_threshold(scored.probabilities, scored.labels)
         results.append(TrainResult(probe, track.best_epoch, track.metrics, track.history, config, track.best_step,
                                    step if track.stopped != "patience" else track.history[-1].step, track.stopped,
-                                   val_auroc))
+                                   val_auroc, threshold))
     if warn:
         for i, result in enumerate(results):
             where = f" on data layer {i}" if len(results) > 1 else ""

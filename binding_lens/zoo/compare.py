@@ -126,8 +126,7 @@ def objective_row(spec: str, card: dict[str, Any], sweep: SweepResult) -> Row:
 
 def objective_summary(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
     """(each objective's mean and 95 % interval across its training seeds, every pair's AUROC difference)."""
-    summary = aggregate_rows([{k: v for k, v in row.items() if not k.endswith(("_low", "_high"))} for row in rows],
-                             by=("objective",), metrics=OBJECTIVE_METRICS)
+    summary = aggregate_rows(rows, by=("objective",), metrics=OBJECTIVE_METRICS, keep_single_intervals=False)
     for row in summary:
         row.pop("training_seed", None)
         row["models"] = [r["model"] for r in rows if r["objective"] == row["objective"]]
@@ -190,9 +189,9 @@ def binding_by_objective(
     table.files["plot"] = accuracy_by_model(all_rows, out / "quadratic_by_model.png", probe="quadratic",
                                             title="quadratic IsSameObject probe: zoo models on held-out scenes "
                                                   "(95% bootstrap bands over test images)")
-    by_objective = aggregate_rows([{k: v for k, v in row.items() if not k.endswith(("_low", "_high"))}
-                                   | {"model": row["objective"]} for row in all_rows if row["probe"] == "quadratic"],
-                                  by=("model", "layer"), metrics=("accuracy", "auroc", "majority_baseline"))
+    by_objective = aggregate_rows([row | {"model": row["objective"]} for row in all_rows if row["probe"] == "quadratic"],
+                                  by=("model", "layer"), metrics=("accuracy", "auroc", "majority_baseline"),
+                                  keep_single_intervals=False)
     table.files["objective_plot"] = accuracy_by_model(
         by_objective, out / "quadratic_by_objective.png", probe="quadratic",
         title="quadratic IsSameObject probe by objective: mean and 95% interval across training seeds")
