@@ -57,3 +57,18 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
         values = [m["measures"][row["claim"]]["value"] for m in record["models"] if m["objective"] == "mae"]
         assert row["value"] == pytest.approx(sum(values) / 2) and row["low"] <= row["value"] <= row["high"]
     assert (out / "toy" / "mae@1" / "maps.png").exists() and (out / "sweeps" / "mae" / "sweep.csv").exists()
+
+
+def test_toy_claims_compare_a_fixed_middle_layer_with_the_last_so_they_can_fail():
+    """Position decoded best at the last layer (RMSE falling with depth) must read as a failed claim, and noise
+    alone must not read as a held one (no best-of-layers selection on the numbers judged)."""
+    from binding_lens.claims import toy_measures
+
+    rmse = [2.0, 1.8, 1.6, 1.4, 1.2, 1.0]
+    position = [{"layer": l, "rmse": r, "rmse_low": r - 0.02, "rmse_high": r + 0.02} for l, r in enumerate(rmse)]
+    flat = [{"layer": l, "vs_twin": 0.5 + 0.001 * (-1) ** l, "vs_twin_low": 0.49, "vs_twin_high": 0.51} for l in range(6)]
+    measures = toy_measures(flat, position, n_layers=6)
+    assert measures["position_falls"]["layers"] == (2, 5)
+    assert measures["position_falls"]["value"] == pytest.approx(1.0 - 1.6)
+    assert verdict(measures["position_falls"]["low"], measures["position_falls"]["high"]) == "fails"
+    assert verdict(measures["twins"]["low"], measures["twins"]["high"]) == "cannot tell"
