@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from binding_lens.effects.attention import (
-    attention_kl, attention_score_correlation, next_layer_attention, own_object_attention_mass, pearson_r,
-    permutation_test,
+    attention_kl, attention_kl_sums, attention_score_correlation, next_layer_attention, own_object_attention_mass,
+    own_object_attention_sums, pearson_r, permutation_test,
 )
 from binding_lens.models import load_hooked_vit
 from binding_lens.binding import Shuffle
@@ -44,6 +44,12 @@ def test_own_object_mass_and_kl_match_slow_loops():
     assert own_object_attention_mass(pattern, instance) == pytest.approx(total / count, abs=1e-6)
     assert attention_kl(pattern, other, instance) == pytest.approx(kl_total / kl_count, abs=1e-6)
     assert attention_kl(pattern, pattern) == pytest.approx(0.0, abs=1e-9)
+    # per image as (sum, count): each image's ratio is the measure on that image alone
+    for sums, whole in [(own_object_attention_sums(pattern, instance), lambda b: own_object_attention_mass(pattern[b:b + 1], instance[b:b + 1])),
+                        (attention_kl_sums(pattern, other, instance), lambda b: attention_kl(pattern[b:b + 1], other[b:b + 1], instance[b:b + 1]))]:
+        assert sums[:, 1].tolist() == [5, 5]
+        for b in range(2):
+            assert float(sums[b, 0] / sums[b, 1]) == pytest.approx(whole(b), abs=1e-6)
 
 
 def test_pearson_r_against_numpy_and_constant_input():

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from binding_lens.effects.segmentation import (
-    InstanceHead, confusion_matrix, fit_instance_head, fit_semantic_head, instance_miou, instance_scores,
-    matched_ious, semantic_miou, semantic_scores,
+    InstanceHead, confusion_matrix, fit_instance_head, fit_semantic_head, instance_iou_sums, instance_miou,
+    instance_scores, matched_ious, miou_of_confusion, semantic_confusions, semantic_miou, semantic_scores,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -83,6 +83,24 @@ def test_semantic_scores_by_hand_and_against_loops():
         scores = semantic_scores(pred, target, 5)
         assert all((math.isnan(a) and math.isnan(b)) or a == pytest.approx(b) for a, b in zip(scores["iou"], ious))
         assert scores["miou"] == pytest.approx(miou) and scores["accuracy"] == pytest.approx(accuracy)
+
+
+def test_per_image_parts_give_any_image_sets_scores():
+    """Summed over a multiset of images (a bootstrap replicate), the per-image parts give the scores of
+    those images stacked, repeats included."""
+    gen = torch.Generator().manual_seed(3)
+    target = torch.randint(-1, 4, (5, 9), generator=gen)
+    pred = torch.randint(0, 4, (5, 9), generator=gen)
+    instance = torch.randint(-1, 3, (5, 9), generator=gen)
+    confusions, iou_sums = semantic_confusions(pred, target, 4), instance_iou_sums(pred, instance)
+    for draw in ([0, 1, 2, 3, 4], [2, 2, 0], [4]):
+        assert float(miou_of_confusion(confusions[draw].sum(0))) == pytest.approx(
+            semantic_scores(pred[draw], target[draw], 4)["miou"])
+        summed = iou_sums[draw].sum(0)
+        assert float(summed[0] / summed[1]) == pytest.approx(instance_scores(pred[draw], instance[draw])["miou"])
+    batched = miou_of_confusion(torch.stack([confusions[[0, 1]].sum(0), confusions[[3]].sum(0)]))
+    assert batched.tolist() == pytest.approx([semantic_scores(pred[[0, 1]], target[[0, 1]], 4)["miou"],
+                                              semantic_scores(pred[[3]], target[[3]], 4)["miou"]])
 
 
 def test_confusion_matrix_counts_labelled_patches_only():

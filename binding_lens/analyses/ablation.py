@@ -1,17 +1,23 @@
-"""Does the model use its binding subspace? The paper's Table 2, with a random-subspace control.
+"""Does the model use its binding subspace? The paper's Table 2, with a random-subspace control and
+paired intervals.
 
-For one layer l and a quadratic probe trained there, every condition (shuffle ratios 0 / 0.5 / 1,
-injection alphas 1 / 0.5 / 0) is applied to the binding subspace of dimension k and to a random
+For one layer l and a quadratic probe trained there, every condition (shuffle ratios 0.5 / 1,
+injection alphas 0.5 / 0) is applied to the binding subspace of dimension k and to a random
 subspace of the same dimension, mid-forward, and measured by:
 
 - next-layer attention: attention mass inside the query patch's own object at l+1, KL to clean;
-- segmentation: linear semantic and instance heads on the last layer, retrained for every condition,
-  semantic and instance mIoU on held-out images;
+- segmentation: linear semantic and instance heads on the last layer, retrained for every condition
+  (same training images, same seed), semantic and instance mIoU on held-out images;
 - the DINO loss (teacher = student = the model, global + local crops, centering); shuffles only, as
   informed injection is undefined under local crops. The head is fitted on clean features with the
   backbone frozen unless one is given, and the table says which.
 
-Plus, on clean activations, the Pearson r between attention at l+1 and the probe's scores at l.
+Every condition is compared with the clean run on the same images: the difference and its paired
+image-bootstrap interval (`statistics.paired_bootstrap_difference`; each measure is kept per image,
+so a replicate redraws the images, not the heads). A "head refit" row refits the clean run's heads
+with another seed: its differences are what retraining alone moves, the floor below which a
+segmentation difference means nothing. Plus, on clean activations, the Pearson r between attention
+at l+1 and the probe's scores at l.
 """
 
 from __future__ import annotations
@@ -22,22 +28,21 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..binding import BindingSubspace, Inject, Intervention, Shuffle
 from ..data import Scene, patch_labels
-from ..effects.attention import (
-    attention_kl,
-    attention_score_correlation,
-    own_object_attention_mass,
-)
+from ..effects.attention import attention_kl_sums, attention_score_correlation, own_object_attention_sums
 from ..effects.dino import fit_dino_head, measure_dino_loss
 from ..effects.segmentation import (
     fit_instance_head,
     fit_semantic_head,
-    instance_miou,
-    semantic_miou,
+    instance_iou_sums,
+    miou_of_confusion,
+    predict_classes,
+    semantic_confusions,
 )
 from ..errors import InputError
 from ..hooks import HookedViT, names
@@ -45,15 +50,21 @@ from ..io import write_json_atomic
 from ..losses.dino import DinoHead
 from ..probes import PairProbe, label_space, split_by_image
 from .report import Row, format_table, write_table
+from .statistics import LEVEL, Reduce, paired_bootstrap_difference, ratio_of_sums
 
 
 @dataclass
 class AblationSettings:
     layer: int
     k: int = 16
-    shuffle_ratios: tuple[float, ...] = (0.0, 0.5, 1.0)
-    inject_alphas: tuple[float, ...] = (1.0, 0.5, 0.0)
+    shuffle_ratios: tuple[float, ...] = (0.5, 1.0)
+    inject_alphas: tuple[float, ...] = (0.5, 0.0)
+    """Ratio 0 and alpha 1 leave the model clean: the clean row is always measured."""
     control: bool = True
+    head_refit: bool = True
+    """Also refit the clean run's heads with seed + 1 (what retraining alone moves)."""
+    n_boot: int = 1000
+    level: float = LEVEL
     seed: int = 0
     batch_size: int = 16
     segmentation_epochs: int = 30
@@ -142,11 +153,12 @@ class DinoMeasurement:
             source = "loaded from a checkpoint; center = the clean model's mean head output on these images"
         return cls(model, head, center, images, options, source, settings.seed)
 
-    def loss(self, hooks: list) -> float:
-        """The DINO loss of the model's CLS output with these forward hooks in place."""
+    def losses(self, hooks: list) -> Float[Tensor, "image 2"]:
+        """Each image's DINO loss of the model's CLS output with these forward hooks in place, as (loss, 1)."""
         backbone = lambda pixels: self.model.run_with_hooks(pixels, fwd_hooks=hooks)[:, 0]  # noqa: E731
-        return measure_dino_loss(backbone, self.head, self.images, seed=self.seed, center=self.center,
-                                 **self.options)["loss"]
+        per_image = measure_dino_loss(backbone, self.head, self.images, seed=self.seed, center=self.center,
+                                      **self.options)["per_image"]
+        return torch.stack([per_image.double(), torch.ones_like(per_image, dtype=torch.float64)], -1)
 
 
 def _attention_vs_probe(model: HookedViT, data: Labelled, probe: PairProbe, layer: int, test: Tensor,
@@ -161,31 +173,83 @@ def _attention_vs_probe(model: HookedViT, data: Labelled, probe: PairProbe, laye
                                        n_permutations=settings.attention_permutations, seed=settings.seed)
 
 
-def _condition_row(model: HookedViT, data: Labelled, settings: AblationSettings, subspace_name: str,
-                   subspace: BindingSubspace, kind: str, strength: float, split: tuple[Tensor, Tensor],
-                   clean_pattern: Tensor, label_counts: tuple[int, int], dino: DinoMeasurement | None) -> Row:
+REDUCERS: dict[str, Reduce] = {
+    "semantic_miou": miou_of_confusion,
+    "instance_miou": ratio_of_sums,
+    "dino_loss": ratio_of_sums,
+    "own_object_attention": ratio_of_sums,
+    "attention_kl_to_clean": ratio_of_sums,
+}
+"""Each measure's value from its per-image parts summed over a set of images."""
+HEAD_MEASURES = ("semantic_miou", "instance_miou")
+"""The measures read through retrained heads (the ones a head refit moves)."""
+
+
+@dataclass
+class Condition:
+    """One condition: what was done (subspace "-" for the clean run) and its measures kept per image."""
+
+    subspace: str
+    intervention: str
+    strength: float | None
+    parts: dict[str, Tensor]
+    """measure -> [image, ...] additive parts (`REDUCERS` maps their sum to the measure)."""
+
+    def row(self, settings: AblationSettings) -> Row:
+        values = {name: float(REDUCERS[name](self.parts[name].sum(0))) if name in self.parts else None
+                  for name in REDUCERS}
+        return {"subspace": self.subspace, "k": settings.k, "layer": settings.layer, "intervention": self.intervention,
+                "strength": self.strength, **values}
+
+
+def _measure(data: Labelled, settings: AblationSettings, features: Tensor, pattern: Tensor, clean_pattern: Tensor,
+             split: tuple[Tensor, Tensor], label_counts: tuple[int, int], head_seed: int) -> dict[str, Tensor]:
+    """Heads retrained on these features (seed `head_seed`), every measure on the test images, per image."""
+    (train, test), (n_classes, n_queries) = split, label_counts
+    semantic = fit_semantic_head(features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs,
+                                 seed=head_seed)
+    instance_head = fit_instance_head(features[train], data.instance[train], n_queries,
+                                      epochs=settings.segmentation_epochs, seed=head_seed)
+    predicted = predict_classes(semantic, features[test])
+    predicted_instances = instance_head.predict(features[test])
+    return {
+        "semantic_miou": semantic_confusions(predicted, data.klass[test].to(predicted.device), n_classes),
+        "instance_miou": instance_iou_sums(predicted_instances, data.instance[test].to(predicted_instances.device)),
+        "own_object_attention": own_object_attention_sums(pattern[test], data.instance[test]),
+        "attention_kl_to_clean": attention_kl_sums(clean_pattern[test], pattern[test], data.instance[test]),
+    }
+
+
+def _intervened(model: HookedViT, data: Labelled, settings: AblationSettings, subspace_name: str,
+                subspace: BindingSubspace, kind: str, strength: float, split: tuple[Tensor, Tensor],
+                clean_pattern: Tensor, label_counts: tuple[int, int], dino: DinoMeasurement | None) -> Condition:
     """One condition: the intervention applied mid-forward, heads retrained, every measure taken."""
-    layer, n_prefix, (train, test), (n_classes, n_queries) = settings.layer, model.cfg.n_prefix_tokens, split, label_counts
+    layer, n_prefix = settings.layer, model.cfg.n_prefix_tokens
 
     def make(batch: slice) -> list:
         return [_intervention(kind, strength, subspace, n_prefix, data.instance[batch], settings.seed).at(layer)]
 
     features, pattern = _run(model, data, layer, make, settings.batch_size)
-    semantic = fit_semantic_head(features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs,
-                                 seed=settings.seed)
-    instance_head = fit_instance_head(features[train], data.instance[train], n_queries,
-                                      epochs=settings.segmentation_epochs, seed=settings.seed)
-    row: Row = {
-        "subspace": subspace_name, "k": settings.k, "layer": layer, "intervention": kind, "strength": strength,
-        "semantic_miou": semantic_miou(semantic, features[test], data.klass[test], n_classes)["miou"],
-        "instance_miou": instance_miou(instance_head, features[test], data.instance[test])["miou"],
-        "own_object_attention": own_object_attention_mass(pattern[test], data.instance[test]),
-        "attention_kl_to_clean": attention_kl(clean_pattern[test], pattern[test], data.instance[test]),
-        "dino_loss": None,
-    }
+    parts = _measure(data, settings, features, pattern, clean_pattern, split, label_counts, settings.seed)
     if dino is not None and kind == "shuffle":  # informed injection is undefined under local crops
-        row["dino_loss"] = dino.loss([Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)])
-    return row
+        parts["dino_loss"] = dino.losses([Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)])
+    return Condition(subspace_name, kind, strength, parts)
+
+
+def _differences(conditions: Sequence[Condition], clean: Condition, settings: AblationSettings) -> list[Row]:
+    """Each condition's measures minus the clean run's, with paired image-bootstrap intervals."""
+    rows: list[Row] = []
+    for condition in conditions:
+        for name, parts in condition.parts.items():
+            if condition.intervention == "head refit" and name not in HEAD_MEASURES:
+                continue  # the clean run's own features and attention: only the heads differ
+            compared = paired_bootstrap_difference(parts, clean.parts[name], REDUCERS[name], n_boot=settings.n_boot,
+                                                   level=settings.level, seed=settings.seed)
+            rows.append({"subspace": condition.subspace, "intervention": condition.intervention,
+                         "strength": condition.strength, "measure": name, "clean": compared["reference"],
+                         "value": compared["value"], "difference": compared["difference"], "low": compared["low"],
+                         "high": compared["high"], "beyond_noise": compared["beyond_noise"]})
+    return rows
 
 
 MIN_IMAGES = 10
@@ -205,7 +269,9 @@ def ablation_study(
     dino_temperatures: dict[str, float] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Rows of (subspace, intervention, strength) -> measures; written under `out` if given.
+    """`rows`: the measures of the clean run, the head refit and every (subspace, intervention, strength);
+    `differences`: each of those minus the clean run, with paired bootstrap intervals. Written under
+    `out` if given (`ablation.csv`, `ablation_differences.csv`, `ablation_summary.json`).
 
     DINO loss: with `dino_head` (a checkpoint's head, e.g. `zoo.load_dino_head`) and its training
     `dino_center` the loss is the model's own; without a center, the clean model's mean head output
@@ -226,19 +292,32 @@ def ablation_study(
     if settings.control:
         subspaces["random"] = BindingSubspace.random(model.cfg.d_model, settings.k, seed=settings.seed)
 
-    _, clean_pattern = _run(model, data, layer, lambda batch: [], settings.batch_size)
+    clean_features, clean_pattern = _run(model, data, layer, lambda batch: [], settings.batch_size)
     correlation = _attention_vs_probe(model, data, probe, layer, test, clean_pattern, settings)
     dino = (DinoMeasurement.prepare(model, data, settings, dino_head, dino_center, dino_temperatures)
             if settings.dino else None)
+    dino_clean = dino.losses([]) if dino is not None else None
 
-    conditions = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
-    todo = [(name, subspace, kind, strength) for name, subspace in subspaces.items() for kind, strength in conditions]
-    rows: list[Row] = []
+    def clean_run(intervention: str, head_seed: int) -> Condition:
+        parts = _measure(data, settings, clean_features, clean_pattern, clean_pattern, (train, test), label_counts,
+                         head_seed)
+        if dino is not None:
+            parts["dino_loss"] = dino_clean
+        return Condition("-", intervention, None, parts)
+
+    clean = clean_run("clean", settings.seed)
+    conditions = [clean_run("head refit", settings.seed + 1)] if settings.head_refit else []
+    todo = [(name, subspace, kind, strength) for name, subspace in subspaces.items()
+            for kind, strength in [("shuffle", r) for r in settings.shuffle_ratios] +
+            [("inject", a) for a in settings.inject_alphas]]
     for name, subspace, kind, strength in tqdm(todo, desc=f"ablate layer {layer}", unit="condition", disable=not progress):
-        rows.append(_condition_row(model, data, settings, name, subspace, kind, strength, (train, test), clean_pattern,
-                                   label_counts, dino))
+        conditions.append(_intervened(model, data, settings, name, subspace, kind, strength, (train, test), clean_pattern,
+                                      label_counts, dino))
+    rows = [condition.row(settings) for condition in [clean, *conditions]]
+    differences = _differences(conditions, clean, settings)
     result = {
         "rows": rows,
+        "differences": differences,
         "attention_vs_probe": correlation,
         "settings": asdict(settings),
         "dino_head": dino.head_source if dino is not None else None,
@@ -250,7 +329,8 @@ def ablation_study(
     if out is not None:
         out = Path(out)
         write_table(rows, out / "ablation")
-        write_json_atomic(out / "ablation_summary.json", {k: v for k, v in result.items() if k != "rows"})
+        write_table(differences, out / "ablation_differences")
+        write_json_atomic(out / "ablation_summary.json", {k: v for k, v in result.items() if k not in ("rows", "differences")})
     return result
 
 
@@ -271,3 +351,16 @@ def ablation_table(rows: Sequence[Row]) -> str:
     columns = ["subspace", "intervention", "strength", "semantic_miou", "instance_miou", "dino_loss",
                "own_object_attention", "attention_kl_to_clean"]
     return format_table([{k: ("-" if v is None else v) for k, v in row.items()} for row in rows], columns)
+
+
+def difference_table(differences: Sequence[Row]) -> str:
+    """Each condition's differences to the clean run as `+0.012 [-0.010, +0.031]`, starred when the
+    interval excludes 0 ("-" where a measure was not taken)."""
+    conditions: dict[tuple, Row] = {}
+    for d in differences:
+        key = (d["subspace"], d["intervention"], d["strength"])
+        row = conditions.setdefault(key, {"subspace": d["subspace"], "intervention": d["intervention"],
+                                          "strength": "-" if d["strength"] is None else d["strength"]})
+        row[d["measure"]] = f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]" + ("*" if d["beyond_noise"] else "")
+    columns = ["subspace", "intervention", "strength", *REDUCERS]
+    return format_table([{c: row.get(c, "-") for c in columns} for row in conditions.values()], columns)

@@ -7,17 +7,22 @@
 Intervals across seeds are Student-t intervals of the mean (the seeds are the independent units:
 probe initialisations and scene draws, or training seeds); with one seed there is no interval
 (low and high are None) and reports say so instead of printing a spread they do not have.
-Intervals within one run (over images) are bootstraps: `binding_lens.probes.metrics`.
+Intervals within one run (over images) are bootstraps: `binding_lens.probes.metrics` for the probe
+metrics, `paired_bootstrap_difference` here for a measure under two conditions on the same images.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
+import torch
+from jaxtyping import Float
 from scipy import stats
+from torch import Tensor
 
 from ..errors import InputError
+from ..probes.metrics import group_bootstrap_counts, percentile_interval
 
 LEVEL = 0.95
 
@@ -93,3 +98,42 @@ def aggregate_rows(rows: Sequence[dict[str, Any]], by: Sequence[str], metrics: S
                 row[f"{metric}_low"], row[f"{metric}_high"] = own
         out.append(row)
     return out
+
+
+Reduce = Callable[[Float[Tensor, "replicate *part"]], Float[Tensor, " replicate"]]
+
+
+def ratio_of_sums(summed: Float[Tensor, "replicate 2"]) -> Float[Tensor, " replicate"]:
+    """The `Reduce` of a mean kept per image as (sum, count): pooled sum over pooled count."""
+    return summed[..., 0] / summed[..., 1]
+
+
+def paired_bootstrap_difference(
+    condition: Float[Tensor, "image *part"],
+    reference: Float[Tensor, "image *part"],
+    reduce: Reduce = ratio_of_sums,
+    *,
+    n_boot: int = 1000,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """A measure under a condition minus the same measure under a reference, on the same images, with
+    its percentile bootstrap interval: every replicate draws images with replacement and recomputes
+    both measures on that one draw, so image-to-image variation common to both cancels (paired).
+
+    Each measure is kept per image as additive parts (e.g. (sum, count) for a mean over patches, a
+    confusion matrix for an mIoU); `reduce` maps parts summed over a set of images to the measure, so a
+    replicate is one weighted sum. Returns {value, reference, difference, low, high, beyond_noise}
+    (beyond noise: the interval excludes 0)."""
+    if condition.shape != reference.shape or condition.ndim < 1 or condition.shape[0] < 1:
+        raise InputError(f"paired parts must be [image, ...] of one shape, got {tuple(condition.shape)} and "
+                         f"{tuple(reference.shape)}")
+    counts = group_bootstrap_counts(condition.shape[0], n_boot, seed)
+    parts = torch.stack([condition, reference]).double().cpu()
+    whole = reduce(parts.sum(1))  # [2]: the measures on all images
+    replicates = reduce(torch.einsum("bi,ci...->cb...", counts, parts))  # [2, replicate]
+    differences = replicates[0] - replicates[1]
+    differences = differences[torch.isfinite(differences)]  # a replicate that drew no labelled patch
+    low, high = percentile_interval(differences, level) if differences.numel() else (math.nan, math.nan)
+    return {"value": float(whole[0]), "reference": float(whole[1]), "difference": float(whole[0] - whole[1]),
+            "low": low, "high": high, "beyond_noise": bool(not (low <= 0 <= high))}

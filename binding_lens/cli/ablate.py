@@ -18,7 +18,8 @@ def add(commands: argparse._SubParsersAction) -> None:
     ablate.add_argument("--layer", type=non_negative_int, required=True, help="layer l of the intervention (block l+1 is measured)")
     ablate.add_argument("--k", type=positive_int, default=16, help="binding subspace dimension")
     ablate.add_argument("--data", default="default", help=DATA_HELP)
-    ablate.add_argument("--n-images", type=positive_int, default=64)
+    ablate.add_argument("--n-images", type=positive_int, default=160,
+                        help="scenes: 70%% fit the segmentation heads, 30%% test every condition against clean")
     ablate.add_argument("--size", type=positive_int, default=None, help="image side in px (default: the model's native size)")
     ablate.add_argument("--seed", type=non_negative_int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)")
     ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
@@ -44,7 +45,7 @@ def _zoo_dino(model, spec: str, settings, device: str):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..analyses.ablation import AblationSettings, ablation_study, ablation_table
+    from ..analyses.ablation import AblationSettings, ablation_study, ablation_table, difference_table
     from ..data.spec import dataset_from_spec
     from ..models import load_hooked_vit
     from ..probes import load_probe
@@ -61,10 +62,13 @@ def run(args: argparse.Namespace) -> int:
     result = ablation_study(model, [scenes[i] for i in range(len(scenes))], load_probe(probe_file, device=device), settings,
                             out=args.out, size=size, **dino)
     print(ablation_table(result["rows"]))
+    print(f"\nminus the clean run, on the same {result['images']['test']} test images (95 % paired bootstrap; "
+          "* = beyond noise; the head refit row is what retraining the heads alone moves):")
+    print(difference_table(result["differences"]))
     corr = result["attention_vs_probe"]
     print(f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "
           f"(permutation p = {corr['p_value']:.4f}, {corr['n_pairs']} pairs); r with ground truth {corr['r_ground_truth']:.3f}")
     if result["dino_head"]:
         print(f"DINO head: {result['dino_head']}")
-    print(f"report: {Path(args.out) / 'ablation.csv'}")
+    print(f"report: {Path(args.out) / 'ablation.csv'}, {Path(args.out) / 'ablation_differences.csv'}")
     return 0

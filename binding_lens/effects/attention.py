@@ -4,6 +4,7 @@
   optionally with interventions active.
 - `own_object_attention_mass`: how much attention a labelled patch pays to patches of its own object.
 - `attention_kl`: KL(clean || intervened) of the attention rows of labelled patches.
+- `*_sums`: the same two per image as (sum, count), so image-bootstrap replicates are weighted sums.
 - `attention_score_correlation`: Pearson r between attention at l+1 and IsSameObject scores at l over
   patch pairs, with a permutation-test p-value.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import InputError
@@ -45,14 +46,40 @@ def _same_object(instance: Int[Tensor, "batch n"]) -> tuple[Tensor, Tensor]:
     return same, labelled
 
 
+def own_object_attention_sums(
+    pattern: Float[Tensor, "batch head_index query key"], instance: Int[Tensor, "batch n"]
+) -> Float[Tensor, "batch 2"]:
+    """Per image: the summed head-mean attention mass of its labelled query patches on keys of their own
+    object (the query itself included), and the number of those queries. Summed over any set of
+    images and divided, the two give that set's `own_object_attention_mass` (a bootstrap needs no rerun)."""
+    same, labelled = _same_object(instance.to(pattern.device))
+    mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1).mean(1)  # batch query
+    return _sums_and_counts(mass, labelled)
+
+
 def own_object_attention_mass(
     pattern: Float[Tensor, "batch head_index query key"], instance: Int[Tensor, "batch n"]
 ) -> float:
     """Mean over labelled query patches and heads of the attention mass on keys of the query's own object
     (the query itself included)."""
-    same, labelled = _same_object(instance.to(pattern.device))
-    mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1)  # batch head query
-    return float(mass.mean(1)[labelled].mean())
+    return _ratio(own_object_attention_sums(pattern, instance))
+
+
+def attention_kl_sums(
+    clean: Float[Tensor, "batch head_index query key"],
+    intervened: Float[Tensor, "batch head_index query key"],
+    instance: Int[Tensor, "batch n"] | None = None,
+    eps: float = 1e-12,
+) -> Float[Tensor, "batch 2"]:
+    """Per image: the summed head-mean KL(clean || intervened) in nats of its query rows (labelled patches
+    only, if `instance` is given; rows renormalised over patch keys first) and the number of those rows."""
+    if clean.shape != intervened.shape:
+        raise InputError(f"patterns differ in shape: {tuple(clean.shape)} vs {tuple(intervened.shape)}")
+    p = clean / clean.sum(-1, keepdim=True).clamp_min(eps)
+    q = intervened / intervened.sum(-1, keepdim=True).clamp_min(eps)
+    kl = (p * (p.clamp_min(eps).log() - q.clamp_min(eps).log())).sum(-1).mean(1)  # batch query
+    rows = instance.to(kl.device) >= 0 if instance is not None else torch.ones_like(kl, dtype=torch.bool)
+    return _sums_and_counts(kl, rows)
 
 
 def attention_kl(
@@ -63,14 +90,16 @@ def attention_kl(
 ) -> float:
     """Mean KL(clean || intervened) in nats over query rows (labelled patches only, if `instance` is given)
     and heads; rows are renormalised over patch keys first."""
-    if clean.shape != intervened.shape:
-        raise InputError(f"patterns differ in shape: {tuple(clean.shape)} vs {tuple(intervened.shape)}")
-    p = clean / clean.sum(-1, keepdim=True).clamp_min(eps)
-    q = intervened / intervened.sum(-1, keepdim=True).clamp_min(eps)
-    kl = (p * (p.clamp_min(eps).log() - q.clamp_min(eps).log())).sum(-1).mean(1)  # batch query
-    if instance is not None:
-        return float(kl[instance.to(kl.device) >= 0].mean())
-    return float(kl.mean())
+    return _ratio(attention_kl_sums(clean, intervened, instance, eps))
+
+
+def _sums_and_counts(values: Float[Tensor, "batch query"], kept: Bool[Tensor, "batch query"]) -> Float[Tensor, "batch 2"]:
+    kept = kept.to(values.device)
+    return torch.stack([torch.where(kept, values, 0).double().sum(1), kept.double().sum(1)], -1)
+
+
+def _ratio(sums: Float[Tensor, "batch 2"]) -> float:
+    return float(sums[:, 0].sum() / sums[:, 1].sum())
 
 
 def pearson_r(x: Float[Tensor, " n"], y: Float[Tensor, " n"]) -> float:

@@ -44,6 +44,7 @@ from ..losses.dino import (
     _check_int,
     apply_view,
     dino_loss,
+    dino_loss_per_image,
     ema_update,
     update_center,
 )
@@ -75,19 +76,19 @@ def _view_features(
 def _chunked_loss(
     head: DinoHead, feats: list[Tensor], n_global: int, center: Tensor | None, batch_size: int,
     student_temp: float, teacher_temp: float,
-) -> tuple[float, Tensor]:
-    """(loss over all images, center used): the head runs `batch_size` images at a time, so the
+) -> tuple[Float[Tensor, " image"], Tensor]:
+    """(each image's loss, center used): the head runs `batch_size` images at a time, so the
     [image, K] outputs of all views never need to be held at once."""
     n = feats[0].shape[0]
     chunks = torch.arange(n, device=feats[0].device).split(batch_size)
     if center is None:
         center = sum(head(f[c]).sum(0) for c in chunks for f in feats[:n_global]) / (n * n_global)
     center = center.to(device=feats[0].device, dtype=torch.float32)
-    total = 0.0
+    losses = []
     for c in chunks:
         outputs = [head(f[c]) for f in feats]
-        total += float(dino_loss(outputs, outputs[:n_global], center, student_temp, teacher_temp)) * len(c)
-    return total / n, center
+        losses.append(dino_loss_per_image(outputs, outputs[:n_global], center, student_temp, teacher_temp))
+    return torch.cat(losses), center
 
 
 def measure_dino_loss(
@@ -120,9 +121,9 @@ def measure_dino_loss(
     plan = crops.plan(sizes, patch_size, seed)
     device = next(head.parameters()).device
     feats = _view_features(backbone, images, plan, preprocess, head.in_dim, batch_size, device)
-    loss, used = _chunked_loss(head, feats, crops.n_global, center, batch_size, student_temp, teacher_temp)
+    per_image, used = _chunked_loss(head, feats, crops.n_global, center, batch_size, student_temp, teacher_temp)
     return {
-        "loss": loss, "n_images": len(sizes), "center": used, "center_source": "estimated" if center is None else "given",
+        "loss": float(per_image.mean()), "per_image": per_image.cpu(), "n_images": len(sizes), "center": used, "center_source": "estimated" if center is None else "given",
         "n_global": crops.n_global, "n_local": crops.n_local, "global_size": plan.sides[0],
         "local_size": plan.sides[-1] if crops.n_local else None, "student_temp": student_temp,
         "teacher_temp": teacher_temp, "seed": seed, "augmentations": AUGMENTATIONS,

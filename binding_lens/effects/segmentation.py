@@ -153,6 +153,29 @@ def confusion_matrix(
     return torch.bincount(t * n_classes + p, minlength=n_classes * n_classes).view(n_classes, n_classes)
 
 
+def class_ious(conf: Float[Tensor, "*batch n_classes n_classes"]) -> Float[Tensor, "*batch n_classes"]:
+    """IoU_c = TP / (TP + FP + FN) of each class from [true, predicted] counts; NaN where a class is absent."""
+    tp = conf.diagonal(dim1=-2, dim2=-1)
+    union = conf.sum(-2) + conf.sum(-1) - tp
+    return torch.where(union > 0, tp / union.clamp_min(1), torch.full_like(tp, float("nan")))
+
+
+def miou_of_confusion(conf: Float[Tensor, "*batch n_classes n_classes"]) -> Float[Tensor, "*batch"]:
+    """The mean IoU over the classes present (TP + FP + FN > 0) of each confusion matrix in `conf`
+    (one per bootstrap replicate, say)."""
+    return class_ious(conf.double()).nanmean(-1)
+
+
+def semantic_confusions(
+    pred: Int[Tensor, "image patch"], classes: Int[Tensor, "image patch"], n_classes: int
+) -> Float[Tensor, "image n_classes n_classes"]:
+    """Each image's confusion counts: their sum over any multiset of images (a bootstrap replicate)
+    gives that set's `miou_of_confusion`, so a resampled mIoU needs no new predictions."""
+    if pred.shape != classes.shape:
+        raise InputError(f"pred {tuple(pred.shape)} and classes {tuple(classes.shape)} must have the same shape")
+    return torch.stack([confusion_matrix(p[None], c[None], n_classes) for p, c in zip(pred, classes)]).double()
+
+
 def semantic_scores(pred: Int[Tensor, "image patch"], classes: Int[Tensor, "image patch"], n_classes: int) -> dict[str, Any]:
     """Patch-level semantic scores of predicted class ids against ground truth (-1 = ignored).
 
@@ -168,14 +191,12 @@ def semantic_scores(pred: Int[Tensor, "image patch"], classes: Int[Tensor, "imag
     if n_patches == 0:
         raise InputError("classes has no labelled patch (all -1): nothing to score")
     tp = conf.diag()
-    union = conf.sum(0) + conf.sum(1) - tp
-    present = union > 0
-    iou = torch.where(present, tp / union.clamp_min(1), torch.full_like(tp, float("nan")))
+    iou = class_ious(conf)
     return {
-        "miou": float(iou[present].mean()),
+        "miou": float(miou_of_confusion(conf)),
         "accuracy": float(tp.sum() / n_patches),
         "iou": iou.tolist(),
-        "n_classes_scored": int(present.sum()),
+        "n_classes_scored": int((~iou.isnan()).sum()),
         "n_patches": n_patches,
     }
 
@@ -189,8 +210,14 @@ def semantic_miou(
     _check_head_input(head.in_features, feats)
     if head.out_features != n_classes:
         raise InputError(f"head has {head.out_features} outputs but n_classes is {n_classes}")
-    pred = head(feats.to(head.weight.dtype)).argmax(-1)
-    return semantic_scores(pred, classes, n_classes)
+    return semantic_scores(predict_classes(head, feats), classes, n_classes)
+
+
+@torch.no_grad()
+def predict_classes(head: nn.Linear, feats: Float[Tensor, "image patch d"]) -> Int[Tensor, "image patch"]:
+    """The semantic head's argmax class of every patch."""
+    _check_head_input(head.in_features, feats)
+    return head(feats.to(head.weight.dtype)).argmax(-1)
 
 
 # --- instance segmentation ----------------------------------------------------------------------
@@ -298,6 +325,15 @@ def matched_ious(
     owner = torch.arange(gt.shape[0], device=gt.device)[:, None].expand_as(best)
     present = torch.arange(gt.shape[2], device=gt.device)[None, :] < n_gt[:, None]
     return best[present], owner[present]
+
+
+def instance_iou_sums(pred: Int[Tensor, "image patch"], instance: Int[Tensor, "image patch"]) -> Float[Tensor, "image 2"]:
+    """Per image: the summed matched IoU of its ground-truth instances and their number (see `matched_ious`).
+    Summed over any set of images and divided, the two give that set's instance mIoU."""
+    ious, owner = matched_ious(pred, instance)
+    n = pred.shape[0]
+    sums = torch.zeros(n, dtype=torch.float64, device=ious.device).index_add_(0, owner, ious.double())
+    return torch.stack([sums, torch.bincount(owner, minlength=n).double()], -1)
 
 
 def instance_scores(pred: Int[Tensor, "image patch"], instance: Int[Tensor, "image patch"]) -> dict[str, Any]:

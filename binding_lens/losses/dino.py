@@ -335,14 +335,25 @@ def dino_loss(
     temperature (its warm-up also starts at 0.04). The DINO paper warms the teacher up from 0.04 to
     0.07 and DINOv2 ends at 0.07: pass the value the head's checkpoint was trained with.
     """
+    return dino_loss_per_image(student_out, teacher_out, center, student_temp, teacher_temp).mean()
+
+
+def dino_loss_per_image(
+    student_out: Sequence[Float[Tensor, "batch K"]],
+    teacher_out: Sequence[Float[Tensor, "batch K"]],
+    center: Float[Tensor, " K"],
+    student_temp: float = 0.1,
+    teacher_temp: float = 0.04,
+) -> Float[Tensor, " batch"]:
+    """Each image's `dino_loss` (its mean over the view pairs); their mean over the batch is `dino_loss`."""
     center = _check_outputs(student_out, teacher_out, center)
     if not (student_temp > 0 and teacher_temp > 0):
         raise InputError(f"temperatures must be positive, got student {student_temp}, teacher {teacher_temp}")
     targets = torch.softmax((torch.stack(list(teacher_out)).detach() - center) / teacher_temp, dim=-1)
     log_probs = torch.log_softmax(torch.stack(list(student_out)) / student_temp, dim=-1)
-    cross = -torch.einsum("ibk,vbk->iv", targets, log_probs) / targets.shape[1]  # [teacher view, student view]
-    off_diagonal = ~torch.eye(*cross.shape, dtype=torch.bool, device=cross.device)
-    return cross[off_diagonal].mean()
+    cross = -torch.einsum("ibk,vbk->ivb", targets, log_probs)  # [teacher view, student view, image]
+    off_diagonal = ~torch.eye(*cross.shape[:2], dtype=torch.bool, device=cross.device)
+    return cross[off_diagonal].mean(0)
 
 
 def update_center(
