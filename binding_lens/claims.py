@@ -16,9 +16,11 @@ becomes a number whose sign is the claim; its interval is
 Verdict: "holds" when the interval lies on the claim's side of its threshold, "fails" when it lies on
 the other side, "cannot tell" when it straddles it (or there is no interval: one seed where only
 seeds give one). The paper's ordering across objectives (DINO > supervised > MAE) is judged on the
-Welch intervals of the quadratic AUROC differences. The interventions claim (shuffling hurts,
-injecting helps) is not measured here; `binding-lens ablate` measures it without paired intervals,
-so it stays "cannot tell" in this report.
+Welch intervals of the quadratic AUROC differences. The interventions claims run the ablation study
+(`analyses.ablation`) at the attention claim's layer on fresh held-out scenes: a full shuffle and a
+full injection of the top-k subspace, each against the clean run, read as the instance mIoU of heads
+retrained on the last layer, with paired image-bootstrap intervals; the random-subspace control and
+the head refit are printed beside them.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from typing import Any, Sequence
 
 import torch
 
-from .analyses.ablation import label_images
-from .analyses.report import Row, write_table
+from .analyses.ablation import AblationSettings, ablation_study, label_images
+from .analyses.report import Row, difference_text, write_table
 from .analyses.seed_sweep import layer_sweep_over_seeds
 from .analyses.statistics import mean_interval
 from .analyses.toy import toy_experiments
@@ -52,7 +54,10 @@ CLAIMS: dict[str, str] = {
     "ordering": "the ordering across objectives: DINO > supervised > MAE (quadratic AUROC at the peak)",
     "low_dimensional": "the binding subspace is low-dimensional (its top d/8 directions keep >= 90 % of the "
                        "probe's above-chance AUROC)",
-    "interventions": "shuffling the binding subspace hurts downstream, injecting helps",
+    "shuffle_hurts": "shuffling the binding subspace hurts downstream (instance mIoU of retrained last-layer heads "
+                     "falls under a full shuffle: clean minus shuffled)",
+    "inject_helps": "injecting binding vectors helps downstream (instance mIoU rises under full injection: injected "
+                    "minus clean)",
     "attention_follows": "attention at l + 1 follows IsSameObject at l (Pearson r > 0)",
     "twins": "identical objects are told apart in middle layers and merged late (same-vs-twin AUROC higher at "
              "the middle layer than at the last)",
@@ -105,7 +110,7 @@ def _scenes(spec: str, n: int, size: tuple[int, int], seed: int) -> SyntheticSce
 
 
 def measure_model(spec: str, out: Path, *, n_scenes: int, seeds: Sequence[int], toy_scenes: int, toy_train: int,
-                  training: ProbeTrainingConfig, progress: bool) -> Row:
+                  ablation_images: int, training: ProbeTrainingConfig, progress: bool) -> Row:
     """Every per-model number of the report (see the module docstring) for one model."""
     model = load_hooked_vit(spec)
     card = zoo_card(spec) if is_zoo_spec(spec) else {"objective": spec, "recipe": {"seed": None}}
@@ -153,11 +158,35 @@ def measure_model(spec: str, out: Path, *, n_scenes: int, seeds: Sequence[int], 
     measures["attention_follows"] = {"value": correlation["r"], "p_value": correlation["p_value"], "layer": layer,
                                      "low": correlation["r"] if significant else None,
                                      "high": correlation["r"] if significant else None}
+    ablation_scenes = _scenes(spec, ablation_images, size, seeds[0] + 1)  # not the probe's scenes
+    ablation = ablation_study(model, [ablation_scenes[i] for i in range(len(ablation_scenes))], attention_probe,
+                              AblationSettings(layer=layer, k=k, shuffle_ratios=(1.0,), inject_alphas=(0.0,), dino=False,
+                                               seed=seeds[0]), out / "ablation" / name, progress=progress)
+    measures.update(intervention_measures(ablation["differences"]))
     toy = toy_experiments(model, out / "toy" / name, n_twin_scenes=toy_scenes, n_train_scenes=toy_train, seed=seeds[0],
                           training=replace(training, seed=seeds[0]))
     measures.update(toy_measures(toy.separation, toy.position, n_layers))
     return {"model": spec, "objective": card["objective"], "training_seed": card["recipe"]["seed"], "row": row,
             "measures": measures, "toy_files": {k: str(v) for k, v in toy.files.items()}}
+
+
+def intervention_measures(differences: Sequence[Row], measure: str = "instance_miou") -> dict[str, dict[str, Any]]:
+    """The shuffle and injection claims from an ablation study's differences to the clean run: the binding
+    subspace's full shuffle (sign flipped: a fall is the claim) and full injection, each with its paired
+    interval, and the random subspace's and the head refit's differences for context."""
+    found = {(d["subspace"], d["intervention"], d["strength"]): d for d in differences if d["measure"] == measure}
+
+    def context(*keys: tuple) -> dict[str, str]:
+        return {name: difference_text(found[key]["difference"], found[key]["low"], found[key]["high"])
+                for name, key in zip(("random subspace", "head refit"), keys) if key in found}
+
+    shuffled, injected = found[("binding", "shuffle", 1.0)], found[("binding", "inject", 0.0)]
+    return {
+        "shuffle_hurts": {"value": -shuffled["difference"], "low": -shuffled["high"], "high": -shuffled["low"],
+                          "clean": shuffled["clean"], "beside": context(("random", "shuffle", 1.0), ("-", "head refit", None))},
+        "inject_helps": {"value": injected["difference"], "low": injected["low"], "high": injected["high"],
+                         "clean": injected["clean"], "beside": context(("random", "inject", 0.0), ("-", "head refit", None))},
+    }
 
 
 def toy_measures(separation: Sequence[Row], position: Sequence[Row], n_layers: int) -> dict[str, dict[str, Any]]:
@@ -179,6 +208,8 @@ def _measure_text(measure: dict[str, Any]) -> str:
         text += f" (p = {measure['p_value']:.3g}, layer {measure['layer']} -> {measure['layer'] + 1})"
     if "k" in measure:
         text += f" (k = {measure['k']})"
+    if "beside" in measure:
+        text += f" (clean {measure['clean']:.3f}; " + "; ".join(f"{k}: {v}" for k, v in measure["beside"].items()) + ")"
     if "layers" in measure:
         text += f" (layer {measure['layers'][0]} vs {measure['layers'][1]})"
     return text
@@ -192,10 +223,6 @@ def _verdicts(models: list[Row], objectives: list[Row], differences: list[Row]) 
     for claim in CLAIMS:
         if claim == "ordering":
             rows.append(_ordering(differences))
-            continue
-        if claim == "interventions":
-            rows.append({"claim": claim, "on": "all", "text": "not measured by `claims` (see `binding-lens ablate`)",
-                         "verdict": "cannot tell"})
             continue
         threshold = THRESHOLDS.get(claim, 0.0)
         for objective, members in groups.items():
@@ -243,17 +270,18 @@ def claims_report(
     seeds: Sequence[int] = (0,),
     toy_scenes: int = 64,
     toy_train: int = 200,
+    ablation_images: int = 160,
     training: ProbeTrainingConfig | None = None,
     progress: bool = True,
 ) -> ClaimsReport:
     """Measure every claim on every model and write `claims.md`, `claims.json`, `verdicts.csv` and, beside
-    them, each model's sweep (`sweeps/<name>/`) and toy figures (`toy/<name>/`)."""
+    them, each model's sweep (`sweeps/<name>/`), ablation (`ablation/<name>/`) and toy figures (`toy/<name>/`)."""
     out = Path(out)
     started = time.perf_counter()
     seeds = list(seeds)
     training = training or ProbeTrainingConfig(seed=seeds[0])
     measured = [measure_model(spec, out, n_scenes=n_scenes, seeds=seeds, toy_scenes=toy_scenes, toy_train=toy_train,
-                              training=training, progress=progress) for spec in models]
+                              ablation_images=ablation_images, training=training, progress=progress) for spec in models]
     objectives, differences = objective_summary([m["row"] for m in measured])
     verdicts = _verdicts(measured, objectives, differences)
     report = ClaimsReport(measured, verdicts, out)
@@ -261,7 +289,7 @@ def claims_report(
     write_json_atomic(out / "claims.json", {"claims": CLAIMS, "verdicts": verdicts, "models": measured,
                                             "objectives": objectives, "differences": differences,
                                             "settings": {"n_scenes": n_scenes, "seeds": seeds, "toy_scenes": toy_scenes,
-                                                         "toy_train": toy_train},
+                                                         "toy_train": toy_train, "ablation_images": ablation_images},
                                             "seconds": round(time.perf_counter() - started, 1)})
     write_table([{k: v for k, v in row.items() if k != "text"} | {"measurement": row["text"]} for row in verdicts],
                 out / "verdicts")

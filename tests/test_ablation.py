@@ -104,3 +104,11 @@ def test_ablate_on_the_zoo_dino_model_uses_its_own_head_center_and_crops(tmp_pat
     assert settings.dino_global_scale == (0.35, 1.0) and seen["size"] == 96
     assert seen["kwargs"]["dino_temperatures"] == {"student_temp": 0.1, "teacher_temp": 0.04}
     assert seen["kwargs"]["dino_head"].out_dim == 1024
+
+
+def test_difference_text_keeps_small_differences_readable():
+    from binding_lens.analyses.report import difference_text
+
+    assert difference_text(-0.05, -0.1, 0.002) == "-0.050 [-0.100, +0.002]"
+    assert difference_text(0.00012, 0.00003, 0.0002) == "+1.2e-04 [+3.0e-05, +2.0e-04]"  # not "+0.000 [...]"
+    assert difference_text(0.0, 0.0, 0.0) == "+0.000 [+0.000, +0.000]"

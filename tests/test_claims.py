@@ -43,7 +43,7 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(registry, "MODELS_DIR", models_dir)
     out = tmp_path / "claims"
     assert main(["claims", "--n-scenes", "24", "--toy-scenes", "6", "--toy-train", "16", "--max-steps", "10",
-                 "--out", str(out)]) == 0
+                 "--ablation-images", "12", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| claim | on |" in printed
     record = json.loads((out / "claims.json").read_text())
@@ -57,6 +57,27 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
         values = [m["measures"][row["claim"]]["value"] for m in record["models"] if m["objective"] == "mae"]
         assert row["value"] == pytest.approx(sum(values) / 2) and row["low"] <= row["value"] <= row["high"]
     assert (out / "toy" / "mae@1" / "maps.png").exists() and (out / "sweeps" / "mae" / "sweep.csv").exists()
+    assert (out / "ablation" / "mae" / "ablation_differences.csv").exists()
+    shuffle = record["models"][0]["measures"]["shuffle_hurts"]
+    assert shuffle["low"] <= shuffle["value"] <= shuffle["high"] and set(shuffle["beside"]) == {"random subspace",
+                                                                                               "head refit"}
+
+
+def test_intervention_claims_read_the_binding_rows_with_the_claims_sign():
+    from binding_lens.claims import intervention_measures
+
+    def d(subspace, intervention, strength, difference, low, high, measure="instance_miou"):
+        return {"subspace": subspace, "intervention": intervention, "strength": strength, "measure": measure,
+                "clean": 0.6, "difference": difference, "low": low, "high": high}
+
+    differences = [d("-", "head refit", None, 0.01, -0.02, 0.04), d("binding", "shuffle", 1.0, -0.08, -0.12, -0.03),
+                   d("binding", "inject", 0.0, -0.01, -0.05, 0.02), d("random", "shuffle", 1.0, -0.02, -0.06, 0.01),
+                   d("random", "inject", 0.0, 0.03, 0.00, 0.07), d("binding", "shuffle", 1.0, 0.5, 0.4, 0.6, "dino_loss")]
+    measures = intervention_measures(differences)
+    hurts, helps = measures["shuffle_hurts"], measures["inject_helps"]
+    assert (hurts["value"], hurts["low"], hurts["high"]) == pytest.approx((0.08, 0.03, 0.12))
+    assert verdict(hurts["low"], hurts["high"]) == "holds" and verdict(helps["low"], helps["high"]) == "cannot tell"
+    assert hurts["beside"] == {"random subspace": "-0.020 [-0.060, +0.010]", "head refit": "+0.010 [-0.020, +0.040]"}
 
 
 def test_toy_claims_compare_a_fixed_middle_layer_with_the_last_so_they_can_fail():

@@ -49,7 +49,7 @@ from ..hooks import HookedViT, names
 from ..io import write_json_atomic
 from ..losses.dino import DinoHead
 from ..probes import PairProbe, label_space, split_by_image
-from .report import Row, format_table, write_table
+from .report import Row, difference_text, format_table, write_table
 from .statistics import LEVEL, Reduce, paired_bootstrap_difference, ratio_of_sums
 
 
@@ -361,6 +361,6 @@ def difference_table(differences: Sequence[Row]) -> str:
         key = (d["subspace"], d["intervention"], d["strength"])
         row = conditions.setdefault(key, {"subspace": d["subspace"], "intervention": d["intervention"],
                                           "strength": "-" if d["strength"] is None else d["strength"]})
-        row[d["measure"]] = f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]" + ("*" if d["beyond_noise"] else "")
+        row[d["measure"]] = difference_text(d["difference"], d["low"], d["high"]) + ("*" if d["beyond_noise"] else "")
     columns = ["subspace", "intervention", "strength", *REDUCERS]
     return format_table([{c: row.get(c, "-") for c in columns} for row in conditions.values()], columns)

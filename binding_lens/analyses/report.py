@@ -52,6 +52,14 @@ def interval_text(row: Row, key: str) -> str:
     return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def difference_text(value: float, low: float, high: float) -> str:
+    """A signed difference with its interval, "+0.012 [-0.010, +0.031]"; in scientific notation when all
+    three are below 0.01 in size, so a small difference beyond noise does not print as +0.000."""
+    small = 0 < max(abs(value), abs(low), abs(high)) < 0.01
+    spec = "+.1e" if small else "+.3f"
+    return f"{value:{spec}} [{low:{spec}}, {high:{spec}}]"
+
+
 def format_table(rows: Sequence[Row], columns: Sequence[str]) -> str:
     """A plain-text table for the terminal."""
     def cell(value: Any) -> str:

@@ -15,6 +15,8 @@ def add(commands: argparse._SubParsersAction) -> None:
     claims.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model for the sweep")
     claims.add_argument("--toy-scenes", type=positive_int, default=64, help="twin scenes of the toy experiments")
     claims.add_argument("--toy-train", type=positive_int, default=200, help="ordinary scenes for the toy probes")
+    claims.add_argument("--ablation-images", type=positive_int, default=160,
+                        help="fresh held-out scenes for the shuffle / inject claims (70%% fit the heads, 30%% test)")
     claims.add_argument("--seed", type=non_negative_int, default=0)
     claims.add_argument("--seeds", type=positive_int, default=1, help="probe seeds and scene draws per model")
     claims.add_argument("--max-steps", type=positive_int, default=2000,
@@ -29,9 +31,10 @@ def run(args: argparse.Namespace) -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [PREFIX + n for n in zoo_names()]
     report = claims_report(models, args.out, n_scenes=args.n_scenes, seeds=range(args.seed, args.seed + args.seeds),
-                           toy_scenes=args.toy_scenes, toy_train=args.toy_train,
+                           toy_scenes=args.toy_scenes, toy_train=args.toy_train, ablation_images=args.ablation_images,
                            training=ProbeTrainingConfig(max_steps=args.max_steps, min_steps=min(200, args.max_steps),
                                                         seed=args.seed))
     print(report.markdown())
-    print(f"report: {report.files['markdown']}, {report.files['json']}, figures under {args.out}/sweeps and {args.out}/toy")
+    print(f"report: {report.files['markdown']}, {report.files['json']}, figures under {args.out}/sweeps, "
+          f"{args.out}/ablation and {args.out}/toy")
     return 0
