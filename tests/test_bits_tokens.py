@@ -82,12 +82,20 @@ def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
     assert [(r["tokens"], r["family"]) for r in rows] == [("cls", "linear"), ("spatial", "attention")]
     for row in rows:
         assert row["b_o"] == pytest.approx(row["H_O"] - row["ce_o"])
-        assert row["v_bits"] == pytest.approx(row["ce_o_null"] - row["ce_o"])
+        assert row["v_bits"] == pytest.approx(row["ce_o_null"] - row["ce_o"], abs=1e-6)
         assert row["b_o_low"] <= row["b_o"] <= row["b_o_high"]
+        assert row["v_bits_low"] <= row["v_bits"] <= row["v_bits_high"]
+        assert row["beyond_prior"] == (row["v_bits_low"] > 0)
+    linear, attention = rows
+    assert "vs_linear" not in linear  # the baseline itself
+    assert attention["vs_linear"] == pytest.approx(attention["b_o"] - linear["b_o"])  # paired over the same images
+    assert attention["vs_linear_low"] <= attention["vs_linear"] <= attention["vs_linear_high"]
+    assert attention["vs_linear_tokens"] == "cls"
     assert (out / "bits.png").stat().st_size > 0 and (out / "bits.svg").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["priors"]["H_O_given_F"] == pytest.approx(np.log2(755_100))
-    assert "H(O)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "H(O)" in printed and "vs linear [95%]" in printed
 
 
 def _coded_splits(n=(60, 30, 30), size=56):

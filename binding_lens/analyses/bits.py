@@ -21,6 +21,11 @@ a looseness every B_O shares; `v_bits` = ce_o_null - ce_o is the information the
 over that prior (the predictive V-information of Xu et al., 2020), zero in expectation for a
 representation independent of O. The paper's B_O = H(O) - ce_o stays the headline.
 
+Every number carries a 95 % bootstrap interval over test images, paired where two are compared:
+`v_bits_low/high` (and `beyond_prior`: the representation adds information over the prior probe,
+beyond noise) and `vs_linear` (each row's B_O minus the linear family's at its layer, on its token
+set or else cls / mean: does a richer probe or another token set read more, beyond noise?).
+
 Interventions in bits: `bits_under_interventions` projects out or shuffles a binding subspace (and a
 random one of the same size) at one layer and reports the bits lost, paired over test images; any other
 edit goes in as `fwd_hooks` to `measure_bits` (e.g. `[ProjectOut(sub, n_prefix).at(layer)]`), and the
@@ -45,7 +50,7 @@ from ..bits import (
 from ..data import Scene
 from ..data.priors import CodePriors, colorshape_priors
 from ..errors import InputError
-from .report import Row, format_table
+from .report import Row, difference_text, format_table, interval_text
 
 SPLITS = ("train", "val", "test")
 
@@ -86,9 +91,16 @@ class BitsResult:
     test_ce: dict[tuple[int, str, str], Tensor] = field(default_factory=dict)
 
     def table(self) -> str:
-        columns = ["layer", "tokens", "family", "b_o", "b_o_low", "b_o_high", "beta", "b_star", "beta_star",
-                   "v_bits", "prior_gap", "learnt"]
-        return format_table(self.rows, columns)
+        columns = ["layer", "tokens", "family", "B_O [95%]", "beta", "b_star", "beta_star", "over prior [95%]",
+                   "vs linear [95%]", "prior_gap", "learnt"]
+        shown = [{**row, "B_O [95%]": interval_text(row, "b_o"), "over prior [95%]": _signed(row, "v_bits"),
+                  "vs linear [95%]": _signed(row, "vs_linear") if "vs_linear" in row else "-"} for row in self.rows]
+        return format_table(shown, columns)
+
+
+def _signed(row: Row, key: str) -> str:
+    text = difference_text(row[key], row[f"{key}_low"], row[f"{key}_high"])
+    return text + ("*" if not row[f"{key}_low"] <= 0 <= row[f"{key}_high"] else "")
 
 
 def combinations(token_sets: Sequence[str], families: Sequence[str]) -> list[tuple[str, str]]:
@@ -152,15 +164,33 @@ def measure_bits(
             bits = binding_bits(fits["O"][1], priors, fits["F"][1], n_boot=n_boot, seed=training.seed)
             fit_o = fits["O"][0]
             result.test_ce[(layer, token_set, family)] = fits["O"][1]
+            v_bits, v_low, v_high = mean_interval(prior["O"][1] - fits["O"][1], n_boot=n_boot, seed=training.seed)
             result.rows.append({"model": model.cfg.source, "layer": layer, "tokens": token_set, "family": family,
                          **bits.as_dict(), "ce_o_null": ce_null, "prior_gap": ce_null - priors.H_O,
-                         "v_bits": ce_null - bits.ce_o, "H_O": priors.H_O, "H_F": priors.H_F,
+                         "v_bits": v_bits, "v_bits_low": v_low, "v_bits_high": v_high,
+                         "beyond_prior": v_low > 0, "H_O": priors.H_O, "H_F": priors.H_F,
                          "H_O_given_F": priors.H_O_given_F, "steps": fit_o.steps, "best_step": fit_o.best_step,
                          "stopped": fit_o.stopped, "converged": fit_o.converged})
             if family == "attention":
                 result.attention[(layer, token_set)] = _routing(fit_o.probe, z["test"], splits["test"])
             say(f"layer {layer} {token_set} {family}: B_O {bits.b_o:.2f} bits (beta {bits.beta:.1%})")
+    _against_linear(result, n_boot, training.seed)
     return result
+
+
+def _against_linear(result: BitsResult, n_boot: int, seed: int) -> None:
+    """Each row's B_O minus the linear family's at its layer (same token set, else cls, else mean), paired over
+    the test images (B_O differences are CE_O differences with the sign turned): does a richer probe or
+    another token set read more than a linear read-out, beyond noise?"""
+    for row in result.rows:
+        layer = row["layer"]
+        base = next((t for t in (row["tokens"], "cls", "mean") if (layer, t, "linear") in result.test_ce), None)
+        if base is None or (row["family"], row["tokens"]) == ("linear", base):
+            continue
+        gain, low, high = mean_interval(result.test_ce[(layer, base, "linear")] - result.test_ce[(layer, row["tokens"],
+                                        row["family"])], n_boot=n_boot, seed=seed)
+        row.update(vs_linear=gain, vs_linear_low=low, vs_linear_high=high, vs_linear_tokens=base,
+                   vs_linear_beyond_noise=not low <= 0 <= high)
 
 
 def fit_prior_probes(splits: dict[str, CodedScenes], training: CodeTrainingConfig = CodeTrainingConfig(), *,
