@@ -112,3 +112,5 @@ def test_difference_text_keeps_small_differences_readable():
     assert difference_text(-0.05, -0.1, 0.002) == "-0.050 [-0.100, +0.002]"
     assert difference_text(0.00012, 0.00003, 0.0002) == "+1.2e-04 [+3.0e-05, +2.0e-04]"  # not "+0.000 [...]"
     assert difference_text(0.0, 0.0, 0.0) == "+0.000 [+0.000, +0.000]"
+    assert difference_text(0.05, 0.01, 0.09, star=True).endswith("]*")
+    assert difference_text(0.05, -0.01, 0.09, star=True).endswith("]")

@@ -12,7 +12,6 @@ from torch import nn
 from binding_lens.data import SyntheticScenes
 from binding_lens.effects.dino import fit_dino_head, measure_dino_loss
 from binding_lens.losses.dino import (
-    dino_loss_per_image,
     DinoHead, apply_view, dino_loss, multi_crop, plan_crops, round_to_patch, teacher_statistics, update_center,
 )
 from binding_lens.models import load_hooked_vit
@@ -139,7 +138,7 @@ def test_dino_loss_matches_slow_loops(n_teacher, n_student):
     for temps in [(0.1, 0.04), (0.2, 0.07)]:
         fast = float(dino_loss(student, teacher, center, *temps))
         assert fast == pytest.approx(slow_dino_loss(student, teacher, center, *temps), rel=1e-10)
-        per_image = dino_loss_per_image(student, teacher, center, *temps)
+        per_image = dino_loss(student, teacher, center, *temps, reduction="none")
         for i in range(3):  # each image's loss is the loss of a batch of that image alone
             alone = slow_dino_loss([s[i:i + 1] for s in student], [t[i:i + 1] for t in teacher], center, *temps)
             assert float(per_image[i]) == pytest.approx(alone, rel=1e-10)
@@ -167,6 +166,8 @@ def test_dino_loss_refuses_bad_input():
         dino_loss(s[:1], t, torch.zeros(4))
     with pytest.raises(ValueError, match="positive"):
         dino_loss(s, t, torch.zeros(4), teacher_temp=0.0)
+    with pytest.raises(ValueError, match="reduction"):
+        dino_loss(s, t, torch.zeros(4), reduction="sum")
     with pytest.raises(ValueError, match="momentum"):
         update_center(torch.zeros(4), t, momentum=1.5)
 
@@ -250,7 +251,7 @@ def test_measure_is_the_loss_of_the_views_and_reuses_a_center(tiny):
     assert result["center_source"] == "estimated" and result["n_images"] == 8 and result["local_size"] == 16
     chunked = measure_dino_loss(backbone, head, images, preprocess=preprocess, n_local=3, seed=2, batch_size=3, **VIEWS)
     assert chunked["loss"] == pytest.approx(result["loss"], rel=1e-5)
-    expected = dino_loss_per_image(outputs, outputs[:2], center)
+    expected = dino_loss(outputs, outputs[:2], center, reduction="none")
     torch.testing.assert_close(chunked["per_image"], expected, rtol=1e-5, atol=1e-6)
     shifted = measure_dino_loss(
         backbone, head, images, preprocess=preprocess, n_local=3, seed=2, center=center + 0.5 * torch.randn(64), **VIEWS

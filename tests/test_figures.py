@@ -206,3 +206,16 @@ def test_every_kde_panel_shows_its_scale(tmp_path, drawn):
     assert len(axes) == 6
     for ax in axes:
         assert any(label.get_visible() and label.get_text() for label in ax.get_xticklabels()), ax.get_title()
+
+
+def test_principal_components_project_centred_or_given_points_on_the_same_axes():
+    from binding_lens.figures.pca import principal_components
+
+    vectors = np.random.default_rng(0).normal(size=(30, 5)) + 0.4
+    centred, explained = principal_components(vectors, 2)
+    given, explained_given = principal_components(vectors, 2, centre_points=False)
+    _, singular, vt = np.linalg.svd(vectors - vectors.mean(0), full_matrices=False)  # the obvious version
+    np.testing.assert_allclose(given, vectors @ vt[:2].T)
+    np.testing.assert_allclose(given - centred, np.broadcast_to(vectors.mean(0) @ vt[:2].T, given.shape))
+    np.testing.assert_allclose(explained, explained_given)
+    np.testing.assert_allclose(explained, (singular**2 / (singular**2).sum())[:2])

@@ -361,6 +361,6 @@ def difference_table(differences: Sequence[Row]) -> str:
         key = (d["subspace"], d["intervention"], d["strength"])
         row = conditions.setdefault(key, {"subspace": d["subspace"], "intervention": d["intervention"],
                                           "strength": "-" if d["strength"] is None else d["strength"]})
-        row[d["measure"]] = difference_text(d["difference"], d["low"], d["high"]) + ("*" if d["beyond_noise"] else "")
+        row[d["measure"]] = difference_text(d["difference"], d["low"], d["high"], star=True)
     columns = ["subspace", "intervention", "strength", *REDUCERS]
     return format_table([{c: row.get(c, "-") for c in columns} for row in conditions.values()], columns)

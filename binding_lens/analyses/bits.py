@@ -99,8 +99,7 @@ class BitsResult:
 
 
 def _signed(row: Row, key: str) -> str:
-    text = difference_text(row[key], row[f"{key}_low"], row[f"{key}_high"])
-    return text + ("*" if not row[f"{key}_low"] <= 0 <= row[f"{key}_high"] else "")
+    return difference_text(row[key], row[f"{key}_low"], row[f"{key}_high"], star=True)
 
 
 def combinations(token_sets: Sequence[str], families: Sequence[str]) -> list[tuple[str, str]]:

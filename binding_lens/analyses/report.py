@@ -52,12 +52,14 @@ def interval_text(row: Row, key: str) -> str:
     return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def difference_text(value: float, low: float, high: float) -> str:
+def difference_text(value: float, low: float, high: float, *, star: bool = False) -> str:
     """A signed difference with its interval, "+0.012 [-0.010, +0.031]"; in scientific notation when all
-    three are below 0.01 in size, so a small difference beyond noise does not print as +0.000."""
+    three are below 0.01 in size, so a small difference beyond noise does not print as +0.000. With
+    `star`, "*" follows when the interval excludes 0 (beyond noise)."""
     small = 0 < max(abs(value), abs(low), abs(high)) < 0.01
     spec = "+.1e" if small else "+.3f"
-    return f"{value:{spec}} [{low:{spec}}, {high:{spec}}]"
+    mark = "*" if star and not low <= 0 <= high else ""
+    return f"{value:{spec}} [{low:{spec}}, {high:{spec}}]{mark}"
 
 
 def format_table(rows: Sequence[Row], columns: Sequence[str]) -> str:

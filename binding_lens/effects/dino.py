@@ -44,7 +44,6 @@ from ..losses.dino import (
     _check_int,
     apply_view,
     dino_loss,
-    dino_loss_per_image,
     ema_update,
     update_center,
 )
@@ -87,7 +86,7 @@ def _chunked_loss(
     losses = []
     for c in chunks:
         outputs = [head(f[c]) for f in feats]
-        losses.append(dino_loss_per_image(outputs, outputs[:n_global], center, student_temp, teacher_temp))
+        losses.append(dino_loss(outputs, outputs[:n_global], center, student_temp, teacher_temp, reduction="none"))
     return torch.cat(losses), center
 
 

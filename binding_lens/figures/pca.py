@@ -18,15 +18,29 @@ from ._save import LEGEND_WIDTH, finish, new_figure, save
 
 
 def principal_components(
-    vectors: Float[np.ndarray, "n k"], n_components: int = 2
+    vectors: Float[np.ndarray, "n k"], n_components: int = 2, *, centre_points: bool = True
 ) -> tuple[Float[np.ndarray, "n c"], Float[np.ndarray, " c"]]:
-    """(projections on the top principal components, fraction of variance each explains)."""
+    """(projections on the top principal components, fraction of variance each explains). The components
+    are those of the centred vectors; `centre_points=False` projects the vectors as given (differences
+    whose sign about 0 means something)."""
     centred = vectors - vectors.mean(axis=0)
     _, singular, vt = np.linalg.svd(centred, full_matrices=False)
     variance = singular**2
     total = variance.sum()
     explained = variance[:n_components] / total if total > 0 else np.zeros(n_components)
-    return centred @ vt[:n_components].T, explained
+    return (centred if centre_points else vectors) @ vt[:n_components].T, explained
+
+
+def _checked_points(vectors: np.ndarray, ids: np.ndarray, what: str, id_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """`vectors` as float [n >= 2, k >= 2] and `ids` as one id per vector, finite, after a clear error."""
+    vectors, ids = np.asarray(vectors, float), np.asarray(ids).ravel()
+    if vectors.ndim != 2 or vectors.shape[0] < 2 or vectors.shape[1] < 2:
+        raise InputError(f"{what} must be [n >= 2, k >= 2], got shape {vectors.shape}")
+    if ids.shape != (vectors.shape[0],):
+        raise InputError(f"{id_name} needs one id per vector ({vectors.shape[0]}), got shape {ids.shape}")
+    if not np.isfinite(vectors).all():
+        raise InputError(f"{what} hold NaN or infinite values")
+    return vectors, ids
 
 
 def binding_pca(
@@ -36,14 +50,7 @@ def binding_pca(
     title: str = "Binding vectors, first two principal components",
 ) -> Path:
     """Scatter of the binding vectors' first two PCs, one colour per instance id."""
-    vectors = np.asarray(vectors, float)
-    instance = np.asarray(instance).ravel()
-    if vectors.ndim != 2 or vectors.shape[0] < 2 or vectors.shape[1] < 2:
-        raise InputError(f"vectors must be [n >= 2, k >= 2], got shape {vectors.shape}")
-    if instance.shape != (vectors.shape[0],):
-        raise InputError(f"instance needs one id per vector ({vectors.shape[0]}), got shape {instance.shape}")
-    if not np.isfinite(vectors).all():
-        raise InputError("vectors hold NaN or infinite values")
+    vectors, instance = _checked_points(vectors, instance, "vectors", "instance")
     points, explained = principal_components(vectors, 2)
     fig = new_figure(5.2 + LEGEND_WIDTH, 4.4)
     ax = fig.subplots()
@@ -70,13 +77,9 @@ def twin_pca(
     """Each corresponding twin pair as two points, +d/2 (twin A, circle) and -d/2 (twin B, cross), on the
     first two PCs of the differences d, one colour per scene: a scene whose circles and crosses fall on
     two sides is one whose twins the model tells apart along those components."""
-    differences, scene = np.asarray(differences, float), np.asarray(scene).ravel()
-    if differences.ndim != 2 or differences.shape[0] < 2 or scene.shape != (differences.shape[0],):
-        raise InputError(f"need differences [pairs >= 2, d] and one scene id per pair, got {differences.shape}, "
-                         f"{scene.shape}")
-    _, singular, vt = np.linalg.svd(differences - differences.mean(0), full_matrices=False)
-    explained = singular ** 2 / max(float((singular ** 2).sum()), 1e-12)
-    points = differences @ vt[:2].T / 2
+    differences, scene = _checked_points(differences, scene, "differences", "scene")
+    points, explained = principal_components(differences, 2, centre_points=False)
+    points = points / 2
     fig = new_figure(5.2 + LEGEND_WIDTH, 4.4)
     ax = fig.subplots()
     cmap = matplotlib.colormaps["tab10"]

@@ -325,35 +325,30 @@ def dino_loss(
     center: Float[Tensor, " K"],
     student_temp: float = 0.1,
     teacher_temp: float = 0.04,
-) -> Float[Tensor, ""]:
+    reduction: str = "mean",
+) -> Float[Tensor, ""] | Float[Tensor, " batch"]:
     """DINO v1's cross-entropy (facebookresearch/dino `DINOLoss.forward`, center update left out):
     for every teacher view iq and student view v != iq (student views 0..n_teacher-1 are the same
     global views), mean over the batch of sum_k -softmax((t - center) / teacher_temp)_k
     log_softmax(s / student_temp)_k; then the mean over those pairs. The teacher is detached.
+    `reduction="none"` gives each image's loss (its mean over the view pairs) instead of their mean,
+    as in torch's losses.
 
     Temperatures: student 0.1; teacher 0.04, DINO v1's main_dino.py default for the final teacher
     temperature (its warm-up also starts at 0.04). The DINO paper warms the teacher up from 0.04 to
     0.07 and DINOv2 ends at 0.07: pass the value the head's checkpoint was trained with.
     """
-    return dino_loss_per_image(student_out, teacher_out, center, student_temp, teacher_temp).mean()
-
-
-def dino_loss_per_image(
-    student_out: Sequence[Float[Tensor, "batch K"]],
-    teacher_out: Sequence[Float[Tensor, "batch K"]],
-    center: Float[Tensor, " K"],
-    student_temp: float = 0.1,
-    teacher_temp: float = 0.04,
-) -> Float[Tensor, " batch"]:
-    """Each image's `dino_loss` (its mean over the view pairs); their mean over the batch is `dino_loss`."""
     center = _check_outputs(student_out, teacher_out, center)
     if not (student_temp > 0 and teacher_temp > 0):
         raise InputError(f"temperatures must be positive, got student {student_temp}, teacher {teacher_temp}")
+    if reduction not in ("mean", "none"):
+        raise InputError(f"reduction must be 'mean' or 'none', got {reduction!r}")
     targets = torch.softmax((torch.stack(list(teacher_out)).detach() - center) / teacher_temp, dim=-1)
     log_probs = torch.log_softmax(torch.stack(list(student_out)) / student_temp, dim=-1)
     cross = -torch.einsum("ibk,vbk->ivb", targets, log_probs)  # [teacher view, student view, image]
     off_diagonal = ~torch.eye(*cross.shape[:2], dtype=torch.bool, device=cross.device)
-    return cross[off_diagonal].mean(0)
+    per_image = cross[off_diagonal].mean(0)
+    return per_image if reduction == "none" else per_image.mean()
 
 
 def update_center(
