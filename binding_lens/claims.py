@@ -25,11 +25,12 @@ the head refit are printed beside them.
 
 from __future__ import annotations
 
+import json
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -113,8 +114,8 @@ def measure_model(spec: str, out: Path, *, n_scenes: int, seeds: Sequence[int], 
                   ablation_images: int, training: ProbeTrainingConfig, progress: bool) -> Row:
     """Every per-model number of the report (see the module docstring) for one model."""
     model = load_hooked_vit(spec)
-    card = zoo_card(spec) if is_zoo_spec(spec) else {"objective": spec, "recipe": {"seed": None}}
-    name = spec.removeprefix(PREFIX).replace("/", "_").replace(":", "_")
+    card = _card(spec)
+    name = _run_name(spec)
     size = model.cfg.image_size
     sweep = layer_sweep_over_seeds(model, lambda s: _scenes(spec, n_scenes, size, s), out / "sweeps" / name, seeds,
                                    probes=TABLE_PROBES, training=training, progress=progress)
@@ -168,6 +169,29 @@ def measure_model(spec: str, out: Path, *, n_scenes: int, seeds: Sequence[int], 
     measures.update(toy_measures(toy.separation, toy.position, n_layers))
     return {"model": spec, "objective": card["objective"], "training_seed": card["recipe"]["seed"], "row": row,
             "measures": measures, "toy_files": {k: str(v) for k, v in toy.files.items()}}
+
+
+def _card(spec: str) -> Row:
+    return zoo_card(spec) if is_zoo_spec(spec) else {"objective": spec, "recipe": {"seed": None}}
+
+
+def _run_name(spec: str) -> str:
+    """The model's folder name under the report's `sweeps/`, `ablation/`, `toy/` and `models/`."""
+    return spec.removeprefix(PREFIX).replace("/", "_").replace(":", "_")
+
+
+def _measured_once(spec: str, out: Path, settings: Row, measure: Callable[[], Row]) -> Row:
+    """The model's measurements from `models/<name>.json` when an earlier run with the same settings on the
+    same model card wrote it (an interrupted or extended report resumes), else measured now and written there.
+    Fresh and resumed measurements both come back through the JSON file, so the two cannot differ."""
+    path = out / "models" / f"{_run_name(spec)}.json"
+    key = {"model": spec, "card": _card(spec), "settings": settings}
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if saved.get("key") == json.loads(json.dumps(key)):
+            return saved["measured"]
+    write_json_atomic(path, {"key": key, "measured": measure()})
+    return json.loads(path.read_text())["measured"]
 
 
 def intervention_measures(differences: Sequence[Row], measure: str = "instance_miou") -> dict[str, dict[str, Any]]:
@@ -275,21 +299,25 @@ def claims_report(
     progress: bool = True,
 ) -> ClaimsReport:
     """Measure every claim on every model and write `claims.md`, `claims.json`, `verdicts.csv` and, beside
-    them, each model's sweep (`sweeps/<name>/`), ablation (`ablation/<name>/`) and toy figures (`toy/<name>/`)."""
+    them, each model's sweep (`sweeps/<name>/`), ablation (`ablation/<name>/`), toy figures (`toy/<name>/`)
+    and measurements (`models/<name>.json`). A model measured by an earlier run into the same `out` with the
+    same settings is not measured again, so an interrupted report resumes and a model can be added cheaply."""
     out = Path(out)
     started = time.perf_counter()
     seeds = list(seeds)
     training = training or ProbeTrainingConfig(seed=seeds[0])
-    measured = [measure_model(spec, out, n_scenes=n_scenes, seeds=seeds, toy_scenes=toy_scenes, toy_train=toy_train,
-                              ablation_images=ablation_images, training=training, progress=progress) for spec in models]
+    settings = {"n_scenes": n_scenes, "seeds": seeds, "toy_scenes": toy_scenes, "toy_train": toy_train,
+                "ablation_images": ablation_images}
+    measured = [_measured_once(spec, out, settings | {"training": asdict(training)},
+                               lambda spec=spec: measure_model(spec, out, **settings, training=training, progress=progress))
+                for spec in models]
     objectives, differences = objective_summary([m["row"] for m in measured])
     verdicts = _verdicts(measured, objectives, differences)
     report = ClaimsReport(measured, verdicts, out)
     write_text_atomic(out / "claims.md", f"# Claims of the paper, measured\n\n{report.markdown()}")
     write_json_atomic(out / "claims.json", {"claims": CLAIMS, "verdicts": verdicts, "models": measured,
                                             "objectives": objectives, "differences": differences,
-                                            "settings": {"n_scenes": n_scenes, "seeds": seeds, "toy_scenes": toy_scenes,
-                                                         "toy_train": toy_train, "ablation_images": ablation_images},
+                                            "settings": settings,
                                             "seconds": round(time.perf_counter() - started, 1)})
     write_table([{k: v for k, v in row.items() if k != "text"} | {"measurement": row["text"]} for row in verdicts],
                 out / "verdicts")

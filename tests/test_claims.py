@@ -62,6 +62,20 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
     assert shuffle["low"] <= shuffle["value"] <= shuffle["high"] and set(shuffle["beside"]) == {"random subspace",
                                                                                                "head refit"}
 
+    # The same command again resumes: every model comes from models/<name>.json, nothing is measured twice,
+    # and the report is the same; a changed setting measures again.
+    from binding_lens import claims
+
+    measured = []
+    real = claims.measure_model
+    monkeypatch.setattr(claims, "measure_model", lambda spec, *a, **k: measured.append(spec) or real(spec, *a, **k))
+    args = ["claims", "--n-scenes", "24", "--toy-scenes", "6", "--toy-train", "16", "--ablation-images", "12",
+            "--out", str(out)]
+    assert main(args + ["--max-steps", "10"]) == 0
+    assert measured == [] and json.loads((out / "claims.json").read_text())["verdicts"] == verdicts
+    assert main(args + ["--max-steps", "12", "--models", "zoo:mae"]) == 0
+    assert measured == ["zoo:mae"]
+
 
 def test_intervention_claims_read_the_binding_rows_with_the_claims_sign():
     from binding_lens.claims import intervention_measures
