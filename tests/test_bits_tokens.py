@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -96,6 +97,13 @@ def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
     assert summary["priors"]["H_O_given_F"] == pytest.approx(np.log2(755_100))
     printed = capsys.readouterr().out
     assert "H(O)" in printed and "vs linear [95%]" in printed
+    seeds = tmp_path / "bits-seeds"
+    assert main(["bits", "--model", "tiny:vit", "--tokens", "cls", "--probes", "linear", "--n-train", "40",
+                 "--n-val", "20", "--n-test", "20", "--max-steps", "20", "--size", "56", "--seeds", "2",
+                 "--out", str(seeds)]) == 0
+    assert json.loads((seeds / "bits.json").read_text())[0]["n_seeds"] == 2
+    assert json.loads((seeds / "summary.json").read_text())["seeds"] == [0, 1]
+    assert "t interval across 2 seeds" in capsys.readouterr().out
 
 
 def _coded_splits(n=(60, 30, 30), size=56):
@@ -127,6 +135,38 @@ def test_bits_under_interventions_pairs_every_condition_with_the_clean_run(one_t
     lost = mean_interval(edited.test_ce[(1, "spatial", "attention")] - clean.test_ce[(1, "spatial", "attention")],
                          n_boot=200, seed=training.seed)
     assert lost == pytest.approx((rows[1]["bits_lost"], rows[1]["bits_lost_low"], rows[1]["bits_lost_high"]))
+
+
+def test_bits_over_seeds_are_the_mean_and_t_interval_of_the_single_seed_tables(one_thread):
+    from binding_lens.analyses.bits import measure_bits, measure_bits_over_seeds
+    from binding_lens.analyses.statistics import mean_interval
+    from binding_lens.bits import CodeTrainingConfig
+    model = load_hooked_vit("tiny:vit")
+    training = CodeTrainingConfig(max_steps=20, eval_every=10, min_steps=10)
+
+    def splits(seed):
+        from binding_lens.analyses.bits import CodedScenes
+        return {split: CodedScenes.from_scenes(SyntheticScenes("balanced", n=count, size=56, seed=seed, split=split))
+                for split, count in zip(("train", "val", "test"), (40, 20, 20))}
+
+    kwargs = dict(training=training, size=56, n_boot=100)
+    pooled = measure_bits_over_seeds(model, splits, [1], ["cls"], ["linear", "quadratic"], seeds=[3, 4], **kwargs)
+    single = [measure_bits(model, splits(seed), [1], ["cls"], ["linear", "quadratic"],
+                           **kwargs | {"training": replace(training, seed=seed)}).rows for seed in (3, 4)]
+    assert [r["family"] for r in pooled.rows] == ["linear", "quadratic"]
+    assert single[0][0]["b_o"] != single[1][0]["b_o"]  # the seeds draw other scenes and probes
+    for i, row in enumerate(pooled.rows):
+        for metric in ("b_o", "v_bits", "ce_o"):
+            expected = mean_interval([single[0][i][metric], single[1][i][metric]])
+            assert (row[metric], row[f"{metric}_low"], row[f"{metric}_high"]) == pytest.approx(
+                (expected["mean"], expected["low"], expected["high"]))
+        assert row["n_seeds"] == 2 and row["learnt"] == (row["b_o_low"] > 0)
+        assert row["learnt_seeds"] == f"{sum(bool(s[i]['learnt']) for s in single)}/2"
+    quadratic = pooled.rows[1]
+    assert quadratic["vs_linear"] == pytest.approx(quadratic["b_o"] - pooled.rows[0]["b_o"])
+    assert "learnt_seeds" in pooled.table()
+    one = measure_bits_over_seeds(model, splits, [1], ["cls"], ["linear"], seeds=[3], **kwargs)
+    assert one.rows[0]["b_o"] == pytest.approx(single[0][0]["b_o"]) and "n_seeds" not in one.rows[0]
 
 
 def test_bits_under_interventions_rejects_unknown_edits_and_reading_before_the_edit():

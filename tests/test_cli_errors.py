@@ -72,6 +72,7 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("bits with an unknown family", ["bits", "--model", "tiny:vit", "--probes", "cubic", "--out", "{tmp}/b"], "choose from linear"),
     ("bits with no family for the tokens", ["bits", "--model", "tiny:vit", "--tokens", "cls", "--probes", "attention", "--out", "{tmp}/b"], "spatial and registers take attention"),
     ("bits --run without --intervene", ["bits", "--run", RUN, "--out", "{tmp}/b"], "only apply with --intervene"),
+    ("bits --intervene with --seeds", ["bits", "--run", RUN, "--intervene", "shuffle", "--edit-layer", "0", "--seeds", "2", "--out", "{tmp}/b"], "drop --seeds"),
     ("bits --intervene without an edit layer", ["bits", "--run", RUN, "--intervene", "shuffle", "--out", "{tmp}/b"], "--edit-layer"),
     ("bits --intervene at a layer the run has no probe for", ["bits", "--run", RUN, "--intervene", "shuffle", "--edit-layer", "7", "--out", "{tmp}/b"], "quadratic probes at layers [0, 1]"),
     ("bits --intervene with an unknown edit", ["bits", "--run", RUN, "--intervene", "inject", "--edit-layer", "0", "--tokens", "spatial", "--probes", "attention", "--n-train", "4", "--n-val", "2", "--n-test", "2", "--size", "32", "--out", "{tmp}/b"], "choose from project_out"),

@@ -25,6 +25,8 @@ Every number carries a 95 % bootstrap interval over test images, paired where tw
 `v_bits_low/high` (and `beyond_prior`: the representation adds information over the prior probe,
 beyond noise) and `vs_linear` (each row's B_O minus the linear family's at its layer, on its token
 set or else cls / mean: does a richer probe or another token set read more, beyond noise?).
+`measure_bits_over_seeds` repeats the table over seeds (scene draw and probe initialisation) and
+reports each number as the mean with its Student-t interval across seeds instead.
 
 Interventions in bits: `bits_under_interventions` projects out or shuffles a binding subspace (and a
 random one of the same size) at one layer and reports the bits lost, paired over test images; any other
@@ -34,7 +36,7 @@ token sets of every split are read from the edited stream, so the probes measure
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -51,6 +53,7 @@ from ..data import Scene
 from ..data.priors import CodePriors, colorshape_priors
 from ..errors import InputError
 from .report import Row, difference_text, format_table, interval_text
+from .statistics import aggregate_rows
 
 SPLITS = ("train", "val", "test")
 
@@ -92,7 +95,8 @@ class BitsResult:
 
     def table(self) -> str:
         columns = ["layer", "tokens", "family", "B_O [95%]", "beta", "b_star", "beta_star", "over prior [95%]",
-                   "vs linear [95%]", "prior_gap", "learnt"]
+                   "vs linear [95%]", "prior_gap", "learnt"] + (["learnt_seeds"] if self.rows and "learnt_seeds"
+                                                                  in self.rows[0] else [])
         shown = [{**row, "B_O [95%]": interval_text(row, "b_o"), "over prior [95%]": _signed(row, "v_bits"),
                   "vs linear [95%]": _signed(row, "vs_linear") if "vs_linear" in row else "-"} for row in self.rows]
         return format_table(shown, columns)
@@ -175,6 +179,55 @@ def measure_bits(
             say(f"layer {layer} {token_set} {family}: B_O {bits.b_o:.2f} bits (beta {bits.beta:.1%})")
     _against_linear(result, n_boot, training.seed)
     return result
+
+
+SEED_METRICS = ("ce_o", "ce_f", "b_o", "beta", "b_star", "beta_star", "ce_o_null", "prior_gap", "v_bits", "vs_linear")
+"""The row numbers `measure_bits_over_seeds` averages; each gets its t interval across seeds."""
+
+
+def measure_bits_over_seeds(
+    model: Any,
+    splits_for_seed: Callable[[int], dict[str, CodedScenes]],
+    layers: Sequence[int],
+    token_sets: Sequence[str] = ("cls", "spatial"),
+    families: Sequence[str] = ("linear", "quadratic", "shared_quadratic", "dnn", "attention"),
+    seeds: Sequence[int] = (0,),
+    *,
+    training: CodeTrainingConfig = CodeTrainingConfig(),
+    progress: Callable[[str], None] | None = None,
+    **kwargs: Any,
+) -> BitsResult:
+    """`measure_bits` once per seed: seed `s` draws the scenes (`splits_for_seed(s)`) and seeds the probes
+    (initial weights, batches, bootstrap). Each row's numbers are the mean across seeds with a Student-t 95 %
+    interval across them (`<metric>_low/high`, `n_seeds`); `learnt`, `beyond_prior` and
+    `vs_linear_beyond_noise` are read off those intervals, and `learnt_seeds` says on how many seeds the
+    image-bootstrap interval alone was above 0. One seed is `measure_bits` itself (image-bootstrap intervals)."""
+    seeds = list(dict.fromkeys(seeds))
+    if not seeds:
+        raise InputError("need at least one seed")
+    say = progress or (lambda message: None)
+
+    def run(seed: int) -> BitsResult:
+        if len(seeds) > 1:
+            say(f"seed {seed}")
+        return measure_bits(model, splits_for_seed(seed), layers, token_sets, families,
+                            training=replace(training, seed=seed), progress=progress, **kwargs)
+
+    runs = [run(seed) for seed in seeds]
+    if len(seeds) == 1:
+        return runs[0]
+    per_seed = [row for run_ in runs for row in run_.rows]
+    rows = aggregate_rows(per_seed, by=("model", "layer", "tokens", "family"), metrics=SEED_METRICS,
+                          keep_single_intervals=False)
+    for row in rows:
+        members = [r for r in per_seed if (r["layer"], r["tokens"], r["family"]) == (row["layer"], row["tokens"],
+                                                                                      row["family"])]
+        row["learnt"] = bool(row["b_o_low"] > 0)
+        row["learnt_seeds"] = f"{sum(bool(r['learnt']) for r in members)}/{len(members)}"
+        row["beyond_prior"] = bool(row["v_bits_low"] > 0)
+        if "vs_linear" in row:
+            row["vs_linear_beyond_noise"] = bool(not row["vs_linear_low"] <= 0 <= row["vs_linear_high"])
+    return BitsResult(rows, runs[0].priors, runs[0].attention)
 
 
 def _against_linear(result: BitsResult, n_boot: int, seed: int) -> None:

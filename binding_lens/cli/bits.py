@@ -30,6 +30,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     bits.add_argument("--n-test", type=positive_int, default=600, help="test scenes (default 600)")
     bits.add_argument("--size", type=positive_int, default=None, help="image side in px (default: the model's native size)")
     bits.add_argument("--seed", type=non_negative_int, default=0, help="scene seed; also seeds the probes")
+    bits.add_argument("--seeds", type=positive_int, default=1,
+                      help="repeat the table over seeds SEED..SEED+N-1 (scene draw, probe init) and report each number "
+                           "as the mean with its 95%% t interval across seeds (default 1: image-bootstrap intervals)")
     bits.add_argument("--max-steps", type=positive_int, default=3000, help="optimiser steps per probe at most")
     bits.add_argument("--device", default=None, help=DEVICE_HELP)
     bits.add_argument("--intervene", type=_names, default=None,
@@ -63,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{', '.join(given)} only apply with --intervene project_out,shuffle")
         if args.model is None:
             raise InputError("give --model (a hub id, tiny:, zoo: or random: spec)")
+    elif args.seeds > 1:
+        raise InputError("--seeds repeats the bits table; --intervene pairs each edit with the clean run on one seed's "
+                         "scenes: drop --seeds (or run --intervene once per --seed)")
     device = default_device(args.device)
     probe_file = None
     if args.intervene is not None:
@@ -77,17 +83,22 @@ def run(args: argparse.Namespace) -> int:
     layers = parse_layers(args.layers, n_layers) if args.layers else [n_layers - 1]
     size = args.size or model.cfg.image_size[0]
     counts = {"train": args.n_train, "val": args.n_val, "test": args.n_test}
-    splits = {s: CodedScenes.from_scenes(SyntheticScenes(args.data, n=counts[s], size=size, seed=args.seed, split=s))
-              for s in SPLITS}
+
+    def splits_for_seed(seed: int) -> dict:
+        return {s: CodedScenes.from_scenes(SyntheticScenes(args.data, n=counts[s], size=size, seed=seed, split=s))
+                for s in SPLITS}
+
     training = CodeTrainingConfig(max_steps=args.max_steps, seed=args.seed, device=device)
+    seeds = list(range(args.seed, args.seed + args.seeds))
     summary = {"model": model_spec, "data": args.data, "size": size, "scenes": counts, "seed": args.seed,
-               "training": dict(vars(training))}
+               "seeds": seeds, "training": dict(vars(training))}
     if args.intervene is not None:
         if edit_layer >= n_layers:
             raise InputError(f"--edit-layer {edit_layer}: {model_spec} has layers 0..{n_layers - 1}")
         read_layer = _single_read_layer(args.layers, n_layers) if args.layers else edit_layer
-        return _interventions(args, model, splits, probe_file, edit_layer, read_layer, training, size, summary)
-    return _table(args, model, splits, layers, training, size, summary)
+        return _interventions(args, model, splits_for_seed(args.seed), probe_file, edit_layer, read_layer, training,
+                              size, summary)
+    return _table(args, model, splits_for_seed, layers, training, size, summary)
 
 
 def _single_read_layer(text: str, n_layers: int) -> int:
@@ -100,16 +111,17 @@ def _single_read_layer(text: str, n_layers: int) -> int:
     return layers[0]
 
 
-def _table(args, model, splits, layers, training, size, summary) -> int:
+def _table(args, model, splits_for_seed, layers, training, size, summary) -> int:
     from pathlib import Path
 
-    from ..analyses.bits import measure_bits
+    from ..analyses.bits import measure_bits_over_seeds
     from ..analyses.report import write_table
     from ..figures import bits_figure
     from ..io import write_json_atomic
 
-    result = measure_bits(model, splits, layers, args.tokens, args.probes, training=training, size=size,
-                          progress=lambda message: print(message, flush=True))
+    seeds = summary["seeds"]
+    result = measure_bits_over_seeds(model, splits_for_seed, layers, args.tokens, args.probes, seeds, training=training,
+                                     size=size, progress=lambda message: print(message, flush=True))
     out = Path(args.out)
     csv_path, _ = write_table(result.rows, out / "bits")
     routing = next(iter(result.attention.values()), None)
@@ -118,7 +130,9 @@ def _table(args, model, splits, layers, training, size, summary) -> int:
     write_json_atomic(out / "summary.json", {**summary, "layers": layers, "priors": result.priors.as_dict()})
     print(result.table())
     print(f"\npriors of the {args.data} preset: H(O) {result.priors.H_O:.2f}, H(F) {result.priors.H_F:.2f}, "
-          f"H(O|F) {result.priors.H_O_given_F:.2f} bits; intervals: 95% image bootstrap over {args.n_test} test scenes")
+          f"H(O|F) {result.priors.H_O_given_F:.2f} bits; intervals: " + (
+              f"95% image bootstrap over {args.n_test} test scenes" if len(seeds) == 1 else
+              f"95% t interval across {len(seeds)} seeds (scene draw, probe init), each on {args.n_test} test scenes"))
     print(f"report: {csv_path}, {figure}, {out / 'summary.json'}")
     return 0
 
