@@ -16,11 +16,13 @@ becomes a number whose sign is the claim; its interval is
 Verdict: "holds" when the interval lies on the claim's side of its threshold, "fails" when it lies on
 the other side, "cannot tell" when it straddles it (or there is no interval: one seed where only
 seeds give one). The paper's ordering across objectives (DINO > supervised > MAE) is judged on the
-Welch intervals of the quadratic AUROC differences. The interventions claims run the ablation study
-(`analyses.ablation`) at the attention claim's layer on fresh held-out scenes: a full shuffle and a
-full injection of the top-k subspace, each against the clean run, read as the instance mIoU of heads
-retrained on the last layer, with paired image-bootstrap intervals; the random-subspace control and
-the head refit are printed beside them.
+Welch intervals of the quadratic AUROC differences. Each objective's value is also set against the
+untrained control's (`zoo:random@*`, Welch across training seeds): a claim that holds as well on a
+network that never trained speaks of the architecture and the scenes, not of what the objective taught.
+The interventions claims run the ablation study (`analyses.ablation`) at the attention claim's layer on
+fresh held-out scenes: a full shuffle and a full injection of the top-k subspace, each against the
+clean run, read as the instance mIoU of heads retrained on the last layer, with paired image-bootstrap
+intervals; the random-subspace control and the head refit are printed beside them.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import torch
 from .analyses.ablation import AblationSettings, ablation_study, label_images
 from .analyses.report import Row, difference_text, write_table
 from .analyses.seed_sweep import layer_sweep_over_seeds
-from .analyses.statistics import mean_interval
+from .analyses.statistics import difference_interval, mean_interval
 from .analyses.toy import toy_experiments
 from .binding import BindingSubspace
 from .data import SyntheticScenes
@@ -67,6 +69,8 @@ CLAIMS: dict[str, str] = {
 THRESHOLDS = {"low_dimensional": 0.9}
 """The value each claim's number must exceed (0 for the differences)."""
 PAPER_ORDER = ("dino", "supervised", "mae")
+CONTROL = "random"
+"""The untrained objective: each other objective's claim values are compared with its (`vs_control`)."""
 KEPT_FRACTION = 8
 
 
@@ -97,9 +101,11 @@ class ClaimsReport:
     files: dict[str, Path] = field(default_factory=dict)
 
     def markdown(self) -> str:
-        lines = ["| claim | on | measurement [95% interval] | verdict |", "|---|---|---|---|"]
+        lines = [f"| claim | on | measurement [95% interval] | verdict | minus the `{CONTROL}` control [95% Welch] |",
+                 "|---|---|---|---|---|"]
         for row in self.verdicts:
-            lines.append(f"| {row['claim']} | {row['on']} | {row['text']} | **{row['verdict']}** |")
+            lines.append(f"| {row['claim']} | {row['on']} | {row['text']} | **{row['verdict']}** | "
+                         f"{row.get('vs_control_text', '-')} |")
         claims = "\n".join(f"- `{name}`: {text}" for name, text in CLAIMS.items())
         return f"{claims}\n\n" + "\n".join(lines) + "\n"
 
@@ -250,21 +256,39 @@ def _verdicts(models: list[Row], objectives: list[Row], differences: list[Row]) 
             continue
         threshold = THRESHOLDS.get(claim, 0.0)
         for objective, members in groups.items():
-            values = [m["measures"][claim]["value"] for m in members]
-            values = [v for v in values if not math.isnan(v)]  # a probe at chance keeps no share (said per model)
+            values = _claim_values(claim, members)
             if len(values) > 1:
                 summary = mean_interval(values)
                 text = f"{summary['mean']:+.3f} [{summary['low']:+.3f}, {summary['high']:+.3f}] over {len(values)} " \
                        f"training seeds"
                 rows.append({"claim": claim, "on": f"{objective} ({len(values)} seeds)", "value": summary["mean"],
                              "low": summary["low"], "high": summary["high"], "text": text,
-                             "verdict": verdict(summary["low"], summary["high"], threshold)})
+                             "verdict": verdict(summary["low"], summary["high"], threshold),
+                             **_against_control(claim, objective, values, groups)})
             for m in members:
                 measure = m["measures"][claim]
                 rows.append({"claim": claim, "on": f"`{m['model']}`", "value": measure["value"],
                              "low": measure.get("low"), "high": measure.get("high"), "text": _measure_text(measure),
                              "verdict": verdict(measure.get("low"), measure.get("high"), threshold)})
     return rows
+
+
+def _claim_values(claim: str, members: list[Row]) -> list[float]:
+    values = [m["measures"][claim]["value"] for m in members]
+    return [v for v in values if not math.isnan(v)]  # a probe at chance keeps no share (said per model)
+
+
+def _against_control(claim: str, objective: str, values: list[float], groups: dict[str, list[Row]]) -> Row:
+    """The objective's claim value minus the untrained control's (Welch 95 % across training seeds): a claim
+    that holds as well on a network that never trained is about the architecture and the scenes, not about
+    what the objective taught. Empty when there is no control with two seeds (or this is the control)."""
+    control = _claim_values(claim, groups.get(CONTROL, []))
+    if objective == CONTROL or len(control) < 2:
+        return {}
+    d = difference_interval(values, control)
+    side = "within noise" if not d["beyond_noise"] else "above" if d["low"] > 0 else "below"
+    return {"vs_control": d["mean"], "vs_control_low": d["low"], "vs_control_high": d["high"],
+            "vs_control_text": f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] {side}"}
 
 
 def _ordering(differences: list[Row]) -> Row:
