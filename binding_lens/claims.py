@@ -188,7 +188,8 @@ def _run_name(spec: str) -> str:
 
 def _measured_once(spec: str, out: Path, settings: Row, measure: Callable[[], Row]) -> Row:
     """The model's measurements from `models/<name>.json` when an earlier run with the same settings on the
-    same model card wrote it (an interrupted or extended report resumes), else measured now and written there.
+    same model card wrote it (an interrupted or extended report resumes), else measured now (`seconds`: how
+    long that took) and written there.
     Fresh and resumed measurements both come back through the JSON file, so the two cannot differ."""
     path = out / "models" / f"{_run_name(spec)}.json"
     key = {"model": spec, "card": _card(spec), "settings": settings}
@@ -196,7 +197,9 @@ def _measured_once(spec: str, out: Path, settings: Row, measure: Callable[[], Ro
         saved = json.loads(path.read_text())
         if saved.get("key") == json.loads(json.dumps(key)):
             return saved["measured"]
-    write_json_atomic(path, {"key": key, "measured": measure()})
+    started = time.perf_counter()
+    measured = measure()
+    write_json_atomic(path, {"key": key, "measured": measured | {"seconds": round(time.perf_counter() - started, 1)}})
     return json.loads(path.read_text())["measured"]
 
 

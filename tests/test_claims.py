@@ -48,6 +48,7 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
     assert "| claim | on |" in printed
     record = json.loads((out / "claims.json").read_text())
     assert [m["model"] for m in record["models"]] == ["zoo:mae", "zoo:mae@1"]
+    assert all(m["seconds"] > 0 for m in record["models"])
     verdicts = record["verdicts"]
     assert {row["claim"] for row in verdicts} == set(CLAIMS)
     assert all(row["verdict"] in ("holds", "fails", "cannot tell") for row in verdicts)
