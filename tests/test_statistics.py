@@ -93,3 +93,15 @@ def test_paired_intervals_cover_a_planted_shift_and_pairing_cancels_image_variat
         covered += got["low"] <= shift <= got["high"]
         assert got["high"] - got["low"] < 0.03  # an unpaired interval would be ~0.25 wide
     assert 0.88 <= covered / trials <= 0.99
+
+
+def test_beyond_noise_and_distinct_seeds():
+    from binding_lens.analyses.statistics import beyond_noise, distinct_seeds
+    from binding_lens.errors import InputError
+
+    assert beyond_noise(0.01, 0.2) is True and beyond_noise(-0.3, -0.1) is True
+    assert beyond_noise(-0.1, 0.2) is False and beyond_noise(0.0, 0.2) is False  # touching 0 is not beyond it
+    assert beyond_noise(None, None) is None
+    assert distinct_seeds([2, 0, 2, 1]) == [2, 0, 1]
+    with pytest.raises(InputError, match="at least one seed"):
+        distinct_seeds([])

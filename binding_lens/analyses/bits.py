@@ -53,7 +53,7 @@ from ..data import Scene
 from ..data.priors import CodePriors, colorshape_priors
 from ..errors import InputError
 from .report import Row, difference_text, format_table, interval_text
-from .statistics import aggregate_rows
+from .statistics import aggregate_rows, beyond_noise, distinct_seeds
 
 SPLITS = ("train", "val", "test")
 
@@ -202,9 +202,7 @@ def measure_bits_over_seeds(
     interval across them (`<metric>_low/high`, `n_seeds`); `learnt`, `beyond_prior` and
     `vs_linear_beyond_noise` are read off those intervals, and `learnt_seeds` says on how many seeds the
     image-bootstrap interval alone was above 0. One seed is `measure_bits` itself (image-bootstrap intervals)."""
-    seeds = list(dict.fromkeys(seeds))
-    if not seeds:
-        raise InputError("need at least one seed")
+    seeds = distinct_seeds(seeds)
     say = progress or (lambda message: None)
 
     def run(seed: int) -> BitsResult:
@@ -226,7 +224,7 @@ def measure_bits_over_seeds(
         row["learnt_seeds"] = f"{sum(bool(r['learnt']) for r in members)}/{len(members)}"
         row["beyond_prior"] = bool(row["v_bits_low"] > 0)
         if "vs_linear" in row:
-            row["vs_linear_beyond_noise"] = bool(not row["vs_linear_low"] <= 0 <= row["vs_linear_high"])
+            row["vs_linear_beyond_noise"] = beyond_noise(row["vs_linear_low"], row["vs_linear_high"])
     return BitsResult(rows, runs[0].priors, runs[0].attention)
 
 
@@ -242,7 +240,7 @@ def _against_linear(result: BitsResult, n_boot: int, seed: int) -> None:
         gain, low, high = mean_interval(result.test_ce[(layer, base, "linear")] - result.test_ce[(layer, row["tokens"],
                                         row["family"])], n_boot=n_boot, seed=seed)
         row.update(vs_linear=gain, vs_linear_low=low, vs_linear_high=high, vs_linear_tokens=base,
-                   vs_linear_beyond_noise=not low <= 0 <= high)
+                   vs_linear_beyond_noise=beyond_noise(low, high))
 
 
 def fit_prior_probes(splits: dict[str, CodedScenes], training: CodeTrainingConfig = CodeTrainingConfig(), *,

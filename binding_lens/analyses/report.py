@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from ..errors import InputError
 from ..io import write_atomic, write_json_atomic
+from .statistics import beyond_noise
 
 Row = dict[str, Any]
 
@@ -58,7 +59,7 @@ def difference_text(value: float, low: float, high: float, *, star: bool = False
     `star`, "*" follows when the interval excludes 0 (beyond noise)."""
     small = 0 < max(abs(value), abs(low), abs(high)) < 0.01
     spec = "+.1e" if small else "+.3f"
-    mark = "*" if star and not low <= 0 <= high else ""
+    mark = "*" if star and beyond_noise(low, high) else ""
     return f"{value:{spec}} [{low:{spec}}, {high:{spec}}]{mark}"
 
 

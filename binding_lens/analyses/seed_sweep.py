@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..data import Scene
-from ..errors import InputError
 from ..figures import accuracy_by_layer
 from ..hooks import HookedViT
 from ..io import write_json_atomic
 from ..probes import ProbeTrainingConfig
 from .layer_sweep import PEAK_RULES, SweepResult, layer_sweep, weights_note
 from .report import peak_layers, write_table
-from .statistics import aggregate_rows
+from .statistics import aggregate_rows, distinct_seeds
 
 SEED_METRICS = ("accuracy", "accuracy_at_half", "threshold", "balanced_accuracy", "auroc", "pair_bits",
                 "positive_rate", "majority_baseline", "val_auroc")
@@ -44,9 +43,7 @@ def layer_sweep_over_seeds(
     **sweep_kwargs: Any,
 ) -> SweepResult:
     """`layer_sweep` once per seed, aggregated (see the module docstring); `sweep_kwargs` go to every sweep."""
-    seeds = list(dict.fromkeys(seeds))
-    if not seeds:
-        raise InputError("need at least one seed")
+    seeds = distinct_seeds(seeds)
     training = training or ProbeTrainingConfig()
     out = Path(out)
     if len(seeds) == 1:

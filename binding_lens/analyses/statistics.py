@@ -27,6 +27,21 @@ from ..probes.metrics import group_bootstrap_counts, percentile_interval
 LEVEL = 0.95
 
 
+def distinct_seeds(seeds: Iterable[int]) -> list[int]:
+    """`seeds` in order with repeats dropped (a repeated seed would count one run twice); at least one."""
+    seeds = list(dict.fromkeys(seeds))
+    if not seeds:
+        raise InputError("need at least one seed")
+    return seeds
+
+
+def beyond_noise(low: float | None, high: float | None) -> bool | None:
+    """Whether the interval [low, high] of a difference excludes 0; None without an interval."""
+    if low is None or high is None:
+        return None
+    return bool(not low <= 0 <= high)
+
+
 def mean_interval(values: Iterable[float], level: float = LEVEL) -> dict[str, Any]:
     """Mean of `values` and its Student-t `level` interval ({mean, low, high, n}; no interval for n = 1)."""
     values = [float(v) for v in values]
@@ -65,7 +80,7 @@ def difference_interval(a: Sequence[float], b: Sequence[float], *, paired: bool 
             else:
                 half = 0.0
             result.update(low=result["mean"] - half, high=result["mean"] + half)
-    result["beyond_noise"] = None if result["low"] is None else not (result["low"] <= 0 <= result["high"])
+    result["beyond_noise"] = beyond_noise(result["low"], result["high"])
     return result
 
 
@@ -136,4 +151,4 @@ def paired_bootstrap_difference(
     differences = differences[torch.isfinite(differences)]  # a replicate that drew no labelled patch
     low, high = percentile_interval(differences, level) if differences.numel() else (math.nan, math.nan)
     return {"value": float(whole[0]), "reference": float(whole[1]), "difference": float(whole[0] - whole[1]),
-            "low": low, "high": high, "beyond_noise": bool(not (low <= 0 <= high))}
+            "low": low, "high": high, "beyond_noise": beyond_noise(low, high)}
