@@ -105,3 +105,16 @@ def test_beyond_noise_and_distinct_seeds():
     assert distinct_seeds([2, 0, 2, 1]) == [2, 0, 1]
     with pytest.raises(InputError, match="at least one seed"):
         distinct_seeds([])
+
+
+def test_an_interval_of_nans_is_not_beyond_noise():
+    import math
+
+    import torch
+
+    from binding_lens.analyses.statistics import beyond_noise, paired_bootstrap_difference, ratio_of_sums
+
+    assert beyond_noise(math.nan, math.nan) is None
+    empty = torch.zeros(4, 2)  # every image has an empty denominator: every replicate's ratio is 0 / 0
+    result = paired_bootstrap_difference(empty, empty, ratio_of_sums, n_boot=50)
+    assert math.isnan(result["low"]) and result["beyond_noise"] is None

@@ -36,8 +36,9 @@ def distinct_seeds(seeds: Iterable[int]) -> list[int]:
 
 
 def beyond_noise(low: float | None, high: float | None) -> bool | None:
-    """Whether the interval [low, high] of a difference excludes 0; None without an interval."""
-    if low is None or high is None:
+    """Whether the interval [low, high] of a difference excludes 0; None without an interval (or a NaN one:
+    e.g. no bootstrap replicate had a finite difference, which says nothing, least of all "beyond noise")."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
         return None
     return bool(not low <= 0 <= high)
 
