@@ -39,7 +39,7 @@ import torch
 from .analyses.ablation import AblationSettings, ablation_study, label_images
 from .analyses.report import Row, difference_text, write_table
 from .analyses.seed_sweep import layer_sweep_over_seeds
-from .analyses.statistics import difference_interval, mean_interval
+from .stats import difference_interval, mean_interval
 from .analyses.toy import toy_experiments
 from .binding import BindingSubspace
 from .data import SyntheticScenes
@@ -262,11 +262,11 @@ def _verdicts(models: list[Row], objectives: list[Row], differences: list[Row]) 
             values = _claim_values(claim, members)
             if len(values) > 1:
                 summary = mean_interval(values)
-                text = f"{summary['mean']:+.3f} [{summary['low']:+.3f}, {summary['high']:+.3f}] over {len(values)} " \
+                text = f"{summary.estimate:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}] over {len(values)} " \
                        f"training seeds"
-                rows.append({"claim": claim, "on": f"{objective} ({len(values)} seeds)", "value": summary["mean"],
-                             "low": summary["low"], "high": summary["high"], "text": text,
-                             "verdict": verdict(summary["low"], summary["high"], threshold),
+                rows.append({"claim": claim, "on": f"{objective} ({len(values)} seeds)", "value": summary.estimate,
+                             "low": summary.low, "high": summary.high, "text": text,
+                             "verdict": verdict(summary.low, summary.high, threshold),
                              **_against_control(claim, objective, values, groups)})
             for m in members:
                 measure = m["measures"][claim]
@@ -289,9 +289,9 @@ def _against_control(claim: str, objective: str, values: list[float], groups: di
     if objective == CONTROL or len(control) < 2:
         return {}
     d = difference_interval(values, control)
-    side = "within noise" if not d["beyond_noise"] else "above" if d["low"] > 0 else "below"
-    return {"vs_control": d["mean"], "vs_control_low": d["low"], "vs_control_high": d["high"],
-            "vs_control_text": f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] {side}"}
+    side = "within noise" if not d.beyond_noise else "above" if d.low > 0 else "below"
+    return {"vs_control": d.estimate, "vs_control_low": d.low, "vs_control_high": d.high,
+            "vs_control_text": f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] {side}"}
 
 
 def _ordering(differences: list[Row]) -> Row:

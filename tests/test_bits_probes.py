@@ -213,15 +213,3 @@ def test_a_planted_bilinear_colour_shape_code_is_recovered_by_the_shared_quadrat
     assert priors.H_O - ce["shared_quadratic"] > 0.9 * priors.H_O, ce  # B_O: nearly all of H(O)
     assert ce["shared_quadratic"] <= ce["quadratic"] + 1.0, ce
     assert ce["linear"] > ce["shared_quadratic"] + 10.0, ce
-
-
-def test_mean_interval_against_a_loop_over_the_same_resamples():
-    from binding_lens.bits import mean_interval
-    values = torch.tensor([0.5, 2.0, -1.0, 3.5, 0.0, 1.25], dtype=torch.float64)
-    mean, low, high = mean_interval(values, n_boot=400, level=0.9, seed=3)
-    rows = torch.randint(0, 6, (400, 6), generator=torch.Generator().manual_seed(3))
-    means = sorted(sum(float(values[i]) for i in row) / 6 for row in rows.tolist())
-    assert mean == pytest.approx(float(values.mean()))
-    assert low == pytest.approx(float(torch.tensor(means, dtype=torch.float64).quantile(0.05)))
-    assert high == pytest.approx(float(torch.tensor(means, dtype=torch.float64).quantile(0.95)))
-    assert mean_interval(torch.full((5,), 2.0)) == (2.0, 2.0, 2.0)

@@ -114,7 +114,8 @@ def _coded_splits(n=(60, 30, 30), size=56):
 
 def test_bits_under_interventions_pairs_every_condition_with_the_clean_run(one_thread):
     from binding_lens.analyses.bits import bits_under_interventions, measure_bits
-    from binding_lens.bits import CodeTrainingConfig, mean_interval
+    from binding_lens.bits import CodeTrainingConfig
+    from binding_lens.stats import bootstrap_mean
     model = load_hooked_vit("tiny:vit")
     splits = _coded_splits()
     training = CodeTrainingConfig(max_steps=30, eval_every=10, min_steps=10)
@@ -132,14 +133,15 @@ def test_bits_under_interventions_pairs_every_condition_with_the_clean_run(one_t
     assert edited.rows[0]["b_o"] == pytest.approx(rows[1]["b_o"])
     clean = measure_bits(model, splits, [1], ["spatial"], ["attention"], training=training, size=56, n_boot=200)
     assert clean.rows[0]["b_o"] == pytest.approx(rows[0]["b_o"])
-    lost = mean_interval(edited.test_ce[(1, "spatial", "attention")] - clean.test_ce[(1, "spatial", "attention")],
-                         n_boot=200, seed=training.seed)
-    assert lost == pytest.approx((rows[1]["bits_lost"], rows[1]["bits_lost_low"], rows[1]["bits_lost_high"]))
+    lost = bootstrap_mean(edited.test_ce[(1, "spatial", "attention")] - clean.test_ce[(1, "spatial", "attention")],
+                          n_boot=200, seed=training.seed)
+    assert (lost.estimate, lost.low, lost.high) == pytest.approx(
+        (rows[1]["bits_lost"], rows[1]["bits_lost_low"], rows[1]["bits_lost_high"]))
 
 
 def test_bits_over_seeds_are_the_mean_and_t_interval_of_the_single_seed_tables(one_thread):
     from binding_lens.analyses.bits import measure_bits, measure_bits_over_seeds
-    from binding_lens.analyses.statistics import mean_interval
+    from binding_lens.stats import mean_interval
     from binding_lens.bits import CodeTrainingConfig
     model = load_hooked_vit("tiny:vit")
     training = CodeTrainingConfig(max_steps=20, eval_every=10, min_steps=10)
@@ -159,7 +161,7 @@ def test_bits_over_seeds_are_the_mean_and_t_interval_of_the_single_seed_tables(o
         for metric in ("b_o", "v_bits", "ce_o"):
             expected = mean_interval([single[0][i][metric], single[1][i][metric]])
             assert (row[metric], row[f"{metric}_low"], row[f"{metric}_high"]) == pytest.approx(
-                (expected["mean"], expected["low"], expected["high"]))
+                (expected.estimate, expected.low, expected.high))
         assert row["n_seeds"] == 2 and row["learnt"] == (row["b_o_low"] > 0)
         assert row["learnt_seeds"] == f"{sum(bool(s[i]['learnt']) for s in single)}/2"
     quadratic = pooled.rows[1]

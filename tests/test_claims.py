@@ -79,7 +79,7 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
 
 
 def test_each_objective_is_set_against_the_untrained_control_by_welch():
-    from binding_lens.analyses.statistics import difference_interval
+    from binding_lens.stats import difference_interval
     from binding_lens.claims import _verdicts
 
     def model(objective, seed, value):
@@ -92,7 +92,7 @@ def test_each_objective_is_set_against_the_untrained_control_by_welch():
     expected = difference_interval([0.5, 0.51, 0.52], [0.1, 0.11, 0.12])
     mae = pooled["mae (3 seeds)"]
     assert (mae["vs_control"], mae["vs_control_low"], mae["vs_control_high"]) == pytest.approx(
-        (expected["mean"], expected["low"], expected["high"]))
+        (expected.estimate, expected.low, expected.high))
     assert mae["vs_control_text"].endswith("above")
     assert pooled["dino (3 seeds)"]["vs_control_text"].endswith("within noise")  # the same values as the control
     assert "vs_control" not in pooled["random (3 seeds)"] and "vs_control" not in pooled["`zoo:mae@0`"]

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "binding_lens"
 
 LAYERS: list[set[str]] = [
     {"version", "errors", "lazy"},
-    {"io", "spec_prefixes"},
+    {"io", "spec_prefixes", "stats", "training"},
     {"data", "hooks", "figures"},
     {"models"},
     {"losses", "activations"},

@@ -122,12 +122,13 @@ def test_calibrated_threshold_keeps_half_when_half_is_best():
 
 def test_bootstrap_accuracy_matches_explicit_resampling():
     """Replicates drawn with the same counts, computed the obvious way (concatenate the drawn images)."""
-    from binding_lens.probes.metrics import bootstrap_accuracy, group_bootstrap_counts, percentile_interval
+    from binding_lens.probes.metrics import bootstrap_accuracy
+    from binding_lens.stats import bootstrap_counts, percentile_interval
 
     gen = torch.Generator().manual_seed(3)
     groups = torch.randint(0, 12, (200,), generator=gen)
     correct = torch.rand(200, generator=gen) < 0.7
-    counts = group_bootstrap_counts(12, 300, seed=5)
+    counts = bootstrap_counts(12, 300, seed=5)
     slow = []
     for row in counts:
         hits = sum(int(row[g]) * int(correct[groups == g].sum()) for g in range(12))

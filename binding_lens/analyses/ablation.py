@@ -50,7 +50,8 @@ from ..io import write_json_atomic
 from ..losses.dino import DinoHead
 from ..probes import PairProbe, label_space, split_by_image
 from .report import Row, difference_text, format_table, write_table
-from .statistics import LEVEL, Reduce, paired_bootstrap_difference, ratio_of_sums
+from ..stats import LEVEL, paired_bootstrap_difference
+from ..stats.bootstrap import Reduce, ratio_of_sums
 
 
 @dataclass
@@ -243,12 +244,12 @@ def _differences(conditions: Sequence[Condition], clean: Condition, settings: Ab
         for name, parts in condition.parts.items():
             if condition.intervention == "head refit" and name not in HEAD_MEASURES:
                 continue  # the clean run's own features and attention: only the heads differ
-            compared = paired_bootstrap_difference(parts, clean.parts[name], REDUCERS[name], n_boot=settings.n_boot,
-                                                   level=settings.level, seed=settings.seed)
+            value, reference, difference = paired_bootstrap_difference(
+                parts, clean.parts[name], REDUCERS[name], n_boot=settings.n_boot, level=settings.level, seed=settings.seed)
             rows.append({"subspace": condition.subspace, "intervention": condition.intervention,
-                         "strength": condition.strength, "measure": name, "clean": compared["reference"],
-                         "value": compared["value"], "difference": compared["difference"], "low": compared["low"],
-                         "high": compared["high"], "beyond_noise": compared["beyond_noise"]})
+                         "strength": condition.strength, "measure": name, "clean": reference, "value": value,
+                         "difference": difference.estimate, "low": difference.low, "high": difference.high,
+                         "beyond_noise": difference.beyond_noise})
     return rows
 
 

@@ -46,14 +46,14 @@ from torch import Tensor
 from ..activations.tokens import SETS_OF_VECTORS, check_token_sets, read_token_sets
 from ..binding import BindingSubspace, ProjectOut, Shuffle
 from ..bits import (
-    FAMILIES, SINGLE_TOKEN, CodeLayout, CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, mean_interval,
+    FAMILIES, SINGLE_TOKEN, CodeLayout, CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe,
     train_code_probe,
 )
 from ..data import Scene
 from ..data.priors import CodePriors, colorshape_priors
 from ..errors import InputError
 from .report import Row, difference_text, format_table, interval_text
-from .statistics import aggregate_rows, beyond_noise, distinct_seeds
+from ..stats import aggregate_rows, beyond_noise, bootstrap_mean, distinct_seeds
 
 SPLITS = ("train", "val", "test")
 
@@ -167,7 +167,8 @@ def measure_bits(
             bits = binding_bits(fits["O"][1], priors, fits["F"][1], n_boot=n_boot, seed=training.seed)
             fit_o = fits["O"][0]
             result.test_ce[(layer, token_set, family)] = fits["O"][1]
-            v_bits, v_low, v_high = mean_interval(prior["O"][1] - fits["O"][1], n_boot=n_boot, seed=training.seed)
+            v = bootstrap_mean(prior["O"][1] - fits["O"][1], n_boot=n_boot, seed=training.seed)
+            v_bits, v_low, v_high = v.estimate, v.low, v.high
             result.rows.append({"model": model.cfg.source, "layer": layer, "tokens": token_set, "family": family,
                          **bits.as_dict(), "ce_o_null": ce_null, "prior_gap": ce_null - priors.H_O,
                          "v_bits": v_bits, "v_bits_low": v_low, "v_bits_high": v_high,
@@ -237,10 +238,10 @@ def _against_linear(result: BitsResult, n_boot: int, seed: int) -> None:
         base = next((t for t in (row["tokens"], "cls", "mean") if (layer, t, "linear") in result.test_ce), None)
         if base is None or (row["family"], row["tokens"]) == ("linear", base):
             continue
-        gain, low, high = mean_interval(result.test_ce[(layer, base, "linear")] - result.test_ce[(layer, row["tokens"],
-                                        row["family"])], n_boot=n_boot, seed=seed)
-        row.update(vs_linear=gain, vs_linear_low=low, vs_linear_high=high, vs_linear_tokens=base,
-                   vs_linear_beyond_noise=beyond_noise(low, high))
+        gain = bootstrap_mean(result.test_ce[(layer, base, "linear")] - result.test_ce[(layer, row["tokens"],
+                              row["family"])], n_boot=n_boot, seed=seed)
+        row.update(vs_linear=gain.estimate, vs_linear_low=gain.low, vs_linear_high=gain.high, vs_linear_tokens=base,
+                   vs_linear_beyond_noise=gain.beyond_noise)
 
 
 def fit_prior_probes(splits: dict[str, CodedScenes], training: CodeTrainingConfig = CodeTrainingConfig(), *,
@@ -340,7 +341,8 @@ def bits_under_interventions(
         for row in result.rows:
             key = (read_layer, row["tokens"], row["family"])
             ce = result.test_ce[key]
-            lost, low, high = mean_interval(ce - clean.setdefault(key, ce), n_boot=n_boot, seed=training.seed)
+            lost_bits = bootstrap_mean(ce - clean.setdefault(key, ce), n_boot=n_boot, seed=training.seed)
+            lost, low, high = lost_bits.estimate, lost_bits.low, lost_bits.high
             rows.append({**row, "intervention": kind, "subspace": name, "k": subspace.k, "edit_layer": layer,
                          "bits_lost": lost, "bits_lost_low": low, "bits_lost_high": high})
             say(f"{kind} ({name}) {row['tokens']} {row['family']}: B_O {row['b_o']:.2f} bits, "

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from ..errors import InputError
 from ..io import write_atomic, write_json_atomic
-from .statistics import beyond_noise
+from ..stats import beyond_noise
 
 Row = dict[str, Any]
 

@@ -25,7 +25,7 @@ from ..io import write_json_atomic
 from ..probes import ProbeTrainingConfig
 from .layer_sweep import PEAK_RULES, SweepResult, layer_sweep, weights_note
 from .report import peak_layers, write_table
-from .statistics import aggregate_rows, distinct_seeds
+from ..stats import aggregate_rows, distinct_seeds
 
 SEED_METRICS = ("accuracy", "accuracy_at_half", "threshold", "balanced_accuracy", "auroc", "pair_bits",
                 "positive_rate", "majority_baseline", "val_auroc")

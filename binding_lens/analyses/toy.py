@@ -40,7 +40,8 @@ from ..figures import lines_by_layer, query_maps, score_kde, twin_pca
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, split_by_image
-from ..probes.metrics import bootstrap_auroc, group_bootstrap_counts, percentile_interval
+from ..probes.metrics import bootstrap_auroc
+from ..stats import bootstrap_counts, percentile_interval
 from ..probes.metrics import auroc as auroc_of
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe
@@ -140,7 +141,7 @@ def position_decoding(
     weights = torch.linalg.solve(design.T @ design + penalty, design.T @ torch.cat([y_train, shuffled], 1))
     tokens = (x_test - mean) / scale
     predicted = torch.cat([tokens, torch.ones(*tokens.shape[:2], 1, dtype=torch.float64)], -1) @ weights
-    counts = group_bootstrap_counts(x_test.shape[0], n_boot, shuffle_seed)
+    counts = bootstrap_counts(x_test.shape[0], n_boot, shuffle_seed)
     sizes = torch.full((x_test.shape[0],), float(x_test.shape[1]), dtype=torch.float64)
     out = {}
     for name, columns in (("rmse", slice(0, 2)), ("rmse_shuffled", slice(2, 4))):
@@ -252,7 +253,7 @@ def _twin_pca(tokens: Float[Tensor, "image n d"], corresponding: list[tuple[Tens
     variance = singular ** 2
     sign = torch.sign(differences.double() @ vt[0])
     per_scene = torch.stack([sign[scene == i].mean().abs() for i in scene.unique()])
-    counts = group_bootstrap_counts(len(per_scene), N_BOOT, seed)
+    counts = bootstrap_counts(len(per_scene), N_BOOT, seed)
     low, high = percentile_interval((counts @ per_scene) / counts.sum(1), 0.95)
     return {"top3_variance": float(variance[:3].sum() / variance.sum()), "consistency": float(per_scene.mean()),
             "consistency_low": low, "consistency_high": high, "n_pairs": len(differences)}

@@ -22,6 +22,7 @@ way, on the same donor draws, so they compare at equal k.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -34,6 +35,7 @@ from torch import Tensor, nn
 from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..probes import PairProbe, auroc
+from ..training import train_for
 from .subspace import BindingSubspace
 
 
@@ -195,21 +197,21 @@ def fit_interchange_subspace(
         raise InputError(f"steps and batch_images must be >= 1, got {steps}, {batch_images}")
     rotated = RotatedSubspace(tokens.shape[-1], k, seed).to(tokens.device)
     optimizer = torch.optim.Adam(rotated.parameters(), lr=lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)  # settles the stochastic swaps
     generator = torch.Generator().manual_seed(seed)
     history = []
-    for step in range(1, steps + 1):
+
+    def loss_at(step: int) -> Tensor:
         images = torch.randperm(tokens.shape[0], generator=generator)[:batch_images]
         swaps = draw_swaps(instance[images], fraction, generator)
         scored, after, _ = (t.to(tokens.device) for t in swaps.pair_targets())
         logits = readout(images, interchange(tokens[images].float(), rotated.basis(), swaps))
         loss = F.binary_cross_entropy_with_logits(logits[scored], after[scored].float())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
         if step % log_every == 0 or step == steps:
             history.append({"step": step, "loss": float(loss.detach())})
+        return loss
+
+    cosine = lambda step: (1 + math.cos(math.pi * (step - 1) / steps)) / 2  # noqa: E731 (settles the swaps)
+    train_for(rotated, optimizer, loss_at, steps, lr_schedule=cosine)
     return DASResult(rotated.subspace(source), rotated, history)
 
 

@@ -8,11 +8,11 @@ Priors (H(O), H(F), H(O | F)) come from `binding_lens.data.priors`; token sets f
 from `binding_lens.activations.tokens`; the layer-by-token-set table from `binding_lens.analyses.bits`.
 """
 
-from .information import BindingBits, binding_bits, mean_interval
+from .information import BindingBits, binding_bits
 from .probes import FAMILIES, SINGLE_TOKEN, CodeLayout, CodeProbe, covered, make_code_probe, previous
 from .training import CodeFit, CodeTrainingConfig, bits_per_image, train_code_probe
 
 __all__ = [
     "BindingBits", "CodeFit", "CodeLayout", "CodeProbe", "CodeTrainingConfig", "FAMILIES", "SINGLE_TOKEN",
-    "binding_bits", "bits_per_image", "covered", "make_code_probe", "mean_interval", "previous", "train_code_probe",
+    "binding_bits", "bits_per_image", "covered", "make_code_probe", "previous", "train_code_probe",
 ]

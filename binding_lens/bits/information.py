@@ -21,6 +21,7 @@ from torch import Tensor
 
 from ..data.priors import CodePriors
 from ..errors import InputError
+from ..stats import bootstrap_mean
 
 
 @dataclass(frozen=True)
@@ -60,28 +61,15 @@ def binding_bits(
         raise InputError(f"binding bits need at least 2 test images, got {n}")
     if ce_f is not None and torch.as_tensor(ce_f).shape[0] != n:
         raise InputError(f"CE_O has {n} images but CE_F has {torch.as_tensor(ce_f).shape[0]}: score both on the same test set")
-    _, ce_lo, ce_hi = mean_interval(ce_o, n_boot=n_boot, level=level, seed=seed)
+    ce = bootstrap_mean(ce_o, n_boot=n_boot, level=level, seed=seed)
+    ce_lo, ce_hi = ce.low, ce.high
     b_o, lo, hi = priors.H_O - float(ce_o.mean()), priors.H_O - ce_hi, priors.H_O - ce_lo  # B_O falls as CE rises
     star = star_lo = star_hi = beta_star = mean_f = None
     if ce_f is not None:
         ce_f = torch.as_tensor(ce_f, dtype=torch.float64)
         mean_f = float(ce_f.mean())
-        gap, gap_lo, gap_hi = mean_interval(ce_o - ce_f, n_boot=n_boot, level=level, seed=seed)  # same resamples
-        star, star_lo, star_hi = (priors.H_O_given_F - g for g in (gap, gap_hi, gap_lo))
+        gap = bootstrap_mean(ce_o - ce_f, n_boot=n_boot, level=level, seed=seed)  # same resamples
+        star, star_lo, star_hi = (priors.H_O_given_F - g for g in (gap.estimate, gap.high, gap.low))
         beta_star = star / priors.H_O_given_F if priors.H_O_given_F > 0 else float("nan")
     beta = b_o / priors.H_O if priors.H_O > 0 else float("nan")
     return BindingBits(float(ce_o.mean()), mean_f, b_o, lo, hi, beta, star, star_lo, star_hi, beta_star, n, lo > 0.0)
-
-
-def mean_interval(values: Float[Tensor, " image"], *, n_boot: int = 1000, level: float = 0.95,
-                  seed: int = 0) -> tuple[float, float, float]:
-    """The mean of per-image values and its percentile bootstrap interval (mean, low, high). The same
-    `seed` and image count draw the same resamples, so intervals of paired quantities stay paired."""
-    values = torch.as_tensor(values, dtype=torch.float64)
-    n = values.shape[0]
-    if n < 2:
-        raise InputError(f"a bootstrap interval needs at least 2 images, got {n}")
-    rows = torch.randint(0, n, (n_boot, n), generator=torch.Generator().manual_seed(seed))
-    tail = (1.0 - level) / 2.0
-    low, high = torch.quantile(values[rows].mean(1), torch.tensor([tail, 1.0 - tail], dtype=torch.float64)).tolist()
-    return float(values.mean()), low, high

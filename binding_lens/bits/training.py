@@ -3,22 +3,23 @@
 The data are (representation, code) pairs: `z` is [image d] for a single token (CLS, the patch mean)
 or [image token d] for a token set, `codes` is [image K] of 0/1. Validation runs every `eval_every`
 steps; training stops when the validation cross-entropy has not improved by `min_delta` bits for
-`patience` evaluations (never before `min_steps`), or at `max_steps`. The best evaluation's weights
-are kept, the starting weights included (a probe started at the prior keeps it when z adds nothing):
+`patience` evaluations (counted from `min_steps` on), or at `max_steps` (`binding_lens.training`, the
+package's one engine and stopping rule). The best evaluation's weights are kept, the starting weights included (a probe started at the prior keeps it when z adds nothing):
 chosen on validation, so the test cross-entropy that the bits come from stays unbiased.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
+from ..training import StoppingRule, Track, TrainingOutcome, run_training
 from .probes import CodeProbe
 
 
@@ -46,21 +47,16 @@ class CodeTrainingConfig:
                              f"{self.weight_decay}, {self.min_delta}")
 
 
-@dataclass
-class CodeFit:
-    """A trained probe (best validation weights) and its record: `val_bits` per evaluation (mean bits per
-    image), the best one, the step it came at, and why training stopped ("patience" or "max_steps")."""
+@dataclass(kw_only=True)
+class CodeFit(TrainingOutcome):
+    """A trained probe (best validation weights) and how it got there (`TrainingOutcome`): each
+    evaluation's value is minus the mean validation bits per image, so `best_val_bits` is the best one's."""
 
     probe: CodeProbe
-    best_val_bits: float
-    best_step: int
-    steps: int
-    stopped: str
-    history: list[tuple[int, float, float]] = field(default_factory=list)  # (step, train bits, val bits)
 
     @property
-    def converged(self) -> bool:
-        return self.stopped == "patience"
+    def best_val_bits(self) -> float:
+        return -self.best_value
 
 
 @torch.no_grad()
@@ -102,35 +98,27 @@ def train_code_probe(
     probe.set_standardization(*(t.to(device) for t in _standardization(z)))
     generator = torch.Generator().manual_seed(config.seed)
     optimizer = torch.optim.AdamW(probe.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    best = float(bits_per_image(probe, z_val, codes_val, config.eval_batch).mean())  # the start (e.g. the prior)
-    best_state, best_step, stale = copy.deepcopy(probe.state_dict()), 0, 0
-    history: list[tuple[int, float, float]] = [(0, math.nan, best)]
-    running, n_running, step, stopped = 0.0, 0, 0, "max_steps"
-    n = z.shape[0]
-    while step < config.max_steps:
-        order = torch.randperm(n, generator=generator)
-        for start in range(0, n, config.batch_size):
-            idx = order[start : start + config.batch_size]
-            loss = probe.bits(z[idx].to(device).float(), codes[idx].to(device).float()).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            running, n_running, step = running + float(loss.detach()), n_running + 1, step + 1
-            if step % config.eval_every == 0 or step == config.max_steps:
-                val_bits = float(bits_per_image(probe, z_val, codes_val, config.eval_batch).mean())
-                history.append((step, running / n_running, val_bits))
-                running, n_running = 0.0, 0
-                if val_bits < best - config.min_delta:
-                    best, best_state, best_step, stale = val_bits, copy.deepcopy(probe.state_dict()), step, 0
-                else:
-                    stale += 1
-                if stale >= config.patience and step >= config.min_steps:
-                    stopped = "patience"
-                    break
-            if step >= config.max_steps:
-                break
-        if stopped == "patience":
-            break
-    probe.load_state_dict(best_state)
+    batches = _batches(z.shape[0], config.batch_size, generator)
+
+    def loss(step: int, active: list[int]) -> list[Tensor]:
+        idx = next(batches)
+        return [probe.bits(z[idx].to(device).float(), codes[idx].to(device).float()).mean()]
+
+    def evaluate(_: int) -> tuple[float, None]:
+        return -float(bits_per_image(probe, z_val, codes_val, config.eval_batch).mean()), None
+
+    rule = StoppingRule(max_steps=config.max_steps, min_steps=config.min_steps, patience=config.patience,
+                        min_delta=config.min_delta)
+    [outcome] = run_training([Track(probe, optimizer.param_groups)], optimizer, loss, evaluate, rule,
+                             eval_every=config.eval_every, evaluate_start=True)
     probe.eval()
-    return CodeFit(probe, best, best_step, step, stopped, history)
+    return CodeFit(**{name: getattr(outcome, name) for name in ("best_step", "best_value", "best_metrics", "steps",
+                                                                "stopped", "rule", "history")}, probe=probe)
+
+
+def _batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
+    """Image indices for every step: a fresh order each pass over the `n` images, in `batch_size` chunks."""
+    while True:
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, batch_size):
+            yield order[start : start + batch_size]

@@ -33,6 +33,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from ..errors import InputError
+from ..training import train_for
 from ..losses.dino import (
     AUGMENTATIONS,
     CropPlan,
@@ -188,8 +189,11 @@ def fit_dino_head(
     optimizer = _optimizer(student, lr, weight_decay)
     center: Tensor | None = None
     generator = torch.Generator().manual_seed(seed)
-    history = []
-    for _ in range(steps):
+    history: list[float] = []
+    teacher_out: list[Tensor] = []
+
+    def loss_at(_: int) -> Tensor:
+        nonlocal center, teacher_out
         chosen = torch.randperm(len(sizes), generator=generator)[: min(batch_size, len(sizes))]
         subset = images[chosen] if isinstance(images, Tensor) else [images[i] for i in chosen.tolist()]
         plan = crops.plan([sizes[i] for i in chosen.tolist()], patch_size,
@@ -200,12 +204,14 @@ def fit_dino_head(
         if center is None:  # the first batch's mean rather than DINO's zeros: no start-up transient
             center = update_center(torch.zeros(head.out_dim, device=device), teacher_out, momentum=0.0)
         loss = dino_loss([student(f) for f in feats], teacher_out, center, student_temp, teacher_temp)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip_grad is not None:
-            _clip_per_parameter(student, clip_grad)
-        optimizer.step()
+        history.append(loss.item())
+        return loss
+
+    def follow(_: int) -> None:
+        nonlocal center
         ema_update(teacher, student, teacher_momentum)
         center = update_center(center, teacher_out, center_momentum)
-        history.append(loss.item())
+
+    clip = None if clip_grad is None else (lambda: _clip_per_parameter(student, clip_grad))
+    train_for(student, optimizer, loss_at, steps, before_update=clip, after_step=follow)
     return teacher, center, history

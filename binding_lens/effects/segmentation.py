@@ -17,7 +17,7 @@ standardisation is folded into the returned linear map, which therefore acts on 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from jaxtyping import Float, Int
@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..losses.matching import detr_mask_loss, hungarian_match
+from ..training import train_for
 
 IGNORE = -1
 
@@ -132,14 +133,20 @@ def fit_semantic_head(
     generator = torch.Generator().manual_seed(seed)
     linear = _seeded_linear(x.shape[1], n_classes, generator).to(x.device)
     optimizer = _optimizer(linear, lr, weight_decay)
-    for _ in range(epochs):
-        order = torch.randperm(len(x), generator=generator).to(x.device)
-        for batch in order.split(batch_size):
-            loss = nn.functional.cross_entropy(linear(x[batch]), y[batch])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+    batches = _epoch_batches(len(x), batch_size, generator, x.device)
+
+    def loss(_: int) -> Tensor:
+        batch = next(batches)
+        return nn.functional.cross_entropy(linear(x[batch]), y[batch])
+
+    train_for(linear, optimizer, loss, epochs * math.ceil(len(x) / batch_size))
     return _fold_standardization(linear, mean, std)
+
+
+def _epoch_batches(n: int, batch: int, generator: torch.Generator, device: torch.device) -> Iterator[Tensor]:
+    """Indices of every step: a fresh seeded order of the `n` items each epoch, in chunks of `batch`."""
+    while True:
+        yield from torch.randperm(n, generator=generator).to(device).split(batch)
 
 
 def confusion_matrix(
@@ -282,14 +289,13 @@ def fit_instance_head(
     generator = torch.Generator().manual_seed(seed)
     linear = _seeded_linear(x.shape[-1], n_queries, generator).to(x.device)
     optimizer = _optimizer(linear, lr, weight_decay)
-    for _ in range(epochs):
-        order = torch.randperm(len(x), generator=generator).to(x.device)
-        for batch in order.split(batch_images):
-            log_masks = torch.log_softmax(linear(x[batch]), dim=-1)
-            loss = detr_mask_loss(log_masks, dense[batch], mask_weight, dice_weight)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+    batches = _epoch_batches(len(x), batch_images, generator, x.device)
+
+    def loss(_: int) -> Tensor:
+        batch = next(batches)
+        return detr_mask_loss(torch.log_softmax(linear(x[batch]), dim=-1), dense[batch], mask_weight, dice_weight)
+
+    train_for(linear, optimizer, loss, epochs * math.ceil(len(x) / batch_images))
     head = InstanceHead(x.shape[-1], n_queries)
     head.linear = _fold_standardization(linear, mean, std)
     return head.eval()

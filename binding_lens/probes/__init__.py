@@ -27,7 +27,7 @@ from .registry import PROBES, make_probe, probe_class
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches, split_by_image
 from .scalar import ScalarScoreProbe, fit_logistic_1d
 from .similarity import CosineSimilarityProbe, DistanceProbe, DotProductProbe
-from .training import EpochRecord, ProbeTrainingConfig, TrainResult, train_probe, train_probes
+from .training import ProbeTrainingConfig, TrainResult, train_probe, train_probes
 
 __all__ = [
     "PROBES",
@@ -36,7 +36,6 @@ __all__ = [
     "DiagQuadraticProbe",
     "DistanceProbe",
     "DotProductProbe",
-    "EpochRecord",
     "LinearProbe",
     "PairBatch",
     "PairProbe",

@@ -6,7 +6,7 @@ mean of the true-positive and true-negative rates. AUROC is the Mann-Whitney sta
 ranks (ties count 1/2), so it needs one sort, not the O(n^2) pair count that defines it. The
 majority baseline is the accuracy of always answering the more frequent label of the same pairs.
 `bootstrap_auroc` and `bootstrap_accuracy` give intervals by resampling images (pairs of an image are not
-independent); both draw their replicates with `group_bootstrap_counts`.
+independent); both draw their replicates with `binding_lens.stats.bootstrap_counts`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import InputError
+from ..stats.bootstrap import bootstrap_counts, check_bootstrap, percentile_interval, unit_index
 
 
 class DegeneratePairSetError(InputError):
@@ -57,32 +58,6 @@ def auroc(scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]) -> floa
 
 
 
-def group_bootstrap_counts(n_groups: int, n_boot: int, seed: int) -> Float[Tensor, "replicate group"]:
-    """How often each of `n_groups` groups is drawn in each of `n_boot` bootstrap replicates (with replacement)."""
-    generator = torch.Generator().manual_seed(seed)
-    draws = torch.randint(n_groups, (n_boot, n_groups), generator=generator)
-    return torch.zeros(n_boot, n_groups, dtype=torch.float64).scatter_add_(
-        1, draws, torch.ones(n_boot, n_groups, dtype=torch.float64))
-
-
-def percentile_interval(replicates: Tensor, level: float) -> tuple[float, float]:
-    """The central `level` percentile interval of bootstrap replicates."""
-    tail = (1 - level) / 2
-    low, high = torch.quantile(replicates.double(), torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
-    return low, high
-
-
-def _group_index(groups: Int[Tensor, " pair"]) -> tuple[Int[Tensor, " pair"], int]:
-    """Each pair's group as 0..n_groups-1 (whatever ids `groups` uses), and n_groups."""
-    _, group = torch.unique(groups.flatten(), return_inverse=True)
-    return group, int(group.max()) + 1
-
-
-def _check_bootstrap(n_boot: int, level: float) -> None:
-    if not 0 < level < 1 or n_boot < 1:
-        raise InputError(f"need 0 < level < 1 and n_boot >= 1, got level={level}, n_boot={n_boot}")
-
-
 def bootstrap_auroc(
     scores: Float[Tensor, " pair"],
     labels: Bool[Tensor, " pair"],
@@ -102,9 +77,9 @@ def bootstrap_auroc(
     """
     labels = labels.bool().flatten()
     _check(labels, scores)
-    _check_bootstrap(n_boot, level)
+    check_bootstrap(n_boot, level)
     s = scores.detach().double().flatten()
-    group, n_groups = _group_index(groups)
+    group, n_groups = unit_index(groups)
     positive, positive_group = s[labels], group[labels]
     ordered = torch.zeros(n_groups, n_groups, dtype=torch.float64)
     for j in range(n_groups):
@@ -114,7 +89,7 @@ def bootstrap_auroc(
         ordered[:, j].index_add_(0, positive_group, below + tied / 2)
     n_pos = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, positive_group, torch.ones_like(positive))
     n_neg = torch.bincount(group[~labels], minlength=n_groups).double()
-    counts = group_bootstrap_counts(n_groups, n_boot, seed)
+    counts = bootstrap_counts(n_groups, n_boot, seed)
     denominator = (counts @ n_pos) * (counts @ n_neg)
     boot = ((counts @ ordered) * counts).sum(1)[denominator > 0] / denominator[denominator > 0]
     return percentile_interval(boot, level)
@@ -135,11 +110,11 @@ def bootstrap_accuracy(
     if correct.numel() == 0 or groups.flatten().shape != correct.shape:
         raise InputError(f"need one group per pair and at least one pair, got {correct.numel()} pairs, "
                          f"{groups.numel()} groups")
-    _check_bootstrap(n_boot, level)
-    group, n_groups = _group_index(groups)
+    check_bootstrap(n_boot, level)
+    group, n_groups = unit_index(groups)
     hits = torch.bincount(group, weights=correct.double(), minlength=n_groups)
     sizes = torch.bincount(group, minlength=n_groups).double()
-    counts = group_bootstrap_counts(n_groups, n_boot, seed)
+    counts = bootstrap_counts(n_groups, n_boot, seed)
     return percentile_interval((counts @ hits) / (counts @ sizes), level)
 
 

@@ -21,15 +21,15 @@ is worth little (about 1.0x in `benchmarks/bench_probes.py`).
 from __future__ import annotations
 
 import math
-import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
+from ..training import Evaluation, StoppingRule, Track, TrainingOutcome, run_training
 from .base import PairProbe
 from .data import ProbeData
 from .evaluation import auroc_interval, evaluate, score_pairs
@@ -51,8 +51,10 @@ class ProbeTrainingConfig:
     runs every `eval_every` steps (None: after every epoch). The best validation pass's weights are kept.
 
     Schedules: "plateau" multiplies a probe's learning rate by `gamma` each time `plateau_patience`
-    validation passes go by without improvement; "step" is the paper's StepLR (times `gamma` every
-    `step_size` epochs); "constant" keeps `lr`. `weight_decay`: L2 decay on the full quadratic probe
+    validation passes go by without improvement (the count starts again after each cut, and the rate never
+    falls below `min_lr_factor` times `lr`); "step" is the paper's StepLR (times `gamma` every `step_size`
+    epochs); "constant" keeps `lr`. Neither patience nor the plateau count runs before `min_steps`
+    (`binding_lens.training.StoppingRule` is the rule, for every model the package trains). `weight_decay`: L2 decay on the full quadratic probe
     (the paper names it without a value; 1e-4 is ours).
     """
 
@@ -65,6 +67,7 @@ class ProbeTrainingConfig:
     eval_every: int | None = None
     schedule: str = "plateau"
     plateau_patience: int = 4
+    min_lr_factor: float = 1e-2
     step_size: int = 8
     gamma: float = 0.2
     batch_images: int = 32
@@ -98,6 +101,10 @@ class ProbeTrainingConfig:
             raise InputError(f"patches_per_image must be an int >= 2, got {self.patches_per_image!r}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise InputError(f"lr must be a positive number, got {self.lr!r}")
+        if self.schedule == "plateau" and not 0 < self.gamma < 1:
+            raise InputError(f"the plateau schedule cuts the rate by gamma: need 0 < gamma < 1, got {self.gamma!r}")
+        if not 0 < self.min_lr_factor <= 1:
+            raise InputError(f"min_lr_factor must lie in (0, 1], got {self.min_lr_factor!r}")
         if not (self.gamma > 0 and self.weight_decay >= 0 and self.min_delta >= 0):
             raise InputError(f"gamma must be > 0, weight_decay and min_delta >= 0, got {self.gamma!r}, "
                              f"{self.weight_decay!r}, {self.min_delta!r}")
@@ -107,44 +114,33 @@ class ProbeTrainingConfig:
             raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
 
 
-@dataclass
-class EpochRecord:
-    """One validation pass of one probe: training loss since the last pass, learning rate, validation metrics."""
-
-    epoch: int
-    train_loss: float
-    lr: float
-    val: dict[str, float | int] | None
-    seconds: float
-    step: int = 0
-
-
-@dataclass
-class TrainResult:
-    """A trained probe (best-validation weights restored) and how it got there.
+@dataclass(kw_only=True)
+class TrainResult(TrainingOutcome):
+    """A trained probe (best-validation weights restored) and how it got there (`TrainingOutcome`).
 
     `stopped` says why training ended: "patience" (the validation metric stopped improving: converged),
-    "max_steps" or "epochs" (a limit came first: maybe not converged). `val_auroc` (with validation data)
-    is the kept weights' validation AUROC with its 95% image-bootstrap interval (`auroc_with_interval`);
-    `learnt` is False when that interval does not lie above 0.5 (chance). `threshold` is the probability
-    threshold that maximises accuracy on the same validation pairs (`metrics.calibrated_threshold`), to
-    apply to test pairs; None without validation data.
+    "max_steps" or "epochs" (a limit came first: maybe not converged), "lr_floor" (the plateau schedule
+    reached its floor first: not converged). `val_auroc` (with validation data) is the kept weights'
+    validation AUROC with its 95% image-bootstrap interval (`auroc_with_interval`); `learnt` is False
+    when that interval does not lie above 0.5 (chance). `threshold` is the probability threshold that
+    maximises accuracy on the same validation pairs (`metrics.calibrated_threshold`), to apply to test
+    pairs; None without validation data. `history` holds one `Evaluation` per validation pass (`val`:
+    its metrics).
     """
 
     probe: PairProbe
-    best_epoch: int
-    best_val: dict[str, float | int] | None
-    history: list[EpochRecord] = field(default_factory=list)
-    config: ProbeTrainingConfig = field(default_factory=ProbeTrainingConfig)
-    best_step: int = 0
-    steps: int = 0
-    stopped: str = "epochs"
+    config: ProbeTrainingConfig
+    steps_per_epoch: int
     val_auroc: dict[str, float | int] | None = None
     threshold: float | None = None
 
     @property
-    def converged(self) -> bool:
-        return self.stopped == "patience"
+    def best_epoch(self) -> int:
+        return max(self.best_step - 1, 0) // self.steps_per_epoch
+
+    @property
+    def best_val(self) -> dict[str, float | int] | None:
+        return self.best_metrics
 
     @property
     def learnt(self) -> bool | None:
@@ -158,8 +154,8 @@ class TrainResult:
 
     def problems(self) -> list[str]:
         """What a reader of this probe's numbers must know: not converged, or nothing learnt."""
-        found = []
-        if self.stopped != "patience" and self.still_improving():
+        found = [problem for problem in super().problems() if self.stopped == "lr_floor"]
+        if self.stopped in ("max_steps", "epochs") and self.still_improving():
             limit = f"max_steps={self.config.max_steps}" if self.stopped == "max_steps" else f"epochs={self.config.epochs}"
             found.append(f"stopped at {limit} while its validation loss was still falling (lowest at the last of "
                          f"{len(self.history)} passes): it may not have converged; raise the limit or lr")
@@ -173,10 +169,6 @@ class TrainResult:
         return {"probe": self.probe.name, "best_epoch": self.best_epoch, "best_step": self.best_step,
                 "steps": self.steps, "stopped": self.stopped, "converged": self.converged, "learnt": self.learnt,
                 "val_auroc": self.val_auroc, "threshold": self.threshold, "best_val": self.best_val, "config": asdict(self.config)}
-
-
-def _state(probe: PairProbe) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in probe.state_dict().items()}
 
 
 def _check_training_data(probes: Sequence[PairProbe], data: ProbeData, name: str) -> None:
@@ -217,45 +209,40 @@ def _prepare_val(
     return val, pairs
 
 
-def _adam(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> torch.optim.Adam:
+def _tracks(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> tuple[torch.optim.Adam, list[Track]]:
     """One Adam over all probes; L2 weight decay only on each probe's `weight_decay_parameters`.
-    Each parameter group remembers its probe (`group["probe"]`), so one probe's rate can change alone."""
-    groups = []
-    for index, probe in enumerate(probes):
+    Each probe is a track with its own parameter groups, so one probe's rate can change alone."""
+    groups, owned = [], []
+    for probe in probes:
         decayed = {id(p) for p in probe.weight_decay_parameters()}
         params = [p for p in probe.parameters() if p.requires_grad]
-        groups.append({"params": [p for p in params if id(p) in decayed], "weight_decay": config.weight_decay,
-                       "probe": index})
-        groups.append({"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0, "probe": index})
-    return torch.optim.Adam([g for g in groups if g["params"]], lr=config.lr)
+        mine = [{"params": [p for p in params if id(p) in decayed], "weight_decay": config.weight_decay},
+                {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}]
+        owned.append([g for g in mine if g["params"]])
+        groups.extend(owned[-1])
+    optimizer = torch.optim.Adam(groups, lr=config.lr)
+    by_id = {id(g["params"][0]): g for g in optimizer.param_groups}  # Adam copies the group dicts
+    return optimizer, [Track(probe, [by_id[id(g["params"][0])] for g in mine]) for probe, mine in zip(probes, owned)]
 
 
-def _steps(train: ProbeData, config: ProbeTrainingConfig, generator: torch.Generator) -> Iterator[tuple[int, Tensor, PairSet, bool]]:
-    """(epoch, images, patch sample, last batch of the epoch?) for every optimiser step, until `epochs`.
-    Each epoch draws fresh patches per image and a fresh image order."""
-    epoch = 0
-    while config.epochs is None or epoch < config.epochs:
+def _batches(train: ProbeData, config: ProbeTrainingConfig, generator: torch.Generator) -> Iterator[tuple[Tensor, PairSet]]:
+    """(images, patch sample) for every optimiser step: each epoch draws fresh patches per image and a
+    fresh image order, then walks the order in batches of `batch_images`."""
+    while True:
         sample = sample_patches(train.instance, config.patches_per_image, generator)
         order = torch.randperm(train.n_images, generator=generator)
         for first in range(0, train.n_images, config.batch_images):
-            yield epoch, order[first : first + config.batch_images], sample, first + config.batch_images >= train.n_images
-        epoch += 1
+            yield order[first : first + config.batch_images], sample
 
 
-@dataclass
-class _Progress:
-    """One probe's training so far: its best validation pass, passes since, and whether it still trains."""
-
-    best: float = -math.inf
-    best_epoch: int = 0
-    best_step: int = 0
-    state: dict[str, Tensor] | None = None
-    metrics: dict[str, float | int] | None = None
-    stale: int = 0
-    stopped: str | None = None
-    loss_sum: float = 0.0
-    n_losses: int = 0
-    history: list[EpochRecord] = field(default_factory=list)
+def stopping_rule(config: ProbeTrainingConfig, steps_per_epoch: int) -> StoppingRule:
+    """The engine's rule for `config`: `epochs` and `max_steps` become one step limit."""
+    limits = [limit for limit in (config.max_steps, config.epochs and config.epochs * steps_per_epoch) if limit]
+    plateau = config.schedule == "plateau"
+    return StoppingRule(max_steps=min(limits), min_steps=config.min_steps, patience=config.patience,
+                        min_delta=config.min_delta, relative_delta=True,
+                        plateau_patience=config.plateau_patience if plateau else None,
+                        plateau_factor=config.gamma if plateau else 0.2, min_lr_factor=config.min_lr_factor)
 
 
 def train_probes(
@@ -265,7 +252,7 @@ def train_probes(
     config: ProbeTrainingConfig | None = None,
     *,
     val_pairs: PairSet | None = None,
-    callback: Callable[[int, int, PairProbe, EpochRecord], None] | None = None,
+    callback: Callable[[int, int, PairProbe, Evaluation], None] | None = None,
     warn: bool = True,
 ) -> list[TrainResult]:
     """Train several probes together, probe i on layer i of `train` (and `val`).
@@ -288,99 +275,58 @@ def train_probes(
     for probe in probes:
         probe.to(device).train()
 
-    optimizer = _adam(probes, config)
-    scheduler = None
-    if config.schedule == "step":
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=config.step_size, gamma=config.gamma)
-    generator = torch.Generator().manual_seed(config.seed)
+    steps_per_epoch = math.ceil(train.n_images / config.batch_images)
+    rule = stopping_rule(config, steps_per_epoch)
+    optimizer, tracks = _tracks(probes, config)
+    batches = _batches(train, config, torch.Generator().manual_seed(config.seed))
     sign = SELECTION[config.select_by]
-    progress = [_Progress() for _ in probes]
-    lr_of = lambda i: next(g["lr"] for g in optimizer.param_groups if g["probe"] == i)  # noqa: E731
 
-    def validate(i: int, epoch: int, step: int, seconds: float) -> None:
-        probe, track = probes[i], progress[i]
-        metrics = None
-        if val is not None:
-            probe.eval()
-            metrics = evaluate(probe, val, val_pairs, layer=i, batch_images=config.batch_images)
-            probe.train()
-        record = EpochRecord(epoch, track.loss_sum / max(track.n_losses, 1), lr_of(i), metrics, seconds, step)
-        track.loss_sum, track.n_losses = 0.0, 0
-        track.history.append(record)
-        if callback is not None:
-            callback(i, epoch, probe, record)
-        # Without validation the latest pass wins; with it, the first pass reaching the best value.
-        value = sign * metrics[config.select_by] if metrics is not None else float(step)
-        track.stale = 0 if metrics is None or _improves(value, track.best, config.min_delta) else track.stale + 1
-        if value > track.best:
-            track.best, track.best_epoch, track.best_step, track.metrics = value, epoch, step, metrics
-            track.state = _state(probe)
-        if metrics is None:
-            return
-        if config.schedule == "plateau" and track.stale and track.stale % config.plateau_patience == 0:
-            for group in optimizer.param_groups:
-                if group["probe"] == i:
-                    group["lr"] *= config.gamma
-        if config.patience is not None and track.stale >= config.patience and step >= config.min_steps:
-            track.stopped = "patience"
-
-    step, started = 0, time.perf_counter()
-    for epoch, images, sample, epoch_end in _steps(train, config, generator):
-        active = [i for i, track in enumerate(progress) if track.stopped is None]
+    def losses(step: int, active: list[int]) -> list[Tensor]:
+        images, sample = next(batches)
         batch = sample.batch(train.instance, images, train.klass).to(device)
         xs = {i: train.tokens(i, images, sample.patches[images], device=device) for i in active}
-        if step == 0 and config.init_scalar_probes:
+        if step == 1 and config.init_scalar_probes:
             for i in active:
                 probes[i].initialize(xs[i], batch)
-        optimizer.zero_grad(set_to_none=True)
-        batch_losses = [probes[i].training_loss(xs[i], batch) for i in active]
-        torch.stack(batch_losses).sum().backward()
-        optimizer.step()
-        step += 1
-        for i, loss in zip(active, batch_losses):
-            progress[i].loss_sum += float(loss.detach())
-            progress[i].n_losses += 1
-        if scheduler is not None and epoch_end:
-            scheduler.step()
-        at_limit = config.max_steps is not None and step >= config.max_steps
-        last = epoch_end and config.epochs is not None and epoch == config.epochs - 1
-        due = epoch_end if config.eval_every is None else step % config.eval_every == 0
-        if due or at_limit or last:
-            seconds = time.perf_counter() - started
-            for i in active:
-                validate(i, epoch, step, seconds)
-            started = time.perf_counter()
-        if at_limit:
-            for i in active:
-                progress[i].stopped = progress[i].stopped or "max_steps"
-        if all(track.stopped for track in progress):
-            break
-    for track in progress:
-        track.stopped = track.stopped or "epochs"
+        return [probes[i].training_loss(xs[i], batch) for i in active]
 
+    def evaluate_probe(i: int) -> tuple[float, dict[str, float | int]]:
+        probes[i].eval()
+        metrics = evaluate(probes[i], val, val_pairs, layer=i, batch_images=config.batch_images)
+        probes[i].train()
+        return sign * metrics[config.select_by], metrics
+
+    def on_evaluation(i: int, record: Evaluation) -> None:
+        if callback is not None:
+            callback(i, (record.step - 1) // steps_per_epoch, probes[i], record)
+
+    schedule = None
+    if config.schedule == "step":
+        schedule = lambda step: config.gamma ** ((step - 1) // steps_per_epoch // config.step_size)  # noqa: E731
+    outcomes = run_training(tracks, optimizer, losses, evaluate_probe if val is not None else None, rule,
+                            eval_every=config.eval_every or steps_per_epoch, lr_schedule=schedule,
+                            on_evaluation=on_evaluation)
     results = []
-    for i, (probe, track) in enumerate(zip(probes, progress)):
-        probe.load_state_dict(track.state)  # type: ignore[arg-type]
+    for i, (probe, outcome) in enumerate(zip(probes, outcomes)):
         probe.eval()
         val_auroc = threshold = None
         if val is not None:  # one scoring of the validation pairs serves the interval and the threshold
             scored = score_pairs(probe, val, val_pairs, layer=i)
             val_auroc = auroc_interval(scored, n_boot=N_BOOT)
             threshold = calibrated_threshold(scored.probabilities, scored.labels)
-        results.append(TrainResult(probe, track.best_epoch, track.metrics, track.history, config, track.best_step,
-                                   step if track.stopped != "patience" else track.history[-1].step, track.stopped,
-                                   val_auroc, threshold))
+        stopped = outcome.stopped
+        if stopped == "max_steps" and config.epochs is not None and outcome.steps == config.epochs * steps_per_epoch:
+            stopped = "epochs"
+        fields = {name: getattr(outcome, name) for name in ("best_step", "best_value", "best_metrics", "steps",
+                                                            "rule", "history")}
+        results.append(TrainResult(**fields, stopped=stopped, probe=probe, config=config,
+                                   steps_per_epoch=steps_per_epoch, val_auroc=val_auroc, threshold=threshold))
     if warn:
         for i, result in enumerate(results):
             where = f" on data layer {i}" if len(results) > 1 else ""
             for problem in result.problems():
                 warnings.warn(f"{result.probe.name} probe{where} {problem}", stacklevel=2)
     return results
-
-
-def _improves(value: float, best: float, min_delta: float) -> bool:
-    """Whether `value` beats `best` (higher is better) by more than a relative `min_delta`."""
-    return not math.isfinite(best) or value > best + min_delta * abs(best)
 
 
 def train_probe(
@@ -390,7 +336,7 @@ def train_probe(
     config: ProbeTrainingConfig | None = None,
     *,
     val_pairs: PairSet | None = None,
-    callback: Callable[[int, PairProbe, EpochRecord], None] | None = None,
+    callback: Callable[[int, PairProbe, Evaluation], None] | None = None,
     warn: bool = True,
 ) -> TrainResult:
     """Train one probe on `train` = ProbeData or (acts, instance[, klass]); best-val weights restored.

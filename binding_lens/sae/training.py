@@ -21,6 +21,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
+from ..training import train_for
 from .autoencoder import SparseAutoencoder
 
 
@@ -111,18 +112,21 @@ def train_sae(
     sae.to(config.device)
     optimiser = torch.optim.Adam(sae.parameters(), lr=config.lr)
     losses = []
-    for _ in range(config.steps):
+
+    def loss_at(_: int) -> Tensor:
         batch = train[torch.randint(len(train), (min(config.batch_size, len(train)),), generator=generator).to(config.device)]
         acts = sae.encode(batch)
         loss = (sae.decode(acts) - batch).pow(2).sum(-1).mean() / batch.var(0).sum().clamp_min(1e-12)
         if config.architecture == "standard":
             loss = loss + config.l1_coefficient * (acts * sae.W_dec.norm(dim=-1)).sum(-1).mean()
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        optimiser.step()
+        losses.append(float(loss.detach()))
+        return loss
+
+    def renormalise(_: int) -> None:
         with torch.no_grad():
             _unit_rows(sae.W_dec)
-        losses.append(float(loss.detach()))
+
+    train_for(sae, optimiser, loss_at, config.steps, after_step=renormalise)
     quality = sae_quality(sae.eval(), heldout)
     record = SaeTrainingRecord(steps=config.steps, seconds=time.perf_counter() - started, train_tokens=len(train),
                                heldout_tokens=n_heldout, first_loss=losses[0], final_loss=losses[-1], **quality)

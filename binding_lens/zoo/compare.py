@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from ..analyses.layer_sweep import PEAK_RULES, SweepResult
 from ..analyses.report import Row, format_table, interval_text, write_table
 from ..analyses.seed_sweep import layer_sweep_over_seeds
-from ..analyses.statistics import aggregate_rows, difference_interval
+from ..stats import aggregate_rows, difference_interval
 from ..data import SyntheticScenes
 from ..errors import InputError
 from ..figures import accuracy_by_model
@@ -135,13 +135,14 @@ def objective_summary(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
     differences = []
     for first, second in itertools.combinations([row["objective"] for row in summary], 2):
         d = difference_interval(values[first], values[second])
-        if d["beyond_noise"] is None:
+        if d.beyond_noise is None:
             verdict = "cannot tell (one training seed on a side: no interval)"
         else:
-            verdict = "beyond noise" if d["beyond_noise"] else "within noise"
-        interval = "" if d["low"] is None else f" [{d['low']:+.3f}, {d['high']:+.3f}]"
-        differences.append({"first": first, "second": second, **d, "verdict": verdict,
-                            "text": f"{first} - {second}: {d['mean']:+.3f}{interval}, {verdict}"})
+            verdict = "beyond noise" if d.beyond_noise else "within noise"
+        interval = "" if d.low is None else f" [{d.low:+.3f}, {d.high:+.3f}]"
+        differences.append({"first": first, "second": second, "mean": d.estimate, "low": d.low, "high": d.high,
+                            "n": d.n, "beyond_noise": d.beyond_noise, "verdict": verdict,
+                            "text": f"{first} - {second}: {d.estimate:+.3f}{interval}, {verdict}"})
     return summary, differences
 
 

@@ -24,6 +24,7 @@ import transformers
 
 from ..version import __version__
 from ..errors import InputError
+from ..training import train_for
 from ..io import staging_dir
 from .checkpoint import LOG, write_checkpoint
 from .objectives import Objective, make_objective
@@ -134,30 +135,38 @@ def _fit(objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool
     objective.train()
     losses: list[float] = []
     started = time.perf_counter()
-    steps = range(recipe.steps)
+    bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc=f"zoo {recipe.objective}", unit="step")
+        bar = tqdm(total=recipe.steps, desc=f"zoo {recipe.objective}", unit="step")
+    trainable = [p for p in objective.parameters() if p.requires_grad]
     with open(log_path, "w") as log:
         log.write("step,loss,lr,seconds\n")
-        for step in steps:
-            lr = learning_rate(recipe, step)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+
+        def loss_at(step: int) -> torch.Tensor:  # the engine counts steps from 1, the recipe from 0
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
                 loss = objective.loss(bank, bank.sample(recipe.batch_size, generator), generator).float()
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"{recipe.objective} loss became {loss.item()} at step {step}; lower --lr")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for p in objective.parameters() if p.requires_grad], recipe.clip_grad)
-            optimizer.step()
-            objective.after_step(step, recipe.steps)
+                raise FloatingPointError(f"{recipe.objective} loss became {loss.item()} at step {step - 1}; lower --lr")
             losses.append(loss.item())
-            log.write(f"{step},{losses[-1]:.6f},{lr:.3e},{time.perf_counter() - started:.2f}\n")
-            if progress and step % 10 == 0:
-                steps.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.4f}")
+            return loss
+
+        def after_step(step: int) -> None:
+            objective.after_step(step - 1, recipe.steps)
+            log.write(f"{step - 1},{losses[-1]:.6f},{learning_rate(recipe, step - 1):.3e},"
+                      f"{time.perf_counter() - started:.2f}\n")
+            if bar is not None:
+                bar.update(1)
+                if (step - 1) % 10 == 0:
+                    bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.4f}")
             log.flush()
+
+        train_for(objective, optimizer, loss_at, recipe.steps,
+                  lr_schedule=lambda step: learning_rate(recipe, step - 1) / recipe.lr,
+                  before_update=lambda: torch.nn.utils.clip_grad_norm_(trainable, recipe.clip_grad),
+                  after_step=after_step)
+    if bar is not None:
+        bar.close()
     objective.eval()
     return losses

@@ -1,4 +1,5 @@
-"""Across-seed statistics against scipy's own intervals and on planted data where the truth is known."""
+"""The statistics module's intervals against scipy's own and against slow loops, and on planted data where
+the truth is known."""
 
 from __future__ import annotations
 
@@ -6,26 +7,27 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from binding_lens.analyses.statistics import aggregate_rows, difference_interval, mean_interval
+from binding_lens.stats import Interval, aggregate_rows, difference_interval, mean_interval
 
 
 def test_mean_interval_is_scipys_t_interval():
     values = [0.81, 0.79, 0.84, 0.80]
     got = mean_interval(values)
     low, high = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
-    assert (got["mean"], got["low"], got["high"], got["n"]) == pytest.approx((np.mean(values), low, high, 4))
-    assert mean_interval([0.7]) == {"mean": 0.7, "low": None, "high": None, "n": 1}
+    assert (got.estimate, got.low, got.high, got.n) == pytest.approx((np.mean(values), low, high, 4))
+    assert got.method == "t" and got.level == 0.95
+    assert mean_interval([0.7]) == Interval(0.7, None, None, 0.95, "t", 1)
 
 
 def test_welch_difference_is_scipys():
     a, b = [0.81, 0.79, 0.84, 0.80], [0.70, 0.75, 0.69]
     got = difference_interval(a, b)
     expected = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
-    assert (got["low"], got["high"]) == pytest.approx((expected.low, expected.high))
-    assert got["beyond_noise"] is True
+    assert (got.low, got.high) == pytest.approx((expected.low, expected.high))
+    assert got.beyond_noise is True and got.method == "welch"
     paired = difference_interval([1.0, 2.0, 3.0], [1.1, 1.9, 3.05], paired=True)
-    assert paired["beyond_noise"] is False and paired["mean"] == pytest.approx(-0.05 / 3)
-    assert difference_interval([0.8], [0.7])["beyond_noise"] is None
+    assert paired.beyond_noise is False and paired.estimate == pytest.approx(-0.05 / 3) and paired.method == "paired t"
+    assert difference_interval([0.8], [0.7]).beyond_noise is None
 
 
 def test_intervals_cover_a_planted_mean_at_their_level():
@@ -33,9 +35,9 @@ def test_intervals_cover_a_planted_mean_at_their_level():
     hits = 0
     for _ in range(2000):
         m = mean_interval(rng.normal(0.3, 0.05, size=3))
-        hits += m["low"] <= 0.3 <= m["high"]
+        hits += m.low <= 0.3 <= m.high
     assert 0.93 < hits / 2000 < 0.97
-    false_alarms = sum(difference_interval(rng.normal(0, 1, 4), rng.normal(0, 1, 5))["beyond_noise"]
+    false_alarms = sum(difference_interval(rng.normal(0, 1, 4), rng.normal(0, 1, 5)).beyond_noise
                        for _ in range(2000))
     assert 0.03 < false_alarms / 2000 < 0.07  # two equal means: "beyond noise" about 5 % of the time
 
@@ -54,24 +56,25 @@ def test_paired_bootstrap_is_a_loop_over_resampled_images():
     """Against the obvious version: draw the images of each replicate, recompute both measures on them."""
     import torch
 
-    from binding_lens.analyses.statistics import paired_bootstrap_difference, ratio_of_sums
-    from binding_lens.probes.metrics import group_bootstrap_counts
+    from binding_lens.stats import bootstrap_counts, paired_bootstrap_difference
+    from binding_lens.stats.bootstrap import ratio_of_sums
 
     generator = torch.Generator().manual_seed(0)
     counts = torch.randint(1, 20, (30,), generator=generator).double()
     reference = torch.stack([torch.rand(30, generator=generator) * counts, counts], -1)
     condition = reference + torch.stack([0.05 * counts + 0.02 * torch.randn(30, generator=generator), 0 * counts], -1)
-    got = paired_bootstrap_difference(condition, reference, n_boot=200, seed=4)
+    _, _, got = paired_bootstrap_difference(condition, reference, n_boot=200, seed=4)
     differences = []
-    for weights in group_bootstrap_counts(30, 200, 4):
+    for weights in bootstrap_counts(30, 200, 4):
         drawn = torch.repeat_interleave(torch.arange(30), weights.long())
         a, b = condition[drawn].sum(0), reference[drawn].sum(0)
         differences.append(float(a[0] / a[1] - b[0] / b[1]))
     low, high = np.quantile(differences, [0.025, 0.975])
-    assert (got["low"], got["high"]) == pytest.approx((low, high), rel=1e-9)
-    assert got["difference"] == pytest.approx(float(ratio_of_sums(condition.sum(0)) - ratio_of_sums(reference.sum(0))))
-    same = paired_bootstrap_difference(reference, reference)
-    assert (same["difference"], same["low"], same["high"], same["beyond_noise"]) == (0.0, 0.0, 0.0, False)
+    assert (got.low, got.high) == pytest.approx((low, high), rel=1e-9)
+    assert got.estimate == pytest.approx(float(ratio_of_sums(condition.sum(0)) - ratio_of_sums(reference.sum(0))))
+    assert got.n == 30 and got.method == "paired bootstrap over images"
+    same = paired_bootstrap_difference(reference, reference)[2]
+    assert (same.estimate, same.low, same.high, same.beyond_noise) == (0.0, 0.0, 0.0, False)
 
 
 def test_paired_intervals_cover_a_planted_shift_and_pairing_cancels_image_variation():
@@ -80,7 +83,7 @@ def test_paired_intervals_cover_a_planted_shift_and_pairing_cancels_image_variat
     the spread of either measure alone."""
     import torch
 
-    from binding_lens.analyses.statistics import paired_bootstrap_difference
+    from binding_lens.stats import paired_bootstrap_difference
 
     generator = torch.Generator().manual_seed(1)
     shift, covered, trials = 0.03, 0, 120
@@ -88,15 +91,15 @@ def test_paired_intervals_cover_a_planted_shift_and_pairing_cancels_image_variat
         base = torch.rand(40, generator=generator)  # image difficulty: spread 0.29
         ones = torch.ones(40)
         condition = torch.stack([base + shift + 0.02 * torch.randn(40, generator=generator), ones], -1)
-        got = paired_bootstrap_difference(condition, torch.stack([base, ones], -1), n_boot=300,
-                                          seed=int(torch.randint(1 << 30, (1,), generator=generator)))
-        covered += got["low"] <= shift <= got["high"]
-        assert got["high"] - got["low"] < 0.03  # an unpaired interval would be ~0.25 wide
+        _, _, got = paired_bootstrap_difference(condition, torch.stack([base, ones], -1), n_boot=300,
+                                                seed=int(torch.randint(1 << 30, (1,), generator=generator)))
+        covered += got.low <= shift <= got.high
+        assert got.high - got.low < 0.03  # an unpaired interval would be ~0.25 wide
     assert 0.88 <= covered / trials <= 0.99
 
 
 def test_beyond_noise_and_distinct_seeds():
-    from binding_lens.analyses.statistics import beyond_noise, distinct_seeds
+    from binding_lens.stats import beyond_noise, distinct_seeds
     from binding_lens.errors import InputError
 
     assert beyond_noise(0.01, 0.2) is True and beyond_noise(-0.3, -0.1) is True
@@ -112,9 +115,40 @@ def test_an_interval_of_nans_is_not_beyond_noise():
 
     import torch
 
-    from binding_lens.analyses.statistics import beyond_noise, paired_bootstrap_difference, ratio_of_sums
+    from binding_lens.stats import beyond_noise, paired_bootstrap_difference
+    from binding_lens.stats.bootstrap import ratio_of_sums
 
     assert beyond_noise(math.nan, math.nan) is None
     empty = torch.zeros(4, 2)  # every image has an empty denominator: every replicate's ratio is 0 / 0
-    result = paired_bootstrap_difference(empty, empty, ratio_of_sums, n_boot=50)
-    assert math.isnan(result["low"]) and result["beyond_noise"] is None
+    result = paired_bootstrap_difference(empty, empty, ratio_of_sums, n_boot=50)[2]
+    assert math.isnan(result.low) and result.beyond_noise is None
+
+
+def test_bootstrap_mean_against_a_loop_over_the_same_resamples():
+    import torch
+
+    from binding_lens.stats import bootstrap_mean
+
+    values = torch.tensor([0.5, 2.0, -1.0, 3.5, 0.0, 1.25], dtype=torch.float64)
+    got = bootstrap_mean(values, n_boot=400, level=0.9, seed=3)
+    rows = torch.randint(0, 6, (400, 6), generator=torch.Generator().manual_seed(3))
+    means = torch.tensor(sorted(sum(float(values[i]) for i in row) / 6 for row in rows.tolist()), dtype=torch.float64)
+    assert got.estimate == pytest.approx(float(values.mean()))
+    assert (got.low, got.high) == pytest.approx((float(means.quantile(0.05)), float(means.quantile(0.95))))
+    assert (got.n, got.level, got.method) == (6, 0.9, "bootstrap over images")
+    flat = bootstrap_mean(torch.full((5,), 2.0))
+    assert (flat.estimate, flat.low, flat.high) == pytest.approx((2.0, 2.0, 2.0))
+
+
+def test_interval_helpers():
+    interval = Interval(1.0, 0.5, 2.0, 0.95, "t", 4)
+    assert interval.shifted(10.0, -1.0) == Interval(9.0, 8.0, 9.5, 0.95, "t", 4)  # H - CE: the ends swap
+    assert interval.above(0.4) is True and interval.above(0.5) is False
+    assert Interval(1.0, None, None).above(0.0) is None and Interval(1.0, None, None).text() == "1.000"
+    assert interval.text(2) == "1.00 [0.50, 2.00]"
+    assert interval.as_dict()["beyond_noise"] is True
+
+
+def test_the_old_home_names_the_new_one():
+    with pytest.raises(ImportError, match="binding_lens.stats"):
+        import binding_lens.analyses.statistics  # noqa: F401

@@ -1,0 +1,65 @@
+"""`Interval`: an estimate with its interval, and the one rule for "beyond noise".
+
+Every interval the package reports is an `Interval`: the estimate, the two ends, the level, how it was
+made (`method`: "t", "welch", "paired t", "bootstrap over images", ...) and `n`, the number of
+independent units behind it (seeds, images). With one unit there is no interval (`low` and `high` are
+None), and reports say so instead of printing a spread they do not have.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+LEVEL = 0.95
+
+
+def beyond_noise(low: float | None, high: float | None) -> bool | None:
+    """Whether the interval [low, high] of a difference excludes 0; None without an interval (or a NaN one:
+    e.g. no bootstrap replicate had a finite difference, which says nothing, least of all "beyond noise")."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return None
+    return bool(not low <= 0 <= high)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """`estimate` with its `level` interval [low, high] made by `method` from `n` independent units."""
+
+    estimate: float
+    low: float | None
+    high: float | None
+    level: float = LEVEL
+    method: str = "t"
+    n: int = 1
+
+    @property
+    def beyond_noise(self) -> bool | None:
+        """For a difference: whether the interval excludes 0 (None without an interval)."""
+        return beyond_noise(self.low, self.high)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def above(self, value: float) -> bool | None:
+        """Whether the whole interval lies above `value` (None without an interval)."""
+        return None if self.low is None or math.isnan(self.low) else bool(self.low > value)
+
+    def shifted(self, offset: float, sign: float = 1.0) -> "Interval":
+        """offset + sign * self: e.g. H - CE turns an interval of CE into one of H - CE (ends swap when sign < 0)."""
+        ends = [None if end is None else offset + sign * end for end in (self.low, self.high)]
+        low, high = (ends[1], ends[0]) if sign < 0 else (ends[0], ends[1])
+        return Interval(offset + sign * self.estimate, low, high, self.level, self.method, self.n)
+
+    def as_dict(self) -> dict[str, Any]:
+        """{estimate, low, high, level, method, n, beyond_noise}: what a JSON report keeps."""
+        return {"estimate": self.estimate, "low": self.low, "high": self.high, "level": self.level,
+                "method": self.method, "n": self.n, "beyond_noise": self.beyond_noise}
+
+    def text(self, digits: int = 3) -> str:
+        """'0.812 [0.790, 0.834]', or the estimate alone without an interval."""
+        if not self.has_interval:
+            return f"{self.estimate:.{digits}f}"
+        return f"{self.estimate:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"

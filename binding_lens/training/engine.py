@@ -1,0 +1,207 @@
+"""The training engine: one loop for every model the package fits, and one result type.
+
+    outcomes = run_training([Track(probe, groups)], optimizer, compute_losses, evaluate, rule, eval_every=50)
+
+Several *tracks* (e.g. one probe per layer) can share one optimiser and one loop: each has its own
+parameter groups, its own `Progress` under the rule (best weights, plateau cuts of its own rate, its
+own end), and a track that has ended is left out of later steps, so the others go on exactly as they
+would alone (Adam is elementwise and the parameters are disjoint). One track is the common case.
+
+A step: `compute_losses(step, active)` returns one scalar loss per active track; the engine sums them,
+backpropagates, calls `before_update` (gradient clipping), steps the optimiser and calls `after_step(step)`
+(an EMA teacher, a log line). Every `eval_every` steps
+(and at the last step) `evaluate(track)` gives the track's validation value (higher is better) and any
+metrics to keep; the rule decides what to keep, cut and stop. Each group's rate is its starting rate
+times `lr_schedule(step)` (a fixed schedule: warm-up, cosine, steps) times the track's plateau factor.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import InputError, check_positive_ints
+from .stopping import CONVERGED, Progress, StoppingRule
+
+Metrics = dict[str, Any]
+
+
+@dataclass
+class Evaluation:
+    """One evaluation of one track: the step, the mean training loss since the last one, the rate those
+    steps used, the value the rule reads (higher is better), the validation metrics kept with it (`val`),
+    and the seconds since the last evaluation."""
+
+    step: int
+    train_loss: float
+    lr: float
+    value: float
+    val: Metrics | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class TrainingOutcome:
+    """How a run went: the best evaluation (its weights are the ones restored), the steps taken, why it
+    stopped ("patience": converged; "max_steps"; "lr_floor"), and every evaluation."""
+
+    best_step: int
+    best_value: float
+    best_metrics: Metrics | None
+    steps: int
+    stopped: str
+    rule: StoppingRule
+    history: list[Evaluation] = field(default_factory=list)
+
+    @property
+    def converged(self) -> bool:
+        return self.stopped == CONVERGED
+
+    def still_improving(self) -> bool:
+        """Whether the last of two or more evaluations was the best of all."""
+        return len(self.history) > 1 and self.history[-1].value >= max(e.value for e in self.history)
+
+    def problems(self) -> list[str]:
+        """Why a reader should not take this run as converged (empty when it converged)."""
+        if self.stopped == "lr_floor":
+            return [f"stopped with its learning rate on the floor ({self.rule.min_lr_factor:g} of the start) after "
+                    f"{self.steps} steps, best at step {self.best_step}, before its validation metric settled: it "
+                    "may not have converged; give more validation data or a lower lr"]
+        if self.stopped != CONVERGED and self.still_improving():
+            return [f"stopped at max_steps={self.steps} while its validation metric was still improving (best at the "
+                    f"last of {len(self.history)} evaluations): it may not have converged; raise the limit or lr"]
+        return []
+
+
+@dataclass
+class Track:
+    """One model in the loop: its module (whose state is kept and restored) and its optimiser groups."""
+
+    module: nn.Module
+    groups: list[dict[str, Any]]
+
+
+def _snapshot(module: nn.Module) -> dict[str, Tensor]:
+    return copy.deepcopy({k: v.detach() for k, v in module.state_dict().items()})
+
+
+def run_training(
+    tracks: Sequence[Track],
+    optimizer: torch.optim.Optimizer,
+    compute_losses: Callable[[int, list[int]], list[Tensor]],
+    evaluate: Callable[[int], tuple[float, Metrics | None]] | None,
+    rule: StoppingRule,
+    *,
+    eval_every: int,
+    lr_schedule: Callable[[int], float] | None = None,
+    evaluate_start: bool = False,
+    before_update: Callable[[], None] | None = None,
+    after_step: Callable[[int], None] | None = None,
+    on_evaluation: Callable[[int, Evaluation], None] | None = None,
+) -> list[TrainingOutcome]:
+    """Train every track until the rule ends it; restore each track's best weights (module docstring).
+
+    `evaluate=None` trains without validation: every evaluation's value is its step (the last wins) and
+    only `max_steps` ends the run. `evaluate_start` scores the starting weights first (step 0), so a
+    run that never beats its start keeps it. `on_evaluation(track, evaluation)` runs after each one,
+    before the rule reads it. A run without validation and a fixed length keeps its last weights: give
+    `eval_every=max_steps` so they are copied once. Steps are numbered from 1; `lr_schedule(step)` multiplies the rates used
+    by that step.
+    """
+    check_positive_ints({"eval_every": eval_every})
+    if rule.max_steps is None:
+        raise InputError("the training engine needs max_steps: set a limit")
+    if not tracks:
+        raise InputError("run_training needs at least one track")
+    base_lr = [[group["lr"] for group in track.groups] for track in tracks]
+    progress = [Progress(rule) for _ in tracks]
+    if evaluate is None:  # no validation: only the limit ends a run
+        progress = [Progress(StoppingRule(max_steps=rule.max_steps)) for _ in tracks]
+    states: list[dict[str, Tensor] | None] = [None] * len(tracks)
+    metrics: list[Metrics | None] = [None] * len(tracks)
+    history: list[list[Evaluation]] = [[] for _ in tracks]
+    last_step = [0] * len(tracks)
+    loss_sums = [0.0] * len(tracks)
+    loss_counts = [0] * len(tracks)
+
+    def rates(i: int, step: int) -> float:
+        factor = (lr_schedule(step) if lr_schedule is not None else 1.0) * progress[i].lr_factor
+        for group, lr in zip(tracks[i].groups, base_lr[i]):
+            group["lr"] = lr * factor
+        return base_lr[i][0] * factor if base_lr[i] else 0.0
+
+    def judge(i: int, step: int, lr: float, seconds: float) -> None:
+        value, kept = (float(step), None) if evaluate is None else evaluate(i)
+        if not math.isfinite(value):
+            value = -math.inf  # a diverged evaluation is never the best
+        record = Evaluation(step, loss_sums[i] / max(loss_counts[i], 1), lr, value, kept, seconds)
+        loss_sums[i], loss_counts[i] = 0.0, 0
+        history[i].append(record)
+        if on_evaluation is not None:
+            on_evaluation(i, record)
+        verdict = progress[i].observe(step, value)
+        if verdict.best or states[i] is None:
+            states[i], metrics[i] = _snapshot(tracks[i].module), kept
+        last_step[i] = step
+
+    if evaluate_start:
+        for i in range(len(tracks)):
+            judge(i, 0, base_lr[i][0] if base_lr[i] else 0.0, 0.0)
+    step, started = 0, time.perf_counter()
+    used_lr = [0.0] * len(tracks)
+    while not all(track.stopped for track in progress):
+        active = [i for i, track in enumerate(progress) if track.stopped is None]
+        step += 1
+        for i in active:
+            used_lr[i] = rates(i, step)
+        optimizer.zero_grad(set_to_none=True)
+        losses = compute_losses(step, active)
+        torch.stack([loss.reshape(()) for loss in losses]).sum().backward()
+        if before_update is not None:
+            before_update()
+        optimizer.step()
+        if after_step is not None:
+            after_step(step)
+        for i, loss in zip(active, losses):
+            loss_sums[i] += float(loss.detach())
+            loss_counts[i] += 1
+        at_limit = step >= rule.max_steps
+        if step % eval_every == 0 or at_limit:
+            seconds = time.perf_counter() - started
+            for i in active:
+                judge(i, step, used_lr[i], seconds)
+            started = time.perf_counter()
+        for i in active:
+            progress[i].reached_limit(step)
+
+    outcomes = []
+    for i, track in enumerate(tracks):
+        track.module.load_state_dict(states[i])  # type: ignore[arg-type]
+        ended = progress[i].stopped or "max_steps"
+        outcomes.append(TrainingOutcome(progress[i].best_step, progress[i].best, metrics[i],
+                                        step if ended == "max_steps" else last_step[i], ended, rule, history[i]))
+    return outcomes
+
+
+def train_for(
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss: Callable[[int], Tensor],
+    steps: int,
+    *,
+    lr_schedule: Callable[[int], float] | None = None,
+    before_update: Callable[[], None] | None = None,
+    after_step: Callable[[int], None] | None = None,
+) -> TrainingOutcome:
+    """A run of a fixed `steps` without validation (heads, SAEs, DAS, zoo models): `run_training` with one
+    track whose last weights are kept. `loss(step)` is the step's scalar loss (steps numbered from 1)."""
+    [outcome] = run_training([Track(module, optimizer.param_groups)], optimizer, lambda step, _: [loss(step)], None,
+                             StoppingRule(max_steps=steps), eval_every=steps, lr_schedule=lr_schedule,
+                             before_update=before_update, after_step=after_step)
+    return outcome
