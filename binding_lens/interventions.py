@@ -1,6 +1,4 @@
-"""`binding_lens.interventions`: kept for scripts written before the `binding` package; the home is
-`binding_lens.binding.interventions`."""
+"""Moved: `binding_lens.interventions` was the path before the `binding` package; the home is `binding_lens.binding`."""
 
-from .binding.interventions import Inject, Interchange, Intervention, MeanAblate, ProjectOut, Shuffle
-
-__all__ = ["Inject", "Interchange", "Intervention", "MeanAblate", "ProjectOut", "Shuffle"]
+raise ImportError("binding_lens.interventions has moved: import Inject, Interchange, Intervention, MeanAblate, "
+                  "ProjectOut and Shuffle from binding_lens.binding")

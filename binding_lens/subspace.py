@@ -1,6 +1,4 @@
-"""`binding_lens.subspace`: kept for scripts written before the `binding` package; the home is
-`binding_lens.binding.subspace`."""
+"""Moved: `binding_lens.subspace` was the path before the `binding` package; the home is `binding_lens.binding`."""
 
-from .binding.subspace import BindingSubspace, SubspaceProbe, accuracy_by_k
-
-__all__ = ["BindingSubspace", "SubspaceProbe", "accuracy_by_k"]
+raise ImportError("binding_lens.subspace has moved: import BindingSubspace, SubspaceProbe and accuracy_by_k from "
+                  "binding_lens.binding")

@@ -148,7 +148,3 @@ def test_interval_helpers():
     assert interval.text(2) == "1.00 [0.50, 2.00]"
     assert interval.as_dict()["beyond_noise"] is True
 
-
-def test_the_old_home_names_the_new_one():
-    with pytest.raises(ImportError, match="binding_lens.stats"):
-        import binding_lens.analyses.statistics  # noqa: F401
