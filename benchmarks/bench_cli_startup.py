@@ -20,11 +20,24 @@ import time
 CLI = [sys.executable, "-c", "import sys; from binding_lens.cli import main; sys.exit(main())"]
 CASES = {
     "python -c pass (baseline)": [sys.executable, "-c", "pass"],
-    "import binding_lens.hooks (torch, transformers, transformer_lens)": [sys.executable, "-c", "import binding_lens.hooks"],
+    "import binding_lens.hooks (torch, transformers, transformer_lens)": [
+        sys.executable,
+        "-c",
+        "import binding_lens.hooks",
+    ],
     "binding-lens --help": [*CLI, "--help"],
     "binding-lens sweep --help": [*CLI, "sweep", "--help"],
     "binding-lens zoo train --help": [*CLI, "zoo", "train", "--help"],
-    "binding-lens sweep --n-images 0 (argument error)": [*CLI, "sweep", "--model", "x", "--n-images", "0", "--out", "o"],
+    "binding-lens sweep --n-images 0 (argument error)": [
+        *CLI,
+        "sweep",
+        "--model",
+        "x",
+        "--n-images",
+        "0",
+        "--out",
+        "o",
+    ],
 }
 
 

@@ -47,8 +47,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--patches", type=int, default=64)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
-                        help="weights' dtype; on CUDA both runs use bf16 autocast as extract does")
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="weights' dtype; on CUDA both runs use bf16 autocast as extract does",
+    )
     parser.add_argument("--workers", type=int, default=None, help="loader workers (default: extract's own choice)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shard-size", type=int, default=32)
@@ -79,8 +83,20 @@ def main() -> None:
         profile = ExtractProfile()
         try:
             start = time.perf_counter()
-            extract(model, data, layers, out, patches_per_image=patches, batch_size=args.batch, device=device,
-                    size=args.size, shard_size=args.shard_size, workers=args.workers, profile=profile, progress=False)
+            extract(
+                model,
+                data,
+                layers,
+                out,
+                patches_per_image=patches,
+                batch_size=args.batch,
+                device=device,
+                size=args.size,
+                shard_size=args.shard_size,
+                workers=args.workers,
+                profile=profile,
+                progress=False,
+            )
             elapsed = time.perf_counter() - start
             stored = sum(p.stat().st_size for p in (out / "shards").glob("*.safetensors"))
             return elapsed, stored, profile
@@ -115,11 +131,15 @@ def main() -> None:
             runs[patches].append(to_disk(patches))
     base = min(plain_s)
     workers = runs[args.patches][0][2].workers
-    print(f"device {device}; {args.arch} random weights ({args.dtype}); {args.images} scenes at {args.size} px "
-          f"({n_patches} patches); batch {args.batch}; all {len(layers)} layers; {workers} loader workers; "
-          f"best of {args.rounds} interleaved rounds")
-    print(f"plain HF forward: {args.images / base:8.1f} images/s (rounds: "
-          f"{', '.join(f'{args.images / s:.1f}' for s in plain_s)})")
+    print(
+        f"device {device}; {args.arch} random weights ({args.dtype}); {args.images} scenes at {args.size} px "
+        f"({n_patches} patches); batch {args.batch}; all {len(layers)} layers; {workers} loader workers; "
+        f"best of {args.rounds} interleaved rounds"
+    )
+    print(
+        f"plain HF forward: {args.images / base:8.1f} images/s (rounds: "
+        f"{', '.join(f'{args.images / s:.1f}' for s in plain_s)})"
+    )
     all_bytes = 0
     for patches, results in runs.items():
         seconds, stored, profile = min(results, key=lambda r: r[0])
@@ -127,17 +147,21 @@ def main() -> None:
         per_layer = stored / args.images / len(layers)
         label = f"{patches} patches/image" if patches else f"all {n_patches} patches"
         target = "target >= 0.85 on CPU, >= 0.8 on GPU" if patches else "judged against the disk below"
-        print(f"extract to disk, {label:>17}: {args.images / seconds:8.1f} images/s, ratio to plain forward "
-              f"{base / seconds:.3f} (median over rounds {statistics.median(ratios):.3f}; {target}); "
-              f"{per_layer / 1024:7.1f} KiB per image per layer ({AUTHORS_BYTES / per_layer:.1f}x less than the "
-              f"authors' 2 MiB)")
+        print(
+            f"extract to disk, {label:>17}: {args.images / seconds:8.1f} images/s, ratio to plain forward "
+            f"{base / seconds:.3f} (median over rounds {statistics.median(ratios):.3f}; {target}); "
+            f"{per_layer / 1024:7.1f} KiB per image per layer ({AUTHORS_BYTES / per_layer:.1f}x less than the "
+            f"authors' 2 MiB)"
+        )
         print(f"    stages: {profile.summary()}")
         if patches is None:
             all_bytes, all_seconds = stored, seconds
     write_s = min(disk_write(all_bytes) for _ in range(2))
-    print(f"plain fsynced write of the all-patch store's {all_bytes / 2**20:.1f} MiB: {all_bytes / write_s / 2**20:8.1f} "
-          f"MiB/s; extraction wrote it at {all_bytes / all_seconds / 2**20:.1f} MiB/s, "
-          f"{all_seconds / write_s:.2f}x the disk's own time (target <= 1.5 on GPU)")
+    print(
+        f"plain fsynced write of the all-patch store's {all_bytes / 2**20:.1f} MiB: {all_bytes / write_s / 2**20:8.1f} "
+        f"MiB/s; extraction wrote it at {all_bytes / all_seconds / 2**20:.1f} MiB/s, "
+        f"{all_seconds / write_s:.2f}x the disk's own time (target <= 1.5 on GPU)"
+    )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,9 @@ def main() -> None:
     hf = random_hf_model(config).to(device)
     hooked = HookedViT.from_hf(hf)
     x = torch.randn(args.batch, 3, args.size, args.size, device=device)
-    resid_post = lambda name: name.endswith("hook_resid_post")
+
+    def resid_post(name: str) -> bool:
+        return name.endswith("hook_resid_post")
 
     def hf_forward():
         hf(x)
@@ -56,8 +58,10 @@ def main() -> None:
     def hooked_cached():
         hooked.run_with_cache(x, names_filter=resid_post)
 
-    print(f"device {device}, threads {torch.get_num_threads()}, DINOv2-small random weights, "
-          f"{args.size} px, batch {args.batch}, median of {args.repeats} interleaved runs")
+    print(
+        f"device {device}, threads {torch.get_num_threads()}, DINOv2-small random weights, "
+        f"{args.size} px, batch {args.batch}, median of {args.repeats} interleaved runs"
+    )
     for path in ("eager", "sdpa"):
         hf.set_attn_implementation(path)
         hooked.set_fused_attention(path == "sdpa")
@@ -69,9 +73,11 @@ def main() -> None:
                 for key, fn in (("hf", hf_forward), ("hooked", hooked_forward), ("cached", hooked_cached)):
                     times[key].append(_time(fn, device))
         median = {key: statistics.median(values) for key, values in times.items()}
-        print(f"[{path:5}] HF {median['hf'] * 1e3:7.1f} ms | HookedViT no hooks {median['hooked'] * 1e3:7.1f} ms "
-              f"ratio {median['hooked'] / median['hf']:.3f} (target <= 1.05) | caching every hook_resid_post "
-              f"{median['cached'] * 1e3:7.1f} ms ratio {median['cached'] / median['hf']:.3f} (target <= 1.15)")
+        print(
+            f"[{path:5}] HF {median['hf'] * 1e3:7.1f} ms | HookedViT no hooks {median['hooked'] * 1e3:7.1f} ms "
+            f"ratio {median['hooked'] / median['hf']:.3f} (target <= 1.05) | caching every hook_resid_post "
+            f"{median['cached'] * 1e3:7.1f} ms ratio {median['cached'] / median['hf']:.3f} (target <= 1.15)"
+        )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from binding_lens.probes import PairBatch, ProbeData, ProbeTrainingConfig, fixed_pairs, make_probe, train_probe, train_probes
+from binding_lens.probes import (
+    PairBatch,
+    ProbeData,
+    ProbeTrainingConfig,
+    fixed_pairs,
+    make_probe,
+    train_probe,
+    train_probes,
+)
 from binding_lens.probes.synthetic import planted_binding
 
 
@@ -121,12 +129,23 @@ def arithmetic_ceiling(name: str, B: int, N: int, d: int, r: int) -> float | Non
 def joint_layers(args) -> None:
     """Two epochs of several layers' probes trained together vs one after another (best of 3 runs each)."""
     n_layers, d = args.layers, args.layer_d
-    planted = planted_binding(n_images=args.layer_images, n_patches=args.patches, d_model=d, rank=8, n_objects=4,
-                              signal=2.0, noise=0.3, excluded=0.0, seed=args.seed)
+    planted = planted_binding(
+        n_images=args.layer_images,
+        n_patches=args.patches,
+        d_model=d,
+        rank=8,
+        n_objects=4,
+        signal=2.0,
+        noise=0.3,
+        excluded=0.0,
+        seed=args.seed,
+    )
     acts = [planted.data.acts[0] * (1 + 0.1 * i) for i in range(n_layers)]
     data = ProbeData(acts, planted.data.instance)
     config = ProbeTrainingConfig(epochs=2, batch_images=256, patches_per_image=args.patches)
-    build = lambda: [make_probe("quadratic_fixed_rank", d, rank=args.rank) for _ in range(n_layers)]
+
+    def build() -> list:
+        return [make_probe("quadratic_fixed_rank", d, rank=args.rank) for _ in range(n_layers)]
 
     def together() -> None:
         train_probes(build(), data, None, config)
@@ -142,8 +161,10 @@ def joint_layers(args) -> None:
             fn()
             times[fn].append(time.perf_counter() - start)
     joint, alone = min(times[together]), min(times[one_after_another])
-    print(f"{n_layers} layers x quadratic_fixed_rank (d {d}, rank {args.rank}), {args.layer_images} images, 2 epochs: "
-          f"together {joint:.2f} s, one after another {alone:.2f} s, ratio {alone / joint:.2f}x")
+    print(
+        f"{n_layers} layers x quadratic_fixed_rank (d {d}, rank {args.rank}), {args.layer_images} images, 2 epochs: "
+        f"together {joint:.2f} s, one after another {alone:.2f} s, ratio {alone / joint:.2f}x"
+    )
 
 
 def main() -> None:
@@ -161,25 +182,38 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    planted = planted_binding(n_images=args.images, n_patches=args.patches, d_model=args.d, rank=16, n_objects=4,
-                              signal=2.0, noise=0.3, excluded=0.0, seed=args.seed)
+    planted = planted_binding(
+        n_images=args.images,
+        n_patches=args.patches,
+        d_model=args.d,
+        rank=16,
+        n_objects=4,
+        signal=2.0,
+        noise=0.3,
+        excluded=0.0,
+        seed=args.seed,
+    )
     pairs = fixed_pairs(planted.data.instance, args.patches, seed=args.seed)
     images = torch.arange(args.images)
     batch = pairs.batch(planted.data.instance, images)
     x = planted.data.tokens(0, images, pairs.patches)
     config = ProbeTrainingConfig()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, d {args.d}, {args.images} images x "
-          f"{args.patches} patches = {batch.n_pairs} pairs per step, Adam lr {config.lr}, rank {args.rank}, "
-          f"median step time")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, d {args.d}, {args.images} images x "
+        f"{args.patches} patches = {batch.n_pairs} pairs per step, Adam lr {config.lr}, rank {args.rank}, "
+        f"median step time"
+    )
     for name in args.probes.split(","):
         r = compare(name, x, batch, args, config)
         ours, ref = r["median"]["ours"], r["median"]["ref"]
         ceiling = arithmetic_ceiling(name, args.images, args.patches, args.d, args.rank)
-        print(f"{name:21s} ours {r['pairs'] / ours:11,.0f} pairs/s ({ours * 1e3:7.1f} ms/step) | reference "
-              f"{r['pairs'] / ref:11,.0f} pairs/s ({ref * 1e3:7.1f} ms/step) | speed-up {ref / ours:6.1f}x"
-              + (f" (multiply-add ratio {ceiling:.1f}x)" if ceiling else "")
-              + f" | loss {r['losses']['ours'][0]:.4f} -> {r['losses']['ours'][-1]:.4f}, max |ours - reference| over "
-              f"{len(r['losses']['ref'])} steps {r['diff']:.1e}")
+        print(
+            f"{name:21s} ours {r['pairs'] / ours:11,.0f} pairs/s ({ours * 1e3:7.1f} ms/step) | reference "
+            f"{r['pairs'] / ref:11,.0f} pairs/s ({ref * 1e3:7.1f} ms/step) | speed-up {ref / ours:6.1f}x"
+            + (f" (multiply-add ratio {ceiling:.1f}x)" if ceiling else "")
+            + f" | loss {r['losses']['ours'][0]:.4f} -> {r['losses']['ours'][-1]:.4f}, max |ours - reference| over "
+            f"{len(r['losses']['ref'])} steps {r['diff']:.1e}"
+        )
     if args.layers:
         joint_layers(args)
 

@@ -76,13 +76,21 @@ def main() -> None:
     print(f"synthetic scenes at {args.size} px; statistics at a {args.grid}x{args.grid} grid over {args.n} scenes")
     print(f"{'preset':<11} {'scenes/s':>9} {'obj/scene':>9} {'patch/obj':>9} {'pos rate':>9} {'majority':>9}  skipped")
     for preset in PRESETS:
-        row = {"scenes_per_s": speed(preset, args.n, args.runs, args.size), **preset_stats(preset, args.n, args.size, args.grid)}
+        row = {
+            "scenes_per_s": speed(preset, args.n, args.runs, args.size),
+            **preset_stats(preset, args.n, args.size, args.grid),
+        }
         results[preset] = row
-        print(f"{preset:<11} {row['scenes_per_s']:9.0f} {row['objects_per_scene']:9.2f} {row['patches_per_object']:9.2f} "
-              f"{row['positive_rate']:9.3f} {row['majority_baseline']:9.3f}  {row['skipped']}")
+        print(
+            f"{preset:<11} {row['scenes_per_s']:9.0f} {row['objects_per_scene']:9.2f} {row['patches_per_object']:9.2f} "
+            f"{row['positive_rate']:9.3f} {row['majority_baseline']:9.3f}  {row['skipped']}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"size": args.size, "grid": args.grid, "n": args.n, "runs": args.runs,
-                                         "presets": results}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"size": args.size, "grid": args.grid, "n": args.n, "runs": args.runs, "presets": results}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

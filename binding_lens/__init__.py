@@ -24,9 +24,16 @@ if TYPE_CHECKING:
     from .hooks import HookedViT, HookedViTConfig
     from .models import load_hooked_vit
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "ActivationStore": ".activations", "extract": ".activations", "HookedViT": ".hooks",
-    "HookedViTConfig": ".hooks", "load_hooked_vit": ".models"})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ActivationStore": ".activations",
+        "extract": ".activations",
+        "HookedViT": ".hooks",
+        "HookedViTConfig": ".hooks",
+        "load_hooked_vit": ".models",
+    },
+)
 
 spec_prefixes.add_provider(__name__ + ".models")
 

@@ -30,16 +30,16 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
 from .analyses.ablation import AblationSettings, ablation_study, label_images
 from .analyses.report import Row, difference_text, write_table
 from .analyses.seed_sweep import layer_sweep_over_seeds
-from .stats import difference_interval, mean_interval
 from .analyses.toy import toy_experiments
 from .binding import BindingSubspace
 from .data import SyntheticScenes
@@ -49,21 +49,23 @@ from .io import write_json_atomic, write_text_atomic
 from .models import load_hooked_vit
 from .models.registry import PREFIX, is_zoo_spec, zoo_card
 from .probes import ProbeTrainingConfig, evaluate, load_probe, split_by_image
+from .stats import difference_interval, mean_interval
 from .zoo.compare import TABLE_PROBES, held_out_scenes, objective_row, objective_summary
 
 CLAIMS: dict[str, str] = {
-    "quadratic_beats_linear": "a quadratic probe reads IsSameObject better than a linear one (AUROC, at the quadratic peak)",
+    "quadratic_beats_linear": "a quadratic probe reads IsSameObject better than a linear one "
+    "(AUROC, at the quadratic peak)",
     "middle_layers": "binding emerges in the middle layers (best mid-depth AUROC above the first layer's)",
     "ordering": "the ordering across objectives: DINO > supervised > MAE (quadratic AUROC at the peak)",
     "low_dimensional": "the binding subspace is low-dimensional (its top d/8 directions keep >= 90 % of the "
-                       "probe's above-chance AUROC)",
+    "probe's above-chance AUROC)",
     "shuffle_hurts": "shuffling the binding subspace hurts downstream (instance mIoU of retrained last-layer heads "
-                     "falls under a full shuffle: clean minus shuffled)",
+    "falls under a full shuffle: clean minus shuffled)",
     "inject_helps": "injecting binding vectors helps downstream (instance mIoU rises under full injection: injected "
-                    "minus clean)",
+    "minus clean)",
     "attention_follows": "attention at l + 1 follows IsSameObject at l (Pearson r > 0)",
     "twins": "identical objects are told apart in middle layers and merged late (same-vs-twin AUROC higher at "
-             "the middle layer than at the last)",
+    "the middle layer than at the last)",
     "position_falls": "position decodability falls in late layers (RMSE at the last layer above the middle layer's)",
 }
 THRESHOLDS = {"low_dimensional": 0.9}
@@ -90,7 +92,11 @@ def _difference(a: Row, a_key: str, b: Row, b_key: str) -> dict[str, float | Non
     value = a[a_key] - b[b_key]
     if a.get(f"{a_key}_low") is None or b.get(f"{b_key}_low") is None:
         return {"value": value, "low": None, "high": None}
-    return {"value": value, "low": a[f"{a_key}_low"] - b[f"{b_key}_high"], "high": a[f"{a_key}_high"] - b[f"{b_key}_low"]}
+    return {
+        "value": value,
+        "low": a[f"{a_key}_low"] - b[f"{b_key}_high"],
+        "high": a[f"{a_key}_high"] - b[f"{b_key}_low"],
+    }
 
 
 @dataclass
@@ -101,11 +107,15 @@ class ClaimsReport:
     files: dict[str, Path] = field(default_factory=dict)
 
     def markdown(self) -> str:
-        lines = [f"| claim | on | measurement [95% interval] | verdict | minus the `{CONTROL}` control [95% Welch] |",
-                 "|---|---|---|---|---|"]
+        lines = [
+            f"| claim | on | measurement [95% interval] | verdict | minus the `{CONTROL}` control [95% Welch] |",
+            "|---|---|---|---|---|",
+        ]
         for row in self.verdicts:
-            lines.append(f"| {row['claim']} | {row['on']} | {row['text']} | **{row['verdict']}** | "
-                         f"{row.get('vs_control_text', '-')} |")
+            lines.append(
+                f"| {row['claim']} | {row['on']} | {row['text']} | **{row['verdict']}** | "
+                f"{row.get('vs_control_text', '-')} |"
+            )
         claims = "\n".join(f"- `{name}`: {text}" for name, text in CLAIMS.items())
         return f"{claims}\n\n" + "\n".join(lines) + "\n"
 
@@ -116,15 +126,32 @@ def _scenes(spec: str, n: int, size: tuple[int, int], seed: int) -> SyntheticSce
     return SyntheticScenes("default", n=n, size=size, seed=seed, split="test")
 
 
-def measure_model(spec: str, out: Path, *, n_scenes: int, seeds: Sequence[int], toy_scenes: int, toy_train: int,
-                  ablation_images: int, training: ProbeTrainingConfig, progress: bool) -> Row:
+def measure_model(
+    spec: str,
+    out: Path,
+    *,
+    n_scenes: int,
+    seeds: Sequence[int],
+    toy_scenes: int,
+    toy_train: int,
+    ablation_images: int,
+    training: ProbeTrainingConfig,
+    progress: bool,
+) -> Row:
     """Every per-model number of the report (see the module docstring) for one model."""
     model = load_hooked_vit(spec)
     card = _card(spec)
     name = _run_name(spec)
     size = model.cfg.image_size
-    sweep = layer_sweep_over_seeds(model, lambda s: _scenes(spec, n_scenes, size, s), out / "sweeps" / name, seeds,
-                                   probes=TABLE_PROBES, training=training, progress=progress)
+    sweep = layer_sweep_over_seeds(
+        model,
+        lambda s: _scenes(spec, n_scenes, size, s),
+        out / "sweeps" / name,
+        seeds,
+        probes=TABLE_PROBES,
+        training=training,
+        progress=progress,
+    )
     row = objective_row(spec, card, sweep)
     by = {(r["probe"], r["layer"]): r for r in sweep.rows}
     peak = sweep.peaks["quadratic"]
@@ -148,33 +175,63 @@ def measure_model(spec: str, out: Path, *, n_scenes: int, seeds: Sequence[int], 
     tokens = model.patch_tokens(cache[names.resid_post(peak["layer"])]).float()
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
     full = evaluate(probe, (tokens, data.instance), intervals=True)
-    truncated = evaluate(BindingSubspace.from_probe(probe, k).to_probe(probe.b.detach()), (tokens, data.instance),
-                         intervals=True)
+    truncated = evaluate(
+        BindingSubspace.from_probe(probe, k).to_probe(probe.b.detach()), (tokens, data.instance), intervals=True
+    )
     span = full["auroc"] - 0.5
     kept = (truncated["auroc"] - 0.5) / span if span > 1e-6 else float("nan")
-    interval = ((truncated["auroc_low"] - 0.5) / (full["auroc_high"] - 0.5),
-                (truncated["auroc_high"] - 0.5) / (full["auroc_low"] - 0.5)) if full["auroc_low"] > 0.5 else (None, None)
+    interval = (
+        (
+            (truncated["auroc_low"] - 0.5) / (full["auroc_high"] - 0.5),
+            (truncated["auroc_high"] - 0.5) / (full["auroc_low"] - 0.5),
+        )
+        if full["auroc_low"] > 0.5
+        else (None, None)
+    )
     measures["low_dimensional"] = {"value": kept, "low": interval[0], "high": interval[1], "k": k}
-    attention_probe = probe if layer == peak["layer"] else load_probe(run_dir / "probes" / f"L{layer:02d}_quadratic.safetensors")
+    attention_probe = (
+        probe if layer == peak["layer"] else load_probe(run_dir / "probes" / f"L{layer:02d}_quadratic.safetensors")
+    )
     n_prefix = model.cfg.n_prefix_tokens
     with torch.inference_mode():
         scores = attention_probe.pair_logits(model.patch_tokens(cache[names.resid_post(layer)]).float())
     pattern = cache[names.pattern(layer + 1)][:, :, n_prefix:, n_prefix:].float()
     correlation = attention_score_correlation(pattern, scores, data.instance, seed=seeds[0])
     significant = correlation["p_value"] < 0.05
-    measures["attention_follows"] = {"value": correlation["r"], "p_value": correlation["p_value"], "layer": layer,
-                                     "low": correlation["r"] if significant else None,
-                                     "high": correlation["r"] if significant else None}
+    measures["attention_follows"] = {
+        "value": correlation["r"],
+        "p_value": correlation["p_value"],
+        "layer": layer,
+        "low": correlation["r"] if significant else None,
+        "high": correlation["r"] if significant else None,
+    }
     ablation_scenes = _scenes(spec, ablation_images, size, seeds[0] + 1)  # not the probe's scenes
-    ablation = ablation_study(model, [ablation_scenes[i] for i in range(len(ablation_scenes))], attention_probe,
-                              AblationSettings(layer=layer, k=k, shuffle_ratios=(1.0,), inject_alphas=(0.0,), dino=False,
-                                               seed=seeds[0]), out / "ablation" / name, progress=progress)
+    ablation = ablation_study(
+        model,
+        [ablation_scenes[i] for i in range(len(ablation_scenes))],
+        attention_probe,
+        AblationSettings(layer=layer, k=k, shuffle_ratios=(1.0,), inject_alphas=(0.0,), dino=False, seed=seeds[0]),
+        out / "ablation" / name,
+        progress=progress,
+    )
     measures.update(intervention_measures(ablation["differences"]))
-    toy = toy_experiments(model, out / "toy" / name, n_twin_scenes=toy_scenes, n_train_scenes=toy_train, seed=seeds[0],
-                          training=replace(training, seed=seeds[0]))
+    toy = toy_experiments(
+        model,
+        out / "toy" / name,
+        n_twin_scenes=toy_scenes,
+        n_train_scenes=toy_train,
+        seed=seeds[0],
+        training=replace(training, seed=seeds[0]),
+    )
     measures.update(toy_measures(toy.separation, toy.position, n_layers))
-    return {"model": spec, "objective": card["objective"], "training_seed": card["recipe"]["seed"], "row": row,
-            "measures": measures, "toy_files": {k: str(v) for k, v in toy.files.items()}}
+    return {
+        "model": spec,
+        "objective": card["objective"],
+        "training_seed": card["recipe"]["seed"],
+        "row": row,
+        "measures": measures,
+        "toy_files": {k: str(v) for k, v in toy.files.items()},
+    }
 
 
 def _card(spec: str) -> Row:
@@ -210,15 +267,28 @@ def intervention_measures(differences: Sequence[Row], measure: str = "instance_m
     found = {(d["subspace"], d["intervention"], d["strength"]): d for d in differences if d["measure"] == measure}
 
     def context(*keys: tuple) -> dict[str, str]:
-        return {name: difference_text(found[key]["difference"], found[key]["low"], found[key]["high"])
-                for name, key in zip(("random subspace", "head refit"), keys) if key in found}
+        return {
+            name: difference_text(found[key]["difference"], found[key]["low"], found[key]["high"])
+            for name, key in zip(("random subspace", "head refit"), keys)
+            if key in found
+        }
 
     shuffled, injected = found[("binding", "shuffle", 1.0)], found[("binding", "inject", 0.0)]
     return {
-        "shuffle_hurts": {"value": -shuffled["difference"], "low": -shuffled["high"], "high": -shuffled["low"],
-                          "clean": shuffled["clean"], "beside": context(("random", "shuffle", 1.0), ("-", "head refit", None))},
-        "inject_helps": {"value": injected["difference"], "low": injected["low"], "high": injected["high"],
-                         "clean": injected["clean"], "beside": context(("random", "inject", 0.0), ("-", "head refit", None))},
+        "shuffle_hurts": {
+            "value": -shuffled["difference"],
+            "low": -shuffled["high"],
+            "high": -shuffled["low"],
+            "clean": shuffled["clean"],
+            "beside": context(("random", "shuffle", 1.0), ("-", "head refit", None)),
+        },
+        "inject_helps": {
+            "value": injected["difference"],
+            "low": injected["low"],
+            "high": injected["high"],
+            "clean": injected["clean"],
+            "beside": context(("random", "inject", 0.0), ("-", "head refit", None)),
+        },
     }
 
 
@@ -229,8 +299,10 @@ def toy_measures(separation: Sequence[Row], position: Sequence[Row], n_layers: i
     middle, last = round((n_layers - 1) / 2), n_layers - 1
     twins = {r["layer"]: r for r in separation}
     places = {r["layer"]: r for r in position}
-    return {"twins": _difference(twins[middle], "vs_twin", twins[last], "vs_twin") | {"layers": (middle, last)},
-            "position_falls": _difference(places[last], "rmse", places[middle], "rmse") | {"layers": (middle, last)}}
+    return {
+        "twins": _difference(twins[middle], "vs_twin", twins[last], "vs_twin") | {"layers": (middle, last)},
+        "position_falls": _difference(places[last], "rmse", places[middle], "rmse") | {"layers": (middle, last)},
+    }
 
 
 def _measure_text(measure: dict[str, Any]) -> str:
@@ -262,17 +334,35 @@ def _verdicts(models: list[Row], objectives: list[Row], differences: list[Row]) 
             values = _claim_values(claim, members)
             if len(values) > 1:
                 summary = mean_interval(values)
-                text = f"{summary.estimate:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}] over {len(values)} " \
-                       f"training seeds"
-                rows.append({"claim": claim, "on": f"{objective} ({len(values)} seeds)", "value": summary.estimate,
-                             "low": summary.low, "high": summary.high, "text": text,
-                             "verdict": verdict(summary.low, summary.high, threshold),
-                             **_against_control(claim, objective, values, groups)})
+                text = (
+                    f"{summary.estimate:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}] over {len(values)} "
+                    f"training seeds"
+                )
+                rows.append(
+                    {
+                        "claim": claim,
+                        "on": f"{objective} ({len(values)} seeds)",
+                        "value": summary.estimate,
+                        "low": summary.low,
+                        "high": summary.high,
+                        "text": text,
+                        "verdict": verdict(summary.low, summary.high, threshold),
+                        **_against_control(claim, objective, values, groups),
+                    }
+                )
             for m in members:
                 measure = m["measures"][claim]
-                rows.append({"claim": claim, "on": f"`{m['model']}`", "value": measure["value"],
-                             "low": measure.get("low"), "high": measure.get("high"), "text": _measure_text(measure),
-                             "verdict": verdict(measure.get("low"), measure.get("high"), threshold)})
+                rows.append(
+                    {
+                        "claim": claim,
+                        "on": f"`{m['model']}`",
+                        "value": measure["value"],
+                        "low": measure.get("low"),
+                        "high": measure.get("high"),
+                        "text": _measure_text(measure),
+                        "verdict": verdict(measure.get("low"), measure.get("high"), threshold),
+                    }
+                )
     return rows
 
 
@@ -290,25 +380,44 @@ def _against_control(claim: str, objective: str, values: list[float], groups: di
         return {}
     d = difference_interval(values, control)
     side = "within noise" if not d.beyond_noise else "above" if d.low > 0 else "below"
-    return {"vs_control": d.estimate, "vs_control_low": d.low, "vs_control_high": d.high,
-            "vs_control_text": f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] {side}"}
+    return {
+        "vs_control": d.estimate,
+        "vs_control_low": d.low,
+        "vs_control_high": d.high,
+        "vs_control_text": f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] {side}",
+    }
 
 
 def _ordering(differences: list[Row]) -> Row:
-    wanted = [(a, b) for i, a in enumerate(PAPER_ORDER) for b in PAPER_ORDER[i + 1:]]
+    wanted = [(a, b) for i, a in enumerate(PAPER_ORDER) for b in PAPER_ORDER[i + 1 :]]
     found = {(d["first"], d["second"]): d for d in differences}
-    found.update({(d["second"], d["first"]): d | {"mean": -d["mean"], "low": None if d["low"] is None else -d["high"],
-                                                   "high": None if d["high"] is None else -d["low"]}
-                  for d in differences})
+    found.update(
+        {
+            (d["second"], d["first"]): d
+            | {
+                "mean": -d["mean"],
+                "low": None if d["low"] is None else -d["high"],
+                "high": None if d["high"] is None else -d["low"],
+            }
+            for d in differences
+        }
+    )
     parts, verdicts = [], []
     for a, b in wanted:
         if (a, b) not in found:
             continue
         d = found[(a, b)]
-        parts.append(f"{a} - {b}: {d['mean']:+.3f}" + ("" if d["low"] is None else f" [{d['low']:+.3f}, {d['high']:+.3f}]"))
+        parts.append(
+            f"{a} - {b}: {d['mean']:+.3f}" + ("" if d["low"] is None else f" [{d['low']:+.3f}, {d['high']:+.3f}]")
+        )
         verdicts.append(verdict(d["low"], d["high"]))
     if not parts:
-        return {"claim": "ordering", "on": "objectives", "text": "needs two of dino, supervised, mae", "verdict": "cannot tell"}
+        return {
+            "claim": "ordering",
+            "on": "objectives",
+            "text": "needs two of dino, supervised, mae",
+            "verdict": "cannot tell",
+        }
     overall = "fails" if "fails" in verdicts else "holds" if all(v == "holds" for v in verdicts) else "cannot tell"
     return {"claim": "ordering", "on": "objectives", "text": "; ".join(parts), "verdict": overall}
 
@@ -333,20 +442,41 @@ def claims_report(
     started = time.perf_counter()
     seeds = list(seeds)
     training = training or ProbeTrainingConfig(seed=seeds[0])
-    settings = {"n_scenes": n_scenes, "seeds": seeds, "toy_scenes": toy_scenes, "toy_train": toy_train,
-                "ablation_images": ablation_images}
-    measured = [_measured_once(spec, out, settings | {"training": asdict(training)},
-                               lambda spec=spec: measure_model(spec, out, **settings, training=training, progress=progress))
-                for spec in models]
+    settings = {
+        "n_scenes": n_scenes,
+        "seeds": seeds,
+        "toy_scenes": toy_scenes,
+        "toy_train": toy_train,
+        "ablation_images": ablation_images,
+    }
+    measured = [
+        _measured_once(
+            spec,
+            out,
+            settings | {"training": asdict(training)},
+            lambda spec=spec: measure_model(spec, out, **settings, training=training, progress=progress),
+        )
+        for spec in models
+    ]
     objectives, differences = objective_summary([m["row"] for m in measured])
     verdicts = _verdicts(measured, objectives, differences)
     report = ClaimsReport(measured, verdicts, out)
     write_text_atomic(out / "claims.md", f"# Claims of the paper, measured\n\n{report.markdown()}")
-    write_json_atomic(out / "claims.json", {"claims": CLAIMS, "verdicts": verdicts, "models": measured,
-                                            "objectives": objectives, "differences": differences,
-                                            "settings": settings,
-                                            "seconds": round(time.perf_counter() - started, 1)})
-    write_table([{k: v for k, v in row.items() if k != "text"} | {"measurement": row["text"]} for row in verdicts],
-                out / "verdicts")
+    write_json_atomic(
+        out / "claims.json",
+        {
+            "claims": CLAIMS,
+            "verdicts": verdicts,
+            "models": measured,
+            "objectives": objectives,
+            "differences": differences,
+            "settings": settings,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+    )
+    write_table(
+        [{k: v for k, v in row.items() if k != "text"} | {"measurement": row["text"]} for row in verdicts],
+        out / "verdicts",
+    )
     report.files = {"markdown": out / "claims.md", "json": out / "claims.json", "csv": out / "verdicts.csv"}
     return report

@@ -38,4 +38,11 @@ def check_positive_ints(values: dict[str, Any]) -> None:
             raise InputError(f"{name} must be a positive integer, got {value!r}")
 
 
-__all__ = ["BindingLensError", "check_positive_ints", "DeviceUnavailableError", "InputError", "MissingFileError", "ModelUnavailableError"]
+__all__ = [
+    "BindingLensError",
+    "check_positive_ints",
+    "DeviceUnavailableError",
+    "InputError",
+    "MissingFileError",
+    "ModelUnavailableError",
+]

@@ -11,7 +11,8 @@ reach it without hooks ever importing the layers above it.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .errors import InputError
 

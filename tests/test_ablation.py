@@ -6,13 +6,13 @@ import json
 
 import pytest
 import torch
+from conftest import random_quadratic
 
 from binding_lens.analyses.ablation import AblationSettings, ablation_study
 from binding_lens.cli import main
 from binding_lens.data import SyntheticScenes
 from binding_lens.models import load_hooked_vit
 from binding_lens.probes import save_probe
-from conftest import random_quadratic
 
 FAST = dict(segmentation_epochs=3, dino_images=6, dino_head_steps=2, dino_local_crops=2, attention_permutations=49)
 
@@ -46,25 +46,54 @@ def test_ablation_rows_identities_control_and_paired_differences():
         assert d["clean"] == pytest.approx(clean[d["measure"]]) and d["value"] == pytest.approx(row[d["measure"]])
         assert d["difference"] == pytest.approx(d["value"] - d["clean"]) and d["low"] <= d["high"]
         assert d["beyond_noise"] == (not d["low"] <= 0 <= d["high"])
-    identity = [d for d in result["differences"] if d["strength"] in (0.0, 1.0) and (d["intervention"], d["strength"])
-                in {("shuffle", 0.0), ("inject", 1.0)}]
+    identity = [
+        d
+        for d in result["differences"]
+        if d["strength"] in (0.0, 1.0) and (d["intervention"], d["strength"]) in {("shuffle", 0.0), ("inject", 1.0)}
+    ]
     assert identity and all((d["difference"], d["low"], d["high"]) == (0, 0, 0) for d in identity)
     assert {d["measure"] for d in result["differences"] if d["intervention"] == "head refit"} == {
-        "semantic_miou", "instance_miou"}
-    shuffled = {d["measure"]: d for d in result["differences"] if d["subspace"] == "binding" and d["strength"] == 1.0
-                and d["intervention"] == "shuffle"}
+        "semantic_miou",
+        "instance_miou",
+    }
+    shuffled = {
+        d["measure"]: d
+        for d in result["differences"]
+        if d["subspace"] == "binding" and d["strength"] == 1.0 and d["intervention"] == "shuffle"
+    }
     assert shuffled["attention_kl_to_clean"]["beyond_noise"] and shuffled["attention_kl_to_clean"]["low"] > 0
 
 
 def test_ablate_command_from_a_probe_file(tmp_path, capsys, monkeypatch):
     import binding_lens.analyses.ablation as ablation
 
-    monkeypatch.setattr(ablation, "AblationSettings",
-                        lambda **kw: AblationSettings(**(kw | {k: v for k, v in FAST.items()})))
+    monkeypatch.setattr(
+        ablation, "AblationSettings", lambda **kw: AblationSettings(**(kw | {k: v for k, v in FAST.items()}))
+    )
     torch.manual_seed(0)
     save_probe(random_quadratic(32), tmp_path / "probe.safetensors")
-    assert main(["ablate", "--model", "tiny:vit", "--probe-file", str(tmp_path / "probe.safetensors"), "--layer", "0",
-                 "--k", "4", "--n-images", "10", "--size", "64", "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "ablate",
+                "--model",
+                "tiny:vit",
+                "--probe-file",
+                str(tmp_path / "probe.safetensors"),
+                "--layer",
+                "0",
+                "--k",
+                "4",
+                "--n-images",
+                "10",
+                "--size",
+                "64",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "semantic_miou" in printed and "permutation p" in printed and "head refit" in printed
     rows = json.loads((tmp_path / "out" / "ablation.json").read_text())
@@ -89,15 +118,38 @@ def test_ablate_on_the_zoo_dino_model_uses_its_own_head_center_and_crops(tmp_pat
 
     def fast_study(model, scenes, probe, settings, **kwargs):
         seen.update(settings=settings, kwargs=kwargs, size=scenes[0].image.shape[0])
-        return real(model, scenes, probe, settings.__class__(**(vars(settings) | {
-            k: v for k, v in FAST.items() if k not in ("dino_local_crops",)})), **kwargs)
+        return real(
+            model,
+            scenes,
+            probe,
+            settings.__class__(**(vars(settings) | {k: v for k, v in FAST.items() if k not in ("dino_local_crops",)})),
+            **kwargs,
+        )
 
     real = ablation.ablation_study
     monkeypatch.setattr(ablation, "ablation_study", fast_study)
     torch.manual_seed(0)
     save_probe(random_quadratic(96), tmp_path / "probe.safetensors")
-    assert main(["ablate", "--model", "zoo:dino", "--probe-file", str(tmp_path / "probe.safetensors"), "--layer", "4",
-                 "--k", "4", "--n-images", "10", "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "ablate",
+                "--model",
+                "zoo:dino",
+                "--probe-file",
+                str(tmp_path / "probe.safetensors"),
+                "--layer",
+                "4",
+                "--k",
+                "4",
+                "--n-images",
+                "10",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     assert "DINO head: loaded from a checkpoint, with its training center" in capsys.readouterr().out
     settings = seen["settings"]
     assert (settings.dino_global_size, settings.dino_local_size, settings.dino_local_crops) == (96, 48, 4)

@@ -20,8 +20,11 @@ SMALL = dict(colors=("red", "green", "blue"), shapes=("disc", "square", "triangl
 
 def brute_covering(a: int, b: int, n: int) -> int:
     cells = list(itertools.product(range(a), range(b)))
-    return sum(1 for pick in itertools.combinations(cells, n)
-               if {c for c, _ in pick} == set(range(a)) and {s for _, s in pick} == set(range(b)))
+    return sum(
+        1
+        for pick in itertools.combinations(cells, n)
+        if {c for c, _ in pick} == set(range(a)) and {s for _, s in pick} == set(range(b))
+    )
 
 
 @pytest.mark.parametrize("a,b,n", [(2, 2, 2), (2, 3, 3), (3, 3, 4), (3, 4, 5), (4, 4, 4), (4, 4, 9), (3, 3, 9)])
@@ -43,11 +46,21 @@ def _brute_priors(knobs, split):
         same = {}  # (F, n) -> how many O share them
         for o, f in zip(codes, feats):
             same[(bytes(f), int(o.sum()))] = same.get((bytes(f), int(o.sum())), 0) + 1
-        p = np.array([1 / len(allowed) / len(sizes) / same[(bytes(f), int(o.sum()))]
-                      if bytes(f) in allowed and o.sum() in sizes else 0.0 for o, f in zip(codes, feats)])
+        p = np.array(
+            [
+                1 / len(allowed) / len(sizes) / same[(bytes(f), int(o.sum()))]
+                if bytes(f) in allowed and o.sum() in sizes
+                else 0.0
+                for o, f in zip(codes, feats)
+            ]
+        )
     else:
-        w = np.array([1 / len(sizes) / math.comb(k, int(o.sum())) if ok and o.sum() in sizes else 0.0
-                      for o, ok in zip(codes, in_split)])
+        w = np.array(
+            [
+                1 / len(sizes) / math.comb(k, int(o.sum())) if ok and o.sum() in sizes else 0.0
+                for o, ok in zip(codes, in_split)
+            ]
+        )
         p = w / w.sum()
     assert abs(p.sum() - 1) < 1e-9
     pf = {}
@@ -57,13 +70,16 @@ def _brute_priors(knobs, split):
     return h(p), h(pf.values())
 
 
-@pytest.mark.parametrize("extra,split", [
-    (dict(features_per_scene=(2, 2), n_objects=(2, 3)), None),
-    (dict(features_per_scene=(2, 3), n_objects=(3, 4)), None),
-    (dict(features_per_scene=(2, 2), n_objects=(2, 4), split_fractions=(0.5, 0.25, 0.25)), "train"),
-    (dict(n_objects=(1, 3)), None),
-    (dict(n_objects=(2, 4), split_fractions=(0.5, 0.25, 0.25)), "test"),
-])
+@pytest.mark.parametrize(
+    "extra,split",
+    [
+        (dict(features_per_scene=(2, 2), n_objects=(2, 3)), None),
+        (dict(features_per_scene=(2, 3), n_objects=(3, 4)), None),
+        (dict(features_per_scene=(2, 2), n_objects=(2, 4), split_fractions=(0.5, 0.25, 0.25)), "train"),
+        (dict(n_objects=(1, 3)), None),
+        (dict(n_objects=(2, 4), split_fractions=(0.5, 0.25, 0.25)), "test"),
+    ],
+)
 def test_exact_priors_match_enumeration_of_the_sampler(extra, split):
     knobs = preset_knobs("balanced" if "features_per_scene" in extra else "colorshape", **SMALL, **extra)
     exact = colorshape_priors(knobs, split)
@@ -87,7 +103,11 @@ def test_the_balanced_preset_is_the_papers_form_and_splits_are_disjoint_in_f():
     knobs = preset_knobs("balanced")
     codes = {s: {(c, sh) for c, sh in balanced_feature_codes(8, 8, (6, 6), s)} for s in ("train", "val", "test")}
     assert sum(map(len, codes.values())) == math.comb(8, 6) ** 2
-    assert not (codes["train"] & codes["test"]) and not (codes["train"] & codes["val"]) and not (codes["val"] & codes["test"])
+    assert (
+        not (codes["train"] & codes["test"])
+        and not (codes["train"] & codes["val"])
+        and not (codes["val"] & codes["test"])
+    )
     seen = {}
     for split in ("train", "test"):
         scenes = SyntheticScenes("balanced", n=40, size=96, seed=2, split=split)

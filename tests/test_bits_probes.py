@@ -9,7 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from binding_lens.bits import (
-    FAMILIES, CodeLayout, CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, train_code_probe,
+    FAMILIES,
+    CodeLayout,
+    CodeTrainingConfig,
+    binding_bits,
+    bits_per_image,
+    make_code_probe,
+    train_code_probe,
 )
 from binding_lens.data.compose import sample_codes
 from binding_lens.data.knobs import preset_knobs
@@ -54,8 +60,12 @@ def slow_logit(probe, family: str, z: torch.Tensor, o: torch.Tensor, k: int) -> 
         return logit + quadratic(probe.readout, zs)
     if family == "shared_quadratic":
         c, s = k // 3, k % 3
-        return logit + (probe.u_color[c] @ zs) @ (probe.v_shape[s] @ zs) * probe.scale + probe.w_color[c] @ zs \
+        return (
+            logit
+            + (probe.u_color[c] @ zs) @ (probe.v_shape[s] @ zs) * probe.scale
+            + probe.w_color[c] @ zs
             + probe.w_shape[s] @ zs
+        )
     if family == "dnn":
         x = torch.cat([zs, y])
         w1 = torch.cat([probe.w1z[k], probe.w1y[k]], dim=1)
@@ -74,7 +84,11 @@ def test_vectorised_probe_equals_the_per_object_loop(family):
     _randomise(probe)
     probe.set_standardization(torch.full((D,), 0.3), torch.full((D,), 2.0))
     generator = torch.Generator().manual_seed(1)
-    z = torch.randn(3, N_TOKENS, D, generator=generator) if family == "attention" else torch.randn(3, D, generator=generator)
+    z = (
+        torch.randn(3, N_TOKENS, D, generator=generator)
+        if family == "attention"
+        else torch.randn(3, D, generator=generator)
+    )
     o = (torch.rand(3, K, generator=generator) > 0.5).float()
     fast = probe(z, o)
     slow = torch.stack([torch.stack([slow_logit(probe, family, z[b], o[b], k) for k in range(K)]) for b in range(3)])
@@ -117,9 +131,15 @@ def _fit_bits(z, o, f, priors, shape=(8, 8), families=("linear", "quadratic")):
     config = CodeTrainingConfig(max_steps=1500, seed=0)
     blank = {s: torch.zeros(len(o[s]), 1) for s in o}
     layouts = {"O": CodeLayout.objects(*shape), "F": CodeLayout.features(*shape)}
-    prior = {t: train_code_probe(make_code_probe("prior", 1, c["train"].shape[1], layout=layouts[t]),
-                                 (blank["train"], c["train"]), (blank["val"], c["val"]), config)
-             for t, c in (("O", o), ("F", f))}
+    prior = {
+        t: train_code_probe(
+            make_code_probe("prior", 1, c["train"].shape[1], layout=layouts[t]),
+            (blank["train"], c["train"]),
+            (blank["val"], c["val"]),
+            config,
+        )
+        for t, c in (("O", o), ("F", f))
+    }
     out = {}
     for family in families:
         ce = {}
@@ -168,10 +188,19 @@ def test_a_representation_independent_of_o_adds_nothing_over_the_prior(balanced,
 
 def test_a_code_of_f_only_gives_h_f_and_no_conditional_binding(one_thread):
     """On a 3 x 3 space, where the probes can model the prior: B_O ~ H(O) - H(O|F) = H(F), B*_OF ~ 0."""
-    knobs = preset_knobs("balanced", colors=("red", "green", "blue"), shapes=("disc", "square", "triangle"),
-                         features_per_scene=(2, 2), n_objects=(2, 3))
-    o, f, z = _planted(knobs, lambda s: None, lambda o, f, g: f + 0.05 * torch.randn(f.shape, generator=g),
-                       sizes=(("train", 2000), ("val", 400), ("test", 800)))
+    knobs = preset_knobs(
+        "balanced",
+        colors=("red", "green", "blue"),
+        shapes=("disc", "square", "triangle"),
+        features_per_scene=(2, 2),
+        n_objects=(2, 3),
+    )
+    o, f, z = _planted(
+        knobs,
+        lambda s: None,
+        lambda o, f, g: f + 0.05 * torch.randn(f.shape, generator=g),
+        sizes=(("train", 2000), ("val", 400), ("test", 800)),
+    )
     priors = colorshape_priors(knobs, None)
     bits, _ = _fit_bits(z, o, f, priors, shape=(3, 3), families=("quadratic",))["quadratic"]
     assert bits.b_o == pytest.approx(priors.H_F, abs=0.3)
@@ -202,8 +231,9 @@ def test_a_planted_bilinear_colour_shape_code_is_recovered_by_the_shared_quadrat
     config = CodeTrainingConfig(max_steps=800, seed=0)
     blank = {s: torch.zeros(len(o[s]), 1) for s in o}
     layout = CodeLayout.objects(8, 8)
-    prior = train_code_probe(make_code_probe("prior", 1, 64, layout=layout), (blank["train"], o["train"]),
-                             (blank["val"], o["val"]), config).probe
+    prior = train_code_probe(
+        make_code_probe("prior", 1, 64, layout=layout), (blank["train"], o["train"]), (blank["val"], o["val"]), config
+    ).probe
     ce = {}
     for family in ("linear", "quadratic", "shared_quadratic"):
         torch.manual_seed(0)

@@ -47,8 +47,9 @@ def test_an_intervention_hook_edits_the_tokens_read(registers_model):
     images = [SyntheticScenes("balanced", n=2, size=56, seed=1)[i].image for i in range(2)]
     sub = BindingSubspace.random(model.cfg.d_model, 4, seed=0)
     clean = read_token_sets(model, images, [1], ["spatial"], size=56)[("spatial", 1)]
-    edited = read_token_sets(model, images, [1], ["spatial"], size=56,
-                             fwd_hooks=[ProjectOut(sub, model.cfg.n_prefix_tokens).at(1)])[("spatial", 1)]
+    edited = read_token_sets(
+        model, images, [1], ["spatial"], size=56, fwd_hooks=[ProjectOut(sub, model.cfg.n_prefix_tokens).at(1)]
+    )[("spatial", 1)]
     q = sub.basis.float()
     torch.testing.assert_close(edited, clean - clean @ q @ q.T, rtol=1e-4, atol=1e-4)
 
@@ -76,9 +77,32 @@ def test_pair_bits_is_the_label_entropy_minus_the_cross_entropy():
 
 def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
     out = tmp_path / "bits"
-    assert main(["bits", "--model", "tiny:vit", "--tokens", "cls,spatial", "--probes", "linear,attention",
-                 "--n-train", "40", "--n-val", "20", "--n-test", "20", "--max-steps", "20", "--size", "56",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bits",
+                "--model",
+                "tiny:vit",
+                "--tokens",
+                "cls,spatial",
+                "--probes",
+                "linear,attention",
+                "--n-train",
+                "40",
+                "--n-val",
+                "20",
+                "--n-test",
+                "20",
+                "--max-steps",
+                "20",
+                "--size",
+                "56",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads((out / "bits.json").read_text())
     assert [(r["tokens"], r["family"]) for r in rows] == [("cls", "linear"), ("spatial", "attention")]
     for row in rows:
@@ -98,9 +122,34 @@ def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "H(O)" in printed and "vs linear [95%]" in printed
     seeds = tmp_path / "bits-seeds"
-    assert main(["bits", "--model", "tiny:vit", "--tokens", "cls", "--probes", "linear", "--n-train", "40",
-                 "--n-val", "20", "--n-test", "20", "--max-steps", "20", "--size", "56", "--seeds", "2",
-                 "--out", str(seeds)]) == 0
+    assert (
+        main(
+            [
+                "bits",
+                "--model",
+                "tiny:vit",
+                "--tokens",
+                "cls",
+                "--probes",
+                "linear",
+                "--n-train",
+                "40",
+                "--n-val",
+                "20",
+                "--n-test",
+                "20",
+                "--max-steps",
+                "20",
+                "--size",
+                "56",
+                "--seeds",
+                "2",
+                "--out",
+                str(seeds),
+            ]
+        )
+        == 0
+    )
     assert json.loads((seeds / "bits.json").read_text())[0]["n_seeds"] == 2
     assert json.loads((seeds / "summary.json").read_text())["seeds"] == [0, 1]
     assert "t interval across 2 seeds" in capsys.readouterr().out
@@ -108,60 +157,96 @@ def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
 
 def _coded_splits(n=(60, 30, 30), size=56):
     from binding_lens.analyses.bits import CodedScenes
-    return {split: CodedScenes.from_scenes(SyntheticScenes("balanced", n=count, size=size, seed=3, split=split))
-            for split, count in zip(("train", "val", "test"), n)}
+
+    return {
+        split: CodedScenes.from_scenes(SyntheticScenes("balanced", n=count, size=size, seed=3, split=split))
+        for split, count in zip(("train", "val", "test"), n)
+    }
 
 
 def test_bits_under_interventions_pairs_every_condition_with_the_clean_run(one_thread):
     from binding_lens.analyses.bits import bits_under_interventions, measure_bits
     from binding_lens.bits import CodeTrainingConfig
     from binding_lens.stats import bootstrap_mean
+
     model = load_hooked_vit("tiny:vit")
     splits = _coded_splits()
     training = CodeTrainingConfig(max_steps=30, eval_every=10, min_steps=10)
     whole = BindingSubspace.random(model.cfg.d_model, model.cfg.d_model, seed=1)  # projecting it out zeroes the patches
     rows = bits_under_interventions(model, splits, whole, 1, training=training, size=56, n_boot=200)
     assert [(r["intervention"], r["subspace"]) for r in rows] == [
-        ("none", "-"), ("project_out", "binding"), ("project_out", "random"), ("shuffle", "binding"), ("shuffle", "random")]
+        ("none", "-"),
+        ("project_out", "binding"),
+        ("project_out", "random"),
+        ("shuffle", "binding"),
+        ("shuffle", "random"),
+    ]
     assert rows[0]["bits_lost"] == rows[0]["bits_lost_low"] == rows[0]["bits_lost_high"] == 0.0
     for row in rows:
         assert row["bits_lost"] == pytest.approx(rows[0]["b_o"] - row["b_o"])
         assert row["bits_lost_low"] <= row["bits_lost"] <= row["bits_lost_high"]
     # the edit reaches the probes: with every patch token zeroed the attention probe reads nothing
-    edited = measure_bits(model, splits, [1], ["spatial"], ["attention"], training=training, size=56, n_boot=200,
-                          fwd_hooks=[ProjectOut(whole, model.cfg.n_prefix_tokens).at(1)])
+    edited = measure_bits(
+        model,
+        splits,
+        [1],
+        ["spatial"],
+        ["attention"],
+        training=training,
+        size=56,
+        n_boot=200,
+        fwd_hooks=[ProjectOut(whole, model.cfg.n_prefix_tokens).at(1)],
+    )
     assert edited.rows[0]["b_o"] == pytest.approx(rows[1]["b_o"])
     clean = measure_bits(model, splits, [1], ["spatial"], ["attention"], training=training, size=56, n_boot=200)
     assert clean.rows[0]["b_o"] == pytest.approx(rows[0]["b_o"])
-    lost = bootstrap_mean(edited.test_ce[(1, "spatial", "attention")] - clean.test_ce[(1, "spatial", "attention")],
-                          n_boot=200, seed=training.seed)
+    lost = bootstrap_mean(
+        edited.test_ce[(1, "spatial", "attention")] - clean.test_ce[(1, "spatial", "attention")],
+        n_boot=200,
+        seed=training.seed,
+    )
     assert (lost.estimate, lost.low, lost.high) == pytest.approx(
-        (rows[1]["bits_lost"], rows[1]["bits_lost_low"], rows[1]["bits_lost_high"]))
+        (rows[1]["bits_lost"], rows[1]["bits_lost_low"], rows[1]["bits_lost_high"])
+    )
 
 
 def test_bits_over_seeds_are_the_mean_and_t_interval_of_the_single_seed_tables(one_thread):
     from binding_lens.analyses.bits import measure_bits, measure_bits_over_seeds
-    from binding_lens.stats import mean_interval
     from binding_lens.bits import CodeTrainingConfig
+    from binding_lens.stats import mean_interval
+
     model = load_hooked_vit("tiny:vit")
     training = CodeTrainingConfig(max_steps=20, eval_every=10, min_steps=10)
 
     def splits(seed):
         from binding_lens.analyses.bits import CodedScenes
-        return {split: CodedScenes.from_scenes(SyntheticScenes("balanced", n=count, size=56, seed=seed, split=split))
-                for split, count in zip(("train", "val", "test"), (40, 20, 20))}
+
+        return {
+            split: CodedScenes.from_scenes(SyntheticScenes("balanced", n=count, size=56, seed=seed, split=split))
+            for split, count in zip(("train", "val", "test"), (40, 20, 20))
+        }
 
     kwargs = dict(training=training, size=56, n_boot=100)
     pooled = measure_bits_over_seeds(model, splits, [1], ["cls"], ["linear", "quadratic"], seeds=[3, 4], **kwargs)
-    single = [measure_bits(model, splits(seed), [1], ["cls"], ["linear", "quadratic"],
-                           **kwargs | {"training": replace(training, seed=seed)}).rows for seed in (3, 4)]
+    single = [
+        measure_bits(
+            model,
+            splits(seed),
+            [1],
+            ["cls"],
+            ["linear", "quadratic"],
+            **kwargs | {"training": replace(training, seed=seed)},
+        ).rows
+        for seed in (3, 4)
+    ]
     assert [r["family"] for r in pooled.rows] == ["linear", "quadratic"]
     assert single[0][0]["b_o"] != single[1][0]["b_o"]  # the seeds draw other scenes and probes
     for i, row in enumerate(pooled.rows):
         for metric in ("b_o", "v_bits", "ce_o"):
             expected = mean_interval([single[0][i][metric], single[1][i][metric]])
             assert (row[metric], row[f"{metric}_low"], row[f"{metric}_high"]) == pytest.approx(
-                (expected.estimate, expected.low, expected.high))
+                (expected.estimate, expected.low, expected.high)
+            )
         assert row["n_seeds"] == 2 and row["learnt"] == (row["b_o_low"] > 0)
         assert row["learnt_seeds"] == f"{sum(bool(s[i]['learnt']) for s in single)}/2"
     quadratic = pooled.rows[1]
@@ -174,6 +259,7 @@ def test_bits_over_seeds_are_the_mean_and_t_interval_of_the_single_seed_tables(o
 def test_bits_under_interventions_rejects_unknown_edits_and_reading_before_the_edit():
     from binding_lens.analyses.bits import bits_under_interventions
     from binding_lens.errors import InputError
+
     model = load_hooked_vit("tiny:vit")
     sub = BindingSubspace.random(model.cfg.d_model, 4, seed=0)
     with pytest.raises(InputError, match="unknown intervention"):
@@ -184,18 +270,54 @@ def test_bits_under_interventions_rejects_unknown_edits_and_reading_before_the_e
 
 def test_the_bits_command_reports_bits_lost_to_interventions(tmp_path, capsys):
     from conftest import random_quadratic
+
     from binding_lens.probes import save_probe
 
     torch.manual_seed(0)
     save_probe(random_quadratic(32), tmp_path / "probe.safetensors")
     out = tmp_path / "lost"
-    assert main(["bits", "--model", "tiny:vit", "--probe-file", str(tmp_path / "probe.safetensors"), "--intervene",
-                 "project_out", "--edit-layer", "0", "--layers", "1", "--k", "4", "--tokens", "spatial", "--probes",
-                 "attention", "--n-train", "40", "--n-val", "20", "--n-test", "20", "--max-steps", "20", "--size", "56",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bits",
+                "--model",
+                "tiny:vit",
+                "--probe-file",
+                str(tmp_path / "probe.safetensors"),
+                "--intervene",
+                "project_out",
+                "--edit-layer",
+                "0",
+                "--layers",
+                "1",
+                "--k",
+                "4",
+                "--tokens",
+                "spatial",
+                "--probes",
+                "attention",
+                "--n-train",
+                "40",
+                "--n-val",
+                "20",
+                "--n-test",
+                "20",
+                "--max-steps",
+                "20",
+                "--size",
+                "56",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads((out / "interventions.json").read_text())
     assert [(r["intervention"], r["subspace"], r["layer"], r["edit_layer"]) for r in rows] == [
-        ("none", "-", 1, 0), ("project_out", "binding", 1, 0), ("project_out", "random", 1, 0)]
+        ("none", "-", 1, 0),
+        ("project_out", "binding", 1, 0),
+        ("project_out", "random", 1, 0),
+    ]
     assert (out / "interventions.png").stat().st_size > 0
     assert json.loads((out / "summary.json").read_text())["k"] == 4
     assert "bits_lost" in capsys.readouterr().out

@@ -24,8 +24,13 @@ def test_the_paper_ordering_needs_every_step_beyond_noise():
     def d(first, second, mean, low, high):
         return {"first": first, "second": second, "mean": mean, "low": low, "high": high}
 
-    holds = _ordering([d("dino", "supervised", 0.05, 0.01, 0.09), d("supervised", "mae", 0.04, 0.02, 0.06),
-                       d("dino", "mae", 0.09, 0.05, 0.13)])
+    holds = _ordering(
+        [
+            d("dino", "supervised", 0.05, 0.01, 0.09),
+            d("supervised", "mae", 0.04, 0.02, 0.06),
+            d("dino", "mae", 0.09, 0.05, 0.13),
+        ]
+    )
     assert holds["verdict"] == "holds"
     reversed_ = _ordering([d("mae", "dino", 0.10, 0.05, 0.15)])  # listed the other way round: mae above dino
     assert reversed_["verdict"] == "fails" and "dino - mae: -0.100 [-0.150, -0.050]" in reversed_["text"]
@@ -35,15 +40,43 @@ def test_the_paper_ordering_needs_every_step_beyond_noise():
 def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
     models_dir = tmp_path / "models"
     models_dir.mkdir()
-    tiny = dict(image_size=64, patch_size=8, hidden_size=16, n_layers=3, n_heads=2, mlp_ratio=2, n_scenes=16,
-                batch_size=4, warmup_steps=1, data_seed=3)
+    tiny = dict(
+        image_size=64,
+        patch_size=8,
+        hidden_size=16,
+        n_layers=3,
+        n_heads=2,
+        mlp_ratio=2,
+        n_scenes=16,
+        batch_size=4,
+        warmup_steps=1,
+        data_seed=3,
+    )
     for name, objective, seed in (("mae", "mae", 0), ("mae@1", "mae", 1)):
         recipe = RECIPES[objective].with_overrides(**tiny, seed=seed, steps=0 if objective == "random" else 2)
         train_zoo_model(recipe, models_dir / name, progress=False)
     monkeypatch.setattr(registry, "MODELS_DIR", models_dir)
     out = tmp_path / "claims"
-    assert main(["claims", "--n-scenes", "24", "--toy-scenes", "6", "--toy-train", "16", "--max-steps", "10",
-                 "--ablation-images", "12", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "claims",
+                "--n-scenes",
+                "24",
+                "--toy-scenes",
+                "6",
+                "--toy-train",
+                "16",
+                "--max-steps",
+                "10",
+                "--ablation-images",
+                "12",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| claim | on |" in printed
     record = json.loads((out / "claims.json").read_text())
@@ -60,8 +93,10 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
     assert (out / "toy" / "mae@1" / "maps.png").exists() and (out / "sweeps" / "mae" / "sweep.csv").exists()
     assert (out / "ablation" / "mae" / "ablation_differences.csv").exists()
     shuffle = record["models"][0]["measures"]["shuffle_hurts"]
-    assert shuffle["low"] <= shuffle["value"] <= shuffle["high"] and set(shuffle["beside"]) == {"random subspace",
-                                                                                               "head refit"}
+    assert shuffle["low"] <= shuffle["value"] <= shuffle["high"] and set(shuffle["beside"]) == {
+        "random subspace",
+        "head refit",
+    }
 
     # The same command again resumes: every model comes from models/<name>.json, nothing is measured twice,
     # and the report is the same; a changed setting measures again.
@@ -70,8 +105,19 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
     measured = []
     real = claims.measure_model
     monkeypatch.setattr(claims, "measure_model", lambda spec, *a, **k: measured.append(spec) or real(spec, *a, **k))
-    args = ["claims", "--n-scenes", "24", "--toy-scenes", "6", "--toy-train", "16", "--ablation-images", "12",
-            "--out", str(out)]
+    args = [
+        "claims",
+        "--n-scenes",
+        "24",
+        "--toy-scenes",
+        "6",
+        "--toy-train",
+        "16",
+        "--ablation-images",
+        "12",
+        "--out",
+        str(out),
+    ]
     assert main(args + ["--max-steps", "10"]) == 0
     assert measured == [] and json.loads((out / "claims.json").read_text())["verdicts"] == verdicts
     assert main(args + ["--max-steps", "12", "--models", "zoo:mae"]) == 0
@@ -79,20 +125,27 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
 
 
 def test_each_objective_is_set_against_the_untrained_control_by_welch():
-    from binding_lens.stats import difference_interval
     from binding_lens.claims import _verdicts
+    from binding_lens.stats import difference_interval
 
     def model(objective, seed, value):
-        return {"model": f"zoo:{objective}@{seed}", "objective": objective,
-                "measures": {claim: {"value": value + 0.01 * seed, "low": None, "high": None} for claim in CLAIMS}}
+        return {
+            "model": f"zoo:{objective}@{seed}",
+            "objective": objective,
+            "measures": {claim: {"value": value + 0.01 * seed, "low": None, "high": None} for claim in CLAIMS},
+        }
 
-    models = [model("mae", s, 0.5) for s in range(3)] + [model("dino", s, 0.1) for s in range(3)] + \
-             [model("random", s, 0.1) for s in range(3)]
+    models = (
+        [model("mae", s, 0.5) for s in range(3)]
+        + [model("dino", s, 0.1) for s in range(3)]
+        + [model("random", s, 0.1) for s in range(3)]
+    )
     pooled = {row["on"]: row for row in _verdicts(models, [], []) if row["claim"] == "middle_layers"}
     expected = difference_interval([0.5, 0.51, 0.52], [0.1, 0.11, 0.12])
     mae = pooled["mae (3 seeds)"]
     assert (mae["vs_control"], mae["vs_control_low"], mae["vs_control_high"]) == pytest.approx(
-        (expected.estimate, expected.low, expected.high))
+        (expected.estimate, expected.low, expected.high)
+    )
     assert mae["vs_control_text"].endswith("above")
     assert pooled["dino (3 seeds)"]["vs_control_text"].endswith("within noise")  # the same values as the control
     assert "vs_control" not in pooled["random (3 seeds)"] and "vs_control" not in pooled["`zoo:mae@0`"]
@@ -102,12 +155,25 @@ def test_intervention_claims_read_the_binding_rows_with_the_claims_sign():
     from binding_lens.claims import intervention_measures
 
     def d(subspace, intervention, strength, difference, low, high, measure="instance_miou"):
-        return {"subspace": subspace, "intervention": intervention, "strength": strength, "measure": measure,
-                "clean": 0.6, "difference": difference, "low": low, "high": high}
+        return {
+            "subspace": subspace,
+            "intervention": intervention,
+            "strength": strength,
+            "measure": measure,
+            "clean": 0.6,
+            "difference": difference,
+            "low": low,
+            "high": high,
+        }
 
-    differences = [d("-", "head refit", None, 0.01, -0.02, 0.04), d("binding", "shuffle", 1.0, -0.08, -0.12, -0.03),
-                   d("binding", "inject", 0.0, -0.01, -0.05, 0.02), d("random", "shuffle", 1.0, -0.02, -0.06, 0.01),
-                   d("random", "inject", 0.0, 0.03, 0.00, 0.07), d("binding", "shuffle", 1.0, 0.5, 0.4, 0.6, "dino_loss")]
+    differences = [
+        d("-", "head refit", None, 0.01, -0.02, 0.04),
+        d("binding", "shuffle", 1.0, -0.08, -0.12, -0.03),
+        d("binding", "inject", 0.0, -0.01, -0.05, 0.02),
+        d("random", "shuffle", 1.0, -0.02, -0.06, 0.01),
+        d("random", "inject", 0.0, 0.03, 0.00, 0.07),
+        d("binding", "shuffle", 1.0, 0.5, 0.4, 0.6, "dino_loss"),
+    ]
     measures = intervention_measures(differences)
     hurts, helps = measures["shuffle_hurts"], measures["inject_helps"]
     assert (hurts["value"], hurts["low"], hurts["high"]) == pytest.approx((0.08, 0.03, 0.12))
@@ -121,8 +187,13 @@ def test_toy_claims_compare_a_fixed_middle_layer_with_the_last_so_they_can_fail(
     from binding_lens.claims import toy_measures
 
     rmse = [2.0, 1.8, 1.6, 1.4, 1.2, 1.0]
-    position = [{"layer": l, "rmse": r, "rmse_low": r - 0.02, "rmse_high": r + 0.02} for l, r in enumerate(rmse)]
-    flat = [{"layer": l, "vs_twin": 0.5 + 0.001 * (-1) ** l, "vs_twin_low": 0.49, "vs_twin_high": 0.51} for l in range(6)]
+    position = [
+        {"layer": layer, "rmse": r, "rmse_low": r - 0.02, "rmse_high": r + 0.02} for layer, r in enumerate(rmse)
+    ]
+    flat = [
+        {"layer": layer, "vs_twin": 0.5 + 0.001 * (-1) ** layer, "vs_twin_low": 0.49, "vs_twin_high": 0.51}
+        for layer in range(6)
+    ]
     measures = toy_measures(flat, position, n_layers=6)
     assert measures["position_falls"]["layers"] == (2, 5)
     assert measures["position_falls"]["value"] == pytest.approx(1.0 - 1.6)

@@ -9,8 +9,7 @@ import torch
 
 from binding_lens.cli import main
 from binding_lens.errors import InputError
-from binding_lens.models import load_hooked_vit
-from binding_lens.models import tiny_hf_model
+from binding_lens.models import load_hooked_vit, tiny_hf_model
 
 
 def test_specs_build_the_named_architectures(tmp_path):
@@ -44,7 +43,9 @@ def test_hooks_command_prints_hook_points_shapes_and_parity(capsys):
     assert parity < 1e-5
 
 
-@pytest.mark.parametrize("spec,extra", [("timm:vit_small_patch14_dinov2", "timm"), ("open_clip:ViT-B-16@openai", "open_clip")])
+@pytest.mark.parametrize(
+    "spec,extra", [("timm:vit_small_patch14_dinov2", "timm"), ("open_clip:ViT-B-16@openai", "open_clip")]
+)
 def test_a_missing_extra_is_named_with_its_install_line(spec, extra, monkeypatch):
     monkeypatch.setitem(sys.modules, extra, None)  # as if not installed
     with pytest.raises(InputError, match=rf"pip install 'binding_lens\[{extra}\]'"):

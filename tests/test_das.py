@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import random_quadratic
+from test_probe_convergence import planted_objects
 
 from binding_lens.binding import BindingSubspace, principal_angles
 from binding_lens.binding.das import (
-    draw_swaps, fit_interchange_subspace, interchange, interchange_effect, model_readout, residual_at, swap_effect,
+    draw_swaps,
+    fit_interchange_subspace,
+    interchange,
+    interchange_effect,
+    model_readout,
+    residual_at,
+    swap_effect,
     train_das,
 )
 from binding_lens.hooks import names
 from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
-from conftest import random_quadratic
-from test_probe_convergence import planted_objects
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -84,14 +90,20 @@ def test_the_model_readout_is_the_hooked_forward_with_the_edit():
     swaps = draw_swaps(instance, 0.5, torch.Generator().manual_seed(3))
     n_prefix = model.cfg.n_prefix_tokens
     resid = residual_at(model, pixels, 0)
-    via_readout = model_readout(model, resid, 0, probe)(torch.arange(3), interchange(resid[:, n_prefix:], sub.basis, swaps))
+    via_readout = model_readout(model, resid, 0, probe)(
+        torch.arange(3), interchange(resid[:, n_prefix:], sub.basis, swaps)
+    )
 
     def edit(h, hook):
         return torch.cat([h[:, :n_prefix], interchange(h[:, n_prefix:], sub.basis, swaps)], dim=1)
 
     captured = {}
-    with torch.no_grad(), model.hooks(fwd_hooks=[(names.resid_post(0), edit),
-                                                 (names.resid_post(1), lambda h, hook: captured.setdefault("h", h))]):
+    with (
+        torch.no_grad(),
+        model.hooks(
+            fwd_hooks=[(names.resid_post(0), edit), (names.resid_post(1), lambda h, hook: captured.setdefault("h", h))]
+        ),
+    ):
         model(pixels)
     torch.testing.assert_close(via_readout, probe.pair_logits(captured["h"][:, n_prefix:]), atol=1e-5, rtol=1e-5)
 
@@ -115,9 +127,15 @@ def test_compare_subspaces_rows_and_controls():
 
     model = load_hooked_vit("zoo:dino")
     scenes = held_out_scenes("zoo:dino", 40)
-    table = compare_subspaces(model, [scenes[i] for i in range(40)], layer=2, k=4, n_random=3,
-                              training=ProbeTrainingConfig(max_steps=40, min_steps=0),
-                              das_options={"steps": 20, "batch_images": 8})
+    table = compare_subspaces(
+        model,
+        [scenes[i] for i in range(40)],
+        layer=2,
+        k=4,
+        n_random=3,
+        training=ProbeTrainingConfig(max_steps=40, min_steps=0),
+        das_options={"steps": 20, "batch_images": 8},
+    )
     names = [row["subspace"] for row in table.rows]
     assert names == ["DAS", "probe eigen-subspace", "random (mean of 3)"]
     das, probe, random = table.rows

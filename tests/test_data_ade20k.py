@@ -115,14 +115,35 @@ def test_missing_files_and_size_mismatch_are_clear_errors(ade_root):
         ADE20K(ade_root, "validation")
 
 
-TRICKY = ["wall", "building, edifice", "sky", "person, individual, someone, somebody, mortal, soul",
-          "chest of drawers, chest, bureau, dresser", "screen door, screen", "screen, silver screen, projection screen",
-          "traffic light, traffic signal, stoplight", "crt screen", "door", "double door",
-          "car, auto, automobile, machine, motorcar", "chest", "lamp post"]
-ROWS = {1: "wall", 2: "building;edifice", 3: "sky", 13: "person;individual;someone;somebody;mortal;soul",
-        15: "door;double door", 21: "car;auto;automobile;machine;motorcar", 45: "chest of drawers;chest;bureau;dresser",
-        59: "screen door;screen", 131: "screen;silver screen;projection screen",
-        137: "traffic light;traffic signal;stoplight", 142: "crt screen"}
+TRICKY = [
+    "wall",
+    "building, edifice",
+    "sky",
+    "person, individual, someone, somebody, mortal, soul",
+    "chest of drawers, chest, bureau, dresser",
+    "screen door, screen",
+    "screen, silver screen, projection screen",
+    "traffic light, traffic signal, stoplight",
+    "crt screen",
+    "door",
+    "double door",
+    "car, auto, automobile, machine, motorcar",
+    "chest",
+    "lamp post",
+]
+ROWS = {
+    1: "wall",
+    2: "building;edifice",
+    3: "sky",
+    13: "person;individual;someone;somebody;mortal;soul",
+    15: "door;double door",
+    21: "car;auto;automobile;machine;motorcar",
+    45: "chest of drawers;chest;bureau;dresser",
+    59: "screen door;screen",
+    131: "screen;silver screen;projection screen",
+    137: "traffic light;traffic signal;stoplight",
+    142: "crt screen",
+}
 EXPECTED = [1, 2, 3, 13, 45, 59, 131, 137, 142, 15, 0, 21, 0, 0]  # full class k+1 -> 150-class (0: none)
 
 
@@ -170,12 +191,22 @@ REAL_ROWS = [  # the real rows of CSAILVision/sceneparsing objectInfo150.csv (Id
     (142, "0.0003,228,18,0", "crt screen"),
 ]
 FULL_TO_150 = {  # full ADE name -> the 150-class it must land in (0: unlabelled)
-    "wall": 1, "building, edifice": 2, "sky": 3, "person, individual, someone, somebody, mortal, soul": 13,
-    "traffic light, traffic signal, stoplight": 137, "chest of drawers, chest, bureau, dresser": 45,
-    "screen door, screen": 59, "screen, silver screen, projection screen": 131, "blind, screen": 64,
-    "crt screen": 142, "door": 15, "car, auto, automobile, machine, motorcar": 21,
+    "wall": 1,
+    "building, edifice": 2,
+    "sky": 3,
+    "person, individual, someone, somebody, mortal, soul": 13,
+    "traffic light, traffic signal, stoplight": 137,
+    "chest of drawers, chest, bureau, dresser": 45,
+    "screen door, screen": 59,
+    "screen, silver screen, projection screen": 131,
+    "blind, screen": 64,
+    "crt screen": 142,
+    "door": 15,
+    "car, auto, automobile, machine, motorcar": 21,
     "screen": 131,  # fallback: first synonym of 131 (not 59 'screen door;screen' nor 64 'blind;screen')
-    "double door": 0, "chest": 0, "lamp post": 0,  # a later synonym alone is not a match; outside the 150
+    "double door": 0,
+    "chest": 0,
+    "lamp post": 0,  # a later synonym alone is not a match; outside the 150
 }
 
 
@@ -217,8 +248,12 @@ def test_both_csv_spellings_label_the_tricky_classes_alike(tricky_release, spell
     np.testing.assert_array_equal(scene.class_mask, expected)
     np.testing.assert_array_equal(scene.instance_mask > 0, expected > 0)  # unlabelled pixels lose their instance
     by_name = dict(zip(FULL_TO_150, ds._lut[1:].tolist()))
-    assert (by_name["traffic light, traffic signal, stoplight"], by_name["chest of drawers, chest, bureau, dresser"],
-            by_name["screen door, screen"], by_name["screen, silver screen, projection screen"]) == (137, 45, 59, 131)
+    assert (
+        by_name["traffic light, traffic signal, stoplight"],
+        by_name["chest of drawers, chest, bureau, dresser"],
+        by_name["screen door, screen"],
+        by_name["screen, silver screen, projection screen"],
+    ) == (137, 45, 59, 131)
     assert ds.unmatched_full == {14: "double door", 15: "chest", 16: "lamp post"} and ds.unmatched_150 == {}
 
 

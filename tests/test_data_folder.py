@@ -53,7 +53,9 @@ def test_class_masks_and_names_are_optional_extras(tmp_path):
 def test_missing_masks_raise_or_are_skipped_and_counted(tmp_path):
     root = _tree(tmp_path, ("a", "b", "c"))
     Image.fromarray(np.ones((6, 8), np.uint8)).save(root / "masks" / "b.png")
-    with pytest.raises(FileNotFoundError, match=r"2 image\(s\) have no mask .*a\.jpg, c\.jpg.*--skip-missing-masks.*missing='skip'"):
+    with pytest.raises(
+        FileNotFoundError, match=r"2 image\(s\) have no mask .*a\.jpg, c\.jpg.*--skip-missing-masks.*missing='skip'"
+    ):
         ImageFolderWithMasks(root)
     ds = ImageFolderWithMasks(root, missing="skip")
     assert len(ds) == 1 and ds.skips.skipped == 2 and ds.skips.examples["image without mask"] == ["a.jpg", "c.jpg"]
@@ -73,6 +75,7 @@ def test_bad_masks_are_clear_errors(tmp_path):
         ds[1]
     assert ds[2].instance_mask.sum() == 0
     from binding_lens.data.masks_io import read_id_mask
+
     with pytest.raises(SceneError, match="float image is not an id mask"):
         read_id_mask(root / "masks" / "c.tiff")
 

@@ -2,12 +2,21 @@
 
 import numpy as np
 import pytest
-
 import torch
 
 from binding_lens.data import (
-    NO_LABELLED_PATCH, SINGLE_OBJECT, PairStats, Scene, SkipReport, SyntheticScenes, UnusableImageError, count_pairs,
-    labelled_scenes, pair_stats, patch_labels, sample_patch_slots,
+    NO_LABELLED_PATCH,
+    SINGLE_OBJECT,
+    PairStats,
+    Scene,
+    SkipReport,
+    SyntheticScenes,
+    UnusableImageError,
+    count_pairs,
+    labelled_scenes,
+    pair_stats,
+    patch_labels,
+    sample_patch_slots,
 )
 
 

@@ -45,8 +45,14 @@ def _random_masks(rng, h, w, k):
 
 @pytest.mark.parametrize(
     "hw,grid,purity,keep",
-    [((32, 32), (4, 4), None, False), ((30, 45), (4, 7), None, False), ((37, 29), (5, 3), 0.5, False),
-     ((24, 24), (6, 6), None, True), ((50, 41), (9, 8), 0.75, True), ((13, 17), (13, 17), None, False)],
+    [
+        ((32, 32), (4, 4), None, False),
+        ((30, 45), (4, 7), None, False),
+        ((37, 29), (5, 3), 0.5, False),
+        ((24, 24), (6, 6), None, True),
+        ((50, 41), (9, 8), 0.75, True),
+        ((13, 17), (13, 17), None, False),
+    ],
 )
 def test_plurality_vote_matches_slow_reference(hw, grid, purity, keep):
     rng = np.random.default_rng(sum(hw) + grid[0])

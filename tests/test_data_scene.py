@@ -47,5 +47,9 @@ def test_bad_images_are_refused():
 
 def test_error_names_the_source_file():
     with pytest.raises(SceneError, match="some/file.jpg"):
-        Scene(_image(), np.zeros((3, 3), dtype=np.int32), np.zeros((3, 3), dtype=np.int32),
-              metadata={"source_path": "some/file.jpg"})
+        Scene(
+            _image(),
+            np.zeros((3, 3), dtype=np.int32),
+            np.zeros((3, 3), dtype=np.int32),
+            metadata={"source_path": "some/file.jpg"},
+        )

@@ -101,8 +101,8 @@ def test_twins_preset_is_the_toy_of_section_7():
         rows, cols = np.nonzero(labels.instance == a["instance_id"])
         interior += len(rows)
         for r, c in zip(rows, cols):
-            pa = s.image[r * 14:(r + 1) * 14, c * 14:(c + 1) * 14]
-            pb = s.image[r * 14 + dy:(r + 1) * 14 + dy, c * 14 + dx:(c + 1) * 14 + dx]
+            pa = s.image[r * 14 : (r + 1) * 14, c * 14 : (c + 1) * 14]
+            pb = s.image[r * 14 + dy : (r + 1) * 14 + dy, c * 14 + dx : (c + 1) * 14 + dx]
             np.testing.assert_array_equal(pa, pb)
     assert interior >= N, "too few patches lie wholly inside a twin to compare"
 

@@ -8,13 +8,18 @@ import numpy as np
 import pytest
 import torch
 
+from binding_lens.binding import BindingSubspace, Shuffle
 from binding_lens.effects.attention import (
-    attention_kl, attention_kl_sums, attention_score_correlation, next_layer_attention, own_object_attention_mass,
-    own_object_attention_sums, pearson_r, permutation_test,
+    attention_kl,
+    attention_kl_sums,
+    attention_score_correlation,
+    next_layer_attention,
+    own_object_attention_mass,
+    own_object_attention_sums,
+    pearson_r,
+    permutation_test,
 )
 from binding_lens.models import load_hooked_vit
-from binding_lens.binding import Shuffle
-from binding_lens.binding import BindingSubspace
 
 
 def _pattern(batch=2, heads=3, n=6, seed=0):
@@ -32,8 +37,9 @@ def test_own_object_mass_and_kl_match_slow_loops():
         for q in range(6):
             if instance[b, q] < 0:
                 continue
-            per_head = [sum(float(pattern[b, h, q, k]) for k in range(6) if instance[b, k] == instance[b, q])
-                        for h in range(3)]
+            per_head = [
+                sum(float(pattern[b, h, q, k]) for k in range(6) if instance[b, k] == instance[b, q]) for h in range(3)
+            ]
             total, count = total + sum(per_head) / 3, count + 1
             kls = []
             for h in range(3):
@@ -45,8 +51,16 @@ def test_own_object_mass_and_kl_match_slow_loops():
     assert attention_kl(pattern, other, instance) == pytest.approx(kl_total / kl_count, abs=1e-6)
     assert attention_kl(pattern, pattern) == pytest.approx(0.0, abs=1e-9)
     # per image as (sum, count): each image's ratio is the measure on that image alone
-    for sums, whole in [(own_object_attention_sums(pattern, instance), lambda b: own_object_attention_mass(pattern[b:b + 1], instance[b:b + 1])),
-                        (attention_kl_sums(pattern, other, instance), lambda b: attention_kl(pattern[b:b + 1], other[b:b + 1], instance[b:b + 1]))]:
+    for sums, whole in [
+        (
+            own_object_attention_sums(pattern, instance),
+            lambda b: own_object_attention_mass(pattern[b : b + 1], instance[b : b + 1]),
+        ),
+        (
+            attention_kl_sums(pattern, other, instance),
+            lambda b: attention_kl(pattern[b : b + 1], other[b : b + 1], instance[b : b + 1]),
+        ),
+    ]:
         assert sums[:, 1].tolist() == [5, 5]
         for b in range(2):
             assert float(sums[b, 0] / sums[b, 1]) == pytest.approx(whole(b), abs=1e-6)

@@ -12,7 +12,14 @@ from torch import nn
 from binding_lens.data import SyntheticScenes
 from binding_lens.effects.dino import fit_dino_head, measure_dino_loss
 from binding_lens.losses.dino import (
-    DinoHead, apply_view, dino_loss, multi_crop, plan_crops, round_to_patch, teacher_statistics, update_center,
+    DinoHead,
+    apply_view,
+    dino_loss,
+    multi_crop,
+    plan_crops,
+    round_to_patch,
+    teacher_statistics,
+    update_center,
 )
 from binding_lens.models import load_hooked_vit
 
@@ -78,15 +85,25 @@ def test_head_loads_a_dino_checkpoint_and_round_trips(n_layers):
 
 def test_one_layer_head_and_default_structure():
     gen = torch.Generator().manual_seed(0)
-    state = {"mlp.weight": torch.randn(4, 6, generator=gen), "mlp.bias": torch.randn(4, generator=gen),
-             "last_layer.weight_g": torch.ones(7, 1), "last_layer.weight_v": torch.randn(7, 4, generator=gen)}
+    state = {
+        "mlp.weight": torch.randn(4, 6, generator=gen),
+        "mlp.bias": torch.randn(4, generator=gen),
+        "last_layer.weight_g": torch.ones(7, 1),
+        "last_layer.weight_v": torch.randn(7, 4, generator=gen),
+    }
     head = DinoHead.from_state_dict(state)
     assert head.n_layers == 1 and (head.in_dim, head.bottleneck_dim, head.out_dim) == (6, 4, 7)
     default = DinoHead(8, out_dim=16)
     shapes = {k: tuple(v.shape) for k, v in default.state_dict().items()}
     assert shapes == {
-        "mlp.0.weight": (2048, 8), "mlp.0.bias": (2048,), "mlp.2.weight": (2048, 2048), "mlp.2.bias": (2048,),
-        "mlp.4.weight": (256, 2048), "mlp.4.bias": (256,), "last_layer.weight_g": (16, 1), "last_layer.weight_v": (16, 256),
+        "mlp.0.weight": (2048, 8),
+        "mlp.0.bias": (2048,),
+        "mlp.2.weight": (2048, 2048),
+        "mlp.2.bias": (2048,),
+        "mlp.4.weight": (256, 2048),
+        "mlp.4.bias": (256,),
+        "last_layer.weight_g": (16, 1),
+        "last_layer.weight_v": (16, 256),
     }
     assert not default.last_layer.weight_g.requires_grad and (default.last_layer.weight_g == 1).all()
     assert not torch.equal(DinoHead(8, 16, 8, 4, seed=1).mlp[0].weight, DinoHead(8, 16, 8, 4, seed=2).mlp[0].weight)
@@ -109,11 +126,13 @@ def test_head_refuses_foreign_state_dicts():
 # --- the loss -----------------------------------------------------------------------------------
 def slow_dino_loss(student, teacher, center, student_temp, teacher_temp):
     """DINOLoss.forward as two loops over views and one over the batch, in Python floats."""
+
     def softmax(row, temp, shift):
         z = [(v - c) / temp for v, c in zip(row, shift)]
         top = max(z)
         e = [math.exp(v - top) for v in z]
         return [v / sum(e) for v in e]
+
     total, terms = 0.0, 0
     for iq, t in enumerate(teacher):
         for v, s in enumerate(student):
@@ -140,7 +159,7 @@ def test_dino_loss_matches_slow_loops(n_teacher, n_student):
         assert fast == pytest.approx(slow_dino_loss(student, teacher, center, *temps), rel=1e-10)
         per_image = dino_loss(student, teacher, center, *temps, reduction="none")
         for i in range(3):  # each image's loss is the loss of a batch of that image alone
-            alone = slow_dino_loss([s[i:i + 1] for s in student], [t[i:i + 1] for t in teacher], center, *temps)
+            alone = slow_dino_loss([s[i : i + 1] for s in student], [t[i : i + 1] for t in teacher], center, *temps)
             assert float(per_image[i]) == pytest.approx(alone, rel=1e-10)
 
 
@@ -207,7 +226,10 @@ def test_uint8_and_tensor_images_give_the_same_views():
     height/width or top/left would show on these non-square images."""
     gen = np.random.default_rng(0)
     smooth = [np.kron(gen.integers(0, 256, (6, 8, 3)), np.ones((8, 8, 1))).astype(np.uint8) for _ in range(3)]
-    to_pixels = lambda arrays: torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).float() / 255
+
+    def to_pixels(arrays):
+        return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).float() / 255
+
     plan = plan_crops([(48, 64)] * 3, n_local=2, seed=1, **VIEWS)
     for v in range(4):
         from_arrays = apply_view(smooth, plan, v, to_pixels)
@@ -276,7 +298,10 @@ def test_fitting_lowers_the_loss_is_seeded_and_round_trips(tiny):
     assert all(torch.equal(before[k], v) for k, v in head.state_dict().items())  # the initial head is untouched
     assert len(history) == 15 and center.shape == (64,)
     assert np.mean(history[-3:]) < 0.85 * np.mean(history[:3])
-    measure = lambda h: measure_dino_loss(backbone, h, images, preprocess=preprocess, n_local=4, seed=9, **VIEWS)["loss"]
+
+    def measure(h):
+        return measure_dino_loss(backbone, h, images, preprocess=preprocess, n_local=4, seed=9, **VIEWS)["loss"]
+
     assert measure(fitted) < measure(head) - 0.2
     again = DinoHead.from_state_dict(fitted.state_dict())
     x = torch.randn(5, 32)
@@ -290,7 +315,6 @@ def test_fitting_lowers_the_loss_is_seeded_and_round_trips(tiny):
 
 def test_teacher_statistics_match_a_slow_loop():
     import math
-
 
     torch.manual_seed(0)
     out, center = torch.randn(5, 7) * 3, torch.randn(7) * 0.1

@@ -9,8 +9,18 @@ import pytest
 import torch
 
 from binding_lens.effects.segmentation import (
-    InstanceHead, confusion_matrix, fit_instance_head, fit_semantic_head, instance_iou_sums, instance_miou,
-    instance_scores, matched_ious, miou_of_confusion, semantic_confusions, semantic_miou, semantic_scores,
+    InstanceHead,
+    confusion_matrix,
+    fit_instance_head,
+    fit_semantic_head,
+    instance_iou_sums,
+    instance_miou,
+    instance_scores,
+    matched_ious,
+    miou_of_confusion,
+    semantic_confusions,
+    semantic_miou,
+    semantic_scores,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -23,7 +33,11 @@ def planted_semantic(seed: int = 0, noise: float = 0.3):
     gen = torch.Generator().manual_seed(seed)
     classes = torch.randint(0, 4, (N_IMAGES, N_PATCHES), generator=gen)
     classes[:, 0] = -1
-    feats = 2 * torch.nn.functional.one_hot(classes.clamp_min(0), D).float() + noise * torch.randn(N_IMAGES, N_PATCHES, D, generator=gen) + 5
+    feats = (
+        2 * torch.nn.functional.one_hot(classes.clamp_min(0), D).float()
+        + noise * torch.randn(N_IMAGES, N_PATCHES, D, generator=gen)
+        + 5
+    )
     return feats, classes
 
 
@@ -36,7 +50,9 @@ def planted_instances(seed: int = 0, n_slots: int = 5):
     ids = torch.randint(0, 1000, (N_IMAGES, 3), generator=gen) * 3 + torch.arange(3)  # distinct, arbitrary
     instance = ids.gather(1, obj)
     instance[:, :2] = -1
-    feats = 2 * torch.nn.functional.one_hot(slots.gather(1, obj), D).float() + 0.3 * torch.randn(N_IMAGES, N_PATCHES, D, generator=gen)
+    feats = 2 * torch.nn.functional.one_hot(slots.gather(1, obj), D).float() + 0.3 * torch.randn(
+        N_IMAGES, N_PATCHES, D, generator=gen
+    )
     return feats, instance
 
 
@@ -95,12 +111,14 @@ def test_per_image_parts_give_any_image_sets_scores():
     confusions, iou_sums = semantic_confusions(pred, target, 4), instance_iou_sums(pred, instance)
     for draw in ([0, 1, 2, 3, 4], [2, 2, 0], [4]):
         assert float(miou_of_confusion(confusions[draw].sum(0))) == pytest.approx(
-            semantic_scores(pred[draw], target[draw], 4)["miou"])
+            semantic_scores(pred[draw], target[draw], 4)["miou"]
+        )
         summed = iou_sums[draw].sum(0)
         assert float(summed[0] / summed[1]) == pytest.approx(instance_scores(pred[draw], instance[draw])["miou"])
     batched = miou_of_confusion(torch.stack([confusions[[0, 1]].sum(0), confusions[[3]].sum(0)]))
-    assert batched.tolist() == pytest.approx([semantic_scores(pred[[0, 1]], target[[0, 1]], 4)["miou"],
-                                              semantic_scores(pred[[3]], target[[3]], 4)["miou"]])
+    assert batched.tolist() == pytest.approx(
+        [semantic_scores(pred[[0, 1]], target[[0, 1]], 4)["miou"], semantic_scores(pred[[3]], target[[3]], 4)["miou"]]
+    )
 
 
 def test_confusion_matrix_counts_labelled_patches_only():
@@ -168,12 +186,17 @@ def slow_matched_ious(pred, instance):
         labelled = [(p, g) for p, g in zip(p_row, g_row) if g >= 0]
         gts = sorted({g for _, g in labelled})
         preds = sorted({p for p, _ in labelled if p >= 0})
-        def iou(p, g):
+
+        def iou(p, g, labelled=labelled):
             a = {i for i, (pp, _) in enumerate(labelled) if pp == p}
             b = {i for i, (_, gg) in enumerate(labelled) if gg == g}
             return len(a & b) / len(a | b)
+
         slots = preds + [None] * len(gts)  # None: left unmatched
-        best = max(itertools.permutations(slots, len(gts)), key=lambda perm: sum(iou(p, g) for p, g in zip(perm, gts) if p is not None))
+        best = max(
+            itertools.permutations(slots, len(gts)),
+            key=lambda perm: sum(iou(p, g) for p, g in zip(perm, gts) if p is not None),
+        )
         out += [iou(p, g) if p is not None else 0.0 for p, g in zip(best, gts)]
     return out
 
@@ -186,7 +209,9 @@ def test_matched_ious_by_hand_and_against_brute_force():
     scores = instance_scores(pred, instance)
     assert scores["miou"] == pytest.approx((2 / 3 + 1 / 2 + 1) / 3) and scores["n_instances"] == 3
     # more GT instances than predicted masks: the unmatched one scores 0
-    assert instance_scores(torch.zeros(1, 4, dtype=torch.long), torch.tensor([[1, 1, 2, 2]]))["miou"] == pytest.approx(0.25)
+    assert instance_scores(torch.zeros(1, 4, dtype=torch.long), torch.tensor([[1, 1, 2, 2]]))["miou"] == pytest.approx(
+        0.25
+    )
     gen = torch.Generator().manual_seed(0)
     for _ in range(6):
         instance = torch.randint(-1, 4, (3, 8), generator=gen) * 10

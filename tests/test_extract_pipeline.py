@@ -9,18 +9,25 @@ import time
 import numpy as np
 import pytest
 import torch
+from conftest import torchrun
 from safetensors.torch import load as load_safetensors
+from test_extract_store import _FailsAt  # scenes whose n-th image raises
 
-from binding_lens.activations import (STORE_MODES, ActivationStore, ExtractProfile, choose_store, extract,
-                                      extract_to_memory, layer_groups)
+from binding_lens.activations import (
+    STORE_MODES,
+    ActivationStore,
+    ExtractProfile,
+    choose_store,
+    extract,
+    extract_to_memory,
+    layer_groups,
+)
 from binding_lens.activations import writer as writer_module
 from binding_lens.activations.store import Shard, safetensors_chunks
 from binding_lens.activations.writer import ShardWriter
 from binding_lens.data import Scene, SceneError, SyntheticScenes
 from binding_lens.errors import InputError
 from binding_lens.models import load_hooked_vit
-from conftest import torchrun
-from test_extract_store import _FailsAt  # scenes whose n-th image raises
 
 MODEL = "tiny:dinov2_registers"
 
@@ -54,13 +61,28 @@ def _same_store(a: Shard, b: Shard) -> None:
 def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
     model, data = load_hooked_vit(MODEL), _with_unusable()
     profiles = {workers: ExtractProfile() for workers in (0, 2)}
-    stores = {workers: extract(model, data, [0, 2], tmp_path / str(workers), patches_per_image=12, batch_size=2,
-                               shard_size=3, workers=workers, profile=profiles[workers], progress=False)
-              for workers in (0, 2)}
+    stores = {
+        workers: extract(
+            model,
+            data,
+            [0, 2],
+            tmp_path / str(workers),
+            patches_per_image=12,
+            batch_size=2,
+            shard_size=3,
+            workers=workers,
+            profile=profiles[workers],
+            progress=False,
+        )
+        for workers in (0, 2)
+    }
     _same_store(stores[0].load(), stores[2].load())
     assert stores[2].load().image_index.tolist() == [0, 1, 3, 4, 6]
-    assert stores[0].skip_summary() == stores[2].skip_summary() == {
-        "single object (no negative pairs)": 1, "no labelled patch": 1}
+    assert (
+        stores[0].skip_summary()
+        == stores[2].skip_summary()
+        == {"single object (no negative pairs)": 1, "no labelled patch": 1}
+    )
     for index in range(stores[0].n_shards):  # the records too, byte for byte
         assert stores[0].shard_paths(index)[1].read_bytes() == stores[2].shard_paths(index)[1].read_bytes()
     profile = profiles[2]
@@ -82,9 +104,14 @@ def test_an_error_in_a_worker_is_raised_as_itself_and_keeps_the_finished_shards(
 
 
 def test_shards_are_safetensors_written_piece_by_piece():
-    tensors = {"acts.L3": torch.randn(2, 5, 4).half(), "klass": torch.arange(6, dtype=torch.int32).reshape(2, 3),
-               "image_index": torch.tensor([7, 9]), "empty": torch.zeros(0, 5, 4, dtype=torch.float16),
-               "brain": torch.randn(3, 2).bfloat16(), "scalar": torch.tensor(1.5)}
+    tensors = {
+        "acts.L3": torch.randn(2, 5, 4).half(),
+        "klass": torch.arange(6, dtype=torch.int32).reshape(2, 3),
+        "image_index": torch.tensor([7, 9]),
+        "empty": torch.zeros(0, 5, 4, dtype=torch.float16),
+        "brain": torch.randn(3, 2).bfloat16(),
+        "scalar": torch.tensor(1.5),
+    }
     chunks = safetensors_chunks(tensors)
     data = b"".join(bytes(chunk) for chunk in chunks)
     assert int.from_bytes(data[:8], "little") % 8 == 0  # the data start is 8-byte aligned
@@ -98,8 +125,9 @@ def test_shards_are_safetensors_written_piece_by_piece():
 
 def _tiny_shard(rows: int) -> Shard:
     labels = torch.zeros(rows, 2, dtype=torch.int64)
-    return Shard({0: torch.zeros(rows, 2, 3, dtype=torch.float16)}, labels, labels, labels,
-                 torch.arange(rows, dtype=torch.int64))
+    return Shard(
+        {0: torch.zeros(rows, 2, 3, dtype=torch.float16)}, labels, labels, labels, torch.arange(rows, dtype=torch.int64)
+    )
 
 
 def test_the_writer_holds_back_the_producer_and_hands_back_its_errors(tmp_path, monkeypatch):
@@ -126,16 +154,18 @@ def test_the_writer_holds_back_the_producer_and_hands_back_its_errors(tmp_path, 
 
 def test_extract_to_memory_holds_what_the_store_holds(tmp_path):
     model, data = load_hooked_vit(MODEL), _with_unusable()
-    stored = extract(model, data, [0, 2], tmp_path, patches_per_image=12, batch_size=2, shard_size=3,
-                     progress=False)
-    held, info = extract_to_memory(model, data, [0, 2], patches_per_image=12, batch_size=2, shard_size=3,
-                                   progress=False)
+    stored = extract(model, data, [0, 2], tmp_path, patches_per_image=12, batch_size=2, shard_size=3, progress=False)
+    held, info = extract_to_memory(
+        model, data, [0, 2], patches_per_image=12, batch_size=2, shard_size=3, progress=False
+    )
     _same_store(stored.load(), held)
     assert info["request"] == stored.manifest["request"]
     assert info["skipped"] == stored.skip_summary()
     held_all, _ = extract_to_memory(model, data, [1], patches_per_image=None, batch_size=3, progress=False)
-    _same_store(extract(model, data, [1], tmp_path / "all", patches_per_image=None, batch_size=3,
-                        progress=False).load(), held_all)
+    _same_store(
+        extract(model, data, [1], tmp_path / "all", patches_per_image=None, batch_size=3, progress=False).load(),
+        held_all,
+    )
 
 
 def test_the_store_mode_is_chosen_by_the_memory_budget():
@@ -163,8 +193,13 @@ def test_a_sweep_from_memory_and_one_from_disk_layer_by_layer_give_the_same_rows
     assert CLI_STORE_MODES == STORE_MODES
     model, data = load_hooked_vit("tiny:vit"), SyntheticScenes("twins", n=20, size=64, seed=0)
     training = ProbeTrainingConfig(seed=0, epochs=2, batch_images=8)
-    kwargs = dict(layers=[0, 1, 2], probes=("linear", "quadratic", "self_attention"), training=training,
-                  progress=False, extract_kwargs={"patches_per_image": 16})
+    kwargs = dict(
+        layers=[0, 1, 2],
+        probes=("linear", "quadratic", "self_attention"),
+        training=training,
+        progress=False,
+        extract_kwargs={"patches_per_image": 16},
+    )
     held = layer_sweep(model, data, tmp_path / "held", store="none", **kwargs)
     disk = layer_sweep(model, data, tmp_path / "disk", store="disk", memory_budget=1, **kwargs)
     assert held.summary["store"]["mode"] == "none" and not (tmp_path / "held" / "activations").exists()
@@ -176,8 +211,11 @@ def test_a_sweep_from_memory_and_one_from_disk_layer_by_layer_give_the_same_rows
 
     assert RunDirectory(tmp_path / "held").input_size() == RunDirectory(tmp_path / "disk").input_size()
     RunDirectory(tmp_path / "held").model()  # rebuilt and checked against the fingerprint the summary keeps
-    with pytest.raises(InputError, match=r"holds a sweep run with other settings \(layers: stored \[0, 1, 2\], "
-                                         r"requested \[0, 1\]\)"):
+    with pytest.raises(
+        InputError,
+        match=r"holds a sweep run with other settings \(layers: stored \[0, 1, 2\], "
+        r"requested \[0, 1\]\)",
+    ):
         layer_sweep(model, data, tmp_path / "held", store="none", **(kwargs | {"layers": [0, 1]}))
 
 
@@ -186,8 +224,23 @@ def _torchrun(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_two_torchrun_processes_write_the_store_one_process_writes(tmp_path):
-    args = ["extract", "--model", "tiny:vit", "--data", "twins", "--n-images", "14", "--size", "64", "--layers",
-            "0-2", "--patches-per-image", "8", "--shard-size", "3"]
+    args = [
+        "extract",
+        "--model",
+        "tiny:vit",
+        "--data",
+        "twins",
+        "--n-images",
+        "14",
+        "--size",
+        "64",
+        "--layers",
+        "0-2",
+        "--patches-per-image",
+        "8",
+        "--shard-size",
+        "3",
+    ]
     two = _torchrun(*args, "--out", str(tmp_path / "two"), "--profile")
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("activations of layers [0, 1, 2] for 14 images") == 1  # printed by rank 0 alone

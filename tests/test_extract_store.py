@@ -28,8 +28,17 @@ def scenes(n: int = 10) -> SyntheticScenes:
 def test_stored_activations_and_labels_match_a_direct_forward(tmp_path):
     model = load_hooked_vit(MODEL)
     data = scenes(6)
-    store = extract(model, data, [0, 2], tmp_path / "s", patches_per_image=12, batch_size=4, shard_size=4,
-                    dtype=torch.float32, progress=False)
+    store = extract(
+        model,
+        data,
+        [0, 2],
+        tmp_path / "s",
+        patches_per_image=12,
+        batch_size=4,
+        shard_size=4,
+        dtype=torch.float32,
+        progress=False,
+    )
     loaded = store.load()
     assert loaded.acts[2].shape == (6, 12, 32) and loaded.image_index.tolist() == list(range(6))
     pixels = model.preprocess([data[i].image for i in range(6)])
@@ -44,8 +53,17 @@ def test_stored_activations_and_labels_match_a_direct_forward(tmp_path):
         for layer in (0, 2):
             expected = cache[f"blocks.{layer}.hook_resid_post"][row, 5 + slots[used]]
             torch.testing.assert_close(loaded.acts[layer][row, torch.from_numpy(used)], expected, atol=1e-6, rtol=0)
-    again = extract(model, data, [0, 2], tmp_path / "t", patches_per_image=12, batch_size=5, shard_size=3,
-                    dtype=torch.float32, progress=False).load()  # other batching and sharding, same store
+    again = extract(
+        model,
+        data,
+        [0, 2],
+        tmp_path / "t",
+        patches_per_image=12,
+        batch_size=5,
+        shard_size=3,
+        dtype=torch.float32,
+        progress=False,
+    ).load()  # other batching and sharding, same store
     torch.testing.assert_close(again.acts[2], loaded.acts[2], atol=1e-6, rtol=0)
     torch.testing.assert_close(again.patch_index, loaded.patch_index)
 
@@ -103,8 +121,16 @@ def test_a_killed_run_resumes_without_recomputing_finished_shards(tmp_path, kill
     extract(model, scenes(), [0, 2], out, patches_per_image=12, batch_size=2, shard_size=2, progress=False)
     assert sum(forwards) == 10 - 2 * len(finished)  # only the unfinished shards ran
     resumed = ActivationStore(out).load()
-    clean = extract(load_hooked_vit(MODEL), scenes(), [0, 2], tmp_path / "clean", patches_per_image=12,
-                    batch_size=2, shard_size=2, progress=False).load()
+    clean = extract(
+        load_hooked_vit(MODEL),
+        scenes(),
+        [0, 2],
+        tmp_path / "clean",
+        patches_per_image=12,
+        batch_size=2,
+        shard_size=2,
+        progress=False,
+    ).load()
     for layer in (0, 2):
         torch.testing.assert_close(resumed.acts[layer], clean.acts[layer], atol=0, rtol=0)
     torch.testing.assert_close(resumed.instance, clean.instance)
@@ -117,8 +143,11 @@ def test_a_corrupted_shard_is_detected_and_recomputed(tmp_path):
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(StoreError, match=r"shard-00001.safetensors is corrupt \(altered: its sha256 differs from the "
-                                         r"one in shard-00001.json\): run extract again with the same settings"):
+    with pytest.raises(
+        StoreError,
+        match=r"shard-00001.safetensors is corrupt \(altered: its sha256 differs from the "
+        r"one in shard-00001.json\): run extract again with the same settings",
+    ):
         store.load()
     with pytest.warns(UserWarning, match=r"shard-00001.safetensors is corrupt \(altered.*recomputing shard 1"):
         extract(model, scenes(6), [1], tmp_path, shard_size=3, progress=False)
@@ -133,16 +162,25 @@ def test_a_truncated_shard_is_corrupt_and_a_deleted_one_missing(tmp_path):
     (shards / "shard-00002.safetensors").unlink()
     (shards / "shard-00003.json").write_text('{"shard": 3, "byt')  # a torn record
     assert store.unfinished_shards() == {"missing": [2], "corrupt": [1, 3]}
-    with pytest.raises(StoreError, match=r"shard-00001.safetensors is corrupt \(truncated or altered: 100 bytes, its "
-                                         r"record says \d+\): run extract again .* to recompute it"):
+    with pytest.raises(
+        StoreError,
+        match=r"shard-00001.safetensors is corrupt \(truncated or altered: 100 bytes, its "
+        r"record says \d+\): run extract again .* to recompute it",
+    ):
         store.read_shard(1)
-    with pytest.raises(StoreError, match=r"shard-00002.safetensors is missing \(shard 2 was not finished, or was "
-                                         r"deleted\): run extract again with the same settings to compute it"):
+    with pytest.raises(
+        StoreError,
+        match=r"shard-00002.safetensors is missing \(shard 2 was not finished, or was "
+        r"deleted\): run extract again with the same settings to compute it",
+    ):
         store.read_shard(2)
     with pytest.raises(StoreError, match=r"shard-00003.json is corrupt \(not a readable JSON shard record\)"):
         store.read_shard(3)
-    with pytest.raises(StoreError, match=r"incomplete \(shards \[2\] missing, shards \[1, 3\] corrupt; "
-                                         r".*shard-00001.safetensors is corrupt"):
+    with pytest.raises(
+        StoreError,
+        match=r"incomplete \(shards \[2\] missing, shards \[1, 3\] corrupt; "
+        r".*shard-00001.safetensors is corrupt",
+    ):
         store.load()
     with pytest.warns(UserWarning) as warned:
         extract(model, scenes(12), [1], tmp_path, shard_size=3, progress=False)
@@ -211,9 +249,11 @@ def test_other_settings_on_an_existing_store_are_refused_naming_only_what_differ
     extract(model, scenes(4), [1], tmp_path, progress=False)
     with pytest.raises(StoreError) as refused:
         extract(model, scenes(4), [1, 2], tmp_path, progress=False)
-    assert str(refused.value) == (f"{tmp_path} holds activations extracted with other settings (layers: stored [1], "
-                                  "requested [1, 2]). Use another output directory (--out), or delete this one to "
-                                  "extract again.")
+    assert str(refused.value) == (
+        f"{tmp_path} holds activations extracted with other settings (layers: stored [1], "
+        "requested [1, 2]). Use another output directory (--out), or delete this one to "
+        "extract again."
+    )
     with pytest.raises(StoreError) as refused:
         extract(model, SyntheticScenes("default", n=4, size=98, seed=3), [1], tmp_path, progress=False)
     message = str(refused.value)
@@ -258,7 +298,9 @@ def test_unusable_images_are_skipped_and_counted(tmp_path):
     two = np.zeros((28, 28), np.int32)
     two[:14], two[14:] = 1, 2
     one = np.ones((28, 28), np.int32)
-    data = _Scenes([Scene(image, two, two), Scene(image, one, one), Scene(image, np.zeros_like(one), np.zeros_like(one))])
+    data = _Scenes(
+        [Scene(image, two, two), Scene(image, one, one), Scene(image, np.zeros_like(one), np.zeros_like(one))]
+    )
     store = extract(load_hooked_vit(MODEL), data, [0], tmp_path, patches_per_image=None, progress=False)
     assert store.load().image_index.tolist() == [0]
     assert sorted(store.skip_summary().values()) == [1, 1]

@@ -20,10 +20,19 @@ FAMILIES = ["tiny:siglip_vision", "tiny:siglip2_vision", "tiny:ijepa", "tiny:din
 def test_sweep_intervention_and_viewer_run_on_the_family(spec, tmp_path, one_thread):
     model = load_hooked_vit(spec)
     scenes = SyntheticScenes("twins", n=10, size=48, seed=0)
-    result = layer_sweep(model, scenes, tmp_path / "sweep", probes=["linear", "quadratic", "self_attention"],
-                         training=ProbeTrainingConfig(epochs=1, batch_images=4), rank=4, progress=False)
+    result = layer_sweep(
+        model,
+        scenes,
+        tmp_path / "sweep",
+        probes=["linear", "quadratic", "self_attention"],
+        training=ProbeTrainingConfig(epochs=1, batch_images=4),
+        rank=4,
+        progress=False,
+    )
     assert {(row["probe"], row["layer"]) for row in result.rows} == (
-        {(p, layer) for p in ("linear", "quadratic") for layer in range(3)} | {("self_attention", 0), ("self_attention", 1)})
+        {(p, layer) for p in ("linear", "quadratic") for layer in range(3)}
+        | {("self_attention", 0), ("self_attention", 1)}
+    )
     assert all(row["n_pairs"] > 0 for row in result.rows)
 
     x = model.preprocess([scenes[0].image, scenes[1].image], size=48)

@@ -10,8 +10,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
 from binding_lens.figures import (
-    ablation_figure, accuracy_by_layer, accuracy_by_model, attention_vs_score, binding_pca,
-    principal_components, score_kde,
+    ablation_figure,
+    accuracy_by_layer,
+    accuracy_by_model,
+    attention_vs_score,
+    binding_pca,
+    principal_components,
+    score_kde,
 )
 
 
@@ -22,9 +27,19 @@ def sweep_rows():
             for layer in range(n_layers):
                 depth = layer / (n_layers - 1)
                 accuracy = 0.6 + gain * np.sin(np.pi * depth) + shift
-                rows.append({"model": model, "layer": layer, "layer_normalised": depth, "probe": probe,
-                             "accuracy": accuracy, "accuracy_low": accuracy - 0.03, "accuracy_high": accuracy + 0.02,
-                             "auroc": accuracy + 0.1, "majority_baseline": 0.8})
+                rows.append(
+                    {
+                        "model": model,
+                        "layer": layer,
+                        "layer_normalised": depth,
+                        "probe": probe,
+                        "accuracy": accuracy,
+                        "accuracy_low": accuracy - 0.03,
+                        "accuracy_high": accuracy + 0.02,
+                        "auroc": accuracy + 0.1,
+                        "majority_baseline": 0.8,
+                    }
+                )
     return rows
 
 
@@ -42,7 +57,7 @@ def test_accuracy_by_layer_one_panel_per_model(tmp_path):
     svg = check_written(accuracy_by_layer(sweep_rows(), tmp_path / "fig10.svg", title="Figure 10"))
     for text in ("Figure 10", "dinov2-small", "clip-vit-b16", "quadratic", "majority baseline", "chance", "AUROC"):
         assert text in svg
-    assert svg.count("<g id=\"FillBetweenPolyCollection") + svg.count("<g id=\"PolyCollection") >= 4  # accuracy bands
+    assert svg.count('<g id="FillBetweenPolyCollection') + svg.count('<g id="PolyCollection') >= 4  # accuracy bands
     single = [row for row in sweep_rows() if row["model"] == "dinov2-small"]
     check_written(accuracy_by_layer(single, tmp_path / "fig3"))
 
@@ -74,8 +89,9 @@ def test_attention_scatter_title_carries_numpys_r(tmp_path):
     rng = np.random.default_rng(1)
     attention = rng.random((40, 40)) ** 3
     scores = 0.6 * attention + 0.4 * rng.random((40, 40))
-    svg = check_written(attention_vs_score(attention, scores, tmp_path / "scatter", same=scores > 0.5,
-                                           title="layer 7", max_points=500))
+    svg = check_written(
+        attention_vs_score(attention, scores, tmp_path / "scatter", same=scores > 0.5, title="layer 7", max_points=500)
+    )
     shown = float(re.search(r"r = (-?\d+\.\d+) over 1600 pairs", svg).group(1))
     assert shown == round(float(np.corrcoef(attention.ravel(), scores.ravel())[0, 1]), 3)
     with pytest.raises(ValueError, match="non-constant"):
@@ -85,8 +101,10 @@ def test_attention_scatter_title_carries_numpys_r(tmp_path):
 
 
 def test_ablation_figure_bolds_the_best_condition(tmp_path):
-    rows = [{"condition": "clean", "semantic_miou": 0.41, "instance_miou": 0.33, "note": "x"},
-            {"condition": "shuffle binding", "semantic_miou": 0.43, "instance_miou": 0.12, "note": "y"}]
+    rows = [
+        {"condition": "clean", "semantic_miou": 0.41, "instance_miou": 0.33, "note": "x"},
+        {"condition": "shuffle binding", "semantic_miou": 0.43, "instance_miou": 0.12, "note": "y"},
+    ]
     svg = check_written(ablation_figure(rows, tmp_path / "table2", title="Table 2"))
     assert "Table 2" in svg and "shuffle binding" in svg and "0.430" in svg and "instance miou" in svg
     weight = {value: re.search(rf'<text style="([^"]*)"[^>]*>{value}<', svg).group(1) for value in ("0.430", "0.410")}
@@ -112,8 +130,10 @@ def test_binding_pca(tmp_path):
         binding_pca(vectors, instance[:5], tmp_path / "x")
 
 
-LONG = ("IsSameObject test accuracy by layer\nzoo:dino (trained here; weights fingerprint 1234abcd5678ef90, "
-        "DINO objective, shipped with binding_lens)")
+LONG = (
+    "IsSameObject test accuracy by layer\nzoo:dino (trained here; weights fingerprint 1234abcd5678ef90, "
+    "DINO objective, shipped with binding_lens)"
+)
 
 
 def _overlap(a, b) -> bool:
@@ -146,8 +166,12 @@ def _drawn_figure(fig):
 
 
 def _inside(inner, outer, slack=1.0) -> bool:
-    return (outer.x0 - slack <= inner.x0 and inner.x1 <= outer.x1 + slack
-            and outer.y0 - slack <= inner.y0 and inner.y1 <= outer.y1 + slack)
+    return (
+        outer.x0 - slack <= inner.x0
+        and inner.x1 <= outer.x1 + slack
+        and outer.y0 - slack <= inner.y0
+        and inner.y1 <= outer.y1 + slack
+    )
 
 
 @pytest.mark.filterwarnings("error:constrained_layout not applied")
@@ -160,11 +184,17 @@ def test_titles_and_legends_fit_and_stay_off_the_data(tmp_path, drawn):
     accuracy_by_model(many, tmp_path / "b", probe="quadratic_0", title=LONG.replace("\n", " "))
     rng = np.random.default_rng(0)
     score_kde({layer: (rng.random(50), rng.random(50) < 0.4) for layer in range(6)}, tmp_path / "c", title=LONG)
-    ablation_figure([{"condition": f"shuffle binding subspace {r}", "miou": r} for r in (0.1, 0.5, 1.0)],
-                    tmp_path / "d", title=LONG)
-    ablation_figure([{"condition": "clean", "miou": 0.4},
-                     {"condition": "project out the binding subspace at every layer after layer six", "miou": 0.2}],
-                    tmp_path / "d2", title=LONG)
+    ablation_figure(
+        [{"condition": f"shuffle binding subspace {r}", "miou": r} for r in (0.1, 0.5, 1.0)], tmp_path / "d", title=LONG
+    )
+    ablation_figure(
+        [
+            {"condition": "clean", "miou": 0.4},
+            {"condition": "project out the binding subspace at every layer after layer six", "miou": 0.2},
+        ],
+        tmp_path / "d2",
+        title=LONG,
+    )
     binding_pca(rng.normal(size=(60, 4)), np.repeat(np.arange(6), 10), tmp_path / "e", title=LONG)
     attention_vs_score(rng.random(300), rng.random(300), tmp_path / "f", same=rng.random(300) < 0.3, title=LONG)
     attention_vs_score(rng.random(300), rng.random(300), tmp_path / "g", title="layer 7 of facebook/dinov2-base")
@@ -189,8 +219,11 @@ def test_titles_and_legends_fit_and_stay_off_the_data(tmp_path, drawn):
 def test_short_titles_stay_on_one_line_and_long_ones_wrap(tmp_path, drawn):
     rng = np.random.default_rng(3)
     attention_vs_score(rng.random(50), rng.random(50), tmp_path / "plain", title="layer 7 of facebook/dinov2-base")
-    accuracy_by_layer([r for r in sweep_rows() if r["model"] == "dinov2-small"], tmp_path / "sweep",
-                      title="IsSameObject test accuracy by layer\nweights loaded from facebook/dinov2-base (revision main)")
+    accuracy_by_layer(
+        [r for r in sweep_rows() if r["model"] == "dinov2-small"],
+        tmp_path / "sweep",
+        title="IsSameObject test accuracy by layer\nweights loaded from facebook/dinov2-base (revision main)",
+    )
     accuracy_by_model(sweep_rows(), tmp_path / "long", probe="linear", title=LONG.replace("\n", " "))
     plain, sweep, long = (fig._suptitle.get_text().splitlines() for fig in drawn)
     assert len(plain) == 1 and plain[0].startswith("layer 7 of facebook/dinov2-base: r = ")

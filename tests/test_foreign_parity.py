@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import pixels
 
 from binding_lens import HookedViT
 from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
-from conftest import pixels
 
 timm = pytest.importorskip("timm", reason="timm extra not installed: pip install 'binding_lens[timm]'")
 
@@ -58,10 +58,13 @@ def test_timm_models_that_do_not_fit_are_refused_with_the_reason():
 
 
 def tiny_clip(image_size: int = 32, quick_gelu: bool = False):
-    open_clip = pytest.importorskip("open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open_clip]'")
+    open_clip = pytest.importorskip(
+        "open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open_clip]'"
+    )
     torch.manual_seed(0)
     return open_clip.model.CLIP(
-        embed_dim=16, quick_gelu=quick_gelu,
+        embed_dim=16,
+        quick_gelu=quick_gelu,
         vision_cfg=dict(layers=2, width=64, head_width=16, patch_size=8, image_size=image_size, ls_init_value=0.5),
         text_cfg=dict(layers=1, width=32, heads=4, context_length=8, vocab_size=99),
     ).eval()

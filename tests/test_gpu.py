@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import build, hf_reference, pixels
 
 from binding_lens.models import TINY_CASES
-from conftest import build, hf_reference, pixels
 
 pytestmark = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -23,8 +23,9 @@ def test_cuda_parity_and_cache_device(name):
         _, cache = model.run_with_cache(x, device="cpu")
     assert cache["blocks.0.hook_resid_post"].device.type == "cpu"
     for layer in range(model.cfg.n_layers):
-        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_post"], ref.hidden_states[layer + 1].cpu(),
-                                   atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            cache[f"blocks.{layer}.hook_resid_post"], ref.hidden_states[layer + 1].cpu(), atol=1e-4, rtol=0
+        )
 
 
 @needs_cuda

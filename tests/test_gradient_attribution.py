@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import build, pixels, random_quadratic
 
 from binding_lens.analyses.gradient_attribution import pair_attribution
 from binding_lens.hooks import names
 from binding_lens.models import TINY_CASES
-from conftest import build, pixels, random_quadratic
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -49,16 +49,19 @@ def test_attributions_are_the_derivatives_of_scaling_each_unit(case_name):
             act = act.clone()
             act[:, t] *= alpha
             return act
+
         return scaled
 
     for source, t in [(0, 0), (0, 5), (1, 9)]:
         expected = finite_difference(names.resid_post(source), scale_token(t))
         torch.testing.assert_close(att.tokens[:, att.layers.index(source), t], expected, atol=1e-6, rtol=1e-5)
     for source, head in [(0, 1), (1, 0)]:
+
         def scale_head(act, alpha, head=head):
             act = act.clone()
             act[:, :, head] *= alpha
             return act
+
         expected = finite_difference(names.block_hook(source, "attn.hook_z"), scale_head)
         torch.testing.assert_close(att.head_totals()[:, att.layers.index(source), head], expected, atol=1e-6, rtol=1e-5)
 
@@ -66,6 +69,7 @@ def test_attributions_are_the_derivatives_of_scaling_each_unit(case_name):
         act = act.clone()
         act[:, 4, 1] *= alpha
         return act
+
     expected = finite_difference(names.block_hook(0, "attn.hook_z"), scale_cell)
     torch.testing.assert_close(att.heads[:, 0, 4, 1], expected, atol=1e-6, rtol=1e-5)
 

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+from conftest import build, pixels, random_quadratic
 
 from binding_lens import HookedViT
 from binding_lens.analyses.heads import head_ablation_map
@@ -15,7 +16,6 @@ from binding_lens.figures.head_map import head_map_figure
 from binding_lens.hooks import names
 from binding_lens.models import TINY_CASES
 from binding_lens.probes import ProbeData, evaluate, fixed_pairs
-from conftest import build, pixels, random_quadratic
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -35,14 +35,14 @@ def test_zero_ablation_is_removing_the_heads_output_weights(case):
     x = pixels(case.native)
     layer, head = 1, 1
     reference = _without_head(hooked, layer, head)
-    resid = [names.resid_post(l) for l in range(hooked.cfg.n_layers)]
+    resid = [names.resid_post(block) for block in range(hooked.cfg.n_layers)]
     with torch.no_grad():
         with hooked.hooks(fwd_hooks=[HeadAblation(head).at(layer)]):
             _, ablated = hooked.run_with_cache(x, names_filter=resid)
         _, expected = reference.run_with_cache(x, names_filter=resid)
         _, clean = hooked.run_with_cache(x, names_filter=resid)
-    for l in range(hooked.cfg.n_layers):
-        torch.testing.assert_close(ablated[resid[l]], expected[resid[l]], atol=1e-5, rtol=1e-5)
+    for block in range(hooked.cfg.n_layers):
+        torch.testing.assert_close(ablated[resid[block]], expected[resid[block]], atol=1e-5, rtol=1e-5)
     assert torch.equal(ablated[resid[0]], clean[resid[0]])  # blocks before the ablation are untouched
     assert not torch.allclose(ablated[resid[layer]], clean[resid[layer]])
 

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import build, pixels
 from PIL import Image
 from transformer_lens import ActivationCache
 
@@ -14,7 +15,6 @@ from binding_lens import HookedViT
 from binding_lens.errors import InputError
 from binding_lens.hooks import ImageSizeError, UnknownHookPointError, UnsupportedArchitectureError
 from binding_lens.models import TINY_CASES
-from conftest import build, hf_reference, pixels
 
 
 def _no_hooks_left(model: HookedViT) -> bool:
@@ -24,10 +24,11 @@ def _no_hooks_left(model: HookedViT) -> bool:
 def test_run_with_cache_returns_activation_cache_with_options():
     _, model = build(TINY_CASES["dinov2"])
     x = pixels((56, 56), batch=1)
-    out, cache = model.run_with_cache(x, names_filter=lambda n: n.endswith("hook_resid_post"), remove_batch_dim=True,
-                                      device="cpu")
+    out, cache = model.run_with_cache(
+        x, names_filter=lambda n: n.endswith("hook_resid_post"), remove_batch_dim=True, device="cpu"
+    )
     assert isinstance(cache, ActivationCache)
-    assert sorted(cache.keys()) == sorted(f"blocks.{l}.hook_resid_post" for l in range(3))
+    assert sorted(cache.keys()) == sorted(f"blocks.{layer}.hook_resid_post" for layer in range(3))
     assert cache["blocks.1.hook_resid_post"].shape == (17, 32)  # batch dim removed
     assert cache["resid_post", 1].shape == (17, 32)  # TransformerLens (name, layer) keys
     _, cache_list = model.run_with_cache(x, names_filter=["hook_embed", "blocks.2.attn.hook_pattern"])
@@ -60,7 +61,10 @@ def test_hooks_context_run_with_hooks_and_reset():
     _, model = build(TINY_CASES["vit"])
     x = pixels((32, 32))
     clean = model(x)
-    zero = lambda t, hook: torch.zeros_like(t)
+
+    def zero(t, hook):
+        return torch.zeros_like(t)
+
     with model.hooks(fwd_hooks=[("blocks.1.hook_mlp_out", zero)]):
         inside = model(x)
     assert not torch.allclose(inside, clean)
@@ -82,7 +86,9 @@ def test_hooks_are_removed_when_a_hook_function_raises():
         raise RuntimeError("bug in my hook")
 
     with pytest.raises(RuntimeError, match="bug in my hook"):
-        model.run_with_hooks(x, fwd_hooks=[("blocks.0.hook_resid_pre", lambda t, hook: t * 0), ("blocks.1.attn.hook_z", broken)])
+        model.run_with_hooks(
+            x, fwd_hooks=[("blocks.0.hook_resid_pre", lambda t, hook: t * 0), ("blocks.1.attn.hook_z", broken)]
+        )
     assert _no_hooks_left(model)
     with pytest.raises(RuntimeError):
         with model.hooks(fwd_hooks=[(lambda name: name.endswith("hook_q"), broken)]):
@@ -98,8 +104,11 @@ def test_stop_at_layer_returns_the_stream_entering_that_block():
     with torch.no_grad():
         _, cache = model.run_with_cache(x)
         partial = model.run_with_hooks(
-            x, stop_at_layer=2, fwd_hooks=[(lambda n: n.startswith("blocks.2") or n.startswith("ln_final"),
-                                            lambda t, hook: seen.append(hook.name))]
+            x,
+            stop_at_layer=2,
+            fwd_hooks=[
+                (lambda n: n.startswith("blocks.2") or n.startswith("ln_final"), lambda t, hook: seen.append(hook.name))
+            ],
         )
     assert seen == []  # nothing at or after block 2 ran
     torch.testing.assert_close(partial, cache["blocks.2.hook_resid_pre"])
@@ -208,7 +217,9 @@ def test_from_pretrained_loads_a_saved_checkpoint_offline(tmp_path, name):
     """The real loading path (transformers' from_pretrained) on a checkpoint saved here."""
     hf, model = build(TINY_CASES[name])
     hf.save_pretrained(tmp_path)
-    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"image_mean": [0.1, 0.2, 0.3], "image_std": [0.4, 0.5, 0.6]}))
+    (tmp_path / "preprocessor_config.json").write_text(
+        json.dumps({"image_mean": [0.1, 0.2, 0.3], "image_std": [0.4, 0.5, 0.6]})
+    )
     loaded = HookedViT.from_pretrained(str(tmp_path), local_files_only=True)
     assert loaded.cfg.source == str(tmp_path) and loaded.cfg.image_mean == (0.1, 0.2, 0.3)
     x = pixels(TINY_CASES[name].other)
@@ -229,7 +240,9 @@ def test_weights_stay_in_the_hf_model():
     assert {n for n, _ in model.named_parameters()} == {f"hf_model.{n}" for n, _ in hf.named_parameters()}
     torch.testing.assert_close(model.blocks[0].attn.W_Q[1], hf.encoder.layer[0].attention.q_proj.weight[8:16].T)
     layer = hf.encoder.layer[0]  # W_O is what head 1 writes into the residual stream: LayerScale folded in
-    torch.testing.assert_close(model.blocks[0].attn.W_O[1], layer.attention.o_proj.weight[:, 8:16].T * layer.layer_scale1.lambda1)
+    torch.testing.assert_close(
+        model.blocks[0].attn.W_O[1], layer.attention.o_proj.weight[:, 8:16].T * layer.layer_scale1.lambda1
+    )
 
 
 def test_heads_plus_b_O_sum_to_the_attention_output(family):
@@ -252,8 +265,9 @@ def test_heads_plus_b_O_sum_to_the_attention_output(family):
     with torch.no_grad():
         stacked = cache.stack_head_results(layer=model.cfg.n_layers)  # computed from hook_z and W_O
     last = stacked.view(model.cfg.n_layers, model.cfg.n_heads, *stacked.shape[1:])[-1]
-    torch.testing.assert_close(last.sum(0) + b_O, cache[f"blocks.{model.cfg.n_layers - 1}.hook_attn_out"],
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        last.sum(0) + b_O, cache[f"blocks.{model.cfg.n_layers - 1}.hook_attn_out"], atol=1e-5, rtol=0
+    )
 
 
 def test_run_with_hooks_takes_transformer_lens_return_types():
@@ -261,8 +275,9 @@ def test_run_with_hooks_takes_transformer_lens_return_types():
     x = pixels((56, 56))
     seen = []
     with torch.no_grad():
-        nothing = model.run_with_hooks(x, return_type=None, fwd_hooks=[("blocks.1.hook_resid_post",
-                                                                         lambda t, hook: seen.append(t.shape))])
+        nothing = model.run_with_hooks(
+            x, return_type=None, fwd_hooks=[("blocks.1.hook_resid_post", lambda t, hook: seen.append(t.shape))]
+        )
         embeddings = model.run_with_hooks(x, return_type="embeddings")
     assert nothing is None and seen == [(2, 17, 32)]
     torch.testing.assert_close(embeddings, model(x))

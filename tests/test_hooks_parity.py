@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import build, hf_reference, pixels
 
 from binding_lens.models import TINY_CASES
-from conftest import build, hf_reference, pixels
 
 ATOL = 1e-5
 
@@ -26,8 +26,11 @@ def test_residual_stream_matches_hf_hidden_states(family, which_size):
     torch.testing.assert_close(cache["blocks.0.hook_resid_pre"], ref.hidden_states[0], atol=ATOL, rtol=0)
     for layer in range(n_layers):
         torch.testing.assert_close(
-            cache[f"blocks.{layer}.hook_resid_post"], ref.hidden_states[layer + 1], atol=ATOL, rtol=0,
-            msg=lambda m: f"{family.name} layer {layer}: {m}",
+            cache[f"blocks.{layer}.hook_resid_post"],
+            ref.hidden_states[layer + 1],
+            atol=ATOL,
+            rtol=0,
+            msg=lambda m: f"{family.name} layer {layer}: {m}",  # noqa: B023 - called within this iteration
         )
     with torch.no_grad():
         unhooked = hooked(x)  # no hook attached: the fused LayerNorm path
@@ -72,8 +75,16 @@ def test_mae_keeps_every_patch_in_order_even_when_hf_config_masks():
 
     torch.manual_seed(0)
     hf = ViTMAEModel(
-        ViTMAEConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                     image_size=32, patch_size=8, mask_ratio=0.75, attn_implementation="eager")
+        ViTMAEConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            image_size=32,
+            patch_size=8,
+            mask_ratio=0.75,
+            attn_implementation="eager",
+        )
     ).eval()
     hooked = HookedViT.from_hf(hf)
     x = pixels((32, 32))
@@ -126,7 +137,9 @@ def test_dinov3_rotates_patch_queries_and_keys_but_not_cls_or_registers():
     assert hooked.cfg.positional_embedding_type == "rotary" and hooked.cfg.n_prefix_tokens == 3
     x = pixels((24, 40))
     with torch.no_grad():
-        _, cache = hooked.run_with_cache(x, names_filter=lambda n: n.startswith("blocks.1.attn.hook_") or n == "hook_pos_embed")
+        _, cache = hooked.run_with_cache(
+            x, names_filter=lambda n: n.startswith("blocks.1.attn.hook_") or n == "hook_pos_embed"
+        )
     assert torch.all(cache["hook_pos_embed"] == 0)  # no absolute position embedding
     for q in ("q", "k"):
         plain, rotated = cache[f"blocks.1.attn.hook_{q}"], cache[f"blocks.1.attn.hook_rot_{q}"]

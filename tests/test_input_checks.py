@@ -13,10 +13,14 @@ import torch
 
 from binding_lens import load_hooked_vit
 from binding_lens.data.spec import dataset_from_spec
-from binding_lens.errors import (BindingLensError, DeviceUnavailableError, InputError, MissingFileError,
-                                 ModelUnavailableError)
-from binding_lens.hooks import HookedViT
-from binding_lens.hooks import loading
+from binding_lens.errors import (
+    BindingLensError,
+    DeviceUnavailableError,
+    InputError,
+    MissingFileError,
+    ModelUnavailableError,
+)
+from binding_lens.hooks import HookedViT, loading
 from binding_lens.zoo import default_recipe
 
 
@@ -37,13 +41,16 @@ def test_float_pixels_in_0_255_are_rescaled_with_a_warning(model):
         torch.testing.assert_close(model.preprocess(image.astype(np.float32) / 255), reference)
 
 
-@pytest.mark.parametrize("pixels, message", [
-    (np.full((32, 32, 3), np.nan, np.float32), "NaN or infinite"),
-    (np.full((32, 32, 3), np.inf, np.float32), "NaN or infinite"),
-    (np.full((32, 32, 3), -0.5, np.float32), "range over"),
-    (np.full((32, 32, 3), 300.0, np.float32), "range over"),
-    (np.zeros((32, 32, 3), bool), "as numbers"),
-])
+@pytest.mark.parametrize(
+    "pixels, message",
+    [
+        (np.full((32, 32, 3), np.nan, np.float32), "NaN or infinite"),
+        (np.full((32, 32, 3), np.inf, np.float32), "NaN or infinite"),
+        (np.full((32, 32, 3), -0.5, np.float32), "range over"),
+        (np.full((32, 32, 3), 300.0, np.float32), "range over"),
+        (np.zeros((32, 32, 3), bool), "as numbers"),
+    ],
+)
 def test_bad_pixels_are_refused(model, pixels, message):
     with pytest.raises(InputError, match=message):
         model.preprocess(pixels)
@@ -101,8 +108,10 @@ def test_every_expected_error_is_a_binding_lens_error_and_a_builtin_one():
 
 
 def test_prefixed_specs_work_whichever_module_is_imported_first():
-    code = ("import sys; from binding_lens.hooks import HookedViT; m = HookedViT.from_pretrained('tiny:vit'); "
-            "print(m.cfg.source)")
+    code = (
+        "import sys; from binding_lens.hooks import HookedViT; m = HookedViT.from_pretrained('tiny:vit'); "
+        "print(m.cfg.source)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("tiny:vit")
     code = "import sys, binding_lens; print('torch' in sys.modules, binding_lens.HookedViT.__name__)"
@@ -114,7 +123,9 @@ def test_hooks_reports_at_the_models_native_size(tmp_path, capsys):
     from binding_lens.cli import main
 
     config = tmp_path / "config.json"
-    config.write_text('{"model_type": "dinov2", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2, '
-                      '"image_size": 48, "patch_size": 8}')
+    config.write_text(
+        '{"model_type": "dinov2", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2, '
+        '"image_size": 48, "patch_size": 8}'
+    )
     assert main(["hooks", "--model", f"config:{config}"]) == 0
     assert "input      48x48 px -> 6x6 patches" in capsys.readouterr().out

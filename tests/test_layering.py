@@ -63,14 +63,20 @@ def imports() -> list[tuple[str, str, str, int]]:
 
 
 def test_every_part_is_placed_in_a_layer():
-    parts = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
-             if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))}
+    parts = {
+        p.stem if p.is_file() else p.name
+        for p in PACKAGE.iterdir()
+        if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))
+    }
     assert parts - set(RANK) == set(), "add new parts of binding_lens to LAYERS (and to the README's layout)"
 
 
 def test_no_upward_or_sideways_import():
-    bad = [f"{where}:{line}: {me} (layer {RANK[me]}) imports {them} (layer {RANK[them]})"
-           for me, them, where, line in imports() if me != them and RANK[them] >= RANK[me]]
+    bad = [
+        f"{where}:{line}: {me} (layer {RANK[me]}) imports {them} (layer {RANK[them]})"
+        for me, them, where, line in imports()
+        if me != them and RANK[them] >= RANK[me]
+    ]
     assert not bad, "imports must go down the layers:\n" + "\n".join(bad)
 
 
@@ -85,7 +91,7 @@ def test_the_import_graph_of_parts_has_no_cycle():
         state[node] = 1
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                pytest.fail("import cycle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+                pytest.fail("import cycle: " + " -> ".join(path[path.index(nxt) :] + [nxt]))
             if nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = 2

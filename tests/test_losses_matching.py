@@ -9,10 +9,9 @@ import pytest
 import torch
 
 from binding_lens.losses import detr_mask_loss, hungarian_match, mask_costs
-from binding_lens.probes import ProbeData, ProbeTrainingConfig, evaluate, make_probe, split_by_image, train_probe
 from binding_lens.losses.matching import log1mexp
+from binding_lens.probes import ProbeData, ProbeTrainingConfig, evaluate, make_probe, split_by_image, train_probe
 from binding_lens.probes.synthetic import planted_binding
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -111,8 +110,17 @@ def test_identity_probe_recovers_planted_slots():
 
 def test_class_probe_trains_on_class_ids_and_needs_them():
     planted = planted_binding(
-        n_images=300, n_patches=12, d_model=16, rank=4, n_objects=3, n_classes=4, distinct_classes=True,
-        signal=0.0, class_strength=3.0, noise=0.3, seed=2,
+        n_images=300,
+        n_patches=12,
+        d_model=16,
+        rank=4,
+        n_objects=3,
+        n_classes=4,
+        distinct_classes=True,
+        signal=0.0,
+        class_strength=3.0,
+        noise=0.3,
+        seed=2,
     )
     data = planted.data
     train_idx, val_idx, test_idx = split_by_image(data.n_images, seed=0)

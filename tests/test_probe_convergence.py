@@ -10,7 +10,14 @@ import torch
 
 from binding_lens.binding import BindingSubspace
 from binding_lens.probes import (
-    ProbeData, ProbeTrainingConfig, auroc, evaluate, make_probe, split_by_image, train_probe, train_probes,
+    ProbeData,
+    ProbeTrainingConfig,
+    auroc,
+    evaluate,
+    make_probe,
+    split_by_image,
+    train_probe,
+    train_probes,
 )
 from binding_lens.probes.metrics import bootstrap_auroc
 
@@ -90,8 +97,13 @@ def test_early_stopping_restores_the_best_pass_and_max_steps_is_reported(planted
     config = ProbeTrainingConfig(eval_every=5, patience=3, min_steps=0, plateau_patience=2, lr=3e-2)
     states = []
     torch.manual_seed(0)
-    result = train_probe(make_probe("quadratic", 64), train, val, config,
-                         callback=lambda epoch, p, record: states.append({k: v.clone() for k, v in p.state_dict().items()}))
+    result = train_probe(
+        make_probe("quadratic", 64),
+        train,
+        val,
+        config,
+        callback=lambda epoch, p, record: states.append({k: v.clone() for k, v in p.state_dict().items()}),
+    )
     losses = [record.val["loss"] for record in result.history]
     steps = [record.step for record in result.history]
     assert steps == list(range(5, 5 * len(steps) + 1, 5)) and result.steps == steps[-1]
@@ -105,7 +117,9 @@ def test_early_stopping_restores_the_best_pass_and_max_steps_is_reported(planted
 
     torch.manual_seed(0)
     with pytest.warns(UserWarning, match="stopped at max_steps=10 while its validation loss was still falling"):
-        short = train_probe(make_probe("quadratic", 64), train, val, replace(config, max_steps=10, patience=50, lr=1e-3))
+        short = train_probe(
+            make_probe("quadratic", 64), train, val, replace(config, max_steps=10, patience=50, lr=1e-3)
+        )
     assert short.stopped == "max_steps" and short.steps == 10 and not short.converged
 
 
@@ -120,8 +134,13 @@ def test_probes_trained_together_stop_where_each_would_alone(planted):
     assert joint[0].steps != joint[1].steps  # the premise: they stop at different steps
     for i, name in enumerate(names):
         torch.manual_seed(0)
-        alone = train_probe(make_probe(name, 64), ProbeData(stack(train).acts[i], train.instance),
-                            ProbeData(stack(val).acts[i], val.instance), config, warn=False)
+        alone = train_probe(
+            make_probe(name, 64),
+            ProbeData(stack(train).acts[i], train.instance),
+            ProbeData(stack(val).acts[i], val.instance),
+            config,
+            warn=False,
+        )
         assert (alone.steps, alone.best_step, alone.stopped) == (joint[i].steps, joint[i].best_step, joint[i].stopped)
         for key, value in alone.probe.state_dict().items():
             torch.testing.assert_close(joint[i].probe.state_dict()[key], value)

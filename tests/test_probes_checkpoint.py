@@ -8,10 +8,9 @@ import os
 import pytest
 import torch
 from safetensors.torch import save_file
+from test_probes_formulas import D, build
 
 from binding_lens.probes import PROBES, load_probe, read_header, save_probe
-
-from test_probes_formulas import D, build
 
 
 @pytest.mark.parametrize("name", list(PROBES))

@@ -12,7 +12,6 @@ from torch.utils._pytree import tree_leaves
 
 from binding_lens.probes import PROBES, PairBatch, PairProbe, SelfAttentionProbe, make_probe
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -20,10 +19,18 @@ D, HEADS, D_HEAD = 8, 2, 3
 
 
 def _attention_weights(gen: torch.Generator, d: int = D, heads: int = HEADS, d_head: int = D_HEAD) -> dict:
-    r = lambda *s: torch.randn(*s, generator=gen)
+
+    def r(*s):
+        return torch.randn(*s, generator=gen)
+
     return dict(
-        W_Q=r(heads, d, d_head), W_K=r(heads, d, d_head), b_Q=r(heads, d_head), b_K=r(heads, d_head),
-        ln_weight=1 + 0.3 * r(d), ln_bias=0.3 * r(d), ln_eps=1e-5,
+        W_Q=r(heads, d, d_head),
+        W_K=r(heads, d, d_head),
+        b_Q=r(heads, d_head),
+        b_K=r(heads, d_head),
+        ln_weight=1 + 0.3 * r(d),
+        ln_bias=0.3 * r(d),
+        ln_eps=1e-5,
     )
 
 
@@ -56,7 +63,10 @@ def _layer_norm(v, w, b, eps):
 def slow_probability(probe: PairProbe, x: torch.Tensor, y: torch.Tensor) -> float:
     """P(same) of one pair (x, y), written straight from the SPEC table."""
     name, d = probe.name, probe.d_model
-    sig = lambda s: 1 / (1 + math.exp(-s))
+
+    def sig(s):
+        return 1 / (1 + math.exp(-s))
+
     if name == "linear":
         return sig(float(probe.w @ x + probe.w @ y + probe.b))
     if name == "diag_quadratic":
@@ -105,9 +115,13 @@ def test_probe_matches_slow_double_loop(name):
     for b in range(2):
         for i in range(4):
             for j in range(3):
-                assert float(got[b, i, j]) == pytest.approx(slow_probability(probe, x[b, i], y[b, j]), rel=1e-9, abs=1e-12)
+                assert float(got[b, i, j]) == pytest.approx(
+                    slow_probability(probe, x[b, i], y[b, j]), rel=1e-9, abs=1e-12
+                )
             for j in range(4):
-                assert float(self_pairs[b, i, j]) == pytest.approx(slow_probability(probe, x[b, i], x[b, j]), rel=1e-9, abs=1e-12)
+                assert float(self_pairs[b, i, j]) == pytest.approx(
+                    slow_probability(probe, x[b, i], x[b, j]), rel=1e-9, abs=1e-12
+                )
     # logits are the exact log-odds of the probabilities, also for the pointwise probes
     torch.testing.assert_close(torch.sigmoid(logits), got, rtol=1e-9, atol=1e-12)
 
@@ -118,7 +132,9 @@ def test_probe_is_symmetric(name):
     gen = torch.Generator().manual_seed(2)
     x, y = torch.randn(3, 5, D, generator=gen), torch.randn(3, 6, D, generator=gen)
     with torch.no_grad():
-        torch.testing.assert_close(probe.pair_logits(x, y), probe.pair_logits(y, x).transpose(1, 2), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            probe.pair_logits(x, y), probe.pair_logits(y, x).transpose(1, 2), rtol=1e-5, atol=1e-5
+        )
         s = probe.pair_logits(x)
         torch.testing.assert_close(s, s.transpose(1, 2), rtol=1e-5, atol=1e-5)
 
@@ -149,7 +165,9 @@ def test_no_pair_by_feature_tensor_and_no_dense_matrix_for_low_rank(name):
         probe.training_loss(x, PairBatch(instance, instance >= 0, klass)).backward()
     assert len(mode.shapes) > 10 and all(p.grad is not None for p in probe.parameters())  # backward ran inside
     for op, shape in mode.shapes:
-        assert not (d in shape and (shape.count(n) >= 2 or (n in shape and m in shape))), f"{op} made a [N, M, d] tensor {shape}"
+        assert not (d in shape and (shape.count(n) >= 2 or (n in shape and m in shape))), (
+            f"{op} made a [N, M, d] tensor {shape}"
+        )
         if name != "quadratic":
             assert shape.count(d) < 2, f"{name}: {op} formed a d x d tensor {shape}"
 

@@ -12,8 +12,8 @@ from binding_lens.probes import DegeneratePairSetError, auroc, pair_metrics
 
 def slow_auroc(scores, labels) -> float:
     """P(positive scores above negative), ties 1/2: the O(n_pos * n_neg) definition."""
-    pos = [float(s) for s, l in zip(scores, labels) if l]
-    neg = [float(s) for s, l in zip(scores, labels) if not l]
+    pos = [float(s) for s, label in zip(scores, labels) if label]
+    neg = [float(s) for s, label in zip(scores, labels) if not label]
     wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
     return wins / (len(pos) * len(neg))
 
@@ -61,7 +61,9 @@ def test_threshold_is_strictly_above_one_half_and_scores_rank_for_auroc():
     assert m["accuracy"] == 0.75
     # saturated probabilities tie; the logits they came from still rank the pairs
     logits = torch.tensor([0.0, 0.0, 40.0, 39.0])
-    assert pair_metrics(torch.sigmoid(logits), labels, scores=logits)["auroc"] == pytest.approx(slow_auroc(logits, labels))
+    assert pair_metrics(torch.sigmoid(logits), labels, scores=logits)["auroc"] == pytest.approx(
+        slow_auroc(logits, labels)
+    )
     assert pair_metrics(torch.sigmoid(logits), labels)["auroc"] != pytest.approx(slow_auroc(logits, labels))
 
 
@@ -72,7 +74,9 @@ def test_majority_baseline_is_accuracy_of_the_constant_answer():
     assert m["balanced_accuracy"] == 0.5
 
 
-@pytest.mark.parametrize("labels, match", [([True, True], "no negative"), ([False, False], "no positive"), ([], "empty")])
+@pytest.mark.parametrize(
+    "labels, match", [([True, True], "no negative"), ([False, False], "no positive"), ([], "empty")]
+)
 def test_degenerate_pair_sets_are_refused(labels, match):
     labels = torch.tensor(labels, dtype=torch.bool)
     with pytest.raises(DegeneratePairSetError, match=match):
@@ -90,7 +94,7 @@ def slow_best_threshold(p, labels) -> tuple[float, float]:
     """Best accuracy over every cut between sorted distinct probabilities, and that accuracy (brute force)."""
     values = sorted(set(float(v) for v in p))
     cuts = [values[0] - 1.0] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1], 0.5]
-    scored = [(sum(bool(v > c) == bool(l) for v, l in zip(p, labels)) / len(p), -abs(c - 0.5), c) for c in cuts]
+    scored = [(sum(bool(v > c) == bool(label) for v, label in zip(p, labels)) / len(p), -abs(c - 0.5), c) for c in cuts]
     best = max(scored)
     return best[2], best[0]
 
@@ -135,6 +139,7 @@ def test_bootstrap_accuracy_matches_explicit_resampling():
         total = sum(int(row[g]) * int((groups == g).sum()) for g in range(12))
         slow.append(hits / total)
     assert bootstrap_accuracy(correct, groups, n_boot=300, seed=5) == pytest.approx(
-        percentile_interval(torch.tensor(slow), 0.95))
+        percentile_interval(torch.tensor(slow), 0.95)
+    )
     low, high = bootstrap_accuracy(correct, groups)
     assert low < float(correct.double().mean()) < high

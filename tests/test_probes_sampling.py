@@ -7,7 +7,15 @@ import itertools
 import pytest
 import torch
 
-from binding_lens.probes import PairBatch, PairSet, count_pairs, dense_instance_ids, fixed_pairs, sample_patches, split_by_image
+from binding_lens.probes import (
+    PairBatch,
+    PairSet,
+    count_pairs,
+    dense_instance_ids,
+    fixed_pairs,
+    sample_patches,
+    split_by_image,
+)
 
 
 def _labels(seed=0, n_images=30, n_patches=12):

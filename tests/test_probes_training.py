@@ -11,11 +11,17 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from binding_lens.probes import (
-    DegeneratePairSetError, ProbeData, ProbeTrainingConfig, evaluate, fixed_pairs, make_probe, split_by_image,
-    train_probe, train_probes,
+    DegeneratePairSetError,
+    ProbeData,
+    ProbeTrainingConfig,
+    evaluate,
+    fixed_pairs,
+    make_probe,
+    split_by_image,
+    train_probe,
+    train_probes,
 )
 from binding_lens.probes.synthetic import planted_binding
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -35,7 +41,10 @@ def test_planted_low_rank_quadratic_signal_is_recovered_by_quadratic_probes_only
     torch.manual_seed(0)
     names = ["quadratic", "quadratic_fixed_rank", "linear", "diag_quadratic"]
     probes = [make_probe(n, 32, **({"rank": 8} if n == "quadratic_fixed_rank" else {})) for n in names]
-    stack = lambda d: ProbeData([d.acts[0]] * len(names), d.instance, d.klass)  # four probes on one layer
+
+    def stack(d):  # four probes on one layer
+        return ProbeData([d.acts[0]] * len(names), d.instance, d.klass)
+
     config = ProbeTrainingConfig.paper(lr=3e-2, epochs=20, step_size=10, batch_images=64, patches_per_image=16)
     with pytest.warns(UserWarning, match="linear probe on data layer 2 learnt nothing measurable"):
         results = train_probes(probes, stack(train), stack(val), config)
@@ -50,7 +59,9 @@ def test_planted_low_rank_quadratic_signal_is_recovered_by_quadratic_probes_only
 
 
 # lr multiplied by 40 each epoch: training first helps, then diverges, so the best epoch is early.
-RISE_THEN_COLLAPSE = ProbeTrainingConfig.paper(lr=3e-3, gamma=40.0, step_size=1, epochs=4, batch_images=128, patches_per_image=16)
+RISE_THEN_COLLAPSE = ProbeTrainingConfig.paper(
+    lr=3e-3, gamma=40.0, step_size=1, epochs=4, batch_images=128, patches_per_image=16
+)
 
 
 def test_best_validation_checkpoint_is_the_best_epochs_weights(planted):
@@ -60,7 +71,11 @@ def test_best_validation_checkpoint_is_the_best_epochs_weights(planted):
     torch.manual_seed(0)
     probe = make_probe("quadratic_fixed_rank", 32, rank=8)
     result = train_probe(
-        probe, train, val, config, warn=False,
+        probe,
+        train,
+        val,
+        config,
+        warn=False,
         callback=lambda epoch, p, record: states.append({k: v.clone() for k, v in p.state_dict().items()}),
     )
     accuracies = [r.val["accuracy"] for r in result.history]
@@ -75,8 +90,9 @@ def test_best_validation_checkpoint_is_the_best_epochs_weights(planted):
     assert again["accuracy"] == result.best_val["accuracy"] == max(accuracies)
     # retraining with the same seed for best_epoch + 1 epochs ends on the same weights
     torch.manual_seed(0)
-    short = train_probe(make_probe("quadratic_fixed_rank", 32, rank=8), train, None,
-                        replace(config, epochs=result.best_epoch + 1))
+    short = train_probe(
+        make_probe("quadratic_fixed_rank", 32, rank=8), train, None, replace(config, epochs=result.best_epoch + 1)
+    )
     for key, value in result.probe.state_dict().items():
         torch.testing.assert_close(short.probe.state_dict()[key], value)
 
@@ -92,14 +108,20 @@ def test_selection_by_loss_picks_the_lowest_validation_loss(planted):
 
 def test_layers_trained_together_end_where_each_would_alone(planted):
     train, val, _ = planted
-    small = lambda d: ProbeData(d.acts[0][:200], d.instance[:200], d.klass[:200])
+
+    def small(d):
+        return ProbeData(d.acts[0][:200], d.instance[:200], d.klass[:200])
+
     train, val = small(train), small(val)
-    layer2 = lambda d: ProbeData([d.acts[0], torch.tanh(d.acts[0])], d.instance, d.klass)
+
+    def layer2(d):
+        return ProbeData([d.acts[0], torch.tanh(d.acts[0])], d.instance, d.klass)
+
     config = ProbeTrainingConfig.paper(lr=1e-2, epochs=3, batch_images=32, patches_per_image=8)
     names = ["quadratic", "distance"]
     torch.manual_seed(0)
     joint = train_probes([make_probe(n, 32) for n in names], layer2(train), layer2(val), config)
-    for i, name in enumerate(names):
+    for i, _name in enumerate(names):
         torch.manual_seed(0)
         probes = [make_probe(n, 32) for n in names]  # the same initial weights as the joint run
         single_train = ProbeData(layer2(train).acts[i], train.instance, train.klass)
@@ -114,10 +136,15 @@ def test_layers_trained_together_end_where_each_would_alone(planted):
 def test_training_is_seeded(planted):
     train, _, _ = planted
     train = ProbeData(train.acts[0][:100], train.instance[:100])
-    run = lambda seed: train_probe(
-        (torch.manual_seed(0), make_probe("linear", 32))[1], train, None,
-        ProbeTrainingConfig(epochs=2, batch_images=16, patches_per_image=8, seed=seed),
-    ).probe.w.detach()
+
+    def run(seed):
+        return train_probe(
+            (torch.manual_seed(0), make_probe("linear", 32))[1],
+            train,
+            None,
+            ProbeTrainingConfig(epochs=2, batch_images=16, patches_per_image=8, seed=seed),
+        ).probe.w.detach()
+
     assert torch.equal(run(1), run(1))
     assert not torch.equal(run(1), run(2))
 
@@ -162,7 +189,7 @@ def test_evaluate_matches_a_slow_loop_over_pairs(planted):
                 probabilities.append(float(probe.pair_probabilities(x, y)))
                 labels.append(bool(data.instance[image, i] == data.instance[image, j]))
     n_pos = sum(labels)
-    correct = sum((p > 0.5) == l for p, l in zip(probabilities, labels))
+    correct = sum((p > 0.5) == label for p, label in zip(probabilities, labels))
     assert metrics["n_pairs"] == len(labels) and metrics["n_positive"] == n_pos
     assert metrics["accuracy"] == pytest.approx(correct / len(labels))
     assert metrics["majority_baseline"] == pytest.approx(max(n_pos, len(labels) - n_pos) / len(labels))

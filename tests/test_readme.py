@@ -49,8 +49,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 from conftest import torchrun
+from PIL import Image
 from test_data_ade20k import OBJECTNAMES, _seg  # the official ADE20K encoding, as that test writes it
 
 from binding_lens.cli import build_parser, main
@@ -60,10 +60,29 @@ README = ROOT / "README.md"
 BINDING_LENS = Path(sys.executable).parent / "binding-lens"
 
 HUB = {"facebook/dinov2-small": "random:dinov2-small"}  # the same architecture with seeded random weights
-DATA = {"/data/ADE20K_2021_17_01": "data/ADE20K_2021_17_01",  # paths relative to the temporary cwd
-        "/data/my_scenes": "data/my_scenes"}
-PREPARED = {"runs/demo/dino": ["sweep", "--model", "zoo:dino", "--data", "default", "--n-images", "12",
-                               "--size", "96", "--probes", "quadratic", "--epochs", "1", "--out", "runs/demo/dino"]}
+DATA = {
+    "/data/ADE20K_2021_17_01": "data/ADE20K_2021_17_01",  # paths relative to the temporary cwd
+    "/data/my_scenes": "data/my_scenes",
+}
+PREPARED = {
+    "runs/demo/dino": [
+        "sweep",
+        "--model",
+        "zoo:dino",
+        "--data",
+        "default",
+        "--n-images",
+        "12",
+        "--size",
+        "96",
+        "--probes",
+        "quadratic",
+        "--epochs",
+        "1",
+        "--out",
+        "runs/demo/dino",
+    ]
+}
 KNOWN_FAILING: dict[str, str] = {}  # a text of the README item -> why it fails (xfail, strict)
 
 MARKER = re.compile(r"^<!--\s*readme-test:(.*?)-->\s*$")
@@ -73,8 +92,8 @@ INLINE = re.compile(r"`((?:\.venv/bin/)?binding-lens\s[^`]+)`")
 
 @dataclass(frozen=True)
 class Item:
-    line: int      # README line of the block's first code line, or of the inline command
-    kind: str      # bash | python | inline
+    line: int  # README line of the block's first code line, or of the inline command
+    kind: str  # bash | python | inline
     text: str
     marker: str | None
 
@@ -101,7 +120,7 @@ def readme_items(text: str) -> tuple[list[Item], list[int]]:
         if fence:
             end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
             if fence.group(1) in ("bash", "python"):
-                items.append(Item(i + 2, fence.group(1), "\n".join(lines[i + 1:end]), marker))
+                items.append(Item(i + 2, fence.group(1), "\n".join(lines[i + 1 : end]), marker))
             elif marker is not None:
                 dangling.append(marker_line)  # the layout diagram and other blocks are not run
             i = end + 1
@@ -110,8 +129,10 @@ def readme_items(text: str) -> tuple[list[Item], list[int]]:
         while end < len(lines) and lines[end].strip() and not FENCE.match(lines[end]) and not MARKER.match(lines[end]):
             end += 1
         paragraph = "\n".join(lines[i:end])
-        commands = [(i + 1 + paragraph[:m.start()].count("\n"), " ".join(m.group(1).split()))
-                    for m in INLINE.finditer(paragraph)]
+        commands = [
+            (i + 1 + paragraph[: m.start()].count("\n"), " ".join(m.group(1).split()))
+            for m in INLINE.finditer(paragraph)
+        ]
         items += [Item(line, "inline", command, marker) for line, command in commands]
         if marker is not None and not commands:
             dangling.append(marker_line)
@@ -179,8 +200,8 @@ def binding_lens_argv(argv: list[str], where: str) -> list[str]:
 def torchrun_parts(argv: list[str], where: str) -> tuple[list[str], list[str]]:
     """(torchrun's options, binding-lens arguments) of `torchrun OPTIONS -m binding_lens ARGS`."""
     at = argv.index("-m") if "-m" in argv else -1
-    assert at > 0 and argv[at + 1:at + 2] == ["binding_lens"], f"{where}: torchrun must launch `-m binding_lens`"
-    return argv[1:at], argv[at + 2:]
+    assert at > 0 and argv[at + 1 : at + 2] == ["binding_lens"], f"{where}: torchrun must launch `-m binding_lens`"
+    return argv[1:at], argv[at + 2 :]
 
 
 def _option(options: list[str], name: str, value: str | None = None) -> list[str]:
@@ -214,8 +235,10 @@ def run_torchrun(argv: list[str], extra: list[str], where: str) -> None:
     else:
         launches = [launch]
     for done in torchrun(launches, args):
-        assert done.returncode == 0, f"{where}: `torchrun ... {shlex.join(args)}` exited " \
-                                     f"{done.returncode}:\n{progress_free(done.stderr)[-3000:]}"
+        assert done.returncode == 0, (
+            f"{where}: `torchrun ... {shlex.join(args)}` exited "
+            f"{done.returncode}:\n{progress_free(done.stderr)[-3000:]}"
+        )
 
 
 def progress_free(text: str) -> str:
@@ -234,8 +257,9 @@ def run_cli(argv: list[str], where: str) -> None:
                 status = exit_.code
     finally:
         torch.set_num_threads(threads)  # `zoo train --threads` sets it for the process
-    assert status in (0, None), (f"{where}: `binding-lens {shlex.join(argv)}` exited {status}:\n"
-                                 f"{progress_free(err.getvalue())[-3000:]}")
+    assert status in (0, None), (
+        f"{where}: `binding-lens {shlex.join(argv)}` exited {status}:\n{progress_free(err.getvalue())[-3000:]}"
+    )
 
 
 def write_ade20k(release: Path, n: int = 16) -> None:
@@ -331,8 +355,14 @@ def known_failing(item: Item) -> str | None:
 
 
 def params() -> list:
-    return [pytest.param(item, id=item.id, marks=[pytest.mark.xfail(reason=known_failing(item), strict=True)]
-                         if known_failing(item) else []) for item in ITEMS]
+    return [
+        pytest.param(
+            item,
+            id=item.id,
+            marks=[pytest.mark.xfail(reason=known_failing(item), strict=True)] if known_failing(item) else [],
+        )
+        for item in ITEMS
+    ]
 
 
 @pytest.mark.parametrize("item", params())
@@ -372,21 +402,27 @@ def test_every_command_the_readme_names_exists_and_the_installed_script_runs_it(
     env = {**os.environ, "TQDM_DISABLE": "1"}
     top = subcommands(build_parser())
     for name in sorted(names):
-        assert name[0] in top and (len(name) == 1 or name[1] in subcommands(top[name[0]])), \
+        assert name[0] in top and (len(name) == 1 or name[1] in subcommands(top[name[0]])), (
             f"README names `binding-lens {' '.join(name)}`, which does not exist"
-        done = subprocess.run([str(BINDING_LENS), *name, "--help"], capture_output=True, text=True, env=env,
-                              timeout=60, check=False)
+        )
+        done = subprocess.run(
+            [str(BINDING_LENS), *name, "--help"], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
         assert done.returncode == 0, f"README names `binding-lens {' '.join(name)}`, which fails: {done.stderr}"
-    done = subprocess.run([str(BINDING_LENS), "--help"], capture_output=True, text=True, env=env, timeout=60,
-                          check=False)
+    done = subprocess.run(
+        [str(BINDING_LENS), "--help"], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
     assert done.returncode == 0 and "sweep" in done.stdout
 
 
 def test_the_readme_test_command_is_what_ci_runs():
     shell = [argv for item in ITEMS if item.kind == "bash" for argv in command_lines(item.text)]
     assert ["make", "test"] in shell, "the README no longer shows `make test`"
-    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
-          if line.strip() and not line.lstrip().startswith("#")]
+    ci = [
+        line.strip()
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     assert "make test" in ci, f".ci/run does not call `make test`: {ci}"
     makefile = (ROOT / "Makefile").read_text()
     target = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)

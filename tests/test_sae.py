@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
+from conftest import pixels
 
 from binding_lens.errors import InputError, MissingFileError
 from binding_lens.models import load_hooked_vit
 from binding_lens.sae import SaeTrainingConfig, SparseAutoencoder, attach_sae, load_sae, train_sae
-from conftest import pixels
 
 
 def random_sae(architecture: str = "topk", k: int | None = 3) -> SparseAutoencoder:
@@ -44,13 +44,18 @@ def test_training_recovers_a_planted_dictionary():
     directions = torch.randn(24, 16, generator=generator)
     directions /= directions.norm(dim=1, keepdim=True)
     n = 6000
-    codes = torch.zeros(n, 24).scatter_(1, torch.stack([torch.randperm(24, generator=generator)[:2] for _ in range(n)]),
-                                        torch.rand(n, 2, generator=generator) + 0.5)
+    codes = torch.zeros(n, 24).scatter_(
+        1,
+        torch.stack([torch.randperm(24, generator=generator)[:2] for _ in range(n)]),
+        torch.rand(n, 2, generator=generator) + 0.5,
+    )
     sae, record = train_sae(codes @ directions + 0.2, SaeTrainingConfig(d_sae=48, k=2, steps=600, batch_size=256))
     best_cosine = (directions @ (sae.W_dec / sae.W_dec.norm(dim=1, keepdim=True)).T).max(1).values
     assert (best_cosine > 0.9).float().mean() >= 0.9, best_cosine
     assert record.fraction_variance_unexplained < 0.15 and record.l0 == pytest.approx(2.0)
-    _, noise = train_sae(torch.randn(n, 16, generator=generator), SaeTrainingConfig(d_sae=48, k=2, steps=600, batch_size=256))
+    _, noise = train_sae(
+        torch.randn(n, 16, generator=generator), SaeTrainingConfig(d_sae=48, k=2, steps=600, batch_size=256)
+    )
     assert noise.fraction_variance_unexplained > 0.5  # isotropic noise has no sparse dictionary to find
 
 
@@ -79,8 +84,9 @@ def test_a_spliced_sae_exposes_its_hooks_and_keeps_the_model_exact_with_the_erro
             acts = cache["blocks.1.hook_resid_post.hook_sae_acts_post"]
             assert acts.shape == (2, 17, 64)
             torch.testing.assert_close(out, clean, atol=1e-5, rtol=0)
-            ablated = model.run_with_hooks(x, fwd_hooks=[("blocks.1.hook_resid_post.hook_sae_acts_post",
-                                                          lambda a, hook: torch.zeros_like(a))])
+            ablated = model.run_with_hooks(
+                x, fwd_hooks=[("blocks.1.hook_resid_post.hook_sae_acts_post", lambda a, hook: torch.zeros_like(a))]
+            )
             assert not torch.allclose(ablated, clean, atol=1e-4)  # features still reach the output
         with attach_sae(model, sae):
             assert not torch.allclose(model(x), clean, atol=1e-4)  # the reconstruction replaces the stream
@@ -95,14 +101,38 @@ def test_sae_command_on_a_zoo_model_writes_the_sae_and_its_binding_features(tmp_
     from binding_lens.cli import main
 
     out = tmp_path / "sae"
-    assert main(["sae", "--model", "zoo:dino", "--layer", "3", "--n-images", "24", "--d-sae", "96", "--k", "8",
-                 "--steps", "60", "--top", "5", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sae",
+                "--model",
+                "zoo:dino",
+                "--layer",
+                "3",
+                "--n-images",
+                "24",
+                "--d-sae",
+                "96",
+                "--k",
+                "8",
+                "--steps",
+                "60",
+                "--top",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "cosine of whole SAE codes" in printed and "quadratic probe at layer 3" in printed
     sae = load_sae(out / "sae")
     assert sae.hook_name == "blocks.3.hook_resid_post" and sae.d_sae == 96 and sae.k == 8
     features = json.loads((out / "features.json").read_text())
-    assert len(features) == 5 and all(0 <= row["auroc_low"] <= row["auroc"] <= row["auroc_high"] <= 1 for row in features)
+    assert len(features) == 5 and all(
+        0 <= row["auroc_low"] <= row["auroc"] <= row["auroc_high"] <= 1 for row in features
+    )
     ranked_on_selection = {row["feature"] for row in features}
     assert len(ranked_on_selection) == 5 and all(0 <= row["fires_on"] <= 1 for row in features)
     summary = json.loads((out / "summary.json").read_text())

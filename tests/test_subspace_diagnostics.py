@@ -7,14 +7,20 @@ import math
 
 import pytest
 import torch
+from conftest import random_quadratic
+from test_probe_convergence import planted_objects
 
 from binding_lens.binding import (
-    BindingSubspace, accuracy_by_k, accuracy_kept, eigen_spectrum, elbow, principal_angles, random_angles,
+    BindingSubspace,
+    accuracy_by_k,
+    accuracy_kept,
+    eigen_spectrum,
+    elbow,
+    principal_angles,
+    random_angles,
     subspace_stability,
 )
 from binding_lens.probes import ProbeData, make_probe, split_by_image
-from conftest import random_quadratic
-from test_probe_convergence import planted_objects
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -26,9 +32,13 @@ def test_principal_angles_match_their_definition():
     e = torch.eye(d, dtype=torch.float64)
     thetas = [0.0, 25.0, 60.0]
     a = e[:, :3]
-    rotated = torch.stack([math.cos(math.radians(t)) * e[:, i] + math.sin(math.radians(t)) * e[:, 5 + i]
-                           for i, t in enumerate(thetas)], dim=1)
-    mixed = rotated @ torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))).Q
+    rotated = torch.stack(
+        [math.cos(math.radians(t)) * e[:, i] + math.sin(math.radians(t)) * e[:, 5 + i] for i, t in enumerate(thetas)],
+        dim=1,
+    )
+    mixed = (
+        rotated @ torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))).Q
+    )
     torch.testing.assert_close(principal_angles(a, mixed), torch.tensor(thetas, dtype=torch.float64), atol=1e-6, rtol=0)
     # the first principal angle is the smallest angle between any two unit vectors of the subspaces
     grid = torch.linspace(0, 2 * math.pi, 721, dtype=torch.float64)

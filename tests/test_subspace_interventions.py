@@ -6,14 +6,13 @@ import itertools
 
 import pytest
 import torch
+from conftest import random_quadratic
 from nnsight import NNsight
 
-from binding_lens.models import load_hooked_vit
-from binding_lens.binding import Inject, Interchange, MeanAblate, ProjectOut, Shuffle
+from binding_lens.binding import BindingSubspace, Inject, Interchange, MeanAblate, ProjectOut, Shuffle, accuracy_by_k
 from binding_lens.hooks.names import resid_post
+from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
-from conftest import random_quadratic
-from binding_lens.binding import BindingSubspace, accuracy_by_k
 
 D = 32
 
@@ -29,8 +28,9 @@ def test_subspace_matches_its_definitions():
     torch.testing.assert_close(sub.truncated_weight(), W, atol=1e-5, rtol=0)  # k = d: W itself
     torch.testing.assert_close(sub.basis.T @ sub.basis, torch.eye(D), atol=1e-5, rtol=0)
     x, y = torch.randn(5, D), torch.randn(5, D)
-    torch.testing.assert_close((sub.W1 @ x.T * (sub.W2 @ y.T)).sum(0), torch.einsum("nd,de,ne->n", x, W, y),
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        (sub.W1 @ x.T * (sub.W2 @ y.T)).sum(0), torch.einsum("nd,de,ne->n", x, W, y), atol=1e-4, rtol=0
+    )
     k4 = BindingSubspace.from_probe(probe, k=4)
     values = torch.linalg.eigvalsh(W.double())
     expected = values[values.abs().argsort(descending=True)[:4]]
@@ -42,7 +42,7 @@ def test_subspace_matches_its_definitions():
     control = BindingSubspace.random(D, 4, seed=1)
     torch.testing.assert_close(control.basis.T @ control.basis, torch.eye(4), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="no eigenvalues"):
-        control.W1
+        _ = control.W1
     with pytest.raises(TypeError, match="quadratic form"):
         BindingSubspace.from_probe(make_probe("linear", D), 2)
 
@@ -53,8 +53,9 @@ def test_accuracy_by_k_saturates_at_the_planted_rank():
     from binding_lens.probes import ProbeTrainingConfig, train_probe
     from binding_lens.probes.synthetic import planted_binding
 
-    planted = planted_binding(n_images=600, n_patches=16, d_model=D, rank=4, n_classes=1, class_strength=0.0,
-                              noise=0.3, seed=0)
+    planted = planted_binding(
+        n_images=600, n_patches=16, d_model=D, rank=4, n_classes=1, class_strength=0.0, noise=0.3, seed=0
+    )
     train, test = planted.data.select(torch.arange(480)), planted.data.select(torch.arange(480, 600))
     torch.manual_seed(0)
     config = ProbeTrainingConfig(epochs=20, batch_images=64, lr=1e-2, step_size=100)
@@ -114,7 +115,9 @@ def test_inject_moves_binding_parts_to_object_means():
         mean = coords[members].mean(0)
         after = sub.coordinates(full[0, 1:])[members]
         torch.testing.assert_close(after, mean.expand_as(after), atol=1e-5, rtol=0)
-        torch.testing.assert_close(sub.coordinates(half[0, 1:])[members], (coords[members] + mean) / 2, atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            sub.coordinates(half[0, 1:])[members], (coords[members] + mean) / 2, atol=1e-5, rtol=0
+        )
     unlabeled = (instance[0] < 0).nonzero().flatten() + 1
     torch.testing.assert_close(full[0, unlabeled], h[0, unlabeled], atol=0, rtol=0)
     torch.testing.assert_close(sub.feature_part(full), sub.feature_part(h), atol=1e-5, rtol=0)
@@ -129,7 +132,9 @@ def test_project_out_mean_ablate_and_interchange():
     torch.testing.assert_close(sub.coordinates(removed[:, 1:]), torch.zeros(2, 12, 3), atol=1e-5, rtol=0)
     mean = h[:, 1:].reshape(-1, D).mean(0)
     ablated = MeanAblate(sub, 1, mean).apply(h)
-    torch.testing.assert_close(sub.coordinates(ablated[:, 1:]), sub.coordinates(mean).expand(2, 12, 3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        sub.coordinates(ablated[:, 1:]), sub.coordinates(mean).expand(2, 12, 3), atol=1e-5, rtol=0
+    )
     swapped = Interchange(sub, 1, source).apply(h)
     torch.testing.assert_close(sub.coordinates(swapped[:, 1:]), sub.coordinates(source[:, 1:]), atol=1e-5, rtol=0)
     torch.testing.assert_close(sub.feature_part(swapped[:, 1:]), sub.feature_part(h[:, 1:]), atol=1e-5, rtol=0)
@@ -147,8 +152,11 @@ def test_interventions_in_a_model_identities_layers_and_nnsight(name):
     with torch.no_grad():
         clean = model(x)  # the same hook points observed as with one residual hook attached
         _, cache = model.run_with_cache(x)
-        for identity in (Shuffle(sub, 0.0, n_prefix), Inject(sub, 1.0, n_prefix, instance),
-                         Shuffle(BindingSubspace.from_matrix(torch.randn(32, 32), k=0), 1.0, n_prefix)):
+        for identity in (
+            Shuffle(sub, 0.0, n_prefix),
+            Inject(sub, 1.0, n_prefix, instance),
+            Shuffle(BindingSubspace.from_matrix(torch.randn(32, 32), k=0), 1.0, n_prefix),
+        ):
             out = model.run_with_hooks(x, fwd_hooks=[identity.at(1)])
             assert torch.equal(out, clean)  # bit-identical
         shuffled = Shuffle(sub, 1.0, n_prefix, seed=1)
@@ -181,8 +189,9 @@ def test_an_intervention_at_any_hook_point_edits_that_point_only():
             _, edited = model.run_with_cache(x)
     assert torch.equal(edited["blocks.1.hook_attn_out"], edit.apply(clean["blocks.1.hook_attn_out"]))
     assert torch.equal(edited["blocks.1.hook_resid_pre"], clean["blocks.1.hook_resid_pre"])
-    torch.testing.assert_close(edited["blocks.1.hook_resid_mid"],
-                               clean["blocks.1.hook_resid_pre"] + edited["blocks.1.hook_attn_out"])
+    torch.testing.assert_close(
+        edited["blocks.1.hook_resid_mid"], clean["blocks.1.hook_resid_pre"] + edited["blocks.1.hook_attn_out"]
+    )
     with pytest.raises(KeyError, match="not a hook point"):
         model.run_with_hooks(x, fwd_hooks=[edit.at("blocks.1.hook_atn_out")])
     with pytest.raises(TypeError, match="layer index or a hook name"):

@@ -14,8 +14,29 @@ from binding_lens.probes import load_probe
 
 def test_sweep_command_writes_the_report_and_resumes(tmp_path, capsys):
     out = tmp_path / "sweep"
-    args = ["sweep", "--model", "tiny:vit", "--data", "twins", "--n-images", "24", "--size", "64", "--layers", "0-2",
-            "--probes", "all", "--epochs", "2", "--batch-images", "8", "--rank", "4", "--out", str(out)]
+    args = [
+        "sweep",
+        "--model",
+        "tiny:vit",
+        "--data",
+        "twins",
+        "--n-images",
+        "24",
+        "--size",
+        "64",
+        "--layers",
+        "0-2",
+        "--probes",
+        "all",
+        "--epochs",
+        "2",
+        "--batch-images",
+        "8",
+        "--rank",
+        "4",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "peak_layer_normalised" in printed and "accuracy_by_layer.png" in printed
@@ -42,8 +63,24 @@ def test_sweep_command_writes_the_report_and_resumes(tmp_path, capsys):
 
 
 def test_extract_command_and_layer_parsing(tmp_path, capsys):
-    assert main(["extract", "--model", "tiny:clip_vision", "--n-images", "6", "--size", "64", "--layers", "0,2",
-                 "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "extract",
+                "--model",
+                "tiny:clip_vision",
+                "--n-images",
+                "6",
+                "--size",
+                "64",
+                "--layers",
+                "0,2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert "activations of layers [0, 2] for 6 images" in capsys.readouterr().out
     assert parse_layers("all", 4) == [0, 1, 2, 3]
     assert parse_layers("0-11:4", 12) == [0, 4, 8]
@@ -66,8 +103,15 @@ def test_a_sweep_is_reproducible_whatever_the_global_random_state(tmp_path):
     results = []
     for run, global_seed in enumerate((1, 2)):
         torch.manual_seed(global_seed)  # probe weights must not depend on it
-        sweep = layer_sweep(model, scenes, tmp_path / f"run{run}", layers=[1], probes=("linear", "quadratic"),
-                            training=ProbeTrainingConfig(seed=0, epochs=2, batch_images=8), progress=False)
+        sweep = layer_sweep(
+            model,
+            scenes,
+            tmp_path / f"run{run}",
+            layers=[1],
+            probes=("linear", "quadratic"),
+            training=ProbeTrainingConfig(seed=0, epochs=2, batch_images=8),
+            progress=False,
+        )
         results.append([(row["probe"], row["accuracy"], row["auroc"]) for row in sweep.rows])
     assert results[0] == results[1]
 
@@ -83,8 +127,15 @@ def test_sweep_statistics_calibrate_on_validation_choose_on_validation_and_brack
     model = load_hooked_vit("tiny:vit")
     scenes = SyntheticScenes("default", n=30, size=64, seed=1)
     config = ProbeTrainingConfig(seed=0, epochs=2, batch_images=8)
-    sweep = layer_sweep(model, scenes, tmp_path / "val", layers=[0, 1, 2], probes=("quadratic", "cosine_similarity"),
-                        training=config, progress=False)
+    sweep = layer_sweep(
+        model,
+        scenes,
+        tmp_path / "val",
+        layers=[0, 1, 2],
+        probes=("quadratic", "cosine_similarity"),
+        training=config,
+        progress=False,
+    )
     for row in sweep.rows:
         assert row["accuracy_low"] <= row["accuracy"] <= row["accuracy_high"]
         assert row["auroc_low"] <= row["auroc"] <= row["auroc_high"]
@@ -93,8 +144,16 @@ def test_sweep_statistics_calibrate_on_validation_choose_on_validation_and_brack
         mine = [row for row in sweep.rows if row["probe"] == probe]
         assert peak["val_auroc"] == max(row["val_auroc"] for row in mine)
         assert peak["peak_chosen_on"] == "validation AUROC"
-    by_test = layer_sweep(model, scenes, tmp_path / "test", layers=[0, 1, 2], probes=("quadratic", "cosine_similarity"),
-                          training=config, peak_by="test", progress=False)
+    by_test = layer_sweep(
+        model,
+        scenes,
+        tmp_path / "test",
+        layers=[0, 1, 2],
+        probes=("quadratic", "cosine_similarity"),
+        training=config,
+        peak_by="test",
+        progress=False,
+    )
     for probe, peak in by_test.peaks.items():
         assert peak["accuracy"] == max(row["accuracy"] for row in by_test.rows if row["probe"] == probe)
         assert "optimistic" in peak["peak_chosen_on"]
@@ -104,9 +163,36 @@ def test_sweep_statistics_calibrate_on_validation_choose_on_validation_and_brack
 
 def test_sweep_over_seeds_reports_mean_and_interval(tmp_path, capsys):
     out = tmp_path / "seeds"
-    assert main(["sweep", "--model", "tiny:vit", "--data", "twins", "--n-images", "16", "--size", "64", "--layers",
-                 "1-2", "--probes", "quadratic", "--epochs", "1", "--batch-images", "8", "--seeds", "3",
-                 "--seed", "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--model",
+                "tiny:vit",
+                "--data",
+                "twins",
+                "--n-images",
+                "16",
+                "--size",
+                "64",
+                "--layers",
+                "1-2",
+                "--probes",
+                "quadratic",
+                "--epochs",
+                "1",
+                "--batch-images",
+                "8",
+                "--seeds",
+                "3",
+                "--seed",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "mean over seeds 4..6" in capsys.readouterr().out
     per_seed = [json.loads((out / f"seed-{s}" / "sweep.json").read_text()) for s in (4, 5, 6)]
     rows = json.loads((out / "sweep.json").read_text())

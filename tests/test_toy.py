@@ -17,14 +17,16 @@ def test_position_decoding_on_planted_tokens():
     guessing the mean (RMSE = the positions' standard deviation), and tokens without position are too."""
     rows, cols, d = 6, 8, 12
     gen = torch.Generator().manual_seed(0)
-    where = torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1).reshape(-1, 2).float()
+    where = (
+        torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1).reshape(-1, 2).float()
+    )
     mixing = torch.randn(2, d, generator=gen)
 
     def tokens(n, signal=1.0):
         return signal * (where @ mixing)[None] + 0.05 * torch.randn(n, rows * cols, d, generator=gen)
 
     result = position_decoding(tokens(40), tokens(20), (rows, cols))
-    spread = math.sqrt(((rows ** 2 - 1) / 12 + (cols ** 2 - 1) / 12) / 2)  # RMSE of always guessing the mean
+    spread = math.sqrt(((rows**2 - 1) / 12 + (cols**2 - 1) / 12) / 2)  # RMSE of always guessing the mean
     assert result["rmse"] < 0.1 and result["rmse_low"] <= result["rmse"] <= result["rmse_high"]
     assert result["rmse_shuffled"] == pytest.approx(spread, rel=0.05)
     blind = position_decoding(tokens(40, signal=0.0), tokens(20, signal=0.0), (rows, cols))
@@ -33,8 +35,8 @@ def test_position_decoding_on_planted_tokens():
 
 def test_correspondence_pairs_each_patch_of_a_with_its_translate_in_b():
     grid = torch.zeros(6, 6, dtype=torch.long)
-    grid[0:2, 0:3] = 1           # twin A
-    grid[3:5, 2:5] = 2           # twin B, A moved by (3, 2)
+    grid[0:2, 0:3] = 1  # twin A
+    grid[3:5, 2:5] = 2  # twin B, A moved by (3, 2)
     grid[5, 0] = 3
     a, b = _correspondence(grid, {"A": 1, "B": 2})
     assert len(a) == 6
@@ -57,13 +59,33 @@ def test_twin_pca_consistency_is_one_for_a_consistent_split_and_low_for_noise():
     assert consistent["consistency"] == pytest.approx(1.0) and consistent["top3_variance"] > 0.9
     noise = [torch.randn(2 * per, d, generator=gen) for _ in range(n_scenes)]
     random = _twin_pca(torch.stack(noise), corresponding, layer=0, seed=0)
-    assert random["consistency"] < 0.6 and random["consistency_low"] < random["consistency"] < random["consistency_high"]
+    assert (
+        random["consistency"] < 0.6 and random["consistency_low"] < random["consistency"] < random["consistency_high"]
+    )
 
 
 def test_toy_command_writes_its_figures_and_tables(tmp_path, capsys):
     out = tmp_path / "toy"
-    assert main(["toy", "--model", "tiny:dinov2", "--size", "112", "--n-twin-scenes", "6", "--n-train-scenes", "16",
-                 "--layers", "0-1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "toy",
+                "--model",
+                "tiny:dinov2",
+                "--size",
+                "112",
+                "--n-twin-scenes",
+                "6",
+                "--n-train-scenes",
+                "16",
+                "--layers",
+                "0-1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "twins told apart" in printed and "position decoded" in printed
     for name in ("maps", "kde", "twin_pca", "separation", "position"):

@@ -39,8 +39,13 @@ def chromium() -> Path:
     """Chromium and playwright-core ready to drive, installed when missing; a skip says why they cannot be."""
     if shutil.which("node") is None:
         pytest.skip("the browser test needs Node.js (node) to run tests/browser/drive_viewer.cjs")
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "ensure_browser.sh")], capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "CHROMIUM": str(CHROMIUM)})
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "ensure_browser.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "CHROMIUM": str(CHROMIUM)},
+    )
     if done.returncode == 3:
         pytest.skip(f"cannot install the test browser here: {done.stderr.strip()}")
     if done.returncode != 0:
@@ -50,9 +55,15 @@ def chromium() -> Path:
 
 def sweep(out: Path, model_spec: str) -> Path:
     model = load_hooked_vit(model_spec)
-    layer_sweep(model, SyntheticScenes("twins", n=10, size=SIZE, seed=0), out, probes=["linear", "quadratic"],
-                training=ProbeTrainingConfig(max_steps=30, lr=1e-2, batch_images=8), progress=False,
-                extract_kwargs=dict(size=SIZE, patches_per_image=64, batch_size=10))
+    layer_sweep(
+        model,
+        SyntheticScenes("twins", n=10, size=SIZE, seed=0),
+        out,
+        probes=["linear", "quadratic"],
+        training=ProbeTrainingConfig(max_steps=30, lr=1e-2, batch_images=8),
+        progress=False,
+        extract_kwargs=dict(size=SIZE, patches_per_image=64, batch_size=10),
+    )
     return out
 
 
@@ -63,8 +74,10 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     runs = [sweep(work / "vit", "tiny:vit"), sweep(work / "dinov2", "tiny:dinov2")]
     page = viewer_from_run(runs, [0, 1], work / "viewer.html")
     notebook = work / "notebook.html"
-    notebook.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>notebook</title></head><body>"
-                        f"<p>A notebook cell output:</p>{iframe_html(page.read_text(), height=720)}</body></html>")
+    notebook.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>notebook</title></head><body>"
+        f"<p>A notebook cell output:</p>{iframe_html(page.read_text(), height=720)}</body></html>"
+    )
     model = load_hooked_vit("tiny:vit")
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.randn(1, 3, 32, 32), names_filter="blocks.1.attn.hook_pattern")
@@ -77,10 +90,23 @@ def drive(chromium: Path, pages: dict[str, Path], patch: tuple[int, int]) -> dic
     if ARTIFACTS.exists():
         shutil.rmtree(ARTIFACTS)
     config = pages["viewer"].with_name("drive.json")
-    config.write_text(json.dumps({"chromium": str(chromium), "out": str(ARTIFACTS), "patch": list(patch),
-                                  **{key: str(path) for key, path in pages.items()}}))
-    done = subprocess.run(["node", str(DRIVER_DIR / "drive_viewer.cjs"), str(config)], cwd=DRIVER_DIR,
-                          capture_output=True, text=True, timeout=180)
+    config.write_text(
+        json.dumps(
+            {
+                "chromium": str(chromium),
+                "out": str(ARTIFACTS),
+                "patch": list(patch),
+                **{key: str(path) for key, path in pages.items()},
+            }
+        )
+    )
+    done = subprocess.run(
+        ["node", str(DRIVER_DIR / "drive_viewer.cjs"), str(config)],
+        cwd=DRIVER_DIR,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, f"driver failed:\n{done.stderr[-4000:]}"
     return json.loads(done.stdout)
 
@@ -134,7 +160,15 @@ def test_viewer_in_headless_chromium(chromium, pages):
     assert "L1H0" in report["circuits"]["text"] and report["circuits"]["canvases"] >= 1
 
     names = sorted(Path(path).name for path in report["screenshots"])
-    assert names == ["01-initial.png", "02-clicked-patch.png", "03-next-layer.png", "04-last-layer.png",
-                     "05-other-probe.png", "06-other-image.png", "07-other-model.png", "08-notebook-iframe.png",
-                     "09-circuitsvis.png"]
+    assert names == [
+        "01-initial.png",
+        "02-clicked-patch.png",
+        "03-next-layer.png",
+        "04-last-layer.png",
+        "05-other-probe.png",
+        "06-other-image.png",
+        "07-other-model.png",
+        "08-notebook-iframe.png",
+        "09-circuitsvis.png",
+    ]
     assert all(Path(path).stat().st_size > 10_000 for path in report["screenshots"])

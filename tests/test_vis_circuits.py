@@ -64,8 +64,9 @@ def test_pattern_view_means_heads_by_default(registers):
     want = cache["blocks.0.attn.hook_pattern"][0].mean(0).numpy()
     np.testing.assert_allclose(np.array(data["attention"]), want, atol=0.5e-4 + 1e-7)
     one = props(pattern_view(cache, layer=0, head=3, model=model, grid=(3, 4)), "AttentionPattern")
-    np.testing.assert_allclose(np.array(one["attention"]), cache["blocks.0.attn.hook_pattern"][0, 3].numpy(),
-                               atol=0.5e-4 + 1e-7)
+    np.testing.assert_allclose(
+        np.array(one["attention"]), cache["blocks.0.attn.hook_pattern"][0, 3].numpy(), atol=0.5e-4 + 1e-7
+    )
 
 
 def test_labels_come_from_the_caches_model_and_a_square_grid():

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from binding_lens.vis.html_viewer.encoding import (
-    Quantised, decode, encode, layout, quantise_rows, quantise_unit, requantise,
+    Quantised,
+    decode,
+    encode,
+    layout,
+    quantise_rows,
+    quantise_unit,
+    requantise,
 )
 
 

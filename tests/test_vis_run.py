@@ -11,26 +11,33 @@ import pytest
 import torch
 
 from binding_lens.analyses import layer_sweep
+from binding_lens.analyses.run import RunDirectory, RunDirectoryError
+from binding_lens.cli import main
+from binding_lens.cli.view import add as add_view_command
+from binding_lens.cli.view import parse_indices
+from binding_lens.cli.view import run as run_view
 from binding_lens.data import SyntheticScenes
+from binding_lens.data.spec import dataset_from_identity
 from binding_lens.models import load_hooked_vit
 from binding_lens.probes import ProbeTrainingConfig
 from binding_lens.vis import load_run_probes, viewer_from_run, viewer_html
-from binding_lens.cli.view import add as add_view_command
-from binding_lens.cli.view import parse_indices
-from binding_lens.cli import main
-from binding_lens.cli.view import run as run_view
 from binding_lens.vis.html_viewer.encoding import decode
 from binding_lens.vis.html_viewer.page import read_page
-from binding_lens.analyses.run import RunDirectory, RunDirectoryError
-from binding_lens.data.spec import dataset_from_identity
 
 
 def make_run(out, model_spec="tiny:vit", size=64, seed=0):
     model = load_hooked_vit(model_spec, seed=seed)
     dataset = SyntheticScenes("twins", n=10, size=size, seed=seed)
-    layer_sweep(model, dataset, out, probes=["linear", "quadratic"], seed=seed,
-                training=ProbeTrainingConfig(epochs=1, batch_images=8, seed=seed),
-                extract_kwargs=dict(size=size, patches_per_image=64, batch_size=8), progress=False)
+    layer_sweep(
+        model,
+        dataset,
+        out,
+        probes=["linear", "quadratic"],
+        seed=seed,
+        training=ProbeTrainingConfig(epochs=1, batch_images=8, seed=seed),
+        extract_kwargs=dict(size=size, patches_per_image=64, batch_size=8),
+        progress=False,
+    )
     return out
 
 
@@ -107,8 +114,22 @@ def view_args(argv):
 
 def test_view_command(run, tmp_path, capsys):
     out = tmp_path / "cli.html"
-    args = view_args(["--run", str(run), "--images", "0-1", "--out", str(out), "--probes", "quadratic",
-                      "--layers", "1,2", "--bits", "5"])
+    args = view_args(
+        [
+            "--run",
+            str(run),
+            "--images",
+            "0-1",
+            "--out",
+            str(out),
+            "--probes",
+            "quadratic",
+            "--layers",
+            "1,2",
+            "--bits",
+            "5",
+        ]
+    )
     assert run_view(args) == 0
     printed = capsys.readouterr().out
     assert str(out) in printed and "MB" in printed and str(out.stat().st_size) in printed

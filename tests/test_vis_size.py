@@ -36,7 +36,9 @@ def synthetic_maps(ids: np.ndarray, seed: int = 0) -> tuple[ModelMaps, dict]:
         features = rng.standard_normal((GRID, GRID, 4), dtype=np.float32).cumsum(0).cumsum(1).reshape(n, 4)
         features /= features.std()
         noise = rng.standard_normal((n, n), dtype=np.float32) * 0.3
-        logits = 5 * np.sin(np.pi * (layer + 1) / 25) * (2 * same - 1) + features @ features.T / 8 + noise + noise.T - 0.5
+        logits = (
+            5 * np.sin(np.pi * (layer + 1) / 25) * (2 * same - 1) + features @ features.T / 8 + noise + noise.T - 0.5
+        )
         scores = 1 / (1 + np.exp(-logits))
         maps.scores[("quadratic", 0, layer)] = quantise_unit(scores)
         if layer + 1 < LAYERS:
@@ -67,9 +69,18 @@ def test_37x37_grid_across_24_layers_stays_under_30_mb():
     scores, _ = decode(blobs[meta["scores"]["0|0|quadratic|12"]], meta["blobs"][meta["scores"]["0|0|quadratic|12"]])
     assert np.abs(scores - kept["scores"]).max() <= 0.5 / top + 0.5 / 255 + 1e-6
     attention, _ = decode(blobs[meta["attention"]["0|0|13"]], meta["blobs"][meta["attention"]["0|0|13"]])
-    assert (np.abs(attention - kept["attention"]) <= kept["attention"].max(1, keepdims=True) * (0.5 / top + 0.5 / 255)
-            + 1e-6).all()
+    assert (
+        np.abs(attention - kept["attention"])
+        <= kept["attention"].max(1, keepdims=True) * (0.5 / top + 0.5 / 255) + 1e-6
+    ).all()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    record = {"grid": [GRID, GRID], "layers": LAYERS, "probes": 1, "attention_maps": 23, "bits": meta["bits"],
-              "bytes": size, "MB": round(size / MB, 2)}
+    record = {
+        "grid": [GRID, GRID],
+        "layers": LAYERS,
+        "probes": 1,
+        "attention_maps": 23,
+        "bits": meta["bits"],
+        "bytes": size,
+        "MB": round(size / MB, 2),
+    }
     (ARTIFACTS / "viewer-size-37x37x24.json").write_text(json.dumps(record, indent=1))

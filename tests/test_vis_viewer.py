@@ -26,8 +26,10 @@ def tiny():
     torch.manual_seed(0)
     model = load_hooked_vit("tiny:vit")
     scenes = [SyntheticScenes("twins", n=2, size=64, seed=0)[i] for i in range(2)]
-    probes = {"linear": {0: make_probe("linear", 32), 2: make_probe("linear", 32)},
-              "quadratic": {1: make_probe("quadratic", 32), 2: make_probe("quadratic", 32)}}
+    probes = {
+        "linear": {0: make_probe("linear", 32), 2: make_probe("linear", 32)},
+        "quadratic": {1: make_probe("quadratic", 32), 2: make_probe("quadratic", 32)},
+    }
     return model, scenes, probes
 
 
@@ -46,7 +48,9 @@ def test_maps_are_the_probe_scores_and_the_next_blocks_attention(tiny, page):
     meta, blobs = read_page(page)
     assert meta["bits"] == 6
     layers = sorted({layer for by_layer in probes.values() for layer in by_layer})
-    names = [f"blocks.{l}.hook_resid_post" for l in layers] + [f"blocks.{l}.attn.hook_pattern" for l in range(3)]
+    names = [f"blocks.{layer}.hook_resid_post" for layer in layers] + [
+        f"blocks.{layer}.attn.hook_pattern" for layer in range(3)
+    ]
     for index, scene in enumerate(scenes):
         with torch.no_grad():
             _, cache = model.run_with_cache(model.preprocess([scene.image]), names_filter=names)
@@ -101,8 +105,10 @@ def test_models_with_different_grids_share_the_images(tiny):
     model, scenes, probes = tiny
     other = load_hooked_vit("tiny:dinov2")
     torch.manual_seed(1)
-    entries = [ModelEntry(model, {"linear": probes["linear"]}),
-               ModelEntry(other, {"quadratic": {0: make_probe("quadratic", 32)}}, name="dino", size=56)]
+    entries = [
+        ModelEntry(model, {"linear": probes["linear"]}),
+        ModelEntry(other, {"quadratic": {0: make_probe("quadratic", 32)}}, name="dino", size=56),
+    ]
     meta, _ = read_page(viewer_html(entries, scenes))
     assert [m["name"] for m in meta["models"]] == ["tiny:vit", "dino"]
     assert meta["models"][1]["grids"] == [[4, 4], [4, 4]]
@@ -149,7 +155,7 @@ def test_bad_input_is_refused_clearly(tiny):
 
 def test_notebook_iframe_holds_the_whole_page(page):
     frame = iframe_html(page, height=500)
-    assert frame.startswith("<iframe srcdoc=\"") and "height:500px" in frame
+    assert frame.startswith('<iframe srcdoc="') and "height:500px" in frame
     srcdoc = re.match(r'<iframe srcdoc="([^"]*)"', frame).group(1)
     assert html.unescape(srcdoc) == page
     assert InlineViewer(page, 500)._repr_html_() == frame

@@ -13,7 +13,9 @@ from transformers import Dinov2Model
 
 from binding_lens import HookedViT
 from binding_lens.cli import main
+from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
+from binding_lens.models import registry
 from binding_lens.zoo import (
     RECIPES,
     CheckpointError,
@@ -27,14 +29,22 @@ from binding_lens.zoo import (
     zoo_names,
     zoo_path,
 )
-from binding_lens.errors import InputError
-from binding_lens.models import registry
 from binding_lens.zoo.objectives import MaeObjective
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
 from binding_lens.zoo.train import learning_rate
 
-TINY = dict(image_size=32, patch_size=8, hidden_size=16, n_layers=2, n_heads=2, mlp_ratio=2, n_scenes=24,
-            batch_size=8, warmup_steps=5, data_seed=3)
+TINY = dict(
+    image_size=32,
+    patch_size=8,
+    hidden_size=16,
+    n_layers=2,
+    n_heads=2,
+    mlp_ratio=2,
+    n_scenes=24,
+    batch_size=8,
+    warmup_steps=5,
+    data_seed=3,
+)
 
 
 def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
@@ -44,8 +54,9 @@ def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
     if objective == "dino":
         from dataclasses import replace
 
-        recipe = replace(recipe, dino=replace(recipe.dino, out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16,
-                                              n_local=2))
+        recipe = replace(
+            recipe, dino=replace(recipe.dino, out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16, n_local=2)
+        )
     return recipe
 
 
@@ -100,7 +111,9 @@ def test_dino_after_step_moves_the_teacher_and_center_by_their_schedules():
     m = objective.teacher_momentum(0, 10)
     assert m == pytest.approx(recipe.dino.teacher_momentum)
     assert objective.teacher_momentum(10, 10) == pytest.approx(1.0)
-    for before, teacher, student in zip(teacher_before, objective.teacher.parameters(), objective.backbone.parameters()):
+    for before, teacher, student in zip(
+        teacher_before, objective.teacher.parameters(), objective.backbone.parameters()
+    ):
         torch.testing.assert_close(teacher, m * before + (1 - m) * student)
     teacher_out = torch.cat(objective._teacher_out)
     torch.testing.assert_close(objective.center, (1 - recipe.dino.center_momentum) * teacher_out.mean(0))
@@ -134,8 +147,13 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
     from binding_lens.zoo.checkpoint import write_checkpoint
 
     out = tmp_path / "ckpt"
-    write_checkpoint(staging_dir(out), out, objective.shipped_backbone(), objective.heads(),
-                     {"objective": "dino", "recipe": recipe.as_dict()})
+    write_checkpoint(
+        staging_dir(out),
+        out,
+        objective.shipped_backbone(),
+        objective.heads(),
+        {"objective": "dino", "recipe": recipe.as_dict()},
+    )
     reference = Dinov2Model(recipe.backbone_config())
     reference.load_state_dict({k: v.half().float() for k, v in objective.teacher.state_dict().items()})
     hooked = HookedViT.from_pretrained(str(out), dtype=torch.float32)
@@ -199,7 +217,7 @@ def test_mae_masks_its_ratio_and_patchify_matches_a_loop():
     for b in range(3):
         for i in range(4):
             for j in range(4):
-                block = pixels[b, :, i * p:(i + 1) * p, j * p:(j + 1) * p].permute(1, 2, 0).reshape(-1)
+                block = pixels[b, :, i * p : (i + 1) * p, j * p : (j + 1) * p].permute(1, 2, 0).reshape(-1)
                 torch.testing.assert_close(patches[b, i * 4 + j], block)
     prediction, masked = objective.reconstruct(pixels, torch.Generator().manual_seed(0))
     assert prediction.shape == patches.shape
@@ -252,7 +270,11 @@ def test_shipped_weights_load_offline_and_match_their_card(name):
     model = HookedViT.from_pretrained(f"zoo:{name}")
     a = card["architecture"]
     assert (model.cfg.d_model, model.cfg.n_layers, model.cfg.n_heads, model.cfg.patch_size) == (
-        a["hidden_size"], a["n_layers"], a["n_heads"], a["patch_size"])
+        a["hidden_size"],
+        a["n_layers"],
+        a["n_heads"],
+        a["patch_size"],
+    )
     assert model.cfg.image_size[0] == a["image_size"] and model.cfg.source == f"zoo:{name}"
     assert next(model.parameters()).dtype == torch.float32
     size = a["image_size"]
@@ -288,8 +310,25 @@ def test_zoo_list_prints_every_shipped_model(capsys):
 
 def test_zoo_train_command_writes_a_checkpoint_with_its_command(tmp_path, capsys):
     out = tmp_path / "cli-mae"
-    flags = ["--image-size", "32", "--patch-size", "8", "--hidden-size", "16", "--n-layers", "2", "--n-heads", "2",
-             "--n-scenes", "16", "--batch-size", "4", "--steps", "2", "--no-progress"]
+    flags = [
+        "--image-size",
+        "32",
+        "--patch-size",
+        "8",
+        "--hidden-size",
+        "16",
+        "--n-layers",
+        "2",
+        "--n-heads",
+        "2",
+        "--n-scenes",
+        "16",
+        "--batch-size",
+        "4",
+        "--steps",
+        "2",
+        "--no-progress",
+    ]
     assert main(["zoo", "train", "--objective", "mae", "--out", str(out), *flags]) == 0
     card = read_card(out)
     assert card["steps"] == 2 and card["recipe"]["hidden_size"] == 16
@@ -300,19 +339,26 @@ def test_zoo_train_command_writes_a_checkpoint_with_its_command(tmp_path, capsys
 def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_training_seeds(tmp_path, monkeypatch):
     models_dir = tmp_path / "models"
     models_dir.mkdir()
-    for name, objective, seed in (("supervised", "supervised", 0), ("supervised@1", "supervised", 1),
-                                  ("random", "random", 0)):
-        train_zoo_model(tiny_recipe(objective, steps=0 if objective == "random" else 2, image_size=64, n_scenes=16,
-                                    seed=seed), models_dir / name, progress=False)
+    for name, objective, seed in (
+        ("supervised", "supervised", 0),
+        ("supervised@1", "supervised", 1),
+        ("random", "random", 0),
+    ):
+        train_zoo_model(
+            tiny_recipe(objective, steps=0 if objective == "random" else 2, image_size=64, n_scenes=16, seed=seed),
+            models_dir / name,
+            progress=False,
+        )
     monkeypatch.setattr(registry, "MODELS_DIR", models_dir)
     specs = ["zoo:supervised", "zoo:supervised@1", "zoo:random"]
     from binding_lens.probes import ProbeTrainingConfig
 
-    table = binding_by_objective(specs, tmp_path / "cmp", n_scenes=24, progress=False,
-                                 training=ProbeTrainingConfig(max_steps=30, min_steps=10))
+    table = binding_by_objective(
+        specs, tmp_path / "cmp", n_scenes=24, progress=False, training=ProbeTrainingConfig(max_steps=30, min_steps=10)
+    )
     assert [row["model"] for row in table.rows] == specs
     assert [row["training_seed"] for row in table.rows] == [0, 1, 0]
-    for row, (spec, sweep) in zip(table.rows, table.sweeps.items()):
+    for row, (_spec, sweep) in zip(table.rows, table.sweeps.items()):
         quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
         best = max(quadratic, key=lambda r: r["val_auroc"])  # chosen on validation, reported on test
         assert row["quadratic"] == best["accuracy"] and row["quadratic_layer"] == best["layer"]

@@ -53,14 +53,18 @@ def choose_store(mode: str, need: int, budget: int, world_size: int = 1) -> tupl
         raise InputError(f"store must be one of {', '.join(STORE_MODES)}, got {mode!r}")
     if world_size > 1:
         if mode == "none":
-            raise InputError("store 'none' cannot be shared by several processes: under torchrun use --store disk "
-                             "(or auto), so every rank writes its shards and rank 0 trains the probes")
+            raise InputError(
+                "store 'none' cannot be shared by several processes: under torchrun use --store disk "
+                "(or auto), so every rank writes its shards and rank 0 trains the probes"
+            )
         return "disk", f"{world_size} processes share one store on disk"
     fits = need <= budget
     if mode == "none":
         if not fits:
-            raise InputError(f"activations need {gib(need)} but the memory budget is {gib(budget)}: use --store disk "
-                             "or auto, or raise --memory-budget")
+            raise InputError(
+                f"activations need {gib(need)} but the memory budget is {gib(budget)}: use --store disk "
+                "or auto, or raise --memory-budget"
+            )
         return "none", f"activations {gib(need)} held in memory (budget {gib(budget)})"
     if mode == "disk":
         return "disk", f"activations {gib(need)} written to the store (asked for)"
@@ -72,4 +76,4 @@ def choose_store(mode: str, need: int, budget: int, world_size: int = 1) -> tupl
 def layer_groups(layers: list[int], bytes_per_layer: int, budget: int) -> list[list[int]]:
     """`layers` in consecutive groups whose activations fit `budget` (at least one layer per group)."""
     size = max(1, budget // max(bytes_per_layer, 1))
-    return [layers[i: i + size] for i in range(0, len(layers), size)]
+    return [layers[i : i + size] for i in range(0, len(layers), size)]

@@ -15,9 +15,10 @@ import inspect
 import json
 import os
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -31,7 +32,7 @@ from ..hooks.names import LAYER_CONVENTION, resid_post
 from ..io import write_json_atomic
 from ..version import __version__
 from . import ranks
-from .prepare import BatchJobs, PreparedBatch, Preparation, batch_jobs, loader, target_size
+from .prepare import BatchJobs, Preparation, PreparedBatch, batch_jobs, loader, target_size
 from .profile import ExtractProfile
 from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError
 from .writer import ShardWriter
@@ -58,7 +59,7 @@ def build_manifest(
         "model_config": model.cfg.to_dict(),
         "dataset": dataset_identity,
         "package_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -86,8 +87,10 @@ def request_differences(stored: dict[str, Any], requested: dict[str, Any], budge
     """'dataset.size: stored 224, requested 112; ...': only the fields that differ, as dotted paths, values
     shortened; fields both sides hold come first; about `budget` characters, then 'and N more'."""
     old, new = _flatten(stored), _flatten(requested)
-    keys = sorted((k for k in old.keys() | new.keys() if old.get(k, _ABSENT) != new.get(k, _ABSENT)),
-                  key=lambda k: (k not in old or k not in new, k))
+    keys = sorted(
+        (k for k in old.keys() | new.keys() if old.get(k, _ABSENT) != new.get(k, _ABSENT)),
+        key=lambda k: (k not in old or k not in new, k),
+    )
     parts: list[str] = []
     for key in keys:
         part = f"{key}: stored {_short(old.get(key, _ABSENT))}, requested {_short(new.get(key, _ABSENT))}"
@@ -104,8 +107,10 @@ def _as_json(request: dict[str, Any]) -> dict[str, Any]:
     try:
         return json.loads(json.dumps(request, allow_nan=False))
     except (TypeError, ValueError) as error:
-        raise InputError(f"cannot record this extraction in manifest.json ({error}): the dataset identity and "
-                         "settings must be dicts, lists, strings and finite numbers") from None
+        raise InputError(
+            f"cannot record this extraction in manifest.json ({error}): the dataset identity and "
+            "settings must be dicts, lists, strings and finite numbers"
+        ) from None
 
 
 def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
@@ -169,13 +174,27 @@ class ExtractionPlan:
         return range(index * self.shard_size, min((index + 1) * self.shard_size, self.n_images))
 
 
-def _plan(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *, dtype: torch.dtype = torch.float16,
-          patches_per_image: int | None = 64, batch_size: int = 16, size: Any = None, purity: float | None = None,
-          seed: int = 0, shard_size: int = 256, dataset_identity: Any = None, autocast: bool = True) -> ExtractionPlan:
+def _plan(
+    model: HookedViT,
+    dataset: Sequence[Scene],
+    layers: Sequence[int],
+    *,
+    dtype: torch.dtype = torch.float16,
+    patches_per_image: int | None = 64,
+    batch_size: int = 16,
+    size: Any = None,
+    purity: float | None = None,
+    seed: int = 0,
+    shard_size: int = 256,
+    dataset_identity: Any = None,
+    autocast: bool = True,
+) -> ExtractionPlan:
     """Check the settings (before any image is read beyond the first) and describe the extraction."""
     layers = checked_layers(layers, model.cfg.n_layers)
     if patches_per_image is not None and patches_per_image < 2:
-        raise InputError(f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}")
+        raise InputError(
+            f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}"
+        )
     identity = dataset_identity if dataset_identity is not None else getattr(dataset, "identity", None)
     if identity is None:
         raise InputError(
@@ -185,35 +204,55 @@ def _plan(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], *, 
         check_image_size(*target_size(None, size), model.cfg.patch_size)
     if len(dataset) == 0:
         raise InputError("the dataset has no images to extract")
-    request = _as_json({
-        "model": {"source": model.cfg.source, "revision": model.cfg.extra.get("revision"), "family": model.cfg.family,
-                  "model_type": model.cfg.model_type, "weights": weights_fingerprint(model)},
-        "preprocessing": {"image_mean": list(model.cfg.image_mean), "image_std": list(model.cfg.image_std),
-                          "size": size if size is None or isinstance(size, int) else list(size)},
-        "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid",
-        "layer_convention": LAYER_CONVENTION,
-        "layers": layers,
-        "dataset": identity,
-        "n_images": len(dataset),
-        "dtype": str(dtype).removeprefix("torch."),
-        "patches_per_image": patches_per_image,
-        "purity": purity,
-        "seed": seed,
-        "shard_size": shard_size,
-    })
+    request = _as_json(
+        {
+            "model": {
+                "source": model.cfg.source,
+                "revision": model.cfg.extra.get("revision"),
+                "family": model.cfg.family,
+                "model_type": model.cfg.model_type,
+                "weights": weights_fingerprint(model),
+            },
+            "preprocessing": {
+                "image_mean": list(model.cfg.image_mean),
+                "image_std": list(model.cfg.image_std),
+                "size": size if size is None or isinstance(size, int) else list(size),
+            },
+            "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid",
+            "layer_convention": LAYER_CONVENTION,
+            "layers": layers,
+            "dataset": identity,
+            "n_images": len(dataset),
+            "dtype": str(dtype).removeprefix("torch."),
+            "patches_per_image": patches_per_image,
+            "purity": purity,
+            "seed": seed,
+            "shard_size": shard_size,
+        }
+    )
     if patches_per_image is None:  # every patch of the first image's grid
         height, width = target_size(dataset[0], size)
         n_slots = (height // model.cfg.patch_size) * (width // model.cfg.patch_size)
     else:
         n_slots = patches_per_image
-    preparation = Preparation(tuple(model.cfg.image_mean), tuple(model.cfg.image_std), model.cfg.patch_size, n_slots,
-                              patches_per_image, size, purity, seed)
-    return ExtractionPlan(layers, request, preparation, dtype, batch_size, shard_size, len(dataset), autocast,
-                          model.cfg.d_model)
+    preparation = Preparation(
+        tuple(model.cfg.image_mean),
+        tuple(model.cfg.image_std),
+        model.cfg.patch_size,
+        n_slots,
+        patches_per_image,
+        size,
+        purity,
+        seed,
+    )
+    return ExtractionPlan(
+        layers, request, preparation, dtype, batch_size, shard_size, len(dataset), autocast, model.cfg.d_model
+    )
 
 
-def plan_extraction(model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], **options: Any
-                    ) -> ExtractionPlan:
+def plan_extraction(
+    model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], **options: Any
+) -> ExtractionPlan:
     """The checked plan of `extract` (or `extract_to_memory`) with these `options` (their keywords; the
     pipeline's own, such as `workers` or `device`, do not change the plan and are ignored), without
     extracting anything: for callers that must size the work or refuse other settings first."""
@@ -263,9 +302,20 @@ def extract(
     get the time of each stage. Under `torchrun`, each rank extracts its own shards of one store.
     """
     out = Path(out)
-    plan = _plan(model, dataset, layers, dtype=dtype, patches_per_image=patches_per_image, batch_size=batch_size,
-                 size=size, purity=purity, seed=seed, shard_size=shard_size, dataset_identity=dataset_identity,
-                 autocast=autocast)
+    plan = _plan(
+        model,
+        dataset,
+        layers,
+        dtype=dtype,
+        patches_per_image=patches_per_image,
+        batch_size=batch_size,
+        size=size,
+        purity=purity,
+        seed=seed,
+        shard_size=shard_size,
+        dataset_identity=dataset_identity,
+        autocast=autocast,
+    )
     device = ranks.local_device(device if device is not None else model.device)
     model = model.to(device).eval()
     rank, world_size = ranks.world()
@@ -320,26 +370,41 @@ def extract_to_memory(
     plan = _plan(model, dataset, layers, **settings)
     device = torch.device(device) if device is not None else model.device
     model = model.to(device).eval()
-    whole = {layer: torch.empty((plan.n_images, plan.preparation.n_slots, model.cfg.d_model), dtype=plan.dtype,
-                                device=into) for layer in plan.layers}
+    whole = {
+        layer: torch.empty((plan.n_images, plan.preparation.n_slots, model.cfg.d_model), dtype=plan.dtype, device=into)
+        for layer in plan.layers
+    }
     finished: list[_ShardInProgress] = []
     offset = 0
 
     def allocate(n_rows: int) -> dict[int, Tensor]:
-        return {layer: acts[offset: offset + n_rows] for layer, acts in whole.items()}
+        return {layer: acts[offset : offset + n_rows] for layer, acts in whole.items()}
 
     def finish(shard: _ShardInProgress) -> None:
         nonlocal offset
         offset += len(shard.kept)
         finished.append(shard)
 
-    _run(model, dataset, plan, list(range(plan.n_shards)), device, allocate, finish, workers,
-         profile if profile is not None else ExtractProfile(), progress)
+    _run(
+        model,
+        dataset,
+        plan,
+        list(range(plan.n_shards)),
+        device,
+        allocate,
+        finish,
+        workers,
+        profile if profile is not None else ExtractProfile(),
+        progress,
+    )
     parts = [shard.result() for shard in finished]
-    stored = Shard(acts={layer: acts[:offset] for layer, acts in whole.items()},
-                   instance=torch.cat([p.instance for p in parts]), klass=torch.cat([p.klass for p in parts]),
-                   patch_index=torch.cat([p.patch_index for p in parts]),
-                   image_index=torch.cat([p.image_index for p in parts]))
+    stored = Shard(
+        acts={layer: acts[:offset] for layer, acts in whole.items()},
+        instance=torch.cat([p.instance for p in parts]),
+        klass=torch.cat([p.klass for p in parts]),
+        patch_index=torch.cat([p.patch_index for p in parts]),
+        image_index=torch.cat([p.image_index for p in parts]),
+    )
     skipped: dict[str, int] = {}
     for shard in finished:
         for reason in shard.skipped.values():
@@ -380,9 +445,13 @@ class _ShardInProgress:
         def cat(name: str) -> Tensor:
             return torch.cat([getattr(batch, name) for batch in self.labels])
 
-        return Shard(acts={layer: acts[: self.rows] for layer, acts in self.acts.items()},
-                     instance=cat("instance"), klass=cat("klass"), patch_index=cat("slots"),
-                     image_index=torch.as_tensor(self.kept, dtype=torch.int64))
+        return Shard(
+            acts={layer: acts[: self.rows] for layer, acts in self.acts.items()},
+            instance=cat("instance"),
+            klass=cat("klass"),
+            patch_index=cat("slots"),
+            image_index=torch.as_tensor(self.kept, dtype=torch.int64),
+        )
 
     def record(self, images: range) -> dict[str, Any]:
         skips = SkipReport()
@@ -391,9 +460,12 @@ class _ShardInProgress:
                 skips.skip(image, self.skipped[image])
             else:
                 skips.keep()
-        return {"images": [images.start, images.stop], "kept": len(self.kept),
-                "skipped": {str(image): reason for image, reason in self.skipped.items()},
-                "skip_summary": skips.summary()}
+        return {
+            "images": [images.start, images.stop],
+            "kept": len(self.kept),
+            "skipped": {str(image): reason for image, reason in self.skipped.items()},
+            "skip_summary": skips.summary(),
+        }
 
     def ready(self) -> torch.cuda.Event | None:
         """An event the writer waits on before reading `acts` (their device-to-host copies are asynchronous)."""
@@ -404,9 +476,18 @@ class _ShardInProgress:
         return event
 
 
-def _run(model: HookedViT, dataset: Sequence[Scene], plan: ExtractionPlan, shards: list[int], device: torch.device,
-         allocate: Callable[[int], dict[int, Tensor]], finish: Callable[[_ShardInProgress], None],
-         workers: int | None, profile: ExtractProfile, progress: bool) -> None:
+def _run(
+    model: HookedViT,
+    dataset: Sequence[Scene],
+    plan: ExtractionPlan,
+    shards: list[int],
+    device: torch.device,
+    allocate: Callable[[int], dict[int, Tensor]],
+    finish: Callable[[_ShardInProgress], None],
+    workers: int | None,
+    profile: ExtractProfile,
+    progress: bool,
+) -> None:
     """Prepare (workers), run and gather (device) every batch of `shards`, handing each finished shard to `finish`."""
     workers = default_workers(device) if workers is None else workers
     profile.workers = workers
@@ -449,8 +530,9 @@ def _run(model: HookedViT, dataset: Sequence[Scene], plan: ExtractionPlan, shard
         bar.close()
 
 
-def _forward(model: HookedViT, plan: ExtractionPlan, batch: PreparedBatch, shard: _ShardInProgress,
-             device: torch.device) -> None:
+def _forward(
+    model: HookedViT, plan: ExtractionPlan, batch: PreparedBatch, shard: _ShardInProgress, device: torch.device
+) -> None:
     """Run the model on each pixel group of `batch` and copy the sampled tokens into the shard's rows."""
     n_prefix, d_model = model.cfg.n_prefix_tokens, model.cfg.d_model
     names = [resid_post(layer) for layer in plan.layers]

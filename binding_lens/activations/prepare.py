@@ -9,8 +9,9 @@ object itself and is raised again in the main process, so the user still gets it
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -131,8 +132,9 @@ def _prepare(dataset: Sequence[Scene], images: range, how: Preparation, batch: P
                 "patches: pass size=... so all images share one grid, or patches_per_image=k to store k of each"
             )
         valid = labels.valid.reshape(-1)
-        chosen = choose_slots(np.where(valid, labels.instance.reshape(-1), -1), how.patches_per_image, how.seed,
-                              image_index)
+        chosen = choose_slots(
+            np.where(valid, labels.instance.reshape(-1), -1), how.patches_per_image, how.seed, image_index
+        )
         slots, instance, klass = (np.full(n, -1, np.int64) for _ in range(3))
         slots[: chosen.size] = chosen
         instance[: chosen.size] = np.where(valid[chosen], labels.instance.reshape(-1)[chosen], -1)
@@ -146,7 +148,9 @@ def _prepare(dataset: Sequence[Scene], images: range, how: Preparation, batch: P
     flush()
 
     def stacked(column: int) -> Tensor:
-        return torch.as_tensor(np.stack([row[column] for row in rows])) if rows else torch.zeros(0, n, dtype=torch.int64)
+        return (
+            torch.as_tensor(np.stack([row[column] for row in rows])) if rows else torch.zeros(0, n, dtype=torch.int64)
+        )
 
     batch.slots, batch.instance, batch.klass = stacked(0), stacked(1), stacked(2)
 
@@ -162,9 +166,16 @@ def batch_jobs(shards: Sequence[int], n_images: int, shard_size: int, batch_size
 
 def loader(jobs: BatchJobs, workers: int, pin_memory: bool) -> torch.utils.data.DataLoader:
     """Prepared batches in job order; `workers` processes prepare ahead of the model (0: in this process)."""
-    return torch.utils.data.DataLoader(jobs, batch_size=None, shuffle=False, num_workers=workers,
-                                       pin_memory=pin_memory, prefetch_factor=4 if workers else None,
-                                       persistent_workers=False, collate_fn=_identity)
+    return torch.utils.data.DataLoader(
+        jobs,
+        batch_size=None,
+        shuffle=False,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        prefetch_factor=4 if workers else None,
+        persistent_workers=False,
+        collate_fn=_identity,
+    )
 
 
 def _identity(item: Any) -> Any:

@@ -13,9 +13,9 @@ the GPU had no extraction work queued.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import torch
 
@@ -82,24 +82,33 @@ class ExtractProfile:
     def postfix(self) -> str:
         """A short line for a progress bar: the main process's share of each stage so far."""
         total = sum(self.seconds[s] for s in ("wait_data", "forward", "wait_writer")) or 1.0
-        return (f"forward {self.seconds['forward'] / total:.0%}, data wait {self.seconds['wait_data'] / total:.0%}, "
-                f"writer wait {self.seconds['wait_writer'] / total:.0%}")
+        return (
+            f"forward {self.seconds['forward'] / total:.0%}, data wait {self.seconds['wait_data'] / total:.0%}, "
+            f"writer wait {self.seconds['wait_writer'] / total:.0%}"
+        )
 
     def summary(self) -> str:
         """One line: wall time, throughput and seconds per stage (and the GPU's idle fraction)."""
         rate = f", {self.images / self.wall:.1f} img/s" if self.wall > 0 else ""
-        parts = [f"wall {self.wall:.2f} s{rate}",
-                 f"prepare {self.seconds['prepare']:.2f} s in {self.workers or 'the main'} "
-                 f"{'workers' if self.workers else 'process'}",
-                 f"waiting for data {self.seconds['wait_data']:.2f} s",
-                 f"forward {self.seconds['forward']:.2f} s",
-                 f"waiting for the writer {self.seconds['wait_writer']:.2f} s",
-                 f"writing {self.seconds['write']:.2f} s (background)"]
+        parts = [
+            f"wall {self.wall:.2f} s{rate}",
+            f"prepare {self.seconds['prepare']:.2f} s in {self.workers or 'the main'} "
+            f"{'workers' if self.workers else 'process'}",
+            f"waiting for data {self.seconds['wait_data']:.2f} s",
+            f"forward {self.seconds['forward']:.2f} s",
+            f"waiting for the writer {self.seconds['wait_writer']:.2f} s",
+            f"writing {self.seconds['write']:.2f} s (background)",
+        ]
         if self.device_idle is not None:
             parts.append(f"GPU busy {self.device_busy:.2f} s, idle {self.device_idle:.0%}")
         return " | ".join(parts)
 
     def as_dict(self) -> dict[str, float | int | None]:
-        return {**{f"{stage}_s": round(value, 4) for stage, value in self.seconds.items()}, "wall_s": round(self.wall, 4),
-                "images": self.images, "workers": self.workers, "device_busy_s": self.device_busy,
-                "device_idle": self.device_idle}
+        return {
+            **{f"{stage}_s": round(value, 4) for stage, value in self.seconds.items()},
+            "wall_s": round(self.wall, 4),
+            "images": self.images,
+            "workers": self.workers,
+            "device_busy_s": self.device_busy,
+            "device_idle": self.device_idle,
+        }

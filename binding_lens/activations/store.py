@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -74,8 +75,16 @@ class Shard:
     image_index: Int[Tensor, " image"]
 
 
-_SAFETENSORS_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32", torch.float64: "F64",
-                       torch.int32: "I32", torch.int64: "I64", torch.uint8: "U8", torch.bool: "BOOL"}
+_SAFETENSORS_DTYPES = {
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.float32: "F32",
+    torch.float64: "F64",
+    torch.int32: "I32",
+    torch.int64: "I64",
+    torch.uint8: "U8",
+    torch.bool: "BOOL",
+}
 
 
 def safetensors_chunks(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
@@ -89,8 +98,11 @@ def safetensors_chunks(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
         if tensor.dtype not in _SAFETENSORS_DTYPES or tensor.device.type != "cpu":
             raise TypeError(f"{name}: cannot store a {tensor.dtype} tensor on {tensor.device} in a shard")
         raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
-        header[name] = {"dtype": _SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
-                        "data_offsets": [offset, offset + raw.nbytes]}
+        header[name] = {
+            "dtype": _SAFETENSORS_DTYPES[tensor.dtype],
+            "shape": list(tensor.shape),
+            "data_offsets": [offset, offset + raw.nbytes],
+        }
         buffers.append(raw)
         offset += raw.nbytes
     text = json.dumps(header, separators=(",", ":")).encode()
@@ -180,8 +192,9 @@ class ActivationStore:
             return ShardProblem(index, "corrupt", record_path, "not a readable JSON shard record")
         size = path.stat().st_size
         if size != record.get("bytes"):
-            return ShardProblem(index, "corrupt", path,
-                                f"truncated or altered: {size} bytes, its record says {record.get('bytes')}")
+            return ShardProblem(
+                index, "corrupt", path, f"truncated or altered: {size} bytes, its record says {record.get('bytes')}"
+            )
         if not verify:
             return None
         try:
@@ -232,8 +245,9 @@ class ActivationStore:
         try:
             digest = sha256_file(path)
         except OSError as error:
-            raise StoreError(ShardProblem(index, "corrupt", path, f"cannot be read: {error.strerror or error}")
-                             .message()) from None
+            raise StoreError(
+                ShardProblem(index, "corrupt", path, f"cannot be read: {error.strerror or error}").message()
+            ) from None
         problem = self._check_digest(index, digest)
         if problem is not None:
             raise StoreError(problem.message())
@@ -246,8 +260,10 @@ class ActivationStore:
             read = lambda name: handle.get_tensor(name)  # noqa: E731
             return Shard(
                 acts={layer: read(f"acts.L{layer}") for layer in wanted},
-                instance=read("instance"), klass=read("klass"),
-                patch_index=read("patch_index"), image_index=read("image_index"),
+                instance=read("instance"),
+                klass=read("klass"),
+                patch_index=read("patch_index"),
+                image_index=read("image_index"),
             )
 
     def shards(self, layers: list[int] | None = None) -> Iterator[Shard]:
@@ -255,8 +271,10 @@ class ActivationStore:
         problems = self.problems(verify=False)
         if problems:
             which = ", ".join(f"shards {indices} {state}" for state, indices in _by_state(problems).items() if indices)
-            raise StoreError(f"{self.root} is incomplete ({which}; {problems[0].describe()}): "
-                             "run extract again with the same settings to (re)compute them")
+            raise StoreError(
+                f"{self.root} is incomplete ({which}; {problems[0].describe()}): "
+                "run extract again with the same settings to (re)compute them"
+            )
         for index in range(self.n_shards):
             yield self.read_shard(index, layers)
 
@@ -270,9 +288,13 @@ class ActivationStore:
         def empty(like: Tensor) -> Tensor:
             return like.new_empty((total, *like.shape[1:]))
 
-        out = Shard(acts={layer: empty(acts) for layer, acts in first.acts.items()}, instance=empty(first.instance),
-                    klass=empty(first.klass), patch_index=empty(first.patch_index),
-                    image_index=empty(first.image_index))
+        out = Shard(
+            acts={layer: empty(acts) for layer, acts in first.acts.items()},
+            instance=empty(first.instance),
+            klass=empty(first.klass),
+            patch_index=empty(first.patch_index),
+            image_index=empty(first.image_index),
+        )
         row = 0
         for part in itertools.chain([first], parts):  # one shard read at a time
             rows = slice(row, row + part.image_index.shape[0])
@@ -282,8 +304,9 @@ class ActivationStore:
                 getattr(out, name)[rows] = getattr(part, name)
             row = rows.stop
         if row != total:
-            raise StoreError(f"{self.root}: its shards hold {row} images but their records say {total}; "
-                             "delete it and extract again")
+            raise StoreError(
+                f"{self.root}: its shards hold {row} images but their records say {total}; delete it and extract again"
+            )
         return out
 
     def kept_images(self) -> int:

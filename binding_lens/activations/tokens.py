@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -52,8 +53,14 @@ def select_tokens(resid: Float[Tensor, "image pos d"], name: str, n_prefix: int)
 
 @torch.no_grad()
 def read_token_sets(
-    model: Any, images: Sequence[Any], layers: Sequence[int], sets: Sequence[str], *,
-    size: int | tuple[int, int] | None = None, batch_size: int = 32, fwd_hooks: Sequence[tuple[str, Any]] = (),
+    model: Any,
+    images: Sequence[Any],
+    layers: Sequence[int],
+    sets: Sequence[str],
+    *,
+    size: int | tuple[int, int] | None = None,
+    batch_size: int = 32,
+    fwd_hooks: Sequence[tuple[str, Any]] = (),
 ) -> dict[tuple[str, int], Tensor]:
     """{(token set, layer): tokens} of every image (float32, on the CPU), from `resid_post(layer)`. `fwd_hooks`
     (e.g. an intervention at the same layer) run first, so the tokens read are the edited ones."""
@@ -65,8 +72,9 @@ def read_token_sets(
     for start in range(0, len(images), batch_size):
         pixels = model.preprocess(list(images[start : start + batch_size]), size=size)
         with model.hooks(fwd_hooks=list(fwd_hooks)):
-            _, cache = model.run_with_cache(pixels, names_filter=names, stop_at_layer=layers[-1] + 1,
-                                            return_cache_object=False)
+            _, cache = model.run_with_cache(
+                pixels, names_filter=names, stop_at_layer=layers[-1] + 1, return_cache_object=False
+            )
         for layer, name in zip(layers, names):
             for s in sets:
                 parts[(s, layer)].append(select_tokens(cache[name].float(), s, n_prefix).cpu())
@@ -81,8 +89,10 @@ def store_token_sets(
     if any(s not in ("mean", "spatial") for s in sets):
         raise InputError("an activation store keeps patch tokens only: read cls or registers with read_token_sets")
     if store.manifest["request"].get("patches_per_image") is not None:
-        raise InputError(f"the store at {store.root} kept a sample of patches per image; re-extract with "
-                         "patches_per_image=None (--all-patches) to read mean or spatial token sets from it")
+        raise InputError(
+            f"the store at {store.root} kept a sample of patches per image; re-extract with "
+            "patches_per_image=None (--all-patches) to read mean or spatial token sets from it"
+        )
     shard = store.load(list(layers))
     order = shard.patch_index.argsort(dim=1)
     out = {}

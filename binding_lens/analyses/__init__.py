@@ -8,6 +8,20 @@ from .layer_sweep import ALL_PROBES, SweepResult, layer_sweep, weights_note
 from .report import format_table, peak_layers, write_table
 from .seed_sweep import layer_sweep_over_seeds
 
-__all__ = ["ALL_PROBES", "HeadMap", "PairAttribution", "SubspaceComparison", "SweepResult", "compare_subspaces",
-           "fit_layer_probes", "format_table", "head_ablation_map", "layer_sweep", "layer_sweep_over_seeds", "pair_attribution", "peak_layers",
-           "weights_note", "write_table"]
+__all__ = [
+    "ALL_PROBES",
+    "HeadMap",
+    "PairAttribution",
+    "SubspaceComparison",
+    "SweepResult",
+    "compare_subspaces",
+    "fit_layer_probes",
+    "format_table",
+    "head_ablation_map",
+    "layer_sweep",
+    "layer_sweep_over_seeds",
+    "pair_attribution",
+    "peak_layers",
+    "weights_note",
+    "write_table",
+]

@@ -22,9 +22,10 @@ at l+1 and the probe's scores at l.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,9 +50,9 @@ from ..hooks import HookedViT, names
 from ..io import write_json_atomic
 from ..losses.dino import DinoHead
 from ..probes import PairProbe, label_space, split_by_image
-from .report import Row, difference_text, format_table, write_table
 from ..stats import LEVEL, paired_bootstrap_difference
 from ..stats.bootstrap import Reduce, ratio_of_sums
+from .report import Row, difference_text, format_table, write_table
 
 
 @dataclass
@@ -129,22 +130,35 @@ class DinoMeasurement:
     seed: int
 
     @classmethod
-    def prepare(cls, model: HookedViT, data: Labelled, settings: AblationSettings, head: DinoHead | None,
-                center: Tensor | None, temperatures: dict[str, float] | None) -> "DinoMeasurement":
+    def prepare(
+        cls,
+        model: HookedViT,
+        data: Labelled,
+        settings: AblationSettings,
+        head: DinoHead | None,
+        center: Tensor | None,
+        temperatures: dict[str, float] | None,
+    ) -> "DinoMeasurement":
         """Views and temperatures from the settings; the head given (with its training center, or the
         clean model's mean output as center), else one fitted on clean features with the backbone frozen."""
         images = data.images[: settings.dino_images]
         side = data.pixels.shape[-1]
-        options = dict(patch_size=model.cfg.patch_size, preprocess=model.preprocess, n_local=settings.dino_local_crops,
-                       global_size=_side(model, settings.dino_global_size or 0.5 * side),
-                       local_size=_side(model, settings.dino_local_size or 0.25 * side),
-                       global_scale=settings.dino_global_scale, local_scale=settings.dino_local_scale,
-                       **(temperatures or {}))
+        options = dict(
+            patch_size=model.cfg.patch_size,
+            preprocess=model.preprocess,
+            n_local=settings.dino_local_crops,
+            global_size=_side(model, settings.dino_global_size or 0.5 * side),
+            local_size=_side(model, settings.dino_local_size or 0.25 * side),
+            global_scale=settings.dino_global_scale,
+            local_scale=settings.dino_local_scale,
+            **(temperatures or {}),
+        )
         clean = lambda pixels: model(pixels)[:, 0]  # noqa: E731  (CLS of the final normalised stream)
         if head is None:
             initial = DinoHead(model.cfg.d_model, out_dim=1024, hidden_dim=512, bottleneck_dim=128)
-            head, center, _ = fit_dino_head(clean, images, initial, steps=settings.dino_head_steps, seed=settings.seed,
-                                            **options)
+            head, center, _ = fit_dino_head(
+                clean, images, initial, steps=settings.dino_head_steps, seed=settings.seed, **options
+            )
             source = f"fitted on clean features with the backbone frozen ({settings.dino_head_steps} steps)"
         elif center is not None:
             center = center.to(next(head.parameters()).device)
@@ -157,21 +171,34 @@ class DinoMeasurement:
     def losses(self, hooks: list) -> Float[Tensor, "image 2"]:
         """Each image's DINO loss of the model's CLS output with these forward hooks in place, as (loss, 1)."""
         backbone = lambda pixels: self.model.run_with_hooks(pixels, fwd_hooks=hooks)[:, 0]  # noqa: E731
-        per_image = measure_dino_loss(backbone, self.head, self.images, seed=self.seed, center=self.center,
-                                      **self.options)["per_image"]
+        per_image = measure_dino_loss(
+            backbone, self.head, self.images, seed=self.seed, center=self.center, **self.options
+        )["per_image"]
         return torch.stack([per_image.double(), torch.ones_like(per_image, dtype=torch.float64)], -1)
 
 
-def _attention_vs_probe(model: HookedViT, data: Labelled, probe: PairProbe, layer: int, test: Tensor,
-                        clean_pattern: Tensor, settings: AblationSettings) -> dict[str, Any]:
+def _attention_vs_probe(
+    model: HookedViT,
+    data: Labelled,
+    probe: PairProbe,
+    layer: int,
+    test: Tensor,
+    clean_pattern: Tensor,
+    settings: AblationSettings,
+) -> dict[str, Any]:
     """Pearson r between clean attention at l+1 and the probe's scores at l, with its permutation p-value."""
     name = names.resid_post(layer)
     with torch.inference_mode():
         _, cache = model.run_with_cache(data.pixels[test], names_filter=name)
         tokens = model.patch_tokens(cache[name])
         scores = probe.to(tokens.device).pair_logits(tokens)  # a probe loaded on the CPU follows the model
-    return attention_score_correlation(clean_pattern[test], scores, data.instance[test],
-                                       n_permutations=settings.attention_permutations, seed=settings.seed)
+    return attention_score_correlation(
+        clean_pattern[test],
+        scores,
+        data.instance[test],
+        n_permutations=settings.attention_permutations,
+        seed=settings.seed,
+    )
 
 
 REDUCERS: dict[str, Reduce] = {
@@ -197,20 +224,37 @@ class Condition:
     """measure -> [image, ...] additive parts (`REDUCERS` maps their sum to the measure)."""
 
     def row(self, settings: AblationSettings) -> Row:
-        values = {name: float(REDUCERS[name](self.parts[name].sum(0))) if name in self.parts else None
-                  for name in REDUCERS}
-        return {"subspace": self.subspace, "k": settings.k, "layer": settings.layer, "intervention": self.intervention,
-                "strength": self.strength, **values}
+        values = {
+            name: float(REDUCERS[name](self.parts[name].sum(0))) if name in self.parts else None for name in REDUCERS
+        }
+        return {
+            "subspace": self.subspace,
+            "k": settings.k,
+            "layer": settings.layer,
+            "intervention": self.intervention,
+            "strength": self.strength,
+            **values,
+        }
 
 
-def _measure(data: Labelled, settings: AblationSettings, features: Tensor, pattern: Tensor, clean_pattern: Tensor,
-             split: tuple[Tensor, Tensor], label_counts: tuple[int, int], head_seed: int) -> dict[str, Tensor]:
+def _measure(
+    data: Labelled,
+    settings: AblationSettings,
+    features: Tensor,
+    pattern: Tensor,
+    clean_pattern: Tensor,
+    split: tuple[Tensor, Tensor],
+    label_counts: tuple[int, int],
+    head_seed: int,
+) -> dict[str, Tensor]:
     """Heads retrained on these features (seed `head_seed`), every measure on the test images, per image."""
     (train, test), (n_classes, n_queries) = split, label_counts
-    semantic = fit_semantic_head(features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs,
-                                 seed=head_seed)
-    instance_head = fit_instance_head(features[train], data.instance[train], n_queries,
-                                      epochs=settings.segmentation_epochs, seed=head_seed)
+    semantic = fit_semantic_head(
+        features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs, seed=head_seed
+    )
+    instance_head = fit_instance_head(
+        features[train], data.instance[train], n_queries, epochs=settings.segmentation_epochs, seed=head_seed
+    )
     predicted = predict_classes(semantic, features[test])
     predicted_instances = instance_head.predict(features[test])
     return {
@@ -221,9 +265,19 @@ def _measure(data: Labelled, settings: AblationSettings, features: Tensor, patte
     }
 
 
-def _intervened(model: HookedViT, data: Labelled, settings: AblationSettings, subspace_name: str,
-                subspace: BindingSubspace, kind: str, strength: float, split: tuple[Tensor, Tensor],
-                clean_pattern: Tensor, label_counts: tuple[int, int], dino: DinoMeasurement | None) -> Condition:
+def _intervened(
+    model: HookedViT,
+    data: Labelled,
+    settings: AblationSettings,
+    subspace_name: str,
+    subspace: BindingSubspace,
+    kind: str,
+    strength: float,
+    split: tuple[Tensor, Tensor],
+    clean_pattern: Tensor,
+    label_counts: tuple[int, int],
+    dino: DinoMeasurement | None,
+) -> Condition:
     """One condition: the intervention applied mid-forward, heads retrained, every measure taken."""
     layer, n_prefix = settings.layer, model.cfg.n_prefix_tokens
 
@@ -245,11 +299,27 @@ def _differences(conditions: Sequence[Condition], clean: Condition, settings: Ab
             if condition.intervention == "head refit" and name not in HEAD_MEASURES:
                 continue  # the clean run's own features and attention: only the heads differ
             value, reference, difference = paired_bootstrap_difference(
-                parts, clean.parts[name], REDUCERS[name], n_boot=settings.n_boot, level=settings.level, seed=settings.seed)
-            rows.append({"subspace": condition.subspace, "intervention": condition.intervention,
-                         "strength": condition.strength, "measure": name, "clean": reference, "value": value,
-                         "difference": difference.estimate, "low": difference.low, "high": difference.high,
-                         "beyond_noise": difference.beyond_noise})
+                parts,
+                clean.parts[name],
+                REDUCERS[name],
+                n_boot=settings.n_boot,
+                level=settings.level,
+                seed=settings.seed,
+            )
+            rows.append(
+                {
+                    "subspace": condition.subspace,
+                    "intervention": condition.intervention,
+                    "strength": condition.strength,
+                    "measure": name,
+                    "clean": reference,
+                    "value": value,
+                    "difference": difference.estimate,
+                    "low": difference.low,
+                    "high": difference.high,
+                    "beyond_noise": difference.beyond_noise,
+                }
+            )
     return rows
 
 
@@ -283,8 +353,10 @@ def ablation_study(
     if not 0 <= layer < model.cfg.n_layers - 1:
         raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2} (block layer+1 is measured), got {layer}")
     if len(scenes) < MIN_IMAGES:
-        raise InputError(f"an ablation study needs at least {MIN_IMAGES} images (70% fit the segmentation heads, 30% "
-                         f"test them), got {len(scenes)}; pass more scenes (--n-images 64)")
+        raise InputError(
+            f"an ablation study needs at least {MIN_IMAGES} images (70% fit the segmentation heads, 30% "
+            f"test them), got {len(scenes)}; pass more scenes (--n-images 64)"
+        )
     model.eval()
     data = label_images(model, scenes, size)
     label_counts = label_space(data.instance, data.klass)
@@ -295,25 +367,37 @@ def ablation_study(
 
     clean_features, clean_pattern = _run(model, data, layer, lambda batch: [], settings.batch_size)
     correlation = _attention_vs_probe(model, data, probe, layer, test, clean_pattern, settings)
-    dino = (DinoMeasurement.prepare(model, data, settings, dino_head, dino_center, dino_temperatures)
-            if settings.dino else None)
+    dino = (
+        DinoMeasurement.prepare(model, data, settings, dino_head, dino_center, dino_temperatures)
+        if settings.dino
+        else None
+    )
     dino_clean = dino.losses([]) if dino is not None else None
 
     def clean_run(intervention: str, head_seed: int) -> Condition:
-        parts = _measure(data, settings, clean_features, clean_pattern, clean_pattern, (train, test), label_counts,
-                         head_seed)
+        parts = _measure(
+            data, settings, clean_features, clean_pattern, clean_pattern, (train, test), label_counts, head_seed
+        )
         if dino is not None:
             parts["dino_loss"] = dino_clean
         return Condition("-", intervention, None, parts)
 
     clean = clean_run("clean", settings.seed)
     conditions = [clean_run("head refit", settings.seed + 1)] if settings.head_refit else []
-    todo = [(name, subspace, kind, strength) for name, subspace in subspaces.items()
-            for kind, strength in [("shuffle", r) for r in settings.shuffle_ratios] +
-            [("inject", a) for a in settings.inject_alphas]]
-    for name, subspace, kind, strength in tqdm(todo, desc=f"ablate layer {layer}", unit="condition", disable=not progress):
-        conditions.append(_intervened(model, data, settings, name, subspace, kind, strength, (train, test), clean_pattern,
-                                      label_counts, dino))
+    todo = [
+        (name, subspace, kind, strength)
+        for name, subspace in subspaces.items()
+        for kind, strength in [("shuffle", r) for r in settings.shuffle_ratios]
+        + [("inject", a) for a in settings.inject_alphas]
+    ]
+    for name, subspace, kind, strength in tqdm(
+        todo, desc=f"ablate layer {layer}", unit="condition", disable=not progress
+    ):
+        conditions.append(
+            _intervened(
+                model, data, settings, name, subspace, kind, strength, (train, test), clean_pattern, label_counts, dino
+            )
+        )
     rows = [condition.row(settings) for condition in [clean, *conditions]]
     differences = _differences(conditions, clean, settings)
     result = {
@@ -331,7 +415,9 @@ def ablation_study(
         out = Path(out)
         write_table(rows, out / "ablation")
         write_table(differences, out / "ablation_differences")
-        write_json_atomic(out / "ablation_summary.json", {k: v for k, v in result.items() if k not in ("rows", "differences")})
+        write_json_atomic(
+            out / "ablation_summary.json", {k: v for k, v in result.items() if k not in ("rows", "differences")}
+        )
     return result
 
 
@@ -340,8 +426,9 @@ def _side(model: HookedViT, pixels: float) -> int:
     return max(patch, int(round(pixels / patch)) * patch)
 
 
-def _intervention(kind: str, strength: float, subspace: BindingSubspace, n_prefix: int, instance: Tensor,
-                  seed: int) -> Intervention:
+def _intervention(
+    kind: str, strength: float, subspace: BindingSubspace, n_prefix: int, instance: Tensor, seed: int
+) -> Intervention:
     if kind == "shuffle":
         return Shuffle(subspace, strength, n_prefix, seed=seed)
     return Inject(subspace, strength, n_prefix, instance)
@@ -349,8 +436,16 @@ def _intervention(kind: str, strength: float, subspace: BindingSubspace, n_prefi
 
 def ablation_table(rows: Sequence[Row]) -> str:
     """The ablation rows as a plain-text table (`figures.ablation_figure` draws them)."""
-    columns = ["subspace", "intervention", "strength", "semantic_miou", "instance_miou", "dino_loss",
-               "own_object_attention", "attention_kl_to_clean"]
+    columns = [
+        "subspace",
+        "intervention",
+        "strength",
+        "semantic_miou",
+        "instance_miou",
+        "dino_loss",
+        "own_object_attention",
+        "attention_kl_to_clean",
+    ]
     return format_table([{k: ("-" if v is None else v) for k, v in row.items()} for row in rows], columns)
 
 
@@ -360,8 +455,14 @@ def difference_table(differences: Sequence[Row]) -> str:
     conditions: dict[tuple, Row] = {}
     for d in differences:
         key = (d["subspace"], d["intervention"], d["strength"])
-        row = conditions.setdefault(key, {"subspace": d["subspace"], "intervention": d["intervention"],
-                                          "strength": "-" if d["strength"] is None else d["strength"]})
+        row = conditions.setdefault(
+            key,
+            {
+                "subspace": d["subspace"],
+                "intervention": d["intervention"],
+                "strength": "-" if d["strength"] is None else d["strength"],
+            },
+        )
         row[d["measure"]] = difference_text(d["difference"], d["low"], d["high"], star=True)
     columns = ["subspace", "intervention", "strength", *REDUCERS]
     return format_table([{c: row.get(c, "-") for c in columns} for row in conditions.values()], columns)

@@ -36,8 +36,9 @@ token sets of every split are read from the edited stream, so the probes measure
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,14 +47,20 @@ from torch import Tensor
 from ..activations.tokens import SETS_OF_VECTORS, check_token_sets, read_token_sets
 from ..binding import BindingSubspace, ProjectOut, Shuffle
 from ..bits import (
-    FAMILIES, SINGLE_TOKEN, CodeLayout, CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe,
+    FAMILIES,
+    SINGLE_TOKEN,
+    CodeLayout,
+    CodeTrainingConfig,
+    binding_bits,
+    bits_per_image,
+    make_code_probe,
     train_code_probe,
 )
 from ..data import Scene
 from ..data.priors import CodePriors, colorshape_priors
 from ..errors import InputError
-from .report import Row, difference_text, format_table, interval_text
 from ..stats import aggregate_rows, beyond_noise, bootstrap_mean, distinct_seeds
+from .report import Row, difference_text, format_table, interval_text
 
 SPLITS = ("train", "val", "test")
 
@@ -74,8 +81,10 @@ class CodedScenes:
         items = [scenes[i] for i in range(len(scenes))]
         missing = [i for i, s in enumerate(items) if "O" not in s.metadata or "F" not in s.metadata]
         if missing or not items:
-            raise InputError("binding bits need scenes with object and feature codes: use the synthetic presets "
-                             "balanced or colorshape (scene.metadata['O'] and ['F'])")
+            raise InputError(
+                "binding bits need scenes with object and feature codes: use the synthetic presets "
+                "balanced or colorshape (scene.metadata['O'] and ['F'])"
+            )
         o = torch.as_tensor(np.stack([s.metadata["O"] for s in items]), dtype=torch.float32)
         f = torch.as_tensor(np.stack([s.metadata["F"] for s in items]), dtype=torch.float32)
         knobs = getattr(scenes, "knobs", None)
@@ -94,11 +103,28 @@ class BitsResult:
     test_ce: dict[tuple[int, str, str], Tensor] = field(default_factory=dict)
 
     def table(self) -> str:
-        columns = ["layer", "tokens", "family", "B_O [95%]", "beta", "b_star", "beta_star", "over prior [95%]",
-                   "vs linear [95%]", "prior_gap", "learnt"] + (["learnt_seeds"] if self.rows and "learnt_seeds"
-                                                                  in self.rows[0] else [])
-        shown = [{**row, "B_O [95%]": interval_text(row, "b_o"), "over prior [95%]": _signed(row, "v_bits"),
-                  "vs linear [95%]": _signed(row, "vs_linear") if "vs_linear" in row else "-"} for row in self.rows]
+        columns = [
+            "layer",
+            "tokens",
+            "family",
+            "B_O [95%]",
+            "beta",
+            "b_star",
+            "beta_star",
+            "over prior [95%]",
+            "vs linear [95%]",
+            "prior_gap",
+            "learnt",
+        ] + (["learnt_seeds"] if self.rows and "learnt_seeds" in self.rows[0] else [])
+        shown = [
+            {
+                **row,
+                "B_O [95%]": interval_text(row, "b_o"),
+                "over prior [95%]": _signed(row, "v_bits"),
+                "vs linear [95%]": _signed(row, "vs_linear") if "vs_linear" in row else "-",
+            }
+            for row in self.rows
+        ]
         return format_table(shown, columns)
 
 
@@ -113,8 +139,10 @@ def combinations(token_sets: Sequence[str], families: Sequence[str]) -> list[tup
         raise InputError(f"unknown probe family {', '.join(bad)}; choose from {', '.join(FAMILIES)}")
     pairs = [(t, f) for t in token_sets for f in families if (t in SETS_OF_VECTORS) == (f in SINGLE_TOKEN)]
     if not pairs:
-        raise InputError(f"no probe family in {list(families)} reads the token sets {list(token_sets)}: cls and mean "
-                         "take linear, quadratic, shared_quadratic or dnn; spatial and registers take attention")
+        raise InputError(
+            f"no probe family in {list(families)} reads the token sets {list(token_sets)}: cls and mean "
+            "take linear, quadratic, shared_quadratic or dnn; spatial and registers take attention"
+        )
     return pairs
 
 
@@ -152,8 +180,12 @@ def measure_bits(
     pairs = combinations(token_sets, families)
     shape = _grid_shape(splits["train"].scenes[0])
     say = progress or (lambda message: None)
-    tokens = {s: read_token_sets(model, [scene.image for scene in splits[s].scenes], layers, token_sets, size=size,
-                                 fwd_hooks=fwd_hooks) for s in SPLITS}
+    tokens = {
+        s: read_token_sets(
+            model, [scene.image for scene in splits[s].scenes], layers, token_sets, size=size, fwd_hooks=fwd_hooks
+        )
+        for s in SPLITS
+    }
     prior = prior if prior is not None else fit_prior_probes(splits, training, rank=rank, hidden=hidden)
     ce_null = float(prior["O"][1].mean())
     say(f"prior probe: CE_O {ce_null:.2f} bits on test, H(O) = {priors.H_O:.2f}")
@@ -161,20 +193,46 @@ def measure_bits(
     for layer in sorted(set(layers)):
         for token_set, family in pairs:
             z = {s: tokens[s][(token_set, layer)] for s in SPLITS}
-            fits = {target: _fit_and_score(lambda: _probe(family, target, z["train"].shape[-1], shape, rank, hidden)
-                                           .start_from(prior[target][0].probe), splits, target, z, training)
-                    for target in ("O", "F")}
+            # each probe factory is called at once, within this iteration, so late binding is harmless
+            fits = {
+                target: _fit_and_score(
+                    lambda: _probe(family, target, z["train"].shape[-1], shape, rank, hidden).start_from(  # noqa: B023
+                        prior[target][0].probe  # noqa: B023
+                    ),
+                    splits,
+                    target,
+                    z,
+                    training,
+                )
+                for target in ("O", "F")
+            }
             bits = binding_bits(fits["O"][1], priors, fits["F"][1], n_boot=n_boot, seed=training.seed)
             fit_o = fits["O"][0]
             result.test_ce[(layer, token_set, family)] = fits["O"][1]
             v = bootstrap_mean(prior["O"][1] - fits["O"][1], n_boot=n_boot, seed=training.seed)
             v_bits, v_low, v_high = v.estimate, v.low, v.high
-            result.rows.append({"model": model.cfg.source, "layer": layer, "tokens": token_set, "family": family,
-                         **bits.as_dict(), "ce_o_null": ce_null, "prior_gap": ce_null - priors.H_O,
-                         "v_bits": v_bits, "v_bits_low": v_low, "v_bits_high": v_high,
-                         "beyond_prior": v_low > 0, "H_O": priors.H_O, "H_F": priors.H_F,
-                         "H_O_given_F": priors.H_O_given_F, "steps": fit_o.steps, "best_step": fit_o.best_step,
-                         "stopped": fit_o.stopped, "converged": fit_o.converged})
+            result.rows.append(
+                {
+                    "model": model.cfg.source,
+                    "layer": layer,
+                    "tokens": token_set,
+                    "family": family,
+                    **bits.as_dict(),
+                    "ce_o_null": ce_null,
+                    "prior_gap": ce_null - priors.H_O,
+                    "v_bits": v_bits,
+                    "v_bits_low": v_low,
+                    "v_bits_high": v_high,
+                    "beyond_prior": v_low > 0,
+                    "H_O": priors.H_O,
+                    "H_F": priors.H_F,
+                    "H_O_given_F": priors.H_O_given_F,
+                    "steps": fit_o.steps,
+                    "best_step": fit_o.best_step,
+                    "stopped": fit_o.stopped,
+                    "converged": fit_o.converged,
+                }
+            )
             if family == "attention":
                 result.attention[(layer, token_set)] = _routing(fit_o.probe, z["test"], splits["test"])
             say(f"layer {layer} {token_set} {family}: B_O {bits.b_o:.2f} bits (beta {bits.beta:.1%})")
@@ -209,18 +267,30 @@ def measure_bits_over_seeds(
     def run(seed: int) -> BitsResult:
         if len(seeds) > 1:
             say(f"seed {seed}")
-        return measure_bits(model, splits_for_seed(seed), layers, token_sets, families,
-                            training=replace(training, seed=seed), progress=progress, **kwargs)
+        return measure_bits(
+            model,
+            splits_for_seed(seed),
+            layers,
+            token_sets,
+            families,
+            training=replace(training, seed=seed),
+            progress=progress,
+            **kwargs,
+        )
 
     runs = [run(seed) for seed in seeds]
     if len(seeds) == 1:
         return runs[0]
     per_seed = [row for run_ in runs for row in run_.rows]
-    rows = aggregate_rows(per_seed, by=("model", "layer", "tokens", "family"), metrics=SEED_METRICS,
-                          keep_single_intervals=False)
+    rows = aggregate_rows(
+        per_seed, by=("model", "layer", "tokens", "family"), metrics=SEED_METRICS, keep_single_intervals=False
+    )
     for row in rows:
-        members = [r for r in per_seed if (r["layer"], r["tokens"], r["family"]) == (row["layer"], row["tokens"],
-                                                                                      row["family"])]
+        members = [
+            r
+            for r in per_seed
+            if (r["layer"], r["tokens"], r["family"]) == (row["layer"], row["tokens"], row["family"])
+        ]
         row["learnt"] = bool(row["b_o_low"] > 0)
         row["learnt_seeds"] = f"{sum(bool(r['learnt']) for r in members)}/{len(members)}"
         row["beyond_prior"] = bool(row["v_bits_low"] > 0)
@@ -238,21 +308,43 @@ def _against_linear(result: BitsResult, n_boot: int, seed: int) -> None:
         base = next((t for t in (row["tokens"], "cls", "mean") if (layer, t, "linear") in result.test_ce), None)
         if base is None or (row["family"], row["tokens"]) == ("linear", base):
             continue
-        gain = bootstrap_mean(result.test_ce[(layer, base, "linear")] - result.test_ce[(layer, row["tokens"],
-                              row["family"])], n_boot=n_boot, seed=seed)
-        row.update(vs_linear=gain.estimate, vs_linear_low=gain.low, vs_linear_high=gain.high, vs_linear_tokens=base,
-                   vs_linear_beyond_noise=gain.beyond_noise)
+        gain = bootstrap_mean(
+            result.test_ce[(layer, base, "linear")] - result.test_ce[(layer, row["tokens"], row["family"])],
+            n_boot=n_boot,
+            seed=seed,
+        )
+        row.update(
+            vs_linear=gain.estimate,
+            vs_linear_low=gain.low,
+            vs_linear_high=gain.high,
+            vs_linear_tokens=base,
+            vs_linear_beyond_noise=gain.beyond_noise,
+        )
 
 
-def fit_prior_probes(splits: dict[str, CodedScenes], training: CodeTrainingConfig = CodeTrainingConfig(), *,
-                     rank: int = 16, hidden: int = 64) -> dict[str, tuple[Any, Tensor]]:
+def fit_prior_probes(
+    splits: dict[str, CodedScenes],
+    training: CodeTrainingConfig = CodeTrainingConfig(),
+    *,
+    rank: int = 16,
+    hidden: int = 64,
+) -> dict[str, tuple[Any, Tensor]]:
     """{"O": (fit, test bits per image), "F": ...} of the prior probes, which read no representation: the
     same for every model, layer and intervention on these splits, so fit once and pass to `measure_bits`."""
     _require_splits(splits)
     shape = _grid_shape(splits["train"].scenes[0])
     blank = {s: torch.zeros(len(splits[s].scenes), 1) for s in SPLITS}
-    return {target: _fit_and_score(lambda: _probe("prior", target, 1, shape, rank, hidden), splits, target, blank,
-                                   training) for target in ("O", "F")}
+    # each probe factory is called at once, within its iteration, so late binding is harmless
+    return {
+        target: _fit_and_score(
+            lambda: _probe("prior", target, 1, shape, rank, hidden),  # noqa: B023
+            splits,
+            target,
+            blank,
+            training,
+        )
+        for target in ("O", "F")
+    }
 
 
 def _require_splits(splits: dict[str, CodedScenes]) -> None:
@@ -261,8 +353,13 @@ def _require_splits(splits: dict[str, CodedScenes]) -> None:
         raise InputError(f"binding bits need train, val and test scenes; missing {', '.join(missing)}")
 
 
-def _fit_and_score(make: Callable[[], Any], splits: dict[str, CodedScenes], target: str, z: dict[str, Tensor],
-                   training: CodeTrainingConfig):
+def _fit_and_score(
+    make: Callable[[], Any],
+    splits: dict[str, CodedScenes],
+    target: str,
+    z: dict[str, Tensor],
+    training: CodeTrainingConfig,
+):
     """Build (seeded: results never depend on the caller's random state), train and score one probe."""
     codes = {s: getattr(splits[s], target.lower()) for s in SPLITS}
     with torch.random.fork_rng(devices=[]):
@@ -276,16 +373,22 @@ def _grid_shape(scene: Scene) -> tuple[int, int]:
     names = scene.metadata.get("O_names") or []
     n_colors = len(dict.fromkeys(name.split(" ", 1)[0] for name in names))
     if not n_colors or n_colors + len(names) // n_colors != len(scene.metadata["F"]):
-        raise InputError("binding bits need colour x shape codes (scene.metadata['O_names'] as 'colour shape', "
-                         "colour-major): use the synthetic presets balanced or colorshape")
+        raise InputError(
+            "binding bits need colour x shape codes (scene.metadata['O_names'] as 'colour shape', "
+            "colour-major): use the synthetic presets balanced or colorshape"
+        )
     return (n_colors, len(names) // n_colors)
 
 
 def _routing(probe, tokens: Tensor, test: CodedScenes, n_images: int = 4) -> dict[str, Any]:
     """The attention probe's weights on the first test images, for the objects present in them."""
     weights = probe.attention_weights(tokens[:n_images].to(probe.mean.device), test.o[:n_images].to(probe.mean.device))
-    return {"weights": weights.cpu(), "codes": test.o[:n_images], "images": [s.image for s in test.scenes[:n_images]],
-            "object_names": test.scenes[0].metadata.get("O_names")}
+    return {
+        "weights": weights.cpu(),
+        "codes": test.o[:n_images],
+        "images": [s.image for s in test.scenes[:n_images]],
+        "object_names": test.scenes[0].metadata.get("O_names"),
+    }
 
 
 INTERVENTIONS = ("project_out", "shuffle")
@@ -329,29 +432,67 @@ def bits_under_interventions(
     conditions: list[tuple[str, str, list]] = [("none", "-", [])]
     for kind in interventions:
         for name, sub in subspaces.items():
-            edit = ProjectOut(sub, n_prefix) if kind == "project_out" else Shuffle(sub, 1.0, n_prefix, seed=training.seed)
+            edit = (
+                ProjectOut(sub, n_prefix) if kind == "project_out" else Shuffle(sub, 1.0, n_prefix, seed=training.seed)
+            )
             conditions.append((kind, name, [edit.at(layer)]))
     say = progress or (lambda message: None)
     rows: list[Row] = []
     clean: dict[tuple[int, str, str], Tensor] = {}
     prior = fit_prior_probes(splits, training, rank=rank, hidden=hidden)
     for kind, name, hooks in conditions:
-        result = measure_bits(model, splits, [read_layer], token_sets, families, training=training, rank=rank,
-                              hidden=hidden, size=size, n_boot=n_boot, fwd_hooks=hooks, prior=prior)
+        result = measure_bits(
+            model,
+            splits,
+            [read_layer],
+            token_sets,
+            families,
+            training=training,
+            rank=rank,
+            hidden=hidden,
+            size=size,
+            n_boot=n_boot,
+            fwd_hooks=hooks,
+            prior=prior,
+        )
         for row in result.rows:
             key = (read_layer, row["tokens"], row["family"])
             ce = result.test_ce[key]
             lost_bits = bootstrap_mean(ce - clean.setdefault(key, ce), n_boot=n_boot, seed=training.seed)
             lost, low, high = lost_bits.estimate, lost_bits.low, lost_bits.high
-            rows.append({**row, "intervention": kind, "subspace": name, "k": subspace.k, "edit_layer": layer,
-                         "bits_lost": lost, "bits_lost_low": low, "bits_lost_high": high})
-            say(f"{kind} ({name}) {row['tokens']} {row['family']}: B_O {row['b_o']:.2f} bits, "
-                f"lost {lost:.2f} [{low:.2f}, {high:.2f}]")
+            rows.append(
+                {
+                    **row,
+                    "intervention": kind,
+                    "subspace": name,
+                    "k": subspace.k,
+                    "edit_layer": layer,
+                    "bits_lost": lost,
+                    "bits_lost_low": low,
+                    "bits_lost_high": high,
+                }
+            )
+            say(
+                f"{kind} ({name}) {row['tokens']} {row['family']}: B_O {row['b_o']:.2f} bits, "
+                f"lost {lost:.2f} [{low:.2f}, {high:.2f}]"
+            )
     return rows
 
 
 def intervention_table(rows: Sequence[Row]) -> str:
     """`bits_under_interventions` rows as a plain-text table."""
-    columns = ["tokens", "family", "intervention", "subspace", "k", "b_o", "b_o_low", "b_o_high", "bits_lost",
-               "bits_lost_low", "bits_lost_high", "v_bits"]
+    columns = [
+        "tokens",
+        "family",
+        "intervention",
+        "subspace",
+        "k",
+        "b_o",
+        "b_o_low",
+        "b_o_high",
+        "bits_lost",
+        "bits_lost_low",
+        "bits_lost_high",
+        "v_bits",
+    ]
     return format_table(rows, columns)

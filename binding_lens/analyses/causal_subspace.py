@@ -20,8 +20,9 @@ inside that range does no more than any k directions would. One model, one seed 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -36,12 +37,22 @@ from .ablation import label_images
 from .layer_probes import fit_layer_probes
 from .report import Row, format_table
 
-COLUMNS = ("subspace", "k", "mean_angle_to_das", "min_angle_to_das", "swap_rate", "auroc_swapped",
-           "next_auroc_shuffled", "next_auroc_clean")
+COLUMNS = (
+    "subspace",
+    "k",
+    "mean_angle_to_das",
+    "min_angle_to_das",
+    "swap_rate",
+    "auroc_swapped",
+    "next_auroc_shuffled",
+    "next_auroc_clean",
+)
 
 
 @torch.no_grad()
-def readout_auroc(tokens: Tensor, instance: Tensor, readout: Readout, edit: Any = None, batch_images: int = 32) -> float:
+def readout_auroc(
+    tokens: Tensor, instance: Tensor, readout: Readout, edit: Any = None, batch_images: int = 32
+) -> float:
     """AUROC of `readout`'s scores over every labelled pair (i < j) of each image, after `edit(patches)`."""
     scores, same = [], []
     for start in range(0, tokens.shape[0], batch_images):
@@ -96,13 +107,17 @@ def compare_subspaces(
     data = label_images(model, scenes, size)
     train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=split, seed=seed)
     n_prefix = model.cfg.n_prefix_tokens
-    probes = fit_layer_probes(model, data.pixels, data.instance, (layer, layer + 1), train_idx, val_idx, seed=seed,
-                              training=training)
+    probes = fit_layer_probes(
+        model, data.pixels, data.instance, (layer, layer + 1), train_idx, val_idx, seed=seed, training=training
+    )
     probe_next: PairProbe = probes[layer + 1].probe
-    das = train_das(model, data.pixels[train_idx], data.instance[train_idx], layer, probe_next, k, seed=seed,
-                    **(das_options or {}))
+    das = train_das(
+        model, data.pixels[train_idx], data.instance[train_idx], layer, probe_next, k, seed=seed, **(das_options or {})
+    )
     subspaces = {"DAS": das.subspace, "probe eigen-subspace": BindingSubspace.from_probe(probes[layer].probe, k)}
-    subspaces |= {f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=seed + 1 + s) for s in range(n_random)}
+    subspaces |= {
+        f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=seed + 1 + s) for s in range(n_random)
+    }
 
     held_out = residual_at(model, data.pixels[test_idx], layer)
     tokens, instance = held_out[:, n_prefix:], data.instance[test_idx]
@@ -113,19 +128,32 @@ def compare_subspaces(
         angles = principal_angles(sub, das.subspace)
         swap = swap_effect(tokens, instance, readout, sub, fraction=fraction, seed=seed)
         shuffle = Shuffle(sub, 1.0, 0, seed=seed)
-        measured.append({"subspace": name, "k": k, "mean_angle_to_das": float(angles.mean()),
-                         "min_angle_to_das": float(angles.min()), "swap_rate": swap["swap_rate"],
-                         "auroc_swapped": swap["auroc_swapped"],
-                         "next_auroc_shuffled": readout_auroc(tokens, instance, readout, shuffle.apply),
-                         "next_auroc_clean": clean})
+        measured.append(
+            {
+                "subspace": name,
+                "k": k,
+                "mean_angle_to_das": float(angles.mean()),
+                "min_angle_to_das": float(angles.min()),
+                "swap_rate": swap["swap_rate"],
+                "auroc_swapped": swap["auroc_swapped"],
+                "next_auroc_shuffled": readout_auroc(tokens, instance, readout, shuffle.apply),
+                "next_auroc_clean": clean,
+            }
+        )
     rows = [row for row in measured if not row["subspace"].startswith("random")]
     randoms = [row for row in measured if row["subspace"].startswith("random")]
     if randoms:
         rows.append(_summarise_random(randoms, k))
     reference = random_angles(model.cfg.d_model, k)
-    settings = {"layer": layer, "k": k, "seed": seed, "n_random": n_random, "fraction": fraction,
-                "images": {"train": len(train_idx), "val": len(val_idx), "test": len(test_idx)},
-                "das_loss": das.history}
+    settings = {
+        "layer": layer,
+        "k": k,
+        "seed": seed,
+        "n_random": n_random,
+        "fraction": fraction,
+        "images": {"train": len(train_idx), "val": len(val_idx), "test": len(test_idx)},
+        "das_loss": das.history,
+    }
     return SubspaceComparison(rows, subspaces, probes, reference, settings)
 
 

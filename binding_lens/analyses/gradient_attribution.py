@@ -15,8 +15,8 @@ exact decomposition (the tests check it against finite differences).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from jaxtyping import Float, Int
@@ -52,7 +52,9 @@ def _pairs(pairs: Tensor | tuple[int, int], n_images: int, n_patches: int) -> In
     if pairs.shape != (n_images, 2):
         raise InputError(f"pairs must be (i, j) or [image, 2] patch indices, got shape {tuple(pairs.shape)}")
     if bool(((pairs < 0) | (pairs >= n_patches)).any()):
-        raise InputError(f"pair patch indices must be in 0..{n_patches - 1} (patch tokens, row-major), got {pairs.tolist()}")
+        raise InputError(
+            f"pair patch indices must be in 0..{n_patches - 1} (patch tokens, row-major), got {pairs.tolist()}"
+        )
     return pairs
 
 
@@ -81,8 +83,8 @@ def pair_attribution(
         kept[hook.name] = act
         return act
 
-    resid_names = [names.resid_post(l) for l in sources]
-    z_names = [names.block_hook(l, "attn.hook_z") for l in sources]
+    resid_names = [names.resid_post(source) for source in sources]
+    z_names = [names.block_hook(source, "attn.hook_z") for source in sources]
     hooks = [(name, keep) for name in dict.fromkeys([*z_names, *resid_names, names.resid_post(layer)])]
     with torch.enable_grad(), model.hooks(fwd_hooks=hooks):
         model(pixels.to(model.device), stop_at_layer=layer + 1)
@@ -94,5 +96,10 @@ def pair_attribution(
         grads = torch.autograd.grad(score.sum(), inputs, allow_unused=True)
     product = [(torch.zeros_like(a) if g is None else g * a).detach() for g, a in zip(grads, inputs)]
     token_parts, head_parts = product[: len(sources)], product[len(sources) :]
-    return PairAttribution(score.detach(), sources, torch.stack([p.sum(-1) for p in token_parts], 1),
-                           torch.stack([p.sum(-1) for p in head_parts], 1), model.cfg.n_prefix_tokens)
+    return PairAttribution(
+        score.detach(),
+        sources,
+        torch.stack([p.sum(-1) for p in token_parts], 1),
+        torch.stack([p.sum(-1) for p in head_parts], 1),
+        model.cfg.n_prefix_tokens,
+    )

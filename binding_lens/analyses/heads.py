@@ -49,11 +49,22 @@ class HeadMap:
         return self.clean_accuracy[:, None] - self.accuracy
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{"layer": layer, "head": head, "mode": self.mode, "auroc": float(self.auroc[i, head]),
-                 "auroc_drop": float(self.auroc_drop[i, head]), "accuracy": float(self.accuracy[i, head]),
-                 "accuracy_drop": float(self.accuracy_drop[i, head]), "clean_auroc": float(self.clean_auroc[i]),
-                 "clean_auroc_low": float(self.clean_interval[i, 0]), "clean_auroc_high": float(self.clean_interval[i, 1])}
-                for i, layer in enumerate(self.layers) for head in range(self.n_heads)]
+        return [
+            {
+                "layer": layer,
+                "head": head,
+                "mode": self.mode,
+                "auroc": float(self.auroc[i, head]),
+                "auroc_drop": float(self.auroc_drop[i, head]),
+                "accuracy": float(self.accuracy[i, head]),
+                "accuracy_drop": float(self.accuracy_drop[i, head]),
+                "clean_auroc": float(self.clean_auroc[i]),
+                "clean_auroc_low": float(self.clean_interval[i, 0]),
+                "clean_auroc_high": float(self.clean_interval[i, 1]),
+            }
+            for i, layer in enumerate(self.layers)
+            for head in range(self.n_heads)
+        ]
 
     def top(self, n: int = 5) -> list[dict[str, Any]]:
         """The n heads whose removal lowers the next layer's AUROC most."""
@@ -77,11 +88,13 @@ def head_ablation_map(
     """Ablate each head of each block l in `layers` (default: every l with a probe at l + 1) and score the
     probe at l + 1 on fixed pairs of these images (all labelled patches unless `patches_per_image`).
     `mode="mean"` replaces z by its mean over `mean_pixels` (default: these images)."""
-    layers = sorted(l - 1 for l in probes if l >= 1) if layers is None else sorted(layers)
-    missing = [l for l in layers if l + 1 not in probes or not 0 <= l < model.cfg.n_layers - 1]
+    layers = sorted(layer - 1 for layer in probes if layer >= 1) if layers is None else sorted(layers)
+    missing = [layer for layer in layers if layer + 1 not in probes or not 0 <= layer < model.cfg.n_layers - 1]
     if missing or not layers:
-        raise InputError(f"a head map of block l needs a probe at l + 1 (probes at {sorted(probes)}), and l in "
-                         f"0..{model.cfg.n_layers - 2}; cannot map blocks {missing or layers}")
+        raise InputError(
+            f"a head map of block l needs a probe at l + 1 (probes at {sorted(probes)}), and l in "
+            f"0..{model.cfg.n_layers - 2}; cannot map blocks {missing or layers}"
+        )
     n_prefix, n_heads = model.cfg.n_prefix_tokens, model.cfg.n_heads
     pairs = fixed_pairs(instance, patches_per_image, seed)
 
@@ -89,12 +102,18 @@ def head_ablation_map(
         outs = []
         for start in range(0, pixels.shape[0], batch_size):
             with model.hooks(fwd_hooks=hooks):
-                outs.append(model(pixels[start : start + batch_size].to(model.device), stop_at_layer=layer + 2)[:, n_prefix:])
+                outs.append(
+                    model(pixels[start : start + batch_size].to(model.device), stop_at_layer=layer + 2)[:, n_prefix:]
+                )
         data = ProbeData(torch.cat(outs).float(), instance)
         return evaluate(probes[layer + 1], data, pairs) | {"data": data}
 
     auroc, accuracy = torch.zeros(len(layers), n_heads), torch.zeros(len(layers), n_heads)
-    clean_auroc, clean_accuracy, interval = torch.zeros(len(layers)), torch.zeros(len(layers)), torch.zeros(len(layers), 2)
+    clean_auroc, clean_accuracy, interval = (
+        torch.zeros(len(layers)),
+        torch.zeros(len(layers)),
+        torch.zeros(len(layers), 2),
+    )
     for i, layer in enumerate(layers):
         clean = score(layer, [])
         clean_auroc[i], clean_accuracy[i] = clean["auroc"], clean["accuracy"]

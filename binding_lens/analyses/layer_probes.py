@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from jaxtyping import Float, Int
@@ -27,8 +27,12 @@ def fit_layer_probes(
     """A `quadratic` probe per layer on resid_post(layer)'s patch tokens of the `train_idx` images, validated
     (early stopping, `learnt`) on `val_idx`; every probe starts from the same seeded state."""
     n_prefix = model.cfg.n_prefix_tokens
-    return {layer: fit_quadratic_probe(residual_at(model, pixels, layer)[:, n_prefix:], instance, train_idx, val_idx,
-                                       seed=seed, training=training) for layer in layers}
+    return {
+        layer: fit_quadratic_probe(
+            residual_at(model, pixels, layer)[:, n_prefix:], instance, train_idx, val_idx, seed=seed, training=training
+        )
+        for layer in layers
+    }
 
 
 def fit_quadratic_probe(
@@ -46,5 +50,6 @@ def fit_quadratic_probe(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         probe = make_probe("quadratic", patches.shape[-1])
-    return train_probe(probe, tokens.select(train_idx), tokens.select(val_idx),
-                       training or ProbeTrainingConfig(seed=seed), warn=False)
+    return train_probe(
+        probe, tokens.select(train_idx), tokens.select(val_idx), training or ProbeTrainingConfig(seed=seed), warn=False
+    )

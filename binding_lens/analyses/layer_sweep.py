@@ -18,18 +18,26 @@ Figure 3 and `summary.json` (what was run, on what, and how long it took).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..activations import (Shard, choose_store, extract, extract_to_memory, layer_groups, plan_extraction,
-                           request_differences)
+from ..activations import (
+    Shard,
+    choose_store,
+    extract,
+    extract_to_memory,
+    layer_groups,
+    plan_extraction,
+    ranks,
+    request_differences,
+)
 from ..activations import memory_budget as activation_budget
-from ..activations import ranks
 from ..data import Scene
 from ..errors import InputError
 from ..figures import accuracy_by_layer
@@ -56,17 +64,42 @@ ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
 
 def training_record(result: TrainResult) -> Row:
     """How a sweep probe trained: steps, why it stopped, and whether its validation AUROC is above chance."""
-    return {"best_step": result.best_step, "steps": result.steps, "stopped": result.stopped,
-            "learnt": result.learnt,
-            **({} if result.val_auroc is None else {"val_auroc": result.val_auroc["auroc"],
-                                                    "val_auroc_low": result.val_auroc["low"],
-                                                    "val_auroc_high": result.val_auroc["high"]})}
+    return {
+        "best_step": result.best_step,
+        "steps": result.steps,
+        "stopped": result.stopped,
+        "learnt": result.learnt,
+        **(
+            {}
+            if result.val_auroc is None
+            else {
+                "val_auroc": result.val_auroc["auroc"],
+                "val_auroc_low": result.val_auroc["low"],
+                "val_auroc_high": result.val_auroc["high"],
+            }
+        ),
+    }
 
 
-METRICS = ("accuracy", "accuracy_low", "accuracy_high", "accuracy_at_half", "threshold", "balanced_accuracy", "auroc",
-           "auroc_low", "auroc_high", "pair_bits", "positive_rate", "majority_baseline", "n_pairs")
-PEAK_RULES = {"val": ("val_auroc", "validation AUROC"),
-              "test": ("accuracy", "test accuracy (optimistic: the paper's Table 1 rule)")}
+METRICS = (
+    "accuracy",
+    "accuracy_low",
+    "accuracy_high",
+    "accuracy_at_half",
+    "threshold",
+    "balanced_accuracy",
+    "auroc",
+    "auroc_low",
+    "auroc_high",
+    "pair_bits",
+    "positive_rate",
+    "majority_baseline",
+    "n_pairs",
+)
+PEAK_RULES = {
+    "val": ("val_auroc", "validation AUROC"),
+    "test": ("accuracy", "test accuracy (optimistic: the paper's Table 1 rule)"),
+}
 """How a probe's peak layer is chosen: `peak_by` -> (row metric maximised, how reports name the rule)."""
 
 
@@ -80,11 +113,29 @@ class SweepResult:
 
     def table(self) -> str:
         """Peak layer and test metrics of each probe, as text."""
-        rows = [row | {"probe": probe, "accuracy [95% CI]": interval_text(row, "accuracy"),
-                       "AUROC [95% CI]": interval_text(row, "auroc")} for probe, row in self.peaks.items()]
-        return format_table(rows, ["probe", "peak_layer", "peak_layer_normalised", "accuracy [95% CI]",
-                                   "accuracy_at_half", "balanced_accuracy", "AUROC [95% CI]", "majority_baseline",
-                                   "learnt"])
+        rows = [
+            row
+            | {
+                "probe": probe,
+                "accuracy [95% CI]": interval_text(row, "accuracy"),
+                "AUROC [95% CI]": interval_text(row, "auroc"),
+            }
+            for probe, row in self.peaks.items()
+        ]
+        return format_table(
+            rows,
+            [
+                "probe",
+                "peak_layer",
+                "peak_layer_normalised",
+                "accuracy [95% CI]",
+                "accuracy_at_half",
+                "balanced_accuracy",
+                "AUROC [95% CI]",
+                "majority_baseline",
+                "learnt",
+            ],
+        )
 
     def problems(self) -> list[str]:
         """One line per (probe, layer) that did not converge or learnt nothing measurable on validation."""
@@ -92,8 +143,14 @@ class SweepResult:
             return list(self.summary["training_problems"])
         lines = []
         for row in self.rows:
-            issues = [text for flag, text in ((row["learnt"] is False, "learnt nothing measurable"),
-                                              (row["stopped"] == "max_steps", "stopped at max_steps")) if flag]
+            issues = [
+                text
+                for flag, text in (
+                    (row["learnt"] is False, "learnt nothing measurable"),
+                    (row["stopped"] == "max_steps", "stopped at max_steps"),
+                )
+                if flag
+            ]
             if issues:
                 lines.append(f"{row['probe']} at layer {row['layer']}: {' and '.join(issues)}")
         return lines
@@ -132,8 +189,10 @@ def _split_in_place(stored: Shard, splits: tuple[Tensor, ...]) -> list[tuple[dic
         stored.acts[layer] = stored.acts[layer][order.to(stored.acts[layer].device)]
     instance, klass = stored.instance[order], stored.klass[order]
     bounds = torch.tensor([0] + [len(split) for split in splits]).cumsum(0).tolist()
-    return [({layer: acts[a:b] for layer, acts in stored.acts.items()}, instance[a:b], klass[a:b])
-            for a, b in zip(bounds, bounds[1:])]
+    return [
+        ({layer: acts[a:b] for layer, acts in stored.acts.items()}, instance[a:b], klass[a:b])
+        for a, b in zip(bounds, bounds[1:])
+    ]
 
 
 def layer_sweep(
@@ -184,16 +243,20 @@ def layer_sweep(
     run = RunDirectory(out)
     request, earlier = plan.request, run.request()
     if earlier is not None and earlier != request:  # its probes and tables would be mixed with these
-        raise RunDirectoryError(f"{out} holds a sweep run with other settings ({request_differences(earlier, request)}). "
-                                "Use another output directory (--out), or delete this one to run again.")
+        raise RunDirectoryError(
+            f"{out} holds a sweep run with other settings ({request_differences(earlier, request)}). "
+            "Use another output directory (--out), or delete this one to run again."
+        )
     if mode == "none":
-        held, extraction = extract_to_memory(model, dataset, layers, into=device, seed=seed, device=device,
-                                             progress=progress, **extract_kwargs)
+        held, extraction = extract_to_memory(
+            model, dataset, layers, into=device, seed=seed, device=device, progress=progress, **extract_kwargs
+        )
         groups, skipped = [layers], extraction["skipped"]
         load = lambda group: held  # noqa: E731
     else:
-        disk = extract(model, dataset, layers, run.activations, seed=seed, device=device, progress=progress,
-                       **extract_kwargs)
+        disk = extract(
+            model, dataset, layers, run.activations, seed=seed, device=device, progress=progress, **extract_kwargs
+        )
         if rank_id != 0:  # probes are trained by rank 0 alone
             return SweepResult(rows=[], peaks={}, out=out, summary={"rank": rank_id, "store": mode})
         groups, skipped = layer_groups(layers, plan.bytes_per_layer, budget), disk.skip_summary()
@@ -203,8 +266,9 @@ def layer_sweep(
     initial: dict[str, dict[int, PairProbe]] = {}
     n_images = n_classes = n_queries = None
     rows: list[Row] = []
-    bar = tqdm(total=len(probes) * len(groups), desc=f"probes of {model.cfg.source}", unit="probe",
-               disable=not progress)
+    bar = tqdm(
+        total=len(probes) * len(groups), desc=f"probes of {model.cfg.source}", unit="probe", disable=not progress
+    )
     for group in groups:
         stored = load(group)
         if n_images is None:  # labels are the same in every group: split and label space fixed once
@@ -212,64 +276,103 @@ def layer_sweep(
             train_idx, val_idx, test_idx = split_by_image(n_images, fractions=split, seed=seed)
             n_classes, n_queries = label_space(stored.instance, stored.klass)
             for name in probes:
-                probe_layers = [layer for layer in layers
-                                if not (name == "self_attention" and layer == model.cfg.n_layers - 1)]
+                probe_layers = [
+                    layer for layer in layers if not (name == "self_attention" and layer == model.cfg.n_layers - 1)
+                ]
                 with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
                     torch.manual_seed(training.seed)
-                    initial[name] = {layer: _probe_for(name, model, layer, n_classes, n_queries, rank)
-                                     for layer in probe_layers}
+                    initial[name] = {
+                        layer: _probe_for(name, model, layer, n_classes, n_queries, rank) for layer in probe_layers
+                    }
         splits = _split_in_place(stored, (train_idx, val_idx, test_idx))
         for name in probes:
             probe_layers = [layer for layer in group if layer in initial[name]]
             if not probe_layers:
                 bar.update(1)
                 continue
-            train, val, test = (ProbeData([acts[layer] for layer in probe_layers], instance, klass)
-                                for acts, instance, klass in splits)
+            train, val, test = (
+                ProbeData([acts[layer] for layer in probe_layers], instance, klass) for acts, instance, klass in splits
+            )
             trained = train_probes([initial[name][layer] for layer in probe_layers], train, val, training, warn=False)
             for index, (layer, result) in enumerate(zip(probe_layers, trained)):
-                metrics = evaluate(result.probe, test, layer=index, threshold=result.threshold, intervals=True,
-                                   n_boot=n_boot, patches_per_image=training.eval_patches_per_image,
-                                   seed=training.eval_seed)
-                rows.append({
-                    "model": model.cfg.source, "layer": layer,
-                    "layer_normalised": layer / max(model.cfg.n_layers - 1, 1), "probe": name,
-                    **{metric: metrics[metric] for metric in METRICS}, **training_record(result),
-                })
+                metrics = evaluate(
+                    result.probe,
+                    test,
+                    layer=index,
+                    threshold=result.threshold,
+                    intervals=True,
+                    n_boot=n_boot,
+                    patches_per_image=training.eval_patches_per_image,
+                    seed=training.eval_seed,
+                )
+                rows.append(
+                    {
+                        "model": model.cfg.source,
+                        "layer": layer,
+                        "layer_normalised": layer / max(model.cfg.n_layers - 1, 1),
+                        "probe": name,
+                        **{metric: metrics[metric] for metric in METRICS},
+                        **training_record(result),
+                    }
+                )
                 save_probe(result.probe, run.probe_path(layer, name))
             best = max((row for row in rows if row["probe"] == name), key=lambda row: row[PEAK_RULES[peak_by][0]])
-            bar.set_postfix_str(f"{name}: peak at layer {best['layer']}, test accuracy {best['accuracy']:.3f}",
-                                refresh=False)
+            bar.set_postfix_str(
+                f"{name}: peak at layer {best['layer']}, test accuracy {best['accuracy']:.3f}", refresh=False
+            )
             bar.update(1)
         del stored, splits
     bar.close()
     rows.sort(key=lambda row: (list(probes).index(row["probe"]), row["layer"]))
 
     metric, rule = PEAK_RULES[peak_by]
-    peaks = {probe: row | {"peak_chosen_on": rule} for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()}
+    peaks = {
+        probe: row | {"peak_chosen_on": rule} for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
+    }
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
     files["peaks_csv"], files["peaks_json"] = write_table(
-        [{"probe": probe} | {k: row[k] for k in ("peak_layer", "peak_layer_normalised", "peak_chosen_on", *METRICS,
-                                                 "val_auroc", "learnt")}
-         for probe, row in peaks.items()], run.peaks_stem)
-    files["plot"] = accuracy_by_layer(rows, run.plot_path,
-                                      title=f"IsSameObject by layer (test images, 95% bootstrap bands)\n"
-                                            f"{weights_note(model)}")
+        [
+            {"probe": probe}
+            | {
+                k: row[k]
+                for k in ("peak_layer", "peak_layer_normalised", "peak_chosen_on", *METRICS, "val_auroc", "learnt")
+            }
+            for probe, row in peaks.items()
+        ],
+        run.peaks_stem,
+    )
+    files["plot"] = accuracy_by_layer(
+        rows, run.plot_path, title=f"IsSameObject by layer (test images, 95% bootstrap bands)\n{weights_note(model)}"
+    )
     summary = {
         "model": model.cfg.to_dict(),
         "weights": weights_note(model),
         "dataset": request["dataset"],
         "extraction": request,
-        "store": {"mode": mode, "why": why, "memory_budget_bytes": budget,
-                  "activation_bytes": plan.bytes_per_layer * len(layers), "layer_groups": groups},
-        "images": {"kept": n_images, "skipped": skipped, "train": len(train_idx), "val": len(val_idx),
-                   "test": len(test_idx)},
+        "store": {
+            "mode": mode,
+            "why": why,
+            "memory_budget_bytes": budget,
+            "activation_bytes": plan.bytes_per_layer * len(layers),
+            "layer_groups": groups,
+        },
+        "images": {
+            "kept": n_images,
+            "skipped": skipped,
+            "train": len(train_idx),
+            "val": len(val_idx),
+            "test": len(test_idx),
+        },
         "layers": layers,
         "probes": list(probes),
         "training": asdict(training),
         "training_problems": None,
-        "rank": rank, "peak_by": peak_by, "n_boot": n_boot, "n_queries": n_queries, "n_classes": n_classes,
+        "rank": rank,
+        "peak_by": peak_by,
+        "n_boot": n_boot,
+        "n_queries": n_queries,
+        "n_classes": n_classes,
         "seconds": {"extract": round(extract_seconds, 2), "total": round(time.perf_counter() - started, 2)},
     }
     result = SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)

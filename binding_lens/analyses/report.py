@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import InputError
 from ..io import write_atomic, write_json_atomic
@@ -41,8 +42,10 @@ def peak_layers(rows: Sequence[Row], n_layers: int, metric: str = "accuracy") ->
         if probe not in best or row[metric] > best[probe][metric]:
             best[probe] = row
     denominator = max(n_layers - 1, 1)
-    return {probe: row | {"peak_layer": row["layer"], "peak_layer_normalised": row["layer"] / denominator}
-            for probe, row in best.items()}
+    return {
+        probe: row | {"peak_layer": row["layer"], "peak_layer_normalised": row["layer"] / denominator}
+        for probe, row in best.items()
+    }
 
 
 def interval_text(row: Row, key: str) -> str:
@@ -65,6 +68,7 @@ def difference_text(value: float, low: float, high: float, *, star: bool = False
 
 def format_table(rows: Sequence[Row], columns: Sequence[str]) -> str:
     """A plain-text table for the terminal."""
+
     def cell(value: Any) -> str:
         return f"{value:.3f}" if isinstance(value, float) else str(value)
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..activations import weights_fingerprint
 from ..activations.store import MANIFEST
@@ -79,11 +80,14 @@ class RunDirectory:
     def _json(self, path: Path) -> Any:
         if not path.is_file():
             raise RunDirectoryError(
-                f"{path} is missing: is {self.root} a run directory made by `binding-lens sweep --out`?")
+                f"{path} is missing: is {self.root} a run directory made by `binding-lens sweep --out`?"
+            )
         try:
             return json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise RunDirectoryError(f"{path} is corrupt ({error}); re-run `binding-lens sweep` into a new --out") from None
+            raise RunDirectoryError(
+                f"{path} is corrupt ({error}); re-run `binding-lens sweep` into a new --out"
+            ) from None
 
     def summary(self) -> dict[str, Any]:
         """summary.json (model config, dataset identity, layers, probes, ...)."""
@@ -104,7 +108,8 @@ class RunDirectory:
         """{probe: {layer: file}} of every saved probe, in the run's probe order."""
         if not self.probes_dir.is_dir():
             raise RunDirectoryError(
-                f"{self.probes_dir} is missing: is {self.root} a run directory made by `binding-lens sweep --out`?")
+                f"{self.probes_dir} is missing: is {self.root} a run directory made by `binding-lens sweep --out`?"
+            )
         found: dict[str, dict[int, Path]] = {}
         for path in sorted(self.probes_dir.iterdir()):
             match = PROBE_FILE.match(path.name)
@@ -112,12 +117,15 @@ class RunDirectory:
                 found.setdefault(match.group(2), {})[int(match.group(1))] = path
         if not found:
             raise RunDirectoryError(f"{self.probes_dir} holds no L<layer>_<probe>.safetensors files")
-        missing = [self.probe_path(layer, name).name for name, layer in self._swept()
-                   if layer not in found.get(name, {})]
+        missing = [
+            self.probe_path(layer, name).name for name, layer in self._swept() if layer not in found.get(name, {})
+        ]
         if missing:
-            raise RunDirectoryError(f"{self.probes_dir} lacks {len(missing)} probe file(s) its sweep table lists "
-                                    f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); "
-                                    "re-run the same `binding-lens sweep` to write them again")
+            raise RunDirectoryError(
+                f"{self.probes_dir} lacks {len(missing)} probe file(s) its sweep table lists "
+                f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); "
+                "re-run the same `binding-lens sweep` to write them again"
+            )
         order = self.summary().get("probes", []) if self.summary_path.is_file() else []
         names = [p for p in order if p in found] + sorted(p for p in found if p not in order)
         return {name: dict(sorted(found[name].items())) for name in names}
@@ -144,7 +152,9 @@ class RunDirectory:
                 out[name] = {layer: load_probe(path) for layer, path in chosen.items()}
         if not out:
             available = sorted({layer for by_layer in files.values() for layer in by_layer})
-            raise RunDirectoryError(f"run {self.root} has no probe at layers {list(layers or [])}; it has layers {available}")
+            raise RunDirectoryError(
+                f"run {self.root} has no probe at layers {list(layers or [])}; it has layers {available}"
+            )
         return out
 
     def dataset(self) -> Sequence[Scene]:

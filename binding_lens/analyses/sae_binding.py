@@ -20,8 +20,9 @@ At one layer, on the patch tokens of `resid_post(layer)`:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -52,9 +53,20 @@ class SaeBindingResult:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
-        top = format_table(self.features, ["feature", "auroc", "auroc_low", "auroc_high", "auroc_binding_shuffled",
-                                           "auroc_random_shuffled", "change_binding_shuffle", "change_random_shuffle",
-                                           "fires_on"])
+        top = format_table(
+            self.features,
+            [
+                "feature",
+                "auroc",
+                "auroc_low",
+                "auroc_high",
+                "auroc_binding_shuffled",
+                "auroc_random_shuffled",
+                "change_binding_shuffle",
+                "change_random_shuffle",
+                "fires_on",
+            ],
+        )
         base = format_table(self.baselines, ["pair_score", "auroc", "auroc_low", "auroc_high"])
         return f"{top}\n\n{base}"
 
@@ -123,8 +135,9 @@ def sae_binding(
     if not 0 <= layer < model.cfg.n_layers:
         raise InputError(f"layer {layer} does not exist: this model has layers 0..{model.cfg.n_layers - 1}")
     if len(scenes) < 12:
-        raise InputError(f"sae_binding needs at least 12 images (half train, a quarter each to select and report), "
-                         f"got {len(scenes)}")
+        raise InputError(
+            f"sae_binding needs at least 12 images (half train, a quarter each to select and report), got {len(scenes)}"
+        )
     data = label_images(model, scenes, size)
     n_prefix, d_model = model.cfg.n_prefix_tokens, model.cfg.d_model
     with torch.inference_mode():
@@ -132,8 +145,12 @@ def sae_binding(
     patches = resid[:, n_prefix:].float().cpu()
     train, select, report = split_by_image(len(scenes), SPLIT, seed=seed)
     if sae is None:
-        sae, _ = train_sae(patches[train].flatten(0, 1), sae_training or SaeTrainingConfig(seed=seed),
-                           hook_name=resid_post(layer), metadata={"model": model.cfg.source})
+        sae, _ = train_sae(
+            patches[train].flatten(0, 1),
+            sae_training or SaeTrainingConfig(seed=seed),
+            hook_name=resid_post(layer),
+            metadata={"model": model.cfg.source},
+        )
     if sae.d_in != d_model:
         raise InputError(f"the SAE reads {sae.d_in}-dimensional tokens; layer {layer} has d_model={d_model}")
     sae = sae.cpu().eval()
@@ -164,15 +181,25 @@ def sae_binding(
     for column, feature in enumerate(chosen.tolist()):
         a = acts[..., column][valid]
         mean_activation = float(a.mean()) or float("nan")  # activations are >= 0: a zero mean is a feature never on
-        rows.append({"feature": feature, **interval(scores[:, column]),
-                     "auroc_binding_shuffled": auroc(after["binding"][:, column], same),
-                     "auroc_random_shuffled": auroc(after["random"][:, column], same),
-                     "change_binding_shuffle": float((edited["binding"][..., column][valid] - a).abs().mean()) / mean_activation,
-                     "change_random_shuffle": float((edited["random"][..., column][valid] - a).abs().mean()) / mean_activation,
-                     "fires_on": float((a > 0).float().mean())})
+        rows.append(
+            {
+                "feature": feature,
+                **interval(scores[:, column]),
+                "auroc_binding_shuffled": auroc(after["binding"][:, column], same),
+                "auroc_random_shuffled": auroc(after["random"][:, column], same),
+                "change_binding_shuffle": float((edited["binding"][..., column][valid] - a).abs().mean())
+                / mean_activation,
+                "change_random_shuffle": float((edited["random"][..., column][valid] - a).abs().mean())
+                / mean_activation,
+                "fires_on": float((a > 0).float().mean()),
+            }
+        )
 
-    untrained = initialise_sae(SparseAutoencoder(sae.d_in, sae.d_sae, sae.architecture, sae.k),
-                               patches[train].flatten(0, 1).mean(0), torch.Generator().manual_seed(seed + 7))
+    untrained = initialise_sae(
+        SparseAutoencoder(sae.d_in, sae.d_sae, sae.architecture, sae.k),
+        patches[train].flatten(0, 1).mean(0),
+        torch.Generator().manual_seed(seed + 7),
+    )
     random_best = int(_feature_aurocs(_encode(untrained, select_tokens), selection).argmax())
     random_scores = reporting.min_scores(_encode(untrained, report_tokens)[..., [random_best]])[:, 0]
     with torch.no_grad():
@@ -183,8 +210,14 @@ def sae_binding(
         {"pair_score": "cosine of the raw tokens", **interval(reporting.cosine_scores(report_tokens))},
         {"pair_score": f"quadratic probe at layer {layer}", **interval(probe_scores)},
     ]
-    settings = {"layer": layer, "images": {"train": len(train), "select": len(select), "report": len(report)},
-                "report_pairs": int(same.numel()), "report_positive_rate": float(same.float().mean()),
-                "subspace_rank": subspace_rank, "patches_per_image": patches_per_image, "seed": seed,
-                "probe_learnt": probe.learnt}
+    settings = {
+        "layer": layer,
+        "images": {"train": len(train), "select": len(select), "report": len(report)},
+        "report_pairs": int(same.numel()),
+        "report_positive_rate": float(same.float().mean()),
+        "subspace_rank": subspace_rank,
+        "patches_per_image": patches_per_image,
+        "seed": seed,
+        "probe_learnt": probe.learnt,
+    }
     return SaeBindingResult(rows, baselines, sae, subspace, settings)

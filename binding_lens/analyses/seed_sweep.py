@@ -14,21 +14,31 @@ unless `peak_by="test"`), the figure and `summary.json`. With one seed this is `
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..data import Scene
 from ..figures import accuracy_by_layer
 from ..hooks import HookedViT
 from ..io import write_json_atomic
 from ..probes import ProbeTrainingConfig
+from ..stats import aggregate_rows, distinct_seeds
 from .layer_sweep import PEAK_RULES, SweepResult, layer_sweep, weights_note
 from .report import peak_layers, write_table
-from ..stats import aggregate_rows, distinct_seeds
 
-SEED_METRICS = ("accuracy", "accuracy_at_half", "threshold", "balanced_accuracy", "auroc", "pair_bits",
-                "positive_rate", "majority_baseline", "val_auroc")
+SEED_METRICS = (
+    "accuracy",
+    "accuracy_at_half",
+    "threshold",
+    "balanced_accuracy",
+    "auroc",
+    "pair_bits",
+    "positive_rate",
+    "majority_baseline",
+    "val_auroc",
+)
 
 
 def layer_sweep_over_seeds(
@@ -47,32 +57,62 @@ def layer_sweep_over_seeds(
     training = training or ProbeTrainingConfig()
     out = Path(out)
     if len(seeds) == 1:
-        return layer_sweep(model, scenes_for_seed(seeds[0]), out, seed=seeds[0], training=replace(training, seed=seeds[0]),
-                           peak_by=peak_by, progress=progress, **sweep_kwargs)
+        return layer_sweep(
+            model,
+            scenes_for_seed(seeds[0]),
+            out,
+            seed=seeds[0],
+            training=replace(training, seed=seeds[0]),
+            peak_by=peak_by,
+            progress=progress,
+            **sweep_kwargs,
+        )
     started = time.perf_counter()
-    runs = [layer_sweep(model, scenes_for_seed(seed), out / f"seed-{seed}", seed=seed,
-                        training=replace(training, seed=seed), peak_by=peak_by, progress=progress, **sweep_kwargs)
-            for seed in seeds]
+    runs = [
+        layer_sweep(
+            model,
+            scenes_for_seed(seed),
+            out / f"seed-{seed}",
+            seed=seed,
+            training=replace(training, seed=seed),
+            peak_by=peak_by,
+            progress=progress,
+            **sweep_kwargs,
+        )
+        for seed in seeds
+    ]
     per_seed = [row | {"seed": seed} for seed, run in zip(seeds, runs) for row in run.rows]
     rows = aggregate_rows(per_seed, by=("model", "probe", "layer"), metrics=SEED_METRICS)
     for row in rows:
         learnt = [r["learnt"] for r in per_seed if (r["probe"], r["layer"]) == (row["probe"], row["layer"])]
-        row["learnt"] = all(learnt) if all(learnt) or not any(learnt) else f"{sum(map(bool, learnt))}/{len(learnt)} seeds"
+        row["learnt"] = (
+            all(learnt) if all(learnt) or not any(learnt) else f"{sum(map(bool, learnt))}/{len(learnt)} seeds"
+        )
         row.pop("seed", None)
     metric, rule = PEAK_RULES[peak_by]
-    peaks = {probe: row | {"peak_chosen_on": f"{rule}, mean over {len(seeds)} seeds"}
-             for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()}
+    peaks = {
+        probe: row | {"peak_chosen_on": f"{rule}, mean over {len(seeds)} seeds"}
+        for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
+    }
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, out / "sweep")
-    files["peaks_csv"], files["peaks_json"] = write_table([{"probe": probe} | row for probe, row in peaks.items()],
-                                                          out / "peaks")
-    files["plot"] = accuracy_by_layer(rows, out / "accuracy_by_layer.png",
-                                      title=f"IsSameObject by layer: mean and 95% interval over {len(seeds)} seeds "
-                                            f"(probe init, split, scene draw)\n{weights_note(model)}")
-    summary = {"seeds": seeds, "runs": [str(run.out) for run in runs], "weights": weights_note(model),
-               "peak_by": peak_by, "training_problems": [f"seed {seed}: {line}" for seed, run in zip(seeds, runs)
-                                                         for line in run.problems()],
-               "seconds": {"total": round(time.perf_counter() - started, 2)}}
+    files["peaks_csv"], files["peaks_json"] = write_table(
+        [{"probe": probe} | row for probe, row in peaks.items()], out / "peaks"
+    )
+    files["plot"] = accuracy_by_layer(
+        rows,
+        out / "accuracy_by_layer.png",
+        title=f"IsSameObject by layer: mean and 95% interval over {len(seeds)} seeds "
+        f"(probe init, split, scene draw)\n{weights_note(model)}",
+    )
+    summary = {
+        "seeds": seeds,
+        "runs": [str(run.out) for run in runs],
+        "weights": weights_note(model),
+        "peak_by": peak_by,
+        "training_problems": [f"seed {seed}: {line}" for seed, run in zip(seeds, runs) for line in run.problems()],
+        "seconds": {"total": round(time.perf_counter() - started, 2)},
+    }
     files["summary"] = out / "summary.json"
     write_json_atomic(files["summary"], summary)
     return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)

@@ -24,9 +24,10 @@ model's ordinary scenes (the `default` preset), is read on them:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,9 +41,9 @@ from ..figures import lines_by_layer, query_maps, score_kde, twin_pca
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, split_by_image
+from ..probes.metrics import auroc as auroc_of
 from ..probes.metrics import bootstrap_auroc
 from ..stats import bootstrap_counts, percentile_interval
-from ..probes.metrics import auroc as auroc_of
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table, interval_text, write_table
@@ -61,23 +62,30 @@ class ToyResult:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
-        sep = format_table([r | {k: interval_text(r, k) for k in ("vs_twin", "vs_similar", "vs_other")}
-                            for r in self.separation], ["layer", "vs_twin", "vs_similar", "vs_other"])
-        pca = format_table([r | {"consistency": interval_text(r, "consistency")} for r in self.pca],
-                           ["layer", "top3_variance", "consistency"])
-        pos = format_table([r | {k: interval_text(r, k) for k in ("rmse", "rmse_shuffled")} for r in self.position],
-                           ["layer", "rmse", "rmse_shuffled"])
-        return (f"twins told apart: AUROC of same-object pairs against each kind (0.5 = not told apart)\n{sep}\n\n"
-                f"PCA of twin differences: variance in the first 3 PCs, consistency of PC1's split\n{pca}\n\n"
-                f"position decoded from the token: RMSE in patches (shuffled-label control beside it)\n{pos}")
+        sep = format_table(
+            [r | {k: interval_text(r, k) for k in ("vs_twin", "vs_similar", "vs_other")} for r in self.separation],
+            ["layer", "vs_twin", "vs_similar", "vs_other"],
+        )
+        pca = format_table(
+            [r | {"consistency": interval_text(r, "consistency")} for r in self.pca],
+            ["layer", "top3_variance", "consistency"],
+        )
+        pos = format_table(
+            [r | {k: interval_text(r, k) for k in ("rmse", "rmse_shuffled")} for r in self.position],
+            ["layer", "rmse", "rmse_shuffled"],
+        )
+        return (
+            f"twins told apart: AUROC of same-object pairs against each kind (0.5 = not told apart)\n{sep}\n\n"
+            f"PCA of twin differences: variance in the first 3 PCs, consistency of PC1's split\n{pca}\n\n"
+            f"position decoded from the token: RMSE in patches (shuffled-label control beside it)\n{pos}"
+        )
 
 
 def twin_scenes(size: tuple[int, int], grid: tuple[int, int], n: int, seed: int = 0) -> SyntheticScenes:
     """`twins` scenes of `size` px snapped to a `grid` of patches, objects a quarter to a third of the side
     across (the paper's twins at 224 px: 4 to 5.5 sixteenths)."""
     side = min(grid)
-    return SyntheticScenes("twins", n=n, size=size, seed=seed, reference_grid=side,
-                           object_patches=(side / 4, side / 3))
+    return SyntheticScenes("twins", n=n, size=size, seed=seed, reference_grid=side, object_patches=(side / 4, side / 3))
 
 
 def _roles(scene: Any) -> dict[str, int]:
@@ -92,17 +100,25 @@ def _roles(scene: Any) -> dict[str, int]:
 
 def _pair_kinds(instance: Int[Tensor, " n"], ids: dict[str, int]) -> dict[str, tuple[Tensor, Tensor]]:
     """(query, key) patch indices of every pair kind, queries on the twins."""
+
     def patches(*keys: str) -> Tensor:
         return torch.nonzero(torch.isin(instance, torch.tensor([ids[k] for k in keys if k in ids]))).flatten()
 
     a, b, twins = patches("A"), patches("B"), patches("A", "B")
     same = [(p, q) for group in (a, b) for p in group.tolist() for q in group.tolist() if p < q]
-    kinds = {"same object": same,
-             "twin": [(p, q) for p in a.tolist() for q in b.tolist()],
-             "similar": [(p, q) for p in twins.tolist() for q in patches("similar").tolist()],
-             "other class": [(p, q) for p in twins.tolist() for q in patches("other_class").tolist()]}
-    return {kind: (torch.tensor([p for p, _ in pairs], dtype=torch.long), torch.tensor([q for _, q in pairs], dtype=torch.long))
-            for kind, pairs in kinds.items()}
+    kinds = {
+        "same object": same,
+        "twin": [(p, q) for p in a.tolist() for q in b.tolist()],
+        "similar": [(p, q) for p in twins.tolist() for q in patches("similar").tolist()],
+        "other class": [(p, q) for p in twins.tolist() for q in patches("other_class").tolist()],
+    }
+    return {
+        kind: (
+            torch.tensor([p for p, _ in pairs], dtype=torch.long),
+            torch.tensor([q for _, q in pairs], dtype=torch.long),
+        )
+        for kind, pairs in kinds.items()
+    }
 
 
 def _correspondence(instance: Int[Tensor, "rows cols"], ids: dict[str, int]) -> tuple[Tensor, Tensor]:
@@ -121,13 +137,20 @@ def _correspondence(instance: Int[Tensor, "rows cols"], ids: dict[str, int]) -> 
 
 
 def position_decoding(
-    train: Float[Tensor, "image n d"], test: Float[Tensor, "image n d"], grid: tuple[int, int], *,
-    ridge: float = 1e-2, shuffle_seed: int = 0, n_boot: int = N_BOOT,
+    train: Float[Tensor, "image n d"],
+    test: Float[Tensor, "image n d"],
+    grid: tuple[int, int],
+    *,
+    ridge: float = 1e-2,
+    shuffle_seed: int = 0,
+    n_boot: int = N_BOOT,
 ) -> dict[str, float]:
     """Ridge regression of each patch's (row, col) from its token, fitted on `train` images, scored on `test`:
     RMSE in patches with a bootstrap interval over test images, and the same with shuffled training positions."""
     rows, cols = grid
-    where = torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1).reshape(-1, 2).double()
+    where = (
+        torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1).reshape(-1, 2).double()
+    )
     x_train, x_test = train.double().reshape(-1, train.shape[-1]), test.double()
     mean, scale = x_train.mean(0), x_train.std(0).clamp_min(1e-6)
     x_train = (x_train - mean) / scale
@@ -147,7 +170,9 @@ def position_decoding(
     for name, columns in (("rmse", slice(0, 2)), ("rmse_shuffled", slice(2, 4))):
         per_image = (predicted[..., columns] - where).pow(2).mean(-1).sum(1)  # over row and col, then patches
         out[name] = float((per_image.sum() / sizes.sum()).sqrt())
-        out[f"{name}_low"], out[f"{name}_high"] = percentile_interval(((counts @ per_image) / (counts @ sizes)).sqrt(), 0.95)
+        out[f"{name}_low"], out[f"{name}_high"] = percentile_interval(
+            ((counts @ per_image) / (counts @ sizes)).sqrt(), 0.95
+        )
     return out
 
 
@@ -171,15 +196,18 @@ def toy_experiments(
     hw = model.cfg.image_size if size is None else (size, size)
     rows, cols = hw[0] // model.cfg.patch_size, hw[1] // model.cfg.patch_size
     if min(rows, cols) < 8:
-        raise InputError(f"a {rows} x {cols} patch grid is too small for four objects; run at --size "
-                         f"{8 * model.cfg.patch_size} or more")
+        raise InputError(
+            f"a {rows} x {cols} patch grid is too small for four objects; run at --size "
+            f"{8 * model.cfg.patch_size} or more"
+        )
     hw = (rows * model.cfg.patch_size, cols * model.cfg.patch_size)
     ordinary = label_images(model, SyntheticScenes("default", n=n_train_scenes, size=hw, seed=seed, split="val"), None)
     twins = twin_scenes(hw, (rows, cols), n_twin_scenes, seed)
     twin_data = label_images(model, twins, None)
-    ordinary_tokens, twin_tokens = ({layer: tokens[("spatial", layer)] for layer in layers}
-                                    for tokens in (read_token_sets(model, data.images, layers, ["spatial"])
-                                                   for data in (ordinary, twin_data)))
+    ordinary_tokens, twin_tokens = (
+        {layer: tokens[("spatial", layer)] for layer in layers}
+        for tokens in (read_token_sets(model, data.images, layers, ["spatial"]) for data in (ordinary, twin_data))
+    )
     train_idx, val_idx, test_idx = split_by_image(n_train_scenes, fractions=(0.6, 0.2, 0.2), seed=seed)
     roles = [_roles(scene) for scene in twins]
     kinds = [_pair_kinds(twin_data.instance[i], roles[i]) for i in range(len(twins))]
@@ -190,8 +218,9 @@ def toy_experiments(
     a_patches = torch.nonzero(twin_data.instance[query_image] == roles[query_image]["A"]).flatten()
     query = int(a_patches[len(a_patches) // 2])
     for layer in layers:
-        probe = fit_quadratic_probe(ordinary_tokens[layer], ordinary.instance, train_idx, val_idx, seed=seed,
-                                    training=training).probe
+        probe = fit_quadratic_probe(
+            ordinary_tokens[layer], ordinary.instance, train_idx, val_idx, seed=seed, training=training
+        ).probe
         with torch.inference_mode():
             probability = probe.scores_to_probabilities(probe.pair_scores(twin_tokens[layer])).float()
         maps[layer] = probability[query_image, query].reshape(rows, cols).numpy()
@@ -203,13 +232,19 @@ def toy_experiments(
                 groups[kind].append(torch.full((len(p),), image))
         values = {k: torch.cat(v) for k, v in values.items()}
         groups = {k: torch.cat(v) for k, v in groups.items()}
-        kde[layer] = (np.concatenate([values[k].numpy() for k in PAIR_KINDS]),
-                      np.concatenate([np.full(len(values[k]), k) for k in PAIR_KINDS]))
+        kde[layer] = (
+            np.concatenate([values[k].numpy() for k in PAIR_KINDS]),
+            np.concatenate([np.full(len(values[k]), k) for k in PAIR_KINDS]),
+        )
         row: Row = {"layer": layer}
         for kind, key in (("twin", "vs_twin"), ("similar", "vs_similar"), ("other class", "vs_other")):
             scores = torch.cat([values["same object"], values[kind]])
-            labels = torch.cat([torch.ones(len(values["same object"]), dtype=torch.bool),
-                                torch.zeros(len(values[kind]), dtype=torch.bool)])
+            labels = torch.cat(
+                [
+                    torch.ones(len(values["same object"]), dtype=torch.bool),
+                    torch.zeros(len(values[kind]), dtype=torch.bool),
+                ]
+            )
             images = torch.cat([groups["same object"], groups[kind]])
             row[key] = auroc_of(scores, labels)
             row[f"{key}_low"], row[f"{key}_high"] = bootstrap_auroc(scores, labels, images, n_boot=N_BOOT, seed=seed)
@@ -218,69 +253,130 @@ def toy_experiments(
         separation.append(row)
         pca_rows.append(_twin_pca(twin_tokens[layer], corresponding, layer, seed) | {"layer": layer})
         differences_at[layer] = _differences(twin_tokens[layer], corresponding)
-        position_rows.append({"layer": layer, **position_decoding(ordinary_tokens[layer][train_idx],
-                                                                    ordinary_tokens[layer][test_idx], (rows, cols),
-                                                                    shuffle_seed=seed)})
+        position_rows.append(
+            {
+                "layer": layer,
+                **position_decoding(
+                    ordinary_tokens[layer][train_idx], ordinary_tokens[layer][test_idx], (rows, cols), shuffle_seed=seed
+                ),
+            }
+        )
 
-    files = _write(out, model, twins, (rows, cols), query_image, query, maps, kde, separation, pca_rows,
-                   position_rows, differences_at)
-    settings = {"model": model.cfg.source, "size": list(hw), "n_twin_scenes": n_twin_scenes, "n_train_scenes": n_train_scenes,
-                "probe_images": {"train": len(train_idx), "val": len(val_idx), "position_test": len(test_idx)},
-                "layers": layers, "seed": seed, "query": {"image": query_image, "patch": query}}
+    files = _write(
+        out,
+        model,
+        twins,
+        (rows, cols),
+        query_image,
+        query,
+        maps,
+        kde,
+        separation,
+        pca_rows,
+        position_rows,
+        differences_at,
+    )
+    settings = {
+        "model": model.cfg.source,
+        "size": list(hw),
+        "n_twin_scenes": n_twin_scenes,
+        "n_train_scenes": n_train_scenes,
+        "probe_images": {"train": len(train_idx), "val": len(val_idx), "position_test": len(test_idx)},
+        "layers": layers,
+        "seed": seed,
+        "query": {"image": query_image, "patch": query},
+    }
     result = ToyResult(separation, pca_rows, position_rows, out, files, settings)
-    write_json_atomic(out / "toy.json", {"settings": settings, "separation": separation, "pca": pca_rows,
-                                         "position": position_rows})
+    write_json_atomic(
+        out / "toy.json", {"settings": settings, "separation": separation, "pca": pca_rows, "position": position_rows}
+    )
     write_text_atomic(out / "toy.md", f"# Toy experiments: {model.cfg.source}\n\n```\n{result.text()}\n```\n")
     files["json"], files["markdown"] = out / "toy.json", out / "toy.md"
     return result
 
 
-def _differences(tokens: Float[Tensor, "image n d"], corresponding: list[tuple[Tensor, Tensor]]
-                 ) -> tuple[Float[Tensor, "pair d"], Int[Tensor, " pair"]]:
+def _differences(
+    tokens: Float[Tensor, "image n d"], corresponding: list[tuple[Tensor, Tensor]]
+) -> tuple[Float[Tensor, "pair d"], Int[Tensor, " pair"]]:
     """x_A(p) - x_B(p') of every corresponding pair, and the scene it comes from."""
     diffs = [tokens[i, a] - tokens[i, b] for i, (a, b) in enumerate(corresponding)]
     scene = [torch.full((len(a),), i) for i, (a, _) in enumerate(corresponding)]
     return torch.cat(diffs), torch.cat(scene)
 
 
-def _twin_pca(tokens: Float[Tensor, "image n d"], corresponding: list[tuple[Tensor, Tensor]], layer: int,
-              seed: int) -> Row:
+def _twin_pca(
+    tokens: Float[Tensor, "image n d"], corresponding: list[tuple[Tensor, Tensor]], layer: int, seed: int
+) -> Row:
     differences, scene = _differences(tokens, corresponding)
     if len(differences) < 3:
         raise InputError("too few corresponding twin patches to analyse; use more twin scenes")
     centred = differences.double() - differences.double().mean(0)
     _, singular, vt = torch.linalg.svd(centred, full_matrices=False)
-    variance = singular ** 2
+    variance = singular**2
     sign = torch.sign(differences.double() @ vt[0])
     per_scene = torch.stack([sign[scene == i].mean().abs() for i in scene.unique()])
     counts = bootstrap_counts(len(per_scene), N_BOOT, seed)
     low, high = percentile_interval((counts @ per_scene) / counts.sum(1), 0.95)
-    return {"top3_variance": float(variance[:3].sum() / variance.sum()), "consistency": float(per_scene.mean()),
-            "consistency_low": low, "consistency_high": high, "n_pairs": len(differences)}
+    return {
+        "top3_variance": float(variance[:3].sum() / variance.sum()),
+        "consistency": float(per_scene.mean()),
+        "consistency_low": low,
+        "consistency_high": high,
+        "n_pairs": len(differences),
+    }
 
 
-def _write(out: Path, model: HookedViT, twins: SyntheticScenes, grid: tuple[int, int], image: int, query: int,
-           maps: dict, kde: dict, separation: list[Row], pca: list[Row], position: list[Row],
-           differences_at: dict) -> dict[str, Path]:
+def _write(
+    out: Path,
+    model: HookedViT,
+    twins: SyntheticScenes,
+    grid: tuple[int, int],
+    image: int,
+    query: int,
+    maps: dict,
+    kde: dict,
+    separation: list[Row],
+    pca: list[Row],
+    position: list[Row],
+    differences_at: dict,
+) -> dict[str, Path]:
     rows, cols = grid
     name = model.cfg.source
     files = {}
-    files["maps"] = query_maps(twins[image].image, maps, (query // cols, query % cols), out / "maps.png",
-                               title=f"IsSameObject map of one patch of twin A, by layer: {name}")
-    files["kde"] = score_kde(kde, out / "kde.png", title=f"P(same object) of pairs from a twin, by kind of partner: {name}")
+    files["maps"] = query_maps(
+        twins[image].image,
+        maps,
+        (query // cols, query % cols),
+        out / "maps.png",
+        title=f"IsSameObject map of one patch of twin A, by layer: {name}",
+    )
+    files["kde"] = score_kde(
+        kde, out / "kde.png", title=f"P(same object) of pairs from a twin, by kind of partner: {name}"
+    )
     middle = sorted(differences_at)[len(differences_at) // 2]
     differences, scene = differences_at[middle]
     keep = scene < 8
-    files["pca"] = twin_pca(differences[keep].numpy(), scene[keep].numpy(), out / "twin_pca.png",
-                            title=f"Twins' residual differences at layer {middle}, first two PCs (8 scenes): {name}")
-    files["separation"] = lines_by_layer(separation, {"same vs twin": "vs_twin", "same vs similar": "vs_similar",
-                                                      "same vs other class": "vs_other"},
-                                         out / "separation.png", ylabel="AUROC (same-object pairs ranked above)",
-                                         reference=(0.5, "not told apart"),
-                                         title=f"Are the twins told apart? {name}")
-    files["position"] = lines_by_layer(position, {"RMSE": "rmse", "shuffled-position control": "rmse_shuffled"},
-                                       out / "position.png", ylabel="RMSE of (row, col), patches",
-                                       title=f"Position decoded linearly from the token: {name}")
+    files["pca"] = twin_pca(
+        differences[keep].numpy(),
+        scene[keep].numpy(),
+        out / "twin_pca.png",
+        title=f"Twins' residual differences at layer {middle}, first two PCs (8 scenes): {name}",
+    )
+    files["separation"] = lines_by_layer(
+        separation,
+        {"same vs twin": "vs_twin", "same vs similar": "vs_similar", "same vs other class": "vs_other"},
+        out / "separation.png",
+        ylabel="AUROC (same-object pairs ranked above)",
+        reference=(0.5, "not told apart"),
+        title=f"Are the twins told apart? {name}",
+    )
+    files["position"] = lines_by_layer(
+        position,
+        {"RMSE": "rmse", "shuffled-position control": "rmse_shuffled"},
+        out / "position.png",
+        ylabel="RMSE of (row, col), patches",
+        title=f"Position decoded linearly from the token: {name}",
+    )
     write_table(separation, out / "separation")
     write_table(pca, out / "pca")
     write_table(position, out / "position")

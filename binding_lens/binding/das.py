@@ -23,9 +23,10 @@ way, on the same donor draws, so they compare at equal k.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -135,15 +136,19 @@ def _check_inputs(model: Any, pixels: Tensor, instance: Tensor, layer: int, prob
         raise InputError(f"the probe expects d_model {probe_next.d_model}, the model has {model.cfg.d_model}")
     grid = model.patch_grid(pixels)
     if tuple(instance.shape) != (pixels.shape[0], grid[0] * grid[1]):
-        raise InputError(f"instance must be [image, n_patches] = [{pixels.shape[0]}, {grid[0] * grid[1]}] (one id per "
-                         f"patch token, row-major), got {tuple(instance.shape)}")
+        raise InputError(
+            f"instance must be [image, n_patches] = [{pixels.shape[0]}, {grid[0] * grid[1]}] (one id per "
+            f"patch token, row-major), got {tuple(instance.shape)}"
+        )
 
 
 @torch.no_grad()
 def residual_at(model: Any, pixels: Tensor, layer: int, batch_size: int = 32) -> Float[Tensor, "image pos d_model"]:
     """`resid_post(layer)` of every image (all tokens), computed in batches without later blocks."""
-    outs = [model(pixels[i : i + batch_size].to(model.device), stop_at_layer=layer + 1).float()
-            for i in range(0, pixels.shape[0], batch_size)]
+    outs = [
+        model(pixels[i : i + batch_size].to(model.device), stop_at_layer=layer + 1).float()
+        for i in range(0, pixels.shape[0], batch_size)
+    ]
     return torch.cat(outs)
 
 
@@ -191,8 +196,10 @@ def fit_interchange_subspace(
     cosine decay of `lr` to 0 (a constant rate leaves the basis jittering by ~10 degrees). Anything
     `readout` closes over must be frozen by the caller (only the rotation is optimised)."""
     if tokens.ndim != 3 or tuple(instance.shape) != tuple(tokens.shape[:2]):
-        raise InputError(f"tokens must be [image, n, d_model] and instance [image, n], got {tuple(tokens.shape)} "
-                         f"and {tuple(instance.shape)}")
+        raise InputError(
+            f"tokens must be [image, n, d_model] and instance [image, n], got {tuple(tokens.shape)} "
+            f"and {tuple(instance.shape)}"
+        )
     if steps < 1 or batch_images < 1:
         raise InputError(f"steps and batch_images must be >= 1, got {steps}, {batch_images}")
     rotated = RotatedSubspace(tokens.shape[-1], k, seed).to(tokens.device)
@@ -231,8 +238,14 @@ def train_das(
     resid = residual_at(model, pixels, layer)
     tokens = resid[:, model.cfg.n_prefix_tokens :]
     with _frozen(model, probe_next):
-        return fit_interchange_subspace(tokens, instance.to(tokens.device), model_readout(model, resid, layer, probe_next),
-                                        k, source=f"DAS (layer {layer}, k={k})", **options)
+        return fit_interchange_subspace(
+            tokens,
+            instance.to(tokens.device),
+            model_readout(model, resid, layer, probe_next),
+            k,
+            source=f"DAS (layer {layer}, k={k})",
+            **options,
+        )
 
 
 @torch.no_grad()
@@ -271,8 +284,12 @@ def swap_effect(
         wins += int((with_donor > with_own)[comparable].sum())
         n_edited += int(comparable.sum())
     scores_all, after_all, before_all = torch.cat(scores), torch.cat(after), torch.cat(before)
-    return {"swap_rate": wins / max(n_edited, 1), "auroc_swapped": auroc(scores_all, after_all),
-            "auroc_original": auroc(scores_all, before_all), "n_edited": n_edited}
+    return {
+        "swap_rate": wins / max(n_edited, 1),
+        "auroc_swapped": auroc(scores_all, after_all),
+        "auroc_original": auroc(scores_all, before_all),
+        "n_edited": n_edited,
+    }
 
 
 def interchange_effect(

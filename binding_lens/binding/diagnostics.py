@@ -10,8 +10,9 @@ A subspace read from one probe is one draw: a different seed or a different half
 trains a different W, and if its top-k eigenvectors move by tens of degrees the directions are not a
 property of the model. Seeds alone are a weak test: probes start at W = 0, so re-fits on the same
 images differ only in batch order and agree even when the labels are noise; two disjoint halves of
-the images are the test that the directions come from the data. Two random k-dim subspaces of R^d are far apart (for k << d, every principal
-angle is near 90 degrees), so `random_angles` gives the scale an observed angle is read against.
+the images are the test that the directions come from the data. Two random k-dim subspaces of R^d are
+far apart (for k << d, every principal angle is near 90 degrees), so `random_angles` gives the scale an
+observed angle is read against.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -68,8 +70,13 @@ def random_angles(d_model: int, k: int, n: int = 200, seed: int = 0) -> dict[str
     angles = torch.stack(draws)
     quantiles = torch.tensor([0.01, 0.99], dtype=torch.float64)
     means = angles.mean(1)
-    return {"mean": angles.mean(0), "low": angles.quantile(0.01, dim=0), "high": angles.quantile(0.99, dim=0),
-            "mean_angle": means.mean(), "mean_angle_range": means.quantile(quantiles)}
+    return {
+        "mean": angles.mean(0),
+        "low": angles.quantile(0.01, dim=0),
+        "high": angles.quantile(0.99, dim=0),
+        "mean_angle": means.mean(),
+        "mean_angle_range": means.quantile(quantiles),
+    }
 
 
 def eigen_spectrum(probe: PairProbe) -> Float[Tensor, " d_model"]:
@@ -120,15 +127,25 @@ class StabilityReport:
         return all(value < floor for value in self.mean_angles.values())
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{"a": a, "b": b, "mean_angle": float(angles.mean()), "max_angle": float(angles.max()),
-                 "random_mean_angle": float(self.reference["mean_angle"])} for (a, b), angles in self.angles.items()]
+        return [
+            {
+                "a": a,
+                "b": b,
+                "mean_angle": float(angles.mean()),
+                "max_angle": float(angles.max()),
+                "random_mean_angle": float(self.reference["mean_angle"]),
+            }
+            for (a, b), angles in self.angles.items()
+        ]
 
     def summary(self) -> str:
         worst = max(self.mean_angles.values())
         verdict = "stable" if self.stable else "NOT stable"
-        return (f"{verdict}: k={self.k} re-fits differ by up to {worst:.1f} degrees (mean principal angle; "
-                f"tolerance {self.tolerance:.0f}); random {self.k}-dim subspaces of R^{self.d_model}: "
-                f"{float(self.reference['mean_angle']):.1f} degrees")
+        return (
+            f"{verdict}: k={self.k} re-fits differ by up to {worst:.1f} degrees (mean principal angle; "
+            f"tolerance {self.tolerance:.0f}); random {self.k}-dim subspaces of R^{self.d_model}: "
+            f"{float(self.reference['mean_angle']):.1f} degrees"
+        )
 
 
 def subspace_stability(
@@ -174,8 +191,11 @@ def subspace_stability(
         angles[("half 1", "half 2")] = principal_angles(subspaces["half 1"], subspaces["half 2"])
     report = StabilityReport(k, d_model, subspaces, angles, random_angles(d_model, k), tolerance, fits)
     if warn and not report.stable:
-        warnings.warn(f"{probe_name} binding subspace {report.summary()}: its directions depend on the seed or the "
-                      "images; use more images, a smaller k, or read it as unstable", stacklevel=2)
+        warnings.warn(
+            f"{probe_name} binding subspace {report.summary()}: its directions depend on the seed or the "
+            "images; use more images, a smaller k, or read it as unstable",
+            stacklevel=2,
+        )
     return report
 
 

@@ -13,7 +13,7 @@ as a head ablation usually does.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from jaxtyping import Float
@@ -28,8 +28,9 @@ MODES = ("zero", "mean")
 class HeadAblation:
     """Zero- or mean-ablate heads of one block's `attn.hook_z`; a TransformerLens hook function."""
 
-    def __init__(self, heads: int | Sequence[int], mode: str = "zero",
-                 mean: Float[Tensor, "pos head_index d_head"] | None = None):
+    def __init__(
+        self, heads: int | Sequence[int], mode: str = "zero", mean: Float[Tensor, "pos head_index d_head"] | None = None
+    ):
         self.heads = [heads] if isinstance(heads, int) else list(heads)
         if not self.heads or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in self.heads):
             raise InputError(f"heads must be head indices >= 0, got {heads!r}")
@@ -43,24 +44,31 @@ class HeadAblation:
         """(`blocks.{layer}.attn.hook_z`, self) for `fwd_hooks`."""
         return names.block_hook(layer, "attn.hook_z"), self
 
-    def __call__(self, z: Float[Tensor, "batch pos head_index d_head"], hook=None) -> Float[Tensor, "batch pos head_index d_head"]:
+    def __call__(
+        self, z: Float[Tensor, "batch pos head_index d_head"], hook=None
+    ) -> Float[Tensor, "batch pos head_index d_head"]:
         n_heads = z.shape[2]
         if max(self.heads) >= n_heads:
-            raise InputError(f"head {max(self.heads)} does not exist: this block has {n_heads} heads (0..{n_heads - 1})")
+            raise InputError(
+                f"head {max(self.heads)} does not exist: this block has {n_heads} heads (0..{n_heads - 1})"
+            )
         keep = torch.ones(n_heads, dtype=torch.bool, device=z.device)
         keep[self.heads] = False
         if self.mode == "zero":
             return z * keep[None, None, :, None].to(z.dtype)
         mean = self.mean.to(z)
         if mean.shape != z.shape[1:]:
-            raise InputError(f"mean must be [pos, head_index, d_head] = {list(z.shape[1:])} (from head_means on images "
-                             f"of the same size), got {list(mean.shape)}")
+            raise InputError(
+                f"mean must be [pos, head_index, d_head] = {list(z.shape[1:])} (from head_means on images "
+                f"of the same size), got {list(mean.shape)}"
+            )
         return torch.where(keep[None, None, :, None], z, mean[None])
 
 
 @torch.no_grad()
-def head_means(model, pixels: Float[Tensor, "image channel height width"], layer: int,
-               batch_size: int = 32) -> Float[Tensor, "pos head_index d_head"]:
+def head_means(
+    model, pixels: Float[Tensor, "image channel height width"], layer: int, batch_size: int = 32
+) -> Float[Tensor, "pos head_index d_head"]:
     """The mean of `blocks.{layer}.attn.hook_z` over `pixels`, per position and head (for mean ablation)."""
     name = names.block_hook(layer, "attn.hook_z")
     total, count = None, 0

@@ -14,8 +14,9 @@ W = sum_i lambda_i v_i v_i^T, truncated to the k eigenvalues of largest |lambda|
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -132,7 +133,12 @@ class SubspaceProbe(PairProbe):
 
 
 def accuracy_by_k(
-    probe: PairProbe, data: ProbeData | tuple, ks: Sequence[int], *, layer: int = 0, patches_per_image: int | None = 64,
+    probe: PairProbe,
+    data: ProbeData | tuple,
+    ks: Sequence[int],
+    *,
+    layer: int = 0,
+    patches_per_image: int | None = 64,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Test metrics of the probe with W truncated to its top-k eigen-directions, for each k (and the full probe)."""

@@ -13,6 +13,17 @@ from .probes import FAMILIES, SINGLE_TOKEN, CodeLayout, CodeProbe, covered, make
 from .training import CodeFit, CodeTrainingConfig, bits_per_image, train_code_probe
 
 __all__ = [
-    "BindingBits", "CodeFit", "CodeLayout", "CodeProbe", "CodeTrainingConfig", "FAMILIES", "SINGLE_TOKEN",
-    "binding_bits", "bits_per_image", "covered", "make_code_probe", "previous", "train_code_probe",
+    "BindingBits",
+    "CodeFit",
+    "CodeLayout",
+    "CodeProbe",
+    "CodeTrainingConfig",
+    "FAMILIES",
+    "SINGLE_TOKEN",
+    "binding_bits",
+    "bits_per_image",
+    "covered",
+    "make_code_probe",
+    "previous",
+    "train_code_probe",
 ]

@@ -60,7 +60,9 @@ def binding_bits(
     if n < 2:
         raise InputError(f"binding bits need at least 2 test images, got {n}")
     if ce_f is not None and torch.as_tensor(ce_f).shape[0] != n:
-        raise InputError(f"CE_O has {n} images but CE_F has {torch.as_tensor(ce_f).shape[0]}: score both on the same test set")
+        raise InputError(
+            f"CE_O has {n} images but CE_F has {torch.as_tensor(ce_f).shape[0]}: score both on the same test set"
+        )
     ce = bootstrap_mean(ce_o, n_boot=n_boot, level=level, seed=seed)
     ce_lo, ce_hi = ce.low, ce.high
     b_o, lo, hi = priors.H_O - float(ce_o.mean()), priors.H_O - ce_hi, priors.H_O - ce_lo  # B_O falls as CE rises

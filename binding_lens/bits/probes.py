@@ -24,8 +24,9 @@ F-disjoint splits learns the training codes' co-occurrences and costs bits on te
 CHANGELOG). Given the code's `CodeLayout` (which colour and shape each object bit is), the prior also
 sees, per head, whether its own colour and shape are already covered and how many of each are: the
 statistics the balanced scenes' coverage constraint turns on. On `balanced` that takes the prior
-probe's test cross-entropy from 2.8 bits above H(O) to 0.9 (3,000 training scenes). The z-forms start at zero (U random, V = 0), inputs are standardised with the training
-set's statistics (`set_standardization`), so one learning rate serves residual streams of any scale.
+probe's test cross-entropy from 2.8 bits above H(O) to 0.9 (3,000 training scenes). The z-forms start at
+zero (U random, V = 0), inputs are standardised with the training set's statistics
+(`set_standardization`), so one learning rate serves residual streams of any scale.
 """
 
 from __future__ import annotations
@@ -90,8 +91,11 @@ class CodeLayout:
         return block.argmax(1)
 
 
-def covered(codes: Float[Tensor, "batch K"], membership: Float[Tensor, "K n_features"]) -> Float[Tensor, "batch K n_features"]:
-    """covered[b, k, f] = 1 where some earlier bit o_i (i < k) is set and carries feature f (`CodeLayout.membership`)."""
+def covered(
+    codes: Float[Tensor, "batch K"], membership: Float[Tensor, "K n_features"]
+) -> Float[Tensor, "batch K n_features"]:
+    """covered[b, k, f] = 1 where some earlier bit o_i (i < k) is set and carries feature f
+    (`CodeLayout.membership`)."""
     carried = codes[..., None] * membership.to(codes)
     return ((carried.cumsum(1) - carried) > 0).to(codes.dtype)
 
@@ -223,7 +227,7 @@ class _QuadraticReadout(nn.Module):
         spec = "bd,krd->bkr" if z.ndim == 2 else "bkd,krd->bkr"
         u = torch.einsum(spec, z, self.uz)
         v = torch.einsum(spec, z, self.vz)
-        linear = (z @ self.wz.T if z.ndim == 2 else torch.einsum("bkd,kd->bk", z, self.wz))
+        linear = z @ self.wz.T if z.ndim == 2 else torch.einsum("bkd,kd->bk", z, self.wz)
         return (u * v).sum(-1) * self.scale + linear
 
 
@@ -245,8 +249,10 @@ class SharedQuadraticCodeProbe(CodeProbe):
 
     def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, rank: int = 16):
         if layout is None or len(layout.groups) != 2:
-            raise InputError("the shared quadratic probe needs the object codes' layout (one colour and one shape "
-                             "per code bit): pass layout=CodeLayout.objects(n_colors, n_shapes)")
+            raise InputError(
+                "the shared quadratic probe needs the object codes' layout (one colour and one shape "
+                "per code bit): pass layout=CodeLayout.objects(n_colors, n_shapes)"
+            )
         super().__init__(d_model, n_codes, layout)
         n_colors, n_shapes = layout.groups
         self.register_buffer("color_of", layout.feature_of(0))
@@ -268,7 +274,10 @@ class DNNCodeProbe(CodeProbe):
     def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, hidden: int = 64):
         super().__init__(d_model, n_codes, layout)
         scale = 1.0 / math.sqrt(d_model + n_codes)
-        self.w1z, self.w1y = _weight(n_codes, hidden, d_model, scale=scale), _weight(n_codes, hidden, n_codes, scale=scale)
+        self.w1z, self.w1y = (
+            _weight(n_codes, hidden, d_model, scale=scale),
+            _weight(n_codes, hidden, n_codes, scale=scale),
+        )
         self.b1 = nn.Parameter(torch.zeros(n_codes, hidden))
         self.w2 = _weight(n_codes, hidden, hidden)
         self.b2 = nn.Parameter(torch.zeros(n_codes, hidden))
@@ -304,17 +313,29 @@ class AttentionCodeProbe(CodeProbe):
         return self.readout(pooled)
 
     @torch.no_grad()
-    def attention_weights(self, tokens: Float[Tensor, "batch token d"], codes: Tensor) -> Float[Tensor, "batch K token"]:
+    def attention_weights(
+        self, tokens: Float[Tensor, "batch token d"], codes: Tensor
+    ) -> Float[Tensor, "batch K token"]:
         """Where each object head looks, given the true earlier bits (for plotting)."""
         return self.attention(self.standardize(tokens), previous(codes.to(tokens.dtype)))
 
 
-_CLASSES = {c.family: c for c in (CodeProbe, LinearCodeProbe, QuadraticCodeProbe, SharedQuadraticCodeProbe, DNNCodeProbe,
-                                   AttentionCodeProbe)}
+_CLASSES = {
+    c.family: c
+    for c in (
+        CodeProbe,
+        LinearCodeProbe,
+        QuadraticCodeProbe,
+        SharedQuadraticCodeProbe,
+        DNNCodeProbe,
+        AttentionCodeProbe,
+    )
+}
 
 
-def make_code_probe(family: str, d_model: int, n_codes: int, *, rank: int = 16, hidden: int = 64,
-                    layout: CodeLayout | None = None) -> CodeProbe:
+def make_code_probe(
+    family: str, d_model: int, n_codes: int, *, rank: int = 16, hidden: int = 64, layout: CodeLayout | None = None
+) -> CodeProbe:
     """A fresh probe of `family` (one of FAMILIES, or "prior"); `layout` adds the coverage prior (and is
     what the shared quadratic shares over)."""
     if family not in _CLASSES:

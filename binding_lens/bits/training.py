@@ -4,15 +4,16 @@ The data are (representation, code) pairs: `z` is [image d] for a single token (
 or [image token d] for a token set, `codes` is [image K] of 0/1. Validation runs every `eval_every`
 steps; training stops when the validation cross-entropy has not improved by `min_delta` bits for
 `patience` evaluations (counted from `min_steps` on), or at `max_steps` (`binding_lens.training`, the
-package's one engine and stopping rule). The best evaluation's weights are kept, the starting weights included (a probe started at the prior keeps it when z adds nothing):
-chosen on validation, so the test cross-entropy that the bits come from stays unbiased.
+package's one engine and stopping rule). The best evaluation's weights are kept, the starting weights
+included (a probe started at the prior keeps it when z adds nothing): chosen on validation, so the test
+cross-entropy that the bits come from stays unbiased.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from jaxtyping import Float
@@ -40,11 +41,13 @@ class CodeTrainingConfig:
     device: str | None = None
 
     def __post_init__(self) -> None:
-        check_positive_ints({name: getattr(self, name)
-                             for name in ("batch_size", "max_steps", "eval_every", "patience", "eval_batch")})
+        check_positive_ints(
+            {name: getattr(self, name) for name in ("batch_size", "max_steps", "eval_every", "patience", "eval_batch")}
+        )
         if not (self.lr > 0 and math.isfinite(self.lr)) or self.weight_decay < 0 or self.min_delta < 0:
-            raise InputError(f"lr must be > 0, weight_decay and min_delta >= 0; got {self.lr}, "
-                             f"{self.weight_decay}, {self.min_delta}")
+            raise InputError(
+                f"lr must be > 0, weight_decay and min_delta >= 0; got {self.lr}, {self.weight_decay}, {self.min_delta}"
+            )
 
 
 @dataclass(kw_only=True)
@@ -65,8 +68,10 @@ def bits_per_image(probe: CodeProbe, z: Tensor, codes: Tensor, batch: int = 512)
     device = probe.mean.device
     was_training = probe.training
     probe.eval()
-    out = [probe.bits(z[i : i + batch].to(device).float(), codes[i : i + batch].to(device).float()).cpu()
-           for i in range(0, z.shape[0], batch)]
+    out = [
+        probe.bits(z[i : i + batch].to(device).float(), codes[i : i + batch].to(device).float()).cpu()
+        for i in range(0, z.shape[0], batch)
+    ]
     probe.train(was_training)
     return torch.cat(out) if out else torch.zeros(0)
 
@@ -107,13 +112,26 @@ def train_code_probe(
     def evaluate(_: int) -> tuple[float, None]:
         return -float(bits_per_image(probe, z_val, codes_val, config.eval_batch).mean()), None
 
-    rule = StoppingRule(max_steps=config.max_steps, min_steps=config.min_steps, patience=config.patience,
-                        min_delta=config.min_delta)
-    [outcome] = run_training([Track(probe, optimizer.param_groups)], optimizer, loss, evaluate, rule,
-                             eval_every=config.eval_every, evaluate_start=True)
+    rule = StoppingRule(
+        max_steps=config.max_steps, min_steps=config.min_steps, patience=config.patience, min_delta=config.min_delta
+    )
+    [outcome] = run_training(
+        [Track(probe, optimizer.param_groups)],
+        optimizer,
+        loss,
+        evaluate,
+        rule,
+        eval_every=config.eval_every,
+        evaluate_start=True,
+    )
     probe.eval()
-    return CodeFit(**{name: getattr(outcome, name) for name in ("best_step", "best_value", "best_metrics", "steps",
-                                                                "stopped", "rule", "history")}, probe=probe)
+    return CodeFit(
+        **{
+            name: getattr(outcome, name)
+            for name in ("best_step", "best_value", "best_metrics", "steps", "stopped", "rule", "history")
+        },
+        probe=probe,
+    )
 
 
 def _batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:

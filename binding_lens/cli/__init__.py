@@ -25,14 +25,27 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn, Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 from ..errors import BindingLensError
 from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
 from .arguments import parse_layers
 
-COMMANDS = {"hooks": hooks, "extract": sweep, "sweep": sweep, "ablate": ablate, "das": das, "bits": bits, "sae": sae, "toy": toy, "claims": claims, "view": view,
-            "zoo": zoo, "demo": demo}
+COMMANDS = {
+    "hooks": hooks,
+    "extract": sweep,
+    "sweep": sweep,
+    "ablate": ablate,
+    "das": das,
+    "bits": bits,
+    "sae": sae,
+    "toy": toy,
+    "claims": claims,
+    "view": view,
+    "zoo": zoo,
+    "demo": demo,
+}
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -44,7 +57,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
-        prog="binding-lens", description="Does a vision transformer know which patches belong to the same object?")
+        prog="binding-lens", description="Does a vision transformer know which patches belong to the same object?"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     for module in dict.fromkeys(COMMANDS.values()):
         module.add(commands)
@@ -56,8 +70,12 @@ def _add_debug_flag(parser: argparse.ArgumentParser) -> None:
     """`--debug` on every (sub)command, so it can go anywhere on the line."""
     sub = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not sub:
-        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                            help="show the traceback of an error (also: BINDING_LENS_DEBUG=1)")
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show the traceback of an error (also: BINDING_LENS_DEBUG=1)",
+        )
     for child in dict.fromkeys(choice for action in sub for choice in action.choices.values()):
         _add_debug_flag(child)
 
@@ -76,8 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         if debug:
             raise
-        print(f"binding-lens {args.command}: interrupted (what was written is kept; the same command resumes)",
-              file=sys.stderr)
+        print(
+            f"binding-lens {args.command}: interrupted (what was written is kept; the same command resumes)",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -5,23 +5,42 @@ from __future__ import annotations
 import argparse
 
 from .arguments import (
-    DATA_HELP, DEVICE_HELP, MODEL_HELP, default_device, non_negative_int, output_dir, pair_probe_source, positive_int,
+    DATA_HELP,
+    DEVICE_HELP,
+    MODEL_HELP,
+    default_device,
+    non_negative_int,
+    output_dir,
+    pair_probe_source,
+    positive_int,
 )
 
 
 def add(commands: argparse._SubParsersAction) -> None:
     ablate = commands.add_parser("ablate", help="shuffle / inject binding vectors at one layer and measure what breaks")
-    ablate.add_argument("--run", default=None, help="a sweep directory: takes its model and RUN/probes/L<layer>_<probe>")
+    ablate.add_argument(
+        "--run", default=None, help="a sweep directory: takes its model and RUN/probes/L<layer>_<probe>"
+    )
     ablate.add_argument("--model", default=None, help=MODEL_HELP + " (default: the run's model)")
     ablate.add_argument("--probe-file", default=None, help="a saved quadratic probe (default: from --run)")
     ablate.add_argument("--probe", default="quadratic", help="probe name to take from --run")
-    ablate.add_argument("--layer", type=non_negative_int, required=True, help="layer l of the intervention (block l+1 is measured)")
+    ablate.add_argument(
+        "--layer", type=non_negative_int, required=True, help="layer l of the intervention (block l+1 is measured)"
+    )
     ablate.add_argument("--k", type=positive_int, default=16, help="binding subspace dimension")
     ablate.add_argument("--data", default="default", help=DATA_HELP)
-    ablate.add_argument("--n-images", type=positive_int, default=160,
-                        help="scenes: 70%% fit the segmentation heads, 30%% test every condition against clean")
-    ablate.add_argument("--size", type=positive_int, default=None, help="image side in px (default: the model's native size)")
-    ablate.add_argument("--seed", type=non_negative_int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)")
+    ablate.add_argument(
+        "--n-images",
+        type=positive_int,
+        default=160,
+        help="scenes: 70%% fit the segmentation heads, 30%% test every condition against clean",
+    )
+    ablate.add_argument(
+        "--size", type=positive_int, default=None, help="image side in px (default: the model's native size)"
+    )
+    ablate.add_argument(
+        "--seed", type=non_negative_int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)"
+    )
     ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
     ablate.add_argument("--device", default=None, help=DEVICE_HELP)
     ablate.add_argument("--out", type=output_dir, required=True, help="output directory")
@@ -36,9 +55,14 @@ def _zoo_dino(model, spec: str, settings, device: str):
 
     head, center, temperatures = load_dino_head(zoo_path(spec))
     recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])
-    settings = replace(settings, dino_global_size=recipe.image_size, dino_local_size=recipe.dino.local_size,
-                       dino_local_crops=recipe.dino.n_local, dino_global_scale=recipe.dino.global_scale,
-                       dino_local_scale=recipe.dino.local_scale)
+    settings = replace(
+        settings,
+        dino_global_size=recipe.image_size,
+        dino_local_size=recipe.dino.local_size,
+        dino_local_crops=recipe.dino.n_local,
+        dino_global_scale=recipe.dino.global_scale,
+        dino_local_scale=recipe.dino.local_scale,
+    )
     return settings, dict(dino_head=head.to(device), dino_center=center, dino_temperatures=temperatures)
 
 
@@ -59,15 +83,27 @@ def run(args: argparse.Namespace) -> int:
     dino = {}
     if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
         settings, dino = _zoo_dino(model, model_spec, settings, device)
-    result = ablation_study(model, [scenes[i] for i in range(len(scenes))], load_probe(probe_file, device=device), settings,
-                            out=args.out, size=size, **dino)
+    result = ablation_study(
+        model,
+        [scenes[i] for i in range(len(scenes))],
+        load_probe(probe_file, device=device),
+        settings,
+        out=args.out,
+        size=size,
+        **dino,
+    )
     print(ablation_table(result["rows"]))
-    print(f"\nminus the clean run, on the same {result['images']['test']} test images (95 % paired bootstrap; "
-          "* = beyond noise; the head refit row is what retraining the heads alone moves):")
+    print(
+        f"\nminus the clean run, on the same {result['images']['test']} test images (95 % paired bootstrap; "
+        "* = beyond noise; the head refit row is what retraining the heads alone moves):"
+    )
     print(difference_table(result["differences"]))
     corr = result["attention_vs_probe"]
-    print(f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "
-          f"(permutation p = {corr['p_value']:.4f}, {corr['n_pairs']} pairs); r with ground truth {corr['r_ground_truth']:.3f}")
+    print(
+        f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "
+        f"(permutation p = {corr['p_value']:.4f}, {corr['n_pairs']} pairs); "
+        f"r with ground truth {corr['r_ground_truth']:.3f}"
+    )
     if result["dino_head"]:
         print(f"DINO head: {result['dino_head']}")
     print(f"report: {Path(args.out) / 'ablation.csv'}, {Path(args.out) / 'ablation_differences.csv'}")

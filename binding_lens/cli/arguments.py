@@ -11,9 +11,11 @@ from pathlib import Path
 from ..errors import InputError
 
 DATA_HELP = "default | twins | colorshape | balanced (synthetic, no download), ade20k:<path>, folder:<path>"
-MODEL_HELP = ("a hub id (facebook/dinov2-small) or a local save_pretrained directory; zoo:<name> (models trained "
-              "here: `binding-lens zoo list`); random:<arch> (a known architecture with random weights, e.g. "
-              "random:dinov2-small; a wrong name lists them all); config:<config.json>; tiny:<name>")
+MODEL_HELP = (
+    "a hub id (facebook/dinov2-small) or a local save_pretrained directory; zoo:<name> (models trained "
+    "here: `binding-lens zoo list`); random:<arch> (a known architecture with random weights, e.g. "
+    "random:dinov2-small; a wrong name lists them all); config:<config.json>; tiny:<name>"
+)
 DEVICE_HELP = "cpu, cuda, cuda:1, ... (default: cuda when there is a GPU, else cpu)"
 
 
@@ -68,7 +70,9 @@ def output_file(text: str) -> str:
     """An argparse type: a file to write (refused when it is a directory or its folder is a file)."""
     path = Path(text)
     if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a directory; --out takes a file name such as {path / 'viewer.html'}")
+        raise argparse.ArgumentTypeError(
+            f"{text} is a directory; --out takes a file name such as {path / 'viewer.html'}"
+        )
     if path.parent.exists() and not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"{path.parent} is a file, so {text} cannot be written")
     return text
@@ -86,7 +90,8 @@ def parse_int_ranges(text: str, what: str) -> list[int]:
             found.update(range(int(first), int(last or first) + 1, int(step or 1)))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{what} {text!r}: use a comma list (0,4,8), a range (2-10) or a strided range (0-11:2)") from None
+            f"{what} {text!r}: use a comma list (0,4,8), a range (2-10) or a strided range (0-11:2)"
+        ) from None
     if not found or min(found) < 0:
         raise argparse.ArgumentTypeError(f"{what} {text!r}: give non-negative indices")
     return sorted(found)
@@ -134,8 +139,9 @@ def default_device(device: str | None) -> str:
     return str(resolve_device(device))
 
 
-def pair_probe_source(run: str | None, model: str | None, probe_file: str | None, probe: str,
-                      layer: int) -> tuple[str, str]:
+def pair_probe_source(
+    run: str | None, model: str | None, probe_file: str | None, probe: str, layer: int
+) -> tuple[str, str]:
     """(model spec, probe file) from --run (a sweep directory) or --model and --probe-file: one clear line
     when either is missing or the run holds no such probe at that layer."""
     from ..analyses.run import RunDirectory
@@ -149,7 +155,8 @@ def pair_probe_source(run: str | None, model: str | None, probe_file: str | None
     if not Path(path).is_file():
         layers = sorted(run_dir.probe_files().get(probe, {})) if run_dir and not probe_file else []
         if layers:
-            raise MissingFileError(f"no probe at {path}: the run has {probe} probes at layers {layers}; "
-                                   "pick the layer among them")
+            raise MissingFileError(
+                f"no probe at {path}: the run has {probe} probes at layers {layers}; pick the layer among them"
+            )
         raise MissingFileError(f"no probe at {path}: run `binding-lens sweep` with --probes {probe} first")
     return model_spec, path

@@ -17,35 +17,65 @@ def _names(text: str) -> list[str]:
 def add(commands: argparse._SubParsersAction) -> None:
     bits = commands.add_parser("bits", help="binding information in bits (B_O, B*_OF, beta) of token sets of a model")
     bits.add_argument("--model", default=None, help=MODEL_HELP + " (with --intervene, default: the run's model)")
-    bits.add_argument("--layers", type=layer_list, default=None,
-                      help="layers to read: 'all', '0,4,8', '2-10' (default: the last layer)")
-    bits.add_argument("--tokens", type=_names, default=["cls", "spatial"],
-                      help="token sets, comma-separated: cls, mean, spatial, registers (default cls,spatial)")
-    bits.add_argument("--probes", type=_names, default=["linear", "quadratic", "shared_quadratic", "dnn", "attention"],
-                      help="probe families: linear, quadratic, shared_quadratic, dnn (for cls, mean) and attention "
-                           "(for spatial, registers); default all")
+    bits.add_argument(
+        "--layers",
+        type=layer_list,
+        default=None,
+        help="layers to read: 'all', '0,4,8', '2-10' (default: the last layer)",
+    )
+    bits.add_argument(
+        "--tokens",
+        type=_names,
+        default=["cls", "spatial"],
+        help="token sets, comma-separated: cls, mean, spatial, registers (default cls,spatial)",
+    )
+    bits.add_argument(
+        "--probes",
+        type=_names,
+        default=["linear", "quadratic", "shared_quadratic", "dnn", "attention"],
+        help="probe families: linear, quadratic, shared_quadratic, dnn (for cls, mean) and attention "
+        "(for spatial, registers); default all",
+    )
     bits.add_argument("--data", default="balanced", help="a colour x shape preset: balanced (default) or colorshape")
     bits.add_argument("--n-train", type=positive_int, default=2000, help="training scenes (default 2000)")
     bits.add_argument("--n-val", type=positive_int, default=300, help="validation scenes (default 300)")
     bits.add_argument("--n-test", type=positive_int, default=600, help="test scenes (default 600)")
-    bits.add_argument("--size", type=positive_int, default=None, help="image side in px (default: the model's native size)")
+    bits.add_argument(
+        "--size", type=positive_int, default=None, help="image side in px (default: the model's native size)"
+    )
     bits.add_argument("--seed", type=non_negative_int, default=0, help="scene seed; also seeds the probes")
-    bits.add_argument("--seeds", type=positive_int, default=1,
-                      help="repeat the table over seeds SEED..SEED+N-1 (scene draw, probe init) and report each number "
-                           "as the mean with its 95%% t interval across seeds (default 1: image-bootstrap intervals)")
+    bits.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="repeat the table over seeds SEED..SEED+N-1 (scene draw, probe init) and report each number "
+        "as the mean with its 95%% t interval across seeds (default 1: image-bootstrap intervals)",
+    )
     bits.add_argument("--max-steps", type=positive_int, default=3000, help="optimiser steps per probe at most")
     bits.add_argument("--device", default=None, help=DEVICE_HELP)
-    bits.add_argument("--intervene", type=_names, default=None,
-                      help="project_out and/or shuffle the binding subspace of a pairwise probe (and a random one "
-                           "of the same size) at --edit-layer, and report the bits lost at the one --layers layer")
+    bits.add_argument(
+        "--intervene",
+        type=_names,
+        default=None,
+        help="project_out and/or shuffle the binding subspace of a pairwise probe (and a random one "
+        "of the same size) at --edit-layer, and report the bits lost at the one --layers layer",
+    )
     bits.add_argument("--run", default=None, help="with --intervene: a sweep directory holding the pairwise probe")
-    bits.add_argument("--probe-file", default=None, help="with --intervene: a saved pairwise probe (default: from --run)")
+    bits.add_argument(
+        "--probe-file", default=None, help="with --intervene: a saved pairwise probe (default: from --run)"
+    )
     bits.add_argument("--probe", default="quadratic", help="with --intervene: pairwise probe name to take from --run")
-    bits.add_argument("--edit-layer", type=non_negative_int, default=None,
-                      help="with --intervene: the layer edited, whose pairwise probe gives the subspace; --layers "
-                           "(one layer, default this one) is where the bits are read")
+    bits.add_argument(
+        "--edit-layer",
+        type=non_negative_int,
+        default=None,
+        help="with --intervene: the layer edited, whose pairwise probe gives the subspace; --layers "
+        "(one layer, default this one) is where the bits are read",
+    )
     bits.add_argument("--k", type=positive_int, default=16, help="with --intervene: binding subspace dimension")
-    bits.add_argument("--out", type=output_dir, required=True, help="output directory (bits.csv/.json, bits.png, summary.json)")
+    bits.add_argument(
+        "--out", type=output_dir, required=True, help="output directory (bits.csv/.json, bits.png, summary.json)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,17 +88,28 @@ def run(args: argparse.Namespace) -> int:
     from .arguments import pair_probe_source, parse_layers
 
     if args.data not in PRESETS or PRESETS[args.data].composition != "colorshape":
-        raise InputError(f"--data {args.data!r}: binding bits need object and feature codes; use balanced or colorshape")
+        raise InputError(
+            f"--data {args.data!r}: binding bits need object and feature codes; use balanced or colorshape"
+        )
     if args.intervene is None:
-        given = [flag for flag, value in (("--run", args.run), ("--probe-file", args.probe_file),
-                                          ("--edit-layer", args.edit_layer)) if value is not None]
+        given = [
+            flag
+            for flag, value in (
+                ("--run", args.run),
+                ("--probe-file", args.probe_file),
+                ("--edit-layer", args.edit_layer),
+            )
+            if value is not None
+        ]
         if given:
             raise InputError(f"{', '.join(given)} only apply with --intervene project_out,shuffle")
         if args.model is None:
             raise InputError("give --model (a hub id, tiny:, zoo: or random: spec)")
     elif args.seeds > 1:
-        raise InputError("--seeds repeats the bits table; --intervene pairs each edit with the clean run on one seed's "
-                         "scenes: drop --seeds (or run --intervene once per --seed)")
+        raise InputError(
+            "--seeds repeats the bits table; --intervene pairs each edit with the clean run on one seed's "
+            "scenes: drop --seeds (or run --intervene once per --seed)"
+        )
     device = default_device(args.device)
     probe_file = None
     if args.intervene is not None:
@@ -85,19 +126,29 @@ def run(args: argparse.Namespace) -> int:
     counts = {"train": args.n_train, "val": args.n_val, "test": args.n_test}
 
     def splits_for_seed(seed: int) -> dict:
-        return {s: CodedScenes.from_scenes(SyntheticScenes(args.data, n=counts[s], size=size, seed=seed, split=s))
-                for s in SPLITS}
+        return {
+            s: CodedScenes.from_scenes(SyntheticScenes(args.data, n=counts[s], size=size, seed=seed, split=s))
+            for s in SPLITS
+        }
 
     training = CodeTrainingConfig(max_steps=args.max_steps, seed=args.seed, device=device)
     seeds = list(range(args.seed, args.seed + args.seeds))
-    summary = {"model": model_spec, "data": args.data, "size": size, "scenes": counts, "seed": args.seed,
-               "seeds": seeds, "training": dict(vars(training))}
+    summary = {
+        "model": model_spec,
+        "data": args.data,
+        "size": size,
+        "scenes": counts,
+        "seed": args.seed,
+        "seeds": seeds,
+        "training": dict(vars(training)),
+    }
     if args.intervene is not None:
         if edit_layer >= n_layers:
             raise InputError(f"--edit-layer {edit_layer}: {model_spec} has layers 0..{n_layers - 1}")
         read_layer = _single_read_layer(args.layers, n_layers) if args.layers else edit_layer
-        return _interventions(args, model, splits_for_seed(args.seed), probe_file, edit_layer, read_layer, training,
-                              size, summary)
+        return _interventions(
+            args, model, splits_for_seed(args.seed), probe_file, edit_layer, read_layer, training, size, summary
+        )
     return _table(args, model, splits_for_seed, layers, training, size, summary)
 
 
@@ -120,19 +171,37 @@ def _table(args, model, splits_for_seed, layers, training, size, summary) -> int
     from ..io import write_json_atomic
 
     seeds = summary["seeds"]
-    result = measure_bits_over_seeds(model, splits_for_seed, layers, args.tokens, args.probes, seeds, training=training,
-                                     size=size, progress=lambda message: print(message, flush=True))
+    result = measure_bits_over_seeds(
+        model,
+        splits_for_seed,
+        layers,
+        args.tokens,
+        args.probes,
+        seeds,
+        training=training,
+        size=size,
+        progress=lambda message: print(message, flush=True),
+    )
     out = Path(args.out)
     csv_path, _ = write_table(result.rows, out / "bits")
     routing = next(iter(result.attention.values()), None)
-    figure = bits_figure(result.rows, out / "bits.png", f"Binding information of {summary['model']} ({args.data} "
-                         f"scenes, H(O) = {result.priors.H_O:.1f} bits)", routing)
+    figure = bits_figure(
+        result.rows,
+        out / "bits.png",
+        f"Binding information of {summary['model']} ({args.data} scenes, H(O) = {result.priors.H_O:.1f} bits)",
+        routing,
+    )
     write_json_atomic(out / "summary.json", {**summary, "layers": layers, "priors": result.priors.as_dict()})
     print(result.table())
-    print(f"\npriors of the {args.data} preset: H(O) {result.priors.H_O:.2f}, H(F) {result.priors.H_F:.2f}, "
-          f"H(O|F) {result.priors.H_O_given_F:.2f} bits; intervals: " + (
-              f"95% image bootstrap over {args.n_test} test scenes" if len(seeds) == 1 else
-              f"95% t interval across {len(seeds)} seeds (scene draw, probe init), each on {args.n_test} test scenes"))
+    print(
+        f"\npriors of the {args.data} preset: H(O) {result.priors.H_O:.2f}, H(F) {result.priors.H_F:.2f}, "
+        f"H(O|F) {result.priors.H_O_given_F:.2f} bits; intervals: "
+        + (
+            f"95% image bootstrap over {args.n_test} test scenes"
+            if len(seeds) == 1
+            else f"95% t interval across {len(seeds)} seeds (scene draw, probe init), each on {args.n_test} test scenes"
+        )
+    )
     print(f"report: {csv_path}, {figure}, {out / 'summary.json'}")
     return 0
 
@@ -148,15 +217,38 @@ def _interventions(args, model, splits, probe_file, edit_layer, read_layer, trai
     from ..probes import load_probe
 
     subspace = BindingSubspace.from_probe(load_probe(probe_file, device=str(model.device)), args.k)
-    rows = bits_under_interventions(model, splits, subspace, edit_layer, read_layer=read_layer, token_sets=args.tokens,
-                                    families=args.probes, interventions=args.intervene, training=training, size=size,
-                                    progress=lambda message: print(message, flush=True))
+    rows = bits_under_interventions(
+        model,
+        splits,
+        subspace,
+        edit_layer,
+        read_layer=read_layer,
+        token_sets=args.tokens,
+        families=args.probes,
+        interventions=args.intervene,
+        training=training,
+        size=size,
+        progress=lambda message: print(message, flush=True),
+    )
     out = Path(args.out)
     csv_path, _ = write_table(rows, out / "interventions")
-    figure = bits_lost_figure(rows, out / "interventions.png", f"Bits lost when the k={args.k} binding subspace of "
-                              f"{summary['model']} layer {edit_layer} is edited (read at layer {read_layer})")
-    write_json_atomic(out / "summary.json", {**summary, "edit_layer": edit_layer, "read_layer": read_layer, "k": args.k,
-                                             "probe_file": str(probe_file), "interventions": args.intervene})
+    figure = bits_lost_figure(
+        rows,
+        out / "interventions.png",
+        f"Bits lost when the k={args.k} binding subspace of "
+        f"{summary['model']} layer {edit_layer} is edited (read at layer {read_layer})",
+    )
+    write_json_atomic(
+        out / "summary.json",
+        {
+            **summary,
+            "edit_layer": edit_layer,
+            "read_layer": read_layer,
+            "k": args.k,
+            "probe_file": str(probe_file),
+            "interventions": args.intervene,
+        },
+    )
     print(intervention_table(rows))
     print(f"\nbits lost: clean B_O minus edited, 95% paired bootstrap over {args.n_test} test scenes")
     print(f"report: {csv_path}, {figure}, {out / 'summary.json'}")

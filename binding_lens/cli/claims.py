@@ -8,33 +8,57 @@ from .arguments import non_negative_int, output_dir, positive_int
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    claims = commands.add_parser("claims", help="every claim of the paper measured on each model, with its 95%% "
-                                                "interval and a verdict (holds / fails / cannot tell)")
-    claims.add_argument("--models", default=None,
-                        help="comma list of model specs (default: every shipped zoo model, all training seeds)")
+    claims = commands.add_parser(
+        "claims",
+        help="every claim of the paper measured on each model, with its 95%% "
+        "interval and a verdict (holds / fails / cannot tell)",
+    )
+    claims.add_argument(
+        "--models",
+        default=None,
+        help="comma list of model specs (default: every shipped zoo model, all training seeds)",
+    )
     claims.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model for the sweep")
     claims.add_argument("--toy-scenes", type=positive_int, default=64, help="twin scenes of the toy experiments")
     claims.add_argument("--toy-train", type=positive_int, default=200, help="ordinary scenes for the toy probes")
-    claims.add_argument("--ablation-images", type=positive_int, default=160,
-                        help="fresh held-out scenes for the shuffle / inject claims (70%% fit the heads, 30%% test)")
+    claims.add_argument(
+        "--ablation-images",
+        type=positive_int,
+        default=160,
+        help="fresh held-out scenes for the shuffle / inject claims (70%% fit the heads, 30%% test)",
+    )
     claims.add_argument("--seed", type=non_negative_int, default=0)
     claims.add_argument("--seeds", type=positive_int, default=1, help="probe seeds and scene draws per model")
-    claims.add_argument("--max-steps", type=positive_int, default=2000,
-                        help="most optimiser steps per probe (each stops earlier once its validation loss stops improving)")
+    claims.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=2000,
+        help="most optimiser steps per probe (each stops earlier once its validation loss stops improving)",
+    )
     claims.add_argument("--out", type=output_dir, default="runs/claims")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..claims import claims_report
-    from ..probes import ProbeTrainingConfig
     from ..models.registry import PREFIX, zoo_names
+    from ..probes import ProbeTrainingConfig
 
-    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [PREFIX + n for n in zoo_names()]
-    report = claims_report(models, args.out, n_scenes=args.n_scenes, seeds=range(args.seed, args.seed + args.seeds),
-                           toy_scenes=args.toy_scenes, toy_train=args.toy_train, ablation_images=args.ablation_images,
-                           training=ProbeTrainingConfig(max_steps=args.max_steps, min_steps=min(200, args.max_steps),
-                                                        seed=args.seed))
+    models = (
+        [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [PREFIX + n for n in zoo_names()]
+    )
+    report = claims_report(
+        models,
+        args.out,
+        n_scenes=args.n_scenes,
+        seeds=range(args.seed, args.seed + args.seeds),
+        toy_scenes=args.toy_scenes,
+        toy_train=args.toy_train,
+        ablation_images=args.ablation_images,
+        training=ProbeTrainingConfig(max_steps=args.max_steps, min_steps=min(200, args.max_steps), seed=args.seed),
+    )
     print(report.markdown())
-    print(f"report: {report.files['markdown']}, {report.files['json']}, figures under {args.out}/sweeps, "
-          f"{args.out}/ablation and {args.out}/toy")
+    print(
+        f"report: {report.files['markdown']}, {report.files['json']}, figures under {args.out}/sweeps, "
+        f"{args.out}/ablation and {args.out}/toy"
+    )
     return 0

@@ -10,7 +10,9 @@ from .arguments import DEVICE_HELP, MODEL_HELP, default_device, image_size
 def add(commands: argparse._SubParsersAction) -> None:
     hooks = commands.add_parser("hooks", help="load a model and print its hook points and cache shapes")
     hooks.add_argument("--model", default="random:dinov2-small", help=MODEL_HELP)
-    hooks.add_argument("--size", type=image_size, default=None, help="image size HEIGHTxWIDTH (default: the model's native size)")
+    hooks.add_argument(
+        "--size", type=image_size, default=None, help="image size HEIGHTxWIDTH (default: the model's native size)"
+    )
     hooks.add_argument("--all-blocks", action="store_true", help="list the hook points of every block")
     hooks.add_argument("--device", default=None, help=DEVICE_HELP)
 
@@ -43,12 +45,18 @@ def print_hook_report(model, size: tuple[int, int], all_blocks: bool = False) ->
     rows, cols = model.patch_grid(pixels)
     shapes = cache_shapes(model, pixels)
     print(f"model      {cfg.source}  (family {cfg.family}, HF model_type {cfg.model_type})")
-    print(f"shape      {cfg.n_layers} blocks, d_model {cfg.d_model}, {cfg.n_heads} heads x d_head {cfg.d_head}, "
-          f"d_mlp {cfg.d_mlp}, patch {cfg.patch_size}, native {cfg.image_size[0]}x{cfg.image_size[1]}")
-    print(f"input      {size[0]}x{size[1]} px -> {rows}x{cols} patches + {cfg.n_prefix_tokens} prefix token(s) "
-          f"= {rows * cols + cfg.n_prefix_tokens} positions; mean {cfg.image_mean}, std {cfg.image_std}")
-    print(f"hooks      {len(shapes)} hook points; "
-          + ("every block:" if all_blocks else "outside blocks and in block 0 (blocks 1.. have the same):"))
+    print(
+        f"shape      {cfg.n_layers} blocks, d_model {cfg.d_model}, {cfg.n_heads} heads x d_head {cfg.d_head}, "
+        f"d_mlp {cfg.d_mlp}, patch {cfg.patch_size}, native {cfg.image_size[0]}x{cfg.image_size[1]}"
+    )
+    print(
+        f"input      {size[0]}x{size[1]} px -> {rows}x{cols} patches + {cfg.n_prefix_tokens} prefix token(s) "
+        f"= {rows * cols + cfg.n_prefix_tokens} positions; mean {cfg.image_mean}, std {cfg.image_std}"
+    )
+    print(
+        f"hooks      {len(shapes)} hook points; "
+        + ("every block:" if all_blocks else "outside blocks and in block 0 (blocks 1.. have the same):")
+    )
     for name, shape in shapes.items():
         if all_blocks or not name.startswith("blocks.") or name.startswith("blocks.0."):
             print(f"  {name:<34} {list(shape)}")

@@ -8,13 +8,20 @@ from .arguments import DATA_HELP, DEVICE_HELP, MODEL_HELP, default_device, non_n
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    sae = commands.add_parser("sae", help="train a sparse autoencoder on blocks.{l}.hook_resid_post (SAELens's file "
-                                          "layout) and rank its features by how well they tell IsSameObject")
+    sae = commands.add_parser(
+        "sae",
+        help="train a sparse autoencoder on blocks.{l}.hook_resid_post (SAELens's file "
+        "layout) and rank its features by how well they tell IsSameObject",
+    )
     sae.add_argument("--model", required=True, help=MODEL_HELP)
     sae.add_argument("--layer", type=non_negative_int, required=True, help="the block whose resid_post is encoded")
     sae.add_argument("--data", default="default", help=DATA_HELP)
-    sae.add_argument("--n-images", type=positive_int, default=300, help="images: 50 %% train, 25 %% select, 25 %% report")
-    sae.add_argument("--size", type=positive_int, default=None, help="image side in px (default: the model's native size)")
+    sae.add_argument(
+        "--n-images", type=positive_int, default=300, help="images: 50 %% train, 25 %% select, 25 %% report"
+    )
+    sae.add_argument(
+        "--size", type=positive_int, default=None, help="image side in px (default: the model's native size)"
+    )
     sae.add_argument("--d-sae", type=positive_int, default=768, help="features of the SAE")
     sae.add_argument("--k", type=positive_int, default=16, help="active features per token (TopK)")
     sae.add_argument("--steps", type=positive_int, default=2000, help="SAE optimiser steps")
@@ -22,8 +29,12 @@ def add(commands: argparse._SubParsersAction) -> None:
     sae.add_argument("--top", type=positive_int, default=10, help="features reported")
     sae.add_argument("--seed", type=non_negative_int, default=0, help="scene seed; also seeds the split, SAE and probe")
     sae.add_argument("--device", default=None, help=DEVICE_HELP)
-    sae.add_argument("--out", type=output_dir, required=True, help="output directory (sae/, features.csv/.json, "
-                                                                   "baselines.csv/.json, summary.json)")
+    sae.add_argument(
+        "--out",
+        type=output_dir,
+        required=True,
+        help="output directory (sae/, features.csv/.json, baselines.csv/.json, summary.json)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,21 +52,34 @@ def run(args: argparse.Namespace) -> int:
     model = load_hooked_vit(args.model, device=device)
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
-    result = sae_binding(model, [scenes[i] for i in range(len(scenes))], args.layer, size=size, sae_training=training,
-                         subspace_rank=args.subspace_rank, top=args.top, seed=args.seed)
+    result = sae_binding(
+        model,
+        [scenes[i] for i in range(len(scenes))],
+        args.layer,
+        size=size,
+        sae_training=training,
+        subspace_rank=args.subspace_rank,
+        top=args.top,
+        seed=args.seed,
+    )
     out = Path(args.out)
     result.sae.save(out / "sae")
     features, _ = write_table(result.features, out / "features")
     baselines, _ = write_table(result.baselines, out / "baselines")
     record = result.sae.metadata.get("record", {})
     write_json_atomic(out / "summary.json", {"model": args.model, "data": args.data, **result.settings, "sae": record})
-    print(f"SAE on {args.model} blocks.{args.layer}.hook_resid_post: {result.sae.d_sae} features, k={result.sae.k}; "
-          f"held-out FVU {record.get('fraction_variance_unexplained', float('nan')):.3f}, "
-          f"L0 {record.get('l0', float('nan')):.1f}, dead {record.get('dead_fraction', float('nan')):.1%}")
-    print(f"features ranked on {result.settings['images']['select']} images, reported on "
-          f"{result.settings['images']['report']} (AUROC of min(a_i, a_j) for IsSameObject, 95 % image-bootstrap interval; "
-          f"positive rate {result.settings['report_positive_rate']:.3f}); change = mean |a' - a| / mean a "
-          f"after shuffling the {args.subspace_rank}-dim binding subspace or a random one\n")
+    print(
+        f"SAE on {args.model} blocks.{args.layer}.hook_resid_post: {result.sae.d_sae} features, k={result.sae.k}; "
+        f"held-out FVU {record.get('fraction_variance_unexplained', float('nan')):.3f}, "
+        f"L0 {record.get('l0', float('nan')):.1f}, dead {record.get('dead_fraction', float('nan')):.1%}"
+    )
+    print(
+        f"features ranked on {result.settings['images']['select']} images, reported on "
+        f"{result.settings['images']['report']} (AUROC of min(a_i, a_j) for IsSameObject, "
+        "95 % image-bootstrap interval; "
+        f"positive rate {result.settings['report_positive_rate']:.3f}); change = mean |a' - a| / mean a "
+        f"after shuffling the {args.subspace_rank}-dim binding subspace or a random one\n"
+    )
     print(result.text())
     print(f"\nreport: {out / 'sae'} (SAELens layout), {features}, {baselines}, {out / 'summary.json'}")
     return 0

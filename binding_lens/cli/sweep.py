@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import (DATA_HELP, DEVICE_HELP, MODEL_HELP, default_device, layer_list, non_negative_int, output_dir,
-                        parse_layers, positive_float, positive_int)
+from .arguments import (
+    DATA_HELP,
+    DEVICE_HELP,
+    MODEL_HELP,
+    default_device,
+    layer_list,
+    non_negative_int,
+    output_dir,
+    parse_layers,
+    positive_float,
+    positive_int,
+)
 
 STORE_MODES = ("auto", "none", "disk")  # binding_lens.activations.STORE_MODES, without importing torch for --help
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    for name, text in (("extract", "extract patch-token activations and labels into a resumable store"),
-                       ("sweep", "the layer sweep: every probe at every layer (extracting when needed)")):
+    for name, text in (
+        ("extract", "extract patch-token activations and labels into a resumable store"),
+        ("sweep", "the layer sweep: every probe at every layer (extracting when needed)"),
+    ):
         command = commands.add_parser(name, help=text)
         command.add_argument("--model", required=True, help=MODEL_HELP)
         command.add_argument("--data", default="default", help=DATA_HELP)
@@ -20,46 +32,97 @@ def add(commands: argparse._SubParsersAction) -> None:
         command.add_argument("--size", type=positive_int, default=224, help="image side in pixels fed to the model")
         command.add_argument("--split", default=None, help="dataset split (ADE20K: training/validation)")
         command.add_argument("--layers", type=layer_list, default="all", help="all, or e.g. 0,4,8 or 2-10 or 0-11:2")
-        command.add_argument("--patches-per-image", type=positive_int, default=64, help="labelled patches stored per image")
+        command.add_argument(
+            "--patches-per-image", type=positive_int, default=64, help="labelled patches stored per image"
+        )
         command.add_argument("--batch-size", type=positive_int, default=16, help="images per forward pass")
         command.add_argument("--device", default=None, help=DEVICE_HELP)
         command.add_argument("--seed", type=non_negative_int, default=0)
-        command.add_argument("--skip-missing-masks", action="store_true",
-                             help="folder: data: skip (and count) images that have no mask instead of stopping")
-        command.add_argument("--shard-size", type=positive_int, default=256,
-                             help="images per store shard (the unit of resuming, and of the split between ranks)")
-        command.add_argument("--workers", type=non_negative_int, default=None,
-                             help="processes preparing images for the model (default: 0 on CPU, up to 8 with a GPU)")
-        command.add_argument("--profile", action="store_true",
-                             help="print where extraction time went, stage by stage (and the GPU's idle fraction)")
+        command.add_argument(
+            "--skip-missing-masks",
+            action="store_true",
+            help="folder: data: skip (and count) images that have no mask instead of stopping",
+        )
+        command.add_argument(
+            "--shard-size",
+            type=positive_int,
+            default=256,
+            help="images per store shard (the unit of resuming, and of the split between ranks)",
+        )
+        command.add_argument(
+            "--workers",
+            type=non_negative_int,
+            default=None,
+            help="processes preparing images for the model (default: 0 on CPU, up to 8 with a GPU)",
+        )
+        command.add_argument(
+            "--profile",
+            action="store_true",
+            help="print where extraction time went, stage by stage (and the GPU's idle fraction)",
+        )
         if name == "extract":
-            command.add_argument("--out", type=output_dir, required=True,
-                                 help="output directory (re-running resumes it; under torchrun each rank writes its shards)")
+            command.add_argument(
+                "--out",
+                type=output_dir,
+                required=True,
+                help="output directory (re-running resumes it; under torchrun each rank writes its shards)",
+            )
         else:
             command.add_argument("--out", type=output_dir, required=True, help="run directory")
-            command.add_argument("--store", choices=STORE_MODES, default="auto",
-                                 help="none: hold activations in memory (on the GPU if there is one) and write no store; "
-                                      "disk: a resumable store in OUT/activations, read back layer group by layer group; "
-                                      "auto (default): none when they fit --memory-budget")
-            command.add_argument("--memory-budget", type=positive_float, default=None, metavar="GIB",
-                                 help="GiB of activations to hold at once (default: half the free memory of the device)")
+            command.add_argument(
+                "--store",
+                choices=STORE_MODES,
+                default="auto",
+                help="none: hold activations in memory (on the GPU if there is one) and write no store; "
+                "disk: a resumable store in OUT/activations, read back layer group by layer group; "
+                "auto (default): none when they fit --memory-budget",
+            )
+            command.add_argument(
+                "--memory-budget",
+                type=positive_float,
+                default=None,
+                metavar="GIB",
+                help="GiB of activations to hold at once (default: half the free memory of the device)",
+            )
         if name == "sweep":
-            command.add_argument("--probes", default="all", help="all, or a comma list of probe names (quadratic, linear, ...; a wrong name lists them all)")
-            command.add_argument("--max-steps", type=positive_int, default=2000,
-                                 help="most optimiser steps per probe; each stops earlier once its validation loss "
-                                      "stops improving")
-            command.add_argument("--epochs", type=positive_int, default=None,
-                                 help="also stop after this many passes over the training images")
+            command.add_argument(
+                "--probes",
+                default="all",
+                help="all, or a comma list of probe names (quadratic, linear, ...; a wrong name lists them all)",
+            )
+            command.add_argument(
+                "--max-steps",
+                type=positive_int,
+                default=2000,
+                help="most optimiser steps per probe; each stops earlier once its validation loss stops improving",
+            )
+            command.add_argument(
+                "--epochs",
+                type=positive_int,
+                default=None,
+                help="also stop after this many passes over the training images",
+            )
             command.add_argument("--batch-images", type=positive_int, default=32, help="images per probe-training step")
-            command.add_argument("--paper-schedule", action="store_true",
-                                 help="train as the paper: 16 epochs (or --epochs), StepLR, no early stopping")
+            command.add_argument(
+                "--paper-schedule",
+                action="store_true",
+                help="train as the paper: 16 epochs (or --epochs), StepLR, no early stopping",
+            )
             command.add_argument("--rank", type=positive_int, default=64, help="rank of quadratic_fixed_rank")
-            command.add_argument("--seeds", type=positive_int, default=1,
-                                 help="repeat the sweep with seeds SEED..SEED+N-1 (scene draw, split, probe init) and "
-                                      "report each probe's mean and 95%% interval across them (runs in OUT/seed-<s>/)")
-            command.add_argument("--peak-by", choices=("val", "test"), default="val",
-                                 help="choose each probe's peak layer on validation AUROC (default) or on test "
-                                      "accuracy (the paper's Table 1 rule: optimistic, labelled so)")
+            command.add_argument(
+                "--seeds",
+                type=positive_int,
+                default=1,
+                help="repeat the sweep with seeds SEED..SEED+N-1 (scene draw, split, probe init) and "
+                "report each probe's mean and 95%% interval across them (runs in OUT/seed-<s>/)",
+            )
+            command.add_argument(
+                "--peak-by",
+                choices=("val", "test"),
+                default="val",
+                help="choose each probe's peak layer on validation AUROC (default) or on test "
+                "accuracy (the paper's Table 1 rule: optimistic, labelled so)",
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,18 +142,33 @@ def _run(args: argparse.Namespace) -> int:
     from ..models import load_hooked_vit
     from ..probes import ProbeTrainingConfig, probe_class
 
-    probes = list(ALL_PROBES) if getattr(args, "probes", "all") == "all" else [
-        p.strip() for p in args.probes.split(",") if p.strip()]
+    probes = (
+        list(ALL_PROBES)
+        if getattr(args, "probes", "all") == "all"
+        else [p.strip() for p in args.probes.split(",") if p.strip()]
+    )
     for name in probes:
         probe_class(name)
     device = ranks.local_device(default_device(args.device))
-    dataset = dataset_from_spec(args.data, n=args.n_images, size=args.size, seed=args.seed, split=args.split,
-                                missing="skip" if args.skip_missing_masks else "error")
+    dataset = dataset_from_spec(
+        args.data,
+        n=args.n_images,
+        size=args.size,
+        seed=args.seed,
+        split=args.split,
+        missing="skip" if args.skip_missing_masks else "error",
+    )
     model = load_hooked_vit(args.model, device=device, seed=args.seed)
     layers = parse_layers(args.layers, model.cfg.n_layers)
     profile = ExtractProfile()
-    options = dict(patches_per_image=args.patches_per_image, batch_size=args.batch_size, size=args.size,
-                   shard_size=args.shard_size, workers=args.workers, profile=profile)
+    options = dict(
+        patches_per_image=args.patches_per_image,
+        batch_size=args.batch_size,
+        size=args.size,
+        shard_size=args.shard_size,
+        workers=args.workers,
+        profile=profile,
+    )
     rank = ranks.world()[0]
     if args.command == "extract":
         store = extract(model, dataset, layers, args.out, device=device, seed=args.seed, **options)
@@ -102,16 +180,39 @@ def _run(args: argparse.Namespace) -> int:
     if args.paper_schedule:
         training = ProbeTrainingConfig.paper(epochs=args.epochs or 16, batch_images=args.batch_images, seed=args.seed)
     else:
-        training = ProbeTrainingConfig(max_steps=args.max_steps, epochs=args.epochs, batch_images=args.batch_images,
-                                       seed=args.seed)
+        training = ProbeTrainingConfig(
+            max_steps=args.max_steps, epochs=args.epochs, batch_images=args.batch_images, seed=args.seed
+        )
     budget = None if args.memory_budget is None else int(args.memory_budget * GiB)
     seeds = range(args.seed, args.seed + args.seeds)
-    scenes_for_seed = lambda seed: dataset if seed == args.seed else dataset_from_spec(  # noqa: E731
-        args.data, n=args.n_images, size=args.size, seed=seed, split=args.split,
-        missing="skip" if args.skip_missing_masks else "error")
-    result = layer_sweep_over_seeds(model, scenes_for_seed, args.out, seeds, layers=layers, probes=probes,
-                                    training=training, rank=args.rank, peak_by=args.peak_by, device=device,
-                                    extract_kwargs=options, store=args.store, memory_budget=budget)
+
+    def scenes_for_seed(seed):
+        if seed == args.seed:
+            return dataset
+        return dataset_from_spec(
+            args.data,
+            n=args.n_images,
+            size=args.size,
+            seed=seed,
+            split=args.split,
+            missing="skip" if args.skip_missing_masks else "error",
+        )
+
+    result = layer_sweep_over_seeds(
+        model,
+        scenes_for_seed,
+        args.out,
+        seeds,
+        layers=layers,
+        probes=probes,
+        training=training,
+        rank=args.rank,
+        peak_by=args.peak_by,
+        device=device,
+        extract_kwargs=options,
+        store=args.store,
+        memory_budget=budget,
+    )
     if args.profile:
         print(f"extraction: {profile.summary()}")
     if rank != 0:
@@ -123,8 +224,10 @@ def _run(args: argparse.Namespace) -> int:
     print(result.table())
     problems = result.problems()
     if problems:
-        print(f"\n{len(problems)} of {len(result.rows)} probes are not to be read as results "
-              f"(learnt False: the 95% interval of the validation AUROC includes chance):")
+        print(
+            f"\n{len(problems)} of {len(result.rows)} probes are not to be read as results "
+            f"(learnt False: the 95% interval of the validation AUROC includes chance):"
+        )
         print("\n".join(f"  {line}" for line in problems))
     print(f"\nreport: {result.files['table_csv']}, {result.files['plot']}, {result.files['summary']}")
     return 0

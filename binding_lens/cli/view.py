@@ -36,19 +36,39 @@ def _layers(text: str) -> list[int] | None:
 def add(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `view` on the `binding-lens` sub-command parsers; returns its parser."""
     view = subparsers.add_parser(
-        "view", help="write the interactive IsSameObject viewer (one offline HTML file) of sweep run(s)",
+        "view",
+        help="write the interactive IsSameObject viewer (one offline HTML file) of sweep run(s)",
         description="Rebuild model, probes and scenes from sweep run directories and write a self-contained "
-                    "HTML viewer: per patch its IsSameObject scores at every probed layer, and the attention of "
-                    "block l+1 from it.")
-    view.add_argument("--run", action="append", required=True, metavar="RUN_DIR",
-                      help="a `binding-lens sweep --out` directory; repeat to switch between models")
-    view.add_argument("--images", type=parse_indices, default=[0], help="scene indices of the (first) run's dataset: 0,1,2 or 0-3")
+        "HTML viewer: per patch its IsSameObject scores at every probed layer, and the attention of "
+        "block l+1 from it.",
+    )
+    view.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="RUN_DIR",
+        help="a `binding-lens sweep --out` directory; repeat to switch between models",
+    )
+    view.add_argument(
+        "--images", type=parse_indices, default=[0], help="scene indices of the (first) run's dataset: 0,1,2 or 0-3"
+    )
     view.add_argument("--out", type=output_file, default="viewer.html", help="output HTML file (default viewer.html)")
     view.add_argument("--probes", type=_names, default=None, help="all (default) or a comma list of the run's probes")
     view.add_argument("--layers", type=_layers, default=None, help="all (default), or e.g. 0,4,8 or 2-10 or 0-11:2")
-    view.add_argument("--bits", type=int, choices=range(2, 9), metavar="{2..8}", default=6, help="bits per stored score (2..8; default 6)")
-    view.add_argument("--max-mb", type=non_negative_float, default=30.0,
-                      help="file size budget in MB: fewer bits are used to fit it (default 30; 0: no limit)")
+    view.add_argument(
+        "--bits",
+        type=int,
+        choices=range(2, 9),
+        metavar="{2..8}",
+        default=6,
+        help="bits per stored score (2..8; default 6)",
+    )
+    view.add_argument(
+        "--max-mb",
+        type=non_negative_float,
+        default=30.0,
+        help="file size budget in MB: fewer bits are used to fit it (default 30; 0: no limit)",
+    )
     view.add_argument("--display-px", type=positive_int, default=448, help="side of the box each image is drawn in")
     view.add_argument("--device", default=None, help=DEVICE_HELP)
     return view
@@ -59,8 +79,15 @@ def run(args: argparse.Namespace) -> int:
     from ..vis import viewer_from_run
 
     path = viewer_from_run(
-        args.run, args.images, args.out, probes=args.probes, layers=args.layers, device=default_device(args.device),
-        bits=args.bits, max_mb=args.max_mb or None, display_px=args.display_px,
+        args.run,
+        args.images,
+        args.out,
+        probes=args.probes,
+        layers=args.layers,
+        device=default_device(args.device),
+        bits=args.bits,
+        max_mb=args.max_mb or None,
+        display_px=args.display_px,
     )
     size = path.stat().st_size
     print(f"viewer: {path} ({size / MB:.2f} MB, {size} bytes)")

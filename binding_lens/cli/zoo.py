@@ -18,16 +18,30 @@ def add(commands: argparse._SubParsersAction) -> None:
 
     train = actions.add_parser("train", help="train one zoo model from its shipped recipe (seeded)")
     train.add_argument("--objective", required=True, choices=("dino", "mae", "supervised", "random"))
-    train.add_argument("--out", type=output_dir, required=True, help="checkpoint directory to create (refused if it exists)")
+    train.add_argument(
+        "--out", type=output_dir, required=True, help="checkpoint directory to create (refused if it exists)"
+    )
     for field, (kind, text) in COMMAND_LINE_FIELDS.items():
         argument_type = non_negative_int if field == "seed" else ARGUMENT_TYPES[kind]
-        train.add_argument("--" + field.replace("_", "-"), type=argument_type, default=None,
-                           help=f"{text} (default: the shipped recipe's)")
-    train.add_argument("--scale", choices=("small", "gpu"), default="small",
-                       help="small: the shipped CPU recipe; gpu: a ViT-S-sized recipe meant for one GPU")
+        train.add_argument(
+            "--" + field.replace("_", "-"),
+            type=argument_type,
+            default=None,
+            help=f"{text} (default: the shipped recipe's)",
+        )
+    train.add_argument(
+        "--scale",
+        choices=("small", "gpu"),
+        default="small",
+        help="small: the shipped CPU recipe; gpu: a ViT-S-sized recipe meant for one GPU",
+    )
     train.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (the scenes are held there too)")
-    train.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                       help="bf16: forward passes under bfloat16 autocast (weights and optimiser stay float32)")
+    train.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bf16: forward passes under bfloat16 autocast (weights and optimiser stay float32)",
+    )
     train.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -37,10 +51,18 @@ def add(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--models", default=None, help="comma list of zoo:<name> (default: every shipped model)")
     compare.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model")
     compare.add_argument("--seed", type=non_negative_int, default=0)
-    compare.add_argument("--seeds", type=positive_int, default=1,
-                         help="repeat each model's sweep over seeds SEED..SEED+N-1 (scene draw, split, probe init)")
-    compare.add_argument("--peak-by", choices=("val", "test"), default="val",
-                         help="peak layer on validation AUROC (default) or test accuracy (the paper's rule: optimistic)")
+    compare.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="repeat each model's sweep over seeds SEED..SEED+N-1 (scene draw, split, probe init)",
+    )
+    compare.add_argument(
+        "--peak-by",
+        choices=("val", "test"),
+        default="val",
+        help="peak layer on validation AUROC (default) or test accuracy (the paper's rule: optimistic)",
+    )
     compare.add_argument("--out", type=output_dir, default="runs/zoo-compare")
 
 
@@ -64,10 +86,13 @@ def _train(args: argparse.Namespace) -> int:
     recipe = default_recipe(args.objective, args.scale).with_overrides(**overrides)
     command = "binding-lens " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["zoo"] else None
     device = default_device(args.device)
-    card = train_zoo_model(recipe, args.out, progress=not args.no_progress, command=command, device=device,
-                           precision=args.precision)
-    print(f"{args.out}: {card['objective']}, {card['steps']} steps in {card['wall_time_s']:.0f} s, "
-          f"loss {card['first_loss']} -> {card['final_loss']}")
+    card = train_zoo_model(
+        recipe, args.out, progress=not args.no_progress, command=command, device=device, precision=args.precision
+    )
+    print(
+        f"{args.out}: {card['objective']}, {card['steps']} steps in {card['wall_time_s']:.0f} s, "
+        f"loss {card['first_loss']} -> {card['final_loss']}"
+    )
     return 0
 
 
@@ -83,8 +108,10 @@ def _list() -> int:
         a = card["architecture"]
         arch = f"{a['model_type']} d{a['hidden_size']} L{a['n_layers']} p{a['patch_size']} @{a['image_size']}"
         loss = "-" if card["final_loss"] is None else f"{card['final_loss']:.4f}"
-        print(f"{card['id']:<16} {card['objective']:<11} {arch:<30} {card['steps']:>6} {card['wall_time_s']:>6.0f}s "
-              f"{loss:>10}  {card['data']['preset']} x{card['data']['n']}")
+        print(
+            f"{card['id']:<16} {card['objective']:<11} {arch:<30} {card['steps']:>6} {card['wall_time_s']:>6.0f}s "
+            f"{loss:>10}  {card['data']['preset']} x{card['data']['n']}"
+        )
     return 0
 
 
@@ -94,9 +121,14 @@ def _compare(args: argparse.Namespace) -> int:
     from ..zoo.compare import binding_by_objective
 
     models = args.models.split(",") if args.models else [PREFIX + n for n in zoo_names()]
-    table = binding_by_objective(models, args.out, n_scenes=args.n_scenes,
-                                 seeds=range(args.seed, args.seed + args.seeds), peak_by=args.peak_by,
-                                 training=ProbeTrainingConfig(seed=args.seed))
+    table = binding_by_objective(
+        models,
+        args.out,
+        n_scenes=args.n_scenes,
+        seeds=range(args.seed, args.seed + args.seeds),
+        peak_by=args.peak_by,
+        training=ProbeTrainingConfig(seed=args.seed),
+    )
     print("\n" + table.text())
     print(f"\nreport: {table.files['markdown']}, {table.files['plot']}, {table.files['objective_plot']}")
     return 0

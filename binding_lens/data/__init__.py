@@ -13,16 +13,43 @@ from .folder import ImageFolderWithMasks
 from .knobs import PRESETS, SceneKnobs, preset_knobs
 from .pairs import PairStats, pair_stats
 from .patches import PatchLabels, patch_labels
+from .resize import resize_image, resize_mask
 from .sampling import count_pairs, dense_instance_ids, sample_patch_slots
 from .scene import Scene, SceneError, check_image, check_mask
 from .skips import NO_LABELLED_PATCH, SINGLE_OBJECT, SkipReport, UnusableImageError, labelled_scenes, unusable_reason
 from .synthetic import CLASS_NAMES, SyntheticScenes
-from .resize import resize_image, resize_mask
 
 __all__ = [
-    "ADE20K", "CLASS_NAMES", "ImageFolderWithMasks", "NO_LABELLED_PATCH", "PRESETS", "PairStats", "PatchLabels",
-    "SINGLE_OBJECT", "SPLITS", "Scene", "SceneError", "SceneKnobs", "SkipReport", "SyntheticScenes", "UnusableImageError",
-    "check_image", "check_mask", "conjunction_names", "count_pairs", "dense_instance_ids", "feature_code",
-    "feature_names", "labelled_scenes", "object_code", "pair_stats", "patch_labels", "preset_knobs", "resize_image",
-    "resize_mask", "sample_patch_slots", "split_of_features", "unusable_reason",
+    "ADE20K",
+    "CLASS_NAMES",
+    "ImageFolderWithMasks",
+    "NO_LABELLED_PATCH",
+    "PRESETS",
+    "PairStats",
+    "PatchLabels",
+    "SINGLE_OBJECT",
+    "SPLITS",
+    "Scene",
+    "SceneError",
+    "SceneKnobs",
+    "SkipReport",
+    "SyntheticScenes",
+    "UnusableImageError",
+    "check_image",
+    "check_mask",
+    "conjunction_names",
+    "count_pairs",
+    "dense_instance_ids",
+    "feature_code",
+    "feature_names",
+    "labelled_scenes",
+    "object_code",
+    "pair_stats",
+    "patch_labels",
+    "preset_knobs",
+    "resize_image",
+    "resize_mask",
+    "sample_patch_slots",
+    "split_of_features",
+    "unusable_reason",
 ]

@@ -81,12 +81,15 @@ def read_object_info150(path: Path) -> dict[int, str]:
             reader = csv.DictReader(f)
             cols = reader.fieldnames or []
             if "Idx" not in cols or "Name" not in cols:
-                raise InputError(f"{path}: expected columns Idx,Ratio,Train,Val,Name (at least Idx and Name), "
-                                 f"found {cols}; use the comma-separated objectInfo150.csv of the SceneParsing devkit")
+                raise InputError(
+                    f"{path}: expected columns Idx,Ratio,Train,Val,Name (at least Idx and Name), "
+                    f"found {cols}; use the comma-separated objectInfo150.csv of the SceneParsing devkit"
+                )
             return {_row_index(row, path, reader.line_num): (row["Name"] or "").strip() for row in reader}
     except UnicodeDecodeError as error:
-        raise InputError(f"{path} is not UTF-8 text ({_describe(error)}); use the objectInfo150.csv of the "
-                         "SceneParsing devkit") from None
+        raise InputError(
+            f"{path} is not UTF-8 text ({_describe(error)}); use the objectInfo150.csv of the SceneParsing devkit"
+        ) from None
 
 
 def _row_index(row: dict[str, str], path: Path, line: int) -> int:
@@ -94,8 +97,9 @@ def _row_index(row: dict[str, str], path: Path, line: int) -> int:
     try:
         return int(row["Idx"])
     except (TypeError, ValueError):
-        raise InputError(f"{path}, line {line}: Idx {row['Idx']!r} is not an integer; "
-                         "fix or remove that line") from None
+        raise InputError(
+            f"{path}, line {line}: Idx {row['Idx']!r} is not an integer; fix or remove that line"
+        ) from None
 
 
 def map_to_150(objectnames: Sequence[str], info150: dict[int, str]) -> Int[np.ndarray, " n_full_plus_1"]:
@@ -145,8 +149,14 @@ class ADE20K(Sequence):
     root: the release folder, the folder holding it, or the index file (layouts: see the module docstring).
     """
 
-    def __init__(self, root: str | Path, split: str = "validation", *, classes: str = "auto",
-                 keep_unmapped_instances: bool = False) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        split: str = "validation",
+        *,
+        classes: str = "auto",
+        keep_unmapped_instances: bool = False,
+    ) -> None:
         self.root, self.index_path = self._find_root(Path(root))
         if split not in _SPLITS:
             raise InputError(f"unknown ADE20K split {split!r}; valid: training, validation (or train, val)")
@@ -232,21 +242,30 @@ class ADE20K(Sequence):
             with open(path, "rb") as f:
                 index = pickle.load(f)
         except ModuleNotFoundError as error:
-            raise InputError(f"{path} needs the Python module {error.name!r} to be unpickled; install it, or if no "
-                             f"such package exists, download {INDEX_FILE} of the 2021_17_01 release again") from None
+            raise InputError(
+                f"{path} needs the Python module {error.name!r} to be unpickled; install it, or if no "
+                f"such package exists, download {INDEX_FILE} of the 2021_17_01 release again"
+            ) from None
         except OSError:
             raise
         except Exception as error:  # noqa: BLE001 - any unpickling failure means the file is not the index
-            raise InputError(f"{path} is not a readable pickle ({_describe(error)}); download "
-                             f"{INDEX_FILE} of the 2021_17_01 release again") from None
+            raise InputError(
+                f"{path} is not a readable pickle ({_describe(error)}); download "
+                f"{INDEX_FILE} of the 2021_17_01 release again"
+            ) from None
         if not isinstance(index, dict) or "filename" not in index or "folder" not in index:
             keys = sorted(map(str, index)) if isinstance(index, dict) else type(index).__name__
-            raise InputError(f"{path}: expected a dict with lists 'filename' and 'folder' (the official index), "
-                             f"got {keys}; download {INDEX_FILE} of the 2021_17_01 release again")
-        if not all(hasattr(index[k], "__len__") for k in ("filename", "folder")) or \
-                len(index["filename"]) != len(index["folder"]):
-            raise InputError(f"{path}: 'filename' and 'folder' are not lists of the same length; download "
-                             f"{INDEX_FILE} of the 2021_17_01 release again")
+            raise InputError(
+                f"{path}: expected a dict with lists 'filename' and 'folder' (the official index), "
+                f"got {keys}; download {INDEX_FILE} of the 2021_17_01 release again"
+            )
+        if not all(hasattr(index[k], "__len__") for k in ("filename", "folder")) or len(index["filename"]) != len(
+            index["folder"]
+        ):
+            raise InputError(
+                f"{path}: 'filename' and 'folder' are not lists of the same length; download "
+                f"{INDEX_FILE} of the 2021_17_01 release again"
+            )
         return index
 
     def _split_files(self, index: dict[str, Any]) -> list[Path]:
@@ -298,11 +317,19 @@ class ADE20K(Sequence):
             classes = np.where(classes < lut.size, lut[np.minimum(classes, lut.size - 1)], 0)
             if not self.keep_unmapped_instances:
                 instances = np.where(classes > 0, instances, 0)
-        metadata = {"source": "ade20k", "split": self.split, "index": int(index), "source_path": str(path),
-                    "seg_path": str(seg_path)}
+        metadata = {
+            "source": "ade20k",
+            "split": self.split,
+            "index": int(index),
+            "source_path": str(path),
+            "seg_path": str(seg_path),
+        }
         return Scene(self._read(path, index), instances, classes, self.class_names, metadata)
 
     def _read(self, path: Path, index: int) -> UInt8[np.ndarray, "H W 3"]:
         """An image or `*_seg.png` of scene `index` as RGB; a corrupt file is a SceneError naming it."""
-        return read_image(path, advice=f"extract it again from the {RELEASE_DIR} download",
-                          context=f"ADE20K scene {index} ({self.split}): ")
+        return read_image(
+            path,
+            advice=f"extract it again from the {RELEASE_DIR} download",
+            context=f"ADE20K scene {index} ({self.split}): ",
+        )

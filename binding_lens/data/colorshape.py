@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Sequence
 from functools import lru_cache
 from math import comb
-from typing import Sequence
 
 import numpy as np
 from jaxtyping import UInt8
@@ -73,13 +73,17 @@ def covering_count(n_colors: int, n_shapes: int, n_objects: int) -> int:
     """How many sets of `n_objects` distinct cells of an n_colors x n_shapes grid use every row and every
     column (inclusion-exclusion over the rows and columns left out)."""
     a, b, n = n_colors, n_shapes, n_objects
-    return sum((-1) ** (i + j) * comb(a, i) * comb(b, j) * comb((a - i) * (b - j), n)
-               for i in range(a + 1) for j in range(b + 1))
+    return sum(
+        (-1) ** (i + j) * comb(a, i) * comb(b, j) * comb((a - i) * (b - j), n)
+        for i in range(a + 1)
+        for j in range(b + 1)
+    )
 
 
 @lru_cache(maxsize=64)
-def _balanced_codes(n_colors: int, n_shapes: int, per_scene: tuple[int, int], split: str | None,
-                    fractions: tuple[float, ...]) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+def _balanced_codes(
+    n_colors: int, n_shapes: int, per_scene: tuple[int, int], split: str | None, fractions: tuple[float, ...]
+) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
     codes = []
     for colors in itertools.combinations(range(n_colors), per_scene[0]):
         for shapes in itertools.combinations(range(n_shapes), per_scene[1]):
@@ -92,10 +96,14 @@ def _balanced_codes(n_colors: int, n_shapes: int, per_scene: tuple[int, int], sp
 
 
 def balanced_feature_codes(
-    n_colors: int, n_shapes: int, per_scene: tuple[int, int], split: str | None = None,
+    n_colors: int,
+    n_shapes: int,
+    per_scene: tuple[int, int],
+    split: str | None = None,
     fractions: Sequence[float] = (0.8, 0.1, 0.1),
 ) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
     """Every feature code with exactly per_scene = (a colours, b shapes) that falls in `split` (None: all),
     as (colour indices, shape indices); C(n_colors, a) x C(n_shapes, b) codes before the split."""
-    return _balanced_codes(int(n_colors), int(n_shapes), (int(per_scene[0]), int(per_scene[1])), split,
-                           tuple(float(x) for x in fractions))
+    return _balanced_codes(
+        int(n_colors), int(n_shapes), (int(per_scene[0]), int(per_scene[1])), split, tuple(float(x) for x in fractions)
+    )

@@ -47,7 +47,9 @@ def _angle(rng: np.random.Generator, knobs: SceneKnobs) -> float:
     return float(rng.uniform(0.0, 2.0 * np.pi)) if knobs.rotate else 0.0
 
 
-def _fresh(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float, shape: str, color: str, role: str | None = None) -> ObjectSpec:
+def _fresh(
+    rng: np.random.Generator, knobs: SceneKnobs, patch_px: float, shape: str, color: str, role: str | None = None
+) -> ObjectSpec:
     side = _side(rng, knobs, patch_px)
     texture = sample_texture(rng, knobs.texture, side)
     return ObjectSpec(shape, color, side, _angle(rng, knobs), tuple(sorted(texture.items())), role)
@@ -66,8 +68,16 @@ def plan_random(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) ->
             src = int(rng.integers(0, k))
             side = _side(rng, knobs, patch_px)
             texture = rephase(plan[src].texture_dict, rng)
-            plan.append(ObjectSpec(plan[src].shape, plan[src].color, side, _angle(rng, knobs),
-                                   tuple(sorted(texture.items())), same_look_as=src))
+            plan.append(
+                ObjectSpec(
+                    plan[src].shape,
+                    plan[src].color,
+                    side,
+                    _angle(rng, knobs),
+                    tuple(sorted(texture.items())),
+                    same_look_as=src,
+                )
+            )
         else:
             shape = knobs.shapes[int(rng.integers(0, len(knobs.shapes)))]
             color = knobs.colors[int(rng.integers(0, len(knobs.colors)))]
@@ -83,15 +93,25 @@ def plan_twins(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> 
     a = _fresh(rng, knobs, patch_px, knobs.shapes[int(i)], color, role="twin")
     lo_px = knobs.object_patches[0] * patch_px
     similar_tex = rephase(a.texture_dict, rng)
-    similar = ObjectSpec(a.shape, color, max(2, int(round(max(lo_px, 0.85 * a.side)))), _angle(rng, knobs),
-                         tuple(sorted(similar_tex.items())), role="similar", same_look_as=0)
+    similar = ObjectSpec(
+        a.shape,
+        color,
+        max(2, int(round(max(lo_px, 0.85 * a.side)))),
+        _angle(rng, knobs),
+        tuple(sorted(similar_tex.items())),
+        role="similar",
+        same_look_as=0,
+    )
     other_tex = rephase(a.texture_dict, rng)
-    other = ObjectSpec(knobs.shapes[int(j)], color, a.side, _angle(rng, knobs), tuple(sorted(other_tex.items())),
-                       role="other_class")
+    other = ObjectSpec(
+        knobs.shapes[int(j)], color, a.side, _angle(rng, knobs), tuple(sorted(other_tex.items())), role="other_class"
+    )
     return [a, replace(a, twin_of=0), similar, other]
 
 
-def plan_colorshape(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float, split: str | None) -> tuple[list[ObjectSpec], dict[str, Any]]:
+def plan_colorshape(
+    rng: np.random.Generator, knobs: SceneKnobs, patch_px: float, split: str | None
+) -> tuple[list[ObjectSpec], dict[str, Any]]:
     """SPEC section 8: objects with distinct colour x shape conjunctions; O and F recorded.
 
     With a split, conjunction sets are redrawn until F falls in that split (see
@@ -125,11 +145,14 @@ def _balanced_pairs(rng: np.random.Generator, knobs: SceneKnobs, split: str | No
     """F uniform among the split's codes with `features_per_scene` features; n uniform in `n_objects`;
     then n distinct cells of the picked colours x shapes grid, uniform among the sets covering every
     picked colour and shape (rejection: an accepted draw is uniform over the covering sets)."""
-    codes = balanced_feature_codes(len(knobs.colors), len(knobs.shapes), knobs.features_per_scene, split,
-                                   knobs.split_fractions)
+    codes = balanced_feature_codes(
+        len(knobs.colors), len(knobs.shapes), knobs.features_per_scene, split, knobs.split_fractions
+    )
     if not codes:
-        raise RuntimeError(f"no feature code with {knobs.features_per_scene} colours x shapes falls in split "
-                           f"{split!r}; change split_fractions {knobs.split_fractions} or features_per_scene")
+        raise RuntimeError(
+            f"no feature code with {knobs.features_per_scene} colours x shapes falls in split "
+            f"{split!r}; change split_fractions {knobs.split_fractions} or features_per_scene"
+        )
     colors, shapes = codes[int(rng.integers(0, len(codes)))]
     n = int(rng.integers(knobs.n_objects[0], knobs.n_objects[1] + 1))
     grid = [(c, s) for c in colors for s in shapes]

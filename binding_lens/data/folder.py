@@ -30,16 +30,28 @@ MISSING_MASK = "image without mask"
 class ImageFolderWithMasks(Sequence):
     """Images with same-stem instance masks (and optional class masks) as `Scene`s, sorted by stem."""
 
-    def __init__(self, root: str | Path, *, image_dir: str = "images", mask_dir: str = "masks",
-                 class_dir: str = "classes", missing: str = "error") -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        image_dir: str = "images",
+        mask_dir: str = "masks",
+        class_dir: str = "classes",
+        missing: str = "error",
+    ) -> None:
         self.root = Path(root)
         if missing not in ("error", "skip"):
             raise InputError(f"missing must be 'error' or 'skip', got {missing!r}")
-        self.image_dir, self.mask_dir, self.class_dir = (self.root / image_dir, self.root / mask_dir, self.root / class_dir)
+        self.image_dir, self.mask_dir, self.class_dir = (
+            self.root / image_dir,
+            self.root / mask_dir,
+            self.root / class_dir,
+        )
         for d in (self.image_dir, self.mask_dir):
             if not d.is_dir():
                 raise MissingFileError(
-                    f"expected folder {d}; layout: {self.root}/{image_dir}/<stem>.jpg and {self.root}/{mask_dir}/<stem>.png"
+                    f"expected folder {d}; layout: {self.root}/{image_dir}/<stem>.jpg and "
+                    f"{self.root}/{mask_dir}/<stem>.png"
                 )
         images = sorted(p for p in self.image_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not images:
@@ -70,7 +82,12 @@ class ImageFolderWithMasks(Sequence):
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"dataset": "image_folder", "root": str(self.root), "n": len(self.items), "skipped": self.skips.as_dict()}
+        return {
+            "dataset": "image_folder",
+            "root": str(self.root),
+            "n": len(self.items),
+            "skipped": self.skips.as_dict(),
+        }
 
     def __len__(self) -> int:
         return len(self.items)

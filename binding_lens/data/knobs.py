@@ -111,7 +111,9 @@ def _check(k: SceneKnobs) -> None:
     for name in ("p_twin", "p_same_look", "max_occlusion"):
         value = getattr(k, name)
         if not isinstance(value, (int, float)) or not 0.0 <= value <= (0.9 if name == "max_occlusion" else 1.0):
-            raise InputError(f"knob {name} must be a number in [0, {0.9 if name == 'max_occlusion' else 1}], got {value!r}")
+            raise InputError(
+                f"knob {name} must be a number in [0, {0.9 if name == 'max_occlusion' else 1}], got {value!r}"
+            )
     if k.p_twin + k.p_same_look > 1.0:
         raise InputError(f"knobs p_twin + p_same_look must be <= 1, got {k.p_twin} + {k.p_same_look}")
     if k.texture not in TEXTURES:
@@ -126,8 +128,12 @@ def _check(k: SceneKnobs) -> None:
         if not isinstance(getattr(k, name), bool):
             raise InputError(f"knob {name} must be True or False, got {getattr(k, name)!r}")
     fr = k.split_fractions
-    if not (isinstance(fr, tuple) and len(fr) == 3 and all(isinstance(x, (int, float)) and x >= 0 for x in fr)
-            and abs(sum(fr) - 1.0) < 1e-6):
+    if not (
+        isinstance(fr, tuple)
+        and len(fr) == 3
+        and all(isinstance(x, (int, float)) and x >= 0 for x in fr)
+        and abs(sum(fr) - 1.0) < 1e-6
+    ):
         raise InputError(f"knob split_fractions must be three non-negative numbers summing to 1, got {fr!r}")
     if k.composition == "colorshape" and k.n_objects[1] > len(k.colors) * len(k.shapes):
         raise InputError(
@@ -142,15 +148,20 @@ def _check_balanced(k: SceneKnobs) -> None:
     per = k.features_per_scene
     if k.composition != "colorshape":
         raise InputError(f"knob features_per_scene only applies to composition 'colorshape', not {k.composition!r}")
-    if not (isinstance(per, tuple) and len(per) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                               for x in per)):
+    if not (
+        isinstance(per, tuple) and len(per) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in per)
+    ):
         raise InputError(f"knob features_per_scene must be a (colours, shapes) pair of integers, got {per!r}")
     if not (1 <= per[0] <= len(k.colors) and 1 <= per[1] <= len(k.shapes)):
-        raise InputError(f"knob features_per_scene {per} must pick 1..{len(k.colors)} colours and "
-                         f"1..{len(k.shapes)} shapes (the palette's sizes)")
+        raise InputError(
+            f"knob features_per_scene {per} must pick 1..{len(k.colors)} colours and "
+            f"1..{len(k.shapes)} shapes (the palette's sizes)"
+        )
     if k.n_objects[0] < max(per) or k.n_objects[1] > per[0] * per[1]:
-        raise InputError(f"knob n_objects {k.n_objects} must lie in {max(per)}..{per[0] * per[1]}: enough objects to "
-                         f"cover {per[0]} colours and {per[1]} shapes, at most one per conjunction")
+        raise InputError(
+            f"knob n_objects {k.n_objects} must lie in {max(per)}..{per[0] * per[1]}: enough objects to "
+            f"cover {per[0]} colours and {per[1]} shapes, at most one per conjunction"
+        )
 
 
 _FLAT_COLORSHAPE = SceneKnobs(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from jaxtyping import Int, UInt8
@@ -27,7 +27,9 @@ def open_image(path: Path, advice: str = READ_ADVICE, context: str = "") -> Iter
     except (Image.UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError) as error:
         if isinstance(error, FileNotFoundError):
             raise
-        raise SceneError(f"{context}{path} is not a readable image ({type(error).__name__}: {error}); {advice}") from None
+        raise SceneError(
+            f"{context}{path} is not a readable image ({type(error).__name__}: {error}); {advice}"
+        ) from None
 
 
 def read_image(path: Path, advice: str = READ_ADVICE, context: str = "") -> UInt8[np.ndarray, "H W 3"]:

@@ -7,8 +7,8 @@ Counting is `binding_lens.data.sampling.count_pairs` (one home for pairs and pat
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 import torch

@@ -74,8 +74,14 @@ def colorshape_priors(knobs: SceneKnobs, split: str | None) -> CodePriors:
     for colors in itertools.product((0, 1), repeat=nc):
         for shapes in itertools.product((0, 1), repeat=ns):
             a, b = sum(colors), sum(shapes)
-            if a and b and (split is None or split_of_features(np.array(colors + shapes, np.uint8),
-                                                               knobs.split_fractions) == split):
+            if (
+                a
+                and b
+                and (
+                    split is None
+                    or split_of_features(np.array(colors + shapes, np.uint8), knobs.split_fractions) == split
+                )
+            ):
                 groups[(a, b)] += 1
     k = nc * ns
     in_split = {n: sum(count * covering_count(a, b, n) for (a, b), count in groups.items()) for n in sizes}
@@ -92,6 +98,7 @@ def colorshape_priors(knobs: SceneKnobs, split: str | None) -> CodePriors:
 
 def empirical_priors(o: UInt8[np.ndarray, "scene K"], f: UInt8[np.ndarray, "scene N"]) -> CodePriors:
     """Plug-in entropies of sampled codes (biased low unless samples far outnumber the support)."""
+
     def plug_in(codes: np.ndarray) -> float:
         counts = np.array(list(Counter(map(bytes, np.asarray(codes, np.uint8))).values()), dtype=float)
         return _entropy(counts / counts.sum())

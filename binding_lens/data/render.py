@@ -28,7 +28,9 @@ class Sprite:
         return int(self.mask.shape[0])
 
 
-def make_sprite(shape: str, side: int, angle: float, rgb: tuple[int, int, int], texture: dict, contrast: float) -> Sprite:
+def make_sprite(
+    shape: str, side: int, angle: float, rgb: tuple[int, int, int], texture: dict, contrast: float
+) -> Sprite:
     """Render shape `shape` of colour `rgb` with `texture` on a side x side sprite."""
     return Sprite(shape_mask(shape, side, angle), paint(rgb, texture_field(texture, side), contrast))
 
@@ -75,8 +77,9 @@ class Canvas:
         self.visible.append(n)
         return new_id
 
-    def place(self, sprite: Sprite, rng: np.random.Generator, max_occlusion: float, tries: int,
-              step: int = 1) -> tuple[int, int] | None:
+    def place(
+        self, sprite: Sprite, rng: np.random.Generator, max_occlusion: float, tries: int, step: int = 1
+    ) -> tuple[int, int] | None:
         """A random top-left corner (a multiple of `step`) where `sprite` fits entirely inside
         the image, or None after `tries`."""
         h, w = self.instance.shape

@@ -18,7 +18,9 @@ from .scene import check_image, check_mask
 _RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "lanczos": Image.LANCZOS}
 
 
-def resize_image(image: UInt8[np.ndarray, "H W 3"], hw: tuple[int, int], resample: str = "bicubic") -> UInt8[np.ndarray, "h w 3"]:
+def resize_image(
+    image: UInt8[np.ndarray, "H W 3"], hw: tuple[int, int], resample: str = "bicubic"
+) -> UInt8[np.ndarray, "h w 3"]:
     """Resize an RGB image to (height, width) with PIL (the image itself when it already has that size)."""
     check_image(image)
     if resample not in _RESAMPLE:

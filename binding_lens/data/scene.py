@@ -7,8 +7,9 @@ enters the library, with the file or index that produced it in the message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from jaxtyping import Int, UInt8
@@ -23,11 +24,15 @@ class SceneError(InputError):
 def check_image(image: np.ndarray, *, where: str = "image") -> UInt8[np.ndarray, "H W 3"]:
     """Return `image` if it is an H x W x 3 uint8 array, else raise a SceneError saying how to fix it."""
     if not isinstance(image, np.ndarray):
-        raise SceneError(f"{where}: expected a numpy array, got {type(image).__name__}; use np.asarray(PIL_image.convert('RGB')).")
+        raise SceneError(
+            f"{where}: expected a numpy array, got {type(image).__name__}; use np.asarray(PIL_image.convert('RGB'))."
+        )
     if image.ndim != 3 or image.shape[2] != 3:
         raise SceneError(f"{where}: expected shape (H, W, 3), got {image.shape}; convert the image to RGB first.")
     if image.dtype != np.uint8:
-        raise SceneError(f"{where}: expected dtype uint8, got {image.dtype}; scale to 0..255 and cast with .astype(np.uint8).")
+        raise SceneError(
+            f"{where}: expected dtype uint8, got {image.dtype}; scale to 0..255 and cast with .astype(np.uint8)."
+        )
     if image.shape[0] == 0 or image.shape[1] == 0:
         raise SceneError(f"{where}: image is empty (shape {image.shape}).")
     return image
@@ -83,7 +88,9 @@ class Scene:
 
     def __post_init__(self) -> None:
         md = self.metadata
-        where = str(md["source_path"]) if "source_path" in md else (f"scene {md['index']}" if "index" in md else "scene")
+        where = (
+            str(md["source_path"]) if "source_path" in md else (f"scene {md['index']}" if "index" in md else "scene")
+        )
         image = check_image(self.image, where=f"{where}: image")
         hw = (image.shape[0], image.shape[1])
         inst = check_mask(self.instance_mask, image_hw=hw, where=f"{where}: instance mask")

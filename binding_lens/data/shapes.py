@@ -7,7 +7,7 @@ copies of one sprite pixel-identical (the twins of SPEC section 7).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from jaxtyping import Bool, Float

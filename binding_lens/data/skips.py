@@ -9,8 +9,9 @@ reason in a `SkipReport` that belongs in every report.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..errors import InputError
 from .patches import PatchLabels, patch_labels
@@ -60,12 +61,19 @@ class SkipReport:
         """One line, e.g. 'skipped 2 of 50 images: 2 single object (no negative pairs) (e.g. 3, 17)'."""
         if not self.skipped:
             return f"skipped 0 of {self.seen} images"
-        parts = [f"{n} {reason} (e.g. {', '.join(map(str, self.examples[reason]))})" for reason, n in self.counts.most_common()]
+        parts = [
+            f"{n} {reason} (e.g. {', '.join(map(str, self.examples[reason]))})"
+            for reason, n in self.counts.most_common()
+        ]
         return f"skipped {self.skipped} of {self.seen} images: " + "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"seen": self.seen, "skipped": self.skipped, "reasons": dict(self.counts),
-                "examples": {k: list(map(str, v)) for k, v in self.examples.items()}}
+        return {
+            "seen": self.seen,
+            "skipped": self.skipped,
+            "reasons": dict(self.counts),
+            "examples": {k: list(map(str, v)) for k, v in self.examples.items()},
+        }
 
 
 def labelled_scenes(
@@ -88,8 +96,14 @@ def labelled_scenes(
     report = SkipReport() if report is None else report
     for i in range(len(dataset)):
         scene = dataset[i]
-        labels = patch_labels(scene.instance_mask, scene.class_mask, grid=grid, patch_size=patch_size,
-                              purity=purity, keep_unlabeled=keep_unlabeled)
+        labels = patch_labels(
+            scene.instance_mask,
+            scene.class_mask,
+            grid=grid,
+            patch_size=patch_size,
+            purity=purity,
+            keep_unlabeled=keep_unlabeled,
+        )
         reason = unusable_reason(labels)
         if reason is None:
             report.keep()

@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import InputError
 from .ade20k import ADE20K
@@ -36,7 +37,11 @@ class Subset(Sequence):
 
 
 def dataset_from_spec(
-    spec: str, n: int | None = None, size: int = 224, seed: int = 0, split: str | None = None,
+    spec: str,
+    n: int | None = None,
+    size: int = 224,
+    seed: int = 0,
+    split: str | None = None,
     missing: str = "error",
 ) -> Sequence[Scene]:
     """The dataset a spec string names; `n` caps its length (synthetic: generates exactly n, 1000 if None).
@@ -68,12 +73,24 @@ def dataset_from_identity(identity: dict[str, Any]) -> Sequence[Scene]:
     if "subset_of" in identity:
         return dataset_from_identity(identity["subset_of"])
     if kind == "synthetic":
-        return SyntheticScenes(identity["preset"], n=identity["n"], size=tuple(identity["size"]), seed=identity["seed"],
-                               split=identity["split"], **identity["knobs"])
+        return SyntheticScenes(
+            identity["preset"],
+            n=identity["n"],
+            size=tuple(identity["size"]),
+            seed=identity["seed"],
+            split=identity["split"],
+            **identity["knobs"],
+        )
     if kind == "ade20k":
-        return ADE20K(identity["root"], split=identity["split"], classes=identity.get("classes", "auto"),
-                      keep_unmapped_instances=identity.get("keep_unmapped_instances", False))
+        return ADE20K(
+            identity["root"],
+            split=identity["split"],
+            classes=identity.get("classes", "auto"),
+            keep_unmapped_instances=identity.get("keep_unmapped_instances", False),
+        )
     if kind == "image_folder":  # a run made with --skip-missing-masks is rebuilt skipping them again
         skipped = (identity.get("skipped") or {}).get("skipped", 0)
         return ImageFolderWithMasks(identity["root"], missing="skip" if skipped else "error")
-    raise InputError(f"cannot rebuild dataset {kind!r} from its recorded identity {identity!r}; pass the scenes themselves instead")
+    raise InputError(
+        f"cannot rebuild dataset {kind!r} from its recorded identity {identity!r}; pass the scenes themselves instead"
+    )

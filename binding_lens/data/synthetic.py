@@ -191,7 +191,9 @@ def _sprites(plan: list[ObjectSpec], contrast: float) -> list[Sprite]:
     return out
 
 
-def _object_records(plan: list[ObjectSpec], sprites: list[Sprite], placed: list, canvas: Canvas) -> list[dict[str, Any]]:
+def _object_records(
+    plan: list[ObjectSpec], sprites: list[Sprite], placed: list, canvas: Canvas
+) -> list[dict[str, Any]]:
     """Per placed object: ids, class, colour, shape, texture, bbox, full and visible pixel counts."""
     visible = np.bincount(canvas.instance.ravel(), minlength=len(canvas.full))
     id_of_plan = {p: at[2] for p, at in enumerate(placed) if at is not None}
@@ -202,23 +204,25 @@ def _object_records(plan: list[ObjectSpec], sprites: list[Sprite], placed: list,
         spec, sprite = plan[p], sprites[p]
         y0, x0, iid = at
         full = int(canvas.full[iid])
-        records.append({
-            "instance_id": int(iid),
-            "class_id": CLASS_IDS[spec.shape],
-            "class_name": spec.shape,
-            "shape": spec.shape,
-            "color": spec.color,
-            "rgb": list(COLORS[spec.color]),
-            "texture": spec.texture_dict,
-            "angle": spec.angle,
-            "bbox": [y0, x0, y0 + sprite.side, x0 + sprite.side],
-            "pixel_count": full,
-            "visible_pixels": int(visible[iid]),
-            "occluded": bool(visible[iid] < full),
-            "role": spec.role,
-            "twin_of": id_of_plan.get(spec.twin_of) if spec.twin_of is not None else None,
-            "same_look_as": id_of_plan.get(spec.same_look_as) if spec.same_look_as is not None else None,
-        })
+        records.append(
+            {
+                "instance_id": int(iid),
+                "class_id": CLASS_IDS[spec.shape],
+                "class_name": spec.shape,
+                "shape": spec.shape,
+                "color": spec.color,
+                "rgb": list(COLORS[spec.color]),
+                "texture": spec.texture_dict,
+                "angle": spec.angle,
+                "bbox": [y0, x0, y0 + sprite.side, x0 + sprite.side],
+                "pixel_count": full,
+                "visible_pixels": int(visible[iid]),
+                "occluded": bool(visible[iid] < full),
+                "role": spec.role,
+                "twin_of": id_of_plan.get(spec.twin_of) if spec.twin_of is not None else None,
+                "same_look_as": id_of_plan.get(spec.same_look_as) if spec.same_look_as is not None else None,
+            }
+        )
     return records
 
 

@@ -22,7 +22,9 @@ BACKGROUNDS = ("flat", "noise", "stripes")
 """Background kinds (unlabelled clutter blobs are a separate knob)."""
 
 
-def smooth_noise(rng: np.random.Generator, hw: tuple[int, int], cell: int, channels: int = 1) -> Float[np.ndarray, "H W C"]:
+def smooth_noise(
+    rng: np.random.Generator, hw: tuple[int, int], cell: int, channels: int = 1
+) -> Float[np.ndarray, "H W C"]:
     """Band-limited noise in [-1, 1]: a coarse random grid (one value per `cell` px) upsampled bilinearly."""
     h, w = hw
     gh, gw = max(2, -(-h // cell) + 1), max(2, -(-w // cell) + 1)

@@ -1,5 +1,6 @@
 """Downstream effects of interventions: next-layer attention, segmentation heads and the DINO loss."""
 
+from ..losses.dino import DinoHead, dino_loss, multi_crop, teacher_statistics, update_center  # the measured objective
 from .attention import (
     attention_kl,
     attention_score_correlation,
@@ -8,7 +9,6 @@ from .attention import (
     pearson_r,
     permutation_test,
 )
-from ..losses.dino import DinoHead, dino_loss, multi_crop, teacher_statistics, update_center  # the measured objective
 from .dino import fit_dino_head, measure_dino_loss
 from .segmentation import (
     InstanceHead,

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -93,7 +93,9 @@ def attention_kl(
     return _ratio(attention_kl_sums(clean, intervened, instance, eps))
 
 
-def _sums_and_counts(values: Float[Tensor, "batch query"], kept: Bool[Tensor, "batch query"]) -> Float[Tensor, "batch 2"]:
+def _sums_and_counts(
+    values: Float[Tensor, "batch query"], kept: Bool[Tensor, "batch query"]
+) -> Float[Tensor, "batch 2"]:
     kept = kept.to(values.device)
     return torch.stack([torch.where(kept, values, 0).double().sum(1), kept.double().sum(1)], -1)
 

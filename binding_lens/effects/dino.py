@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
 from ..errors import InputError
-from ..training import train_for
 from ..losses.dino import (
     AUGMENTATIONS,
     CropPlan,
@@ -48,6 +48,7 @@ from ..losses.dino import (
     ema_update,
     update_center,
 )
+from ..training import train_for
 
 Backbone = Callable[[Float[Tensor, "batch 3 side side"]], Float[Tensor, "batch d"]]
 
@@ -55,7 +56,13 @@ Backbone = Callable[[Float[Tensor, "batch 3 side side"]], Float[Tensor, "batch d
 # --- measuring ----------------------------------------------------------------------------------
 @torch.no_grad()
 def _view_features(
-    backbone: Backbone, images: Images, plan: CropPlan, preprocess: Preprocess | None, d: int, batch_size: int, device: torch.device
+    backbone: Backbone,
+    images: Images,
+    plan: CropPlan,
+    preprocess: Preprocess | None,
+    d: int,
+    batch_size: int,
+    device: torch.device,
 ) -> list[Float[Tensor, "image d"]]:
     """The backbone's output on every view of every image, `batch_size` images at a time."""
     n = plan.boxes.shape[1]
@@ -74,8 +81,13 @@ def _view_features(
 
 @torch.no_grad()
 def _chunked_loss(
-    head: DinoHead, feats: list[Tensor], n_global: int, center: Tensor | None, batch_size: int,
-    student_temp: float, teacher_temp: float,
+    head: DinoHead,
+    feats: list[Tensor],
+    n_global: int,
+    center: Tensor | None,
+    batch_size: int,
+    student_temp: float,
+    teacher_temp: float,
 ) -> tuple[Float[Tensor, " image"], Tensor]:
     """(each image's loss, center used): the head runs `batch_size` images at a time, so the
     [image, K] outputs of all views never need to be held at once."""
@@ -123,10 +135,19 @@ def measure_dino_loss(
     feats = _view_features(backbone, images, plan, preprocess, head.in_dim, batch_size, device)
     per_image, used = _chunked_loss(head, feats, crops.n_global, center, batch_size, student_temp, teacher_temp)
     return {
-        "loss": float(per_image.mean()), "per_image": per_image.cpu(), "n_images": len(sizes), "center": used, "center_source": "estimated" if center is None else "given",
-        "n_global": crops.n_global, "n_local": crops.n_local, "global_size": plan.sides[0],
-        "local_size": plan.sides[-1] if crops.n_local else None, "student_temp": student_temp,
-        "teacher_temp": teacher_temp, "seed": seed, "augmentations": AUGMENTATIONS,
+        "loss": float(per_image.mean()),
+        "per_image": per_image.cpu(),
+        "n_images": len(sizes),
+        "center": used,
+        "center_source": "estimated" if center is None else "given",
+        "n_global": crops.n_global,
+        "n_local": crops.n_local,
+        "global_size": plan.sides[0],
+        "local_size": plan.sides[-1] if crops.n_local else None,
+        "student_temp": student_temp,
+        "teacher_temp": teacher_temp,
+        "seed": seed,
+        "augmentations": AUGMENTATIONS,
     }
 
 
@@ -136,7 +157,9 @@ def _optimizer(head: DinoHead, lr: float, weight_decay: float) -> torch.optim.Op
     trainable = [(name, p) for name, p in head.named_parameters() if p.requires_grad]
     decay = [p for name, p in trainable if p.ndim > 1 and name != "last_layer.weight_g"]
     rest = [p for name, p in trainable if not (p.ndim > 1 and name != "last_layer.weight_g")]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}], lr=lr)
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}], lr=lr
+    )
 
 
 @torch.no_grad()
@@ -196,8 +219,11 @@ def fit_dino_head(
         nonlocal center, teacher_out
         chosen = torch.randperm(len(sizes), generator=generator)[: min(batch_size, len(sizes))]
         subset = images[chosen] if isinstance(images, Tensor) else [images[i] for i in chosen.tolist()]
-        plan = crops.plan([sizes[i] for i in chosen.tolist()], patch_size,
-                          seed=int(torch.randint(0, 2**62, (1,), generator=generator)))
+        plan = crops.plan(
+            [sizes[i] for i in chosen.tolist()],
+            patch_size,
+            seed=int(torch.randint(0, 2**62, (1,), generator=generator)),
+        )
         feats = _view_features(backbone, subset, plan, preprocess, head.in_dim, len(chosen), device)
         with torch.no_grad():
             teacher_out = [teacher(f) for f in feats[: crops.n_global]]

@@ -17,7 +17,8 @@ standardisation is folded into the returned linear map, which therefore acts on 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -38,7 +39,12 @@ def _checked_labels(feats: Any, labels: Any, name: str) -> Tensor:
     if not isinstance(feats, Tensor) or not feats.is_floating_point() or feats.ndim != 3:
         shape = tuple(feats.shape) if isinstance(feats, Tensor) else type(feats).__name__
         raise InputError(f"feats must be a float tensor [image, patch, d], got {shape}")
-    if not isinstance(labels, Tensor) or labels.dtype.is_floating_point or labels.dtype == torch.bool or labels.is_complex():
+    if (
+        not isinstance(labels, Tensor)
+        or labels.dtype.is_floating_point
+        or labels.dtype == torch.bool
+        or labels.is_complex()
+    ):
         kind = labels.dtype if isinstance(labels, Tensor) else type(labels).__name__
         raise InputError(f"{name} must be an integer tensor [image, patch], got {kind}")
     if labels.shape != feats.shape[:2]:
@@ -183,7 +189,9 @@ def semantic_confusions(
     return torch.stack([confusion_matrix(p[None], c[None], n_classes) for p, c in zip(pred, classes)]).double()
 
 
-def semantic_scores(pred: Int[Tensor, "image patch"], classes: Int[Tensor, "image patch"], n_classes: int) -> dict[str, Any]:
+def semantic_scores(
+    pred: Int[Tensor, "image patch"], classes: Int[Tensor, "image patch"], n_classes: int
+) -> dict[str, Any]:
     """Patch-level semantic scores of predicted class ids against ground truth (-1 = ignored).
 
     IoU_c = TP / (TP + FP + FN) over all labelled patches of all images pooled; mIoU is the mean
@@ -333,7 +341,9 @@ def matched_ious(
     return best[present], owner[present]
 
 
-def instance_iou_sums(pred: Int[Tensor, "image patch"], instance: Int[Tensor, "image patch"]) -> Float[Tensor, "image 2"]:
+def instance_iou_sums(
+    pred: Int[Tensor, "image patch"], instance: Int[Tensor, "image patch"]
+) -> Float[Tensor, "image 2"]:
     """Per image: the summed matched IoU of its ground-truth instances and their number (see `matched_ious`).
     Summed over any set of images and divided, the two give that set's instance mIoU."""
     ious, owner = matched_ious(pred, instance)

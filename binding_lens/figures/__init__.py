@@ -26,5 +26,18 @@ from .maps import query_maps
 from .pca import binding_pca, principal_components, twin_pca
 from .scatter import attention_vs_score
 
-__all__ = ["ablation_figure", "bits_figure", "bits_lost_figure", "accuracy_by_layer", "accuracy_by_model", "attention_vs_score", "binding_pca",
-           "head_map_figure", "lines_by_layer", "principal_components", "query_maps", "score_kde", "twin_pca"]
+__all__ = [
+    "ablation_figure",
+    "bits_figure",
+    "bits_lost_figure",
+    "accuracy_by_layer",
+    "accuracy_by_model",
+    "attention_vs_score",
+    "binding_pca",
+    "head_map_figure",
+    "lines_by_layer",
+    "principal_components",
+    "query_maps",
+    "score_kde",
+    "twin_pca",
+]

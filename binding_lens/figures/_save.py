@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import textwrap
+from collections.abc import Sequence
 from io import BytesIO
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -58,19 +59,38 @@ def title_room(fig: Figure) -> tuple[float, float]:
     fig.draw_without_rendering()  # constrained layout places the axes, their labels and the legend
     boxes = [ax.get_position() for ax in fig.axes if ax.get_visible()]
     centre = (min(box.x0 for box in boxes) + max(box.x1 for box in boxes)) / 2
-    right = min([1.0] + [legend.get_window_extent().x0 / fig.bbox.width for legend in fig.legends
-                         if legend.get_window_extent().x0 > centre * fig.bbox.width])
+    right = min(
+        [1.0]
+        + [
+            legend.get_window_extent().x0 / fig.bbox.width
+            for legend in fig.legends
+            if legend.get_window_extent().x0 > centre * fig.bbox.width
+        ]
+    )
     return centre, max(0.25, 2 * min(centre, right - centre) - 0.02)
 
 
-def finish(fig: Figure, title: str, legend_from: Any = None, fontsize: float = 11, legend_fontsize: float = 7,
-           where: str = "outside right upper", markerscale: float = 1.0) -> None:
+def finish(
+    fig: Figure,
+    title: str,
+    legend_from: Any = None,
+    fontsize: float = 11,
+    legend_fontsize: float = 7,
+    where: str = "outside right upper",
+    markerscale: float = 1.0,
+) -> None:
     """One legend (of `legend_from`'s lines) outside the data, and the title centred over the data, wrapped to
     the room there; constrained layout makes room for both."""
     handles, labels = legend_from.get_legend_handles_labels() if legend_from is not None else ([], [])
     if handles:
-        fig.legend(handles, labels, loc=where, fontsize=legend_fontsize, markerscale=markerscale,
-                   ncol=len(handles) if where.startswith("outside lower") else 1)
+        fig.legend(
+            handles,
+            labels,
+            loc=where,
+            fontsize=legend_fontsize,
+            markerscale=markerscale,
+            ncol=len(handles) if where.startswith("outside lower") else 1,
+        )
     suptitle = fig.suptitle(title, fontsize=fontsize)
     centre, width = title_room(fig)
     suptitle.set_text(wrap(title, 0.97 * width * fig.get_figwidth() * 72, fontsize))

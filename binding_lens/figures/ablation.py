@@ -7,8 +7,9 @@ figure is the table itself (numbers as text) beside a grouped bar chart of the s
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,8 +19,11 @@ from ._save import check_rows, finish, new_figure, save, text_width
 
 def _numeric_columns(rows: list[dict[str, Any]], label: str) -> list[str]:
     keys = list(dict.fromkeys(key for row in rows for key in row if key != label))
-    return [k for k in keys if all(isinstance(row.get(k), (int, float)) and not isinstance(row.get(k), bool)
-                                   for row in rows)]
+    return [
+        k
+        for k in keys
+        if all(isinstance(row.get(k), (int, float)) and not isinstance(row.get(k), bool) for row in rows)
+    ]
 
 
 def ablation_figure(
@@ -38,12 +42,19 @@ def ablation_figure(
     values = np.array([[float(row[c]) for c in columns] for row in rows])
     names = [str(row[label]) for row in rows]
     table_height = 0.24 * (len(rows) + 1)  # inches: a header and a line per row
-    label_width = max(1.0, max(text_width(name, 8) for name in names) / 72)  # inches, beside the table and in the legend
+    label_width = max(
+        1.0, max(text_width(name, 8) for name in names) / 72
+    )  # inches, beside the table and in the legend
     fig = new_figure(3.8 + 1.3 * len(columns) + 2 * label_width, table_height + 3.4)
     table_ax, bars_ax = fig.subplots(2, 1, height_ratios=[table_height, 2.2])
     table_ax.axis("off")
-    table = table_ax.table(cellText=[[f"{v:.3f}" for v in line] for line in values], rowLabels=names,
-                           colLabels=[c.replace("_", " ") for c in columns], bbox=(0, 0, 1, 1), cellLoc="center")
+    table = table_ax.table(
+        cellText=[[f"{v:.3f}" for v in line] for line in values],
+        rowLabels=names,
+        colLabels=[c.replace("_", " ") for c in columns],
+        bbox=(0, 0, 1, 1),
+        cellLoc="center",
+    )
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     best = values.argmax(axis=0)

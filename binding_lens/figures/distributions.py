@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 from jaxtyping import Bool, Float
@@ -45,8 +45,10 @@ def score_kde(
     for layer, (scores, same) in sorted(per_layer.items()):
         scores, same = np.asarray(scores, float).ravel(), np.asarray(same).ravel()
         if scores.shape != same.shape or not (same.dtype == bool or same.dtype.kind in "US"):
-            raise InputError(f"layer {layer}: scores {scores.shape} and a boolean `same` (or kind names) of the same "
-                             f"length needed, got same {same.shape} {same.dtype}")
+            raise InputError(
+                f"layer {layer}: scores {scores.shape} and a boolean `same` (or kind names) of the same "
+                f"length needed, got same {same.shape} {same.dtype}"
+            )
         if same.dtype == bool:
             same = np.where(same, "same object", "different objects")
         if not np.isfinite(scores).all():
@@ -82,8 +84,12 @@ def score_kde(
             ax.set_title(f"layer {layer}", fontsize=8)
         ax.set_xlabel(score_name, fontsize=8)
         ax.tick_params(labelsize=7, labelbottom=True)  # tick labels on every panel, also above an empty slot
-    for ax in list(axes.flat)[len(checked):]:
+    for ax in list(axes.flat)[len(checked) :]:
         ax.set_visible(False)
-    finish(fig, title or f"{score_name}: same-object vs different-object pairs", legend_from=axes.flat[0],
-           where="outside lower center")
+    finish(
+        fig,
+        title or f"{score_name}: same-object vs different-object pairs",
+        legend_from=axes.flat[0],
+        where="outside lower center",
+    )
     return save(fig, path)

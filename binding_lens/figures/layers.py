@@ -12,8 +12,9 @@ curve that never beats "always say different" is not read as a success. Where ro
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from matplotlib.ticker import MaxNLocator
 
@@ -37,8 +38,14 @@ def _line(ax: Any, x: Sequence[float], line: Sequence[dict[str, Any]], metric: s
     """`metric` (%) of `line`'s rows at `x`, with its interval shaded where the rows carry one."""
     drawn = ax.plot(x, [100 * row[metric] for row in line], marker="o", ms=3, **style)
     if all(row.get(f"{metric}_low") is not None and row.get(f"{metric}_high") is not None for row in line):
-        ax.fill_between(x, [100 * row[f"{metric}_low"] for row in line], [100 * row[f"{metric}_high"] for row in line],
-                        color=drawn[0].get_color(), alpha=0.18, lw=0)
+        ax.fill_between(
+            x,
+            [100 * row[f"{metric}_low"] for row in line],
+            [100 * row[f"{metric}_high"] for row in line],
+            color=drawn[0].get_color(),
+            alpha=0.18,
+            lw=0,
+        )
 
 
 def _reference(ax: Any, metric: str, x: Sequence[float], rows: Sequence[dict[str, Any]], **style: Any) -> None:
@@ -46,8 +53,13 @@ def _reference(ax: Any, metric: str, x: Sequence[float], rows: Sequence[dict[str
     if metric in CHANCE:
         ax.axhline(100 * CHANCE[metric], color="k", ls=":", lw=1, label="chance")
     elif rows and all("majority_baseline" in row for row in rows):
-        ax.plot(x, [100 * row["majority_baseline"] for row in rows], ls="--", lw=1,
-                **{"color": "k", "label": "majority baseline", **style})
+        ax.plot(
+            x,
+            [100 * row["majority_baseline"] for row in rows],
+            ls="--",
+            lw=1,
+            **{"color": "k", "label": "majority baseline", **style},
+        )
 
 
 def _metrics(rows: Sequence[dict[str, Any]], metric: str) -> list[str]:
@@ -83,7 +95,10 @@ def accuracy_by_layer(
 
 
 def accuracy_by_model(
-    rows: Sequence[dict[str, Any]], path: str | os.PathLike, probe: str, metric: str = "accuracy",
+    rows: Sequence[dict[str, Any]],
+    path: str | os.PathLike,
+    probe: str,
+    metric: str = "accuracy",
     title: str | None = None,
 ) -> Path:
     """One probe across models: `metric` (%) and, when the rows have it, AUROC against normalised depth
@@ -92,7 +107,9 @@ def accuracy_by_model(
     rows = check_rows(rows, ("model", "layer", "probe", metric), "accuracy_by_model")
     mine = [row for row in rows if row["probe"] == probe]
     if not mine:
-        raise InputError(f"accuracy_by_model: no rows for probe {probe!r}; probes: {_ordered(r['probe'] for r in rows)}")
+        raise InputError(
+            f"accuracy_by_model: no rows for probe {probe!r}; probes: {_ordered(r['probe'] for r in rows)}"
+        )
     metrics = _metrics(mine, metric)
     fig = new_figure(5.2 * len(metrics) + LEGEND_WIDTH, 3.9)
     axes = fig.subplots(1, len(metrics), squeeze=False)
@@ -129,8 +146,13 @@ class LegendOf:
 
 
 def lines_by_layer(
-    rows: Sequence[dict[str, Any]], series: dict[str, str], path: str | os.PathLike, *, ylabel: str,
-    reference: tuple[float, str] | None = None, title: str | None = None,
+    rows: Sequence[dict[str, Any]],
+    series: dict[str, str],
+    path: str | os.PathLike,
+    *,
+    ylabel: str,
+    reference: tuple[float, str] | None = None,
+    title: str | None = None,
 ) -> Path:
     """One panel: each of `series` ({legend label: row key}) against layer, its `<key>_low` / `<key>_high`
     interval shaded, and an optional horizontal `reference` line (value, label), e.g. chance."""
@@ -142,8 +164,14 @@ def lines_by_layer(
         x = [row["layer"] for row in rows]
         ax.plot(x, [row[key] for row in rows], marker="o", ms=3, label=label)
         if all(row.get(f"{key}_low") is not None for row in rows):
-            ax.fill_between(x, [row[f"{key}_low"] for row in rows], [row[f"{key}_high"] for row in rows],
-                            color=ax.lines[-1].get_color(), alpha=0.18, lw=0)
+            ax.fill_between(
+                x,
+                [row[f"{key}_low"] for row in rows],
+                [row[f"{key}_high"] for row in rows],
+                color=ax.lines[-1].get_color(),
+                alpha=0.18,
+                lw=0,
+            )
     if reference is not None:
         ax.axhline(reference[0], color="k", ls=":", lw=1, label=reference[1])
     ax.set_xlabel("layer")

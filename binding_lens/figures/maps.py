@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 from jaxtyping import Float, UInt8
@@ -36,8 +36,16 @@ def query_maps(
     axes = fig.subplots(1, panels, squeeze=False)[0]
     height, width = image.shape[:2]
     axes[0].imshow(image)
-    axes[0].add_patch(Rectangle((query[1] * width / cols - 0.5, query[0] * height / rows - 0.5), width / cols,
-                                height / rows, fill=False, ec="red", lw=1.5))
+    axes[0].add_patch(
+        Rectangle(
+            (query[1] * width / cols - 0.5, query[0] * height / rows - 0.5),
+            width / cols,
+            height / rows,
+            fill=False,
+            ec="red",
+            lw=1.5,
+        )
+    )
     axes[0].set_title("image, query", fontsize=8)
     for ax, (layer, grid) in zip(axes[1:], sorted(maps.items())):
         shown = ax.imshow(np.asarray(grid, float), vmin=0, vmax=1, cmap="viridis")

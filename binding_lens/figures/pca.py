@@ -58,13 +58,19 @@ def binding_pca(
     cmap = matplotlib.colormaps["tab20" if ids.size > 10 else "tab10"]
     for i, value in enumerate(ids):
         pick = instance == value
-        ax.scatter(points[pick, 0], points[pick, 1], s=10, alpha=0.75, color=cmap(i % cmap.N), linewidths=0,
-                   label=f"object {value} ({pick.sum()})")
+        ax.scatter(
+            points[pick, 0],
+            points[pick, 1],
+            s=10,
+            alpha=0.75,
+            color=cmap(i % cmap.N),
+            linewidths=0,
+            label=f"object {value} ({pick.sum()})",
+        )
     ax.set_xlabel(f"PC1 ({100 * explained[0]:.1f}% of variance)")
     ax.set_ylabel(f"PC2 ({100 * explained[1]:.1f}% of variance)")
     ax.grid(alpha=0.3)
-    finish(fig, title, legend_from=ax if ids.size <= 20 else None, fontsize=10, legend_fontsize=6,
-           markerscale=1.5)
+    finish(fig, title, legend_from=ax if ids.size <= 20 else None, fontsize=10, legend_fontsize=6, markerscale=1.5)
     return save(fig, path)
 
 
@@ -85,8 +91,15 @@ def twin_pca(
     cmap = matplotlib.colormaps["tab10"]
     for i, value in enumerate(np.unique(scene)):
         pick = scene == value
-        ax.scatter(points[pick, 0], points[pick, 1], s=14, marker="o", color=cmap(i % 10), linewidths=0,
-                   label=f"scene {value}: A (o), B (x)")
+        ax.scatter(
+            points[pick, 0],
+            points[pick, 1],
+            s=14,
+            marker="o",
+            color=cmap(i % 10),
+            linewidths=0,
+            label=f"scene {value}: A (o), B (x)",
+        )
         ax.scatter(-points[pick, 0], -points[pick, 1], s=14, marker="x", color=cmap(i % 10), linewidths=1)
     ax.axhline(0, color="0.6", lw=0.6)
     ax.axvline(0, color="0.6", lw=0.6)

@@ -33,7 +33,9 @@ def attention_vs_score(
         raise InputError("attention and scores must be finite")
     labels = None if same is None else np.asarray(same).ravel()
     if labels is not None and (labels.shape != x.shape or labels.dtype != bool):
-        raise InputError(f"same must be a boolean array with one value per pair ({x.size}), got {labels.shape} {labels.dtype}")
+        raise InputError(
+            f"same must be a boolean array with one value per pair ({x.size}), got {labels.shape} {labels.dtype}"
+        )
     if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         raise InputError("correlation needs at least two pairs and non-constant attention and scores")
     r = float(np.corrcoef(x, y)[0, 1])  # for the title only; effects.attention has the tested statistics
@@ -50,7 +52,12 @@ def attention_vs_score(
             ax.scatter(x[pick], y[pick], s=4, alpha=0.35, color=color, linewidths=0, label=name)
     ax.set_xlabel("attention weight (query patch -> key patch)")
     ax.set_ylabel("IsSameObject score")
-    finish(fig, f"{title + ': ' if title else ''}r = {r:.3f} over {x.size} pairs", legend_from=ax, fontsize=10,
-           markerscale=3)
+    finish(
+        fig,
+        f"{title + ': ' if title else ''}r = {r:.3f} over {x.size} pairs",
+        legend_from=ax,
+        fontsize=10,
+        markerscale=3,
+    )
     ax.grid(alpha=0.3)
     return save(fig, path)

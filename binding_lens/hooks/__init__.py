@@ -7,7 +7,6 @@ extension point that lets `from_pretrained` take `zoo:`/`random:`/... specs regi
 """
 
 from . import names
-
 from .adapters import ADAPTERS, FamilyAdapter, UnsupportedArchitectureError, register_adapter
 from .config import HookedViTConfig
 from .hooked_vit import HookedViT, UnknownHookPointError

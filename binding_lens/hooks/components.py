@@ -12,8 +12,8 @@ their HF names and are not listed twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import einops
 import torch
@@ -116,7 +116,7 @@ class LinearSlice(nn.Module):
         return self.parent_weight[self.start : self.stop]  # type: ignore[index]
 
     @property
-    def bias(self) -> Float[Tensor, "d_out"] | None:
+    def bias(self) -> Float[Tensor, " d_out"] | None:
         return None if self.parent_bias is None else self.parent_bias[self.start : self.stop]  # type: ignore[index]
 
     def forward(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_out"]:
@@ -171,8 +171,14 @@ class HookedAttention(nn.Module):
     which gives the same result up to float rounding and is about twice as fast at large sizes.
     """
 
-    def __init__(self, parts: AttentionParts, n_heads: int, d_head: int, layer_scale: nn.Parameter | None = None,
-                 rotary: bool = False):
+    def __init__(
+        self,
+        parts: AttentionParts,
+        n_heads: int,
+        d_head: int,
+        layer_scale: nn.Parameter | None = None,
+        rotary: bool = False,
+    ):
         super().__init__()
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
             hold(self, name, getattr(parts, name))
@@ -256,7 +262,7 @@ class HookedAttention(nn.Module):
         return self._bias(self.v_proj)
 
     @property
-    def b_O(self) -> Float[Tensor, "d_model"]:
+    def b_O(self) -> Float[Tensor, " d_model"]:
         """The output bias as it joins the residual stream (LayerScale included)."""
         bias = self.o_proj.bias
         if bias is None:

@@ -27,7 +27,8 @@ from __future__ import annotations
 import difflib
 import json
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import transformers
@@ -45,7 +46,6 @@ from .adapters.base import ForeignTower
 from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
 from .config import HookedViTConfig
 from .loading import loading_kwargs, resolve_device, unavailable
-
 
 RETURN_TYPES = ("embeddings", None)
 
@@ -99,8 +99,13 @@ class HookedViT(HookedRootModule):
     # --- construction ------------------------------------------------------------------------
     @classmethod
     def from_pretrained(
-        cls, name_or_path: str, *, fused_attention: bool = False, device: str | torch.device | None = None,
-        seed: int = 0, **hf_kwargs: Any,
+        cls,
+        name_or_path: str,
+        *,
+        fused_attention: bool = False,
+        device: str | torch.device | None = None,
+        seed: int = 0,
+        **hf_kwargs: Any,
     ) -> "HookedViT":
         """Load a model spec and hook it.
 
@@ -130,7 +135,9 @@ class HookedViT(HookedRootModule):
             mean, std = _processor_statistics(name_or_path, adapter, hf_kwargs)
         except OSError as error:
             raise unavailable(str(name_or_path), error, hf_kwargs) from error
-        model = cls(hf_model.eval(), source=str(name_or_path), image_mean=mean, image_std=std, fused_attention=fused_attention)
+        model = cls(
+            hf_model.eval(), source=str(name_or_path), image_mean=mean, image_std=std, fused_attention=fused_attention
+        )
         model.cfg.extra["revision"] = hf_kwargs.get("revision", "main")
         return model.to(device) if device is not None else model
 
@@ -153,7 +160,9 @@ class HookedViT(HookedRootModule):
         """Hook an open_clip `CLIP` model's image tower (or a `VisionTransformer`); mean/std from
         `visual.image_mean`/`image_std`. Weights stay in `hf_model.model`."""
         if not type(model).__module__.startswith("open_clip."):
-            raise InputError(f"from_open_clip takes an open_clip model, got a {type(model).__module__}.{type(model).__name__}")
+            raise InputError(
+                f"from_open_clip takes an open_clip model, got a {type(model).__module__}.{type(model).__name__}"
+            )
         return cls(model, **kwargs)
 
     def set_fused_attention(self, fused: bool) -> None:
@@ -324,7 +333,9 @@ def _refuse_unknown_prefix(name: Any) -> None:
     """'zooo:dino' is a typo, not a hub id: say which prefixes exist."""
     if isinstance(name, str) and ":" in name and "/" not in name.partition(":")[0] and len(name.partition(":")[0]) > 1:
         known = ", ".join(f"{p}<name>" for p in sorted(SPEC_LOADERS))
-        raise InputError(f"unknown model spec prefix in {name!r}; use {known}, a hub id (org/name) or a local directory")
+        raise InputError(
+            f"unknown model spec prefix in {name!r}; use {known}, a hub id (org/name) or a local directory"
+        )
 
 
 def _loading_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ token per patch in row-major order, so patch (row, col) is token `n_prefix + row
 from __future__ import annotations
 
 import warnings
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..errors import InputError
 
-ImageLike = Union[Image.Image, np.ndarray, Tensor]
+ImageLike = Image.Image | np.ndarray | Tensor
 
 
 class ImageSizeError(InputError):
@@ -94,17 +94,24 @@ def _pixel_range(array: np.ndarray) -> np.ndarray:
         raise InputError(f"expected image pixels as numbers (uint8 0-255 or float 0-1), got dtype {array.dtype}")
     finite = np.isfinite(array)
     if not finite.all():
-        raise InputError(f"an image has {int((~finite).sum())} NaN or infinite pixel values: fix them "
-                         "(np.nan_to_num) before preprocess")
+        raise InputError(
+            f"an image has {int((~finite).sum())} NaN or infinite pixel values: fix them "
+            "(np.nan_to_num) before preprocess"
+        )
     low, high = float(array.min()), float(array.max())
     if low >= -1e-3 and high <= 1 + 1e-3:
         return np.clip(array, 0.0, 1.0)
     if low >= 0 and high <= 255:
-        warnings.warn(f"float image pixels in [{low:g}, {high:g}] read as 0-255 and divided by 255; pass uint8, "
-                      "or floats in [0, 1]", stacklevel=5)
+        warnings.warn(
+            f"float image pixels in [{low:g}, {high:g}] read as 0-255 and divided by 255; pass uint8, "
+            "or floats in [0, 1]",
+            stacklevel=5,
+        )
         return array.astype(np.float32) / 255.0
-    raise InputError(f"image pixels range over [{low:g}, {high:g}]; preprocess takes uint8 0-255 or floats in [0, 1] "
-                     "(pixels that are already normalised go to the model directly, not through preprocess)")
+    raise InputError(
+        f"image pixels range over [{low:g}, {high:g}]; preprocess takes uint8 0-255 or floats in [0, 1] "
+        "(pixels that are already normalised go to the model directly, not through preprocess)"
+    )
 
 
 def _resize(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -114,7 +121,11 @@ def _resize(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     if array.dtype == np.uint8:
         return np.asarray(Image.fromarray(array).resize((size[1], size[0]), Image.Resampling.BICUBIC))
     channels = [
-        np.asarray(Image.fromarray(array[..., c].astype(np.float32), mode="F").resize((size[1], size[0]), Image.Resampling.BICUBIC))
+        np.asarray(
+            Image.fromarray(array[..., c].astype(np.float32), mode="F").resize(
+                (size[1], size[0]), Image.Resampling.BICUBIC
+            )
+        )
         for c in range(array.shape[-1])
     ]
     return np.stack(channels, axis=-1)
@@ -162,8 +173,14 @@ def pixel_batch(
     check_image_size(height, width, patch_size)
     if all(array.dtype == np.uint8 for array in arrays):
         return torch.from_numpy(np.stack(arrays))
-    return torch.from_numpy(np.stack([array.astype(np.float32) / 255.0 if array.dtype == np.uint8
-                                      else array.astype(np.float32) for array in arrays]))
+    return torch.from_numpy(
+        np.stack(
+            [
+                array.astype(np.float32) / 255.0 if array.dtype == np.uint8 else array.astype(np.float32)
+                for array in arrays
+            ]
+        )
+    )
 
 
 def normalise(batch: Tensor, mean: Sequence[float], std: Sequence[float]) -> Float[Tensor, "batch 3 height width"]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -18,8 +18,10 @@ import torch
 
 from ..errors import DeviceUnavailableError, InputError, MissingFileError, ModelUnavailableError
 
-OFFLINE_HINT = ("offline, use zoo:<name> (`binding-lens zoo list`) or random:<arch> (the same architecture with random "
-                "weights), or copy the model into the HF cache and set HF_HUB_OFFLINE=1")
+OFFLINE_HINT = (
+    "offline, use zoo:<name> (`binding-lens zoo list`) or random:<arch> (the same architecture with random "
+    "weights), or copy the model into the HF cache and set HF_HUB_OFFLINE=1"
+)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -35,7 +37,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         if count == 0:
             raise DeviceUnavailableError(f"device {device!r}: this machine has no CUDA GPU; use --device cpu")
         if resolved.index is not None and resolved.index >= count:
-            raise DeviceUnavailableError(f"device {device!r}: this machine has {count} GPU(s), cuda:0..cuda:{count - 1}")
+            raise DeviceUnavailableError(
+                f"device {device!r}: this machine has {count} GPU(s), cuda:0..cuda:{count - 1}"
+            )
     if resolved.type == "mps" and not torch.backends.mps.is_available():
         raise DeviceUnavailableError(f"device {device!r}: MPS is not available here; use --device cpu")
     return resolved
@@ -43,11 +47,16 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 def looks_like_path(name: str) -> bool:
     """A local directory rather than a hub id ('org/name' or 'name')."""
-    return (name.startswith((".", "/", "~")) or os.path.isabs(name) or Path(name).exists()
-            or name.count("/") > 1 or "\\" in name)
+    return (
+        name.startswith((".", "/", "~"))
+        or os.path.isabs(name)
+        or Path(name).exists()
+        or name.count("/") > 1
+        or "\\" in name
+    )
 
 
-@lru_cache(maxsize=None)
+@cache
 def hub_reachable(timeout_s: float = 1.5) -> bool:
     """Whether the HF hub's host accepts a TCP connection (checked once per process; a proxy counts as yes)."""
     from huggingface_hub import constants
@@ -71,8 +80,10 @@ def loading_kwargs(name: str, hf_kwargs: dict[str, Any]) -> dict[str, Any]:
     if looks_like_path(name):
         path = Path(name).expanduser()
         if not path.is_dir():
-            raise MissingFileError(f"no model directory at {name}: give a save_pretrained directory, a hub id "
-                                   "(org/name), zoo:<name>, random:<arch>, config:<config.json> or tiny:<name>")
+            raise MissingFileError(
+                f"no model directory at {name}: give a save_pretrained directory, a hub id "
+                "(org/name), zoo:<name>, random:<arch>, config:<config.json> or tiny:<name>"
+            )
     elif not kwargs.get("local_files_only") and not hub_reachable():
         kwargs["local_files_only"] = True
     return kwargs
@@ -82,6 +93,7 @@ def unavailable(name: str, error: OSError, hf_kwargs: dict[str, Any]) -> ModelUn
     """The one-line error for a hub id or directory transformers could not load."""
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if not looks_like_path(name) and hf_kwargs.get("local_files_only"):
-        return ModelUnavailableError(f"{name} is not in the local Hugging Face cache and the hub cannot be reached; "
-                                     + OFFLINE_HINT)
+        return ModelUnavailableError(
+            f"{name} is not in the local Hugging Face cache and the hub cannot be reached; " + OFFLINE_HINT
+        )
     return ModelUnavailableError(f"cannot load {name}: {first}")

@@ -3,13 +3,35 @@ DETR-style Hungarian matching of predicted masks to instances (for the pointwise
 instance segmentation head)."""
 
 from .dino import (
-    CropPlan, DinoHead, MultiCrop, WeightNormLinear, apply_view, dino_loss, ema_update, multi_crop, plan_crops, round_to_patch,
-    teacher_statistics, update_center,
+    CropPlan,
+    DinoHead,
+    MultiCrop,
+    WeightNormLinear,
+    apply_view,
+    dino_loss,
+    ema_update,
+    multi_crop,
+    plan_crops,
+    round_to_patch,
+    teacher_statistics,
+    update_center,
 )
 from .matching import detr_mask_loss, hungarian_match, mask_costs
 
 __all__ = [
-    "CropPlan", "DinoHead", "MultiCrop", "WeightNormLinear", "apply_view", "detr_mask_loss", "dino_loss", "ema_update",
-    "hungarian_match", "mask_costs", "multi_crop", "plan_crops", "round_to_patch", "teacher_statistics",
+    "CropPlan",
+    "DinoHead",
+    "MultiCrop",
+    "WeightNormLinear",
+    "apply_view",
+    "detr_mask_loss",
+    "dino_loss",
+    "ema_update",
+    "hungarian_match",
+    "mask_costs",
+    "multi_crop",
+    "plan_crops",
+    "round_to_patch",
+    "teacher_statistics",
     "update_center",
 ]

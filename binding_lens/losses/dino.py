@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Union
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ from torch import Tensor, nn
 from ..data.scene import check_image
 from ..errors import InputError
 
-Images = Union[Float[Tensor, "batch 3 height width"], Sequence[np.ndarray]]
+Images = Float[Tensor, "batch 3 height width"] | Sequence[np.ndarray]
 Preprocess = Callable[[list], Float[Tensor, "batch 3 side side"]]
 
 ASPECT_RATIO = (3 / 4, 4 / 3)
@@ -82,8 +83,13 @@ class DinoHead(nn.Module):
         seed: int = 0,
     ):
         super().__init__()
-        for name, value in {"in_dim": in_dim, "out_dim": out_dim, "hidden_dim": hidden_dim,
-                            "bottleneck_dim": bottleneck_dim, "n_layers": n_layers}.items():
+        for name, value in {
+            "in_dim": in_dim,
+            "out_dim": out_dim,
+            "hidden_dim": hidden_dim,
+            "bottleneck_dim": bottleneck_dim,
+            "n_layers": n_layers,
+        }.items():
             _check_int(name, value, 1)
         self.in_dim, self.out_dim, self.hidden_dim = in_dim, out_dim, hidden_dim
         self.bottleneck_dim, self.n_layers = bottleneck_dim, n_layers
@@ -120,13 +126,15 @@ class DinoHead(nn.Module):
         training checkpoints (e.g. dino_vitbase16_full_checkpoint.pth) pass
         `torch.load(path)["teacher"]` with prefix="head." (the student's keys start "module.head.").
         """
-        sub = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
+        sub = {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
         if not sub:
             heads = sorted({key.split("mlp.")[0] for key in state if "mlp." in key})
             raise KeyError(f"no key starts with prefix {prefix!r}; prefixes before 'mlp.' in this state dict: {heads}")
         foreign = sorted(key for key in sub if not key.startswith(("mlp.", "last_layer.")))
         if foreign:
-            raise KeyError(f"keys {foreign[:4]} ... are not a DINO head's: pass the head's prefix (e.g. prefix='head.')")
+            raise KeyError(
+                f"keys {foreign[:4]} ... are not a DINO head's: pass the head's prefix (e.g. prefix='head.')"
+            )
         if any("running_mean" in key for key in sub):
             raise InputError("this head has batch norm (DINO's use_bn_in_head); only heads without it are supported")
         for key in ("last_layer.weight_g", "last_layer.weight_v"):
@@ -142,13 +150,18 @@ def _head_shape(sub: dict[str, Tensor]) -> dict[str, int]:
     out_dim, bottleneck_dim = sub["last_layer.weight_v"].shape
     if "mlp.weight" in sub:
         in_dim = sub["mlp.weight"].shape[1]
-        return dict(in_dim=in_dim, out_dim=out_dim, hidden_dim=bottleneck_dim, bottleneck_dim=bottleneck_dim, n_layers=1)
+        return dict(
+            in_dim=in_dim, out_dim=out_dim, hidden_dim=bottleneck_dim, bottleneck_dim=bottleneck_dim, n_layers=1
+        )
     indices = sorted(int(m.group(1)) for key in sub if (m := re.fullmatch(r"mlp\.(\d+)\.weight", key)))
     if not indices or indices != list(range(0, 2 * len(indices), 2)):
         raise InputError(f"expected MLP linear layers at mlp.0, mlp.2, mlp.4, ...; found weights at mlp.{indices}")
     first = sub["mlp.0.weight"]
     return dict(
-        in_dim=first.shape[1], out_dim=out_dim, hidden_dim=first.shape[0], bottleneck_dim=bottleneck_dim,
+        in_dim=first.shape[1],
+        out_dim=out_dim,
+        hidden_dim=first.shape[0],
+        bottleneck_dim=bottleneck_dim,
         n_layers=len(indices),
     )
 
@@ -230,15 +243,18 @@ class MultiCrop:
     def plan(self, image_sizes: Sequence[tuple[int, int]], patch_size: int, seed: int = 0) -> CropPlan:
         """Boxes and flips of every view of images of these (H, W) sizes, drawn view by view, image by
         image, from a generator seeded by `seed`."""
-        scales = ([_check_scale("global_scale", self.global_scale)] * self.n_global
-                  + [_check_scale("local_scale", self.local_scale)] * self.n_local)
-        sides = ((round_to_patch(self.global_size, patch_size),) * self.n_global
-                 + (round_to_patch(self.local_size, patch_size),) * self.n_local)
+        scales = [_check_scale("global_scale", self.global_scale)] * self.n_global + [
+            _check_scale("local_scale", self.local_scale)
+        ] * self.n_local
+        sides = (round_to_patch(self.global_size, patch_size),) * self.n_global + (
+            round_to_patch(self.local_size, patch_size),
+        ) * self.n_local
         generator = torch.Generator().manual_seed(seed)
         boxes = [[_sample_box(h, w, scale, generator) for h, w in image_sizes] for scale in scales]
         flips = torch.rand(len(scales), len(image_sizes), generator=generator) < 0.5
-        return CropPlan(torch.tensor(boxes, dtype=torch.long).view(len(scales), len(image_sizes), 4), flips, sides,
-                        self.n_global)
+        return CropPlan(
+            torch.tensor(boxes, dtype=torch.long).view(len(scales), len(image_sizes), 4), flips, sides, self.n_global
+        )
 
 
 def plan_crops(image_sizes: Sequence[tuple[int, int]], *, patch_size: int, seed: int = 0, **views: Any) -> CropPlan:
@@ -250,7 +266,10 @@ def _check_images(images: Any, preprocess: Preprocess | None) -> list[tuple[int,
     """(H, W) of every image, after checking the images and `preprocess` go together."""
     if isinstance(images, Tensor):
         if not images.is_floating_point() or images.ndim != 4 or images.shape[1] != 3 or images.shape[0] == 0:
-            raise InputError(f"image tensors must be normalised float [batch >= 1, 3, H, W], got {images.dtype} {tuple(images.shape)}")
+            raise InputError(
+                "image tensors must be normalised float [batch >= 1, 3, H, W], "
+                f"got {images.dtype} {tuple(images.shape)}"
+            )
         if preprocess is not None:
             raise InputError("images are already a pixel tensor: pass preprocess=None (it applies to uint8 images)")
         return [tuple(images.shape[2:])] * images.shape[0]
@@ -275,7 +294,9 @@ def _crop_tensor(pixels: Float[Tensor, "3 H W"], box: list[int], flip: bool, sid
     return out.flip(-1) if flip else out
 
 
-def apply_view(images: Images, plan: CropPlan, view: int, preprocess: Preprocess | None = None) -> Float[Tensor, "batch 3 side side"]:
+def apply_view(
+    images: Images, plan: CropPlan, view: int, preprocess: Preprocess | None = None
+) -> Float[Tensor, "batch 3 side side"]:
     """View `view` of every image (the plan holds one box per image, in order)."""
     boxes, flips, side = plan.boxes[view].tolist(), plan.flips[view].tolist(), plan.sides[view]
     if len(images) != len(boxes):
@@ -292,7 +313,12 @@ def apply_view(images: Images, plan: CropPlan, view: int, preprocess: Preprocess
 
 
 def multi_crop(
-    images: Images, *, patch_size: int, preprocess: Preprocess | None = None, seed: int = 0, **views: Any,
+    images: Images,
+    *,
+    patch_size: int,
+    preprocess: Preprocess | None = None,
+    seed: int = 0,
+    **views: Any,
 ) -> tuple[list[Float[Tensor, "batch 3 g g"]], list[Float[Tensor, "batch 3 l l"]]]:
     """(global views, local views) of the images: DINO's multi-crop without colour augmentations
     (see the module docstring), deterministic by seed; `views` are `MultiCrop`'s fields."""
@@ -313,7 +339,10 @@ def _check_outputs(student_out: Sequence[Tensor], teacher_out: Sequence[Tensor],
         raise InputError("the DINO loss pairs different views: give at least two student views")
     shape = tuple(teacher_out[0].shape)
     if len(shape) != 2 or any(tuple(t.shape) != shape for t in [*student_out, *teacher_out]):
-        raise InputError(f"every view's output must be [batch, K] of one shape; got {[tuple(t.shape) for t in [*student_out, *teacher_out]]}")
+        raise InputError(
+            "every view's output must be [batch, K] of one shape; "
+            f"got {[tuple(t.shape) for t in [*student_out, *teacher_out]]}"
+        )
     if center.numel() != shape[1]:
         raise InputError(f"center must have K = {shape[1]} entries, got shape {tuple(center.shape)}")
     return center.reshape(shape[1])
@@ -372,8 +401,10 @@ def teacher_statistics(
     dimension dominates); both in nats, with `max_entropy` = ln K and the number of distinct argmax
     prototypes in the batch."""
     if teacher_out.ndim != 2 or center.numel() != teacher_out.shape[1]:
-        raise InputError(f"need teacher_out [batch, K] and a center of K entries, got {tuple(teacher_out.shape)} "
-                         f"and {tuple(center.shape)}")
+        raise InputError(
+            f"need teacher_out [batch, K] and a center of K entries, got {tuple(teacher_out.shape)} "
+            f"and {tuple(center.shape)}"
+        )
     log_p = torch.log_softmax((teacher_out - center.reshape(1, -1)) / teacher_temp, dim=-1)
     p = log_p.exp()
     mean = p.mean(0)

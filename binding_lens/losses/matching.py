@@ -52,7 +52,10 @@ def hungarian_match(
         images.append(np.full(rows.shape, b))
         queries.append(rows)
         targets.append(cols)
-    as_tensor = lambda parts: torch.as_tensor(np.concatenate(parts) if parts else np.zeros(0), dtype=torch.long, device=cost.device)
+
+    def as_tensor(parts):
+        return torch.as_tensor(np.concatenate(parts) if parts else np.zeros(0), dtype=torch.long, device=cost.device)
+
     return as_tensor(images), as_tensor(queries), as_tensor(targets)
 
 

@@ -12,6 +12,16 @@ from .specs import ARCHITECTURES, load_hooked_vit, random_hf_model
 from .tiny import TINY_CASES, TinyCase, tiny_hf_model
 
 __all__ = [
-    "ARCHITECTURES", "TINY_CASES", "TinyCase", "ZOO_PREFIX", "is_zoo_spec", "list_zoo",
-    "load_hooked_vit", "random_hf_model", "tiny_hf_model", "zoo_card", "zoo_names", "zoo_path",
+    "ARCHITECTURES",
+    "TINY_CASES",
+    "TinyCase",
+    "ZOO_PREFIX",
+    "is_zoo_spec",
+    "list_zoo",
+    "load_hooked_vit",
+    "random_hf_model",
+    "tiny_hf_model",
+    "zoo_card",
+    "zoo_names",
+    "zoo_path",
 ]

@@ -37,8 +37,10 @@ def zoo_path(spec: str) -> Path:
     if name not in names:
         close = difflib.get_close_matches(name, names, n=3)
         hint = f"; did you mean {', '.join(PREFIX + c for c in close)}?" if close else ""
-        raise InputError(f"no zoo model {name!r}{hint} Shipped: {', '.join(PREFIX + n for n in names) or 'none'} "
-                         f"(`binding-lens zoo list`)")
+        raise InputError(
+            f"no zoo model {name!r}{hint} Shipped: {', '.join(PREFIX + n for n in names) or 'none'} "
+            f"(`binding-lens zoo list`)"
+        )
     return MODELS_DIR / name
 
 

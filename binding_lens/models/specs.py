@@ -16,8 +16,9 @@ loaders below are registered with `binding_lens.hooks` when this module is impor
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModel, PretrainedConfig
@@ -37,8 +38,10 @@ def random_hf_model(config: PretrainedConfig, seed: int = 0) -> torch.nn.Module:
     """An HF model of this config with seeded random weights, in eval mode."""
     hidden, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
     if isinstance(hidden, int) and isinstance(heads, int) and (heads < 1 or hidden % heads):
-        raise InputError(f"{config.model_type} config: hidden_size {hidden} is not a multiple of num_attention_heads "
-                         f"{heads}; pick sizes with hidden_size = heads x head dim")
+        raise InputError(
+            f"{config.model_type} config: hidden_size {hidden} is not a multiple of num_attention_heads "
+            f"{heads}; pick sizes with hidden_size = heads x head dim"
+        )
     torch.manual_seed(seed)
     return AutoModel.from_config(config).eval()
 
@@ -88,8 +91,10 @@ def _optional(module: str, extra: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        raise InputError(f"{module} is not installed ({error}): pip install 'binding_lens[{extra}]' (it needs a "
-                         "torchvision that loads beside your torch; see the README's model table)") from error
+        raise InputError(
+            f"{module} is not installed ({error}): pip install 'binding_lens[{extra}]' (it needs a "
+            "torchvision that loads beside your torch; see the README's model table)"
+        ) from error
 
 
 def _name_and_tag(spec: str, prefix: str) -> tuple[str, str | None]:
@@ -103,8 +108,10 @@ def _load_foreign(spec: str, what: str, create: Callable[[], torch.nn.Module], f
     try:
         model = create()
     except (RuntimeError, OSError, ValueError) as error:
-        raise InputError(f"could not build {what} {spec!r}: {str(error).splitlines()[0] if str(error) else type(error).__name__} "
-                         "(pretrained weights need the hub or its cache; `@random` gives random weights offline)") from error
+        raise InputError(
+            f"could not build {what} {spec!r}: {str(error).splitlines()[0] if str(error) else type(error).__name__} "
+            "(pretrained weights need the hub or its cache; `@random` gives random weights offline)"
+        ) from error
     return HookedViT(model.eval(), source=spec, fused_attention=fused_attention)
 
 
@@ -115,20 +122,27 @@ def _load_timm(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: 
     if tag not in (None, "random"):
         name = f"{name}.{tag}"  # timm's own pretrained-tag syntax
     torch.manual_seed(seed)
-    return _load_foreign(spec, "timm model", lambda: timm.create_model(name, pretrained=pretrained,
-                                                                       dynamic_img_size=True), fused_attention)
+    return _load_foreign(
+        spec,
+        "timm model",
+        lambda: timm.create_model(name, pretrained=pretrained, dynamic_img_size=True),
+        fused_attention,
+    )
 
 
 def _load_open_clip(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: Any) -> HookedViT:
     open_clip = _optional("open_clip", "open_clip")
     name, tag = _name_and_tag(spec, "open_clip:")
     if tag is None and not name.startswith("hf-hub:"):
-        raise InputError(f"{spec!r} names no weights; write open_clip:{name}@<pretrained tag> "
-                         f"(open_clip.list_pretrained() lists them) or open_clip:{name}@random")
+        raise InputError(
+            f"{spec!r} names no weights; write open_clip:{name}@<pretrained tag> "
+            f"(open_clip.list_pretrained() lists them) or open_clip:{name}@random"
+        )
     torch.manual_seed(seed)
     pretrained = None if tag == "random" else tag
-    return _load_foreign(spec, "open_clip model", lambda: open_clip.create_model(name, pretrained=pretrained),
-                         fused_attention)
+    return _load_foreign(
+        spec, "open_clip model", lambda: open_clip.create_model(name, pretrained=pretrained), fused_attention
+    )
 
 
 register_spec_prefix("random:", _load_random)

@@ -12,16 +12,22 @@ Every probe scores all pairs of a batch of images with batched matrix products
 (`probe.pair_logits(x)` -> [image, N, N]); several layers' probes train together with `train_probes`.
 """
 
+from ..data.sampling import dense_instance_ids
 from .attention import SelfAttentionProbe
 from .base import PairProbe
-from ..data.sampling import dense_instance_ids
 from .batch import PairBatch, label_space
 from .bilinear import DiagQuadraticProbe, LinearProbe, QuadraticFixedRankProbe, QuadraticProbe
 from .checkpoint import load_probe, read_header, save_probe
 from .data import ProbeData
 from .evaluation import auroc_with_interval, evaluate, fit_threshold, pair_outputs
-from .metrics import (DegeneratePairSetError, auroc, bootstrap_accuracy, bootstrap_auroc, calibrated_threshold,
-                      pair_metrics)
+from .metrics import (
+    DegeneratePairSetError,
+    auroc,
+    bootstrap_accuracy,
+    bootstrap_auroc,
+    calibrated_threshold,
+    pair_metrics,
+)
 from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
 from .registry import PROBES, make_probe, probe_class
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches, split_by_image

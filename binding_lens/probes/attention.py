@@ -46,7 +46,8 @@ class SelfAttentionProbe(ScalarScoreProbe):
         super().__init__(d_model)
         if W_Q.ndim != 3 or W_Q.shape != W_K.shape or W_Q.shape[1] != d_model:
             raise InputError(
-                f"W_Q {tuple(W_Q.shape)} and W_K {tuple(W_K.shape)} must both be [head_index, d_model={d_model}, d_head]"
+                f"W_Q {tuple(W_Q.shape)} and W_K {tuple(W_K.shape)} must both be "
+                f"[head_index, d_model={d_model}, d_head]"
             )
         n_heads, _, d_head = W_Q.shape
         b_Q = torch.zeros(n_heads, d_head) if b_Q is None else b_Q
@@ -59,7 +60,14 @@ class SelfAttentionProbe(ScalarScoreProbe):
             raise InputError(f"ln_weight and ln_bias must be [{d_model}]")
         self.n_heads, self.d_head, self.ln_eps, self.layer = int(n_heads), int(d_head), float(ln_eps), layer
         dtype = torch.get_default_dtype()
-        for name, value in [("W_Q", W_Q), ("W_K", W_K), ("b_Q", b_Q), ("b_K", b_K), ("ln_weight", ln_weight), ("ln_bias", ln_bias)]:
+        for name, value in [
+            ("W_Q", W_Q),
+            ("W_K", W_K),
+            ("b_Q", b_Q),
+            ("b_K", b_K),
+            ("ln_weight", ln_weight),
+            ("ln_bias", ln_bias),
+        ]:
             self.register_buffer(name, value.detach().to(dtype).clone())
 
     @classmethod
@@ -92,10 +100,18 @@ class SelfAttentionProbe(ScalarScoreProbe):
     def from_config(cls, config: dict[str, Any]) -> "SelfAttentionProbe":
         """Zero weights of the right shapes; `load_probe` fills them from the saved state dict."""
         h, d, dh = config["n_heads"], config["d_model"], config["d_head"]
-        return cls(d, W_Q=torch.zeros(h, d, dh), W_K=torch.zeros(h, d, dh), ln_eps=config["ln_eps"], layer=config["layer"])
+        return cls(
+            d, W_Q=torch.zeros(h, d, dh), W_K=torch.zeros(h, d, dh), ln_eps=config["ln_eps"], layer=config["layer"]
+        )
 
     def config(self) -> dict[str, Any]:
-        return {"d_model": self.d_model, "n_heads": self.n_heads, "d_head": self.d_head, "ln_eps": self.ln_eps, "layer": self.layer}
+        return {
+            "d_model": self.d_model,
+            "n_heads": self.n_heads,
+            "d_head": self.d_head,
+            "ln_eps": self.ln_eps,
+            "layer": self.layer,
+        }
 
     def queries_keys(self, x: Float[Tensor, "image n d_model"]) -> Float[Tensor, "image n two_hd"]:
         """[q, k] of every token, heads flattened: one LayerNorm and one [d, 2 H d_head] product."""

@@ -30,8 +30,7 @@ def check_tokens(
         raise TypeError(f"{name} must be a floating tensor (activations), got dtype {x.dtype}; cast with .float()")
     if x.ndim != 3:
         raise InputError(
-            f"{name} must be [image, patch, d_model] (3-D), got shape {tuple(x.shape)}; "
-            "for a single image use x[None]"
+            f"{name} must be [image, patch, d_model] (3-D), got shape {tuple(x.shape)}; for a single image use x[None]"
         )
     if x.shape[-1] != d_model:
         raise InputError(f"{name} has d_model {x.shape[-1]} but the probe was built for d_model {d_model}")

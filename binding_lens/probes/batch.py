@@ -48,7 +48,10 @@ class PairBatch:
 
     def to(self, device: torch.device | str) -> "PairBatch":
         """The same labels on `device`."""
-        move = lambda t: None if t is None else t.to(device)
+
+        def move(t):
+            return None if t is None else t.to(device)
+
         return PairBatch(move(self.instance), move(self.valid), move(self.klass))
 
     @cached_property

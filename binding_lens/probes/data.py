@@ -8,8 +8,9 @@ the labels. `instance` and `klass` are `[image, patch]` integer ids; a value < 0
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -93,7 +94,9 @@ class ProbeData:
         """The rows `images` of every layer and label (e.g. one split of `split_by_image`)."""
         images = torch.as_tensor(images, dtype=torch.long)
         return ProbeData(
-            tuple(a[images] for a in self.acts), self.instance[images], None if self.klass is None else self.klass[images]
+            tuple(a[images] for a in self.acts),
+            self.instance[images],
+            None if self.klass is None else self.klass[images],
         )
 
     def tokens(

@@ -103,8 +103,9 @@ def evaluate(
     intervals from `n_boot` bootstrap replicates over images. Raises DegeneratePairSetError when the
     pairs hold no positive or no negative pair.
     """
-    scored = score_pairs(probe, data, pairs, layer=layer, patches_per_image=patches_per_image, seed=seed,
-                         batch_images=batch_images)
+    scored = score_pairs(
+        probe, data, pairs, layer=layer, patches_per_image=patches_per_image, seed=seed, batch_images=batch_images
+    )
     scores, probabilities, labels = scored.scores, scored.probabilities, scored.labels
     metrics = pair_metrics(probabilities, labels, scores, threshold=threshold)
     metrics["threshold"] = threshold
@@ -113,9 +114,11 @@ def evaluate(
     metrics["pair_bits"] = binary_entropy_bits(metrics["positive_rate"]) - metrics["loss"] / math.log(2)
     if intervals:
         metrics["accuracy_low"], metrics["accuracy_high"] = bootstrap_accuracy(
-            (probabilities > threshold) == labels, scored.images, n_boot=n_boot, level=level, seed=seed)
-        metrics["auroc_low"], metrics["auroc_high"] = bootstrap_auroc(scores, labels, scored.images, n_boot=n_boot,
-                                                                      level=level, seed=seed)
+            (probabilities > threshold) == labels, scored.images, n_boot=n_boot, level=level, seed=seed
+        )
+        metrics["auroc_low"], metrics["auroc_high"] = bootstrap_auroc(
+            scores, labels, scored.images, n_boot=n_boot, level=level, seed=seed
+        )
     return metrics
 
 
@@ -140,7 +143,9 @@ def image_of_pair(data: ProbeData, pairs: PairSet) -> Int[Tensor, " pair"]:
     return torch.repeat_interleave(torch.arange(data.n_images), per_image)
 
 
-def pair_losses(probe: PairProbe, scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]) -> Float[Tensor, " pair"]:
+def pair_losses(
+    probe: PairProbe, scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]
+) -> Float[Tensor, " pair"]:
     """Each pair's binary cross-entropy (nats) under the probe, from `pair_outputs` scores."""
     if probe.outputs_probability:
         p = probe.scores_to_probabilities(scores).double().clamp(1e-12, 1 - 1e-12)
@@ -169,7 +174,9 @@ def auroc_with_interval(
     return auroc_interval(scored, n_boot=n_boot, level=level, seed=seed)
 
 
-def auroc_interval(scored: ScoredPairs, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> dict[str, float | int]:
+def auroc_interval(
+    scored: ScoredPairs, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0
+) -> dict[str, float | int]:
     """{auroc, low, high, n_images}: the AUROC of scored pairs and its percentile bootstrap interval over images."""
     low, high = bootstrap_auroc(scored.scores, scored.labels, scored.images, n_boot=n_boot, level=level, seed=seed)
     return {"auroc": auroc(scored.scores, scored.labels), "low": low, "high": high, "n_images": scored.n_images}

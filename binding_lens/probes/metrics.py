@@ -25,7 +25,9 @@ class DegeneratePairSetError(InputError):
 
 def _check(labels: Tensor, *values: Tensor) -> tuple[int, int]:
     if labels.ndim != 1 or any(v.shape != labels.shape for v in values):
-        raise InputError(f"labels and scores must be 1-D of the same length, got {[tuple(t.shape) for t in (labels, *values)]}")
+        raise InputError(
+            f"labels and scores must be 1-D of the same length, got {[tuple(t.shape) for t in (labels, *values)]}"
+        )
     n = labels.numel()
     n_pos = int(labels.sum())
     if n == 0:
@@ -55,7 +57,6 @@ def auroc(scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]) -> floa
     ranks[order] = average_rank[inverse]
     n_neg = n - n_pos
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
 
 
 def bootstrap_auroc(
@@ -108,8 +109,9 @@ def bootstrap_accuracy(
     c_i draws of group i), so each replicate is two dot products."""
     correct = correct.bool().flatten()
     if correct.numel() == 0 or groups.flatten().shape != correct.shape:
-        raise InputError(f"need one group per pair and at least one pair, got {correct.numel()} pairs, "
-                         f"{groups.numel()} groups")
+        raise InputError(
+            f"need one group per pair and at least one pair, got {correct.numel()} pairs, {groups.numel()} groups"
+        )
     check_bootstrap(n_boot, level)
     group, n_groups = unit_index(groups)
     hits = torch.bincount(group, weights=correct.double(), minlength=n_groups)

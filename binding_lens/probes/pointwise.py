@@ -107,7 +107,8 @@ class PointwiseClassProbe(PointwiseProbe):
         labelled = batch.valid & (batch.klass >= 0)
         if bool((batch.klass[labelled] >= self.n_classes).any()):
             raise InputError(
-                f"class id {int(batch.klass[labelled].max())} >= n_classes {self.n_classes}; build the probe with more classes"
+                f"class id {int(batch.klass[labelled].max())} >= n_classes {self.n_classes}; "
+                "build the probe with more classes"
             )
         x, _ = self._inputs(x, None)
         logits = self.proj(x)[labelled]
@@ -138,8 +139,10 @@ class PointwiseIdentityProbe(PointwiseProbe):
 
     def config(self) -> dict[str, Any]:
         return {
-            "d_model": self.d_model, "n_queries": self.n_queries,
-            "mask_weight": self.mask_weight, "dice_weight": self.dice_weight,
+            "d_model": self.d_model,
+            "n_queries": self.n_queries,
+            "mask_weight": self.mask_weight,
+            "dice_weight": self.dice_weight,
         }
 
     def training_loss(self, x: Float[Tensor, "image k d_model"], batch: PairBatch) -> Float[Tensor, ""]:

@@ -51,16 +51,23 @@ class PairSet:
 
     def __post_init__(self) -> None:
         if self.patches.ndim != 2 or self.patches.shape != self.valid.shape:
-            raise InputError(f"patches {tuple(self.patches.shape)} and valid {tuple(self.valid.shape)} must be [image, k]")
+            raise InputError(
+                f"patches {tuple(self.patches.shape)} and valid {tuple(self.valid.shape)} must be [image, k]"
+            )
 
     @property
     def n_images(self) -> int:
         return self.patches.shape[0]
 
-    def batch(self, instance: Int[Tensor, "image patch"], images: Int[Tensor, " b"], klass: Tensor | None = None) -> PairBatch:
+    def batch(
+        self, instance: Int[Tensor, "image patch"], images: Int[Tensor, " b"], klass: Tensor | None = None
+    ) -> PairBatch:
         """The labels of these images' sampled patches (rows `images` of both this set and `instance`)."""
         patches, valid = self.patches[images], self.valid[images]
-        pick = lambda labels: torch.where(valid, labels[images[:, None], patches], torch.full_like(patches, -1))
+
+        def pick(labels):
+            return torch.where(valid, labels[images[:, None], patches], torch.full_like(patches, -1))
+
         return PairBatch(pick(instance), valid, None if klass is None else pick(klass))
 
     def check_against(self, instance: Int[Tensor, "image patch"]) -> None:
@@ -71,7 +78,9 @@ class PairSet:
                 "build it with fixed_pairs(data.instance, ...) on the same split"
             )
         if self.valid.any() and int(self.patches[self.valid].max()) >= instance.shape[1]:
-            raise InputError("the pair set names patch slots beyond the data's patch count; it was built for other data")
+            raise InputError(
+                "the pair set names patch slots beyond the data's patch count; it was built for other data"
+            )
         if bool((instance.gather(1, self.patches)[self.valid] < 0).any()):
             raise InputError("the pair set includes excluded patches of this data; it was built for other labels")
 

@@ -56,8 +56,14 @@ def planted_binding(
     dtype: torch.dtype = torch.float32,
 ) -> PlantedBinding:
     """Planted tokens and labels (instance ids 1..n_objects, -1 excluded; class ids, -1 excluded)."""
-    if rank + n_nuisance > d_model or (n_slots is not None and n_slots < n_objects) or (distinct_classes and n_classes < n_objects):
-        raise InputError("need rank + n_nuisance <= d_model, n_slots >= n_objects and (distinct classes) n_classes >= n_objects")
+    if (
+        rank + n_nuisance > d_model
+        or (n_slots is not None and n_slots < n_objects)
+        or (distinct_classes and n_classes < n_objects)
+    ):
+        raise InputError(
+            "need rank + n_nuisance <= d_model, n_slots >= n_objects and (distinct classes) n_classes >= n_objects"
+        )
     g = torch.Generator().manual_seed(seed)
     basis = torch.linalg.qr(torch.randn(d_model, d_model, generator=g)).Q.T  # orthonormal rows
     projection, nuisance_dirs, background_dirs = basis[:rank], basis[rank : rank + n_nuisance], basis[rank:]

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -54,8 +55,9 @@ class ProbeTrainingConfig:
     validation passes go by without improvement (the count starts again after each cut, and the rate never
     falls below `min_lr_factor` times `lr`); "step" is the paper's StepLR (times `gamma` every `step_size`
     epochs); "constant" keeps `lr`. Neither patience nor the plateau count runs before `min_steps`
-    (`binding_lens.training.StoppingRule` is the rule, for every model the package trains). `weight_decay`: L2 decay on the full quadratic probe
-    (the paper names it without a value; 1e-4 is ours).
+    (`binding_lens.training.StoppingRule` is the rule, for every model the package trains).
+    `weight_decay`: L2 decay on the full quadratic probe (the paper names it without a value; 1e-4 is
+    ours).
     """
 
     lr: float = 1e-3
@@ -84,14 +86,30 @@ class ProbeTrainingConfig:
     def paper(cls, **overrides: Any) -> "ProbeTrainingConfig":
         """The paper's schedule: 16 epochs of 256-image batches, Adam 1e-3, StepLR(8, 0.2), no early
         stopping, the best-validation-accuracy epoch kept. Too few steps for a few hundred images."""
-        paper = dict(epochs=16, max_steps=None, patience=None, schedule="step", step_size=8, gamma=0.2,
-                     batch_images=256, select_by="accuracy")
+        paper = dict(
+            epochs=16,
+            max_steps=None,
+            patience=None,
+            schedule="step",
+            step_size=8,
+            gamma=0.2,
+            batch_images=256,
+            select_by="accuracy",
+        )
         return cls(**(paper | overrides))
 
     def __post_init__(self) -> None:
-        counts = {"step_size": self.step_size, "batch_images": self.batch_images, "plateau_patience": self.plateau_patience}
-        optional = {"epochs": self.epochs, "max_steps": self.max_steps, "patience": self.patience,
-                    "eval_every": self.eval_every}
+        counts = {
+            "step_size": self.step_size,
+            "batch_images": self.batch_images,
+            "plateau_patience": self.plateau_patience,
+        }
+        optional = {
+            "epochs": self.epochs,
+            "max_steps": self.max_steps,
+            "patience": self.patience,
+            "eval_every": self.eval_every,
+        }
         check_positive_ints(counts | {k: v for k, v in optional.items() if v is not None})
         if self.epochs is None and self.max_steps is None:
             raise InputError("set epochs or max_steps (or both): training needs a limit")
@@ -106,8 +124,10 @@ class ProbeTrainingConfig:
         if not 0 < self.min_lr_factor <= 1:
             raise InputError(f"min_lr_factor must lie in (0, 1], got {self.min_lr_factor!r}")
         if not (self.gamma > 0 and self.weight_decay >= 0 and self.min_delta >= 0):
-            raise InputError(f"gamma must be > 0, weight_decay and min_delta >= 0, got {self.gamma!r}, "
-                             f"{self.weight_decay!r}, {self.min_delta!r}")
+            raise InputError(
+                f"gamma must be > 0, weight_decay and min_delta >= 0, got {self.gamma!r}, "
+                f"{self.weight_decay!r}, {self.min_delta!r}"
+            )
         if self.select_by not in SELECTION:
             raise InputError(f"select_by must be one of {sorted(SELECTION)}, got {self.select_by!r}")
         if self.schedule not in SCHEDULES:
@@ -156,19 +176,35 @@ class TrainResult(TrainingOutcome):
         """What a reader of this probe's numbers must know: not converged, or nothing learnt."""
         found = [problem for problem in super().problems() if self.stopped == "lr_floor"]
         if self.stopped in ("max_steps", "epochs") and self.still_improving():
-            limit = f"max_steps={self.config.max_steps}" if self.stopped == "max_steps" else f"epochs={self.config.epochs}"
-            found.append(f"stopped at {limit} while its validation loss was still falling (lowest at the last of "
-                         f"{len(self.history)} passes): it may not have converged; raise the limit or lr")
+            limit = (
+                f"max_steps={self.config.max_steps}" if self.stopped == "max_steps" else f"epochs={self.config.epochs}"
+            )
+            found.append(
+                f"stopped at {limit} while its validation loss was still falling (lowest at the last of "
+                f"{len(self.history)} passes): it may not have converged; raise the limit or lr"
+            )
         if self.learnt is False:
             auc = self.val_auroc or {}
-            found.append(f"learnt nothing measurable: validation AUROC {auc['auroc']:.3f}, 95% interval "
-                         f"{auc['low']:.3f} to {auc['high']:.3f} over {auc['n_images']} images, includes chance (0.5)")
+            found.append(
+                f"learnt nothing measurable: validation AUROC {auc['auroc']:.3f}, 95% interval "
+                f"{auc['low']:.3f} to {auc['high']:.3f} over {auc['n_images']} images, includes chance (0.5)"
+            )
         return found
 
     def summary(self) -> dict[str, Any]:
-        return {"probe": self.probe.name, "best_epoch": self.best_epoch, "best_step": self.best_step,
-                "steps": self.steps, "stopped": self.stopped, "converged": self.converged, "learnt": self.learnt,
-                "val_auroc": self.val_auroc, "threshold": self.threshold, "best_val": self.best_val, "config": asdict(self.config)}
+        return {
+            "probe": self.probe.name,
+            "best_epoch": self.best_epoch,
+            "best_step": self.best_step,
+            "steps": self.steps,
+            "stopped": self.stopped,
+            "converged": self.converged,
+            "learnt": self.learnt,
+            "val_auroc": self.val_auroc,
+            "threshold": self.threshold,
+            "best_val": self.best_val,
+            "config": asdict(self.config),
+        }
 
 
 def _check_training_data(probes: Sequence[PairProbe], data: ProbeData, name: str) -> None:
@@ -216,8 +252,10 @@ def _tracks(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> tuple[t
     for probe in probes:
         decayed = {id(p) for p in probe.weight_decay_parameters()}
         params = [p for p in probe.parameters() if p.requires_grad]
-        mine = [{"params": [p for p in params if id(p) in decayed], "weight_decay": config.weight_decay},
-                {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}]
+        mine = [
+            {"params": [p for p in params if id(p) in decayed], "weight_decay": config.weight_decay},
+            {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0},
+        ]
         owned.append([g for g in mine if g["params"]])
         groups.extend(owned[-1])
     optimizer = torch.optim.Adam(groups, lr=config.lr)
@@ -225,7 +263,9 @@ def _tracks(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> tuple[t
     return optimizer, [Track(probe, [by_id[id(g["params"][0])] for g in mine]) for probe, mine in zip(probes, owned)]
 
 
-def _batches(train: ProbeData, config: ProbeTrainingConfig, generator: torch.Generator) -> Iterator[tuple[Tensor, PairSet]]:
+def _batches(
+    train: ProbeData, config: ProbeTrainingConfig, generator: torch.Generator
+) -> Iterator[tuple[Tensor, PairSet]]:
     """(images, patch sample) for every optimiser step: each epoch draws fresh patches per image and a
     fresh image order, then walks the order in batches of `batch_images`."""
     while True:
@@ -239,10 +279,16 @@ def stopping_rule(config: ProbeTrainingConfig, steps_per_epoch: int) -> Stopping
     """The engine's rule for `config`: `epochs` and `max_steps` become one step limit."""
     limits = [limit for limit in (config.max_steps, config.epochs and config.epochs * steps_per_epoch) if limit]
     plateau = config.schedule == "plateau"
-    return StoppingRule(max_steps=min(limits), min_steps=config.min_steps, patience=config.patience,
-                        min_delta=config.min_delta, relative_delta=True,
-                        plateau_patience=config.plateau_patience if plateau else None,
-                        plateau_factor=config.gamma if plateau else 0.2, min_lr_factor=config.min_lr_factor)
+    return StoppingRule(
+        max_steps=min(limits),
+        min_steps=config.min_steps,
+        patience=config.patience,
+        min_delta=config.min_delta,
+        relative_delta=True,
+        plateau_patience=config.plateau_patience if plateau else None,
+        plateau_factor=config.gamma if plateau else 0.2,
+        min_lr_factor=config.min_lr_factor,
+    )
 
 
 def train_probes(
@@ -303,9 +349,16 @@ def train_probes(
     schedule = None
     if config.schedule == "step":
         schedule = lambda step: config.gamma ** ((step - 1) // steps_per_epoch // config.step_size)  # noqa: E731
-    outcomes = run_training(tracks, optimizer, losses, evaluate_probe if val is not None else None, rule,
-                            eval_every=config.eval_every or steps_per_epoch, lr_schedule=schedule,
-                            on_evaluation=on_evaluation)
+    outcomes = run_training(
+        tracks,
+        optimizer,
+        losses,
+        evaluate_probe if val is not None else None,
+        rule,
+        eval_every=config.eval_every or steps_per_epoch,
+        lr_schedule=schedule,
+        on_evaluation=on_evaluation,
+    )
     results = []
     for i, (probe, outcome) in enumerate(zip(probes, outcomes)):
         probe.eval()
@@ -317,10 +370,21 @@ def train_probes(
         stopped = outcome.stopped
         if stopped == "max_steps" and config.epochs is not None and outcome.steps == config.epochs * steps_per_epoch:
             stopped = "epochs"
-        fields = {name: getattr(outcome, name) for name in ("best_step", "best_value", "best_metrics", "steps",
-                                                            "rule", "history")}
-        results.append(TrainResult(**fields, stopped=stopped, probe=probe, config=config,
-                                   steps_per_epoch=steps_per_epoch, val_auroc=val_auroc, threshold=threshold))
+        fields = {
+            name: getattr(outcome, name)
+            for name in ("best_step", "best_value", "best_metrics", "steps", "rule", "history")
+        }
+        results.append(
+            TrainResult(
+                **fields,
+                stopped=stopped,
+                probe=probe,
+                config=config,
+                steps_per_epoch=steps_per_epoch,
+                val_auroc=val_auroc,
+                threshold=threshold,
+            )
+        )
     if warn:
         for i, result in enumerate(results):
             where = f" on data layer {i}" if len(results) > 1 else ""

@@ -15,5 +15,12 @@ uses SAELens's parameter names, hook names and files, so a trained SAE loads wit
 from .autoencoder import SparseAutoencoder, attach_sae, load_sae
 from .training import SaeTrainingConfig, SaeTrainingRecord, initialise_sae, train_sae
 
-__all__ = ["SaeTrainingConfig", "SaeTrainingRecord", "SparseAutoencoder", "attach_sae", "initialise_sae", "load_sae",
-           "train_sae"]
+__all__ = [
+    "SaeTrainingConfig",
+    "SaeTrainingRecord",
+    "SparseAutoencoder",
+    "attach_sae",
+    "initialise_sae",
+    "load_sae",
+    "train_sae",
+]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -33,8 +34,15 @@ WEIGHTS_FILE, CONFIG_FILE = "sae_weights.safetensors", "cfg.json"
 class SparseAutoencoder(HookedRootModule):
     """A sparse autoencoder of `d_in`-dimensional activations into `d_sae` features (see the module docstring)."""
 
-    def __init__(self, d_in: int, d_sae: int, architecture: str = "topk", k: int | None = 16,
-                 hook_name: str = "", metadata: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        d_in: int,
+        d_sae: int,
+        architecture: str = "topk",
+        k: int | None = 16,
+        hook_name: str = "",
+        metadata: dict[str, Any] | None = None,
+    ):
         super().__init__()
         if architecture not in ARCHITECTURES:
             raise InputError(f"unknown SAE architecture {architecture!r}; choose from {', '.join(ARCHITECTURES)}")
@@ -49,8 +57,14 @@ class SparseAutoencoder(HookedRootModule):
         self.b_enc = nn.Parameter(torch.zeros(d_sae))
         self.W_dec = nn.Parameter(torch.zeros(d_sae, d_in))
         self.b_dec = nn.Parameter(torch.zeros(d_in))
-        for name in ("hook_sae_input", "hook_sae_acts_pre", "hook_sae_acts_post", "hook_sae_recons", "hook_sae_error",
-                     "hook_sae_output"):
+        for name in (
+            "hook_sae_input",
+            "hook_sae_acts_pre",
+            "hook_sae_acts_post",
+            "hook_sae_recons",
+            "hook_sae_error",
+            "hook_sae_output",
+        ):
             setattr(self, name, HookPoint())
         self.setup()
 
@@ -80,10 +94,17 @@ class SparseAutoencoder(HookedRootModule):
 
     # --- files (SAELens's layout) ----------------------------------------------------------------
     def config(self) -> dict[str, Any]:
-        return {"architecture": self.architecture, "d_in": self.d_in, "d_sae": self.d_sae,
-                **({"k": self.k} if self.k is not None else {}), "apply_b_dec_to_input": True,
-                "normalize_activations": "none", "dtype": str(self.W_enc.dtype).removeprefix("torch."),
-                "device": "cpu", "metadata": {"hook_name": self.hook_name, **self.metadata}}
+        return {
+            "architecture": self.architecture,
+            "d_in": self.d_in,
+            "d_sae": self.d_sae,
+            **({"k": self.k} if self.k is not None else {}),
+            "apply_b_dec_to_input": True,
+            "normalize_activations": "none",
+            "dtype": str(self.W_enc.dtype).removeprefix("torch."),
+            "device": "cpu",
+            "metadata": {"hook_name": self.hook_name, **self.metadata},
+        }
 
     def save(self, path: str | Path) -> Path:
         """`path/cfg.json` and `path/sae_weights.safetensors`, each written atomically."""
@@ -105,8 +126,14 @@ def load_sae(path: str | Path) -> SparseAutoencoder:
     config = json.loads((path / CONFIG_FILE).read_text())
     metadata = dict(config.get("metadata") or {})
     hook_name = metadata.pop("hook_name", config.get("hook_name", ""))
-    sae = SparseAutoencoder(config["d_in"], config["d_sae"], config.get("architecture", "standard"), config.get("k"),
-                            hook_name=hook_name, metadata=metadata)
+    sae = SparseAutoencoder(
+        config["d_in"],
+        config["d_sae"],
+        config.get("architecture", "standard"),
+        config.get("k"),
+        hook_name=hook_name,
+        metadata=metadata,
+    )
     state = load_file(str(path / WEIGHTS_FILE))
     sae.load_state_dict({name: state[name] for name in ("W_enc", "b_enc", "W_dec", "b_dec")})
     return sae
@@ -118,15 +145,18 @@ def _set_module(root: nn.Module, dotted: str, module: nn.Module) -> None:
 
 
 @contextlib.contextmanager
-def attach_sae(model: Any, sae: SparseAutoencoder, hook_name: str | None = None,
-               use_error_term: bool = False) -> Iterator[Any]:
+def attach_sae(
+    model: Any, sae: SparseAutoencoder, hook_name: str | None = None, use_error_term: bool = False
+) -> Iterator[Any]:
     """Splice `sae` into `model` at its hook point (as SAELens's `HookedSAETransformer.add_sae`): the hook
     point is replaced by the SAE, whose hook points join the model's as `<hook_name>.hook_sae_acts_post`
     etc. The model then computes with the reconstruction, or exactly as before with `use_error_term`."""
     hook_name = hook_name or sae.hook_name
     model.check_hook_name(hook_name)
     if sae.d_in != model.cfg.d_model:
-        raise InputError(f"the SAE reads {sae.d_in}-dimensional activations; {hook_name} has d_model={model.cfg.d_model}")
+        raise InputError(
+            f"the SAE reads {sae.d_in}-dimensional activations; {hook_name} has d_model={model.cfg.d_model}"
+        )
     original = model.get_submodule(hook_name)
     sae.to(device=model.device, dtype=next(model.hf_model.parameters()).dtype)
     previous_error_term = sae.use_error_term

@@ -42,7 +42,9 @@ class SaeTrainingConfig:
         if self.architecture == "topk" and self.k > self.d_sae:
             raise InputError(f"k={self.k} active features is more than d_sae={self.d_sae}: lower --k or raise --d-sae")
         if not self.lr > 0 or self.l1_coefficient < 0:
-            raise InputError(f"need lr > 0 and l1_coefficient >= 0, got lr={self.lr}, l1_coefficient={self.l1_coefficient}")
+            raise InputError(
+                f"need lr > 0 and l1_coefficient >= 0, got lr={self.lr}, l1_coefficient={self.l1_coefficient}"
+            )
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,9 @@ def _unit_rows(weight: Tensor) -> None:
 
 
 @torch.no_grad()
-def initialise_sae(sae: SparseAutoencoder, data_mean: Float[Tensor, " d_in"], generator: torch.Generator) -> SparseAutoencoder:
+def initialise_sae(
+    sae: SparseAutoencoder, data_mean: Float[Tensor, " d_in"], generator: torch.Generator
+) -> SparseAutoencoder:
     """The starting point of training (and the untrained baseline): random unit-norm decoder rows,
     W_enc = W_dec^T, b_dec at the data mean, b_enc at zero."""
     sae.W_dec.copy_(torch.randn(sae.d_sae, sae.d_in, generator=generator))
@@ -89,12 +93,17 @@ def sae_quality(sae: SparseAutoencoder, tokens: Float[Tensor, "n d_in"], batch_s
         active_count += float((acts > 0).sum())
         fired |= (acts > 0).any(0)
     total_variance = float((tokens - tokens.mean(0)).pow(2).sum())
-    return {"fraction_variance_unexplained": squared_error / max(total_variance, 1e-12),
-            "l0": active_count / len(tokens), "dead_fraction": float((~fired).float().mean())}
+    return {
+        "fraction_variance_unexplained": squared_error / max(total_variance, 1e-12),
+        "l0": active_count / len(tokens),
+        "dead_fraction": float((~fired).float().mean()),
+    }
 
 
 def train_sae(
-    tokens: Float[Tensor, "n d_in"], config: SaeTrainingConfig = SaeTrainingConfig(), hook_name: str = "",
+    tokens: Float[Tensor, "n d_in"],
+    config: SaeTrainingConfig = SaeTrainingConfig(),
+    hook_name: str = "",
     metadata: dict[str, Any] | None = None,
 ) -> tuple[SparseAutoencoder, SaeTrainingRecord]:
     """Train an SAE on `tokens` (rows are activations); returns it (on the CPU, eval mode) and its record."""
@@ -106,15 +115,23 @@ def train_sae(
     n_heldout = max(len(tokens) // 10, 1)
     heldout, train = tokens[:n_heldout].to(config.device), tokens[n_heldout:].to(config.device)
     d_in = tokens.shape[1]
-    sae = SparseAutoencoder(d_in, config.d_sae, config.architecture, config.k, hook_name=hook_name,
-                            metadata={**(metadata or {}), "training": asdict(config)})
+    sae = SparseAutoencoder(
+        d_in,
+        config.d_sae,
+        config.architecture,
+        config.k,
+        hook_name=hook_name,
+        metadata={**(metadata or {}), "training": asdict(config)},
+    )
     initialise_sae(sae, train.mean(0).cpu(), generator)
     sae.to(config.device)
     optimiser = torch.optim.Adam(sae.parameters(), lr=config.lr)
     losses = []
 
     def loss_at(_: int) -> Tensor:
-        batch = train[torch.randint(len(train), (min(config.batch_size, len(train)),), generator=generator).to(config.device)]
+        batch = train[
+            torch.randint(len(train), (min(config.batch_size, len(train)),), generator=generator).to(config.device)
+        ]
         acts = sae.encode(batch)
         loss = (sae.decode(acts) - batch).pow(2).sum(-1).mean() / batch.var(0).sum().clamp_min(1e-12)
         if config.architecture == "standard":
@@ -128,7 +145,14 @@ def train_sae(
 
     train_for(sae, optimiser, loss_at, config.steps, after_step=renormalise)
     quality = sae_quality(sae.eval(), heldout)
-    record = SaeTrainingRecord(steps=config.steps, seconds=time.perf_counter() - started, train_tokens=len(train),
-                               heldout_tokens=n_heldout, first_loss=losses[0], final_loss=losses[-1], **quality)
+    record = SaeTrainingRecord(
+        steps=config.steps,
+        seconds=time.perf_counter() - started,
+        train_tokens=len(train),
+        heldout_tokens=n_heldout,
+        first_loss=losses[0],
+        final_loss=losses[-1],
+        **quality,
+    )
     sae.metadata["record"] = record.to_dict()
     return sae.cpu(), record

@@ -9,7 +9,7 @@ replicate is then a weighted sum (counts @ per-unit values), never a Python loop
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from jaxtyping import Float, Int
@@ -18,7 +18,7 @@ from torch import Tensor
 from ..errors import InputError
 from .interval import LEVEL, Interval
 
-Reduce = Callable[[Float[Tensor, "replicate *part"]], Float[Tensor, " replicate"]]
+Reduce = Callable[[Float[Tensor, " replicate *part"]], Float[Tensor, " replicate"]]
 
 
 def check_bootstrap(n_boot: int, level: float) -> None:
@@ -31,7 +31,8 @@ def bootstrap_counts(n_units: int, n_boot: int, seed: int) -> Float[Tensor, "rep
     generator = torch.Generator().manual_seed(seed)
     draws = torch.randint(n_units, (n_boot, n_units), generator=generator)
     return torch.zeros(n_boot, n_units, dtype=torch.float64).scatter_add_(
-        1, draws, torch.ones(n_boot, n_units, dtype=torch.float64))
+        1, draws, torch.ones(n_boot, n_units, dtype=torch.float64)
+    )
 
 
 def percentile_interval(replicates: Tensor, level: float = LEVEL) -> tuple[float, float]:
@@ -47,8 +48,9 @@ def unit_index(units: Int[Tensor, " item"]) -> tuple[Int[Tensor, " item"], int]:
     return unit, int(unit.max()) + 1
 
 
-def bootstrap_mean(values: Float[Tensor, " unit"], *, n_boot: int = 1000, level: float = LEVEL,
-                   seed: int = 0, unit: str = "images") -> Interval:
+def bootstrap_mean(
+    values: Float[Tensor, " unit"], *, n_boot: int = 1000, level: float = LEVEL, seed: int = 0, unit: str = "images"
+) -> Interval:
     """The mean of per-unit values (e.g. bits per test image) with its percentile bootstrap interval."""
     values = torch.as_tensor(values, dtype=torch.float64).flatten()
     n = values.shape[0]
@@ -65,8 +67,8 @@ def ratio_of_sums(summed: Float[Tensor, "replicate 2"]) -> Float[Tensor, " repli
 
 
 def paired_bootstrap_difference(
-    condition: Float[Tensor, "image *part"],
-    reference: Float[Tensor, "image *part"],
+    condition: Float[Tensor, " image *part"],
+    reference: Float[Tensor, " image *part"],
     reduce: Reduce = ratio_of_sums,
     *,
     n_boot: int = 1000,
@@ -83,8 +85,9 @@ def paired_bootstrap_difference(
     replicate is one weighted sum. A replicate with no finite difference (it drew no labelled patch) is
     dropped; with none left the interval is NaN, which is never "beyond noise"."""
     if condition.shape != reference.shape or condition.ndim < 1 or condition.shape[0] < 1:
-        raise InputError(f"paired parts must be [image, ...] of one shape, got {tuple(condition.shape)} and "
-                         f"{tuple(reference.shape)}")
+        raise InputError(
+            f"paired parts must be [image, ...] of one shape, got {tuple(condition.shape)} and {tuple(reference.shape)}"
+        )
     check_bootstrap(n_boot, level)
     counts = bootstrap_counts(condition.shape[0], n_boot, seed)
     parts = torch.stack([condition, reference]).double().cpu()
@@ -93,6 +96,7 @@ def paired_bootstrap_difference(
     differences = replicates[0] - replicates[1]
     differences = differences[torch.isfinite(differences)]
     low, high = percentile_interval(differences, level) if differences.numel() else (math.nan, math.nan)
-    difference = Interval(float(whole[0] - whole[1]), low, high, level, "paired bootstrap over images",
-                          condition.shape[0])
+    difference = Interval(
+        float(whole[0] - whole[1]), low, high, level, "paired bootstrap over images", condition.shape[0]
+    )
     return float(whole[0]), float(whole[1]), difference

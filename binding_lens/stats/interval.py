@@ -55,8 +55,15 @@ class Interval:
 
     def as_dict(self) -> dict[str, Any]:
         """{estimate, low, high, level, method, n, beyond_noise}: what a JSON report keeps."""
-        return {"estimate": self.estimate, "low": self.low, "high": self.high, "level": self.level,
-                "method": self.method, "n": self.n, "beyond_noise": self.beyond_noise}
+        return {
+            "estimate": self.estimate,
+            "low": self.low,
+            "high": self.high,
+            "level": self.level,
+            "method": self.method,
+            "n": self.n,
+            "beyond_noise": self.beyond_noise,
+        }
 
     def text(self, digits: int = 3) -> str:
         """'0.812 [0.790, 0.834]', or the estimate alone without an interval."""

@@ -10,7 +10,7 @@ n - 1 degrees of freedom, Welch-Satterthwaite for two independent groups.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from scipy import stats
 
@@ -36,8 +36,9 @@ def mean_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
     return Interval(mean, mean - half, mean + half, level, "t", n)
 
 
-def difference_interval(a: Sequence[float], b: Sequence[float], *, paired: bool = False,
-                        level: float = LEVEL) -> Interval:
+def difference_interval(
+    a: Sequence[float], b: Sequence[float], *, paired: bool = False, level: float = LEVEL
+) -> Interval:
     """mean(a) - mean(b) with its `level` interval: paired (a_i - b_i, a t interval) or Welch's for two
     independent groups (no interval unless each group has two values or more)."""
     a, b = [float(v) for v in a], [float(v) for v in b]
@@ -55,6 +56,6 @@ def difference_interval(a: Sequence[float], b: Sequence[float], *, paired: bool 
     va = sum((v - ma) ** 2 for v in a) / (len(a) - 1) / len(a)
     vb = sum((v - mb) ** 2 for v in b) / (len(b) - 1) / len(b)
     se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se > 0 else 1.0
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
     half = _t_half_width(se, df, level)
     return Interval(ma - mb, ma - mb - half, ma - mb + half, level, "welch", n)

@@ -4,7 +4,7 @@ a hypothesis is rejected at level alpha when its adjusted p-value is <= alpha.""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import InputError
 

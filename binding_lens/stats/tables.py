@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..errors import InputError
 from .interval import LEVEL
@@ -17,8 +18,13 @@ def distinct_seeds(seeds: Iterable[int]) -> list[int]:
     return seeds
 
 
-def aggregate_rows(rows: Sequence[dict[str, Any]], by: Sequence[str], metrics: Sequence[str],
-                   level: float = LEVEL, keep_single_intervals: bool = True) -> list[dict[str, Any]]:
+def aggregate_rows(
+    rows: Sequence[dict[str, Any]],
+    by: Sequence[str],
+    metrics: Sequence[str],
+    level: float = LEVEL,
+    keep_single_intervals: bool = True,
+) -> list[dict[str, Any]]:
     """One row per distinct value of `by`: each metric's mean across the group, with `<metric>_low` and
     `<metric>_high` (its t interval across the group's rows) and `n_seeds`. A group of one row has no t
     interval: it keeps that row's own interval (e.g. a bootstrap) if `keep_single_intervals`, else none
@@ -30,8 +36,11 @@ def aggregate_rows(rows: Sequence[dict[str, Any]], by: Sequence[str], metrics: S
         groups.setdefault(tuple(row[key] for key in by), []).append(row)
     out = []
     for members in groups.values():
-        shared = {key: value for key, value in members[0].items()
-                  if key not in metrics and key not in interval_keys and all(m.get(key) == value for m in members)}
+        shared = {
+            key: value
+            for key, value in members[0].items()
+            if key not in metrics and key not in interval_keys and all(m.get(key) == value for m in members)
+        }
         row = {**shared, "n_seeds": len(members)}
         for metric in metrics:
             values = [m[metric] for m in members if m.get(metric) is not None]

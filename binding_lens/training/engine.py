@@ -20,8 +20,9 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -70,12 +71,16 @@ class TrainingOutcome:
     def problems(self) -> list[str]:
         """Why a reader should not take this run as converged (empty when it converged)."""
         if self.stopped == "lr_floor":
-            return [f"stopped with its learning rate on the floor ({self.rule.min_lr_factor:g} of the start) after "
-                    f"{self.steps} steps, best at step {self.best_step}, before its validation metric settled: it "
-                    "may not have converged; give more validation data or a lower lr"]
+            return [
+                f"stopped with its learning rate on the floor ({self.rule.min_lr_factor:g} of the start) after "
+                f"{self.steps} steps, best at step {self.best_step}, before its validation metric settled: it "
+                "may not have converged; give more validation data or a lower lr"
+            ]
         if self.stopped != CONVERGED and self.still_improving():
-            return [f"stopped at max_steps={self.steps} while its validation metric was still improving (best at the "
-                    f"last of {len(self.history)} evaluations): it may not have converged; raise the limit or lr"]
+            return [
+                f"stopped at max_steps={self.steps} while its validation metric was still improving (best at the "
+                f"last of {len(self.history)} evaluations): it may not have converged; raise the limit or lr"
+            ]
         return []
 
 
@@ -111,8 +116,8 @@ def run_training(
     only `max_steps` ends the run. `evaluate_start` scores the starting weights first (step 0), so a
     run that never beats its start keeps it. `on_evaluation(track, evaluation)` runs after each one,
     before the rule reads it. A run without validation and a fixed length keeps its last weights: give
-    `eval_every=max_steps` so they are copied once. Steps are numbered from 1; `lr_schedule(step)` multiplies the rates used
-    by that step.
+    `eval_every=max_steps` so they are copied once. Steps are numbered from 1; `lr_schedule(step)`
+    multiplies the rates used by that step.
     """
     check_positive_ints({"eval_every": eval_every})
     if rule.max_steps is None:
@@ -184,8 +189,17 @@ def run_training(
     for i, track in enumerate(tracks):
         track.module.load_state_dict(states[i])  # type: ignore[arg-type]
         ended = progress[i].stopped or "max_steps"
-        outcomes.append(TrainingOutcome(progress[i].best_step, progress[i].best, metrics[i],
-                                        step if ended == "max_steps" else last_step[i], ended, rule, history[i]))
+        outcomes.append(
+            TrainingOutcome(
+                progress[i].best_step,
+                progress[i].best,
+                metrics[i],
+                step if ended == "max_steps" else last_step[i],
+                ended,
+                rule,
+                history[i],
+            )
+        )
     return outcomes
 
 
@@ -201,7 +215,15 @@ def train_for(
 ) -> TrainingOutcome:
     """A run of a fixed `steps` without validation (heads, SAEs, DAS, zoo models): `run_training` with one
     track whose last weights are kept. `loss(step)` is the step's scalar loss (steps numbered from 1)."""
-    [outcome] = run_training([Track(module, optimizer.param_groups)], optimizer, lambda step, _: [loss(step)], None,
-                             StoppingRule(max_steps=steps), eval_every=steps, lr_schedule=lr_schedule,
-                             before_update=before_update, after_step=after_step)
+    [outcome] = run_training(
+        [Track(module, optimizer.param_groups)],
+        optimizer,
+        lambda step, _: [loss(step)],
+        None,
+        StoppingRule(max_steps=steps),
+        eval_every=steps,
+        lr_schedule=lr_schedule,
+        before_update=before_update,
+        after_step=after_step,
+    )
     return outcome

@@ -42,13 +42,24 @@ class StoppingRule:
     min_lr_factor: float = 1e-2
 
     def __post_init__(self) -> None:
-        check_positive_ints({name: value for name, value in (("max_steps", self.max_steps), ("patience", self.patience),
-                             ("plateau_patience", self.plateau_patience)) if value is not None})
+        check_positive_ints(
+            {
+                name: value
+                for name, value in (
+                    ("max_steps", self.max_steps),
+                    ("patience", self.patience),
+                    ("plateau_patience", self.plateau_patience),
+                )
+                if value is not None
+            }
+        )
         if not isinstance(self.min_steps, int) or self.min_steps < 0:
             raise InputError(f"min_steps must be an int >= 0, got {self.min_steps!r}")
         if not (self.min_delta >= 0 and 0 < self.plateau_factor < 1 and 0 < self.min_lr_factor <= 1):
-            raise InputError(f"need min_delta >= 0, 0 < plateau_factor < 1 and 0 < min_lr_factor <= 1, got "
-                             f"{self.min_delta!r}, {self.plateau_factor!r}, {self.min_lr_factor!r}")
+            raise InputError(
+                f"need min_delta >= 0, 0 < plateau_factor < 1 and 0 < min_lr_factor <= 1, got "
+                f"{self.min_delta!r}, {self.plateau_factor!r}, {self.min_lr_factor!r}"
+            )
 
 
 @dataclass

@@ -9,14 +9,22 @@ Figures (PNG + SVG) live in `binding_lens.figures` (also reachable as `binding_l
 """
 
 from .. import figures  # noqa: F401  (binding_lens.vis.figures, as before the figures got their own package)
+from ..analyses.run import load_run_probes
 from .circuits import attention_view, pattern_view
 from .from_run import viewer_from_run
+from .html_viewer import InlineViewer, ModelEntry, iframe_html, show, viewer, viewer_html
 from .labels import token_labels
-from .html_viewer import InlineViewer, iframe_html, show
-from ..analyses.run import load_run_probes
-from .html_viewer import ModelEntry, viewer, viewer_html
 
 __all__ = [
-    "InlineViewer", "ModelEntry", "attention_view", "iframe_html", "load_run_probes", "pattern_view", "show",
-    "token_labels", "viewer", "viewer_from_run", "viewer_html",
+    "InlineViewer",
+    "ModelEntry",
+    "attention_view",
+    "iframe_html",
+    "load_run_probes",
+    "pattern_view",
+    "show",
+    "token_labels",
+    "viewer",
+    "viewer_from_run",
+    "viewer_html",
 ]

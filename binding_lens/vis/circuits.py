@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import html
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,8 +35,10 @@ def cache_pattern(cache: Any, layer: int, batch_index: int = 0) -> Float[np.ndar
     keys = list(cache.keys())
     if name not in keys:
         have = sorted(k for k in keys if names.is_pattern(k))
-        raise KeyError(f"the cache has no {name!r}; cached patterns: {have or 'none'} "
-                       "(run_with_cache with names_filter=lambda n: n.endswith('hook_pattern'))")
+        raise KeyError(
+            f"the cache has no {name!r}; cached patterns: {have or 'none'} "
+            "(run_with_cache with names_filter=lambda n: n.endswith('hook_pattern'))"
+        )
     pattern = cache[name]
     if isinstance(pattern, torch.Tensor):
         pattern = pattern.detach().float().cpu().numpy()
@@ -61,8 +64,10 @@ def cache_labels(
     grid = tuple(grid) if grid is not None else grid_for_length(n_tokens, n_prefix)
     labels = token_labels(grid, n_prefix, n_registers)
     if len(labels) != n_tokens:
-        raise InputError(f"grid {grid} with {n_prefix} prefix token(s) gives {len(labels)} labels, "
-                         f"the pattern has {n_tokens} positions")
+        raise InputError(
+            f"grid {grid} with {n_prefix} prefix token(s) gives {len(labels)} labels, "
+            f"the pattern has {n_tokens} positions"
+        )
     return labels
 
 
@@ -72,9 +77,11 @@ def _max_value(shown: np.ndarray, max_value: float | None) -> float:
 
 def standalone_html(fragment: str, title: str) -> str:
     """A full HTML document around a circuitsvis `local_src` fragment."""
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"</head><body>\n<h3 style=\"font-family:system-ui,sans-serif\">{html.escape(title)}</h3>\n"
-            f"{fragment}\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f'</head><body>\n<h3 style="font-family:system-ui,sans-serif">{html.escape(title)}</h3>\n'
+        f"{fragment}\n</body></html>\n"
+    )
 
 
 def _write(page: str, path: str | os.PathLike | None) -> None:
@@ -108,9 +115,12 @@ def attention_view(
         raise InputError(f"heads {bad or chosen} do not exist; layer {layer} has heads 0..{pattern.shape[0] - 1}")
     labels = cache_labels(cache, pattern.shape[-1], model, grid)
     rendered = attention_heads(
-        attention=np.round(pattern[chosen], DECIMALS), tokens=labels,
-        attention_head_names=[f"L{layer}H{h}" for h in chosen], mask_upper_tri=False,
-        max_value=_max_value(pattern[chosen], max_value), min_value=0.0,
+        attention=np.round(pattern[chosen], DECIMALS),
+        tokens=labels,
+        attention_head_names=[f"L{layer}H{h}" for h in chosen],
+        mask_upper_tri=False,
+        max_value=_max_value(pattern[chosen], max_value),
+        min_value=0.0,
     )
     page = standalone_html(rendered.local_src, f"Attention heads of layer {layer}")
     _write(page, path)
@@ -137,8 +147,13 @@ def pattern_view(
         raise InputError(f"head {head} does not exist; layer {layer} has heads 0..{pattern.shape[0] - 1}")
     matrix = pattern.mean(0) if head is None else pattern[head]
     labels = cache_labels(cache, pattern.shape[-1], model, grid)
-    rendered = attention_pattern(tokens=labels, attention=np.round(matrix, DECIMALS), mask_upper_tri=False,
-                                 max_value=_max_value(matrix, max_value), min_value=0.0)
+    rendered = attention_pattern(
+        tokens=labels,
+        attention=np.round(matrix, DECIMALS),
+        mask_upper_tri=False,
+        max_value=_max_value(matrix, max_value),
+        min_value=0.0,
+    )
     which = "mean over heads" if head is None else f"head {head}"
     page = standalone_html(rendered.local_src, f"Attention pattern of layer {layer}, {which}")
     _write(page, path)

@@ -10,8 +10,9 @@ images, and every run's model (one switch entry each) looks at the same images.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..analyses.run import RunDirectory
 from ..errors import InputError
@@ -25,7 +26,9 @@ def run_images(run_dir: str | os.PathLike, indices: Sequence[int]) -> list[Any]:
         raise InputError("give at least one image index")
     bad = [i for i in indices if not isinstance(i, int) or not 0 <= i < len(dataset)]
     if bad:
-        raise InputError(f"image indices {bad} are outside the run's dataset of {len(dataset)} images (0..{len(dataset) - 1})")
+        raise InputError(
+            f"image indices {bad} are outside the run's dataset of {len(dataset)} images (0..{len(dataset) - 1})"
+        )
     return [dataset[i] for i in indices]
 
 

@@ -31,19 +31,42 @@ if TYPE_CHECKING:
     from .train import train_zoo_model
 
 # Loaded on first use: `binding-lens zoo train --help` reads recipe.py alone (no torch).
-__getattr__, __dir__ = lazy_exports(__name__, {
-    **dict.fromkeys(["list_zoo", "zoo_card", "zoo_names", "zoo_path"], "..models.registry"),
-    **dict.fromkeys(["CheckpointError", "load_dino_head", "read_card", "read_heads"], ".checkpoint"),
-    **dict.fromkeys(["ObjectiveTable", "binding_by_objective", "held_out_scenes"], ".compare"),
-    **dict.fromkeys(["OBJECTIVE_CLASSES", "Objective", "make_objective"], ".objectives"),
-    **dict.fromkeys(["OBJECTIVES", "RECIPES", "DinoKnobs", "MaeKnobs", "SupervisedKnobs", "ZooRecipe",
-                     "default_recipe"], ".recipe"),
-    "train_zoo_model": ".train",
-})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(["list_zoo", "zoo_card", "zoo_names", "zoo_path"], "..models.registry"),
+        **dict.fromkeys(["CheckpointError", "load_dino_head", "read_card", "read_heads"], ".checkpoint"),
+        **dict.fromkeys(["ObjectiveTable", "binding_by_objective", "held_out_scenes"], ".compare"),
+        **dict.fromkeys(["OBJECTIVE_CLASSES", "Objective", "make_objective"], ".objectives"),
+        **dict.fromkeys(
+            ["OBJECTIVES", "RECIPES", "DinoKnobs", "MaeKnobs", "SupervisedKnobs", "ZooRecipe", "default_recipe"],
+            ".recipe",
+        ),
+        "train_zoo_model": ".train",
+    },
+)
 
 __all__ = [
-    "CheckpointError", "DinoKnobs", "MaeKnobs", "OBJECTIVES", "OBJECTIVE_CLASSES", "Objective", "ObjectiveTable",
-    "RECIPES", "SupervisedKnobs", "ZooRecipe", "binding_by_objective", "default_recipe", "held_out_scenes",
-    "list_zoo", "load_dino_head", "make_objective", "read_card", "read_heads", "train_zoo_model", "zoo_card",
-    "zoo_names", "zoo_path",
+    "CheckpointError",
+    "DinoKnobs",
+    "MaeKnobs",
+    "OBJECTIVES",
+    "OBJECTIVE_CLASSES",
+    "Objective",
+    "ObjectiveTable",
+    "RECIPES",
+    "SupervisedKnobs",
+    "ZooRecipe",
+    "binding_by_objective",
+    "default_recipe",
+    "held_out_scenes",
+    "list_zoo",
+    "load_dino_head",
+    "make_objective",
+    "read_card",
+    "read_heads",
+    "train_zoo_model",
+    "zoo_card",
+    "zoo_names",
+    "zoo_path",
 ]

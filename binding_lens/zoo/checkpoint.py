@@ -46,16 +46,34 @@ def write_checkpoint(
     half = _float16_copy(backbone)
     half.save_pretrained(staging, safe_serialization=True)
     size = backbone.config.image_size
-    (staging / "preprocessor_config.json").write_text(json.dumps({
-        "image_processor_type": "BitImageProcessor", "image_mean": list(IMAGE_MEAN), "image_std": list(IMAGE_STD),
-        "do_center_crop": False, "size": {"height": size, "width": size}, "do_resize": True,
-    }, indent=2))
+    (staging / "preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "image_processor_type": "BitImageProcessor",
+                "image_mean": list(IMAGE_MEAN),
+                "image_std": list(IMAGE_STD),
+                "do_center_crop": False,
+                "size": {"height": size, "width": size},
+                "do_resize": True,
+            },
+            indent=2,
+        )
+    )
     if heads:
-        save_file({k: v.detach().to(torch.float16 if v.is_floating_point() else v.dtype).contiguous().cpu()
-                   for k, v in heads.items()}, staging / HEADS)
+        save_file(
+            {
+                k: v.detach().to(torch.float16 if v.is_floating_point() else v.dtype).contiguous().cpu()
+                for k, v in heads.items()
+            },
+            staging / HEADS,
+        )
     files = sorted(p.name for p in staging.iterdir() if p.is_file())
-    card = {**card, "card_version": CARD_VERSION, "dtype": "float16",
-            "files": {name: sha256_file(staging / name) for name in files}}
+    card = {
+        **card,
+        "card_version": CARD_VERSION,
+        "dtype": "float16",
+        "files": {name: sha256_file(staging / name) for name in files},
+    }
     (staging / CARD).write_text(json.dumps(card, indent=2) + "\n")
     return publish_dir(staging, out)
 
@@ -71,13 +89,17 @@ def read_card(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     path = directory / CARD
     if not path.is_file():
-        raise CheckpointError(f"{directory} has no {CARD}: not a zoo checkpoint (train one with `binding-lens zoo train`)")
+        raise CheckpointError(
+            f"{directory} has no {CARD}: not a zoo checkpoint (train one with `binding-lens zoo train`)"
+        )
     card = json.loads(path.read_text())
     for name, digest in card.get("files", {}).items():
         if not (directory / name).is_file():
             raise CheckpointError(f"{directory}/{name} is listed in the card but missing; the checkpoint is incomplete")
         if sha256_file(directory / name) != digest:
-            raise CheckpointError(f"{directory}/{name} does not match the sha256 in its card: the file is corrupt or was changed")
+            raise CheckpointError(
+                f"{directory}/{name} does not match the sha256 in its card: the file is corrupt or was changed"
+            )
     return card
 
 
@@ -94,7 +116,9 @@ def load_dino_head(directory: str | Path) -> tuple[DinoHead, Tensor, dict[str, f
     DINO loss of the shipped model can be measured exactly as it was trained (SPEC section 6)."""
     card = read_card(directory)
     if card["objective"] != "dino":
-        raise CheckpointError(f"{directory} was trained with objective {card['objective']!r}; only DINO models carry a DINO head")
+        raise CheckpointError(
+            f"{directory} was trained with objective {card['objective']!r}; only DINO models carry a DINO head"
+        )
     heads = read_heads(directory)
     recipe = ZooRecipe.from_dict(card["recipe"])
     k = recipe.dino

@@ -53,7 +53,9 @@ class DinoObjective(Objective):
     def __init__(self, backbone: Dinov2Model, recipe: ZooRecipe) -> None:
         super().__init__(backbone, recipe)
         k = recipe.dino
-        self.head = DinoHead(recipe.hidden_size, k.out_dim, k.hidden_dim, k.bottleneck_dim, n_layers=3, seed=recipe.seed)
+        self.head = DinoHead(
+            recipe.hidden_size, k.out_dim, k.hidden_dim, k.bottleneck_dim, n_layers=3, seed=recipe.seed
+        )
         self.teacher = copy.deepcopy(backbone).requires_grad_(False)
         self.teacher_head = copy.deepcopy(self.head).requires_grad_(False)
         self.register_buffer("center", torch.zeros(k.out_dim))
@@ -63,8 +65,14 @@ class DinoObjective(Objective):
         k, size = self.recipe.dino, self.recipe.image_size
         pixels = bank.pixels(index)
         plan = plan_crops(
-            [(size, size)] * len(index), patch_size=self.recipe.patch_size, n_global=2, n_local=k.n_local,
-            global_size=size, local_size=k.local_size, global_scale=k.global_scale, local_scale=k.local_scale,
+            [(size, size)] * len(index),
+            patch_size=self.recipe.patch_size,
+            n_global=2,
+            n_local=k.n_local,
+            global_size=size,
+            local_size=k.local_size,
+            global_scale=k.global_scale,
+            local_scale=k.local_scale,
             seed=int(torch.randint(0, 2**62, (1,), generator=generator)),
         )
         views = [apply_view(pixels, plan, v) for v in range(len(plan.sides))]
@@ -73,7 +81,9 @@ class DinoObjective(Objective):
             teacher_out = self.teacher_head(self.teacher(pixel_values=global_views).pooler_output).chunk(2)
         student_out = list(self.head(self.backbone(pixel_values=global_views).pooler_output).chunk(2))
         if local_views:
-            student_out += self.head(self.backbone(pixel_values=torch.cat(local_views)).pooler_output).chunk(len(local_views))
+            student_out += self.head(self.backbone(pixel_values=torch.cat(local_views)).pooler_output).chunk(
+                len(local_views)
+            )
         self._teacher_out = list(teacher_out)
         return dino_loss(student_out, self._teacher_out, self.center, k.student_temp, k.teacher_temp)
 
@@ -110,8 +120,15 @@ class MaeObjective(Objective):
         self.decoder_embed = nn.Linear(recipe.hidden_size, k.decoder_dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, k.decoder_dim))
         self.decoder_pos = nn.Parameter(torch.zeros(1, 1 + recipe.grid**2, k.decoder_dim))
-        layer = nn.TransformerEncoderLayer(k.decoder_dim, k.decoder_heads, 4 * k.decoder_dim, dropout=0.0,
-                                           activation="gelu", batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            k.decoder_dim,
+            k.decoder_heads,
+            4 * k.decoder_dim,
+            dropout=0.0,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
         self.decoder = nn.TransformerEncoder(layer, k.decoder_layers, enable_nested_tensor=False)
         self.decoder_norm = nn.LayerNorm(k.decoder_dim)
         self.predict = nn.Linear(k.decoder_dim, p * p * 3)

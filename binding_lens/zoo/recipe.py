@@ -96,21 +96,38 @@ class ZooRecipe:
             raise InputError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
         if self.scale not in SCALES:
             raise InputError(f"unknown recipe scale {self.scale!r}; choose one of {', '.join(SCALES)}")
-        check_positive_ints({name: getattr(self, name) for name in (
-            "image_size", "n_scenes", "patch_size", "hidden_size", "n_layers", "n_heads", "mlp_ratio", "batch_size")})
+        check_positive_ints(
+            {
+                name: getattr(self, name)
+                for name in (
+                    "image_size",
+                    "n_scenes",
+                    "patch_size",
+                    "hidden_size",
+                    "n_layers",
+                    "n_heads",
+                    "mlp_ratio",
+                    "batch_size",
+                )
+            }
+        )
         if not isinstance(self.steps, int) or self.steps < 0:
             raise InputError(f"steps must be a non-negative integer, got {self.steps!r}")
         if self.objective == "random" and self.steps:
             raise InputError(f"the random control is never trained: steps must be 0, got {self.steps}")
         if self.objective != "random" and not self.steps:
-            raise InputError(f"a {self.objective} model needs at least 1 training step, got 0 "
-                             "(the untrained control is --objective random)")
+            raise InputError(
+                f"a {self.objective} model needs at least 1 training step, got 0 "
+                "(the untrained control is --objective random)"
+            )
         if self.image_size % self.patch_size:
             raise InputError(f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}")
         if self.hidden_size % self.n_heads:
             raise InputError(f"hidden_size {self.hidden_size} must be divisible by n_heads {self.n_heads}")
         if self.dino.local_size % self.patch_size:
-            raise InputError(f"dino.local_size {self.dino.local_size} must be a multiple of patch_size {self.patch_size}")
+            raise InputError(
+                f"dino.local_size {self.dino.local_size} must be a multiple of patch_size {self.patch_size}"
+            )
         if not 0 < self.mae.mask_ratio < 1:
             raise InputError(f"mae.mask_ratio must lie strictly between 0 and 1, got {self.mae.mask_ratio}")
         if not (self.lr > 0 and 0 <= self.min_lr <= self.lr):
@@ -125,9 +142,14 @@ class ZooRecipe:
         from transformers import Dinov2Config
 
         return Dinov2Config(
-            hidden_size=self.hidden_size, num_hidden_layers=self.n_layers, num_attention_heads=self.n_heads,
-            mlp_ratio=self.mlp_ratio, image_size=self.image_size, patch_size=self.patch_size,
-            layerscale_value=1.0, drop_path_rate=0.0,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.n_layers,
+            num_attention_heads=self.n_heads,
+            mlp_ratio=self.mlp_ratio,
+            image_size=self.image_size,
+            patch_size=self.patch_size,
+            layerscale_value=1.0,
+            drop_path_rate=0.0,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -190,13 +212,28 @@ RECIPES: dict[str, ZooRecipe] = {
     "random": ZooRecipe("random", steps=0),
 }
 
-_GPU_BACKBONE = dict(scale="gpu", image_size=128, patch_size=8, hidden_size=384, n_layers=12, n_heads=6,
-                     n_scenes=20000, batch_size=128, warmup_steps=500)
+_GPU_BACKBONE = dict(
+    scale="gpu",
+    image_size=128,
+    patch_size=8,
+    hidden_size=384,
+    n_layers=12,
+    n_heads=6,
+    n_scenes=20000,
+    batch_size=128,
+    warmup_steps=500,
+)
 GPU_RECIPES: dict[str, ZooRecipe] = {
-    "dino": ZooRecipe("dino", **_GPU_BACKBONE, steps=10000, lr=5e-4,
-                      dino=DinoKnobs(out_dim=4096, hidden_dim=1024, bottleneck_dim=256, local_size=64)),
-    "mae": ZooRecipe("mae", **_GPU_BACKBONE, steps=20000, lr=1e-3,
-                     mae=MaeKnobs(decoder_dim=192, decoder_layers=4, decoder_heads=6)),
+    "dino": ZooRecipe(
+        "dino",
+        **_GPU_BACKBONE,
+        steps=10000,
+        lr=5e-4,
+        dino=DinoKnobs(out_dim=4096, hidden_dim=1024, bottleneck_dim=256, local_size=64),
+    ),
+    "mae": ZooRecipe(
+        "mae", **_GPU_BACKBONE, steps=20000, lr=1e-3, mae=MaeKnobs(decoder_dim=192, decoder_layers=4, decoder_heads=6)
+    ),
     "supervised": ZooRecipe("supervised", **_GPU_BACKBONE, steps=15000, lr=1e-3),
     "random": ZooRecipe("random", **{**_GPU_BACKBONE, "warmup_steps": 100}, steps=0),
 }

@@ -44,9 +44,11 @@ class SceneBank:
         scenes = training_scenes(recipe)
         rendered = [scenes[i] for i in _maybe_tqdm(range(len(scenes)), progress, "rendering scenes")]
         self.images: UInt8[Tensor, "n H W 3"] = torch.from_numpy(np.stack([s.image for s in rendered]))
-        self.labels: Float[Tensor, "n label"] = torch.from_numpy(np.stack([
-            conjunction_labels(s.metadata["objects"], recipe.supervised.min_visible_fraction) for s in rendered
-        ]))
+        self.labels: Float[Tensor, "n label"] = torch.from_numpy(
+            np.stack(
+                [conjunction_labels(s.metadata["objects"], recipe.supervised.min_visible_fraction) for s in rendered]
+            )
+        )
         self.identity = scenes.identity
         self._mean = torch.tensor(IMAGE_MEAN).view(1, 3, 1, 1)
         self._std = torch.tensor(IMAGE_STD).view(1, 3, 1, 1)

@@ -6,9 +6,10 @@
 AdamW (betas 0.9 / 0.95, weight decay on matrices only), linear warm-up then cosine decay to
 `min_lr`, gradient clipping at `clip_grad` (global norm). `device` runs it on a GPU (the scenes are
 held there too); `precision="bf16"` runs the forward passes under bfloat16 autocast (weights,
-optimiser state and the EMA teacher stay float32). Both are recorded in the card's environment. Batches are drawn from the pre-rendered
-training scenes by a generator seeded with `recipe.seed`; the backbone's initialisation uses the
-same seed, so the random control is exactly the untrained starting point of every other model.
+optimiser state and the EMA teacher stay float32). Both are recorded in the card's environment. Batches
+are drawn from the pre-rendered training scenes by a generator seeded with `recipe.seed`; the backbone's
+initialisation uses the same seed, so the random control is exactly the untrained starting point of
+every other model.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from typing import Any
 import torch
 import transformers
 
-from ..version import __version__
 from ..errors import InputError
-from ..training import train_for
 from ..io import staging_dir
+from ..training import train_for
+from ..version import __version__
 from .checkpoint import LOG, write_checkpoint
 from .objectives import Objective, make_objective
 from .recipe import COMMAND_LINE_FIELDS, ZooRecipe, default_recipe
@@ -45,8 +46,11 @@ def _optimizer(objective: Objective, recipe: ZooRecipe) -> torch.optim.Optimizer
     trainable = [(n, p) for n, p in objective.named_parameters() if p.requires_grad]
     decay = [p for n, p in trainable if p.ndim > 1 and not _no_decay(n)]
     rest = [p for n, p in trainable if not (p.ndim > 1 and not _no_decay(n))]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
-                              {"params": rest, "weight_decay": 0.0}], lr=recipe.lr, betas=(0.9, 0.95))
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+        lr=recipe.lr,
+        betas=(0.9, 0.95),
+    )
 
 
 def _no_decay(name: str) -> bool:
@@ -84,10 +88,16 @@ def train_zoo_model(
         "objective": recipe.objective,
         "recipe": recipe.as_dict(),
         "data": training_scenes(recipe).identity,
-        "architecture": {"hf_class": type(backbone).__name__, "model_type": backbone.config.model_type,
-                         "hidden_size": recipe.hidden_size, "n_layers": recipe.n_layers, "n_heads": recipe.n_heads,
-                         "patch_size": recipe.patch_size, "image_size": recipe.image_size,
-                         "parameters": sum(p.numel() for p in backbone.parameters())},
+        "architecture": {
+            "hf_class": type(backbone).__name__,
+            "model_type": backbone.config.model_type,
+            "hidden_size": recipe.hidden_size,
+            "n_layers": recipe.n_layers,
+            "n_heads": recipe.n_heads,
+            "patch_size": recipe.patch_size,
+            "image_size": recipe.image_size,
+            "parameters": sum(p.numel() for p in backbone.parameters()),
+        },
         "steps": recipe.steps,
         "images_seen": recipe.steps * recipe.batch_size,
         "wall_time_s": round(wall, 1),
@@ -95,9 +105,15 @@ def train_zoo_model(
         "final_loss": _mean(losses[-50:]),
         "command": command or canonical_command(recipe, out),
         "shipped_network": "EMA teacher" if recipe.objective == "dino" else "the trained backbone",
-        "environment": {"binding_lens": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-                        "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
-                        "device": _device_name(device), "precision": precision},
+        "environment": {
+            "binding_lens": __version__,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "threads": torch.get_num_threads(),
+            "machine": platform.processor() or platform.machine(),
+            "device": _device_name(device),
+            "precision": precision,
+        },
     }
     write_checkpoint(staging, out, backbone, objective.heads(), card)
     return card
@@ -119,16 +135,14 @@ def canonical_command(recipe: ZooRecipe, out: Path) -> str:
     the objective's shipped recipe are spelt out)."""
     base = default_recipe(recipe.objective, recipe.scale).as_dict()
     mine = recipe.as_dict()
-    flags = [f"--{k.replace('_', '-')} {v}" for k, v in mine.items()
-             if k in COMMAND_LINE_FIELDS and base.get(k) != v]
+    flags = [f"--{k.replace('_', '-')} {v}" for k, v in mine.items() if k in COMMAND_LINE_FIELDS and base.get(k) != v]
     scale = [] if recipe.scale == "small" else ["--scale", recipe.scale]
     return " ".join(["binding-lens zoo train --objective", recipe.objective, *scale, *flags, "--out", str(out)])
 
 
-
-
-def _fit(objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool, device: torch.device,
-         precision: str) -> list[float]:
+def _fit(
+    objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool, device: torch.device, precision: str
+) -> list[float]:
     bank = SceneBank(recipe, progress=progress).to(device)
     optimizer = _optimizer(objective, recipe)
     generator = torch.Generator().manual_seed(recipe.seed)
@@ -154,18 +168,25 @@ def _fit(objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool
 
         def after_step(step: int) -> None:
             objective.after_step(step - 1, recipe.steps)
-            log.write(f"{step - 1},{losses[-1]:.6f},{learning_rate(recipe, step - 1):.3e},"
-                      f"{time.perf_counter() - started:.2f}\n")
+            log.write(
+                f"{step - 1},{losses[-1]:.6f},{learning_rate(recipe, step - 1):.3e},"
+                f"{time.perf_counter() - started:.2f}\n"
+            )
             if bar is not None:
                 bar.update(1)
                 if (step - 1) % 10 == 0:
                     bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.4f}")
             log.flush()
 
-        train_for(objective, optimizer, loss_at, recipe.steps,
-                  lr_schedule=lambda step: learning_rate(recipe, step - 1) / recipe.lr,
-                  before_update=lambda: torch.nn.utils.clip_grad_norm_(trainable, recipe.clip_grad),
-                  after_step=after_step)
+        train_for(
+            objective,
+            optimizer,
+            loss_at,
+            recipe.steps,
+            lr_schedule=lambda step: learning_rate(recipe, step - 1) / recipe.lr,
+            before_update=lambda: torch.nn.utils.clip_grad_norm_(trainable, recipe.clip_grad),
+            after_step=after_step,
+        )
     if bar is not None:
         bar.close()
     objective.eval()

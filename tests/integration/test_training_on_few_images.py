@@ -22,8 +22,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def few_images():
     model = HookedViT.from_pretrained("zoo:mae")
-    shard, _ = extract_to_memory(model, SyntheticScenes(n=60, size=96, seed=1), [3], progress=False,
-                                 patches_per_image=64)
+    shard, _ = extract_to_memory(
+        model, SyntheticScenes(n=60, size=96, seed=1), [3], progress=False, patches_per_image=64
+    )
     data = ProbeData([shard.acts[3].float()], shard.instance)
     train, val, test = (data.select(idx) for idx in split_by_image(60, seed=0))
     assert (train.n_images, val.n_images, test.n_images) == (42, 9, 9)
@@ -49,8 +50,9 @@ def test_default_training_on_42_images_matches_fixed_rate_adam_or_says_it_did_no
 
 def test_a_run_whose_rate_reaches_its_floor_says_it_did_not_converge(few_images):
     """No patience, a plateau schedule with a high floor: the run ends on the floor and says why."""
-    config = ProbeTrainingConfig(patience=None, min_steps=0, plateau_patience=1, gamma=0.5, min_lr_factor=0.25,
-                                 max_steps=2000, lr=3e-2)
+    config = ProbeTrainingConfig(
+        patience=None, min_steps=0, plateau_patience=1, gamma=0.5, min_lr_factor=0.25, max_steps=2000, lr=3e-2
+    )
     _, result = _test_auroc(few_images, config)
     assert result.stopped == "lr_floor" and not result.converged
     assert result.steps < 2000 and result.history[-1].lr == pytest.approx(config.lr * 0.25)

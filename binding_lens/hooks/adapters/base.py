@@ -11,8 +11,9 @@ written once, in `HookedBlock` and `HookedViT`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from jaxtyping import Float
 from torch import Tensor, nn
@@ -20,7 +21,6 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.activations import ACT2FN
 
 from ..components import AttentionParts, BlockParts, MLPParts
-
 
 TINY_DIMS = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, attn_implementation="eager")
 """The shape every family's tiny test models share (eager attention, so patterns can be compared)."""

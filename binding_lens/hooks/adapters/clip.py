@@ -16,10 +16,19 @@ from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from . import register_adapter
 from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
-_TEXT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=99,
-             bos_token_id=0, eos_token_id=1, pad_token_id=1)
+_TEXT = dict(
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    intermediate_size=64,
+    vocab_size=99,
+    bos_token_id=0,
+    eos_token_id=1,
+    pad_token_id=1,
+)
 _TINY_VISION = {k: v for k, v in TINY_DIMS.items() if k != "attn_implementation"} | dict(
-    intermediate_size=64, image_size=32, patch_size=8)
+    intermediate_size=64, image_size=32, patch_size=8
+)
 
 
 @register_adapter
@@ -33,11 +42,22 @@ class ClipAdapter(FamilyAdapter):
         "clip-vit-b16": lambda: CLIPVisionConfig(**VIT_B_DIMS, image_size=224, patch_size=16, hidden_act="quick_gelu"),
     }
     tiny_cases = (
-        TinyCase("clip_vision", lambda: CLIPVisionModel(CLIPVisionConfig(**_TINY_VISION, attn_implementation="eager")),
-                 (32, 32), (24, 40)),
-        TinyCase("clip_full", lambda: CLIPModel(CLIPConfig(text_config=_TEXT, vision_config=_TINY_VISION, projection_dim=16,
-                                                           attn_implementation="eager")),
-                 (32, 32), (40, 24)),
+        TinyCase(
+            "clip_vision",
+            lambda: CLIPVisionModel(CLIPVisionConfig(**_TINY_VISION, attn_implementation="eager")),
+            (32, 32),
+            (24, 40),
+        ),
+        TinyCase(
+            "clip_full",
+            lambda: CLIPModel(
+                CLIPConfig(
+                    text_config=_TEXT, vision_config=_TINY_VISION, projection_dim=16, attn_implementation="eager"
+                )
+            ),
+            (32, 32),
+            (40, 24),
+        ),
     )
 
     @staticmethod

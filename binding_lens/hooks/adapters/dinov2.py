@@ -44,14 +44,23 @@ class Dinov2Adapter(FamilyAdapter):
         "dinov2-base": lambda: Dinov2Config(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, **_DINOV2),
         "dinov2-large": lambda: Dinov2Config(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, **_DINOV2),
         "dinov2-small-reg": lambda: Dinov2WithRegistersConfig(
-            hidden_size=384, num_hidden_layers=12, num_attention_heads=6, num_register_tokens=4, **_DINOV2),
+            hidden_size=384, num_hidden_layers=12, num_attention_heads=6, num_register_tokens=4, **_DINOV2
+        ),
     }
     tiny_cases = (
         TinyCase("dinov2", lambda: Dinov2Model(Dinov2Config(**_TINY, mlp_ratio=2)), (56, 56), (42, 70)),
-        TinyCase("dinov2_swiglu", lambda: Dinov2Model(Dinov2Config(**_TINY, mlp_ratio=4, use_swiglu_ffn=True)),
-                 (56, 56), (70, 42)),
-        TinyCase("dinov2_registers", lambda: Dinov2WithRegistersModel(
-            Dinov2WithRegistersConfig(**_TINY, mlp_ratio=2, num_register_tokens=4)), (56, 56), (42, 70)),
+        TinyCase(
+            "dinov2_swiglu",
+            lambda: Dinov2Model(Dinov2Config(**_TINY, mlp_ratio=4, use_swiglu_ffn=True)),
+            (56, 56),
+            (70, 42),
+        ),
+        TinyCase(
+            "dinov2_registers",
+            lambda: Dinov2WithRegistersModel(Dinov2WithRegistersConfig(**_TINY, mlp_ratio=2, num_register_tokens=4)),
+            (56, 56),
+            (42, 70),
+        ),
     )
 
     @staticmethod

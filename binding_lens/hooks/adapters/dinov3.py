@@ -20,7 +20,9 @@ from .base import TINY_DIMS, FamilyAdapter, TinyCase
 from .dinov2 import layer_scaled_block_parts
 
 _DINOV3 = dict(image_size=224, patch_size=16, num_register_tokens=4, layerscale_value=1.0)
-_TINY = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8, num_register_tokens=2, layerscale_value=0.5)
+_TINY = dict(
+    **TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8, num_register_tokens=2, layerscale_value=0.5
+)
 
 
 @register_adapter
@@ -32,17 +34,24 @@ class Dinov3Adapter(FamilyAdapter):
     image_std = tuple(IMAGENET_DEFAULT_STD)
     positional_embedding_type = "rotary"
     architectures = {
-        "dinov3-vits16": lambda: DINOv3ViTConfig(hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
-                                                 intermediate_size=1536, **_DINOV3),
-        "dinov3-vitb16": lambda: DINOv3ViTConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                                                 intermediate_size=3072, **_DINOV3),
-        "dinov3-vitl16": lambda: DINOv3ViTConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                                                 intermediate_size=4096, **_DINOV3),
+        "dinov3-vits16": lambda: DINOv3ViTConfig(
+            hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536, **_DINOV3
+        ),
+        "dinov3-vitb16": lambda: DINOv3ViTConfig(
+            hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, **_DINOV3
+        ),
+        "dinov3-vitl16": lambda: DINOv3ViTConfig(
+            hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, **_DINOV3
+        ),
     }
     tiny_cases = (
         TinyCase("dinov3", lambda: DINOv3ViTModel(DINOv3ViTConfig(**_TINY)), (32, 32), (24, 40)),
-        TinyCase("dinov3_gated", lambda: DINOv3ViTModel(DINOv3ViTConfig(**_TINY, use_gated_mlp=True, hidden_act="silu")),
-                 (32, 32), (40, 24)),
+        TinyCase(
+            "dinov3_gated",
+            lambda: DINOv3ViTModel(DINOv3ViTConfig(**_TINY, use_gated_mlp=True, hidden_act="silu")),
+            (32, 32),
+            (40, 24),
+        ),
     )
 
     @staticmethod

@@ -22,12 +22,24 @@ class IJepaAdapter(FamilyAdapter):
     image_mean = tuple(IMAGENET_DEFAULT_MEAN)
     image_std = tuple(IMAGENET_DEFAULT_STD)
     architectures = {
-        "ijepa-vith14": lambda: IJepaConfig(hidden_size=1280, num_hidden_layers=32, num_attention_heads=16,
-                                            intermediate_size=5120, image_size=224, patch_size=14),
+        "ijepa-vith14": lambda: IJepaConfig(
+            hidden_size=1280,
+            num_hidden_layers=32,
+            num_attention_heads=16,
+            intermediate_size=5120,
+            image_size=224,
+            patch_size=14,
+        ),
     }
     tiny_cases = (
-        TinyCase("ijepa", lambda: IJepaModel(IJepaConfig(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8),
-                                             add_pooling_layer=False), (32, 32), (24, 40)),
+        TinyCase(
+            "ijepa",
+            lambda: IJepaModel(
+                IJepaConfig(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8), add_pooling_layer=False
+            ),
+            (32, 32),
+            (24, 40),
+        ),
     )
 
     @staticmethod

@@ -28,8 +28,10 @@ OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
 def _refuse(why: str) -> None:
-    raise UnsupportedArchitectureError(f"open_clip model: {why}; binding_lens hooks open_clip VisionTransformer "
-                                       "towers (see binding_lens/hooks/adapters/open_clip_vit.py)")
+    raise UnsupportedArchitectureError(
+        f"open_clip model: {why}; binding_lens hooks open_clip VisionTransformer "
+        "towers (see binding_lens/hooks/adapters/open_clip_vit.py)"
+    )
 
 
 def _check(visual: nn.Module) -> None:
@@ -41,8 +43,12 @@ def _check(visual: nn.Module) -> None:
         if type(block) is not ResidualAttentionBlock or hasattr(block, "ln_1_kv"):
             _refuse(f"block {index} is a {type(block).__name__} (cross-attention or custom attention)")
         attn = block.attn
-        if not isinstance(attn, nn.MultiheadAttention) or not attn._qkv_same_embed_dim or attn.bias_k is not None \
-                or attn.add_zero_attn:
+        if (
+            not isinstance(attn, nn.MultiheadAttention)
+            or not attn._qkv_same_embed_dim
+            or attn.bias_k is not None
+            or attn.add_zero_attn
+        ):
             _refuse(f"block {index}'s attention has separate q/k/v sizes or extra key/value biases")
 
 
@@ -68,14 +74,23 @@ class OpenClipAdapter(FamilyAdapter):
         block = visual.transformer.resblocks[0]
         width, heads = block.attn.embed_dim, block.attn.num_heads
         act = block.mlp.gelu
-        return ForeignTower(visual, ForeignConfig(
-            model_type="open_clip_vit", name=f"{type(visual).__name__} {len(visual.transformer.resblocks)}x{width}", num_hidden_layers=len(visual.transformer.resblocks),
-            hidden_size=width, num_attention_heads=heads, head_dim=width // heads,
-            intermediate_size=block.mlp.c_fc.out_features,
-            hidden_act="quick_gelu" if type(act).__name__ == "QuickGELU" else type(act).__name__.lower(),
-            patch_size=int(visual.patch_size[0]), image_size=tuple(visual.image_size),
-            layer_norm_eps=float(block.ln_1.eps), num_channels=int(visual.conv1.in_channels),
-        ))
+        return ForeignTower(
+            visual,
+            ForeignConfig(
+                model_type="open_clip_vit",
+                name=f"{type(visual).__name__} {len(visual.transformer.resblocks)}x{width}",
+                num_hidden_layers=len(visual.transformer.resblocks),
+                hidden_size=width,
+                num_attention_heads=heads,
+                head_dim=width // heads,
+                intermediate_size=block.mlp.c_fc.out_features,
+                hidden_act="quick_gelu" if type(act).__name__ == "QuickGELU" else type(act).__name__.lower(),
+                patch_size=int(visual.patch_size[0]),
+                image_size=tuple(visual.image_size),
+                layer_norm_eps=float(block.ln_1.eps),
+                num_channels=int(visual.conv1.in_channels),
+            ),
+        )
 
     @classmethod
     def image_statistics(cls, hf):
@@ -92,9 +107,12 @@ class OpenClipAdapter(FamilyAdapter):
         attn = layer.attn
         q, k, v = split_linear(attn.in_proj_weight, attn.in_proj_bias, 3)
         return BlockParts(
-            ln1=layer.ln_1, attention=AttentionParts(q_proj=q, k_proj=k, v_proj=v, o_proj=attn.out_proj), ln2=layer.ln_2,
+            ln1=layer.ln_1,
+            attention=AttentionParts(q_proj=q, k_proj=k, v_proj=v, o_proj=attn.out_proj),
+            ln2=layer.ln_2,
             mlp=MLPParts(fc_in=layer.mlp.c_fc, act=layer.mlp.gelu, fc_out=layer.mlp.c_proj),
-            layer_scale_attn=getattr(layer.ls_1, "gamma", None), layer_scale_mlp=getattr(layer.ls_2, "gamma", None),
+            layer_scale_attn=getattr(layer.ls_1, "gamma", None),
+            layer_scale_mlp=getattr(layer.ls_2, "gamma", None),
         )
 
     @staticmethod

@@ -15,8 +15,16 @@ from . import register_adapter
 from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
 _TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8)
-_TEXT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=99,
-             bos_token_id=0, eos_token_id=1, pad_token_id=1)
+_TEXT = dict(
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    intermediate_size=64,
+    vocab_size=99,
+    bos_token_id=0,
+    eos_token_id=1,
+    pad_token_id=1,
+)
 
 
 @register_adapter
@@ -29,14 +37,28 @@ class SiglipAdapter(FamilyAdapter):
     architectures = {
         "siglip-b16-224": lambda: SiglipVisionConfig(**VIT_B_DIMS, image_size=224, patch_size=16),
         "siglip-so400m-14-384": lambda: SiglipVisionConfig(
-            hidden_size=1152, num_hidden_layers=27, num_attention_heads=16, intermediate_size=4304, image_size=384,
-            patch_size=14),
+            hidden_size=1152,
+            num_hidden_layers=27,
+            num_attention_heads=16,
+            intermediate_size=4304,
+            image_size=384,
+            patch_size=14,
+        ),
     }
     tiny_cases = (
         TinyCase("siglip_vision", lambda: SiglipVisionModel(SiglipVisionConfig(**_TINY_VISION)), (32, 32), (24, 40)),
-        TinyCase("siglip_full", lambda: SiglipModel(SiglipConfig(
-            text_config=_TEXT, vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
-            attn_implementation="eager")), (32, 32), (40, 24)),
+        TinyCase(
+            "siglip_full",
+            lambda: SiglipModel(
+                SiglipConfig(
+                    text_config=_TEXT,
+                    vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
+                    attn_implementation="eager",
+                )
+            ),
+            (32, 32),
+            (40, 24),
+        ),
     )
 
     @staticmethod

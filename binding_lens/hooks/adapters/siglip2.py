@@ -21,8 +21,16 @@ from .base import TINY_DIMS, VIT_B_DIMS, TinyCase
 from .siglip import SiglipAdapter
 
 _TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, num_patches=16, patch_size=8)
-_TEXT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=99,
-             bos_token_id=0, eos_token_id=1, pad_token_id=1)
+_TEXT = dict(
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    intermediate_size=64,
+    vocab_size=99,
+    bos_token_id=0,
+    eos_token_id=1,
+    pad_token_id=1,
+)
 
 
 def patchify(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -50,9 +58,18 @@ class Siglip2Adapter(SiglipAdapter):
     }
     tiny_cases = (
         TinyCase("siglip2_vision", lambda: Siglip2VisionModel(Siglip2VisionConfig(**_TINY_VISION)), (32, 32), (24, 40)),
-        TinyCase("siglip2_full", lambda: Siglip2Model(Siglip2Config(
-            text_config=_TEXT, vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
-            attn_implementation="eager")), (32, 32), (40, 56)),
+        TinyCase(
+            "siglip2_full",
+            lambda: Siglip2Model(
+                Siglip2Config(
+                    text_config=_TEXT,
+                    vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
+                    attn_implementation="eager",
+                )
+            ),
+            (32, 32),
+            (40, 56),
+        ),
     )
 
     @staticmethod
@@ -67,12 +84,16 @@ class Siglip2Adapter(SiglipAdapter):
         patches = emb.patch_embedding(patchify(pixel_values, emb.patch_size).to(weight.dtype))
         grid = emb.position_embedding.weight.reshape(emb.position_embedding_size, emb.position_embedding_size, -1)
         pos = Siglip2VisionEmbeddings.resize_positional_embeddings(
-            grid, spatial_shapes(pixel_values[:1], emb.patch_size), max_length=patches.shape[1])
+            grid, spatial_shapes(pixel_values[:1], emb.patch_size), max_length=patches.shape[1]
+        )
         return patches, pos
 
     @staticmethod
     def reference_inputs(hf, pixel_values):
         patch = hf.config.patch_size
         patches = patchify(pixel_values, patch)
-        return {"pixel_values": patches, "spatial_shapes": spatial_shapes(pixel_values, patch),
-                "pixel_attention_mask": torch.ones(patches.shape[:2], dtype=torch.long, device=patches.device)}
+        return {
+            "pixel_values": patches,
+            "spatial_shapes": spatial_shapes(pixel_values, patch),
+            "pixel_attention_mask": torch.ones(patches.shape[:2], dtype=torch.long, device=patches.device),
+        }

@@ -23,8 +23,10 @@ from .base import FamilyAdapter, ForeignConfig, ForeignTower, forward_with_block
 
 
 def _refuse(name: str, why: str) -> None:
-    raise UnsupportedArchitectureError(f"timm model {name}: {why}; binding_lens hooks timm VisionTransformers with "
-                                       "pre-norm Blocks (see binding_lens/hooks/adapters/timm_vit.py)")
+    raise UnsupportedArchitectureError(
+        f"timm model {name}: {why}; binding_lens hooks timm VisionTransformers with "
+        "pre-norm Blocks (see binding_lens/hooks/adapters/timm_vit.py)"
+    )
 
 
 def _is_identity(module: nn.Module | None) -> bool:
@@ -46,7 +48,10 @@ def _check(model: nn.Module, name: str) -> None:
         attn = block.attn
         if type(attn) is not Attention:
             _refuse(name, f"block {index}'s attention is a {type(attn).__name__}")
-        if not (_is_identity(attn.q_norm) and _is_identity(attn.k_norm) and _is_identity(attn.norm)) or attn.gate is not None:
+        if (
+            not (_is_identity(attn.q_norm) and _is_identity(attn.k_norm) and _is_identity(attn.norm))
+            or attn.gate is not None
+        ):
             _refuse(name, f"block {index} normalises q/k or its attention output, or gates it")
         if not isinstance(block.norm1, nn.LayerNorm) or not isinstance(block.norm2, nn.LayerNorm):
             _refuse(name, f"block {index}'s norms are not LayerNorms")
@@ -82,20 +87,34 @@ class TimmAdapter(FamilyAdapter):
             return None
         name = getattr(model, "pretrained_cfg", {}).get("architecture") or type(model).__name__
         if type(model).__name__ != "VisionTransformer":
-            _refuse(name, f"it is a {type(model).__name__}, not a VisionTransformer"
-                    + (" (EVA applies RoPE inside attention with its own layout)" if "Eva" in type(model).__name__ else ""))
+            _refuse(
+                name,
+                f"it is a {type(model).__name__}, not a VisionTransformer"
+                + (" (EVA applies RoPE inside attention with its own layout)" if "Eva" in type(model).__name__ else ""),
+            )
         _check(model, name)
         block = model.blocks[0]
         _, hidden = _mlp_parts(block.mlp)
         act = getattr(block.mlp, "act", None)
-        return ForeignTower(model, ForeignConfig(
-            model_type="timm_vit", name=name, num_hidden_layers=len(model.blocks), hidden_size=model.embed_dim,
-            num_attention_heads=block.attn.num_heads, head_dim=block.attn.head_dim, intermediate_size=hidden,
-            hidden_act=type(act).__name__.lower() if act is not None else "gelu",
-            patch_size=int(model.patch_embed.patch_size[0]), image_size=tuple(model.patch_embed.img_size),
-            layer_norm_eps=float(block.norm1.eps), num_register_tokens=int(getattr(model, "num_reg_tokens", 0)),
-            num_cls_tokens=int(model.cls_token is not None), num_channels=int(model.patch_embed.proj.in_channels),
-        ))
+        return ForeignTower(
+            model,
+            ForeignConfig(
+                model_type="timm_vit",
+                name=name,
+                num_hidden_layers=len(model.blocks),
+                hidden_size=model.embed_dim,
+                num_attention_heads=block.attn.num_heads,
+                head_dim=block.attn.head_dim,
+                intermediate_size=hidden,
+                hidden_act=type(act).__name__.lower() if act is not None else "gelu",
+                patch_size=int(model.patch_embed.patch_size[0]),
+                image_size=tuple(model.patch_embed.img_size),
+                layer_norm_eps=float(block.norm1.eps),
+                num_register_tokens=int(getattr(model, "num_reg_tokens", 0)),
+                num_cls_tokens=int(model.cls_token is not None),
+                num_channels=int(model.patch_embed.proj.in_channels),
+            ),
+        )
 
     @classmethod
     def image_statistics(cls, hf):
@@ -112,9 +131,12 @@ class TimmAdapter(FamilyAdapter):
         attn = layer.attn
         q, k, v = split_linear(attn.qkv.weight, attn.qkv.bias, 3)
         return BlockParts(
-            ln1=layer.norm1, attention=AttentionParts(q_proj=q, k_proj=k, v_proj=v, o_proj=attn.proj), ln2=layer.norm2,
+            ln1=layer.norm1,
+            attention=AttentionParts(q_proj=q, k_proj=k, v_proj=v, o_proj=attn.proj),
+            ln2=layer.norm2,
             mlp=_mlp_parts(layer.mlp)[0],
-            layer_scale_attn=getattr(layer.ls1, "gamma", None), layer_scale_mlp=getattr(layer.ls2, "gamma", None),
+            layer_scale_attn=getattr(layer.ls1, "gamma", None),
+            layer_scale_mlp=getattr(layer.ls2, "gamma", None),
         )
 
     @staticmethod
@@ -150,8 +172,9 @@ class TimmAdapter(FamilyAdapter):
         prefix_with_pos = 0 if model.no_embed_class else n_prefix
         pos = model.pos_embed
         if (rows, cols) != tuple(model.patch_embed.grid_size):
-            pos = resample_abs_pos_embed(pos, new_size=(rows, cols), old_size=model.patch_embed.grid_size,
-                                         num_prefix_tokens=prefix_with_pos)
+            pos = resample_abs_pos_embed(
+                pos, new_size=(rows, cols), old_size=model.patch_embed.grid_size, num_prefix_tokens=prefix_with_pos
+            )
         if prefix_with_pos == 0:
             pos = torch.cat([pos.new_zeros(1, n_prefix, pos.shape[-1]), pos], dim=1)
         return tokens, pos
@@ -159,4 +182,3 @@ class TimmAdapter(FamilyAdapter):
     @classmethod
     def reference_hidden_states(cls, hf, pixel_values):
         return forward_with_block_outputs(hf.model.blocks, lambda: hf.model.forward_features(pixel_values))
-

@@ -19,8 +19,14 @@ class ViTAdapter(FamilyAdapter):
     image_std = tuple(IMAGENET_STANDARD_STD)
     architectures = {"vit-b16": lambda: ViTConfig(**VIT_B_DIMS, image_size=224, patch_size=16)}
     tiny_cases = (
-        TinyCase("vit", lambda: ViTModel(ViTConfig(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8),
-                                         add_pooling_layer=False), (32, 32), (24, 40)),
+        TinyCase(
+            "vit",
+            lambda: ViTModel(
+                ViTConfig(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8), add_pooling_layer=False
+            ),
+            (32, 32),
+            (24, 40),
+        ),
     )
 
     @staticmethod

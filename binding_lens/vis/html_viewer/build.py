@@ -13,9 +13,10 @@ from that patch.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ...analyses.run import load_run_probes
 from ...errors import InputError
@@ -45,8 +46,9 @@ def _entries(models: Any, probes: Any, size: Any) -> list[ModelEntry]:
     if isinstance(models, Sequence) and models and all(isinstance(m, ModelEntry) for m in models):
         if probes is not None:
             raise InputError("with ModelEntry items the probes go in each entry, not in probes=")
-        return [m if m.size is not None or size is None else ModelEntry(m.model, m.probes, m.name, size)
-                for m in models]
+        return [
+            m if m.size is not None or size is None else ModelEntry(m.model, m.probes, m.name, size) for m in models
+        ]
     raise TypeError(f"models must be a HookedViT or a non-empty list of ModelEntry, got {type(models).__name__}")
 
 
@@ -78,13 +80,21 @@ def viewer_html(
         shown.append(ViewerImage(item.name, resize_rgb(item.rgb, hw), edge))
     maps = []
     for entry in entries:
-        maps.append(compute_model_maps(
-            entry.model, [item.rgb for item in inputs], _probe_set(entry.probes), size=entry.size,
-            instance_masks=[item.instance_mask for item in inputs], name=entry.name,
-        ))
+        maps.append(
+            compute_model_maps(
+                entry.model,
+                [item.rgb for item in inputs],
+                _probe_set(entry.probes),
+                size=entry.size,
+                instance_masks=[item.instance_mask for item in inputs],
+                name=entry.name,
+            )
+        )
     names_used = [m.name for m in maps]
     if len(set(names_used)) != len(names_used):
-        raise InputError(f"model names must differ to be told apart in the viewer, got {names_used}: set ModelEntry.name")
+        raise InputError(
+            f"model names must differ to be told apart in the viewer, got {names_used}: set ModelEntry.name"
+        )
     title = title or "IsSameObject viewer: " + ", ".join(names_used)
     return viewer_page(shown, maps, title=title, bits=bits, max_mb=max_mb, display_px=display_px)
 
@@ -104,4 +114,3 @@ def viewer(
     """
     page = viewer_html(models, images, probes, **options)
     return write_text_atomic(out_path, page)
-

@@ -7,7 +7,7 @@ residual stream), averaged over heads, from every patch to every patch.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -39,8 +39,10 @@ def check_probes(model: HookedViT, probes: ProbeSet) -> dict[str, dict[int, Pair
             if not isinstance(layer, (int, np.integer)) or not 0 <= layer < n_layers:
                 raise InputError(f"probes[{name!r}] has layer {layer!r}; this model has layers 0..{n_layers - 1}")
             if probe.d_model != d_model:
-                raise InputError(f"probes[{name!r}][{layer}] was built for d_model {probe.d_model}, "
-                                 f"the model {model.cfg.source!r} has d_model {d_model}")
+                raise InputError(
+                    f"probes[{name!r}][{layer}] was built for d_model {probe.d_model}, "
+                    f"the model {model.cfg.source!r} has d_model {d_model}"
+                )
         out[str(name)] = {int(layer): by_layer[layer] for layer in sorted(by_layer)}
     return out
 
@@ -57,9 +59,7 @@ def _probe_device(probe: PairProbe) -> torch.device:
     return tensor.device if tensor is not None else torch.device("cpu")
 
 
-def patch_attention(
-    pattern: Float[torch.Tensor, "head query key"], n_prefix: int
-) -> Float[np.ndarray, "n n"]:
+def patch_attention(pattern: Float[torch.Tensor, "head query key"], n_prefix: int) -> Float[np.ndarray, "n n"]:
     """Mean over heads of the patch-to-patch block of one image's attention pattern."""
     return pattern.float().mean(0)[n_prefix:, n_prefix:].cpu().numpy()
 
@@ -80,9 +80,14 @@ def image_maps(
         for name, by_layer in probes.items():
             for layer, probe in by_layer.items():
                 tokens = model.patch_tokens(cache[f"blocks.{layer}.hook_resid_post"]).float()
-                scores[(name, layer)] = probe.pair_probabilities(tokens.to(_probe_device(probe)))[0].double().cpu().numpy()
-        attention = {block: patch_attention(cache[f"blocks.{block}.attn.hook_pattern"][0], model.cfg.n_prefix_tokens)
-                     for block in (layer + 1 for layer in layers) if block < model.cfg.n_layers}
+                scores[(name, layer)] = (
+                    probe.pair_probabilities(tokens.to(_probe_device(probe)))[0].double().cpu().numpy()
+                )
+        attention = {
+            block: patch_attention(cache[f"blocks.{block}.attn.hook_pattern"][0], model.cfg.n_prefix_tokens)
+            for block in (layer + 1 for layer in layers)
+            if block < model.cfg.n_layers
+        }
     return grid, scores, attention
 
 

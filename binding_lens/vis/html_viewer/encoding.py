@@ -101,8 +101,13 @@ def _previous_rows(v: UInt8[np.ndarray, "n n"], symmetric: bool) -> UInt8[np.nda
 
 def layout(q: Quantised, bits: int) -> dict[str, Any]:
     """What the decoder needs besides the bytes (goes into the page's metadata)."""
-    return {"n": q.n, "bits": check_bits(bits), "tri": q.symmetric, "rowMax": q.row_max is not None,
-            "rowSum": q.row_sum is not None}
+    return {
+        "n": q.n,
+        "bits": check_bits(bits),
+        "tri": q.symmetric,
+        "rowMax": q.row_max is not None,
+        "rowSum": q.row_sum is not None,
+    }
 
 
 def encode(q: Quantised, bits: int) -> bytes:
@@ -131,8 +136,12 @@ def decode(data: bytes, spec: dict[str, Any]) -> tuple[Float[np.ndarray, "n n"],
     start = 0
     for i in range(n):  # undo the row filter (the browser does the same loop)
         length = i + 1 if spec["tri"] else n
-        row = body[start:start + length]
-        prev = np.zeros(length, np.uint8) if i == 0 else v[i - 1, np.minimum(np.arange(length), i - 1 if spec["tri"] else n - 1)]
+        row = body[start : start + length]
+        prev = (
+            np.zeros(length, np.uint8)
+            if i == 0
+            else v[i - 1, np.minimum(np.arange(length), i - 1 if spec["tri"] else n - 1)]
+        )
         v[i, :length] = row + prev
         start += length
     if spec["tri"]:

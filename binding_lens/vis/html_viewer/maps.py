@@ -50,23 +50,29 @@ class ModelMaps:
     def check(self, n_images: int) -> None:
         """Raise if the maps do not fit the images and grids (wrong sizes, missing images)."""
         if len(self.grids) != n_images or len(self.truth) != n_images:
-            raise InputError(f"model {self.name!r} has grids/truth for {len(self.grids)}/{len(self.truth)} images, "
-                             f"the viewer has {n_images}")
+            raise InputError(
+                f"model {self.name!r} has grids/truth for {len(self.grids)}/{len(self.truth)} images, "
+                f"the viewer has {n_images}"
+            )
         if not self.scores:
             raise InputError(f"model {self.name!r} has no IsSameObject maps: give it at least one probe and layer")
         for key, q in [*self.scores.items(), *self.attention.items()]:
             image = key[1] if len(key) == 3 else key[0]
             rows, cols = self.grids[image]
             if q.n != rows * cols:
-                raise InputError(f"model {self.name!r}, map {key}: {q.n} patches but image {image} has a "
-                                 f"{rows}x{cols} grid")
+                raise InputError(
+                    f"model {self.name!r}, map {key}: {q.n} patches but image {image} has a {rows}x{cols} grid"
+                )
         for image, truth in enumerate(self.truth):
             if truth is not None and truth.shape != (self.grids[image][0] * self.grids[image][1],):
-                raise InputError(f"model {self.name!r}: truth of image {image} has shape {truth.shape}, "
-                                 f"expected one id per patch of its {self.grids[image]} grid")
+                raise InputError(
+                    f"model {self.name!r}: truth of image {image} has shape {truth.shape}, "
+                    f"expected one id per patch of its {self.grids[image]} grid"
+                )
         for probe, layers in self.probe_layers().items():
             for image in range(n_images):
                 missing = [layer for layer in layers if (probe, image, layer) not in self.scores]
                 if missing:
-                    raise InputError(f"model {self.name!r}: probe {probe!r} has no map for image {image} at "
-                                     f"layers {missing}")
+                    raise InputError(
+                        f"model {self.name!r}: probe {probe!r} has no map for image {image} at layers {missing}"
+                    )

@@ -17,8 +17,10 @@ def iframe_html(page: str, height: int = 820) -> str:
     """An <iframe> element holding `page` (a full HTML document) in its srcdoc attribute."""
     if not isinstance(page, str) or "<html" not in page[:500].lower():
         raise InputError("iframe_html takes the viewer page as an HTML string (viewer_html(...) returns one)")
-    return (f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:{int(height)}px;border:0" '
-            'title="binding_lens viewer"></iframe>')
+    return (
+        f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:{int(height)}px;border:0" '
+        'title="binding_lens viewer"></iframe>'
+    )
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,9 @@ def show(page: str, height: int = 820) -> Any:
     try:
         from IPython.display import HTML, display
     except ImportError as error:
-        raise ImportError("show() needs IPython (a Jupyter notebook); otherwise write the page with viewer()") from error
+        raise ImportError(
+            "show() needs IPython (a Jupyter notebook); otherwise write the page with viewer()"
+        ) from error
     shown = HTML(iframe_html(page, height))
     display(shown)
     return shown

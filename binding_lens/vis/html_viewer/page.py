@@ -18,9 +18,10 @@ import html
 import json
 import re
 import warnings
+from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
-from typing import Any, Sequence
+from typing import Any
 
 from ...errors import InputError
 from .encoding import check_bits
@@ -56,7 +57,8 @@ slider change the layer. The right panel shows what block l+1 attends to from th
 """
 
 _PANEL = """<section class="panel" id="panel-{kind}"><h2></h2>
-<div class="stage"><canvas class="base"></canvas><canvas class="heat" id="heat-{kind}"></canvas><canvas class="marks"></canvas></div>
+<div class="stage"><canvas class="base"></canvas><canvas class="heat" id="heat-{kind}"></canvas>\
+<canvas class="marks"></canvas></div>
 <canvas class="colorbar"></canvas><div class="scale"><span>0</span><span class="max"></span></div>
 <p class="caption"></p></section>"""
 
@@ -77,14 +79,15 @@ def render_html(meta: dict[str, Any], blobs: dict[str, str]) -> str:
     title = html.escape(str(meta.get("title", "binding_lens viewer")))
     panels = "\n".join(_PANEL.format(kind=kind) for kind in ("score", "attn"))
     parts = [
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title><style>{_static('viewer.css')}</style></head><body>",
         _BODY.format(title=title, panels=panels),
-        f"<script type=\"application/json\" id=\"bl-meta\">{_json_for_script(meta)}</script>\n",
+        f'<script type="application/json" id="bl-meta">{_json_for_script(meta)}</script>\n',
     ]
-    parts += [f"<script type=\"application/octet-stream\" id=\"{blob_id}\">{text}</script>\n"
-              for blob_id, text in blobs.items()]
+    parts += [
+        f'<script type="application/octet-stream" id="{blob_id}">{text}</script>\n' for blob_id, text in blobs.items()
+    ]
     parts.append(f"<script>{_static('viewer.js')}</script>\n</body></html>\n")
     return "".join(parts)
 
@@ -115,8 +118,9 @@ def viewer_page(
         size = len(page.encode("utf-8"))
         if max_mb is None or size <= max_mb * MB:
             if depth < bits:
-                warnings.warn(f"viewer maps stored at {depth} bits instead of {bits} to stay under {max_mb} MB",
-                              stacklevel=2)
+                warnings.warn(
+                    f"viewer maps stored at {depth} bits instead of {bits} to stay under {max_mb} MB", stacklevel=2
+                )
             return page
         if depth <= LOWEST_FALLBACK_BITS:
             break

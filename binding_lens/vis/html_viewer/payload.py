@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,13 +40,22 @@ def image_entry(image: ViewerImage) -> dict[str, Any]:
     h, w = image.rgb.shape[:2]
     if image.outline is not None and image.outline.shape != (h, w):
         raise InputError(f"outline of {image.name!r} is {image.outline.shape}, its image {h}x{w}")
-    return {"name": image.name, "src": png_data_url(image.rgb), "width": w, "height": h,
-            "outline": None if image.outline is None else outline_data_url(image.outline)}
+    return {
+        "name": image.name,
+        "src": png_data_url(image.rgb),
+        "width": w,
+        "height": h,
+        "outline": None if image.outline is None else outline_data_url(image.outline),
+    }
 
 
 def build_payload(
-    images: Sequence[ViewerImage], models: Sequence[ModelMaps], bits: int, title: str,
-    image_entries: list[dict[str, Any]] | None = None, display_px: int = 448,
+    images: Sequence[ViewerImage],
+    models: Sequence[ModelMaps],
+    bits: int,
+    title: str,
+    image_entries: list[dict[str, Any]] | None = None,
+    display_px: int = 448,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """(metadata, {blob id: base64 text}) of every map encoded at `bits` bits; images are drawn to fit
     `display_px`. `image_entries` reuses already encoded images (they do not depend on `bits`)."""
@@ -63,17 +73,27 @@ def build_payload(
         return blob_id
 
     meta: dict[str, Any] = {
-        "format": FORMAT, "title": title, "bits": bits, "display": display_px,
+        "format": FORMAT,
+        "title": title,
+        "bits": bits,
+        "display": display_px,
         "images": image_entries if image_entries is not None else [image_entry(image) for image in images],
-        "models": [], "scores": {}, "attention": {}, "blobs": layouts,
+        "models": [],
+        "scores": {},
+        "attention": {},
+        "blobs": layouts,
     }
     for m, maps in enumerate(models):
         maps.check(len(images))
-        meta["models"].append({
-            "name": maps.name, "nLayers": maps.n_layers, "grids": [list(g) for g in maps.grids],
-            "truth": [None if t is None else [int(x) for x in t] for t in maps.truth],
-            "probes": maps.probe_layers(),
-        })
+        meta["models"].append(
+            {
+                "name": maps.name,
+                "nLayers": maps.n_layers,
+                "grids": [list(g) for g in maps.grids],
+                "truth": [None if t is None else [int(x) for x in t] for t in maps.truth],
+                "probes": maps.probe_layers(),
+            }
+        )
         for (probe, image, layer), q in maps.scores.items():
             meta["scores"][score_key(m, image, probe, layer)] = add(q)
         for (image, block), q in maps.attention.items():

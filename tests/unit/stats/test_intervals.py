@@ -37,8 +37,7 @@ def test_intervals_cover_a_planted_mean_at_their_level():
         m = mean_interval(rng.normal(0.3, 0.05, size=3))
         hits += m.low <= 0.3 <= m.high
     assert 0.93 < hits / 2000 < 0.97
-    false_alarms = sum(difference_interval(rng.normal(0, 1, 4), rng.normal(0, 1, 5)).beyond_noise
-                       for _ in range(2000))
+    false_alarms = sum(difference_interval(rng.normal(0, 1, 4), rng.normal(0, 1, 5)).beyond_noise for _ in range(2000))
     assert 0.03 < false_alarms / 2000 < 0.07  # two equal means: "beyond noise" about 5 % of the time
 
 
@@ -48,7 +47,8 @@ def test_aggregate_rows_groups_and_keeps_single_seed_bootstrap():
     q, lin = aggregate_rows(rows, by=("probe", "layer"), metrics=("accuracy",))
     assert q["accuracy"] == pytest.approx(0.8) and q["n_seeds"] == 3 and q["model"] == "m"
     assert (q["accuracy_low"], q["accuracy_high"]) == pytest.approx(
-        stats.t.interval(0.95, 2, loc=0.8, scale=stats.sem([0.7, 0.8, 0.9])))
+        stats.t.interval(0.95, 2, loc=0.8, scale=stats.sem([0.7, 0.8, 0.9]))
+    )
     assert (lin["accuracy_low"], lin["accuracy_high"], lin["n_seeds"]) == (0.55, 0.65, 1)
 
 
@@ -91,16 +91,20 @@ def test_paired_intervals_cover_a_planted_shift_and_pairing_cancels_image_variat
         base = torch.rand(40, generator=generator)  # image difficulty: spread 0.29
         ones = torch.ones(40)
         condition = torch.stack([base + shift + 0.02 * torch.randn(40, generator=generator), ones], -1)
-        _, _, got = paired_bootstrap_difference(condition, torch.stack([base, ones], -1), n_boot=300,
-                                                seed=int(torch.randint(1 << 30, (1,), generator=generator)))
+        _, _, got = paired_bootstrap_difference(
+            condition,
+            torch.stack([base, ones], -1),
+            n_boot=300,
+            seed=int(torch.randint(1 << 30, (1,), generator=generator)),
+        )
         covered += got.low <= shift <= got.high
         assert got.high - got.low < 0.03  # an unpaired interval would be ~0.25 wide
     assert 0.88 <= covered / trials <= 0.99
 
 
 def test_beyond_noise_and_distinct_seeds():
-    from binding_lens.stats import beyond_noise, distinct_seeds
     from binding_lens.errors import InputError
+    from binding_lens.stats import beyond_noise, distinct_seeds
 
     assert beyond_noise(0.01, 0.2) is True and beyond_noise(-0.3, -0.1) is True
     assert beyond_noise(-0.1, 0.2) is False and beyond_noise(0.0, 0.2) is False  # touching 0 is not beyond it

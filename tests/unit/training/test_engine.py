@@ -16,7 +16,7 @@ def planted_regression(n: int, d: int, signal: float, seed: int):
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(d, generator=g)
     x = torch.randn(n, d, generator=g)
-    y = signal * x @ w / d ** 0.5 + torch.randn(n, generator=g)
+    y = signal * x @ w / d**0.5 + torch.randn(n, generator=g)
     return x, y
 
 
@@ -34,8 +34,9 @@ def fit(x, y, x_val, y_val, rule, *, lr=1e-2, eval_every=10, seed=0):
         with torch.no_grad():
             return -float((model(x_val).squeeze(-1) - y_val).pow(2).mean()), None
 
-    [outcome] = run_training([Track(model, optimizer.param_groups)], optimizer, losses, evaluate, rule,
-                             eval_every=eval_every)
+    [outcome] = run_training(
+        [Track(model, optimizer.param_groups)], optimizer, losses, evaluate, rule, eval_every=eval_every
+    )
     return model, outcome
 
 
@@ -46,8 +47,9 @@ def test_planted_signals_of_several_sizes_are_fitted_and_the_run_converges(signa
     x, y = planted_regression(600, 16, signal, seed=0)
     x_val, y_val = x[400:], y[400:]
     x, y = x[:400], y[:400]
-    rule = StoppingRule(max_steps=5000, min_steps=100, patience=10, min_delta=1e-3, relative_delta=True,
-                        plateau_patience=4)
+    rule = StoppingRule(
+        max_steps=5000, min_steps=100, patience=10, min_delta=1e-3, relative_delta=True, plateau_patience=4
+    )
     model, outcome = fit(x, y, x_val, y_val, rule)
     design = torch.cat([x, torch.ones(len(x), 1)], 1)
     solution = torch.linalg.lstsq(design, y[:, None]).solution
@@ -76,8 +78,9 @@ def test_the_best_evaluation_weights_are_restored():
         with torch.no_grad():
             return -float((model(x[200:]).squeeze(-1) - y[200:]).pow(2).mean()), None
 
-    [outcome] = run_training([Track(model, optimizer.param_groups)], optimizer, losses, evaluate,
-                             StoppingRule(max_steps=60), eval_every=5)
+    [outcome] = run_training(
+        [Track(model, optimizer.param_groups)], optimizer, losses, evaluate, StoppingRule(max_steps=60), eval_every=5
+    )
     values = [e.value for e in outcome.history]
     best = values.index(max(values))
     assert outcome.best_step == outcome.history[best].step
@@ -123,9 +126,14 @@ def test_a_fixed_schedule_multiplies_the_rates_and_no_validation_keeps_the_last_
     model = nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     seen = []
-    [outcome] = run_training([Track(model, optimizer.param_groups)], optimizer,
-                             lambda step, active: (seen.append(optimizer.param_groups[0]["lr"]),
-                                                   [model(torch.ones(1, 4)).sum() * 0])[1],
-                             None, StoppingRule(max_steps=6), eval_every=2, lr_schedule=lambda s: 1 / s)
+    [outcome] = run_training(
+        [Track(model, optimizer.param_groups)],
+        optimizer,
+        lambda step, active: (seen.append(optimizer.param_groups[0]["lr"]), [model(torch.ones(1, 4)).sum() * 0])[1],
+        None,
+        StoppingRule(max_steps=6),
+        eval_every=2,
+        lr_schedule=lambda s: 1 / s,
+    )
     assert seen == pytest.approx([0.1 / s for s in range(1, 7)])
     assert outcome.steps == 6 and outcome.best_step == 6 and outcome.stopped == "max_steps"

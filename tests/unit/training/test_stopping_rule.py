@@ -25,7 +25,7 @@ def test_the_plateau_count_starts_again_after_each_cut():
     progress, verdicts = feed(rule, [1.0] + [0.5] * 12)
     cuts = [k for k, v in enumerate(verdicts) if v.cut]
     assert cuts == [3, 6, 9, 12]
-    assert progress.lr_factor == 0.5 ** 4
+    assert progress.lr_factor == 0.5**4
 
 
 def test_the_rate_has_a_floor_and_a_run_that_ends_on_it_has_not_converged():
@@ -67,8 +67,10 @@ def test_max_steps_ends_a_run_that_is_still_improving():
     assert progress.reached_limit(30) and progress.stopped == "max_steps"
 
 
-@pytest.mark.parametrize("bad", [dict(min_steps=-1), dict(plateau_factor=1.0), dict(min_lr_factor=0.0),
-                                 dict(patience=0), dict(min_delta=-1.0)])
+@pytest.mark.parametrize(
+    "bad",
+    [dict(min_steps=-1), dict(plateau_factor=1.0), dict(min_lr_factor=0.0), dict(patience=0), dict(min_delta=-1.0)],
+)
 def test_bad_rules_are_refused(bad):
     with pytest.raises(InputError):
         StoppingRule(max_steps=10, **bad)
