@@ -1,11 +1,12 @@
-# Two entry points: `make demo` (the main job) and `make test` (the suite).
+# Two entry points: `make demo` (the main job) and `make test` (ruff's lint and format checks, then the suite).
 # Each creates .venv on first use and installs the package with the pinned constraints.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo lint test bench clean
+LINTED := binding_lens tests benchmarks scripts
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +18,11 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/binding-lens demo
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -151,4 +151,3 @@ def test_interval_helpers():
     assert Interval(1.0, None, None).above(0.0) is None and Interval(1.0, None, None).text() == "1.000"
     assert interval.text(2) == "1.00 [0.50, 2.00]"
     assert interval.as_dict()["beyond_noise"] is True
-
