@@ -7,11 +7,10 @@ import itertools
 import pytest
 import torch
 
+from binding_lens.data import count_pairs, dense_instance_ids
 from binding_lens.probes import (
     PairBatch,
     PairSet,
-    count_pairs,
-    dense_instance_ids,
     fixed_pairs,
     sample_patches,
     split_by_image,

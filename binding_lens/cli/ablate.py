@@ -50,7 +50,7 @@ def _zoo_dino(model, spec: str, settings, device: str):
     """A zoo DINO model's own head, training center, temperatures and crops (SPEC section 6)."""
     from dataclasses import replace
 
-    from ..models import zoo_card, zoo_path
+    from ..models.registry import zoo_card, zoo_path
     from ..zoo import ZooRecipe, load_dino_head
 
     head, center, temperatures = load_dino_head(zoo_path(spec))

@@ -1,6 +1,7 @@
-"""Downstream effects of interventions: next-layer attention, segmentation heads and the DINO loss."""
+"""Downstream effects of interventions: next-layer attention, segmentation heads and the DINO loss.
 
-from ..losses.dino import DinoHead, dino_loss, multi_crop, teacher_statistics, update_center  # the measured objective
+The DINO objective itself (`DinoHead`, `dino_loss`, views, centring) lives in `binding_lens.losses`."""
+
 from .attention import (
     attention_kl,
     attention_score_correlation,
@@ -20,23 +21,18 @@ from .segmentation import (
 )
 
 __all__ = [
-    "DinoHead",
     "InstanceHead",
     "attention_kl",
     "attention_score_correlation",
-    "dino_loss",
     "fit_dino_head",
     "fit_instance_head",
     "fit_semantic_head",
     "instance_miou",
     "matched_ious",
     "measure_dino_loss",
-    "multi_crop",
     "next_layer_attention",
     "own_object_attention_mass",
     "pearson_r",
     "permutation_test",
     "semantic_miou",
-    "teacher_statistics",
-    "update_center",
 ]

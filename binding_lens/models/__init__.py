@@ -3,11 +3,11 @@ whereabouts, and the tiny test models. Importing this package registers the pref
 `HookedViT.from_pretrained` (`binding_lens/__init__` does so, so they always work).
 
     load_hooked_vit("random:dinov2-small", seed=0)     # == HookedViT.from_pretrained(...)
-    list_zoo(), zoo_path("zoo:dino"), zoo_card("zoo:dino")
+    binding_lens.zoo.list_zoo(), zoo_path("zoo:dino"), zoo_card("zoo:dino")   # the zoo's public home
 """
 
 from .registry import PREFIX as ZOO_PREFIX
-from .registry import is_zoo_spec, list_zoo, zoo_card, zoo_names, zoo_path
+from .registry import is_zoo_spec
 from .specs import ARCHITECTURES, load_hooked_vit, random_hf_model
 from .tiny import TINY_CASES, TinyCase, tiny_hf_model
 
@@ -17,11 +17,7 @@ __all__ = [
     "TinyCase",
     "ZOO_PREFIX",
     "is_zoo_spec",
-    "list_zoo",
     "load_hooked_vit",
     "random_hf_model",
     "tiny_hf_model",
-    "zoo_card",
-    "zoo_names",
-    "zoo_path",
 ]

@@ -12,7 +12,6 @@ Every probe scores all pairs of a batch of images with batched matrix products
 (`probe.pair_logits(x)` -> [image, N, N]); several layers' probes train together with `train_probes`.
 """
 
-from ..data.sampling import dense_instance_ids
 from .attention import SelfAttentionProbe
 from .base import PairProbe
 from .batch import PairBatch, label_space
@@ -30,7 +29,7 @@ from .metrics import (
 )
 from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
 from .registry import PROBES, make_probe, probe_class
-from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches, split_by_image
+from .sampling import PairSet, fixed_pairs, sample_patches, split_by_image
 from .scalar import ScalarScoreProbe, fit_logistic_1d
 from .similarity import CosineSimilarityProbe, DistanceProbe, DotProductProbe
 from .training import ProbeTrainingConfig, TrainResult, train_probe, train_probes
@@ -60,8 +59,6 @@ __all__ = [
     "bootstrap_accuracy",
     "bootstrap_auroc",
     "calibrated_threshold",
-    "count_pairs",
-    "dense_instance_ids",
     "evaluate",
     "fit_threshold",
     "fit_logistic_1d",
