@@ -168,6 +168,7 @@ def balanced():
     return preset_knobs("balanced")
 
 
+@pytest.mark.slow
 def test_a_one_hot_code_of_o_holds_all_of_h_o_and_never_more(balanced, one_thread):
     o, f, z = _planted(balanced, lambda s: s, lambda o, f, g: o + 0.05 * torch.randn(o.shape, generator=g))
     priors = colorshape_priors(balanced, None)
@@ -177,6 +178,7 @@ def test_a_one_hot_code_of_o_holds_all_of_h_o_and_never_more(balanced, one_threa
         assert bits.b_star > 0.9 * priors.H_O_given_F, family
 
 
+@pytest.mark.slow
 def test_a_representation_independent_of_o_adds_nothing_over_the_prior(balanced, one_thread):
     o, f, z = _planted(balanced, lambda s: s, lambda o, f, g: torch.randn(o.shape[0], 16, generator=g))
     priors = colorshape_priors(balanced, None)
@@ -186,6 +188,7 @@ def test_a_representation_independent_of_o_adds_nothing_over_the_prior(balanced,
         assert not bits.learnt or bits.b_o_low > 0  # a learnt flag only where the interval says so
 
 
+@pytest.mark.slow
 def test_a_code_of_f_only_gives_h_f_and_no_conditional_binding(one_thread):
     """On a 3 x 3 space, where the probes can model the prior: B_O ~ H(O) - H(O|F) = H(F), B*_OF ~ 0."""
     knobs = preset_knobs(
@@ -222,6 +225,7 @@ def _slot_code(o: torch.Tensor, f: torch.Tensor, generator: torch.Generator, slo
     return z.reshape(n, -1) + 0.05 * torch.randn(n, (n_colors + n_shapes) * slots, generator=generator)
 
 
+@pytest.mark.slow
 def test_a_planted_bilinear_colour_shape_code_is_recovered_by_the_shared_quadratic(balanced, one_thread):
     """The second paper's W_k = U_colour^T V_shape test: on a code that is a colour . shape dot product the
     shared quadratic recovers O (within a small gap of the full quadratic, here ahead of it: 64 x fewer

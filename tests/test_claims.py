@@ -37,6 +37,7 @@ def test_the_paper_ordering_needs_every_step_beyond_noise():
     assert _ordering([d("dino", "mae", 0.02, -0.01, 0.05)])["verdict"] == "cannot tell"
 
 
+@pytest.mark.slow
 def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
     models_dir = tmp_path / "models"
     models_dir.mkdir()

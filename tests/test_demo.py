@@ -1,9 +1,12 @@
 """`binding-lens demo` end to end on fewer scenes and probes: both zoo models swept, compared, plotted."""
 
+import pytest
+
 from binding_lens import demo
 from binding_lens.cli import main
 
 
+@pytest.mark.slow
 def test_demo_sweeps_the_zoo_dino_model_beside_its_random_twin(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(demo, "DEMO_SCENES", 30)
     monkeypatch.setattr(demo, "DEMO_PROBES", ("linear", "quadratic"))

@@ -223,6 +223,7 @@ def _torchrun(*args: str) -> subprocess.CompletedProcess:
     return torchrun([["--standalone", "--nproc-per-node", "2"]], list(args))[0]
 
 
+@pytest.mark.slow
 def test_two_torchrun_processes_write_the_store_one_process_writes(tmp_path):
     args = [
         "extract",

@@ -75,6 +75,7 @@ def planted():
     return data.select(train_idx), data.select(val_idx), data.select(test_idx), U
 
 
+@pytest.mark.slow
 def test_planted_subspace_is_stable_and_noise_is_not(planted):
     train, val, _, U = planted
     report = subspace_stability("quadratic", train, val, k=4, seeds=(0, 1))

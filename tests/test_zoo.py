@@ -377,6 +377,7 @@ def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_trainin
 
 
 @pytest.mark.parametrize("objective", ["dino"])  # the heaviest objective: EMA teacher, multi-crop, big head
+@pytest.mark.slow
 def test_the_gpu_recipe_trains_a_few_steps_on_cpu_in_bf16(objective, tmp_path):
     """The GPU-scale recipe's code path (its architecture, bf16 autocast) on this CPU: 2 steps, 4 scenes."""
     from binding_lens.zoo import default_recipe

@@ -40,7 +40,7 @@ def check_token_sets(sets: Sequence[str], n_prefix: int | None = None) -> list[s
     return sets
 
 
-def select_tokens(resid: Float[Tensor, "image pos d"], name: str, n_prefix: int) -> Tensor:
+def select_tokens(resid: Float[Tensor, "image pos d_model"], name: str, n_prefix: int) -> Tensor:
     """One token set out of a full residual stream (CLS at position 0, then registers, then patches)."""
     if name == "cls":
         return resid[:, 0]

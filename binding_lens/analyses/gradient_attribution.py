@@ -34,10 +34,10 @@ class PairAttribution:
     score: Float[Tensor, " image"]
     layers: list[int]
     tokens: Float[Tensor, "image source pos"]
-    heads: Float[Tensor, "image source pos head"]
+    heads: Float[Tensor, "image source pos head_index"]
     n_prefix: int
 
-    def head_totals(self) -> Float[Tensor, "image source head"]:
+    def head_totals(self) -> Float[Tensor, "image source head_index"]:
         """Each head's attribution summed over positions (= the derivative of scaling that head's z everywhere)."""
         return self.heads.sum(2)
 

@@ -34,18 +34,18 @@ class HeadMap:
     layers: list[int]
     n_heads: int
     mode: str
-    auroc: Float[Tensor, "layer head"]
-    accuracy: Float[Tensor, "layer head"]
+    auroc: Float[Tensor, "layer head_index"]
+    accuracy: Float[Tensor, "layer head_index"]
     clean_auroc: Float[Tensor, " layer"]
     clean_accuracy: Float[Tensor, " layer"]
     clean_interval: Float[Tensor, "layer 2"]
 
     @property
-    def auroc_drop(self) -> Float[Tensor, "layer head"]:
+    def auroc_drop(self) -> Float[Tensor, "layer head_index"]:
         return self.clean_auroc[:, None] - self.auroc
 
     @property
-    def accuracy_drop(self) -> Float[Tensor, "layer head"]:
+    def accuracy_drop(self) -> Float[Tensor, "layer head_index"]:
         return self.clean_accuracy[:, None] - self.accuracy
 
     def rows(self) -> list[dict[str, Any]]:

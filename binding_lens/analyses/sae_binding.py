@@ -83,7 +83,7 @@ class _Pairs:
         pairs = fixed_pairs(instance, patches_per_image, seed)
         return cls(pairs.patches, pairs.batch(instance, torch.arange(len(instance))))
 
-    def tokens(self, patches: Float[Tensor, "image n d"]) -> Float[Tensor, "image k d"]:
+    def tokens(self, patches: Float[Tensor, "image n d_model"]) -> Float[Tensor, "image k d_model"]:
         """The tokens at the slots, from these images' patch tokens."""
         return torch.gather(patches, 1, self.slots[..., None].expand(-1, -1, patches.shape[-1]))
 
@@ -97,7 +97,7 @@ class _Pairs:
         mask = self.batch.pair_mask
         return torch.minimum(acts[:, :, None, :], acts[:, None, :, :])[mask]
 
-    def cosine_scores(self, vectors: Float[Tensor, "image k d"]) -> Float[Tensor, " pair"]:
+    def cosine_scores(self, vectors: Float[Tensor, "image k d_model"]) -> Float[Tensor, " pair"]:
         unit = torch.nn.functional.normalize(vectors, dim=-1)
         return (unit @ unit.transpose(1, 2))[self.batch.pair_mask]
 

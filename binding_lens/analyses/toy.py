@@ -137,8 +137,8 @@ def _correspondence(instance: Int[Tensor, "rows cols"], ids: dict[str, int]) -> 
 
 
 def position_decoding(
-    train: Float[Tensor, "image n d"],
-    test: Float[Tensor, "image n d"],
+    train: Float[Tensor, "image n d_model"],
+    test: Float[Tensor, "image n d_model"],
     grid: tuple[int, int],
     *,
     ridge: float = 1e-2,
@@ -296,8 +296,8 @@ def toy_experiments(
 
 
 def _differences(
-    tokens: Float[Tensor, "image n d"], corresponding: list[tuple[Tensor, Tensor]]
-) -> tuple[Float[Tensor, "pair d"], Int[Tensor, " pair"]]:
+    tokens: Float[Tensor, "image n d_model"], corresponding: list[tuple[Tensor, Tensor]]
+) -> tuple[Float[Tensor, "pair d_model"], Int[Tensor, " pair"]]:
     """x_A(p) - x_B(p') of every corresponding pair, and the scene it comes from."""
     diffs = [tokens[i, a] - tokens[i, b] for i, (a, b) in enumerate(corresponding)]
     scene = [torch.full((len(a),), i) for i, (a, _) in enumerate(corresponding)]
@@ -305,7 +305,7 @@ def _differences(
 
 
 def _twin_pca(
-    tokens: Float[Tensor, "image n d"], corresponding: list[tuple[Tensor, Tensor]], layer: int, seed: int
+    tokens: Float[Tensor, "image n d_model"], corresponding: list[tuple[Tensor, Tensor]], layer: int, seed: int
 ) -> Row:
     differences, scene = _differences(tokens, corresponding)
     if len(differences) < 3:

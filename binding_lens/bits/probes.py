@@ -160,7 +160,7 @@ class CodeProbe(nn.Module):
         self.prior_bias = nn.Parameter(torch.zeros(n_codes))
         self.prior_coverage = _CoveragePrior(layout) if layout is not None else None
 
-    def set_standardization(self, mean: Float[Tensor, " d"], std: Float[Tensor, " d"]) -> None:
+    def set_standardization(self, mean: Float[Tensor, " d_model"], std: Float[Tensor, " d_model"]) -> None:
         self.mean.copy_(mean)
         self.std.copy_(std.clamp_min(1e-6))
 
@@ -314,7 +314,7 @@ class AttentionCodeProbe(CodeProbe):
 
     @torch.no_grad()
     def attention_weights(
-        self, tokens: Float[Tensor, "batch token d"], codes: Tensor
+        self, tokens: Float[Tensor, "batch token d_model"], codes: Tensor
     ) -> Float[Tensor, "batch K token"]:
         """Where each object head looks, given the true earlier bits (for plotting)."""
         return self.attention(self.standardize(tokens), previous(codes.to(tokens.dtype)))

@@ -26,7 +26,7 @@ def next_layer_attention(
     pixel_values: Float[Tensor, "batch 3 height width"],
     layer: int,
     fwd_hooks: Sequence[tuple[str, Callable]] = (),
-) -> Float[Tensor, "batch head_index query key"]:
+) -> Float[Tensor, "batch head_index query_pos key_pos"]:
     """Block layer+1's attention pattern among patch tokens (prefix rows and columns dropped).
 
     Rows keep the probability mass the query gives to every key, prefix tokens included, so a row
@@ -47,7 +47,7 @@ def _same_object(instance: Int[Tensor, "batch n"]) -> tuple[Tensor, Tensor]:
 
 
 def own_object_attention_sums(
-    pattern: Float[Tensor, "batch head_index query key"], instance: Int[Tensor, "batch n"]
+    pattern: Float[Tensor, "batch head_index query_pos key_pos"], instance: Int[Tensor, "batch n"]
 ) -> Float[Tensor, "batch 2"]:
     """Per image: the summed head-mean attention mass of its labelled query patches on keys of their own
     object (the query itself included), and the number of those queries. Summed over any set of
@@ -58,7 +58,7 @@ def own_object_attention_sums(
 
 
 def own_object_attention_mass(
-    pattern: Float[Tensor, "batch head_index query key"], instance: Int[Tensor, "batch n"]
+    pattern: Float[Tensor, "batch head_index query_pos key_pos"], instance: Int[Tensor, "batch n"]
 ) -> float:
     """Mean over labelled query patches and heads of the attention mass on keys of the query's own object
     (the query itself included)."""
@@ -66,8 +66,8 @@ def own_object_attention_mass(
 
 
 def attention_kl_sums(
-    clean: Float[Tensor, "batch head_index query key"],
-    intervened: Float[Tensor, "batch head_index query key"],
+    clean: Float[Tensor, "batch head_index query_pos key_pos"],
+    intervened: Float[Tensor, "batch head_index query_pos key_pos"],
     instance: Int[Tensor, "batch n"] | None = None,
     eps: float = 1e-12,
 ) -> Float[Tensor, "batch 2"]:
@@ -83,8 +83,8 @@ def attention_kl_sums(
 
 
 def attention_kl(
-    clean: Float[Tensor, "batch head_index query key"],
-    intervened: Float[Tensor, "batch head_index query key"],
+    clean: Float[Tensor, "batch head_index query_pos key_pos"],
+    intervened: Float[Tensor, "batch head_index query_pos key_pos"],
     instance: Int[Tensor, "batch n"] | None = None,
     eps: float = 1e-12,
 ) -> float:
@@ -94,7 +94,7 @@ def attention_kl(
 
 
 def _sums_and_counts(
-    values: Float[Tensor, "batch query"], kept: Bool[Tensor, "batch query"]
+    values: Float[Tensor, "batch query_pos"], kept: Bool[Tensor, "batch query_pos"]
 ) -> Float[Tensor, "batch 2"]:
     kept = kept.to(values.device)
     return torch.stack([torch.where(kept, values, 0).double().sum(1), kept.double().sum(1)], -1)
@@ -135,8 +135,8 @@ def permutation_test(
 
 
 def attention_score_correlation(
-    pattern: Float[Tensor, "batch head_index query key"],
-    scores: Float[Tensor, "batch query key"],
+    pattern: Float[Tensor, "batch head_index query_pos key_pos"],
+    scores: Float[Tensor, "batch query_pos key_pos"],
     instance: Int[Tensor, "batch n"],
     n_permutations: int = 1000,
     seed: int = 0,

@@ -50,7 +50,7 @@ from ..losses.dino import (
 )
 from ..training import train_for
 
-Backbone = Callable[[Float[Tensor, "batch 3 side side"]], Float[Tensor, "batch d"]]
+Backbone = Callable[[Float[Tensor, "batch 3 side side"]], Float[Tensor, "batch d_model"]]
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def _view_features(
     d: int,
     batch_size: int,
     device: torch.device,
-) -> list[Float[Tensor, "image d"]]:
+) -> list[Float[Tensor, "image d_model"]]:
     """The backbone's output on every view of every image, `batch_size` images at a time."""
     n = plan.boxes.shape[1]
     per_view: list[list[Tensor]] = [[] for _ in plan.sides]

@@ -76,7 +76,7 @@ def _check_head_input(head_in: int, feats: Tensor) -> None:
 
 
 # --- shared fitting machinery -------------------------------------------------------------------
-def _standardizer(feats: Float[Tensor, "n d"]) -> tuple[Float[Tensor, " d"], Float[Tensor, " d"]]:
+def _standardizer(feats: Float[Tensor, "n d_model"]) -> tuple[Float[Tensor, " d_model"], Float[Tensor, " d_model"]]:
     """Per-dimension mean and std of the training patches (std 1 where a dimension is constant)."""
     mean = feats.mean(0)
     std = feats.std(0, unbiased=False)
@@ -110,7 +110,7 @@ def _fold_standardization(linear: nn.Linear, mean: Tensor, std: Tensor) -> nn.Li
 
 # --- semantic segmentation ----------------------------------------------------------------------
 def fit_semantic_head(
-    feats: Float[Tensor, "image patch d"],
+    feats: Float[Tensor, "image patch d_model"],
     classes: Int[Tensor, "image patch"],
     n_classes: int,
     *,
@@ -218,7 +218,7 @@ def semantic_scores(
 
 @torch.no_grad()
 def semantic_miou(
-    head: nn.Linear, feats: Float[Tensor, "image patch d"], classes: Int[Tensor, "image patch"], n_classes: int
+    head: nn.Linear, feats: Float[Tensor, "image patch d_model"], classes: Int[Tensor, "image patch"], n_classes: int
 ) -> dict[str, Any]:
     """`semantic_scores` of the head's argmax class per patch (see there for the conventions)."""
     classes = _checked_labels(feats, classes, "classes")
@@ -229,7 +229,7 @@ def semantic_miou(
 
 
 @torch.no_grad()
-def predict_classes(head: nn.Linear, feats: Float[Tensor, "image patch d"]) -> Int[Tensor, "image patch"]:
+def predict_classes(head: nn.Linear, feats: Float[Tensor, "image patch d_model"]) -> Int[Tensor, "image patch"]:
     """The semantic head's argmax class of every patch."""
     _check_head_input(head.in_features, feats)
     return head(feats.to(head.weight.dtype)).argmax(-1)
@@ -252,19 +252,19 @@ class InstanceHead(nn.Module):
     def n_queries(self) -> int:
         return self.linear.out_features
 
-    def forward(self, feats: Float[Tensor, "image patch d"]) -> Float[Tensor, "image patch query"]:
+    def forward(self, feats: Float[Tensor, "image patch d_model"]) -> Float[Tensor, "image patch query_pos"]:
         """log p(query | patch)."""
         return torch.log_softmax(self.linear(feats), dim=-1)
 
     @torch.no_grad()
-    def predict(self, feats: Float[Tensor, "image patch d"]) -> Int[Tensor, "image patch"]:
+    def predict(self, feats: Float[Tensor, "image patch d_model"]) -> Int[Tensor, "image patch"]:
         """The argmax query of every patch."""
         _check_head_input(self.linear.in_features, feats)
         return self.linear(feats.to(self.linear.weight.dtype)).argmax(-1)
 
 
 def fit_instance_head(
-    feats: Float[Tensor, "image patch d"],
+    feats: Float[Tensor, "image patch d_model"],
     instance: Int[Tensor, "image patch"],
     n_queries: int,
     *,
@@ -362,7 +362,7 @@ def instance_scores(pred: Int[Tensor, "image patch"], instance: Int[Tensor, "ima
 
 
 def instance_miou(
-    head: InstanceHead, feats: Float[Tensor, "image patch d"], instance: Int[Tensor, "image patch"]
+    head: InstanceHead, feats: Float[Tensor, "image patch d_model"], instance: Int[Tensor, "image patch"]
 ) -> dict[str, Any]:
     """`instance_scores` of the head's argmax query per patch (predicted instances per image)."""
     instance = _checked_labels(feats, instance, "instance")

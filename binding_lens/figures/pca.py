@@ -75,7 +75,7 @@ def binding_pca(
 
 
 def twin_pca(
-    differences: Float[np.ndarray, "pair d"],
+    differences: Float[np.ndarray, "pair d_model"],
     scene: Int[np.ndarray, " pair"],
     path: str | os.PathLike,
     title: str = "Residual differences between corresponding patches of twins, first two PCs",

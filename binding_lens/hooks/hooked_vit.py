@@ -275,7 +275,7 @@ class HookedViT(HookedRootModule):
         """(row, col) of the patch at sequence position `token`."""
         return image_utils.token_to_patch(token, grid, self.cfg.n_prefix_tokens)
 
-    def patch_tokens(self, activations: Float[Tensor, "batch pos d"]) -> Float[Tensor, "batch n_patches d"]:
+    def patch_tokens(self, activations: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch n_patches d_model"]:
         """Drop the prefix tokens (CLS, registers) of a [batch pos ...] activation."""
         return activations[:, self.cfg.n_prefix_tokens :]
 

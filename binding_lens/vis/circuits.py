@@ -29,7 +29,7 @@ DECIMALS = 4
 """Attention weights are rounded in the page's JSON (circuitsvis writes full floats otherwise)."""
 
 
-def cache_pattern(cache: Any, layer: int, batch_index: int = 0) -> Float[np.ndarray, "head query key"]:
+def cache_pattern(cache: Any, layer: int, batch_index: int = 0) -> Float[np.ndarray, "head_index query_pos key_pos"]:
     """`blocks.{layer}.attn.hook_pattern` of one image of an ActivationCache (or a dict of tensors)."""
     name = names.pattern(layer)
     keys = list(cache.keys())

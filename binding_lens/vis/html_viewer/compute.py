@@ -59,7 +59,9 @@ def _probe_device(probe: PairProbe) -> torch.device:
     return tensor.device if tensor is not None else torch.device("cpu")
 
 
-def patch_attention(pattern: Float[torch.Tensor, "head query key"], n_prefix: int) -> Float[np.ndarray, "n n"]:
+def patch_attention(
+    pattern: Float[torch.Tensor, "head_index query_pos key_pos"], n_prefix: int
+) -> Float[np.ndarray, "n n"]:
     """Mean over heads of the patch-to-patch block of one image's attention pattern."""
     return pattern.float().mean(0)[n_prefix:, n_prefix:].cpu().numpy()
 
