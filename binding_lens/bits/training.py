@@ -125,13 +125,7 @@ def train_code_probe(
         evaluate_start=True,
     )
     probe.eval()
-    return CodeFit(
-        **{
-            name: getattr(outcome, name)
-            for name in ("best_step", "best_value", "best_metrics", "steps", "stopped", "rule", "history")
-        },
-        probe=probe,
-    )
+    return CodeFit(**outcome.fields(), probe=probe)
 
 
 def _batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:

@@ -167,22 +167,19 @@ class TrainResult(TrainingOutcome):
         """Whether the validation AUROC interval lies above chance (None without validation data)."""
         return None if self.val_auroc is None else self.val_auroc["low"] > 0.5
 
+    improving_words = "validation loss was still falling (lowest at the last of {n} passes)"
+
     def still_improving(self) -> bool:
         """Whether the last validation pass had the lowest validation loss of all (two or more) passes."""
         losses = [record.val["loss"] for record in self.history if record.val is not None]
         return len(losses) > 1 and losses[-1] <= min(losses)
 
+    def limit(self) -> str:
+        return f"epochs={self.config.epochs}" if self.stopped == "epochs" else f"max_steps={self.config.max_steps}"
+
     def problems(self) -> list[str]:
         """What a reader of this probe's numbers must know: not converged, or nothing learnt."""
-        found = [problem for problem in super().problems() if self.stopped == "lr_floor"]
-        if self.stopped in ("max_steps", "epochs") and self.still_improving():
-            limit = (
-                f"max_steps={self.config.max_steps}" if self.stopped == "max_steps" else f"epochs={self.config.epochs}"
-            )
-            found.append(
-                f"stopped at {limit} while its validation loss was still falling (lowest at the last of "
-                f"{len(self.history)} passes): it may not have converged; raise the limit or lr"
-            )
+        found = super().problems()
         if self.learnt is False:
             auc = self.val_auroc or {}
             found.append(
@@ -367,17 +364,12 @@ def train_probes(
             scored = score_pairs(probe, val, val_pairs, layer=i)
             val_auroc = auroc_interval(scored, n_boot=N_BOOT)
             threshold = calibrated_threshold(scored.probabilities, scored.labels)
-        stopped = outcome.stopped
-        if stopped == "max_steps" and config.epochs is not None and outcome.steps == config.epochs * steps_per_epoch:
-            stopped = "epochs"
-        fields = {
-            name: getattr(outcome, name)
-            for name in ("best_step", "best_value", "best_metrics", "steps", "rule", "history")
-        }
+        fields = outcome.fields()
+        if fields["stopped"] == "max_steps" and config.epochs and outcome.steps == config.epochs * steps_per_epoch:
+            fields["stopped"] = "epochs"
         results.append(
             TrainResult(
                 **fields,
-                stopped=stopped,
                 probe=probe,
                 config=config,
                 steps_per_epoch=steps_per_epoch,

@@ -18,6 +18,7 @@ times `lr_schedule(step)` (a fixed schedule: warm-up, cosine, steps) times the t
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -50,7 +51,8 @@ class Evaluation:
 @dataclass
 class TrainingOutcome:
     """How a run went: the best evaluation (its weights are the ones restored), the steps taken, why it
-    stopped ("patience": converged; "max_steps"; "lr_floor"), and every evaluation."""
+    stopped ("patience": converged; "max_steps"; "lr_floor"), every evaluation, and whether there was
+    validation at all (`validated`: without it the last step is kept and nothing can be judged)."""
 
     best_step: int
     best_value: float
@@ -59,17 +61,28 @@ class TrainingOutcome:
     stopped: str
     rule: StoppingRule
     history: list[Evaluation] = field(default_factory=list)
+    validated: bool = True
+
+    improving_words = "validation metric was still improving (best at the last of {n} evaluations)"
 
     @property
     def converged(self) -> bool:
         return self.stopped == CONVERGED
 
+    def fields(self) -> dict[str, Any]:
+        """This outcome's fields, to build a richer result from it (`TrainResult(**outcome.fields(), ...)`)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainingOutcome)}
+
     def still_improving(self) -> bool:
-        """Whether the last of two or more evaluations was the best of all."""
-        return len(self.history) > 1 and self.history[-1].value >= max(e.value for e in self.history)
+        """Whether the last of two or more evaluations was the best of all (never, without validation)."""
+        return self.validated and len(self.history) > 1 and self.history[-1].value >= max(e.value for e in self.history)
+
+    def limit(self) -> str:
+        """The limit that ended a run stopped by one."""
+        return f"max_steps={self.rule.max_steps}"
 
     def problems(self) -> list[str]:
-        """Why a reader should not take this run as converged (empty when it converged)."""
+        """Why a reader should not take this run as converged (empty when nothing says so)."""
         if self.stopped == "lr_floor":
             return [
                 f"stopped with its learning rate on the floor ({self.rule.min_lr_factor:g} of the start) after "
@@ -78,8 +91,8 @@ class TrainingOutcome:
             ]
         if self.stopped != CONVERGED and self.still_improving():
             return [
-                f"stopped at max_steps={self.steps} while its validation metric was still improving (best at the "
-                f"last of {len(self.history)} evaluations): it may not have converged; raise the limit or lr"
+                f"stopped at {self.limit()} while its {self.improving_words.format(n=len(self.history))}: it may not "
+                "have converged; raise the limit or lr"
             ]
         return []
 
@@ -198,6 +211,7 @@ def run_training(
                 ended,
                 rule,
                 history[i],
+                evaluate is not None,
             )
         )
     return outcomes
