@@ -343,9 +343,9 @@ def train_probes(
         if callback is not None:
             callback(i, (record.step - 1) // steps_per_epoch, probes[i], record)
 
-    schedule = None
-    if config.schedule == "step":
-        schedule = lambda step: config.gamma ** ((step - 1) // steps_per_epoch // config.step_size)  # noqa: E731
+    def step_schedule(step: int) -> float:  # the paper's StepLR: times gamma every step_size epochs
+        return config.gamma ** ((step - 1) // steps_per_epoch // config.step_size)
+
     outcomes = run_training(
         tracks,
         optimizer,
@@ -353,36 +353,44 @@ def train_probes(
         evaluate_probe if val is not None else None,
         rule,
         eval_every=config.eval_every or steps_per_epoch,
-        lr_schedule=schedule,
+        lr_schedule=step_schedule if config.schedule == "step" else None,
         on_evaluation=on_evaluation,
     )
-    results = []
-    for i, (probe, outcome) in enumerate(zip(probes, outcomes)):
-        probe.eval()
-        val_auroc = threshold = None
-        if val is not None:  # one scoring of the validation pairs serves the interval and the threshold
-            scored = score_pairs(probe, val, val_pairs, layer=i)
-            val_auroc = auroc_interval(scored, n_boot=N_BOOT)
-            threshold = calibrated_threshold(scored.probabilities, scored.labels)
-        fields = outcome.fields()
-        if fields["stopped"] == "max_steps" and config.epochs and outcome.steps == config.epochs * steps_per_epoch:
-            fields["stopped"] = "epochs"
-        results.append(
-            TrainResult(
-                **fields,
-                probe=probe,
-                config=config,
-                steps_per_epoch=steps_per_epoch,
-                val_auroc=val_auroc,
-                threshold=threshold,
-            )
-        )
+    results = [
+        _result(i, probe, outcome, val, val_pairs, config, steps_per_epoch)
+        for i, (probe, outcome) in enumerate(zip(probes, outcomes))
+    ]
     if warn:
         for i, result in enumerate(results):
             where = f" on data layer {i}" if len(results) > 1 else ""
             for problem in result.problems():
                 warnings.warn(f"{result.probe.name} probe{where} {problem}", stacklevel=2)
     return results
+
+
+def _result(
+    i: int,
+    probe: PairProbe,
+    outcome: TrainingOutcome,
+    val: ProbeData | None,
+    val_pairs: PairSet | None,
+    config: ProbeTrainingConfig,
+    steps_per_epoch: int,
+) -> TrainResult:
+    """Probe i's `TrainResult`: its outcome, its validation AUROC interval and its calibrated threshold
+    (one scoring of the validation pairs serves both), and "epochs" where the epoch limit ended it."""
+    probe.eval()
+    val_auroc = threshold = None
+    if val is not None:
+        scored = score_pairs(probe, val, val_pairs, layer=i)
+        val_auroc = auroc_interval(scored, n_boot=N_BOOT)
+        threshold = calibrated_threshold(scored.probabilities, scored.labels)
+    fields = outcome.fields()
+    if fields["stopped"] == "max_steps" and config.epochs and outcome.steps == config.epochs * steps_per_epoch:
+        fields["stopped"] = "epochs"
+    return TrainResult(
+        **fields, probe=probe, config=config, steps_per_epoch=steps_per_epoch, val_auroc=val_auroc, threshold=threshold
+    )
 
 
 def train_probe(

@@ -109,6 +109,57 @@ def _snapshot(module: nn.Module) -> dict[str, Tensor]:
     return copy.deepcopy({k: v.detach() for k, v in module.state_dict().items()})
 
 
+class _TrackRun:
+    """One track's run: its standing under the rule, its best weights, its evaluations and running loss."""
+
+    def __init__(self, track: Track, rule: StoppingRule) -> None:
+        self.track, self.rule = track, rule
+        self.progress = Progress(rule)
+        self.base_lr = [group["lr"] for group in track.groups]
+        self.state: dict[str, Tensor] | None = None
+        self.metrics: Metrics | None = None
+        self.history: list[Evaluation] = []
+        self.last_step, self.loss_sum, self.loss_count, self.lr = 0, 0.0, 0, self.start_lr
+
+    @property
+    def start_lr(self) -> float:
+        return self.base_lr[0] if self.base_lr else 0.0
+
+    def set_rate(self, schedule_factor: float) -> None:
+        """The rate of the coming step: the start times the fixed schedule times the plateau cuts."""
+        factor = schedule_factor * self.progress.lr_factor
+        for group, lr in zip(self.track.groups, self.base_lr):
+            group["lr"] = lr * factor
+        self.lr = self.start_lr * factor
+
+    def add_loss(self, loss: Tensor) -> None:
+        self.loss_sum += float(loss.detach())
+        self.loss_count += 1
+
+    def judge(self, step: int, value: float, kept: Metrics | None, seconds: float) -> Evaluation:
+        """Record an evaluation, let the rule read it, and keep the weights if it is the best so far."""
+        if not math.isfinite(value):
+            value = -math.inf  # a diverged evaluation is never the best
+        record = Evaluation(step, self.loss_sum / max(self.loss_count, 1), self.lr, value, kept, seconds)
+        self.loss_sum, self.loss_count = 0.0, 0
+        self.history.append(record)
+        return record
+
+    def keep_if_best(self, record: Evaluation) -> None:
+        if self.progress.observe(record.step, record.value).best or self.state is None:
+            self.state, self.metrics = _snapshot(self.track.module), record.val
+        self.last_step = record.step
+
+    def outcome(self, step: int, validated: bool) -> TrainingOutcome:
+        """Restore the best weights and say how the run went."""
+        self.track.module.load_state_dict(self.state)  # type: ignore[arg-type]
+        ended = self.progress.stopped or "max_steps"
+        steps = step if ended == "max_steps" else self.last_step
+        return TrainingOutcome(
+            self.progress.best_step, self.progress.best, self.metrics, steps, ended, self.rule, self.history, validated
+        )
+
+
 def run_training(
     tracks: Sequence[Track],
     optimizer: torch.optim.Optimizer,
@@ -137,47 +188,26 @@ def run_training(
         raise InputError("the training engine needs max_steps: set a limit")
     if not tracks:
         raise InputError("run_training needs at least one track")
-    base_lr = [[group["lr"] for group in track.groups] for track in tracks]
-    progress = [Progress(rule) for _ in tracks]
-    if evaluate is None:  # no validation: only the limit ends a run
-        progress = [Progress(StoppingRule(max_steps=rule.max_steps)) for _ in tracks]
-    states: list[dict[str, Tensor] | None] = [None] * len(tracks)
-    metrics: list[Metrics | None] = [None] * len(tracks)
-    history: list[list[Evaluation]] = [[] for _ in tracks]
-    last_step = [0] * len(tracks)
-    loss_sums = [0.0] * len(tracks)
-    loss_counts = [0] * len(tracks)
+    validated = evaluate is not None
+    track_rule = rule if validated else StoppingRule(max_steps=rule.max_steps)  # no validation: only the limit
+    runs = [_TrackRun(track, track_rule) for track in tracks]
 
-    def rates(i: int, step: int) -> float:
-        factor = (lr_schedule(step) if lr_schedule is not None else 1.0) * progress[i].lr_factor
-        for group, lr in zip(tracks[i].groups, base_lr[i]):
-            group["lr"] = lr * factor
-        return base_lr[i][0] * factor if base_lr[i] else 0.0
-
-    def judge(i: int, step: int, lr: float, seconds: float) -> None:
-        value, kept = (float(step), None) if evaluate is None else evaluate(i)
-        if not math.isfinite(value):
-            value = -math.inf  # a diverged evaluation is never the best
-        record = Evaluation(step, loss_sums[i] / max(loss_counts[i], 1), lr, value, kept, seconds)
-        loss_sums[i], loss_counts[i] = 0.0, 0
-        history[i].append(record)
+    def judge(i: int, step: int, seconds: float) -> None:
+        value, kept = evaluate(i) if evaluate is not None else (float(step), None)
+        record = runs[i].judge(step, value, kept, seconds)
         if on_evaluation is not None:
             on_evaluation(i, record)
-        verdict = progress[i].observe(step, value)
-        if verdict.best or states[i] is None:
-            states[i], metrics[i] = _snapshot(tracks[i].module), kept
-        last_step[i] = step
+        runs[i].keep_if_best(record)
 
     if evaluate_start:
-        for i in range(len(tracks)):
-            judge(i, 0, base_lr[i][0] if base_lr[i] else 0.0, 0.0)
+        for i in range(len(runs)):
+            judge(i, 0, 0.0)
     step, started = 0, time.perf_counter()
-    used_lr = [0.0] * len(tracks)
-    while not all(track.stopped for track in progress):
-        active = [i for i, track in enumerate(progress) if track.stopped is None]
+    while not all(run.progress.stopped for run in runs):
+        active = [i for i, run in enumerate(runs) if run.progress.stopped is None]
         step += 1
         for i in active:
-            used_lr[i] = rates(i, step)
+            runs[i].set_rate(lr_schedule(step) if lr_schedule is not None else 1.0)
         optimizer.zero_grad(set_to_none=True)
         losses = compute_losses(step, active)
         torch.stack([loss.reshape(()) for loss in losses]).sum().backward()
@@ -187,34 +217,15 @@ def run_training(
         if after_step is not None:
             after_step(step)
         for i, loss in zip(active, losses):
-            loss_sums[i] += float(loss.detach())
-            loss_counts[i] += 1
-        at_limit = step >= rule.max_steps
-        if step % eval_every == 0 or at_limit:
+            runs[i].add_loss(loss)
+        if step % eval_every == 0 or step >= rule.max_steps:
             seconds = time.perf_counter() - started
             for i in active:
-                judge(i, step, used_lr[i], seconds)
+                judge(i, step, seconds)
             started = time.perf_counter()
         for i in active:
-            progress[i].reached_limit(step)
-
-    outcomes = []
-    for i, track in enumerate(tracks):
-        track.module.load_state_dict(states[i])  # type: ignore[arg-type]
-        ended = progress[i].stopped or "max_steps"
-        outcomes.append(
-            TrainingOutcome(
-                progress[i].best_step,
-                progress[i].best,
-                metrics[i],
-                step if ended == "max_steps" else last_step[i],
-                ended,
-                rule,
-                history[i],
-                evaluate is not None,
-            )
-        )
-    return outcomes
+            runs[i].progress.reached_limit(step)
+    return [run.outcome(step, validated) for run in runs]
 
 
 def train_for(
