@@ -8,10 +8,10 @@ own end), and a track that has ended is left out of later steps, so the others g
 would alone (Adam is elementwise and the parameters are disjoint). One track is the common case.
 
 A step: `compute_losses(step, active)` returns one scalar loss per active track; the engine sums them,
-backpropagates, calls `before_update` (gradient clipping), steps the optimiser and calls `after_step(step)`
-(an EMA teacher, a log line). Every `eval_every` steps
-(and at the last step) `evaluate(track)` gives the track's validation value (higher is better) and any
-metrics to keep; the rule decides what to keep, cut and stop. Each group's rate is its starting rate
+backpropagates, calls `before_update` (gradient clipping), steps the optimiser and calls
+`after_step(step)` (an EMA teacher, a log line). Every `eval_every` steps (and at the last step)
+`evaluate(track)` gives the track's validation value (higher is better) and any metrics to keep; the
+rule decides what to keep, cut and stop. Each group's rate is its starting rate
 times `lr_schedule(step)` (a fixed schedule: warm-up, cosine, steps) times the track's plateau factor.
 """
 
