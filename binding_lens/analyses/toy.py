@@ -43,7 +43,7 @@ from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import auroc as auroc_of
 from ..probes.metrics import bootstrap_auroc
-from ..stats import bootstrap_counts, percentile_interval
+from ..stats import bootstrap_counts, bootstrap_mean, percentile_interval
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table, interval_text, write_table
@@ -315,8 +315,8 @@ def _twin_pca(
     variance = singular**2
     sign = torch.sign(differences.double() @ vt[0])
     per_scene = torch.stack([sign[scene == i].mean().abs() for i in scene.unique()])
-    counts = bootstrap_counts(len(per_scene), N_BOOT, seed)
-    low, high = percentile_interval((counts @ per_scene) / counts.sum(1), 0.95)
+    consistency = bootstrap_mean(per_scene, n_boot=N_BOOT, seed=seed, unit="scenes")
+    low, high = consistency.low, consistency.high
     return {
         "top3_variance": float(variance[:3].sum() / variance.sum()),
         "consistency": float(per_scene.mean()),

@@ -63,15 +63,15 @@ def binding_bits(
         raise InputError(
             f"CE_O has {n} images but CE_F has {torch.as_tensor(ce_f).shape[0]}: score both on the same test set"
         )
-    ce = bootstrap_mean(ce_o, n_boot=n_boot, level=level, seed=seed)
-    ce_lo, ce_hi = ce.low, ce.high
-    b_o, lo, hi = priors.H_O - float(ce_o.mean()), priors.H_O - ce_hi, priors.H_O - ce_lo  # B_O falls as CE rises
+    bits = bootstrap_mean(ce_o, n_boot=n_boot, level=level, seed=seed).shifted(priors.H_O, -1.0)  # B_O = H(O) - CE_O
+    b_o, lo, hi = bits.estimate, bits.low, bits.high
     star = star_lo = star_hi = beta_star = mean_f = None
     if ce_f is not None:
         ce_f = torch.as_tensor(ce_f, dtype=torch.float64)
         mean_f = float(ce_f.mean())
-        gap = bootstrap_mean(ce_o - ce_f, n_boot=n_boot, level=level, seed=seed)  # same resamples
-        star, star_lo, star_hi = (priors.H_O_given_F - g for g in (gap.estimate, gap.high, gap.low))
+        gap = bootstrap_mean(ce_o - ce_f, n_boot=n_boot, level=level, seed=seed)  # same resamples: paired
+        conditional = gap.shifted(priors.H_O_given_F, -1.0)  # B*_OF = H(O|F) - (CE_O - CE_F)
+        star, star_lo, star_hi = conditional.estimate, conditional.low, conditional.high
         beta_star = star / priors.H_O_given_F if priors.H_O_given_F > 0 else float("nan")
     beta = b_o / priors.H_O if priors.H_O > 0 else float("nan")
     return BindingBits(float(ce_o.mean()), mean_f, b_o, lo, hi, beta, star, star_lo, star_hi, beta_star, n, lo > 0.0)

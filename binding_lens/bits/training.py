@@ -12,7 +12,6 @@ cross-entropy that the bits come from stays unbiased.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +19,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
-from ..training import StoppingRule, Track, TrainingOutcome, run_training
+from ..training import StoppingRule, Track, TrainingOutcome, run_training, shuffled_batches
 from .probes import CodeProbe
 
 
@@ -103,7 +102,7 @@ def train_code_probe(
     probe.set_standardization(*(t.to(device) for t in _standardization(z)))
     generator = torch.Generator().manual_seed(config.seed)
     optimizer = torch.optim.AdamW(probe.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    batches = _batches(z.shape[0], config.batch_size, generator)
+    batches = shuffled_batches(z.shape[0], config.batch_size, generator)
 
     def loss(step: int, active: list[int]) -> list[Tensor]:
         idx = next(batches)
@@ -126,11 +125,3 @@ def train_code_probe(
     )
     probe.eval()
     return CodeFit(**outcome.fields(), probe=probe)
-
-
-def _batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
-    """Image indices for every step: a fresh order each pass over the `n` images, in `batch_size` chunks."""
-    while True:
-        order = torch.randperm(n, generator=generator)
-        for start in range(0, n, batch_size):
-            yield order[start : start + batch_size]

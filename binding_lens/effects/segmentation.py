@@ -17,7 +17,6 @@ standardisation is folded into the returned linear map, which therefore acts on 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -27,7 +26,7 @@ from torch import Tensor, nn
 from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..losses.matching import detr_mask_loss, hungarian_match
-from ..training import train_for
+from ..training import shuffled_batches, train_for
 
 IGNORE = -1
 
@@ -139,7 +138,7 @@ def fit_semantic_head(
     generator = torch.Generator().manual_seed(seed)
     linear = _seeded_linear(x.shape[1], n_classes, generator).to(x.device)
     optimizer = _optimizer(linear, lr, weight_decay)
-    batches = _epoch_batches(len(x), batch_size, generator, x.device)
+    batches = shuffled_batches(len(x), batch_size, generator, x.device)
 
     def loss(_: int) -> Tensor:
         batch = next(batches)
@@ -147,12 +146,6 @@ def fit_semantic_head(
 
     train_for(linear, optimizer, loss, epochs * math.ceil(len(x) / batch_size))
     return _fold_standardization(linear, mean, std)
-
-
-def _epoch_batches(n: int, batch: int, generator: torch.Generator, device: torch.device) -> Iterator[Tensor]:
-    """Indices of every step: a fresh seeded order of the `n` items each epoch, in chunks of `batch`."""
-    while True:
-        yield from torch.randperm(n, generator=generator).to(device).split(batch)
 
 
 def confusion_matrix(
@@ -297,7 +290,7 @@ def fit_instance_head(
     generator = torch.Generator().manual_seed(seed)
     linear = _seeded_linear(x.shape[-1], n_queries, generator).to(x.device)
     optimizer = _optimizer(linear, lr, weight_decay)
-    batches = _epoch_batches(len(x), batch_images, generator, x.device)
+    batches = shuffled_batches(len(x), batch_images, generator, x.device)
 
     def loss(_: int) -> Tensor:
         batch = next(batches)

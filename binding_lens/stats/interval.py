@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 LEVEL = 0.95
 
@@ -43,30 +42,8 @@ class Interval:
     def has_interval(self) -> bool:
         return self.low is not None and self.high is not None
 
-    def above(self, value: float) -> bool | None:
-        """Whether the whole interval lies above `value` (None without an interval)."""
-        return None if self.low is None or math.isnan(self.low) else bool(self.low > value)
-
     def shifted(self, offset: float, sign: float = 1.0) -> "Interval":
         """offset + sign * self: e.g. H - CE turns an interval of CE into one of H - CE (ends swap when sign < 0)."""
         ends = [None if end is None else offset + sign * end for end in (self.low, self.high)]
         low, high = (ends[1], ends[0]) if sign < 0 else (ends[0], ends[1])
         return Interval(offset + sign * self.estimate, low, high, self.level, self.method, self.n)
-
-    def as_dict(self) -> dict[str, Any]:
-        """{estimate, low, high, level, method, n, beyond_noise}: what a JSON report keeps."""
-        return {
-            "estimate": self.estimate,
-            "low": self.low,
-            "high": self.high,
-            "level": self.level,
-            "method": self.method,
-            "n": self.n,
-            "beyond_noise": self.beyond_noise,
-        }
-
-    def text(self, digits: int = 3) -> str:
-        """'0.812 [0.790, 0.834]', or the estimate alone without an interval."""
-        if not self.has_interval:
-            return f"{self.estimate:.{digits}f}"
-        return f"{self.estimate:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"

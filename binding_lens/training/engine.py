@@ -21,7 +21,7 @@ import copy
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,14 +145,18 @@ class _TrackRun:
         self.history.append(record)
         return record
 
-    def keep_if_best(self, record: Evaluation) -> None:
-        if self.progress.observe(record.step, record.value).best or self.state is None:
+    def keep_if_best(self, record: Evaluation, validated: bool) -> None:
+        """Let the rule read the evaluation; copy the weights when it is the best (without validation the
+        last step's weights are the ones kept, and they stay in the module: nothing to copy)."""
+        best = self.progress.observe(record.step, record.value).best
+        if validated and (best or self.state is None):
             self.state, self.metrics = _snapshot(self.track.module), record.val
         self.last_step = record.step
 
     def outcome(self, step: int, validated: bool) -> TrainingOutcome:
-        """Restore the best weights and say how the run went."""
-        self.track.module.load_state_dict(self.state)  # type: ignore[arg-type]
+        """Restore the best weights (with validation) and say how the run went."""
+        if self.state is not None:
+            self.track.module.load_state_dict(self.state)
         ended = self.progress.stopped or "max_steps"
         steps = step if ended == "max_steps" else self.last_step
         return TrainingOutcome(
@@ -179,9 +183,8 @@ def run_training(
     `evaluate=None` trains without validation: every evaluation's value is its step (the last wins) and
     only `max_steps` ends the run. `evaluate_start` scores the starting weights first (step 0), so a
     run that never beats its start keeps it. `on_evaluation(track, evaluation)` runs after each one,
-    before the rule reads it. A run without validation and a fixed length keeps its last weights: give
-    `eval_every=max_steps` so they are copied once. Steps are numbered from 1; `lr_schedule(step)`
-    multiplies the rates used by that step.
+    before the rule reads it. A run without validation keeps its last weights (nothing is copied). Steps
+    are numbered from 1; `lr_schedule(step)` multiplies the rates used by that step.
     """
     check_positive_ints({"eval_every": eval_every})
     if rule.max_steps is None:
@@ -197,7 +200,7 @@ def run_training(
         record = runs[i].judge(step, value, kept, seconds)
         if on_evaluation is not None:
             on_evaluation(i, record)
-        runs[i].keep_if_best(record)
+        runs[i].keep_if_best(record, validated)
 
     if evaluate_start:
         for i in range(len(runs)):
@@ -252,3 +255,12 @@ def train_for(
         after_step=after_step,
     )
     return outcome
+
+
+def shuffled_batches(
+    n: int, batch: int, generator: torch.Generator, device: torch.device | str = "cpu"
+) -> Iterator[Tensor]:
+    """Item indices for every step, without end: a fresh seeded order of the `n` items each pass over them,
+    cut into chunks of `batch` (the last chunk of a pass may be smaller)."""
+    while True:
+        yield from torch.randperm(n, generator=generator).to(device).split(batch)

@@ -25,6 +25,17 @@ from ..components import AttentionParts, BlockParts, MLPParts
 TINY_DIMS = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, attn_implementation="eager")
 """The shape every family's tiny test models share (eager attention, so patterns can be compared)."""
 VIT_B_DIMS = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+TINY_TEXT_DIMS = dict(
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    intermediate_size=64,
+    vocab_size=99,
+    bos_token_id=0,
+    eos_token_id=1,
+    pad_token_id=1,
+)
+"""The text tower of the tiny image-text test models (CLIP, SigLIP, SigLIP 2): only its vision tower is hooked."""
 
 
 @dataclass

@@ -14,18 +14,8 @@ from transformers import CLIPConfig, CLIPModel, CLIPVisionConfig, CLIPVisionMode
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
 from . import register_adapter
-from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
+from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
-_TEXT = dict(
-    hidden_size=32,
-    num_hidden_layers=1,
-    num_attention_heads=4,
-    intermediate_size=64,
-    vocab_size=99,
-    bos_token_id=0,
-    eos_token_id=1,
-    pad_token_id=1,
-)
 _TINY_VISION = {k: v for k, v in TINY_DIMS.items() if k != "attn_implementation"} | dict(
     intermediate_size=64, image_size=32, patch_size=8
 )
@@ -52,7 +42,10 @@ class ClipAdapter(FamilyAdapter):
             "clip_full",
             lambda: CLIPModel(
                 CLIPConfig(
-                    text_config=_TEXT, vision_config=_TINY_VISION, projection_dim=16, attn_implementation="eager"
+                    text_config=TINY_TEXT_DIMS,
+                    vision_config=_TINY_VISION,
+                    projection_dim=16,
+                    attn_implementation="eager",
                 )
             ),
             (32, 32),

@@ -12,19 +12,9 @@ from transformers import SiglipConfig, SiglipModel, SiglipVisionConfig, SiglipVi
 from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_STD
 
 from . import register_adapter
-from .base import TINY_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
+from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
 _TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8)
-_TEXT = dict(
-    hidden_size=32,
-    num_hidden_layers=1,
-    num_attention_heads=4,
-    intermediate_size=64,
-    vocab_size=99,
-    bos_token_id=0,
-    eos_token_id=1,
-    pad_token_id=1,
-)
 
 
 @register_adapter
@@ -51,7 +41,7 @@ class SiglipAdapter(FamilyAdapter):
             "siglip_full",
             lambda: SiglipModel(
                 SiglipConfig(
-                    text_config=_TEXT,
+                    text_config=TINY_TEXT_DIMS,
                     vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
                     attn_implementation="eager",
                 )

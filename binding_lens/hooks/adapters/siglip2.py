@@ -17,20 +17,10 @@ from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_S
 from transformers.models.siglip2.modeling_siglip2 import Siglip2VisionEmbeddings
 
 from . import register_adapter
-from .base import TINY_DIMS, VIT_B_DIMS, TinyCase
+from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, TinyCase
 from .siglip import SiglipAdapter
 
 _TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, num_patches=16, patch_size=8)
-_TEXT = dict(
-    hidden_size=32,
-    num_hidden_layers=1,
-    num_attention_heads=4,
-    intermediate_size=64,
-    vocab_size=99,
-    bos_token_id=0,
-    eos_token_id=1,
-    pad_token_id=1,
-)
 
 
 def patchify(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -62,7 +52,7 @@ class Siglip2Adapter(SiglipAdapter):
             "siglip2_full",
             lambda: Siglip2Model(
                 Siglip2Config(
-                    text_config=_TEXT,
+                    text_config=TINY_TEXT_DIMS,
                     vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
                     attn_implementation="eager",
                 )

@@ -144,10 +144,9 @@ def test_bootstrap_mean_against_a_loop_over_the_same_resamples():
     assert (flat.estimate, flat.low, flat.high) == pytest.approx((2.0, 2.0, 2.0))
 
 
-def test_interval_helpers():
+def test_an_interval_shifted_and_mirrored():
     interval = Interval(1.0, 0.5, 2.0, 0.95, "t", 4)
     assert interval.shifted(10.0, -1.0) == Interval(9.0, 8.0, 9.5, 0.95, "t", 4)  # H - CE: the ends swap
-    assert interval.above(0.4) is True and interval.above(0.5) is False
-    assert Interval(1.0, None, None).above(0.0) is None and Interval(1.0, None, None).text() == "1.000"
-    assert interval.text(2) == "1.00 [0.50, 2.00]"
-    assert interval.as_dict()["beyond_noise"] is True
+    assert interval.shifted(1.0) == Interval(2.0, 1.5, 3.0, 0.95, "t", 4)
+    assert Interval(1.0, None, None).shifted(2.0, -1.0) == Interval(1.0, None, None)
+    assert interval.beyond_noise is True and not Interval(1.0, None, None).has_interval
