@@ -49,13 +49,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import torchrun
 from PIL import Image
-from test_data_ade20k import OBJECTNAMES, _seg  # the official ADE20K encoding, as that test writes it
 
 from binding_lens.cli import build_parser, main
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.ade20k import OBJECTNAMES, encode_ade_seg
+from helpers.processes import torchrun
+
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 BINDING_LENS = Path(sys.executable).parent / "binding-lens"
 
@@ -271,7 +272,7 @@ def write_ade20k(release: Path, n: int = 16) -> None:
     names = [f"ADE_val_{i + 1:08d}.jpg" for i in range(n)]
     for name, scene in zip(names, SyntheticScenes("default", n=n, size=112, seed=7)):
         Image.fromarray(scene.image).save(release.parent / folder / name, quality=95)
-        seg = _seg(scene.class_mask.astype(np.int64), scene.instance_mask.astype(np.int64))
+        seg = encode_ade_seg(scene.class_mask.astype(np.int64), scene.instance_mask.astype(np.int64))
         Image.fromarray(seg).save(release.parent / folder / name.replace(".jpg", "_seg.png"))
     with open(release / "index_ade20k.pkl", "wb") as f:
         pickle.dump({"filename": names, "folder": [folder] * n, "objectnames": OBJECTNAMES}, f)

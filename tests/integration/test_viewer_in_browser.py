@@ -27,7 +27,7 @@ from binding_lens.vis import attention_view, iframe_html, viewer_from_run
 from binding_lens.vis.html_viewer.encoding import decode
 from binding_lens.vis.html_viewer.page import read_page
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DRIVER_DIR = ROOT / "tests" / "browser"
 ARTIFACTS = ROOT / "test-artifacts" / "vis-browser"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))

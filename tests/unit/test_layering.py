@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "binding_lens"
+PACKAGE = Path(__file__).resolve().parents[2] / "binding_lens"
 
 LAYERS: list[set[str]] = [
     {"version", "errors", "lazy"},

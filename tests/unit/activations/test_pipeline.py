@@ -9,9 +9,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import torchrun
 from safetensors.torch import load as load_safetensors
-from test_extract_store import _FailsAt  # scenes whose n-th image raises
 
 from binding_lens.activations import (
     STORE_MODES,
@@ -28,6 +26,9 @@ from binding_lens.activations.writer import ShardWriter
 from binding_lens.data import Scene, SceneError, SyntheticScenes
 from binding_lens.errors import InputError
 from binding_lens.models import load_hooked_vit
+
+from helpers.processes import torchrun
+from helpers.scenes import FailsAt
 
 MODEL = "tiny:dinov2_registers"
 
@@ -98,7 +99,7 @@ def test_an_error_in_a_worker_is_raised_as_itself_and_keeps_the_finished_shards(
     model = load_hooked_vit(MODEL)
     good = [scenes(6)[i] for i in range(6)]
     with pytest.raises(SceneError, match=r"^image 4 is broken$"):  # the user's one line, not a worker traceback
-        extract(model, _FailsAt(good, bad=4), [1], tmp_path, shard_size=2, batch_size=1, workers=2, progress=False)
+        extract(model, FailsAt(good, bad=4), [1], tmp_path, shard_size=2, batch_size=1, workers=2, progress=False)
     store = ActivationStore(tmp_path)
     assert [store.shard_state(i) for i in range(3)] == ["done", "done", "missing"]
 

@@ -18,6 +18,8 @@ from binding_lens.data import Scene, SceneError, SyntheticScenes, patch_labels
 from binding_lens.errors import InputError
 from binding_lens.models import load_hooked_vit
 
+from helpers.scenes import FailsAt
+
 MODEL = "tiny:dinov2_registers"  # patch 14, 4 registers: prefix tokens must be skipped correctly
 
 
@@ -190,28 +192,13 @@ def test_a_truncated_shard_is_corrupt_and_a_deleted_one_missing(tmp_path):
     assert ActivationStore(tmp_path).is_complete() and ActivationStore(tmp_path).load().acts[1].shape[0] == 12
 
 
-class _FailsAt(list):
-    """Scenes whose `bad`-th image raises, as a corrupt file or a wrong mask would."""
-
-    identity = {"name": "fails"}
-
-    def __init__(self, scenes, bad):
-        super().__init__(scenes)
-        self.bad = bad
-
-    def __getitem__(self, index):
-        if index == self.bad:
-            raise SceneError(f"image {index} is broken")
-        return super().__getitem__(index)
-
-
 def test_a_run_that_fails_before_its_first_shard_leaves_nothing_that_blocks(tmp_path):
     model = load_hooked_vit(MODEL)
     good = [scenes(4)[i] for i in range(4)]
     with pytest.raises(SceneError):
-        extract(model, _FailsAt(good, bad=1), [1], tmp_path, progress=False)
+        extract(model, FailsAt(good, bad=1), [1], tmp_path, progress=False)
     assert not (tmp_path / "manifest.json").exists()
-    fixed = _FailsAt(good, bad=-99)
+    fixed = FailsAt(good, bad=-99)
     fixed.identity = {"name": "fixed"}  # the corrected run differs (other data, other size...)
     assert extract(model, fixed, [1], tmp_path, progress=False).load().acts[1].shape[0] == 4
 

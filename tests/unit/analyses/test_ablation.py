@@ -6,13 +6,14 @@ import json
 
 import pytest
 import torch
-from conftest import random_quadratic
 
 from binding_lens.analyses.ablation import AblationSettings, ablation_study
 from binding_lens.cli import main
 from binding_lens.data import SyntheticScenes
 from binding_lens.models import load_hooked_vit
 from binding_lens.probes import save_probe
+
+from helpers.probes import random_quadratic
 
 FAST = dict(segmentation_epochs=3, dino_images=6, dino_head_steps=2, dino_local_crops=2, attention_permutations=49)
 

@@ -269,9 +269,9 @@ def test_bits_under_interventions_rejects_unknown_edits_and_reading_before_the_e
 
 
 def test_the_bits_command_reports_bits_lost_to_interventions(tmp_path, capsys):
-    from conftest import random_quadratic
-
     from binding_lens.probes import save_probe
+
+    from helpers.probes import random_quadratic
 
     torch.manual_seed(0)
     save_probe(random_quadratic(32), tmp_path / "probe.safetensors")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import build, pixels, random_quadratic
 
 from binding_lens.analyses.gradient_attribution import pair_attribution
 from binding_lens.hooks import names
 from binding_lens.models import TINY_CASES
+
+from helpers.models import build, pixels
+from helpers.probes import random_quadratic
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

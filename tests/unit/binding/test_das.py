@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import random_quadratic
-from test_probe_convergence import planted_objects
 
 from binding_lens.binding import BindingSubspace, principal_angles
 from binding_lens.binding.das import (
@@ -22,6 +20,8 @@ from binding_lens.binding.das import (
 from binding_lens.hooks import names
 from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
+
+from helpers.probes import planted_objects, random_quadratic
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,8 +7,6 @@ import math
 
 import pytest
 import torch
-from conftest import random_quadratic
-from test_probe_convergence import planted_objects
 
 from binding_lens.binding import (
     BindingSubspace,
@@ -21,6 +19,8 @@ from binding_lens.binding import (
     subspace_stability,
 )
 from binding_lens.probes import ProbeData, make_probe, split_by_image
+
+from helpers.probes import planted_objects, random_quadratic
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,7 +7,6 @@ import copy
 
 import pytest
 import torch
-from conftest import build, pixels, random_quadratic
 
 from binding_lens import HookedViT
 from binding_lens.analyses.heads import head_ablation_map
@@ -16,6 +15,9 @@ from binding_lens.figures.head_map import head_map_figure
 from binding_lens.hooks import names
 from binding_lens.models import TINY_CASES
 from binding_lens.probes import ProbeData, evaluate, fixed_pairs
+
+from helpers.models import build, pixels
+from helpers.probes import random_quadratic
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

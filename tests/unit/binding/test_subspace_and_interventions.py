@@ -6,13 +6,14 @@ import itertools
 
 import pytest
 import torch
-from conftest import random_quadratic
 from nnsight import NNsight
 
 from binding_lens.binding import BindingSubspace, Inject, Interchange, MeanAblate, ProjectOut, Shuffle, accuracy_by_k
 from binding_lens.hooks.names import resid_post
 from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
+
+from helpers.probes import random_quadratic
 
 D = 32
 

@@ -1,7 +1,7 @@
 """Every expected mistake on the command line ends in one or two lines and exit status 2, before any work.
 
 BAD_INPUTS is the table of mistakes a newcomer makes (and the closing notes quote): the arguments,
-and a phrase the message must contain. `python tests/test_cli_errors.py` prints the table with the
+and a phrase the message must contain. `python tests/unit/cli/test_errors.py` prints the table with the
 lines the CLI prints now.
 """
 

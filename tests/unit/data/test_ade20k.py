@@ -10,8 +10,8 @@ from PIL import Image
 from binding_lens.data import ADE20K, SceneError
 from binding_lens.data.masks_io import decode_ade_seg
 
-OBJECTNAMES = ["wall", "building, edifice", "sky", "person, individual, someone, somebody, mortal, soul"]
-OBJECTNAMES += [f"thing{k}" for k in range(len(OBJECTNAMES), 299)] + ["lamp post"]  # 'lamp post' is class 300
+from helpers.ade20k import OBJECTNAMES, encode_ade_seg
+
 INFO150 = (
     "Idx,Ratio,Train,Val,Name\n"
     "1,0.1576,11664,1172,wall\n"
@@ -21,17 +21,11 @@ INFO150 = (
 )
 
 
-def _seg(classes, b):
-    """Encode like the release: R = class // 256 * 10 (+ a digit the decoder must ignore), G = class % 256."""
-    r = (classes // 256) * 10 + 3 * (classes // 256 > 0)
-    return np.stack([r, classes % 256, b], axis=-1).astype(np.uint8)
-
-
 def _write(folder, name, classes, b, image_hw=None):
     folder.mkdir(parents=True, exist_ok=True)
     hw = classes.shape if image_hw is None else image_hw
     Image.fromarray(np.full(hw + (3,), 128, np.uint8)).save(folder / name)
-    Image.fromarray(_seg(classes, b)).save(folder / name.replace(".jpg", "_seg.png"))
+    Image.fromarray(encode_ade_seg(classes, b)).save(folder / name.replace(".jpg", "_seg.png"))
 
 
 CLASSES = np.array([[1, 1, 2, 2], [1, 300, 300, 2], [0, 300, 4, 4]], dtype=np.int32)
@@ -58,7 +52,7 @@ def ade_root(tmp_path):
 
 
 def test_seg_decoding_class_from_r_and_g_instances_from_b():
-    classes, instances = decode_ade_seg(_seg(CLASSES, BLUE))
+    classes, instances = decode_ade_seg(encode_ade_seg(CLASSES, BLUE))
     np.testing.assert_array_equal(classes, CLASSES)
     np.testing.assert_array_equal(instances, [[1, 1, 2, 2], [1, 3, 3, 2], [0, 3, 4, 4]])
 

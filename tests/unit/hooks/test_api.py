@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import build, pixels
 from PIL import Image
 from transformer_lens import ActivationCache
 
@@ -15,6 +14,8 @@ from binding_lens import HookedViT
 from binding_lens.errors import InputError
 from binding_lens.hooks import ImageSizeError, UnknownHookPointError, UnsupportedArchitectureError
 from binding_lens.models import TINY_CASES
+
+from helpers.models import build, pixels
 
 
 def _no_hooks_left(model: HookedViT) -> bool:

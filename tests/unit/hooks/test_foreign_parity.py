@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import pixels
 
 from binding_lens import HookedViT
 from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
+
+from helpers.models import pixels
 
 timm = pytest.importorskip("timm", reason="timm extra not installed: pip install 'binding_lens[timm]'")
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
-from conftest import build, pixels
 from nnsight import NNsight
 
 from binding_lens.models import TINY_CASES
+
+from helpers.models import build, pixels
 
 
 def test_nnsight_reads_the_same_activations_as_run_with_cache(family):

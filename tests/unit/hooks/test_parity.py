@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import build, hf_reference, pixels
 
 from binding_lens.models import TINY_CASES
+
+from helpers.models import build, hf_reference, pixels
 
 ATOL = 1e-5
 

@@ -8,9 +8,10 @@ import os
 import pytest
 import torch
 from safetensors.torch import save_file
-from test_probes_formulas import D, build
 
 from binding_lens.probes import PROBES, load_probe, read_header, save_probe
+
+from helpers.probes import D, build
 
 
 @pytest.mark.parametrize("name", list(PROBES))

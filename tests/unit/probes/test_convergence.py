@@ -21,21 +21,9 @@ from binding_lens.probes import (
 )
 from binding_lens.probes.metrics import bootstrap_auroc
 
+from helpers.probes import planted_objects
+
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def planted_objects(n_images=600, d=64, n_objects=4, per_object=8, k=4, noise=0.3, seed=0):
-    """Per image, 4 objects of 8 patches. A patch is U b_object (zero-mean binding vector in the 4-dim
-    subspace U) + an image-level feature part shared by all its patches (orthogonal to U) + noise."""
-    g = torch.Generator().manual_seed(seed)
-    U = torch.linalg.qr(torch.randn(d, k, generator=g)).Q
-    binding = torch.randn(n_images, n_objects, k, generator=g)
-    feature = torch.randn(n_images, 1, d, generator=g)
-    feature = feature - feature @ U @ U.T
-    objects = torch.arange(n_objects).repeat_interleave(per_object).expand(n_images, -1)
-    x = binding[torch.arange(n_images)[:, None], objects] @ U.T + feature
-    x = x + noise * torch.randn(n_images, n_objects * per_object, d, generator=g)
-    return ProbeData(x, objects + 1), U
 
 
 def principal_angles_deg(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -12,45 +12,9 @@ from torch.utils._pytree import tree_leaves
 
 from binding_lens.probes import PROBES, PairBatch, PairProbe, SelfAttentionProbe, make_probe
 
+from helpers.probes import D, build
+
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-D, HEADS, D_HEAD = 8, 2, 3
-
-
-def _attention_weights(gen: torch.Generator, d: int = D, heads: int = HEADS, d_head: int = D_HEAD) -> dict:
-
-    def r(*s):
-        return torch.randn(*s, generator=gen)
-
-    return dict(
-        W_Q=r(heads, d, d_head),
-        W_K=r(heads, d, d_head),
-        b_Q=r(heads, d_head),
-        b_K=r(heads, d_head),
-        ln_weight=1 + 0.3 * r(d),
-        ln_bias=0.3 * r(d),
-        ln_eps=1e-5,
-    )
-
-
-def build(name: str, d: int = D, seed: int = 0) -> PairProbe:
-    """A probe with every parameter and buffer randomised (so no term can hide behind a zero)."""
-    gen = torch.Generator().manual_seed(seed)
-    kwargs = {
-        "quadratic_fixed_rank": dict(rank=3),
-        "pointwise_class": dict(n_classes=4),
-        "pointwise_identity": dict(n_queries=3),
-        "self_attention": _attention_weights(gen, d, HEADS, D_HEAD),
-    }.get(name, {})
-    probe = make_probe(name, d, **kwargs)
-    with torch.no_grad():
-        for p in probe.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.7)
-        if hasattr(probe, "center"):
-            probe.center.fill_(0.3)
-            probe.scale.fill_(1.7)
-    return probe
 
 
 def _layer_norm(v, w, b, eps):

@@ -7,11 +7,12 @@ import json
 
 import pytest
 import torch
-from conftest import pixels
 
 from binding_lens.errors import InputError, MissingFileError
 from binding_lens.models import load_hooked_vit
 from binding_lens.sae import SaeTrainingConfig, SparseAutoencoder, attach_sae, load_sae, train_sae
+
+from helpers.models import pixels
 
 
 def random_sae(architecture: str = "topk", k: int | None = 3) -> SparseAutoencoder:

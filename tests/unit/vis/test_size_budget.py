@@ -19,7 +19,7 @@ from binding_lens.vis.html_viewer.images import display_size, outline, resize_rg
 from binding_lens.vis.html_viewer.maps import ModelMaps, ViewerImage
 from binding_lens.vis.html_viewer.page import MB, read_page, viewer_page
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "vis"
+ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "vis"
 GRID, LAYERS = 37, 24
 
 
