@@ -8,7 +8,7 @@ on first use so that `import binding_lens` (and the command line's `--help`) doe
 and transformers, and it names `binding_lens.models` as the provider of the `zoo:`, `random:`,
 `config:` and `tiny:` specs, so `HookedViT.from_pretrained` knows them however the package was
 entered. The layers and what each may import are drawn in the README ("Layout") and enforced by
-`tests/test_layering.py`.
+`tests/unit/test_layering.py`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// Drives Debian's headless Chromium over the binding_lens viewer for tests/test_vis_browser.py.
+// Drives Debian's headless Chromium over the binding_lens viewer for tests/integration/test_viewer_in_browser.py.
 //
 //   node drive_viewer.cjs config.json   ->  one JSON report on stdout
 //

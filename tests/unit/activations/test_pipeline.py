@@ -1,0 +1,266 @@
+"""The pipelined extraction: loader workers, the background writer, memory instead of disk, torchrun ranks."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load as load_safetensors
+
+from binding_lens.activations import (
+    STORE_MODES,
+    ActivationStore,
+    ExtractProfile,
+    choose_store,
+    extract,
+    extract_to_memory,
+    layer_groups,
+)
+from binding_lens.activations import writer as writer_module
+from binding_lens.activations.store import Shard, safetensors_chunks
+from binding_lens.activations.writer import ShardWriter
+from binding_lens.data import Scene, SceneError, SyntheticScenes
+from binding_lens.errors import InputError
+from binding_lens.models import load_hooked_vit
+
+from helpers.processes import torchrun
+from helpers.scenes import FailsAt
+
+MODEL = "tiny:dinov2_registers"
+
+
+def scenes(n: int = 10) -> SyntheticScenes:
+    return SyntheticScenes("default", n=n, size=112, seed=3)
+
+
+class _Scenes(list):
+    identity = {"name": "hand-made"}
+
+
+def _with_unusable(n: int = 7) -> _Scenes:
+    """Synthetic scenes with a one-object and a blank image among them (both skipped)."""
+    data = _Scenes(scenes(n)[i] for i in range(n))
+    image = np.zeros((112, 112, 3), np.uint8)
+    one = np.ones((112, 112), np.int32)
+    data[2] = Scene(image, one, one)
+    data[5] = Scene(image, np.zeros_like(one), np.zeros_like(one))
+    return data
+
+
+def _same_store(a: Shard, b: Shard) -> None:
+    assert a.acts.keys() == b.acts.keys()
+    for layer in a.acts:
+        torch.testing.assert_close(a.acts[layer], b.acts[layer], atol=0, rtol=0)
+    for name in ("instance", "klass", "patch_index", "image_index"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
+    model, data = load_hooked_vit(MODEL), _with_unusable()
+    profiles = {workers: ExtractProfile() for workers in (0, 2)}
+    stores = {
+        workers: extract(
+            model,
+            data,
+            [0, 2],
+            tmp_path / str(workers),
+            patches_per_image=12,
+            batch_size=2,
+            shard_size=3,
+            workers=workers,
+            profile=profiles[workers],
+            progress=False,
+        )
+        for workers in (0, 2)
+    }
+    _same_store(stores[0].load(), stores[2].load())
+    assert stores[2].load().image_index.tolist() == [0, 1, 3, 4, 6]
+    assert (
+        stores[0].skip_summary()
+        == stores[2].skip_summary()
+        == {"single object (no negative pairs)": 1, "no labelled patch": 1}
+    )
+    for index in range(stores[0].n_shards):  # the records too, byte for byte
+        assert stores[0].shard_paths(index)[1].read_bytes() == stores[2].shard_paths(index)[1].read_bytes()
+    profile = profiles[2]
+    assert profile.images == 7 and profile.workers == 2 and profile.wall > 0
+    assert profile.seconds["forward"] > 0 and profile.seconds["prepare"] > 0 and profile.seconds["write"] > 0
+    main_process = sum(profile.seconds[s] for s in ("wait_data", "forward", "wait_writer"))
+    assert main_process <= profile.wall * 1.01
+    assert profile.device_idle is None  # no GPU: no events
+    assert "forward" in profile.summary() and "in 2 workers" in profile.summary()
+
+
+def test_an_error_in_a_worker_is_raised_as_itself_and_keeps_the_finished_shards(tmp_path):
+    model = load_hooked_vit(MODEL)
+    good = [scenes(6)[i] for i in range(6)]
+    with pytest.raises(SceneError, match=r"^image 4 is broken$"):  # the user's one line, not a worker traceback
+        extract(model, FailsAt(good, bad=4), [1], tmp_path, shard_size=2, batch_size=1, workers=2, progress=False)
+    store = ActivationStore(tmp_path)
+    assert [store.shard_state(i) for i in range(3)] == ["done", "done", "missing"]
+
+
+def test_shards_are_safetensors_written_piece_by_piece():
+    tensors = {
+        "acts.L3": torch.randn(2, 5, 4).half(),
+        "klass": torch.arange(6, dtype=torch.int32).reshape(2, 3),
+        "image_index": torch.tensor([7, 9]),
+        "empty": torch.zeros(0, 5, 4, dtype=torch.float16),
+        "brain": torch.randn(3, 2).bfloat16(),
+        "scalar": torch.tensor(1.5),
+    }
+    chunks = safetensors_chunks(tensors)
+    data = b"".join(bytes(chunk) for chunk in chunks)
+    assert int.from_bytes(data[:8], "little") % 8 == 0  # the data start is 8-byte aligned
+    back = load_safetensors(data)
+    assert back.keys() == tensors.keys()
+    for name, tensor in tensors.items():
+        assert back[name].dtype == tensor.dtype and torch.equal(back[name], tensor), name
+    with pytest.raises(TypeError, match="complex"):
+        safetensors_chunks({"z": torch.zeros(2, dtype=torch.complex64)})
+
+
+def _tiny_shard(rows: int) -> Shard:
+    labels = torch.zeros(rows, 2, dtype=torch.int64)
+    return Shard(
+        {0: torch.zeros(rows, 2, 3, dtype=torch.float16)}, labels, labels, labels, torch.arange(rows, dtype=torch.int64)
+    )
+
+
+def test_the_writer_holds_back_the_producer_and_hands_back_its_errors(tmp_path, monkeypatch):
+    original = writer_module.write_shard
+
+    def slow_write(root, index, shard, record):
+        time.sleep(0.2)
+        if index == 3:
+            raise OSError(28, "No space left on device")
+        return original(root, index, shard, record)
+
+    monkeypatch.setattr(writer_module, "write_shard", slow_write)
+    profile, manifests = ExtractProfile(), []
+    writer = ShardWriter(tmp_path, profile, before_first=lambda: manifests.append(1), max_pending=1)
+    for index in range(3):
+        writer.submit(index, _tiny_shard(2), {"kept": 2})
+    assert profile.seconds["wait_writer"] > 0.15  # a full queue made the producer wait
+    writer.submit(3, _tiny_shard(2), {"kept": 2})
+    with pytest.raises(OSError, match="No space left"):
+        writer.close()
+    assert writer.written == [0, 1, 2] and manifests == [1]  # the manifest once, before the first shard
+    assert sorted(p.name for p in (tmp_path / "shards").glob("*.json")) == [f"shard-0000{i}.json" for i in range(3)]
+
+
+def test_extract_to_memory_holds_what_the_store_holds(tmp_path):
+    model, data = load_hooked_vit(MODEL), _with_unusable()
+    stored = extract(model, data, [0, 2], tmp_path, patches_per_image=12, batch_size=2, shard_size=3, progress=False)
+    held, info = extract_to_memory(
+        model, data, [0, 2], patches_per_image=12, batch_size=2, shard_size=3, progress=False
+    )
+    _same_store(stored.load(), held)
+    assert info["request"] == stored.manifest["request"]
+    assert info["skipped"] == stored.skip_summary()
+    held_all, _ = extract_to_memory(model, data, [1], patches_per_image=None, batch_size=3, progress=False)
+    _same_store(
+        extract(model, data, [1], tmp_path / "all", patches_per_image=None, batch_size=3, progress=False).load(),
+        held_all,
+    )
+
+
+def test_the_store_mode_is_chosen_by_the_memory_budget():
+    assert STORE_MODES == ("auto", "none", "disk")
+    assert choose_store("auto", 100, 1000)[0] == "none"
+    mode, why = choose_store("auto", 3 << 30, 2 << 30)
+    assert mode == "disk" and "3.00 GiB exceed the memory budget 2.00 GiB" in why
+    assert choose_store("disk", 1, 1000)[0] == "disk"
+    assert choose_store("auto", 1, 1000, world_size=2)[0] == "disk"
+    with pytest.raises(InputError, match="need 3.00 GiB but the memory budget is 2.00 GiB: use --store disk"):
+        choose_store("none", 3 << 30, 2 << 30)
+    with pytest.raises(InputError, match="under torchrun use --store disk"):
+        choose_store("none", 1, 1000, world_size=2)
+    with pytest.raises(InputError, match="store must be one of auto, none, disk"):
+        choose_store("ram", 1, 1000)
+    assert layer_groups([0, 1, 2, 3, 4], 10, 25) == [[0, 1], [2, 3], [4]]
+    assert layer_groups([0, 1, 2], 10, 5) == [[0], [1], [2]]  # at least one layer at a time
+
+
+def test_a_sweep_from_memory_and_one_from_disk_layer_by_layer_give_the_same_rows(tmp_path):
+    from binding_lens.analyses import layer_sweep
+    from binding_lens.cli.sweep import STORE_MODES as CLI_STORE_MODES
+    from binding_lens.probes import ProbeTrainingConfig
+
+    assert CLI_STORE_MODES == STORE_MODES
+    model, data = load_hooked_vit("tiny:vit"), SyntheticScenes("twins", n=20, size=64, seed=0)
+    training = ProbeTrainingConfig(seed=0, epochs=2, batch_images=8)
+    kwargs = dict(
+        layers=[0, 1, 2],
+        probes=("linear", "quadratic", "self_attention"),
+        training=training,
+        progress=False,
+        extract_kwargs={"patches_per_image": 16},
+    )
+    held = layer_sweep(model, data, tmp_path / "held", store="none", **kwargs)
+    disk = layer_sweep(model, data, tmp_path / "disk", store="disk", memory_budget=1, **kwargs)
+    assert held.summary["store"]["mode"] == "none" and not (tmp_path / "held" / "activations").exists()
+    assert disk.summary["store"]["layer_groups"] == [[0], [1], [2]]
+    assert ActivationStore(tmp_path / "disk" / "activations").is_complete()
+    assert held.rows == disk.rows and len(held.rows) == 8
+    assert held.summary["extraction"] == disk.summary["extraction"]
+    from binding_lens.analyses.run import RunDirectory
+
+    assert RunDirectory(tmp_path / "held").input_size() == RunDirectory(tmp_path / "disk").input_size()
+    RunDirectory(tmp_path / "held").model()  # rebuilt and checked against the fingerprint the summary keeps
+    with pytest.raises(
+        InputError,
+        match=r"holds a sweep run with other settings \(layers: stored \[0, 1, 2\], "
+        r"requested \[0, 1\]\)",
+    ):
+        layer_sweep(model, data, tmp_path / "held", store="none", **(kwargs | {"layers": [0, 1]}))
+
+
+def _torchrun(*args: str) -> subprocess.CompletedProcess:
+    return torchrun([["--standalone", "--nproc-per-node", "2"]], list(args))[0]
+
+
+@pytest.mark.slow
+def test_two_torchrun_processes_write_the_store_one_process_writes(tmp_path):
+    args = [
+        "extract",
+        "--model",
+        "tiny:vit",
+        "--data",
+        "twins",
+        "--n-images",
+        "14",
+        "--size",
+        "64",
+        "--layers",
+        "0-2",
+        "--patches-per-image",
+        "8",
+        "--shard-size",
+        "3",
+    ]
+    two = _torchrun(*args, "--out", str(tmp_path / "two"), "--profile")
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("activations of layers [0, 1, 2] for 14 images") == 1  # printed by rank 0 alone
+    assert "rank 0:" in two.stdout and "rank 1:" in two.stdout
+    from binding_lens.cli import main
+
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    one_store, two_store = ActivationStore(tmp_path / "one"), ActivationStore(tmp_path / "two")
+    _same_store(one_store.load(), two_store.load())
+    assert one_store.manifest["request"] == two_store.manifest["request"]
+
+    # what a killed two-rank run leaves (some shards of each rank missing) is finished by the next run
+    for index in (1, 4):
+        for path in two_store.shard_paths(index):
+            path.unlink()
+    kept = two_store.shard_paths(0)[0].stat().st_mtime_ns
+    again = _torchrun(*args, "--out", str(tmp_path / "two"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert two_store.shard_paths(0)[0].stat().st_mtime_ns == kept  # finished shards are not redone
+    _same_store(one_store.load(), ActivationStore(tmp_path / "two").load())
+    shutil.rmtree(tmp_path / "two")

@@ -1,0 +1,169 @@
+"""The ablation study and `binding-lens ablate`, end to end on a tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from binding_lens.analyses.ablation import AblationSettings, ablation_study
+from binding_lens.cli import main
+from binding_lens.data import SyntheticScenes
+from binding_lens.models import load_hooked_vit
+from binding_lens.probes import save_probe
+
+from helpers.probes import random_quadratic
+
+FAST = dict(segmentation_epochs=3, dino_images=6, dino_head_steps=2, dino_local_crops=2, attention_permutations=49)
+
+
+def test_ablation_rows_identities_control_and_paired_differences():
+    model = load_hooked_vit("tiny:vit")
+    torch.manual_seed(0)
+    probe = random_quadratic(32)
+    scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
+    settings = AblationSettings(layer=1, k=4, shuffle_ratios=(0.0, 1.0), inject_alphas=(1.0, 0.0), n_boot=200, **FAST)
+    result = ablation_study(model, scenes, probe, settings, progress=False)
+    rows = result["rows"]
+    assert len(rows) == 2 + 8 and {row["subspace"] for row in rows} == {"-", "binding", "random"}
+    by = {(row["subspace"], row["intervention"], row["strength"]): row for row in rows}
+    clean, refit = by["-", "clean", None], by["-", "head refit", None]
+    measures = ("semantic_miou", "instance_miou", "own_object_attention", "dino_loss")
+    # ratio 0 and alpha 1 leave the model clean: the clean run's measures exactly, whichever subspace
+    for key in measures:
+        assert by["binding", "shuffle", 0.0][key] == by["random", "shuffle", 0.0][key] == clean[key]
+    for key in ("semantic_miou", "instance_miou", "own_object_attention"):
+        assert by["binding", "inject", 1.0][key] == clean[key]
+    # the head refit changes the heads only
+    assert refit["own_object_attention"] == clean["own_object_attention"] and refit["dino_loss"] == clean["dino_loss"]
+    assert clean["attention_kl_to_clean"] == 0.0 and by["binding", "shuffle", 1.0]["attention_kl_to_clean"] > 0.0
+    assert all(row["dino_loss"] is None for row in rows if row["intervention"] == "inject")
+    assert "fitted on clean features" in result["dino_head"]
+    assert -1 <= result["attention_vs_probe"]["r"] <= 1 and 0 < result["attention_vs_probe"]["p_value"] <= 1
+    # every difference is its row's value minus the clean run's, inside its interval's reach
+    for d in result["differences"]:
+        row = by[d["subspace"], d["intervention"], d["strength"]]
+        assert d["clean"] == pytest.approx(clean[d["measure"]]) and d["value"] == pytest.approx(row[d["measure"]])
+        assert d["difference"] == pytest.approx(d["value"] - d["clean"]) and d["low"] <= d["high"]
+        assert d["beyond_noise"] == (not d["low"] <= 0 <= d["high"])
+    identity = [
+        d
+        for d in result["differences"]
+        if d["strength"] in (0.0, 1.0) and (d["intervention"], d["strength"]) in {("shuffle", 0.0), ("inject", 1.0)}
+    ]
+    assert identity and all((d["difference"], d["low"], d["high"]) == (0, 0, 0) for d in identity)
+    assert {d["measure"] for d in result["differences"] if d["intervention"] == "head refit"} == {
+        "semantic_miou",
+        "instance_miou",
+    }
+    shuffled = {
+        d["measure"]: d
+        for d in result["differences"]
+        if d["subspace"] == "binding" and d["strength"] == 1.0 and d["intervention"] == "shuffle"
+    }
+    assert shuffled["attention_kl_to_clean"]["beyond_noise"] and shuffled["attention_kl_to_clean"]["low"] > 0
+
+
+def test_ablate_command_from_a_probe_file(tmp_path, capsys, monkeypatch):
+    import binding_lens.analyses.ablation as ablation
+
+    monkeypatch.setattr(
+        ablation, "AblationSettings", lambda **kw: AblationSettings(**(kw | {k: v for k, v in FAST.items()}))
+    )
+    torch.manual_seed(0)
+    save_probe(random_quadratic(32), tmp_path / "probe.safetensors")
+    assert (
+        main(
+            [
+                "ablate",
+                "--model",
+                "tiny:vit",
+                "--probe-file",
+                str(tmp_path / "probe.safetensors"),
+                "--layer",
+                "0",
+                "--k",
+                "4",
+                "--n-images",
+                "10",
+                "--size",
+                "64",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "semantic_miou" in printed and "permutation p" in printed and "head refit" in printed
+    rows = json.loads((tmp_path / "out" / "ablation.json").read_text())
+    assert len(rows) == 2 + 8 and (tmp_path / "out" / "ablation_differences.csv").exists()
+
+
+def test_label_space_against_a_per_image_count():
+    from binding_lens.probes.batch import label_space
+
+    generator = torch.Generator().manual_seed(0)
+    instance = torch.randint(-1, 30, (7, 40), generator=generator) * 11  # sparse, large ids
+    klass = torch.randint(-1, 6, (7, 40), generator=generator)
+    most = max(int(torch.unique(row[row >= 0]).numel()) for row in instance)
+    assert label_space(instance, klass, min_queries=2) == (int(klass.max()) + 1, most + 2)
+    assert label_space(instance, klass)[1] == max(10, most + 2)
+
+
+def test_ablate_on_the_zoo_dino_model_uses_its_own_head_center_and_crops(tmp_path, capsys, monkeypatch):
+    import binding_lens.analyses.ablation as ablation
+
+    seen = {}
+
+    def fast_study(model, scenes, probe, settings, **kwargs):
+        seen.update(settings=settings, kwargs=kwargs, size=scenes[0].image.shape[0])
+        return real(
+            model,
+            scenes,
+            probe,
+            settings.__class__(**(vars(settings) | {k: v for k, v in FAST.items() if k not in ("dino_local_crops",)})),
+            **kwargs,
+        )
+
+    real = ablation.ablation_study
+    monkeypatch.setattr(ablation, "ablation_study", fast_study)
+    torch.manual_seed(0)
+    save_probe(random_quadratic(96), tmp_path / "probe.safetensors")
+    assert (
+        main(
+            [
+                "ablate",
+                "--model",
+                "zoo:dino",
+                "--probe-file",
+                str(tmp_path / "probe.safetensors"),
+                "--layer",
+                "4",
+                "--k",
+                "4",
+                "--n-images",
+                "10",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
+    assert "DINO head: loaded from a checkpoint, with its training center" in capsys.readouterr().out
+    settings = seen["settings"]
+    assert (settings.dino_global_size, settings.dino_local_size, settings.dino_local_crops) == (96, 48, 4)
+    assert settings.dino_global_scale == (0.35, 1.0) and seen["size"] == 96
+    assert seen["kwargs"]["dino_temperatures"] == {"student_temp": 0.1, "teacher_temp": 0.04}
+    assert seen["kwargs"]["dino_head"].out_dim == 1024
+
+
+def test_difference_text_keeps_small_differences_readable():
+    from binding_lens.analyses.report import difference_text
+
+    assert difference_text(-0.05, -0.1, 0.002) == "-0.050 [-0.100, +0.002]"
+    assert difference_text(0.00012, 0.00003, 0.0002) == "+1.2e-04 [+3.0e-05, +2.0e-04]"  # not "+0.000 [...]"
+    assert difference_text(0.0, 0.0, 0.0) == "+0.000 [+0.000, +0.000]"
+    assert difference_text(0.05, 0.01, 0.09, star=True).endswith("]*")
+    assert difference_text(0.05, -0.01, 0.09, star=True).endswith("]")

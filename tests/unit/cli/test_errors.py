@@ -1,0 +1,365 @@
+"""Every expected mistake on the command line ends in one or two lines and exit status 2, before any work.
+
+BAD_INPUTS is the table of mistakes a newcomer makes (and the closing notes quote): the arguments,
+and a phrase the message must contain. `python tests/unit/cli/test_errors.py` prints the table with the
+lines the CLI prints now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from binding_lens.cli import main
+
+RUN = "{tmp}/run"
+PROGRESS = re.compile(r"\d+%\|")  # tqdm's progress lines are not messages
+BAD_INPUTS: list[tuple[str, list[str], str]] = [
+    ("image size 0", ["hooks", "--model", "tiny:vit", "--size", "0"], "positive integers"),
+    ("negative image size", ["hooks", "--model", "tiny:vit", "--size", "-5"], "positive integers"),
+    (
+        "size not a multiple of the patch",
+        ["hooks", "--model", "tiny:vit", "--size", "65"],
+        "not a multiple of the patch",
+    ),
+    (
+        "extract at a size the patch does not divide",
+        ["extract", "--model", "tiny:vit", "--size", "60", "--out", "{tmp}/o"],
+        "not a multiple of the patch",
+    ),
+    ("--device cuda without a GPU", ["hooks", "--model", "tiny:vit", "--device", "cuda"], "no CUDA GPU"),
+    ("a misspelt device", ["hooks", "--model", "tiny:vit", "--device", "cdua"], "not a torch device"),
+    ("--out is a file", ["sweep", "--model", "tiny:vit", "--out", "{tmp}/afile"], "is a file"),
+    ("view --out is a directory", ["view", "--run", RUN, "--out", "{tmp}"], "is a directory"),
+    ("a local model path that does not exist", ["hooks", "--model", "./no/such/dir"], "no model directory"),
+    ("a hub id with no network", ["hooks", "--model", "facebook/dinov2-small"], "zoo:<name>"),
+    ("a misspelt spec prefix", ["hooks", "--model", "zooo:dino"], "unknown model spec prefix"),
+    ("an unknown random architecture", ["hooks", "--model", "random:dinov3"], "choose one of"),
+    ("an unknown zoo model", ["hooks", "--model", "zoo:dinov"], "zoo:dino"),
+    (
+        "config: with hidden_size 7",
+        ["hooks", "--model", "config:{tmp}/bad_config.json"],
+        "not a multiple of num_attention_heads",
+    ),
+    ("config: that does not exist", ["hooks", "--model", "config:{tmp}/none.json"], "no HF config"),
+    ("--n-images 0", ["sweep", "--model", "tiny:vit", "--n-images", "0", "--out", "{tmp}/o"], "integer >= 1"),
+    ("--n-images -3", ["extract", "--model", "tiny:vit", "--n-images", "-3", "--out", "{tmp}/o"], "integer >= 1"),
+    ("--batch-size 0", ["extract", "--model", "tiny:vit", "--batch-size", "0", "--out", "{tmp}/o"], "integer >= 1"),
+    (
+        "--patches-per-image 0",
+        ["extract", "--model", "tiny:vit", "--patches-per-image", "0", "--out", "{tmp}/o"],
+        ">= 1",
+    ),
+    (
+        "--n-images not a number",
+        ["sweep", "--model", "tiny:vit", "--n-images", "ten", "--out", "{tmp}/o"],
+        "not an integer",
+    ),
+    (
+        "a misspelt probe",
+        ["sweep", "--model", "tiny:vit", "--probes", "quadratc", "--out", "{tmp}/o"],
+        "Did you mean 'quadratic'",
+    ),
+    (
+        "an unknown dataset",
+        ["sweep", "--model", "tiny:vit", "--data", "cifar", "--out", "{tmp}/o"],
+        "cannot read dataset spec",
+    ),
+    (
+        "a folder dataset that does not exist",
+        ["sweep", "--model", "tiny:vit", "--data", "folder:{tmp}/nope", "--out", "{tmp}/o"],
+        "nope",
+    ),
+    (
+        "a corrupt image in a folder dataset",
+        ["extract", "--model", "tiny:vit", "--data", "folder:{tmp}/corrupt", "--size", "32", "--out", "{tmp}/o"],
+        "not a readable image",
+    ),
+    (
+        "a folder image without a mask",
+        ["extract", "--model", "tiny:vit", "--data", "folder:{tmp}/unmasked", "--size", "32", "--out", "{tmp}/o"],
+        "--skip-missing-masks",
+    ),
+    (
+        "layers the model lacks",
+        ["sweep", "--model", "tiny:vit", "--layers", "3,12", "--out", "{tmp}/o"],
+        "do not exist",
+    ),
+    ("layers that do not parse", ["sweep", "--model", "tiny:vit", "--layers", "x", "--out", "{tmp}/o"], "comma list"),
+    (
+        "a zero stride in --layers",
+        ["sweep", "--model", "tiny:vit", "--layers", "0-2:0", "--out", "{tmp}/o"],
+        "strided range",
+    ),
+    (
+        "zoo train --steps 0",
+        ["zoo", "train", "--objective", "dino", "--steps", "0", "--out", "{tmp}/z"],
+        "integer >= 1",
+    ),
+    ("zoo train --lr 0", ["zoo", "train", "--objective", "dino", "--lr", "0", "--out", "{tmp}/z"], "number > 0"),
+    (
+        "zoo train patch size that does not divide",
+        ["zoo", "train", "--objective", "dino", "--patch-size", "7", "--out", "{tmp}/z"],
+        "multiple of patch_size",
+    ),
+    (
+        "ablate on a run that does not exist",
+        ["ablate", "--run", "{tmp}/nowhere", "--layer", "0", "--out", "{tmp}/a"],
+        "run directory",
+    ),
+    (
+        "ablate at a layer the run has no probe for",
+        ["ablate", "--run", RUN, "--layer", "9", "--out", "{tmp}/a"],
+        "quadratic probes at layers [0, 1]",
+    ),
+    (
+        "ablate without a run or a probe",
+        ["ablate", "--model", "tiny:vit", "--layer", "0", "--out", "{tmp}/a"],
+        "--probe-file",
+    ),
+    (
+        "ablate on 2 images",
+        ["ablate", "--run", RUN, "--layer", "0", "--n-images", "2", "--no-dino", "--out", "{tmp}/a"],
+        "at least 10 images",
+    ),
+    (
+        "sae on 5 images",
+        ["sae", "--model", "tiny:vit", "--layer", "0", "--n-images", "5", "--out", "{tmp}/s"],
+        "at least 12 images",
+    ),
+    (
+        "sae at a layer the model lacks",
+        ["sae", "--model", "tiny:vit", "--layer", "7", "--out", "{tmp}/s"],
+        "does not exist",
+    ),
+    (
+        "sae with k above d_sae",
+        ["sae", "--model", "tiny:vit", "--layer", "0", "--d-sae", "8", "--k", "16", "--out", "{tmp}/s"],
+        "more than d_sae",
+    ),
+    (
+        "das at the last layer",
+        ["das", "--model", "tiny:vit", "--layer", "2", "--out", "{tmp}/d"],
+        "layer must be in 0..1",
+    ),
+    (
+        "das with k above d_model",
+        ["das", "--model", "tiny:vit", "--layer", "0", "--k", "500", "--out", "{tmp}/d"],
+        "k must be in 1..32",
+    ),
+    (
+        "bits on scenes without codes",
+        ["bits", "--model", "tiny:vit", "--data", "default", "--out", "{tmp}/b"],
+        "balanced or colorshape",
+    ),
+    (
+        "bits with an unknown token set",
+        ["bits", "--model", "tiny:vit", "--tokens", "patches", "--out", "{tmp}/b"],
+        "choose from cls",
+    ),
+    (
+        "bits with an unknown family",
+        ["bits", "--model", "tiny:vit", "--probes", "cubic", "--out", "{tmp}/b"],
+        "choose from linear",
+    ),
+    (
+        "bits with no family for the tokens",
+        ["bits", "--model", "tiny:vit", "--tokens", "cls", "--probes", "attention", "--out", "{tmp}/b"],
+        "spatial and registers take attention",
+    ),
+    ("bits --run without --intervene", ["bits", "--run", RUN, "--out", "{tmp}/b"], "only apply with --intervene"),
+    (
+        "bits --intervene with --seeds",
+        ["bits", "--run", RUN, "--intervene", "shuffle", "--edit-layer", "0", "--seeds", "2", "--out", "{tmp}/b"],
+        "drop --seeds",
+    ),
+    (
+        "bits --intervene without an edit layer",
+        ["bits", "--run", RUN, "--intervene", "shuffle", "--out", "{tmp}/b"],
+        "--edit-layer",
+    ),
+    (
+        "bits --intervene at a layer the run has no probe for",
+        ["bits", "--run", RUN, "--intervene", "shuffle", "--edit-layer", "7", "--out", "{tmp}/b"],
+        "quadratic probes at layers [0, 1]",
+    ),
+    (
+        "bits --intervene with an unknown edit",
+        [
+            "bits",
+            "--run",
+            RUN,
+            "--intervene",
+            "inject",
+            "--edit-layer",
+            "0",
+            "--tokens",
+            "spatial",
+            "--probes",
+            "attention",
+            "--n-train",
+            "4",
+            "--n-val",
+            "2",
+            "--n-test",
+            "2",
+            "--size",
+            "32",
+            "--out",
+            "{tmp}/b",
+        ],
+        "choose from project_out",
+    ),
+    (
+        "view an image the run lacks",
+        ["view", "--run", RUN, "--images", "99", "--out", "{tmp}/v.html"],
+        "outside the run's dataset",
+    ),
+    (
+        "view a run whose probe file was deleted",
+        ["view", "--run", "{tmp}/damaged", "--out", "{tmp}/v.html"],
+        "lacks 1 probe file",
+    ),
+    ("view --bits 9", ["view", "--run", RUN, "--bits", "9"], "invalid choice"),
+    ("an unknown command", ["sweeep"], "invalid choice"),
+]
+
+
+def make_workdir(tmp: Path) -> Path:
+    """A run of a tiny sweep, a copy missing one probe file, a file, and a bad config, in `tmp`."""
+    assert (
+        main(
+            [
+                "sweep",
+                "--model",
+                "tiny:vit",
+                "--data",
+                "default",
+                "--n-images",
+                "20",
+                "--size",
+                "64",
+                "--layers",
+                "0-1",
+                "--probes",
+                "quadratic",
+                "--epochs",
+                "1",
+                "--batch-images",
+                "8",
+                "--out",
+                str(tmp / "run"),
+            ]
+        )
+        == 0
+    )
+    shutil.copytree(tmp / "run", tmp / "damaged")
+    (tmp / "damaged" / "probes" / "L01_quadratic.safetensors").unlink()
+    for name in ("corrupt", "unmasked"):
+        for stem in ("a", "b"):
+            (tmp / name / "images").mkdir(parents=True, exist_ok=True)
+            (tmp / name / "masks").mkdir(exist_ok=True)
+            Image.fromarray(np.full((32, 32, 3), 90, np.uint8)).save(tmp / name / "images" / f"{stem}.png")
+            if name == "corrupt" or stem == "a":
+                Image.fromarray(np.eye(32, dtype=np.uint8) + 1).save(tmp / name / "masks" / f"{stem}.png")
+    (tmp / "corrupt" / "images" / "a.png").write_bytes(b"not a png")
+    (tmp / "afile").write_text("not a directory")
+    (tmp / "bad_config.json").write_text(
+        '{"model_type": "dinov2", "hidden_size": 7, "num_hidden_layers": 2, "image_size": 32, "patch_size": 8}'
+    )
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return make_workdir(tmp_path_factory.mktemp("bad"))
+
+
+def run_bad(argv: list[str], tmp: Path) -> tuple[int, str]:
+    """(exit status, stderr) of `binding-lens argv` run in this process, offline."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), mock.patch("binding_lens.hooks.loading.hub_reachable", lambda *a, **k: False):
+        try:
+            status = main([arg.format(tmp=tmp) for arg in argv])
+        except SystemExit as exit_:  # argparse's own exit
+            status = exit_.code
+    printed = [line for line in err.getvalue().replace("\r", "\n").splitlines() if line and not PROGRESS.search(line)]
+    return status, "\n".join(printed).strip()
+
+
+@pytest.mark.parametrize("what, argv, phrase", BAD_INPUTS, ids=[case[0] for case in BAD_INPUTS])
+def test_a_mistake_gets_one_or_two_lines_and_exit_2(what, argv, phrase, workdir):
+    status, err = run_bad(argv, workdir)
+    assert status == 2, err
+    lines = err.splitlines()
+    assert 1 <= len(lines) <= 2 and "Traceback" not in err, err
+    assert phrase in err, err
+    leftovers = [p for p in ("o", "z", "a") if (workdir / p).exists() and any((workdir / p).iterdir())]
+    assert not leftovers, f"{what} left files in {leftovers}"
+
+
+def test_debug_shows_the_traceback_and_bugs_keep_theirs(workdir, capsys, monkeypatch):
+    argv = ["hooks", "--model", "./no/such/dir"]
+    with pytest.raises(FileNotFoundError, match="no model directory"):
+        main([*argv, "--debug"])
+    monkeypatch.setenv("BINDING_LENS_DEBUG", "1")
+    with pytest.raises(FileNotFoundError):
+        main(argv)
+    monkeypatch.delenv("BINDING_LENS_DEBUG")
+
+    def bug(args):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr("binding_lens.cli.hooks.run", bug)
+    with pytest.raises(ZeroDivisionError):
+        main(argv)
+
+
+def test_help_imports_neither_torch_nor_transformers():
+    code = (
+        "import sys; from binding_lens.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_a_bad_argument_fails_before_the_library_is_imported():
+    code = (
+        "import sys; from binding_lens.cli import main\n"
+        "try: main(['sweep', '--model', 'tiny:vit', '--n-images', '0', '--out', 'x'])\n"
+        "except SystemExit as e: print(e.code, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "2 False"
+
+
+def bad_input_table() -> str:
+    """The markdown table of BAD_INPUTS with the first line the CLI prints now (for notes)."""
+    rows = ["| # | mistake | `binding-lens` arguments | first line printed (exit status, time) |", "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as name:
+        with contextlib.redirect_stdout(io.StringIO()):  # the fixture sweep's own report
+            tmp = make_workdir(Path(name))
+        for index, (what, argv, _) in enumerate(BAD_INPUTS, 1):
+            start = time.perf_counter()
+            status, err = run_bad(argv, tmp)
+            shown = " ".join(argv).replace("{tmp}", "…").replace("|", "\\|")
+            line = (err.splitlines() or ["(nothing)"])[0].replace(str(tmp), "…").replace("|", "\\|")
+            rows.append(f"| {index} | {what} | `{shown}` | {line} ({status}, {time.perf_counter() - start:.1f} s) |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(bad_input_table())
