@@ -237,18 +237,57 @@ class Condition:
         }
 
 
+MIN_IMAGES = 10
+"""Fewer images leave the segmentation heads 1-2 test images, and their mIoU means nothing."""
+
+
+@dataclass(frozen=True)
+class _AblationPlan:
+    """The labelled images, their split (heads fitted on train, every measure on test), the label counts
+    (classes, instance queries), the subspaces edited, and every (subspace, intervention, strength) to run."""
+
+    data: Labelled
+    split: tuple[Tensor, Tensor]
+    label_counts: tuple[int, int]
+    subspaces: dict[str, BindingSubspace]
+    conditions: list[tuple[str, str, float]]
+
+
+def _plan(
+    model: HookedViT, scenes: Sequence[Scene], probe: PairProbe, settings: AblationSettings, size: int | None
+) -> _AblationPlan:
+    """Check the layer and the number of images, label the images, split them, and list the conditions."""
+    if not 0 <= settings.layer < model.cfg.n_layers - 1:
+        raise InputError(
+            f"layer must be in 0..{model.cfg.n_layers - 2} (block layer+1 is measured), got {settings.layer}"
+        )
+    if len(scenes) < MIN_IMAGES:
+        raise InputError(
+            f"an ablation study needs at least {MIN_IMAGES} images (70% fit the segmentation heads, 30% "
+            f"test them), got {len(scenes)}; pass more scenes (--n-images 64)"
+        )
+    model.eval()
+    data = label_images(model, scenes, size)
+    label_counts = label_space(data.instance, data.klass)
+    train, _, test = split_by_image(len(scenes), fractions=(0.7, 0.0, 0.3), seed=settings.seed)
+    subspaces = {"binding": BindingSubspace.from_probe(probe, settings.k)}
+    if settings.control:
+        subspaces["random"] = BindingSubspace.random(model.cfg.d_model, settings.k, seed=settings.seed)
+    edits = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
+    conditions = [(name, kind, strength) for name in subspaces for kind, strength in edits]
+    return _AblationPlan(data, (train, test), label_counts, subspaces, conditions)
+
+
 def _measure(
-    data: Labelled,
+    plan: _AblationPlan,
     settings: AblationSettings,
     features: Tensor,
     pattern: Tensor,
     clean_pattern: Tensor,
-    split: tuple[Tensor, Tensor],
-    label_counts: tuple[int, int],
     head_seed: int,
 ) -> dict[str, Tensor]:
     """Heads retrained on these features (seed `head_seed`), every measure on the test images, per image."""
-    (train, test), (n_classes, n_queries) = split, label_counts
+    data, (train, test), (n_classes, n_queries) = plan.data, plan.split, plan.label_counts
     semantic = fit_semantic_head(
         features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs, seed=head_seed
     )
@@ -265,27 +304,43 @@ def _measure(
     }
 
 
+def _clean_runs(
+    plan: _AblationPlan,
+    settings: AblationSettings,
+    features: Tensor,
+    pattern: Tensor,
+    dino: DinoMeasurement | None,
+) -> list[Condition]:
+    """The clean run and (with `settings.head_refit`) the head refit: the clean features, heads seeded seed + 1."""
+    dino_clean = dino.losses([]) if dino is not None else None
+    head_seeds = {"clean": settings.seed} | ({"head refit": settings.seed + 1} if settings.head_refit else {})
+    runs = []
+    for intervention, head_seed in head_seeds.items():
+        parts = _measure(plan, settings, features, pattern, pattern, head_seed)
+        if dino_clean is not None:
+            parts["dino_loss"] = dino_clean
+        runs.append(Condition("-", intervention, None, parts))
+    return runs
+
+
 def _intervened(
     model: HookedViT,
-    data: Labelled,
+    plan: _AblationPlan,
     settings: AblationSettings,
-    subspace_name: str,
-    subspace: BindingSubspace,
-    kind: str,
-    strength: float,
-    split: tuple[Tensor, Tensor],
+    condition: tuple[str, str, float],
     clean_pattern: Tensor,
-    label_counts: tuple[int, int],
     dino: DinoMeasurement | None,
 ) -> Condition:
-    """One condition: the intervention applied mid-forward, heads retrained, every measure taken."""
-    layer, n_prefix = settings.layer, model.cfg.n_prefix_tokens
+    """One (subspace, intervention, strength): the intervention applied mid-forward, heads retrained, every
+    measure taken."""
+    (subspace_name, kind, strength), data = condition, plan.data
+    subspace, layer, n_prefix = plan.subspaces[subspace_name], settings.layer, model.cfg.n_prefix_tokens
 
     def make(batch: slice) -> list:
         return [_intervention(kind, strength, subspace, n_prefix, data.instance[batch], settings.seed).at(layer)]
 
     features, pattern = _run(model, data, layer, make, settings.batch_size)
-    parts = _measure(data, settings, features, pattern, clean_pattern, split, label_counts, settings.seed)
+    parts = _measure(plan, settings, features, pattern, clean_pattern, settings.seed)
     if dino is not None and kind == "shuffle":  # informed injection is undefined under local crops
         parts["dino_loss"] = dino.losses([Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)])
     return Condition(subspace_name, kind, strength, parts)
@@ -323,10 +378,6 @@ def _differences(conditions: Sequence[Condition], clean: Condition, settings: Ab
     return rows
 
 
-MIN_IMAGES = 10
-"""Fewer images leave the segmentation heads 1-2 test images, and their mIoU means nothing."""
-
-
 def ablation_study(
     model: HookedViT,
     scenes: Sequence[Scene],
@@ -349,76 +400,42 @@ def ablation_study(
     on these images is used; without a head, one is fitted on clean features (the report says which).
     `dino_temperatures`: {student_temp, teacher_temp} the head was trained with (default 0.1 / 0.04).
     """
-    layer = settings.layer
-    if not 0 <= layer < model.cfg.n_layers - 1:
-        raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2} (block layer+1 is measured), got {layer}")
-    if len(scenes) < MIN_IMAGES:
-        raise InputError(
-            f"an ablation study needs at least {MIN_IMAGES} images (70% fit the segmentation heads, 30% "
-            f"test them), got {len(scenes)}; pass more scenes (--n-images 64)"
-        )
-    model.eval()
-    data = label_images(model, scenes, size)
-    label_counts = label_space(data.instance, data.klass)
-    train, _, test = split_by_image(len(scenes), fractions=(0.7, 0.0, 0.3), seed=settings.seed)
-    subspaces = {"binding": BindingSubspace.from_probe(probe, settings.k)}
-    if settings.control:
-        subspaces["random"] = BindingSubspace.random(model.cfg.d_model, settings.k, seed=settings.seed)
-
-    clean_features, clean_pattern = _run(model, data, layer, lambda batch: [], settings.batch_size)
-    correlation = _attention_vs_probe(model, data, probe, layer, test, clean_pattern, settings)
+    plan = _plan(model, scenes, probe, settings, size)
+    clean_features, clean_pattern = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size)
+    correlation = _attention_vs_probe(model, plan.data, probe, settings.layer, plan.split[1], clean_pattern, settings)
     dino = (
-        DinoMeasurement.prepare(model, data, settings, dino_head, dino_center, dino_temperatures)
+        DinoMeasurement.prepare(model, plan.data, settings, dino_head, dino_center, dino_temperatures)
         if settings.dino
         else None
     )
-    dino_clean = dino.losses([]) if dino is not None else None
-
-    def clean_run(intervention: str, head_seed: int) -> Condition:
-        parts = _measure(
-            data, settings, clean_features, clean_pattern, clean_pattern, (train, test), label_counts, head_seed
-        )
-        if dino is not None:
-            parts["dino_loss"] = dino_clean
-        return Condition("-", intervention, None, parts)
-
-    clean = clean_run("clean", settings.seed)
-    conditions = [clean_run("head refit", settings.seed + 1)] if settings.head_refit else []
-    todo = [
-        (name, subspace, kind, strength)
-        for name, subspace in subspaces.items()
-        for kind, strength in [("shuffle", r) for r in settings.shuffle_ratios]
-        + [("inject", a) for a in settings.inject_alphas]
-    ]
-    for name, subspace, kind, strength in tqdm(
-        todo, desc=f"ablate layer {layer}", unit="condition", disable=not progress
+    clean, *conditions = _clean_runs(plan, settings, clean_features, clean_pattern, dino)
+    for condition in tqdm(
+        plan.conditions, desc=f"ablate layer {settings.layer}", unit="condition", disable=not progress
     ):
-        conditions.append(
-            _intervened(
-                model, data, settings, name, subspace, kind, strength, (train, test), clean_pattern, label_counts, dino
-            )
-        )
-    rows = [condition.row(settings) for condition in [clean, *conditions]]
-    differences = _differences(conditions, clean, settings)
+        conditions.append(_intervened(model, plan, settings, condition, clean_pattern, dino))
     result = {
-        "rows": rows,
-        "differences": differences,
+        "rows": [condition.row(settings) for condition in [clean, *conditions]],
+        "differences": _differences(conditions, clean, settings),
         "attention_vs_probe": correlation,
         "settings": asdict(settings),
         "dino_head": dino.head_source if dino is not None else None,
         "probe": probe.name,
         "model": model.cfg.source,
-        "images": {"train": len(train), "test": len(test)},
-        "eigenvalues": subspaces["binding"].eigenvalues.tolist(),
+        "images": {"train": len(plan.split[0]), "test": len(plan.split[1])},
+        "eigenvalues": plan.subspaces["binding"].eigenvalues.tolist(),
     }
     if out is not None:
-        out = Path(out)
-        write_table(rows, out / "ablation")
-        write_table(differences, out / "ablation_differences")
-        write_json_atomic(
-            out / "ablation_summary.json", {k: v for k, v in result.items() if k not in ("rows", "differences")}
-        )
+        _write(result, Path(out))
     return result
+
+
+def _write(result: dict[str, Any], out: Path) -> None:
+    """`ablation.csv`, `ablation_differences.csv` (each with its JSON) and `ablation_summary.json` (the rest)."""
+    write_table(result["rows"], out / "ablation")
+    write_table(result["differences"], out / "ablation_differences")
+    write_json_atomic(
+        out / "ablation_summary.json", {k: v for k, v in result.items() if k not in ("rows", "differences")}
+    )
 
 
 def _side(model: HookedViT, pixels: float) -> int:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,7 @@ class CodedScenes:
         return cls(items, o, f, priors)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BitsResult:
     """Rows of the bits table, the attention probes' routing on a few test images, the priors used, and
     each row's per-image test CE_O in bits (keyed (layer, token set, family)) for paired comparisons."""
@@ -153,6 +154,82 @@ def _probe(family: str, target: str, d_model: int, shape: tuple[int, int], rank:
     return make_code_probe(family, d_model, layout.n_codes, rank=rank, hidden=hidden, layout=layout)
 
 
+@dataclass(frozen=True)
+class _BitsTable:
+    """What every (layer, token set, family) of one bits table shares: the splits and the preset's priors,
+    the code grid, the prior probes every family starts from, and how the probes are built, trained and scored."""
+
+    model: str
+    splits: dict[str, CodedScenes]
+    priors: CodePriors
+    shape: tuple[int, int]
+    prior: dict[str, tuple[Any, Tensor]]
+    training: CodeTrainingConfig
+    rank: int
+    hidden: int
+    n_boot: int
+
+    @property
+    def ce_null(self) -> float:
+        """The prior probe's mean test CE_O in bits: the best the probes do without the representation."""
+        return float(self.prior["O"][1].mean())
+
+    def fit(self, family: str, z: dict[str, Tensor]) -> dict[str, tuple[Any, Tensor]]:
+        """{"O": (fit, test bits per image), "F": ...} of `family`'s probes on the tokens `z` of every split."""
+        d_model = z["train"].shape[-1]
+        return {
+            target: _fit_and_score(partial(self._start, family, target, d_model), self.splits, target, z, self.training)
+            for target in ("O", "F")
+        }
+
+    def _start(self, family: str, target: str, d_model: int) -> Any:
+        """A fresh probe of `family` for `target`, started from the prior probe's weights."""
+        return _probe(family, target, d_model, self.shape, self.rank, self.hidden).start_from(
+            self.prior[target][0].probe
+        )
+
+    def row(self, layer: int, token_set: str, family: str, fits: dict[str, tuple[Any, Tensor]]) -> Row:
+        """The table's row of these fits: B_O and B*_OF with their intervals, the bits over the prior probe
+        (paired over test images), the preset's entropies and the object-code probe's training record."""
+        seed = self.training.seed
+        bits = binding_bits(fits["O"][1], self.priors, fits["F"][1], n_boot=self.n_boot, seed=seed)
+        fit_o, ce_null = fits["O"][0], self.ce_null
+        v = bootstrap_mean(self.prior["O"][1] - fits["O"][1], n_boot=self.n_boot, seed=seed)
+        return {
+            "model": self.model,
+            "layer": layer,
+            "tokens": token_set,
+            "family": family,
+            **bits.as_dict(),
+            "ce_o_null": ce_null,
+            "prior_gap": ce_null - self.priors.H_O,
+            "v_bits": v.estimate,
+            "v_bits_low": v.low,
+            "v_bits_high": v.high,
+            "beyond_prior": v.low > 0,
+            "H_O": self.priors.H_O,
+            "H_F": self.priors.H_F,
+            "H_O_given_F": self.priors.H_O_given_F,
+            "steps": fit_o.steps,
+            "best_step": fit_o.best_step,
+            "stopped": fit_o.stopped,
+            "converged": fit_o.converged,
+        }
+
+
+def _check_bits(
+    model: Any, splits: dict[str, CodedScenes], token_sets: Sequence[str], families: Sequence[str]
+) -> tuple[CodePriors, list[str], list[tuple[str, str]]]:
+    """The test split's exact priors, the token sets checked against the model, and the (token set, family)
+    pairs to fit."""
+    _require_splits(splits)
+    priors = splits["test"].priors
+    if priors is None:
+        raise InputError("the test scenes carry no exact priors: pass CodedScenes(..., priors=colorshape_priors(...))")
+    token_sets = check_token_sets(token_sets, model.cfg.n_prefix_tokens)
+    return priors, token_sets, combinations(token_sets, families)
+
+
 def measure_bits(
     model: Any,
     splits: dict[str, CodedScenes],
@@ -172,12 +249,7 @@ def measure_bits(
     """The bits table of `model` (see the module docstring); `splits` maps train, val and test to CodedScenes.
     `fwd_hooks` (TransformerLens hooks, e.g. interventions) run while the token sets are read, on every split.
     `prior`: the prior probes of these splits from `fit_prior_probes` (fitted here when None)."""
-    _require_splits(splits)
-    priors = splits["test"].priors
-    if priors is None:
-        raise InputError("the test scenes carry no exact priors: pass CodedScenes(..., priors=colorshape_priors(...))")
-    token_sets = check_token_sets(token_sets, model.cfg.n_prefix_tokens)
-    pairs = combinations(token_sets, families)
+    priors, token_sets, pairs = _check_bits(model, splits, token_sets, families)
     shape = _grid_shape(splits["train"].scenes[0])
     say = progress or (lambda message: None)
     tokens = {
@@ -187,55 +259,19 @@ def measure_bits(
         for s in SPLITS
     }
     prior = prior if prior is not None else fit_prior_probes(splits, training, rank=rank, hidden=hidden)
-    ce_null = float(prior["O"][1].mean())
-    say(f"prior probe: CE_O {ce_null:.2f} bits on test, H(O) = {priors.H_O:.2f}")
+    table = _BitsTable(model.cfg.source, splits, priors, shape, prior, training, rank, hidden, n_boot)
+    say(f"prior probe: CE_O {table.ce_null:.2f} bits on test, H(O) = {priors.H_O:.2f}")
     result = BitsResult([], priors)
     for layer in sorted(set(layers)):
         for token_set, family in pairs:
             z = {s: tokens[s][(token_set, layer)] for s in SPLITS}
-            # each probe factory is called at once, within this iteration, so late binding is harmless
-            fits = {
-                target: _fit_and_score(
-                    lambda: _probe(family, target, z["train"].shape[-1], shape, rank, hidden).start_from(  # noqa: B023
-                        prior[target][0].probe  # noqa: B023
-                    ),
-                    splits,
-                    target,
-                    z,
-                    training,
-                )
-                for target in ("O", "F")
-            }
-            bits = binding_bits(fits["O"][1], priors, fits["F"][1], n_boot=n_boot, seed=training.seed)
-            fit_o = fits["O"][0]
+            fits = table.fit(family, z)
+            row = table.row(layer, token_set, family, fits)
+            result.rows.append(row)
             result.test_ce[(layer, token_set, family)] = fits["O"][1]
-            v = bootstrap_mean(prior["O"][1] - fits["O"][1], n_boot=n_boot, seed=training.seed)
-            v_bits, v_low, v_high = v.estimate, v.low, v.high
-            result.rows.append(
-                {
-                    "model": model.cfg.source,
-                    "layer": layer,
-                    "tokens": token_set,
-                    "family": family,
-                    **bits.as_dict(),
-                    "ce_o_null": ce_null,
-                    "prior_gap": ce_null - priors.H_O,
-                    "v_bits": v_bits,
-                    "v_bits_low": v_low,
-                    "v_bits_high": v_high,
-                    "beyond_prior": v_low > 0,
-                    "H_O": priors.H_O,
-                    "H_F": priors.H_F,
-                    "H_O_given_F": priors.H_O_given_F,
-                    "steps": fit_o.steps,
-                    "best_step": fit_o.best_step,
-                    "stopped": fit_o.stopped,
-                    "converged": fit_o.converged,
-                }
-            )
             if family == "attention":
-                result.attention[(layer, token_set)] = _routing(fit_o.probe, z["test"], splits["test"])
-            say(f"layer {layer} {token_set} {family}: B_O {bits.b_o:.2f} bits (beta {bits.beta:.1%})")
+                result.attention[(layer, token_set)] = _routing(fits["O"][0].probe, z["test"], splits["test"])
+            say(f"layer {layer} {token_set} {family}: B_O {row['b_o']:.2f} bits (beta {row['beta']:.1%})")
     _against_linear(result, n_boot, training.seed)
     return result
 
@@ -396,6 +432,30 @@ INTERVENTIONS = ("project_out", "shuffle")
 among all patches of the image (Shuffle at ratio 1)."""
 
 
+def _edits(
+    model: Any,
+    subspace: BindingSubspace,
+    layer: int,
+    interventions: Sequence[str],
+    random_control: bool,
+    seed: int,
+) -> list[tuple[str, str, list]]:
+    """(intervention, subspace name, forward hooks) of every condition, the clean run ("none") first."""
+    bad = [kind for kind in interventions if kind not in INTERVENTIONS]
+    if bad:
+        raise InputError(f"unknown intervention {', '.join(bad)}; choose from {', '.join(INTERVENTIONS)}")
+    n_prefix = model.cfg.n_prefix_tokens
+    subspaces = {"binding": subspace}
+    if random_control:
+        subspaces["random"] = BindingSubspace.random(subspace.d_model, subspace.k, seed=seed)
+    conditions: list[tuple[str, str, list]] = [("none", "-", [])]
+    for kind in interventions:
+        for name, sub in subspaces.items():
+            edit = ProjectOut(sub, n_prefix) if kind == "project_out" else Shuffle(sub, 1.0, n_prefix, seed=seed)
+            conditions.append((kind, name, [edit.at(layer)]))
+    return conditions
+
+
 def bits_under_interventions(
     model: Any,
     splits: dict[str, CodedScenes],
@@ -419,23 +479,10 @@ def bits_under_interventions(
     dimension; `bits_lost` is the clean B_O minus the edited one, its interval a paired bootstrap over
     the test images. Every condition reads all three splits through the edit and trains its probes
     afresh: what a probe can still decode, not what a clean-trained probe loses."""
-    bad = [kind for kind in interventions if kind not in INTERVENTIONS]
-    if bad:
-        raise InputError(f"unknown intervention {', '.join(bad)}; choose from {', '.join(INTERVENTIONS)}")
+    conditions = _edits(model, subspace, layer, interventions, random_control, training.seed)
     read_layer = layer if read_layer is None else read_layer
     if read_layer < layer:
         raise InputError(f"read_layer {read_layer} comes before the edit at layer {layer}: read at or after it")
-    n_prefix = model.cfg.n_prefix_tokens
-    subspaces = {"binding": subspace}
-    if random_control:
-        subspaces["random"] = BindingSubspace.random(subspace.d_model, subspace.k, seed=training.seed)
-    conditions: list[tuple[str, str, list]] = [("none", "-", [])]
-    for kind in interventions:
-        for name, sub in subspaces.items():
-            edit = (
-                ProjectOut(sub, n_prefix) if kind == "project_out" else Shuffle(sub, 1.0, n_prefix, seed=training.seed)
-            )
-            conditions.append((kind, name, [edit.at(layer)]))
     say = progress or (lambda message: None)
     rows: list[Row] = []
     clean: dict[tuple[int, str, str], Tensor] = {}
@@ -458,25 +505,20 @@ def bits_under_interventions(
         for row in result.rows:
             key = (read_layer, row["tokens"], row["family"])
             ce = result.test_ce[key]
-            lost_bits = bootstrap_mean(ce - clean.setdefault(key, ce), n_boot=n_boot, seed=training.seed)
-            lost, low, high = lost_bits.estimate, lost_bits.low, lost_bits.high
-            rows.append(
-                {
-                    **row,
-                    "intervention": kind,
-                    "subspace": name,
-                    "k": subspace.k,
-                    "edit_layer": layer,
-                    "bits_lost": lost,
-                    "bits_lost_low": low,
-                    "bits_lost_high": high,
-                }
-            )
+            lost = _bits_lost(ce, clean.setdefault(key, ce), n_boot, training.seed)
+            rows.append({**row, "intervention": kind, "subspace": name, "k": subspace.k, "edit_layer": layer, **lost})
             say(
                 f"{kind} ({name}) {row['tokens']} {row['family']}: B_O {row['b_o']:.2f} bits, "
-                f"lost {lost:.2f} [{low:.2f}, {high:.2f}]"
+                f"lost {lost['bits_lost']:.2f} [{lost['bits_lost_low']:.2f}, {lost['bits_lost_high']:.2f}]"
             )
     return rows
+
+
+def _bits_lost(ce: Tensor, clean: Tensor, n_boot: int, seed: int) -> dict[str, float]:
+    """Bits an edit costs a probe: its per-image test CE_O minus the clean run's, with a paired bootstrap
+    interval over the test images (= the clean B_O minus the edited one)."""
+    lost = bootstrap_mean(ce - clean, n_boot=n_boot, seed=seed)
+    return {"bits_lost": lost.estimate, "bits_lost_low": lost.low, "bits_lost_high": lost.high}
 
 
 def intervention_table(rows: Sequence[Row]) -> str:

@@ -34,7 +34,7 @@ from ..data import Scene
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..hooks.names import resid_post
-from ..probes import PairBatch, auroc, bootstrap_auroc, fixed_pairs, split_by_image
+from ..probes import PairBatch, TrainResult, auroc, bootstrap_auroc, fixed_pairs, split_by_image
 from ..sae import SaeTrainingConfig, SparseAutoencoder, initialise_sae, train_sae
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe
@@ -44,8 +44,10 @@ SPLIT = (0.5, 0.25, 0.25)
 """Images: train (SAE and probe; the probe validates on the selection part), select, report."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class SaeBindingResult:
+    """The top features' rows, the baselines' rows, the SAE and the binding subspace read, and the settings."""
+
     features: list[Row]
     baselines: list[Row]
     sae: SparseAutoencoder
@@ -88,9 +90,16 @@ class _Pairs:
         return torch.gather(patches, 1, self.slots[..., None].expand(-1, -1, patches.shape[-1]))
 
     def labels(self) -> tuple[Tensor, Tensor]:
+        """IsSameObject of every pair, and the image it comes from."""
         mask = self.batch.pair_mask
         groups = torch.arange(mask.shape[0])[:, None, None].expand_as(mask)
         return self.batch.same[mask], groups[mask]
+
+    def auroc_row(self, scores: Float[Tensor, " pair"], n_boot: int, seed: int) -> dict[str, float]:
+        """AUROC of `scores` for IsSameObject, with its bootstrap interval over these images."""
+        same, groups = self.labels()
+        low, high = bootstrap_auroc(scores, same, groups, n_boot=n_boot, seed=seed)
+        return {"auroc": auroc(scores, same), "auroc_low": low, "auroc_high": high}
 
     def min_scores(self, acts: Float[Tensor, "image k f"]) -> Float[Tensor, "pair f"]:
         """min(a_f(i), a_f(j)) of every pair, for each feature."""
@@ -116,6 +125,128 @@ def _encode(sae: SparseAutoencoder, tokens: Tensor) -> Tensor:
     return sae.encode(tokens)
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """One layer's patch tokens and labels, the image split, the SAE, and the probe with its binding subspace."""
+
+    patches: Float[Tensor, "image n d_model"]
+    instance: Int[Tensor, "image n"]
+    split: tuple[Tensor, Tensor, Tensor]
+    """Images: train, select, report (`SPLIT`)."""
+    sae: SparseAutoencoder
+    probe: TrainResult
+    subspace: BindingSubspace
+
+
+def _check(model: HookedViT, n_images: int, layer: int) -> None:
+    if not 0 <= layer < model.cfg.n_layers:
+        raise InputError(f"layer {layer} does not exist: this model has layers 0..{model.cfg.n_layers - 1}")
+    if n_images < 12:
+        raise InputError(
+            f"sae_binding needs at least 12 images (half train, a quarter each to select and report), got {n_images}"
+        )
+
+
+def _set_up(
+    model: HookedViT,
+    scenes: Sequence[Scene],
+    layer: int,
+    size: int | None,
+    sae: SparseAutoencoder | None,
+    sae_training: SaeTrainingConfig | None,
+    subspace_rank: int,
+    seed: int,
+) -> _Setup:
+    """Read the patch tokens, split the images, train the SAE (unless given) and the probe on the first part."""
+    data = label_images(model, scenes, size)
+    d_model = model.cfg.d_model
+    with torch.inference_mode():
+        resid = residual_at(model, data.pixels, layer)
+    patches = resid[:, model.cfg.n_prefix_tokens :].float().cpu()
+    train, select, report = split_by_image(len(scenes), SPLIT, seed=seed)
+    if sae is None:
+        sae, _ = train_sae(
+            patches[train].flatten(0, 1),
+            sae_training or SaeTrainingConfig(seed=seed),
+            hook_name=resid_post(layer),
+            metadata={"model": model.cfg.source},
+        )
+    if sae.d_in != d_model:
+        raise InputError(f"the SAE reads {sae.d_in}-dimensional tokens; layer {layer} has d_model={d_model}")
+    sae = sae.cpu().eval()
+    probe = fit_quadratic_probe(patches, data.instance, train, select, seed=seed)
+    subspace = BindingSubspace.from_probe(probe.probe, subspace_rank)
+    return _Setup(patches, data.instance, (train, select, report), sae, probe, subspace)
+
+
+def _feature_rows(
+    setup: _Setup,
+    reporting: _Pairs,
+    codes: Float[Tensor, "image k f"],
+    chosen: Int[Tensor, " top"],
+    random: BindingSubspace,
+    seed: int,
+    n_boot: int,
+) -> list[Row]:
+    """The chosen features on the report pairs, clean and with the binding or the random subspace shuffled."""
+    same, _ = reporting.labels()
+    report = setup.patches[setup.split[2]]
+    acts = codes[..., chosen]
+    edited = {}
+    for name, basis in (("binding", setup.subspace), ("random", random)):
+        shuffled = Shuffle(basis, 1.0, 0, seed=seed).apply(report)  # patches only: no prefix here
+        edited[name] = _encode(setup.sae, reporting.tokens(shuffled))[..., chosen]
+    valid = reporting.batch.valid
+    scores, after = reporting.min_scores(acts), {name: reporting.min_scores(a) for name, a in edited.items()}
+    rows = []
+    for column, feature in enumerate(chosen.tolist()):
+        a = acts[..., column][valid]
+        mean_activation = float(a.mean()) or float("nan")  # activations are >= 0: a zero mean is a feature never on
+        change = {name: float((e[..., column][valid] - a).abs().mean()) / mean_activation for name, e in edited.items()}
+        rows.append(
+            {
+                "feature": feature,
+                **reporting.auroc_row(scores[:, column], n_boot, seed),
+                "auroc_binding_shuffled": auroc(after["binding"][:, column], same),
+                "auroc_random_shuffled": auroc(after["random"][:, column], same),
+                "change_binding_shuffle": change["binding"],
+                "change_random_shuffle": change["random"],
+                "fires_on": float((a > 0).float().mean()),
+            }
+        )
+    return rows
+
+
+def _baselines(
+    setup: _Setup,
+    pairs: tuple[_Pairs, _Pairs],
+    tokens: tuple[Float[Tensor, "image k d_model"], Float[Tensor, "image k d_model"]],
+    codes: Float[Tensor, "image k f"],
+    layer: int,
+    seed: int,
+    n_boot: int,
+) -> list[Row]:
+    """Other pair scores on the report pairs: an untrained SAE's best feature (selected the same way), the
+    cosine of whole SAE codes and of the raw tokens, and the probe."""
+    (selection, reporting), (select_tokens, report_tokens), sae = pairs, tokens, setup.sae
+    untrained = initialise_sae(
+        SparseAutoencoder(sae.d_in, sae.d_sae, sae.architecture, sae.k),
+        setup.patches[setup.split[0]].flatten(0, 1).mean(0),
+        torch.Generator().manual_seed(seed + 7),
+    )
+    random_best = int(_feature_aurocs(_encode(untrained, select_tokens), selection).argmax())
+    random_scores = reporting.min_scores(_encode(untrained, report_tokens)[..., [random_best]])[:, 0]
+    with torch.no_grad():
+        probe_scores = setup.probe.probe.pair_scores(report_tokens)[reporting.batch.pair_mask]
+    scored = {
+        "best feature of an untrained SAE (selected the same way)": random_scores,
+        "cosine of whole SAE codes": reporting.cosine_scores(codes),
+        "cosine of the raw tokens": reporting.cosine_scores(report_tokens),
+        f"quadratic probe at layer {layer}": probe_scores,
+    }
+    return [{"pair_score": name, **reporting.auroc_row(scores, n_boot, seed)} for name, scores in scored.items()]
+
+
 def sae_binding(
     model: HookedViT,
     scenes: Sequence[Scene],
@@ -132,84 +263,20 @@ def sae_binding(
 ) -> SaeBindingResult:
     """See the module docstring. `sae`: an SAE already trained on `resid_post(layer)` (else one is trained
     on the training images with `sae_training`)."""
-    if not 0 <= layer < model.cfg.n_layers:
-        raise InputError(f"layer {layer} does not exist: this model has layers 0..{model.cfg.n_layers - 1}")
-    if len(scenes) < 12:
-        raise InputError(
-            f"sae_binding needs at least 12 images (half train, a quarter each to select and report), got {len(scenes)}"
-        )
-    data = label_images(model, scenes, size)
-    n_prefix, d_model = model.cfg.n_prefix_tokens, model.cfg.d_model
-    with torch.inference_mode():
-        resid = residual_at(model, data.pixels, layer)
-    patches = resid[:, n_prefix:].float().cpu()
-    train, select, report = split_by_image(len(scenes), SPLIT, seed=seed)
-    if sae is None:
-        sae, _ = train_sae(
-            patches[train].flatten(0, 1),
-            sae_training or SaeTrainingConfig(seed=seed),
-            hook_name=resid_post(layer),
-            metadata={"model": model.cfg.source},
-        )
-    if sae.d_in != d_model:
-        raise InputError(f"the SAE reads {sae.d_in}-dimensional tokens; layer {layer} has d_model={d_model}")
-    sae = sae.cpu().eval()
-    probe = fit_quadratic_probe(patches, data.instance, train, select, seed=seed)
-    subspace = BindingSubspace.from_probe(probe.probe, subspace_rank)
-
-    selection = _Pairs.of(data.instance[select], patches_per_image, seed)
-    reporting = _Pairs.of(data.instance[report], patches_per_image, seed + 1)
-    same, groups = reporting.labels()
+    _check(model, len(scenes), layer)
+    setup = _set_up(model, scenes, layer, size, sae, sae_training, subspace_rank, seed)
+    train, select, report = setup.split
+    selection = _Pairs.of(setup.instance[select], patches_per_image, seed)
+    reporting = _Pairs.of(setup.instance[report], patches_per_image, seed + 1)
+    same, _ = reporting.labels()
     if same.all() or not same.any():
         raise InputError("the report images have no pair of both kinds (same and different object): use more images")
-
-    def interval(scores: Tensor) -> dict[str, float]:
-        low, high = bootstrap_auroc(scores, same, groups, n_boot=n_boot, seed=seed)
-        return {"auroc": auroc(scores, same), "auroc_low": low, "auroc_high": high}
-
-    select_tokens, report_tokens = selection.tokens(patches[select]), reporting.tokens(patches[report])
-    chosen = _feature_aurocs(_encode(sae, select_tokens), selection).argsort(descending=True)[:top]
-    codes = _encode(sae, report_tokens)
-    acts = codes[..., chosen]
-    edited = {}
-    for name, basis in (("binding", subspace), ("random", BindingSubspace.random(d_model, subspace_rank, seed=seed))):
-        shuffled = Shuffle(basis, 1.0, 0, seed=seed).apply(patches[report])  # patches only: no prefix here
-        edited[name] = _encode(sae, reporting.tokens(shuffled))[..., chosen]
-    valid = reporting.batch.valid
-    scores, after = reporting.min_scores(acts), {name: reporting.min_scores(a) for name, a in edited.items()}
-    rows = []
-    for column, feature in enumerate(chosen.tolist()):
-        a = acts[..., column][valid]
-        mean_activation = float(a.mean()) or float("nan")  # activations are >= 0: a zero mean is a feature never on
-        rows.append(
-            {
-                "feature": feature,
-                **interval(scores[:, column]),
-                "auroc_binding_shuffled": auroc(after["binding"][:, column], same),
-                "auroc_random_shuffled": auroc(after["random"][:, column], same),
-                "change_binding_shuffle": float((edited["binding"][..., column][valid] - a).abs().mean())
-                / mean_activation,
-                "change_random_shuffle": float((edited["random"][..., column][valid] - a).abs().mean())
-                / mean_activation,
-                "fires_on": float((a > 0).float().mean()),
-            }
-        )
-
-    untrained = initialise_sae(
-        SparseAutoencoder(sae.d_in, sae.d_sae, sae.architecture, sae.k),
-        patches[train].flatten(0, 1).mean(0),
-        torch.Generator().manual_seed(seed + 7),
-    )
-    random_best = int(_feature_aurocs(_encode(untrained, select_tokens), selection).argmax())
-    random_scores = reporting.min_scores(_encode(untrained, report_tokens)[..., [random_best]])[:, 0]
-    with torch.no_grad():
-        probe_scores = probe.probe.pair_scores(report_tokens)[reporting.batch.pair_mask]
-    baselines = [
-        {"pair_score": "best feature of an untrained SAE (selected the same way)", **interval(random_scores)},
-        {"pair_score": "cosine of whole SAE codes", **interval(reporting.cosine_scores(codes))},
-        {"pair_score": "cosine of the raw tokens", **interval(reporting.cosine_scores(report_tokens))},
-        {"pair_score": f"quadratic probe at layer {layer}", **interval(probe_scores)},
-    ]
+    tokens = selection.tokens(setup.patches[select]), reporting.tokens(setup.patches[report])
+    chosen = _feature_aurocs(_encode(setup.sae, tokens[0]), selection).argsort(descending=True)[:top]
+    codes = _encode(setup.sae, tokens[1])
+    random = BindingSubspace.random(model.cfg.d_model, subspace_rank, seed=seed)
+    features = _feature_rows(setup, reporting, codes, chosen, random, seed, n_boot)
+    baselines = _baselines(setup, (selection, reporting), tokens, codes, layer, seed, n_boot)
     settings = {
         "layer": layer,
         "images": {"train": len(train), "select": len(select), "report": len(report)},
@@ -218,6 +285,6 @@ def sae_binding(
         "subspace_rank": subspace_rank,
         "patches_per_image": patches_per_image,
         "seed": seed,
-        "probe_learnt": probe.learnt,
+        "probe_learnt": setup.probe.learnt,
     }
-    return SaeBindingResult(rows, baselines, sae, subspace, settings)
+    return SaeBindingResult(features, baselines, setup.sae, setup.subspace, settings)

@@ -44,7 +44,7 @@ from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import auroc as auroc_of
 from ..probes.metrics import bootstrap_auroc
 from ..stats import bootstrap_counts, bootstrap_mean, percentile_interval
-from .ablation import label_images
+from .ablation import Labelled, label_images
 from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table, interval_text, write_table
 
@@ -52,8 +52,10 @@ PAIR_KINDS = ("same object", "twin", "similar", "other class")
 N_BOOT = 1000
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToyResult:
+    """Each layer's rows of the three tables (`text()` prints them), the files written and the settings."""
+
     separation: list[Row]
     pca: list[Row]
     position: list[Row]
@@ -176,6 +178,141 @@ def position_decoding(
     return out
 
 
+@dataclass(frozen=True)
+class _ToyPlan:
+    """What a toy run measures: the layers, the image size snapped to whole patches, and its patch grid."""
+
+    layers: list[int]
+    size: tuple[int, int]
+    grid: tuple[int, int]
+    n_twin_scenes: int
+    n_train_scenes: int
+    seed: int
+
+
+def _plan(
+    model: HookedViT, n_twin_scenes: int, n_train_scenes: int, layers: Sequence[int] | None, size: int | None, seed: int
+) -> _ToyPlan:
+    """Check the scene counts and that the grid holds four objects (at least 8 patches across)."""
+    layers = list(range(model.cfg.n_layers)) if layers is None else sorted(set(layers))
+    if n_twin_scenes < 4 or n_train_scenes < 8:
+        raise InputError(f"need at least 4 twin scenes and 8 training scenes, got {n_twin_scenes} and {n_train_scenes}")
+    patch = model.cfg.patch_size
+    hw = model.cfg.image_size if size is None else (size, size)
+    rows, cols = hw[0] // patch, hw[1] // patch
+    if min(rows, cols) < 8:
+        raise InputError(
+            f"a {rows} x {cols} patch grid is too small for four objects; run at --size {8 * patch} or more"
+        )
+    return _ToyPlan(layers, (rows * patch, cols * patch), (rows, cols), n_twin_scenes, n_train_scenes, seed)
+
+
+@dataclass(frozen=True)
+class _ToyData:
+    """The ordinary and twin scenes' patch tokens per layer, the ordinary scenes' split (train, val, position
+    test), each twin scene's pairs by kind and corresponding twin patches, and the query patch of the maps."""
+
+    ordinary: Labelled
+    twins: SyntheticScenes
+    ordinary_tokens: dict[int, Float[Tensor, "image n d_model"]]
+    twin_tokens: dict[int, Float[Tensor, "image n d_model"]]
+    split: tuple[Tensor, Tensor, Tensor]
+    kinds: list[dict[str, tuple[Tensor, Tensor]]]
+    corresponding: list[tuple[Tensor, Tensor]]
+    query_image: int
+    query: int
+
+
+def _prepare(model: HookedViT, plan: _ToyPlan) -> _ToyData:
+    """Draw and label both kinds of scenes, read their tokens, and find the twins' pairs."""
+    rows, cols = plan.grid
+    train = SyntheticScenes("default", n=plan.n_train_scenes, size=plan.size, seed=plan.seed, split="val")
+    ordinary = label_images(model, train, None)
+    twins = twin_scenes(plan.size, plan.grid, plan.n_twin_scenes, plan.seed)
+    twin_data = label_images(model, twins, None)
+    ordinary_tokens, twin_tokens = (
+        {layer: tokens[("spatial", layer)] for layer in plan.layers}
+        for tokens in (read_token_sets(model, data.images, plan.layers, ["spatial"]) for data in (ordinary, twin_data))
+    )
+    split = split_by_image(plan.n_train_scenes, fractions=(0.6, 0.2, 0.2), seed=plan.seed)
+    roles = [_roles(scene) for scene in twins]
+    kinds = [_pair_kinds(twin_data.instance[i], roles[i]) for i in range(len(twins))]
+    corresponding = [_correspondence(twin_data.instance[i].reshape(rows, cols), roles[i]) for i in range(len(twins))]
+    query_image = next(i for i, k in enumerate(kinds) if len(k["same object"][0]) and len(k["twin"][0]))
+    a_patches = torch.nonzero(twin_data.instance[query_image] == roles[query_image]["A"]).flatten()
+    query = int(a_patches[len(a_patches) // 2])
+    return _ToyData(ordinary, twins, ordinary_tokens, twin_tokens, split, kinds, corresponding, query_image, query)
+
+
+@dataclass(frozen=True)
+class _LayerMeasures:
+    """One layer's rows (separation, PCA, position) and what its figures draw."""
+
+    separation: Row
+    pca: Row
+    position: Row
+    query_map: Float[np.ndarray, "rows cols"]
+    kde: tuple[np.ndarray, np.ndarray]
+    """(P(same) of every pair, its kind)."""
+    differences: tuple[Float[Tensor, "pair d_model"], Int[Tensor, " pair"]]
+
+
+def _measure_layer(data: _ToyData, plan: _ToyPlan, layer: int, training: ProbeTrainingConfig | None) -> _LayerMeasures:
+    """A quadratic probe fitted on the ordinary scenes at `layer` and read on the twins, the twins' PCA, and
+    position decoded from the ordinary scenes' tokens."""
+    train, val, test = data.split
+    probe = fit_quadratic_probe(
+        data.ordinary_tokens[layer], data.ordinary.instance, train, val, seed=plan.seed, training=training
+    ).probe
+    with torch.inference_mode():
+        probability = probe.scores_to_probabilities(probe.pair_scores(data.twin_tokens[layer])).float()
+    values, groups = _probabilities_by_kind(probability, data.kinds)
+    kde = (
+        np.concatenate([values[k].numpy() for k in PAIR_KINDS]),
+        np.concatenate([np.full(len(values[k]), k) for k in PAIR_KINDS]),
+    )
+    ordinary = data.ordinary_tokens[layer]
+    return _LayerMeasures(
+        separation=_separation_row(layer, values, groups, plan.seed),
+        pca=_twin_pca(data.twin_tokens[layer], data.corresponding, layer, plan.seed) | {"layer": layer},
+        position={
+            "layer": layer,
+            **position_decoding(ordinary[train], ordinary[test], plan.grid, shuffle_seed=plan.seed),
+        },
+        query_map=probability[data.query_image, data.query].reshape(plan.grid).numpy(),
+        kde=kde,
+        differences=_differences(data.twin_tokens[layer], data.corresponding),
+    )
+
+
+def _probabilities_by_kind(
+    probability: Float[Tensor, "image query_pos key_pos"], kinds: list[dict[str, tuple[Tensor, Tensor]]]
+) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """P(same) of every pair of each kind over all twin scenes, and the scene each pair comes from."""
+    values: dict[str, list[Tensor]] = {kind: [] for kind in PAIR_KINDS}
+    groups: dict[str, list[Tensor]] = {kind: [] for kind in PAIR_KINDS}
+    for image, image_kinds in enumerate(kinds):
+        for kind, (p, q) in image_kinds.items():
+            values[kind].append(probability[image, p, q])
+            groups[kind].append(torch.full((len(p),), image))
+    return {k: torch.cat(v) for k, v in values.items()}, {k: torch.cat(v) for k, v in groups.items()}
+
+
+def _separation_row(layer: int, values: dict[str, Tensor], groups: dict[str, Tensor], seed: int) -> Row:
+    """AUROC of same-object pairs against each other kind, with intervals over scenes."""
+    row: Row = {"layer": layer}
+    same = values["same object"]
+    for kind, key in (("twin", "vs_twin"), ("similar", "vs_similar"), ("other class", "vs_other")):
+        scores = torch.cat([same, values[kind]])
+        labels = torch.cat([torch.ones(len(same), dtype=torch.bool), torch.zeros(len(values[kind]), dtype=torch.bool)])
+        images = torch.cat([groups["same object"], groups[kind]])
+        row[key] = auroc_of(scores, labels)
+        row[f"{key}_low"], row[f"{key}_high"] = bootstrap_auroc(scores, labels, images, n_boot=N_BOOT, seed=seed)
+    row["mean_p_same"] = float(same.mean())
+    row["mean_p_twin"] = float(values["twin"].mean())
+    return row
+
+
 def toy_experiments(
     model: HookedViT,
     out: str | Path,
@@ -189,110 +326,10 @@ def toy_experiments(
 ) -> ToyResult:
     """Run the four toy experiments (module docstring) and write their figures, rows and `toy.md`. Images
     are `size` px square (default: the model's native size); the grid must be at least 8 patches across."""
-    out = Path(out)
-    layers = list(range(model.cfg.n_layers)) if layers is None else sorted(set(layers))
-    if n_twin_scenes < 4 or n_train_scenes < 8:
-        raise InputError(f"need at least 4 twin scenes and 8 training scenes, got {n_twin_scenes} and {n_train_scenes}")
-    hw = model.cfg.image_size if size is None else (size, size)
-    rows, cols = hw[0] // model.cfg.patch_size, hw[1] // model.cfg.patch_size
-    if min(rows, cols) < 8:
-        raise InputError(
-            f"a {rows} x {cols} patch grid is too small for four objects; run at --size "
-            f"{8 * model.cfg.patch_size} or more"
-        )
-    hw = (rows * model.cfg.patch_size, cols * model.cfg.patch_size)
-    ordinary = label_images(model, SyntheticScenes("default", n=n_train_scenes, size=hw, seed=seed, split="val"), None)
-    twins = twin_scenes(hw, (rows, cols), n_twin_scenes, seed)
-    twin_data = label_images(model, twins, None)
-    ordinary_tokens, twin_tokens = (
-        {layer: tokens[("spatial", layer)] for layer in layers}
-        for tokens in (read_token_sets(model, data.images, layers, ["spatial"]) for data in (ordinary, twin_data))
-    )
-    train_idx, val_idx, test_idx = split_by_image(n_train_scenes, fractions=(0.6, 0.2, 0.2), seed=seed)
-    roles = [_roles(scene) for scene in twins]
-    kinds = [_pair_kinds(twin_data.instance[i], roles[i]) for i in range(len(twins))]
-    corresponding = [_correspondence(twin_data.instance[i].reshape(rows, cols), roles[i]) for i in range(len(twins))]
-
-    separation, pca_rows, position_rows, kde, maps, differences_at = [], [], [], {}, {}, {}
-    query_image = next(i for i, k in enumerate(kinds) if len(k["same object"][0]) and len(k["twin"][0]))
-    a_patches = torch.nonzero(twin_data.instance[query_image] == roles[query_image]["A"]).flatten()
-    query = int(a_patches[len(a_patches) // 2])
-    for layer in layers:
-        probe = fit_quadratic_probe(
-            ordinary_tokens[layer], ordinary.instance, train_idx, val_idx, seed=seed, training=training
-        ).probe
-        with torch.inference_mode():
-            probability = probe.scores_to_probabilities(probe.pair_scores(twin_tokens[layer])).float()
-        maps[layer] = probability[query_image, query].reshape(rows, cols).numpy()
-        values = {kind: [] for kind in PAIR_KINDS}
-        groups = {kind: [] for kind in PAIR_KINDS}
-        for image, image_kinds in enumerate(kinds):
-            for kind, (p, q) in image_kinds.items():
-                values[kind].append(probability[image, p, q])
-                groups[kind].append(torch.full((len(p),), image))
-        values = {k: torch.cat(v) for k, v in values.items()}
-        groups = {k: torch.cat(v) for k, v in groups.items()}
-        kde[layer] = (
-            np.concatenate([values[k].numpy() for k in PAIR_KINDS]),
-            np.concatenate([np.full(len(values[k]), k) for k in PAIR_KINDS]),
-        )
-        row: Row = {"layer": layer}
-        for kind, key in (("twin", "vs_twin"), ("similar", "vs_similar"), ("other class", "vs_other")):
-            scores = torch.cat([values["same object"], values[kind]])
-            labels = torch.cat(
-                [
-                    torch.ones(len(values["same object"]), dtype=torch.bool),
-                    torch.zeros(len(values[kind]), dtype=torch.bool),
-                ]
-            )
-            images = torch.cat([groups["same object"], groups[kind]])
-            row[key] = auroc_of(scores, labels)
-            row[f"{key}_low"], row[f"{key}_high"] = bootstrap_auroc(scores, labels, images, n_boot=N_BOOT, seed=seed)
-        row["mean_p_same"] = float(values["same object"].mean())
-        row["mean_p_twin"] = float(values["twin"].mean())
-        separation.append(row)
-        pca_rows.append(_twin_pca(twin_tokens[layer], corresponding, layer, seed) | {"layer": layer})
-        differences_at[layer] = _differences(twin_tokens[layer], corresponding)
-        position_rows.append(
-            {
-                "layer": layer,
-                **position_decoding(
-                    ordinary_tokens[layer][train_idx], ordinary_tokens[layer][test_idx], (rows, cols), shuffle_seed=seed
-                ),
-            }
-        )
-
-    files = _write(
-        out,
-        model,
-        twins,
-        (rows, cols),
-        query_image,
-        query,
-        maps,
-        kde,
-        separation,
-        pca_rows,
-        position_rows,
-        differences_at,
-    )
-    settings = {
-        "model": model.cfg.source,
-        "size": list(hw),
-        "n_twin_scenes": n_twin_scenes,
-        "n_train_scenes": n_train_scenes,
-        "probe_images": {"train": len(train_idx), "val": len(val_idx), "position_test": len(test_idx)},
-        "layers": layers,
-        "seed": seed,
-        "query": {"image": query_image, "patch": query},
-    }
-    result = ToyResult(separation, pca_rows, position_rows, out, files, settings)
-    write_json_atomic(
-        out / "toy.json", {"settings": settings, "separation": separation, "pca": pca_rows, "position": position_rows}
-    )
-    write_text_atomic(out / "toy.md", f"# Toy experiments: {model.cfg.source}\n\n```\n{result.text()}\n```\n")
-    files["json"], files["markdown"] = out / "toy.json", out / "toy.md"
-    return result
+    plan = _plan(model, n_twin_scenes, n_train_scenes, layers, size, seed)
+    data = _prepare(model, plan)
+    measured = {layer: _measure_layer(data, plan, layer, training) for layer in plan.layers}
+    return _write(Path(out), model, plan, data, measured)
 
 
 def _differences(
@@ -327,34 +364,56 @@ def _twin_pca(
 
 
 def _write(
-    out: Path,
-    model: HookedViT,
-    twins: SyntheticScenes,
-    grid: tuple[int, int],
-    image: int,
-    query: int,
-    maps: dict,
-    kde: dict,
-    separation: list[Row],
-    pca: list[Row],
-    position: list[Row],
-    differences_at: dict,
+    out: Path, model: HookedViT, plan: _ToyPlan, data: _ToyData, measured: dict[int, _LayerMeasures]
+) -> ToyResult:
+    """The figures, the three tables (CSV and JSON), `toy.json` and `toy.md`."""
+    separation, pca, position = (
+        [getattr(m, rows) for m in measured.values()] for rows in ("separation", "pca", "position")
+    )
+    files = _figures(out, model.cfg.source, plan, data, measured)
+    write_table(separation, out / "separation")
+    write_table(pca, out / "pca")
+    write_table(position, out / "position")
+    train, val, test = data.split
+    settings = {
+        "model": model.cfg.source,
+        "size": list(plan.size),
+        "n_twin_scenes": plan.n_twin_scenes,
+        "n_train_scenes": plan.n_train_scenes,
+        "probe_images": {"train": len(train), "val": len(val), "position_test": len(test)},
+        "layers": plan.layers,
+        "seed": plan.seed,
+        "query": {"image": data.query_image, "patch": data.query},
+    }
+    result = ToyResult(separation, pca, position, out, files, settings)
+    write_json_atomic(
+        out / "toy.json", {"settings": settings, "separation": separation, "pca": pca, "position": position}
+    )
+    write_text_atomic(out / "toy.md", f"# Toy experiments: {model.cfg.source}\n\n```\n{result.text()}\n```\n")
+    files["json"], files["markdown"] = out / "toy.json", out / "toy.md"
+    return result
+
+
+def _figures(
+    out: Path, name: str, plan: _ToyPlan, data: _ToyData, measured: dict[int, _LayerMeasures]
 ) -> dict[str, Path]:
-    rows, cols = grid
-    name = model.cfg.source
+    """maps.png, kde.png, twin_pca.png (at the middle layer), separation.png and position.png."""
+    cols = plan.grid[1]
     files = {}
     files["maps"] = query_maps(
-        twins[image].image,
-        maps,
-        (query // cols, query % cols),
+        data.twins[data.query_image].image,
+        {layer: m.query_map for layer, m in measured.items()},
+        (data.query // cols, data.query % cols),
         out / "maps.png",
         title=f"IsSameObject map of one patch of twin A, by layer: {name}",
     )
     files["kde"] = score_kde(
-        kde, out / "kde.png", title=f"P(same object) of pairs from a twin, by kind of partner: {name}"
+        {layer: m.kde for layer, m in measured.items()},
+        out / "kde.png",
+        title=f"P(same object) of pairs from a twin, by kind of partner: {name}",
     )
-    middle = sorted(differences_at)[len(differences_at) // 2]
-    differences, scene = differences_at[middle]
+    middle = sorted(measured)[len(measured) // 2]
+    differences, scene = measured[middle].differences
     keep = scene < 8
     files["pca"] = twin_pca(
         differences[keep].numpy(),
@@ -363,7 +422,7 @@ def _write(
         title=f"Twins' residual differences at layer {middle}, first two PCs (8 scenes): {name}",
     )
     files["separation"] = lines_by_layer(
-        separation,
+        [m.separation for m in measured.values()],
         {"same vs twin": "vs_twin", "same vs similar": "vs_similar", "same vs other class": "vs_other"},
         out / "separation.png",
         ylabel="AUROC (same-object pairs ranked above)",
@@ -371,13 +430,10 @@ def _write(
         title=f"Are the twins told apart? {name}",
     )
     files["position"] = lines_by_layer(
-        position,
+        [m.position for m in measured.values()],
         {"RMSE": "rmse", "shuffled-position control": "rmse_shuffled"},
         out / "position.png",
         ylabel="RMSE of (row, col), patches",
         title=f"Position decoded linearly from the token: {name}",
     )
-    write_table(separation, out / "separation")
-    write_table(pca, out / "pca")
-    write_table(position, out / "position")
     return files
