@@ -4,7 +4,19 @@ from .causal_subspace import SubspaceComparison, compare_subspaces
 from .gradient_attribution import PairAttribution, pair_attribution
 from .heads import HeadMap, head_ablation_map
 from .layer_probes import fit_layer_probes
-from .layer_sweep import ALL_PROBES, SweepResult, layer_sweep, weights_note
+from .layer_sweep import (
+    ALL_PROBES,
+    SweepComputation,
+    SweepConfig,
+    SweepPlan,
+    SweepResult,
+    SweepRow,
+    compute_sweep,
+    layer_sweep,
+    plan_sweep,
+    weights_note,
+    write_sweep,
+)
 from .report import format_table, peak_layers, write_table
 from .seed_sweep import layer_sweep_over_seeds
 
@@ -13,8 +25,13 @@ __all__ = [
     "HeadMap",
     "PairAttribution",
     "SubspaceComparison",
+    "SweepComputation",
+    "SweepConfig",
+    "SweepPlan",
     "SweepResult",
+    "SweepRow",
     "compare_subspaces",
+    "compute_sweep",
     "fit_layer_probes",
     "format_table",
     "head_ablation_map",
@@ -22,6 +39,8 @@ __all__ = [
     "layer_sweep_over_seeds",
     "pair_attribution",
     "peak_layers",
+    "plan_sweep",
     "weights_note",
+    "write_sweep",
     "write_table",
 ]

@@ -5,6 +5,11 @@
     result.peaks         # per probe, its best layer on validation (normalised to [0, 1] as in the paper's Table 1)
     result.problems()    # (probe, layer)s that learnt nothing measurable on validation or hit max_steps
 
+In stages (what `layer_sweep` does): `plan_sweep` checks the settings (a `SweepConfig`) and refuses a run
+directory that holds other ones, before any image is read; `compute_sweep` extracts the activations and
+trains and tests every probe (a `SweepComputation`: one `SweepRow` per probe and layer); `write_sweep`
+writes the report and returns the `SweepResult`.
+
 Statistics: each probe's decision threshold is calibrated on the validation images (`accuracy`;
 the paper's fixed 0.5 is `accuracy_at_half`), test accuracy and AUROC carry 95 % bootstrap intervals
 over test images (`*_low`, `*_high`), and the peak layer is chosen on validation AUROC and reported on
@@ -18,8 +23,8 @@ Figure 3 and `summary.json` (what was run, on what, and how long it took).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..activations import (
+    ExtractionPlan,
     Shard,
     choose_store,
     extract,
@@ -62,40 +68,93 @@ from .run import RunDirectory, RunDirectoryError
 ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
 
 
-def training_record(result: TrainResult) -> Row:
+@dataclass(frozen=True)
+class HeldOutMetrics:
+    """A sweep probe's metrics on the test images (`probes.evaluate` with bootstrap intervals)."""
+
+    accuracy: float
+    accuracy_low: float
+    accuracy_high: float
+    accuracy_at_half: float
+    threshold: float
+    balanced_accuracy: float
+    auroc: float
+    auroc_low: float
+    auroc_high: float
+    pair_bits: float
+    positive_rate: float
+    majority_baseline: float
+    n_pairs: int
+
+    @classmethod
+    def from_metrics(cls, metrics: Mapping[str, float | int]) -> HeldOutMetrics:
+        return cls(**{name: metrics[name] for name in METRICS})  # type: ignore[arg-type]
+
+    def to_row(self) -> Row:
+        return {name: getattr(self, name) for name in METRICS}
+
+
+METRICS = tuple(f.name for f in fields(HeldOutMetrics))
+"""The test metrics of a sweep row, in the tables' column order."""
+
+
+@dataclass(frozen=True)
+class TrainingRecord:
     """How a sweep probe trained: steps, why it stopped, and whether its validation AUROC is above chance."""
-    return {
-        "best_step": result.best_step,
-        "steps": result.steps,
-        "stopped": result.stopped,
-        "learnt": result.learnt,
-        **(
-            {}
-            if result.val_auroc is None
-            else {
-                "val_auroc": result.val_auroc["auroc"],
-                "val_auroc_low": result.val_auroc["low"],
-                "val_auroc_high": result.val_auroc["high"],
+
+    best_step: int
+    steps: int
+    stopped: str
+    learnt: bool | None
+    val_auroc: float | None = None  # with its 95 % interval; None (and no columns) without validation data
+    val_auroc_low: float | None = None
+    val_auroc_high: float | None = None
+
+    @classmethod
+    def from_result(cls, result: TrainResult) -> TrainingRecord:
+        auroc = result.val_auroc or {}
+        return cls(
+            best_step=result.best_step,
+            steps=result.steps,
+            stopped=result.stopped,
+            learnt=result.learnt,
+            val_auroc=auroc.get("auroc"),
+            val_auroc_low=auroc.get("low"),
+            val_auroc_high=auroc.get("high"),
+        )
+
+    def to_row(self) -> Row:
+        row: Row = {"best_step": self.best_step, "steps": self.steps, "stopped": self.stopped, "learnt": self.learnt}
+        if self.val_auroc is not None:
+            row |= {
+                "val_auroc": self.val_auroc,
+                "val_auroc_low": self.val_auroc_low,
+                "val_auroc_high": self.val_auroc_high,
             }
-        ),
-    }
+        return row
 
 
-METRICS = (
-    "accuracy",
-    "accuracy_low",
-    "accuracy_high",
-    "accuracy_at_half",
-    "threshold",
-    "balanced_accuracy",
-    "auroc",
-    "auroc_low",
-    "auroc_high",
-    "pair_bits",
-    "positive_rate",
-    "majority_baseline",
-    "n_pairs",
-)
+@dataclass(frozen=True)
+class SweepRow:
+    """One probe at one layer: what `sweep.csv` holds in a line (`to_row()`, in its column order)."""
+
+    model: str
+    layer: int
+    layer_normalised: float
+    probe: str
+    test: HeldOutMetrics
+    training: TrainingRecord
+
+    def to_row(self) -> Row:
+        head = {
+            "model": self.model,
+            "layer": self.layer,
+            "layer_normalised": self.layer_normalised,
+            "probe": self.probe,
+        }
+        return head | self.test.to_row() | self.training.to_row()
+
+
 PEAK_RULES = {
     "val": ("val_auroc", "validation AUROC"),
     "test": ("accuracy", "test accuracy (optimistic: the paper's Table 1 rule)"),
@@ -105,6 +164,8 @@ PEAK_RULES = {
 
 @dataclass
 class SweepResult:
+    """A written sweep report: its rows and each probe's peak as the tables hold them, the files, the summary."""
+
     rows: list[Row]
     peaks: dict[str, Row]
     out: Path
@@ -195,24 +256,86 @@ def _split_in_place(stored: Shard, splits: tuple[Tensor, ...]) -> list[tuple[dic
     ]
 
 
+@dataclass(frozen=True)
+class SweepConfig:
+    """What a layer sweep runs, and how: `layer_sweep`'s keywords (see there), as one value."""
+
+    layers: Sequence[int] | None = None  # None: every layer of the model
+    probes: Sequence[str] = ALL_PROBES
+    training: ProbeTrainingConfig | None = None  # None: ProbeTrainingConfig(seed=seed)
+    split: tuple[float, float, float] = (0.7, 0.15, 0.15)  # train, val, test fractions of the images
+    seed: int = 0
+    rank: int = 64  # of quadratic_fixed_rank
+    peak_by: str = "val"
+    n_boot: int = 1000
+    device: str | torch.device | None = None
+    extract_kwargs: Mapping[str, Any] | None = None  # for `extract` / `extract_to_memory`
+    store: str = "auto"
+    memory_budget: int | None = None  # bytes
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A sweep's settings, checked, before anything is extracted (`plan_sweep`)."""
+
+    out: Path
+    config: SweepConfig
+    layers: list[int]
+    training: ProbeTrainingConfig
+    extract_kwargs: dict[str, Any]
+    device: torch.device
+    budget: int  # bytes of activations held at once
+    extraction: ExtractionPlan
+    mode: str  # where the activations go: 'none' (memory) or 'disk' (the run's store)
+    why: str
+    rank_id: int  # this process's rank under torchrun (0 alone)
+    started: float  # time.perf_counter() when planned: the summary's seconds count from here
+
+    @property
+    def probes(self) -> tuple[str, ...]:
+        return tuple(self.config.probes)
+
+    @property
+    def run(self) -> RunDirectory:
+        return RunDirectory(self.out)
+
+    @property
+    def activation_bytes(self) -> int:
+        return self.extraction.bytes_per_layer * len(self.layers)
+
+
+@dataclass(frozen=True)
+class SweepImages:
+    """How many images the sweep kept (and skipped, by reason) and how they were split."""
+
+    kept: int
+    skipped: dict[str, int]
+    train: int
+    val: int
+    test: int
+
+    def to_row(self) -> Row:
+        return {"kept": self.kept, "skipped": self.skipped, "train": self.train, "val": self.val, "test": self.test}
+
+
+@dataclass(frozen=True)
+class SweepComputation:
+    """What `compute_sweep` found, before anything but the activation store is written: one row per
+    (probe, layer) in probe then layer order, and the trained probes, for `write_sweep`."""
+
+    plan: SweepPlan
+    rows: tuple[SweepRow, ...]
+    probes: Mapping[tuple[str, int], PairProbe]  # (probe name, layer) -> trained probe
+    layer_groups: list[list[int]]  # the layers trained together, one group of activations in memory at a time
+    images: SweepImages
+    n_classes: int
+    n_queries: int
+    extract_seconds: float
+
+
 def layer_sweep(
-    model: HookedViT,
-    dataset: Sequence[Scene],
-    out: str | Path,
-    *,
-    layers: Sequence[int] | None = None,
-    probes: Sequence[str] = ALL_PROBES,
-    training: ProbeTrainingConfig | None = None,
-    split: tuple[float, float, float] = (0.7, 0.15, 0.15),
-    seed: int = 0,
-    rank: int = 64,
-    peak_by: str = "val",
-    n_boot: int = 1000,
-    device: str | torch.device | None = None,
-    extract_kwargs: dict[str, Any] | None = None,
-    store: str = "auto",
-    memory_budget: int | None = None,
-    progress: bool = True,
+    model: HookedViT, dataset: Sequence[Scene], out: str | Path, config: SweepConfig | None = None, **options: Any
 ) -> SweepResult:
     """Extract (or reuse) activations, train every probe at every layer on the train images, pick each
     probe's best-validation epoch with the threshold calibrated on the validation images, and report test
@@ -224,159 +347,256 @@ def layer_sweep(
     store; 'disk' extracts to the resumable store in the run directory and trains on as many layers
     at a time as `memory_budget` bytes hold (default: half the free memory of `device`); 'auto' picks
     'none' when everything fits. Both give the same numbers for the same seed.
+
+    The settings are a `SweepConfig`'s fields: pass one as `config`, or its fields as keywords (they
+    override `config`'s). Plan, compute and write are `plan_sweep`, `compute_sweep` and `write_sweep`.
     """
+    plan = plan_sweep(model, dataset, out, replace(config or SweepConfig(), **options))
+    computed = compute_sweep(model, dataset, plan)
+    if computed is None:  # probes are trained by rank 0 alone
+        return SweepResult(rows=[], peaks={}, out=plan.out, summary={"rank": plan.rank_id, "store": plan.mode})
+    return write_sweep(model, computed)
+
+
+def plan_sweep(model: HookedViT, dataset: Sequence[Scene], out: str | Path, config: SweepConfig) -> SweepPlan:
+    """Check `config` and where the activations will go, before any image is read beyond the first; a run
+    directory `out` that holds a run with other settings is refused (its probes and tables would be mixed)."""
     started = time.perf_counter()
     out = Path(out)
-    layers = sorted(set(range(model.cfg.n_layers) if layers is None else layers))
-    unknown = [name for name in probes if name not in ALL_PROBES]
+    layers = sorted(set(range(model.cfg.n_layers) if config.layers is None else config.layers))
+    unknown = [name for name in config.probes if name not in ALL_PROBES]
     if unknown:
         raise InputError(f"unknown probe(s) {unknown}; choose from {', '.join(ALL_PROBES)}")
-    if peak_by not in PEAK_RULES:
-        raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {peak_by!r}")
-    training = training or ProbeTrainingConfig(seed=seed)
-    extract_kwargs = dict(extract_kwargs or {})
-    device = torch.device(device) if device is not None else model.device
-    budget = memory_budget if memory_budget is not None else activation_budget(device)
-    plan = plan_extraction(model, dataset, layers, seed=seed, **extract_kwargs)
+    if config.peak_by not in PEAK_RULES:
+        raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {config.peak_by!r}")
+    training = config.training or ProbeTrainingConfig(seed=config.seed)
+    extract_kwargs = dict(config.extract_kwargs or {})
+    device = torch.device(config.device) if config.device is not None else model.device
+    budget = config.memory_budget if config.memory_budget is not None else activation_budget(device)
+    extraction = plan_extraction(model, dataset, layers, seed=config.seed, **extract_kwargs)
     rank_id, world_size = ranks.world()
-    mode, why = choose_store(store, plan.bytes_per_layer * len(layers), budget, world_size)
-    run = RunDirectory(out)
-    request, earlier = plan.request, run.request()
-    if earlier is not None and earlier != request:  # its probes and tables would be mixed with these
+    mode, why = choose_store(config.store, extraction.bytes_per_layer * len(layers), budget, world_size)
+    request, earlier = extraction.request, RunDirectory(out).request()
+    if earlier is not None and earlier != request:
         raise RunDirectoryError(
             f"{out} holds a sweep run with other settings ({request_differences(earlier, request)}). "
             "Use another output directory (--out), or delete this one to run again."
         )
-    if mode == "none":
-        held, extraction = extract_to_memory(
-            model, dataset, layers, into=device, seed=seed, device=device, progress=progress, **extract_kwargs
-        )
-        groups, skipped = [layers], extraction["skipped"]
-        load = lambda group: held  # noqa: E731
-    else:
-        disk = extract(
-            model, dataset, layers, run.activations, seed=seed, device=device, progress=progress, **extract_kwargs
-        )
-        if rank_id != 0:  # probes are trained by rank 0 alone
-            return SweepResult(rows=[], peaks={}, out=out, summary={"rank": rank_id, "store": mode})
-        groups, skipped = layer_groups(layers, plan.bytes_per_layer, budget), disk.skip_summary()
-        load = disk.load
-    extract_seconds = time.perf_counter() - started
-
-    initial: dict[str, dict[int, PairProbe]] = {}
-    n_images = n_classes = n_queries = None
-    rows: list[Row] = []
-    bar = tqdm(
-        total=len(probes) * len(groups), desc=f"probes of {model.cfg.source}", unit="probe", disable=not progress
+    return SweepPlan(
+        out, config, layers, training, extract_kwargs, device, budget, extraction, mode, why, rank_id, started
     )
-    for group in groups:
-        stored = load(group)
-        if n_images is None:  # labels are the same in every group: split and label space fixed once
-            n_images = stored.instance.shape[0]
-            train_idx, val_idx, test_idx = split_by_image(n_images, fractions=split, seed=seed)
-            n_classes, n_queries = label_space(stored.instance, stored.klass)
-            for name in probes:
-                probe_layers = [
-                    layer for layer in layers if not (name == "self_attention" and layer == model.cfg.n_layers - 1)
-                ]
-                with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
-                    torch.manual_seed(training.seed)
-                    initial[name] = {
-                        layer: _probe_for(name, model, layer, n_classes, n_queries, rank) for layer in probe_layers
-                    }
-        splits = _split_in_place(stored, (train_idx, val_idx, test_idx))
-        for name in probes:
-            probe_layers = [layer for layer in group if layer in initial[name]]
-            if not probe_layers:
-                bar.update(1)
-                continue
-            train, val, test = (
-                ProbeData([acts[layer] for layer in probe_layers], instance, klass) for acts, instance, klass in splits
-            )
-            trained = train_probes([initial[name][layer] for layer in probe_layers], train, val, training, warn=False)
-            for index, (layer, result) in enumerate(zip(probe_layers, trained)):
-                metrics = evaluate(
-                    result.probe,
-                    test,
-                    layer=index,
-                    threshold=result.threshold,
-                    intervals=True,
-                    n_boot=n_boot,
-                    patches_per_image=training.eval_patches_per_image,
-                    seed=training.eval_seed,
-                )
-                rows.append(
-                    {
-                        "model": model.cfg.source,
-                        "layer": layer,
-                        "layer_normalised": layer / max(model.cfg.n_layers - 1, 1),
-                        "probe": name,
-                        **{metric: metrics[metric] for metric in METRICS},
-                        **training_record(result),
-                    }
-                )
-                save_probe(result.probe, run.probe_path(layer, name))
-            best = max((row for row in rows if row["probe"] == name), key=lambda row: row[PEAK_RULES[peak_by][0]])
-            bar.set_postfix_str(
-                f"{name}: peak at layer {best['layer']}, test accuracy {best['accuracy']:.3f}", refresh=False
-            )
+
+
+@dataclass(frozen=True)
+class _Activations:
+    """Extracted activations, ready for training: the layer groups, and how to load one group."""
+
+    groups: list[list[int]]
+    skipped: dict[str, int]
+    load: Callable[[list[int]], Shard]
+
+
+def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations | None:
+    """The activations of `plan`, held in memory or extracted to the run's store; None on ranks other than 0."""
+    seed, progress = plan.config.seed, plan.config.progress
+    if plan.mode == "none":
+        held, extraction = extract_to_memory(
+            model,
+            dataset,
+            plan.layers,
+            into=plan.device,
+            seed=seed,
+            device=plan.device,
+            progress=progress,
+            **plan.extract_kwargs,
+        )
+        return _Activations([plan.layers], extraction["skipped"], lambda group: held)
+    disk = extract(
+        model,
+        dataset,
+        plan.layers,
+        plan.run.activations,
+        seed=seed,
+        device=plan.device,
+        progress=progress,
+        **plan.extract_kwargs,
+    )
+    if plan.rank_id != 0:
+        return None
+    groups = layer_groups(plan.layers, plan.extraction.bytes_per_layer, plan.budget)
+    return _Activations(groups, disk.skip_summary(), disk.load)
+
+
+@dataclass(frozen=True)
+class _ProbeSetup:
+    """What every layer group shares, fixed from the first one: the image split, the label space and
+    each probe's seeded initial weights (name -> layer -> probe)."""
+
+    splits: tuple[Tensor, Tensor, Tensor]
+    n_images: int
+    n_classes: int
+    n_queries: int
+    initial: dict[str, dict[int, PairProbe]]
+
+
+def _setup(model: HookedViT, plan: SweepPlan, stored: Shard) -> _ProbeSetup:
+    """The split, label space and initial probes, from the first layer group's labels."""
+    n_images = stored.instance.shape[0]
+    train, val, test = split_by_image(n_images, fractions=plan.config.split, seed=plan.config.seed)
+    n_classes, n_queries = label_space(stored.instance, stored.klass)
+    last = model.cfg.n_layers - 1  # self_attention has no next block after the last layer
+    initial = {}
+    for name in plan.probes:
+        probe_layers = [layer for layer in plan.layers if not (name == "self_attention" and layer == last)]
+        with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
+            torch.manual_seed(plan.training.seed)
+            initial[name] = {
+                layer: _probe_for(name, model, layer, n_classes, n_queries, plan.config.rank) for layer in probe_layers
+            }
+    return _ProbeSetup((train, val, test), n_images, n_classes, n_queries, initial)
+
+
+def _train_probe(
+    model: HookedViT,
+    plan: SweepPlan,
+    setup: _ProbeSetup,
+    name: str,
+    group: list[int],
+    splits: list[tuple[dict[int, Tensor], Tensor, Tensor]],
+) -> list[tuple[SweepRow, PairProbe]]:
+    """Probe `name` trained at every layer of `group` it has, and tested: (row, trained probe) per layer."""
+    probe_layers = [layer for layer in group if layer in setup.initial[name]]
+    if not probe_layers:
+        return []
+    train, val, test = (
+        ProbeData([acts[layer] for layer in probe_layers], instance, klass) for acts, instance, klass in splits
+    )
+    training = plan.training
+    trained = train_probes([setup.initial[name][layer] for layer in probe_layers], train, val, training, warn=False)
+    found = []
+    for index, (layer, result) in enumerate(zip(probe_layers, trained)):
+        assert result.threshold is not None  # trained with validation data: calibrated on it
+        metrics = evaluate(
+            result.probe,
+            test,
+            layer=index,
+            threshold=result.threshold,
+            intervals=True,
+            n_boot=plan.config.n_boot,
+            patches_per_image=training.eval_patches_per_image,
+            seed=training.eval_seed,
+        )
+        normalised = layer / max(model.cfg.n_layers - 1, 1)
+        row = SweepRow(
+            model.cfg.source,
+            layer,
+            normalised,
+            name,
+            HeldOutMetrics.from_metrics(metrics),
+            TrainingRecord.from_result(result),
+        )
+        found.append((row, result.probe))
+    return found
+
+
+def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
+    """Extract the activations of `plan` and train and test every probe at every layer, one layer group
+    of activations at a time. Writes only the activation store ('disk'); None on ranks other than 0."""
+    activations = _extract(model, dataset, plan)
+    if activations is None:
+        return None
+    extract_seconds = time.perf_counter() - plan.started
+    metric = PEAK_RULES[plan.config.peak_by][0]
+    rows: list[SweepRow] = []
+    probes: dict[tuple[str, int], PairProbe] = {}
+    setup = None
+    bar = tqdm(
+        total=len(plan.probes) * len(activations.groups),
+        desc=f"probes of {model.cfg.source}",
+        unit="probe",
+        disable=not plan.config.progress,
+    )
+    for group in activations.groups:
+        stored = activations.load(group)
+        if setup is None:  # labels are the same in every group: split and label space fixed once
+            setup = _setup(model, plan, stored)
+        splits = _split_in_place(stored, setup.splits)
+        for name in plan.probes:
+            found = _train_probe(model, plan, setup, name, group, splits)
+            rows += [row for row, _ in found]
+            probes |= {(name, row.layer): probe for row, probe in found}
+            if found:
+                best = max((row for row in rows if row.probe == name), key=lambda row: row.to_row()[metric])
+                postfix = f"{name}: peak at layer {best.layer}, test accuracy {best.test.accuracy:.3f}"
+                bar.set_postfix_str(postfix, refresh=False)
             bar.update(1)
         del stored, splits
     bar.close()
-    rows.sort(key=lambda row: (list(probes).index(row["probe"]), row["layer"]))
+    assert setup is not None  # there is at least one layer, so one group
+    rows.sort(key=lambda row: (plan.probes.index(row.probe), row.layer))
+    train, val, test = (len(split) for split in setup.splits)
+    images = SweepImages(setup.n_images, activations.skipped, train, val, test)
+    return SweepComputation(
+        plan, tuple(rows), probes, activations.groups, images, setup.n_classes, setup.n_queries, extract_seconds
+    )
 
-    metric, rule = PEAK_RULES[peak_by]
+
+def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
+    """The report of a computed sweep in its run directory: the trained probes, the rows and peaks as CSV
+    and JSON, the figure and `summary.json`."""
+    plan, run = computed.plan, computed.plan.run
+    for (name, layer), probe in computed.probes.items():
+        save_probe(probe, run.probe_path(layer, name))
+    rows = [row.to_row() for row in computed.rows]
+    metric, rule = PEAK_RULES[plan.config.peak_by]
     peaks = {
         probe: row | {"peak_chosen_on": rule} for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
     }
+    peak_columns = ("peak_layer", "peak_layer_normalised", "peak_chosen_on", *METRICS, "val_auroc", "learnt")
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
     files["peaks_csv"], files["peaks_json"] = write_table(
-        [
-            {"probe": probe}
-            | {
-                k: row[k]
-                for k in ("peak_layer", "peak_layer_normalised", "peak_chosen_on", *METRICS, "val_auroc", "learnt")
-            }
-            for probe, row in peaks.items()
-        ],
-        run.peaks_stem,
+        [{"probe": probe} | {k: row[k] for k in peak_columns} for probe, row in peaks.items()], run.peaks_stem
     )
     files["plot"] = accuracy_by_layer(
         rows, run.plot_path, title=f"IsSameObject by layer (test images, 95% bootstrap bands)\n{weights_note(model)}"
     )
-    summary = {
+    summary = _summary(model, computed)
+    result = SweepResult(rows=rows, peaks=peaks, out=plan.out, files=files, summary=summary)
+    summary["training_problems"] = result.problems()
+    files["summary"] = run.summary_path
+    write_json_atomic(files["summary"], summary)
+    return result
+
+
+def _summary(model: HookedViT, computed: SweepComputation) -> dict[str, Any]:
+    """`summary.json`: what was run, on what, and how long it took (its training problems filled in later)."""
+    plan = computed.plan
+    request = plan.extraction.request
+    return {
         "model": model.cfg.to_dict(),
         "weights": weights_note(model),
         "dataset": request["dataset"],
         "extraction": request,
         "store": {
-            "mode": mode,
-            "why": why,
-            "memory_budget_bytes": budget,
-            "activation_bytes": plan.bytes_per_layer * len(layers),
-            "layer_groups": groups,
+            "mode": plan.mode,
+            "why": plan.why,
+            "memory_budget_bytes": plan.budget,
+            "activation_bytes": plan.activation_bytes,
+            "layer_groups": computed.layer_groups,
         },
-        "images": {
-            "kept": n_images,
-            "skipped": skipped,
-            "train": len(train_idx),
-            "val": len(val_idx),
-            "test": len(test_idx),
-        },
-        "layers": layers,
-        "probes": list(probes),
-        "training": asdict(training),
+        "images": computed.images.to_row(),
+        "layers": plan.layers,
+        "probes": list(plan.probes),
+        "training": asdict(plan.training),
         "training_problems": None,
-        "rank": rank,
-        "peak_by": peak_by,
-        "n_boot": n_boot,
-        "n_queries": n_queries,
-        "n_classes": n_classes,
-        "seconds": {"extract": round(extract_seconds, 2), "total": round(time.perf_counter() - started, 2)},
+        "rank": plan.config.rank,
+        "peak_by": plan.config.peak_by,
+        "n_boot": plan.config.n_boot,
+        "n_queries": computed.n_queries,
+        "n_classes": computed.n_classes,
+        "seconds": {
+            "extract": round(computed.extract_seconds, 2),
+            "total": round(time.perf_counter() - plan.started, 2),
+        },
     }
-    result = SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)
-    summary["training_problems"] = result.problems()
-    files["summary"] = run.summary_path
-    write_json_atomic(files["summary"], summary)
-    return result

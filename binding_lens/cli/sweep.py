@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .arguments import (
     DATA_HELP,
@@ -17,6 +19,13 @@ from .arguments import (
     positive_int,
 )
 
+if TYPE_CHECKING:  # annotations only: building the parser (and --help) imports no torch
+    import torch
+
+    from ..analyses import SweepResult
+    from ..data import Scene
+    from ..hooks import HookedViT
+
 STORE_MODES = ("auto", "none", "disk")  # binding_lens.activations.STORE_MODES, without importing torch for --help
 
 
@@ -26,40 +35,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         ("sweep", "the layer sweep: every probe at every layer (extracting when needed)"),
     ):
         command = commands.add_parser(name, help=text)
-        command.add_argument("--model", required=True, help=MODEL_HELP)
-        command.add_argument("--data", default="default", help=DATA_HELP)
-        command.add_argument("--n-images", type=positive_int, default=400, help="images to use (synthetic: generated)")
-        command.add_argument("--size", type=positive_int, default=224, help="image side in pixels fed to the model")
-        command.add_argument("--split", default=None, help="dataset split (ADE20K: training/validation)")
-        command.add_argument("--layers", type=layer_list, default="all", help="all, or e.g. 0,4,8 or 2-10 or 0-11:2")
-        command.add_argument(
-            "--patches-per-image", type=positive_int, default=64, help="labelled patches stored per image"
-        )
-        command.add_argument("--batch-size", type=positive_int, default=16, help="images per forward pass")
-        command.add_argument("--device", default=None, help=DEVICE_HELP)
-        command.add_argument("--seed", type=non_negative_int, default=0)
-        command.add_argument(
-            "--skip-missing-masks",
-            action="store_true",
-            help="folder: data: skip (and count) images that have no mask instead of stopping",
-        )
-        command.add_argument(
-            "--shard-size",
-            type=positive_int,
-            default=256,
-            help="images per store shard (the unit of resuming, and of the split between ranks)",
-        )
-        command.add_argument(
-            "--workers",
-            type=non_negative_int,
-            default=None,
-            help="processes preparing images for the model (default: 0 on CPU, up to 8 with a GPU)",
-        )
-        command.add_argument(
-            "--profile",
-            action="store_true",
-            help="print where extraction time went, stage by stage (and the GPU's idle fraction)",
-        )
+        _add_extraction_arguments(command)
         if name == "extract":
             command.add_argument(
                 "--out",
@@ -68,61 +44,106 @@ def add(commands: argparse._SubParsersAction) -> None:
                 help="output directory (re-running resumes it; under torchrun each rank writes its shards)",
             )
         else:
-            command.add_argument("--out", type=output_dir, required=True, help="run directory")
-            command.add_argument(
-                "--store",
-                choices=STORE_MODES,
-                default="auto",
-                help="none: hold activations in memory (on the GPU if there is one) and write no store; "
-                "disk: a resumable store in OUT/activations, read back layer group by layer group; "
-                "auto (default): none when they fit --memory-budget",
-            )
-            command.add_argument(
-                "--memory-budget",
-                type=positive_float,
-                default=None,
-                metavar="GIB",
-                help="GiB of activations to hold at once (default: half the free memory of the device)",
-            )
-        if name == "sweep":
-            command.add_argument(
-                "--probes",
-                default="all",
-                help="all, or a comma list of probe names (quadratic, linear, ...; a wrong name lists them all)",
-            )
-            command.add_argument(
-                "--max-steps",
-                type=positive_int,
-                default=2000,
-                help="most optimiser steps per probe; each stops earlier once its validation loss stops improving",
-            )
-            command.add_argument(
-                "--epochs",
-                type=positive_int,
-                default=None,
-                help="also stop after this many passes over the training images",
-            )
-            command.add_argument("--batch-images", type=positive_int, default=32, help="images per probe-training step")
-            command.add_argument(
-                "--paper-schedule",
-                action="store_true",
-                help="train as the paper: 16 epochs (or --epochs), StepLR, no early stopping",
-            )
-            command.add_argument("--rank", type=positive_int, default=64, help="rank of quadratic_fixed_rank")
-            command.add_argument(
-                "--seeds",
-                type=positive_int,
-                default=1,
-                help="repeat the sweep with seeds SEED..SEED+N-1 (scene draw, split, probe init) and "
-                "report each probe's mean and 95%% interval across them (runs in OUT/seed-<s>/)",
-            )
-            command.add_argument(
-                "--peak-by",
-                choices=("val", "test"),
-                default="val",
-                help="choose each probe's peak layer on validation AUROC (default) or on test "
-                "accuracy (the paper's Table 1 rule: optimistic, labelled so)",
-            )
+            _add_store_arguments(command)
+            _add_probe_arguments(command)
+
+
+def _add_extraction_arguments(command: argparse.ArgumentParser) -> None:
+    """What both commands extract: model, data, layers, and how the extraction runs."""
+    command.add_argument("--model", required=True, help=MODEL_HELP)
+    command.add_argument("--data", default="default", help=DATA_HELP)
+    command.add_argument("--n-images", type=positive_int, default=400, help="images to use (synthetic: generated)")
+    command.add_argument("--size", type=positive_int, default=224, help="image side in pixels fed to the model")
+    command.add_argument("--split", default=None, help="dataset split (ADE20K: training/validation)")
+    command.add_argument("--layers", type=layer_list, default="all", help="all, or e.g. 0,4,8 or 2-10 or 0-11:2")
+    command.add_argument("--patches-per-image", type=positive_int, default=64, help="labelled patches stored per image")
+    command.add_argument("--batch-size", type=positive_int, default=16, help="images per forward pass")
+    command.add_argument("--device", default=None, help=DEVICE_HELP)
+    command.add_argument("--seed", type=non_negative_int, default=0)
+    command.add_argument(
+        "--skip-missing-masks",
+        action="store_true",
+        help="folder: data: skip (and count) images that have no mask instead of stopping",
+    )
+    command.add_argument(
+        "--shard-size",
+        type=positive_int,
+        default=256,
+        help="images per store shard (the unit of resuming, and of the split between ranks)",
+    )
+    command.add_argument(
+        "--workers",
+        type=non_negative_int,
+        default=None,
+        help="processes preparing images for the model (default: 0 on CPU, up to 8 with a GPU)",
+    )
+    command.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where extraction time went, stage by stage (and the GPU's idle fraction)",
+    )
+
+
+def _add_store_arguments(command: argparse.ArgumentParser) -> None:
+    """The sweep's run directory, and where its activations are held."""
+    command.add_argument("--out", type=output_dir, required=True, help="run directory")
+    command.add_argument(
+        "--store",
+        choices=STORE_MODES,
+        default="auto",
+        help="none: hold activations in memory (on the GPU if there is one) and write no store; "
+        "disk: a resumable store in OUT/activations, read back layer group by layer group; "
+        "auto (default): none when they fit --memory-budget",
+    )
+    command.add_argument(
+        "--memory-budget",
+        type=positive_float,
+        default=None,
+        metavar="GIB",
+        help="GiB of activations to hold at once (default: half the free memory of the device)",
+    )
+
+
+def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
+    """The sweep's probes: which, how they train, over how many seeds, and how peaks are chosen."""
+    command.add_argument(
+        "--probes",
+        default="all",
+        help="all, or a comma list of probe names (quadratic, linear, ...; a wrong name lists them all)",
+    )
+    command.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=2000,
+        help="most optimiser steps per probe; each stops earlier once its validation loss stops improving",
+    )
+    command.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=None,
+        help="also stop after this many passes over the training images",
+    )
+    command.add_argument("--batch-images", type=positive_int, default=32, help="images per probe-training step")
+    command.add_argument(
+        "--paper-schedule",
+        action="store_true",
+        help="train as the paper: 16 epochs (or --epochs), StepLR, no early stopping",
+    )
+    command.add_argument("--rank", type=positive_int, default=64, help="rank of quadratic_fixed_rank")
+    command.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="repeat the sweep with seeds SEED..SEED+N-1 (scene draw, split, probe init) and "
+        "report each probe's mean and 95%% interval across them (runs in OUT/seed-<s>/)",
+    )
+    command.add_argument(
+        "--peak-by",
+        choices=("val", "test"),
+        default="val",
+        help="choose each probe's peak layer on validation AUROC (default) or on test "
+        "accuracy (the paper's Table 1 rule: optimistic, labelled so)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,29 +156,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..activations import ExtractProfile, extract, ranks
-    from ..activations.budget import GiB
-    from ..analyses import ALL_PROBES, layer_sweep_over_seeds
-    from ..data.spec import dataset_from_spec
+    from ..activations import ExtractProfile, ranks
     from ..models import load_hooked_vit
-    from ..probes import ProbeTrainingConfig, probe_class
 
-    probes = (
-        list(ALL_PROBES)
-        if getattr(args, "probes", "all") == "all"
-        else [p.strip() for p in args.probes.split(",") if p.strip()]
-    )
-    for name in probes:
-        probe_class(name)
+    probes = _probe_names(args)
     device = ranks.local_device(default_device(args.device))
-    dataset = dataset_from_spec(
-        args.data,
-        n=args.n_images,
-        size=args.size,
-        seed=args.seed,
-        split=args.split,
-        missing="skip" if args.skip_missing_masks else "error",
-    )
+    dataset = _dataset(args, args.seed)
     model = load_hooked_vit(args.model, device=device, seed=args.seed)
     layers = parse_layers(args.layers, model.cfg.n_layers)
     profile = ExtractProfile()
@@ -169,40 +173,92 @@ def _run(args: argparse.Namespace) -> int:
         workers=args.workers,
         profile=profile,
     )
-    rank = ranks.world()[0]
     if args.command == "extract":
-        store = extract(model, dataset, layers, args.out, device=device, seed=args.seed, **options)
-        if rank == 0:
-            print(f"activations of layers {layers} for {store.kept_images()} images in {args.out}")
-        if args.profile:
-            print(f"rank {rank}: {profile.summary()}" if ranks.world()[1] > 1 else profile.summary())
+        return _extract(args, model, dataset, layers, device, options)
+    result = _sweep(args, model, dataset, layers, probes, device, options)
+    if args.profile:
+        print(f"extraction: {profile.summary()}")
+    if ranks.world()[0] != 0:
         return 0
+    _print_report(args, result)
+    return 0
+
+
+def _probe_names(args: argparse.Namespace) -> list[str]:
+    """The probes `--probes` names (every one for `extract`), each checked: a wrong name lists them all."""
+    from ..analyses import ALL_PROBES
+    from ..probes import probe_class
+
+    probes = (
+        list(ALL_PROBES)
+        if getattr(args, "probes", "all") == "all"
+        else [p.strip() for p in args.probes.split(",") if p.strip()]
+    )
+    for name in probes:
+        probe_class(name)
+    return probes
+
+
+def _dataset(args: argparse.Namespace, seed: int) -> Sequence[Scene]:
+    """The scenes `--data` names, drawn with `seed`."""
+    from ..data.spec import dataset_from_spec
+
+    return dataset_from_spec(
+        args.data,
+        n=args.n_images,
+        size=args.size,
+        seed=seed,
+        split=args.split,
+        missing="skip" if args.skip_missing_masks else "error",
+    )
+
+
+def _extract(
+    args: argparse.Namespace,
+    model: HookedViT,
+    dataset: Sequence[Scene],
+    layers: list[int],
+    device: torch.device,
+    options: dict[str, Any],
+) -> int:
+    """`binding-lens extract`: the store in `--out`."""
+    from ..activations import extract, ranks
+
+    rank = ranks.world()[0]
+    store = extract(model, dataset, layers, args.out, device=device, seed=args.seed, **options)
+    if rank == 0:
+        print(f"activations of layers {layers} for {store.kept_images()} images in {args.out}")
+    if args.profile:
+        profile = options["profile"]
+        print(f"rank {rank}: {profile.summary()}" if ranks.world()[1] > 1 else profile.summary())
+    return 0
+
+
+def _sweep(
+    args: argparse.Namespace,
+    model: HookedViT,
+    dataset: Sequence[Scene],
+    layers: list[int],
+    probes: list[str],
+    device: torch.device,
+    options: dict[str, Any],
+) -> SweepResult:
+    """`binding-lens sweep`'s runs: one sweep per seed of `--seed`..`--seed + --seeds - 1`, aggregated."""
+    from ..activations.budget import GiB
+    from ..analyses import layer_sweep_over_seeds
+    from ..probes import ProbeTrainingConfig
+
     if args.paper_schedule:
         training = ProbeTrainingConfig.paper(epochs=args.epochs or 16, batch_images=args.batch_images, seed=args.seed)
     else:
         training = ProbeTrainingConfig(
             max_steps=args.max_steps, epochs=args.epochs, batch_images=args.batch_images, seed=args.seed
         )
-    budget = None if args.memory_budget is None else int(args.memory_budget * GiB)
-    seeds = range(args.seed, args.seed + args.seeds)
-
-    def scenes_for_seed(seed):
-        if seed == args.seed:
-            return dataset
-        return dataset_from_spec(
-            args.data,
-            n=args.n_images,
-            size=args.size,
-            seed=seed,
-            split=args.split,
-            missing="skip" if args.skip_missing_masks else "error",
-        )
-
-    result = layer_sweep_over_seeds(
+    return layer_sweep_over_seeds(
         model,
-        scenes_for_seed,
+        lambda seed: dataset if seed == args.seed else _dataset(args, seed),
         args.out,
-        seeds,
+        range(args.seed, args.seed + args.seeds),
         layers=layers,
         probes=probes,
         training=training,
@@ -211,16 +267,16 @@ def _run(args: argparse.Namespace) -> int:
         device=device,
         extract_kwargs=options,
         store=args.store,
-        memory_budget=budget,
+        memory_budget=None if args.memory_budget is None else int(args.memory_budget * GiB),
     )
-    if args.profile:
-        print(f"extraction: {profile.summary()}")
-    if rank != 0:
-        return 0
+
+
+def _print_report(args: argparse.Namespace, result: SweepResult) -> None:
+    """The sweep's table, its training problems and where the report is, on rank 0."""
     if "store" in result.summary:
         print(f"store: {result.summary['store']['why']}")
     if args.seeds > 1:
-        print(f"mean over seeds {seeds.start}..{seeds.stop - 1}; [low, high]: 95% interval across seeds")
+        print(f"mean over seeds {args.seed}..{args.seed + args.seeds - 1}; [low, high]: 95% interval across seeds")
     print(result.table())
     problems = result.problems()
     if problems:
@@ -230,4 +286,3 @@ def _run(args: argparse.Namespace) -> int:
         )
         print("\n".join(f"  {line}" for line in problems))
     print(f"\nreport: {result.files['table_csv']}, {result.files['plot']}, {result.files['summary']}")
-    return 0

@@ -202,3 +202,31 @@ def test_sweep_over_seeds_reports_mean_and_interval(tmp_path, capsys):
         assert row["auroc"] == pytest.approx(sum(values) / 3) and row["n_seeds"] == 3
         assert row["auroc_low"] < row["auroc"] < row["auroc_high"]
     assert json.loads((out / "summary.json").read_text())["seeds"] == [4, 5, 6]
+
+
+def test_a_sweep_in_stages_is_the_sweep(tmp_path):
+    """plan -> compute -> write gives what `layer_sweep` gives; a row's `to_row()` is its line in sweep.csv."""
+    from dataclasses import replace
+
+    from binding_lens.analyses import SweepConfig, compute_sweep, layer_sweep, plan_sweep, write_sweep
+    from binding_lens.data import SyntheticScenes
+    from binding_lens.models import load_hooked_vit
+    from binding_lens.probes import ProbeTrainingConfig
+
+    model = load_hooked_vit("tiny:vit")
+    scenes = SyntheticScenes("twins", n=12, size=64, seed=0)
+    config = SweepConfig(
+        layers=[1], probes=("linear",), training=ProbeTrainingConfig(seed=0, epochs=1, batch_images=4), progress=False
+    )
+    whole = layer_sweep(model, scenes, tmp_path / "whole", config)
+    plan = plan_sweep(model, scenes, tmp_path / "staged", config)
+    computed = compute_sweep(model, scenes, plan)
+    assert not (tmp_path / "staged").exists()  # held in memory: nothing written before the write step
+    staged = write_sweep(model, computed)
+    assert staged.rows == whole.rows == [row.to_row() for row in computed.rows]
+    header = (tmp_path / "staged" / "sweep.csv").read_text().splitlines()[0].split(",")
+    assert header == list(computed.rows[0].to_row())
+    keywords = layer_sweep(model, scenes, tmp_path / "keywords", replace(config, layers=[0]), layers=[1])
+    assert keywords.rows == whole.rows  # keywords override the config's fields
+    with pytest.raises(TypeError, match="layer"):
+        layer_sweep(model, scenes, tmp_path / "x", config, layer=[1])
