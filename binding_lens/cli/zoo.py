@@ -118,7 +118,7 @@ def _list() -> int:
 def _compare(args: argparse.Namespace) -> int:
     from ..models.registry import PREFIX, zoo_names
     from ..probes import ProbeTrainingConfig
-    from ..zoo.compare import binding_by_objective
+    from ..reports.zoo_compare import binding_by_objective
 
     models = args.models.split(",") if args.models else [PREFIX + n for n in zoo_names()]
     table = binding_by_objective(

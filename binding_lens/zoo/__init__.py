@@ -7,7 +7,9 @@ the objective (SPEC section 4) can be tested under control.
     HookedViT.from_pretrained("zoo:dino")                  # shipped checkpoints, no download
     list_zoo()                                              # their model cards
     train_zoo_model(default_recipe("mae"), "runs/zoo/mae")  # == binding-lens zoo train --objective mae
-    binding_by_objective(["zoo:dino", "zoo:random"], "runs/zoo-compare")
+    held_out_scenes("zoo:dino", 400)                        # the test split of its training scenes
+
+The comparison of the zoo's objectives is a report: `binding_lens.reports.binding_by_objective`.
 """
 
 from typing import TYPE_CHECKING
@@ -17,7 +19,6 @@ from ..lazy import lazy_exports
 if TYPE_CHECKING:
     from ..models.registry import list_zoo, zoo_card, zoo_names, zoo_path
     from .checkpoint import CheckpointError, load_dino_head, read_card, read_heads
-    from .compare import ObjectiveTable, binding_by_objective, held_out_scenes
     from .objectives import OBJECTIVE_CLASSES, Objective, make_objective
     from .recipe import (
         OBJECTIVES,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         ZooRecipe,
         default_recipe,
     )
+    from .scenes import held_out_scenes
     from .train import train_zoo_model
 
 # Loaded on first use: `binding-lens zoo train --help` reads recipe.py alone (no torch).
@@ -36,12 +38,12 @@ __getattr__, __dir__ = lazy_exports(
     {
         **dict.fromkeys(["list_zoo", "zoo_card", "zoo_names", "zoo_path"], "..models.registry"),
         **dict.fromkeys(["CheckpointError", "load_dino_head", "read_card", "read_heads"], ".checkpoint"),
-        **dict.fromkeys(["ObjectiveTable", "binding_by_objective", "held_out_scenes"], ".compare"),
         **dict.fromkeys(["OBJECTIVE_CLASSES", "Objective", "make_objective"], ".objectives"),
         **dict.fromkeys(
             ["OBJECTIVES", "RECIPES", "DinoKnobs", "MaeKnobs", "SupervisedKnobs", "ZooRecipe", "default_recipe"],
             ".recipe",
         ),
+        "held_out_scenes": ".scenes",
         "train_zoo_model": ".train",
     },
 )
@@ -53,11 +55,9 @@ __all__ = [
     "OBJECTIVES",
     "OBJECTIVE_CLASSES",
     "Objective",
-    "ObjectiveTable",
     "RECIPES",
     "SupervisedKnobs",
     "ZooRecipe",
-    "binding_by_objective",
     "default_recipe",
     "held_out_scenes",
     "list_zoo",

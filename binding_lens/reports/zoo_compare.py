@@ -26,7 +26,6 @@ from typing import Any
 from ..analyses.layer_sweep import PEAK_RULES, SweepResult
 from ..analyses.report import Row, format_table, interval_text, write_table
 from ..analyses.seed_sweep import layer_sweep_over_seeds
-from ..data import SyntheticScenes
 from ..errors import InputError
 from ..figures import accuracy_by_model
 from ..hooks import HookedViT
@@ -34,7 +33,7 @@ from ..io import write_json_atomic, write_text_atomic
 from ..models.registry import PREFIX, zoo_card
 from ..probes import ProbeTrainingConfig
 from ..stats import aggregate_rows, difference_interval
-from .recipe import ZooRecipe
+from ..zoo import held_out_scenes
 
 TABLE_PROBES = ("linear", "diag_quadratic", "quadratic")
 COLUMNS = (
@@ -61,13 +60,6 @@ OBJECTIVE_METRICS = (
     "quadratic_layer_normalised",
 )
 ORDER_METRIC = "quadratic_auroc"
-
-
-def held_out_scenes(spec: str, n: int, seed: int = 0) -> SyntheticScenes:
-    """Scenes of the model's training preset and size from the `test` split (never trained on); `seed`
-    draws another set of them."""
-    recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])
-    return SyntheticScenes(recipe.preset, n=n, size=recipe.image_size, seed=recipe.data_seed + seed, split="test")
 
 
 @dataclass

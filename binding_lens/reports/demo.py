@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .analyses import ALL_PROBES, layer_sweep, weights_note
-from .analyses.report import format_table, interval_text
-from .figures import accuracy_by_model
-from .hooks import HookedViT
-from .hooks.parity import hf_parity
-from .probes import ProbeTrainingConfig
-from .zoo import held_out_scenes
+from ..analyses import ALL_PROBES, layer_sweep, weights_note
+from ..analyses.report import format_table, interval_text
+from ..figures import accuracy_by_model
+from ..hooks import HookedViT
+from ..hooks.parity import hf_parity
+from ..probes import ProbeTrainingConfig
+from ..zoo import held_out_scenes
 
 DEMO_MODELS = ("zoo:dino", "zoo:random")
 DEMO_SCENES = 300

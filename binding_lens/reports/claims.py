@@ -37,20 +37,20 @@ from typing import Any
 
 import torch
 
-from .analyses.ablation import AblationSettings, ablation_study, label_images
-from .analyses.report import Row, difference_text, write_table
-from .analyses.seed_sweep import layer_sweep_over_seeds
-from .analyses.toy import toy_experiments
-from .binding import BindingSubspace
-from .data import SyntheticScenes
-from .effects.attention import attention_score_correlation
-from .hooks import names
-from .io import write_json_atomic, write_text_atomic
-from .models import load_hooked_vit
-from .models.registry import PREFIX, is_zoo_spec, zoo_card
-from .probes import ProbeTrainingConfig, evaluate, load_probe, split_by_image
-from .stats import difference_interval, mean_interval
-from .zoo.compare import TABLE_PROBES, held_out_scenes, objective_row, objective_summary
+from ..analyses.ablation import AblationSettings, ablation_study, label_images
+from ..analyses.report import Row, difference_text, write_table
+from ..analyses.seed_sweep import layer_sweep_over_seeds
+from ..analyses.toy import toy_experiments
+from ..binding import BindingSubspace
+from ..data import SyntheticScenes
+from ..effects.attention import attention_score_correlation
+from ..hooks import HookedViT, names
+from ..io import write_json_atomic, write_text_atomic
+from ..models.registry import PREFIX, is_zoo_spec, zoo_card
+from ..probes import ProbeTrainingConfig, evaluate, load_probe, split_by_image
+from ..stats import difference_interval, mean_interval
+from ..zoo import held_out_scenes
+from .zoo_compare import TABLE_PROBES, objective_row, objective_summary
 
 CLAIMS: dict[str, str] = {
     "quadratic_beats_linear": "a quadratic probe reads IsSameObject better than a linear one "
@@ -139,7 +139,7 @@ def measure_model(
     progress: bool,
 ) -> Row:
     """Every per-model number of the report (see the module docstring) for one model."""
-    model = load_hooked_vit(spec)
+    model = HookedViT.from_pretrained(spec)
     card = _card(spec)
     name = _run_name(spec)
     size = model.cfg.image_size
