@@ -46,6 +46,10 @@ __getattr__, __dir__ = lazy_exports(
         "held_out_scenes": ".scenes",
         "train_zoo_model": ".train",
     },
+    moved={
+        "binding_by_objective": "binding_lens.reports.binding_by_objective",
+        "ObjectiveTable": "binding_lens.reports.ObjectiveTable",
+    },
 )
 
 __all__ = [

@@ -13,8 +13,27 @@ import pytest
         ("binding_lens.subspace", "binding_lens.binding"),
         ("binding_lens.interventions", "binding_lens.binding"),
         ("binding_lens.analyses.statistics", "binding_lens.stats"),
+        ("binding_lens.claims", "binding_lens.reports.claims"),
+        ("binding_lens.demo", "binding_lens.reports.demo"),
+        ("binding_lens.zoo.compare", "binding_lens.reports.zoo_compare"),
     ],
 )
 def test_an_old_path_names_the_new_one(old, new):
     with pytest.raises(ImportError, match=new.replace(".", r"\.")):
         importlib.import_module(old)
+
+
+@pytest.mark.parametrize(
+    "package, name, new",
+    [
+        ("binding_lens.zoo", "binding_by_objective", "binding_lens.reports.binding_by_objective"),
+        ("binding_lens.zoo", "ObjectiveTable", "binding_lens.reports.ObjectiveTable"),
+    ],
+)
+def test_a_moved_name_names_its_new_home(package, name, new):
+    module = importlib.import_module(package)
+    with pytest.raises(ImportError, match=new.replace(".", r"\.")):
+        getattr(module, name)
+    with pytest.raises(ImportError, match=new.replace(".", r"\.")):  # `from package import name` keeps the message
+        exec(f"from {package} import {name}", {})
+    assert name not in dir(module)
