@@ -36,8 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
+from transformer_lens import ActivationCache
 
-from ..analyses.ablation import AblationSettings, ablation_study, label_images
+from ..analyses.ablation import AblationSettings, Labelled, ablation_study, label_images
+from ..analyses.layer_sweep import SweepResult
 from ..analyses.report import Row, difference_text, write_table
 from ..analyses.seed_sweep import layer_sweep_over_seeds
 from ..analyses.toy import toy_experiments
@@ -47,7 +50,7 @@ from ..effects.attention import attention_score_correlation
 from ..hooks import HookedViT, names
 from ..io import write_json_atomic, write_text_atomic
 from ..models.registry import PREFIX, is_zoo_spec, zoo_card
-from ..probes import ProbeTrainingConfig, evaluate, load_probe, split_by_image
+from ..probes import PairProbe, ProbeTrainingConfig, evaluate, load_probe, split_by_image
 from ..stats import difference_interval, mean_interval
 from ..zoo import held_out_scenes
 from .zoo_compare import TABLE_PROBES, objective_row, objective_summary
@@ -138,10 +141,14 @@ def measure_model(
     training: ProbeTrainingConfig,
     progress: bool,
 ) -> Row:
-    """Every per-model number of the report (see the module docstring) for one model."""
+    """Every per-model number of the report (see the module docstring) for one model, in stages: the layer
+    sweep; the peak probe's subspace and the attention at l + 1, on one forward of the sweep's test images;
+    the ablation study on fresh scenes; the toy experiments. The stages run in this order (they draw on the
+    same random streams as they always did, so the numbers do not depend on how the code is cut)."""
     model = HookedViT.from_pretrained(spec)
     card = _card(spec)
     name = _run_name(spec)
+    seed = seeds[0]
     size = model.cfg.image_size
     sweep = layer_sweep_over_seeds(
         model,
@@ -152,31 +159,86 @@ def measure_model(
         training=training,
         progress=progress,
     )
-    row = objective_row(spec, card, sweep)
+    measures = sweep_measures(sweep)
+    peak_layer = sweep.peaks["quadratic"]["layer"]
+    layer = min(peak_layer, model.cfg.n_layers - 2)  # the attention claim needs a block l + 1
+    run_dir = sweep.out if len(seeds) == 1 else sweep.out / f"seed-{seed}"
+    probe = load_probe(_probe_path(run_dir, peak_layer))
+    data, cache = _test_forward(model, spec, n_scenes, seed, peak_layer, layer)
+    k = max(1, model.cfg.d_model // KEPT_FRACTION)
+    tokens = model.patch_tokens(cache[names.resid_post(peak_layer)]).float()
+    measures["low_dimensional"] = subspace_share(probe, tokens, data.instance, k)
+    attention_probe = probe if layer == peak_layer else load_probe(_probe_path(run_dir, layer))
+    measures["attention_follows"] = attention_measure(model, attention_probe, cache, data.instance, layer, seed)
+    ablation_scenes = _scenes(spec, ablation_images, size, seed + 1)  # not the probe's scenes
+    ablation = ablation_study(
+        model,
+        [ablation_scenes[i] for i in range(len(ablation_scenes))],
+        attention_probe,
+        AblationSettings(layer=layer, k=k, shuffle_ratios=(1.0,), inject_alphas=(0.0,), dino=False, seed=seed),
+        out / "ablation" / name,
+        progress=progress,
+    )
+    measures.update(intervention_measures(ablation["differences"]))
+    toy = toy_experiments(
+        model,
+        out / "toy" / name,
+        n_twin_scenes=toy_scenes,
+        n_train_scenes=toy_train,
+        seed=seed,
+        training=replace(training, seed=seed),
+    )
+    measures.update(toy_measures(toy.separation, toy.position, model.cfg.n_layers))
+    return {
+        "model": spec,
+        "objective": card["objective"],
+        "training_seed": card["recipe"]["seed"],
+        "row": objective_row(spec, card, sweep),
+        "measures": measures,
+        "toy_files": {k: str(v) for k, v in toy.files.items()},
+    }
+
+
+def sweep_measures(sweep: SweepResult) -> dict[str, dict[str, Any]]:
+    """The claims read off the sweep's rows: the quadratic probe against the linear one at the quadratic
+    peak, and the best middle layer (by validation AUROC) against the first."""
     by = {(r["probe"], r["layer"]): r for r in sweep.rows}
     peak = sweep.peaks["quadratic"]
-    n_layers = model.cfg.n_layers
     quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
     middle = [r for r in quadratic if 1 / 3 <= r["layer_normalised"] <= 2 / 3] or quadratic
     best_middle = max(middle, key=lambda r: r["val_auroc"])
-    measures = {
+    return {
         "quadratic_beats_linear": _difference(peak, "auroc", by[("linear", peak["layer"])], "auroc"),
         "middle_layers": _difference(best_middle, "auroc", by[("quadratic", 0)], "auroc"),
     }
-    run_dir = sweep.out if len(seeds) == 1 else sweep.out / f"seed-{seeds[0]}"
-    probe = load_probe(run_dir / "probes" / f"L{peak['layer']:02d}_quadratic.safetensors")
-    scenes = _scenes(spec, n_scenes, size, seeds[0])
-    _, _, test = split_by_image(len(scenes), seed=seeds[0])
+
+
+def _probe_path(run_dir: Path, layer: int) -> Path:
+    return run_dir / "probes" / f"L{layer:02d}_quadratic.safetensors"
+
+
+def _test_forward(
+    model: HookedViT, spec: str, n_scenes: int, seed: int, peak_layer: int, layer: int
+) -> tuple[Labelled, ActivationCache]:
+    """The sweep's test images (its scenes, its image split), labelled per patch token, and one forward of
+    them caching the residual stream at the peak layer (the subspace claim) and at `layer` with the attention
+    pattern of block `layer + 1` (the attention claim)."""
+    scenes = _scenes(spec, n_scenes, model.cfg.image_size, seed)
+    _, _, test = split_by_image(len(scenes), seed=seed)
     data = label_images(model, [scenes[i] for i in test.tolist()], None)  # the sweep's test images only
-    layer = min(peak["layer"], n_layers - 2)  # the attention claim needs a block l + 1
-    wanted = list(dict.fromkeys([names.resid_post(peak["layer"]), names.resid_post(layer), names.pattern(layer + 1)]))
-    with torch.inference_mode():  # one forward of the test images serves the subspace and the attention claims
+    wanted = list(dict.fromkeys([names.resid_post(peak_layer), names.resid_post(layer), names.pattern(layer + 1)]))
+    with torch.inference_mode():
         _, cache = model.run_with_cache(data.pixels, names_filter=wanted)
-    tokens = model.patch_tokens(cache[names.resid_post(peak["layer"])]).float()
-    k = max(1, model.cfg.d_model // KEPT_FRACTION)
-    full = evaluate(probe, (tokens, data.instance), intervals=True)
+    return data, cache
+
+
+def subspace_share(probe: PairProbe, tokens: Tensor, instance: Tensor, k: int) -> dict[str, Any]:
+    """The low-dimensional claim: the share of the probe's above-chance AUROC (on these tokens) that its top-k
+    subspace keeps, with the conservative interval from the two AUROCs' bootstrap intervals (none when the
+    full probe's interval reaches chance)."""
+    full = evaluate(probe, (tokens, instance), intervals=True)
     truncated = evaluate(
-        BindingSubspace.from_probe(probe, k).to_probe(probe.b.detach()), (tokens, data.instance), intervals=True
+        BindingSubspace.from_probe(probe, k).to_probe(probe.b.detach()), (tokens, instance), intervals=True
     )
     span = full["auroc"] - 0.5
     kept = (truncated["auroc"] - 0.5) / span if span > 1e-6 else float("nan")
@@ -188,49 +250,26 @@ def measure_model(
         if full["auroc_low"] > 0.5
         else (None, None)
     )
-    measures["low_dimensional"] = {"value": kept, "low": interval[0], "high": interval[1], "k": k}
-    attention_probe = (
-        probe if layer == peak["layer"] else load_probe(run_dir / "probes" / f"L{layer:02d}_quadratic.safetensors")
-    )
+    return {"value": kept, "low": interval[0], "high": interval[1], "k": k}
+
+
+def attention_measure(
+    model: HookedViT, probe: PairProbe, cache: ActivationCache, instance: Tensor, layer: int, seed: int
+) -> dict[str, Any]:
+    """The attention claim: Pearson r between block l + 1's patch-to-patch attention and the probe's pair
+    scores at l, with its permutation p-value (the interval is the value itself when p < 0.05, else none)."""
     n_prefix = model.cfg.n_prefix_tokens
     with torch.inference_mode():
-        scores = attention_probe.pair_logits(model.patch_tokens(cache[names.resid_post(layer)]).float())
+        scores = probe.pair_logits(model.patch_tokens(cache[names.resid_post(layer)]).float())
     pattern = cache[names.pattern(layer + 1)][:, :, n_prefix:, n_prefix:].float()
-    correlation = attention_score_correlation(pattern, scores, data.instance, seed=seeds[0])
+    correlation = attention_score_correlation(pattern, scores, instance, seed=seed)
     significant = correlation["p_value"] < 0.05
-    measures["attention_follows"] = {
+    return {
         "value": correlation["r"],
         "p_value": correlation["p_value"],
         "layer": layer,
         "low": correlation["r"] if significant else None,
         "high": correlation["r"] if significant else None,
-    }
-    ablation_scenes = _scenes(spec, ablation_images, size, seeds[0] + 1)  # not the probe's scenes
-    ablation = ablation_study(
-        model,
-        [ablation_scenes[i] for i in range(len(ablation_scenes))],
-        attention_probe,
-        AblationSettings(layer=layer, k=k, shuffle_ratios=(1.0,), inject_alphas=(0.0,), dino=False, seed=seeds[0]),
-        out / "ablation" / name,
-        progress=progress,
-    )
-    measures.update(intervention_measures(ablation["differences"]))
-    toy = toy_experiments(
-        model,
-        out / "toy" / name,
-        n_twin_scenes=toy_scenes,
-        n_train_scenes=toy_train,
-        seed=seeds[0],
-        training=replace(training, seed=seeds[0]),
-    )
-    measures.update(toy_measures(toy.separation, toy.position, n_layers))
-    return {
-        "model": spec,
-        "objective": card["objective"],
-        "training_seed": card["recipe"]["seed"],
-        "row": row,
-        "measures": measures,
-        "toy_files": {k: str(v) for k, v in toy.files.items()},
     }
 
 
