@@ -7,9 +7,8 @@ import json
 import pytest
 
 from binding_lens.cli import main
-from binding_lens.models import registry
 from binding_lens.reports.claims import CLAIMS, _ordering, verdict
-from binding_lens.zoo import RECIPES, train_zoo_model
+from binding_lens.zoo import RECIPES, registry, train_zoo_model
 
 
 def test_verdicts_follow_the_interval():

@@ -15,7 +15,6 @@ from binding_lens import HookedViT
 from binding_lens.cli import main
 from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
-from binding_lens.models import registry
 from binding_lens.reports import binding_by_objective
 from binding_lens.zoo import (
     RECIPES,
@@ -25,6 +24,7 @@ from binding_lens.zoo import (
     make_objective,
     read_card,
     read_heads,
+    registry,
     train_zoo_model,
     zoo_names,
     zoo_path,

@@ -50,8 +50,8 @@ def _zoo_dino(model, spec: str, settings, device: str):
     """A zoo DINO model's own head, training center, temperatures and crops (SPEC section 6)."""
     from dataclasses import replace
 
-    from ..models.registry import zoo_card, zoo_path
     from ..zoo import ZooRecipe, load_dino_head
+    from ..zoo.registry import zoo_card, zoo_path
 
     head, center, temperatures = load_dino_head(zoo_path(spec))
     recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])

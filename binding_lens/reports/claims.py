@@ -49,10 +49,10 @@ from ..data import SyntheticScenes
 from ..effects.attention import attention_score_correlation
 from ..hooks import HookedViT, names
 from ..io import write_json_atomic, write_text_atomic
-from ..models.registry import PREFIX, is_zoo_spec, zoo_card
 from ..probes import PairProbe, ProbeTrainingConfig, evaluate, load_probe, split_by_image
 from ..stats import difference_interval, mean_interval
 from ..zoo import held_out_scenes
+from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card
 from .zoo_compare import TABLE_PROBES, objective_row, objective_summary
 
 CLAIMS: dict[str, str] = {

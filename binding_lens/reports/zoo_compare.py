@@ -30,10 +30,10 @@ from ..errors import InputError
 from ..figures import accuracy_by_model
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
-from ..models.registry import PREFIX, zoo_card
 from ..probes import ProbeTrainingConfig
 from ..stats import aggregate_rows, difference_interval
 from ..zoo import held_out_scenes
+from ..zoo.registry import PREFIX, zoo_card
 
 TABLE_PROBES = ("linear", "diag_quadratic", "quadratic")
 COLUMNS = (

@@ -15,8 +15,8 @@ from torch import Tensor
 from ..data import SyntheticScenes
 from ..data.palette import COLORS
 from ..data.shapes import SHAPES
-from ..models.registry import zoo_card
 from .recipe import ZooRecipe
+from .registry import zoo_card
 
 IMAGE_MEAN = (0.485, 0.456, 0.406)
 IMAGE_STD = (0.229, 0.224, 0.225)

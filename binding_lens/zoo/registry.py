@@ -1,9 +1,10 @@
-"""The shipped zoo: checkpoints inside the package (`models/zoo/<name>/`), addressed as `zoo:<name>`.
+"""The shipped zoo: checkpoints inside the package (`zoo/checkpoints/<name>/`), addressed as `zoo:<name>`.
 
-    HookedViT.from_pretrained("zoo:dino")       # or load_hooked_vit("zoo:dino"), --model zoo:dino
+    HookedViT.from_pretrained("zoo:dino")       # or --model zoo:dino (the loader: zoo/loader.py)
     list_zoo()                                  # the model cards, one per shipped model
 
-This module knows only where checkpoints live; how they are trained and written is `binding_lens.zoo`.
+This module knows only where checkpoints live (it imports no torch: `binding-lens zoo list` stays cheap);
+how they are trained and written is the rest of `binding_lens.zoo`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 from ..errors import InputError
 
-MODELS_DIR = Path(__file__).resolve().parent / "zoo"
+MODELS_DIR = Path(__file__).resolve().parent / "checkpoints"
+"""The shipped checkpoints, one directory per model (package data: pyproject.toml)."""
 PREFIX = "zoo:"
 
 
