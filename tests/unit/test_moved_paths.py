@@ -16,6 +16,7 @@ import pytest
         ("binding_lens.claims", "binding_lens.reports.claims"),
         ("binding_lens.demo", "binding_lens.reports.demo"),
         ("binding_lens.zoo.compare", "binding_lens.reports.zoo_compare"),
+        ("binding_lens.models.registry", "binding_lens.zoo.registry"),
     ],
 )
 def test_an_old_path_names_the_new_one(old, new):
@@ -28,6 +29,8 @@ def test_an_old_path_names_the_new_one(old, new):
     [
         ("binding_lens.zoo", "binding_by_objective", "binding_lens.reports.binding_by_objective"),
         ("binding_lens.zoo", "ObjectiveTable", "binding_lens.reports.ObjectiveTable"),
+        ("binding_lens.models", "is_zoo_spec", "binding_lens.zoo.is_zoo_spec"),
+        ("binding_lens.models", "ZOO_PREFIX", "binding_lens.zoo.registry.PREFIX"),
     ],
 )
 def test_a_moved_name_names_its_new_home(package, name, new):
