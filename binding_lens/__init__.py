@@ -22,7 +22,6 @@ from .version import __version__
 if TYPE_CHECKING:
     from .activations import ActivationStore, extract
     from .hooks import HookedViT, HookedViTConfig
-    from .models import load_hooked_vit
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -31,11 +30,11 @@ __getattr__, __dir__ = lazy_exports(
         "extract": ".activations",
         "HookedViT": ".hooks",
         "HookedViTConfig": ".hooks",
-        "load_hooked_vit": ".models",
     },
+    moved={"load_hooked_vit": "binding_lens.HookedViT.from_pretrained (the same call)"},
 )
 
 spec_prefixes.add_provider(__name__ + ".models")
 spec_prefixes.add_provider(__name__ + ".zoo.loader")
 
-__all__ = ["ActivationStore", "HookedViT", "HookedViTConfig", "__version__", "extract", "load_hooked_vit"]
+__all__ = ["ActivationStore", "HookedViT", "HookedViTConfig", "__version__", "extract"]

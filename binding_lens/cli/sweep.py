@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..activations.budget import GiB
     from ..analyses import ALL_PROBES, layer_sweep_over_seeds
     from ..data.spec import dataset_from_spec
-    from ..models import load_hooked_vit
+    from ..hooks import HookedViT
     from ..probes import ProbeTrainingConfig, probe_class
 
     probes = (
@@ -158,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
         split=args.split,
         missing="skip" if args.skip_missing_masks else "error",
     )
-    model = load_hooked_vit(args.model, device=device, seed=args.seed)
+    model = HookedViT.from_pretrained(args.model, device=device, seed=args.seed)
     layers = parse_layers(args.layers, model.cfg.n_layers)
     profile = ExtractProfile()
     options = dict(

@@ -3,24 +3,28 @@ test models. Importing this package registers those prefixed specs with `HookedV
 (`binding_lens/__init__` names it a provider, so they always work). The zoo (`zoo:` specs, the shipped
 checkpoints and their registry) is `binding_lens.zoo`, which plugs its own prefix in the same way.
 
-    load_hooked_vit("random:dinov2-small", seed=0)     # == HookedViT.from_pretrained(...)
+    HookedViT.from_pretrained("random:dinov2-small", seed=0)   # the specs this package registers
+    ARCHITECTURES["dinov2-small"](), tiny_hf_model("vit")        # the configs and test models behind them
 """
 
 from ..lazy import lazy_exports
-from .specs import ARCHITECTURES, load_hooked_vit, random_hf_model
+from .specs import ARCHITECTURES, random_hf_model
 from .tiny import TINY_CASES, TinyCase, tiny_hf_model
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {},
-    moved={"ZOO_PREFIX": "binding_lens.zoo.registry.PREFIX", "is_zoo_spec": "binding_lens.zoo.is_zoo_spec"},
+    moved={
+        "ZOO_PREFIX": "binding_lens.zoo.registry.PREFIX",
+        "is_zoo_spec": "binding_lens.zoo.is_zoo_spec",
+        "load_hooked_vit": "binding_lens.HookedViT.from_pretrained",
+    },
 )
 
 __all__ = [
     "ARCHITECTURES",
     "TINY_CASES",
     "TinyCase",
-    "load_hooked_vit",
     "random_hf_model",
     "tiny_hf_model",
 ]

@@ -10,8 +10,9 @@ with the zoo's checkpoints in `binding_lens/zoo/loader.py`).
     timm:vit_small_patch14_reg4_dinov2   timm.create_model(name, pretrained=True); `@random` for random weights
     open_clip:ViT-B-16@laion2b_s34b_b88k open_clip.create_model(name, pretrained=tag); `@random` for random weights
 
-`load_hooked_vit(spec)` and `HookedViT.from_pretrained(spec)` are the same call: the prefixed
-loaders below are registered with `binding_lens.hooks` when this module is imported.
+`HookedViT.from_pretrained(spec)` loads any of them: the prefixed loaders below are registered with
+`binding_lens.hooks` when this module is imported. (`load_hooked_vit`, the same call under a second
+name, is gone: using it says so.)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig
 from ..errors import InputError, MissingFileError
 from ..hooks import HookedViT
 from ..hooks.adapters import architectures
+from ..lazy import lazy_exports
 from ..spec_prefixes import register_spec_prefix
 from .tiny import TINY_CASES, tiny_hf_model
 
@@ -44,11 +46,6 @@ def random_hf_model(config: PretrainedConfig, seed: int = 0) -> torch.nn.Module:
         )
     torch.manual_seed(seed)
     return AutoModel.from_config(config).eval()
-
-
-def load_hooked_vit(spec: str, device: str | torch.device | None = None, seed: int = 0, **hf_kwargs: Any) -> HookedViT:
-    """A HookedViT from a model spec (see the module docstring); `hf_kwargs` go to from_pretrained."""
-    return HookedViT.from_pretrained(spec, device=device, seed=seed, **hf_kwargs)
 
 
 def _named(spec: str, prefix: str, names: Any, what: str) -> str:
@@ -134,6 +131,8 @@ def _load_open_clip(spec: str, *, seed: int = 0, fused_attention: bool = False, 
         spec, "open_clip model", lambda: open_clip.create_model(name, pretrained=pretrained), fused_attention
     )
 
+
+__getattr__, __dir__ = lazy_exports(__name__, {}, moved={"load_hooked_vit": "binding_lens.HookedViT.from_pretrained"})
 
 register_spec_prefix("random:", _load_random)
 register_spec_prefix("config:", _load_config)

@@ -31,6 +31,9 @@ def test_an_old_path_names_the_new_one(old, new):
         ("binding_lens.zoo", "ObjectiveTable", "binding_lens.reports.ObjectiveTable"),
         ("binding_lens.models", "is_zoo_spec", "binding_lens.zoo.is_zoo_spec"),
         ("binding_lens.models", "ZOO_PREFIX", "binding_lens.zoo.registry.PREFIX"),
+        ("binding_lens", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
+        ("binding_lens.models", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
+        ("binding_lens.models.specs", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
     ],
 )
 def test_a_moved_name_names_its_new_home(package, name, new):
