@@ -24,9 +24,10 @@ from pathlib import Path
 
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.activations import ExtractProfile, extract
 from binding_lens.data import SyntheticScenes
-from binding_lens.models import ARCHITECTURES, load_hooked_vit
+from binding_lens.models import ARCHITECTURES
 
 AUTHORS_BYTES = 512 * 1024 * 4
 
@@ -58,7 +59,7 @@ def main() -> None:
     parser.add_argument("--shard-size", type=int, default=32)
     args = parser.parse_args()
     device = torch.device(args.device)
-    model = load_hooked_vit(f"random:{args.arch}", device=device)
+    model = HookedViT.from_pretrained(f"random:{args.arch}", device=device)
     model.hf_model.to(getattr(torch, args.dtype))
     layers = list(range(model.cfg.n_layers))
     data = Rendered(SyntheticScenes("default", n=args.images, size=args.size, seed=0))

@@ -5,10 +5,10 @@ probes, extract the binding subspace and intervene on it mid-forward.
 
 This file is the top of the package. It re-exports the few names most scripts start from, loaded
 on first use so that `import binding_lens` (and the command line's `--help`) does not pay for torch
-and transformers, and it names `binding_lens.models` as the provider of the `zoo:`, `random:`,
-`config:` and `tiny:` specs, so `HookedViT.from_pretrained` knows them however the package was
-entered. The layers and what each may import are drawn in the README ("Layout") and enforced by
-`tests/unit/test_layering.py`.
+and transformers, and it names the providers of the prefixed model specs (`binding_lens.models`:
+`random:`, `config:`, `tiny:`, `timm:`, `open_clip:`; `binding_lens.zoo.loader`: `zoo:`), so
+`HookedViT.from_pretrained` knows them however the package was entered. The layers and what each
+may import are drawn in the README ("Layout") and enforced by `tests/unit/test_layering.py`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from .version import __version__
 if TYPE_CHECKING:
     from .activations import ActivationStore, extract
     from .hooks import HookedViT, HookedViTConfig
-    from .models import load_hooked_vit
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -31,10 +30,11 @@ __getattr__, __dir__ = lazy_exports(
         "extract": ".activations",
         "HookedViT": ".hooks",
         "HookedViTConfig": ".hooks",
-        "load_hooked_vit": ".models",
     },
+    moved={"load_hooked_vit": "binding_lens.HookedViT.from_pretrained (the same call)"},
 )
 
 spec_prefixes.add_provider(__name__ + ".models")
+spec_prefixes.add_provider(__name__ + ".zoo.loader")
 
-__all__ = ["ActivationStore", "HookedViT", "HookedViTConfig", "__version__", "extract", "load_hooked_vit"]
+__all__ = ["ActivationStore", "HookedViT", "HookedViTConfig", "__version__", "extract"]

@@ -2,10 +2,11 @@
 
 `HookedViT.from_pretrained(spec)` hands a spec whose prefix is registered here to its loader, and
 anything else (a hub id or a local directory) to transformers. The loaders live in
-`binding_lens.models`, which registers them when it is imported; the package's `__init__` names it
-a *provider*, imported on the first lookup, so the prefixes always work and `import binding_lens`
-stays cheap (no torch until a model is asked for). This module sits in the bottom layer so both can
-reach it without hooks ever importing the layers above it.
+`binding_lens.models` and `binding_lens.zoo.loader`, which register them when imported; the package's
+`__init__` names them *providers*, imported on the first lookup (in turn, until the prefix is known),
+so the prefixes always work and `import binding_lens` stays cheap (no torch until a model is asked
+for). This module sits in the bottom layer so all of them can reach it without hooks ever importing
+the layers above it.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ from ..data import Scene
 from ..data.spec import dataset_from_identity
 from ..errors import InputError
 from ..hooks import HookedViT
-from ..models import load_hooked_vit
 from ..probes import PairProbe, load_probe
 
 PROBE_FILE = re.compile(r"^L(\d+)_(.+)\.safetensors$")
@@ -186,7 +185,7 @@ class RunDirectory:
         source = self.model_source()
         request = self.request() or {}
         seed = request.get("seed", summary.get("training", {}).get("seed", 0))
-        model = load_hooked_vit(source, device=device, seed=seed)
+        model = HookedViT.from_pretrained(source, device=device, seed=seed)
         recorded = request.get("model", {}).get("weights")
         if recorded is not None and weights_fingerprint(model) != recorded:
             raise RunDirectoryError(

@@ -50,8 +50,8 @@ def _zoo_dino(model, spec: str, settings, device: str):
     """A zoo DINO model's own head, training center, temperatures and crops (SPEC section 6)."""
     from dataclasses import replace
 
-    from ..models.registry import zoo_card, zoo_path
     from ..zoo import ZooRecipe, load_dino_head
+    from ..zoo.registry import zoo_card, zoo_path
 
     head, center, temperatures = load_dino_head(zoo_path(spec))
     recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])
@@ -71,12 +71,12 @@ def run(args: argparse.Namespace) -> int:
 
     from ..analyses.ablation import AblationSettings, ablation_study, ablation_table, difference_table
     from ..data.spec import dataset_from_spec
-    from ..models import load_hooked_vit
+    from ..hooks import HookedViT
     from ..probes import load_probe
 
     model_spec, probe_file = pair_probe_source(args.run, args.model, args.probe_file, args.probe, args.layer)
     device = default_device(args.device)
-    model = load_hooked_vit(model_spec, device=device)
+    model = HookedViT.from_pretrained(model_spec, device=device)
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
     settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino)

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from ..data.knobs import PRESETS
     from ..data.synthetic import SyntheticScenes
     from ..errors import InputError
-    from ..models import load_hooked_vit
+    from ..hooks import HookedViT
     from .arguments import pair_probe_source, parse_layers
 
     if args.data not in PRESETS or PRESETS[args.data].composition != "colorshape":
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         model_spec, probe_file = pair_probe_source(args.run, args.model, args.probe_file, args.probe, edit_layer)
     else:
         model_spec = args.model
-    model = load_hooked_vit(model_spec, device=device)
+    model = HookedViT.from_pretrained(model_spec, device=device)
     n_layers = model.cfg.n_layers
     layers = parse_layers(args.layers, n_layers) if args.layers else [n_layers - 1]
     size = args.size or model.cfg.image_size[0]

@@ -39,9 +39,9 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..claims import claims_report
-    from ..models.registry import PREFIX, zoo_names
     from ..probes import ProbeTrainingConfig
+    from ..reports.claims import claims_report
+    from ..zoo.registry import PREFIX, zoo_names
 
     models = (
         [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [PREFIX + n for n in zoo_names()]

@@ -43,11 +43,11 @@ def run(args: argparse.Namespace) -> int:
     from ..analyses.causal_subspace import compare_subspaces
     from ..analyses.report import write_table
     from ..data.spec import dataset_from_spec
+    from ..hooks import HookedViT
     from ..io import write_atomic, write_json_atomic
-    from ..models import load_hooked_vit
 
     device = default_device(args.device)
-    model = load_hooked_vit(args.model, device=device)
+    model = HookedViT.from_pretrained(args.model, device=device)
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
     table = compare_subspaces(

@@ -1,4 +1,4 @@
-"""`binding-lens demo`: the main job on the embedded defaults (see `binding_lens.demo`)."""
+"""`binding-lens demo`: the main job on the embedded defaults (see `binding_lens.reports.demo`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from ..reports.demo import run_demo
 
     run_demo(args.out)
     return 0

@@ -18,9 +18,9 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..models import load_hooked_vit
+    from ..hooks import HookedViT
 
-    model = load_hooked_vit(args.model, device=default_device(args.device))
+    model = HookedViT.from_pretrained(args.model, device=default_device(args.device))
     size = args.size or model.cfg.image_size
     print_hook_report(model, size, all_blocks=args.all_blocks)
     return 0

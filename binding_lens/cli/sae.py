@@ -43,13 +43,13 @@ def run(args: argparse.Namespace) -> int:
     from ..analyses.report import write_table
     from ..analyses.sae_binding import sae_binding
     from ..data.spec import dataset_from_spec
+    from ..hooks import HookedViT
     from ..io import write_json_atomic
-    from ..models import load_hooked_vit
     from ..sae import SaeTrainingConfig
 
     device = default_device(args.device)
     training = SaeTrainingConfig(d_sae=args.d_sae, k=args.k, steps=args.steps, seed=args.seed, device=str(device))
-    model = load_hooked_vit(args.model, device=device)
+    model = HookedViT.from_pretrained(args.model, device=device)
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
     result = sae_binding(

@@ -157,12 +157,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..activations import ExtractProfile, ranks
-    from ..models import load_hooked_vit
+    from ..hooks import HookedViT
 
     probes = _probe_names(args)
     device = ranks.local_device(default_device(args.device))
     dataset = _dataset(args, args.seed)
-    model = load_hooked_vit(args.model, device=device, seed=args.seed)
+    model = HookedViT.from_pretrained(args.model, device=device, seed=args.seed)
     layers = parse_layers(args.layers, model.cfg.n_layers)
     profile = ExtractProfile()
     options = dict(

@@ -35,10 +35,10 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analyses.toy import toy_experiments
-    from ..models import load_hooked_vit
+    from ..hooks import HookedViT
     from .arguments import parse_layers
 
-    model = load_hooked_vit(args.model, device=default_device(args.device), seed=args.seed)
+    model = HookedViT.from_pretrained(args.model, device=default_device(args.device), seed=args.seed)
     layers = parse_layers(args.layers, model.cfg.n_layers)
     result = toy_experiments(
         model,

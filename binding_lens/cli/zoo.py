@@ -97,7 +97,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _list() -> int:
-    from ..models.registry import list_zoo
+    from ..zoo.registry import list_zoo
 
     cards = list_zoo()
     if not cards:
@@ -116,9 +116,9 @@ def _list() -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ..models.registry import PREFIX, zoo_names
     from ..probes import ProbeTrainingConfig
-    from ..zoo.compare import binding_by_objective
+    from ..reports.zoo_compare import binding_by_objective
+    from ..zoo.registry import PREFIX, zoo_names
 
     models = args.models.split(",") if args.models else [PREFIX + n for n in zoo_names()]
     table = binding_by_objective(

@@ -3,7 +3,7 @@
 `HookedViT` (hooked_vit.py) runs the forward pass over an HF model's own modules, found by one adapter
 per family (adapters/); `names` spells hook names, `parity` measures agreement with HF, `specs` is the
 extension point that lets `from_pretrained` take `zoo:`/`random:`/... specs registered by
-`binding_lens.models`.
+`binding_lens.models` and `binding_lens.zoo`.
 """
 
 from . import names

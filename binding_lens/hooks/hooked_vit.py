@@ -116,9 +116,9 @@ class HookedViT(HookedRootModule):
         instead (`hooks/loading.py`). `device` is checked against this machine. The normalisation statistics
         come from the checkpoint's `preprocessor_config.json` when it has one (CLIP's are not
         ImageNet's), else from the family's defaults, with a warning. Prefixed specs go to the loaders
-        `binding_lens.models` registers: `zoo:<name>` (a model the project trained and ships, offline,
-        float32), `random:<arch>`, `config:<config.json>` and `tiny:<name>` (random weights drawn with
-        `seed`).
+        `binding_lens.models` and `binding_lens.zoo` register: `zoo:<name>` (a model the project trained
+        and ships, offline, float32), `random:<arch>`, `config:<config.json>` and `tiny:<name>` (random
+        weights drawn with `seed`).
         """
         device = resolve_device(device) if device is not None else None
         loader = loader_for(name_or_path)

@@ -1,23 +1,30 @@
-"""Which model: spec strings (hub ids, `zoo:`, `random:`, `config:`, `tiny:`), the shipped zoo's
-whereabouts, and the tiny test models. Importing this package registers the prefixed specs with
-`HookedViT.from_pretrained` (`binding_lens/__init__` does so, so they always work).
+"""Which model: spec strings (hub ids, `random:`, `config:`, `tiny:`, `timm:`, `open_clip:`) and the tiny
+test models. Importing this package registers those prefixed specs with `HookedViT.from_pretrained`
+(`binding_lens/__init__` names it a provider, so they always work). The zoo (`zoo:` specs, the shipped
+checkpoints and their registry) is `binding_lens.zoo`, which plugs its own prefix in the same way.
 
-    load_hooked_vit("random:dinov2-small", seed=0)     # == HookedViT.from_pretrained(...)
-    binding_lens.zoo.list_zoo(), zoo_path("zoo:dino"), zoo_card("zoo:dino")   # the zoo's public home
+    HookedViT.from_pretrained("random:dinov2-small", seed=0)   # the specs this package registers
+    ARCHITECTURES["dinov2-small"](), tiny_hf_model("vit")        # the configs and test models behind them
 """
 
-from .registry import PREFIX as ZOO_PREFIX
-from .registry import is_zoo_spec
-from .specs import ARCHITECTURES, load_hooked_vit, random_hf_model
+from ..lazy import lazy_exports
+from .specs import ARCHITECTURES, random_hf_model
 from .tiny import TINY_CASES, TinyCase, tiny_hf_model
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {},
+    moved={
+        "ZOO_PREFIX": "binding_lens.zoo.registry.PREFIX",
+        "is_zoo_spec": "binding_lens.zoo.is_zoo_spec",
+        "load_hooked_vit": "binding_lens.HookedViT.from_pretrained",
+    },
+)
 
 __all__ = [
     "ARCHITECTURES",
     "TINY_CASES",
     "TinyCase",
-    "ZOO_PREFIX",
-    "is_zoo_spec",
-    "load_hooked_vit",
     "random_hf_model",
     "tiny_hf_model",
 ]

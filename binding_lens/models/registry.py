@@ -1,54 +1,6 @@
-"""The shipped zoo: checkpoints inside the package (`models/zoo/<name>/`), addressed as `zoo:<name>`.
+"""Moved: the shipped zoo's registry lives with the zoo, in `binding_lens.zoo.registry` (one home for the zoo)."""
 
-    HookedViT.from_pretrained("zoo:dino")       # or load_hooked_vit("zoo:dino"), --model zoo:dino
-    list_zoo()                                  # the model cards, one per shipped model
-
-This module knows only where checkpoints live; how they are trained and written is `binding_lens.zoo`.
-"""
-
-from __future__ import annotations
-
-import difflib
-import json
-from pathlib import Path
-from typing import Any
-
-from ..errors import InputError
-
-MODELS_DIR = Path(__file__).resolve().parent / "zoo"
-PREFIX = "zoo:"
-
-
-def zoo_names() -> list[str]:
-    """Names of the shipped models (directories with a model card)."""
-    if not MODELS_DIR.is_dir():
-        return []
-    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "card.json").is_file())
-
-
-def is_zoo_spec(spec: str) -> bool:
-    return isinstance(spec, str) and spec.startswith(PREFIX)
-
-
-def zoo_path(spec: str) -> Path:
-    """The checkpoint directory of `zoo:<name>` (or a bare name), with a clear error for unknown names."""
-    name = spec.removeprefix(PREFIX)
-    names = zoo_names()
-    if name not in names:
-        close = difflib.get_close_matches(name, names, n=3)
-        hint = f"; did you mean {', '.join(PREFIX + c for c in close)}?" if close else ""
-        raise InputError(
-            f"no zoo model {name!r}{hint} Shipped: {', '.join(PREFIX + n for n in names) or 'none'} "
-            f"(`binding-lens zoo list`)"
-        )
-    return MODELS_DIR / name
-
-
-def zoo_card(spec: str) -> dict[str, Any]:
-    """The model card of a shipped model, read without checking file hashes (`zoo.read_card` checks them)."""
-    return json.loads((zoo_path(spec) / "card.json").read_text())
-
-
-def list_zoo() -> list[dict[str, Any]]:
-    """Every shipped model's card, with its `id` (`zoo:<name>`) added."""
-    return [{"id": PREFIX + name, **zoo_card(name)} for name in zoo_names()]
+raise ImportError(
+    "binding_lens.models.registry has moved to binding_lens.zoo.registry: import list_zoo, zoo_card, zoo_names, "
+    "zoo_path and is_zoo_spec from binding_lens.zoo (the checkpoints are in binding_lens/zoo/checkpoints/)"
+)

@@ -1,16 +1,18 @@
-"""Model specs: every string that names a model, parsed in this one place.
+"""Model specs: every string that names a model, parsed in this one place (but `zoo:`, whose loader lives
+with the zoo's checkpoints in `binding_lens/zoo/loader.py`).
 
     facebook/dinov2-small                a hub id (transformers' from_pretrained; cache or network)
     ./my-checkpoint                      a local save_pretrained directory
-    zoo:dino                             a model trained here and shipped in the package (offline)
+    zoo:dino                             a model trained here and shipped in the package (offline; binding_lens.zoo)
     random:dinov2-small                  a known architecture with seeded random weights (the untrained control)
     config:path/to/config.json           any supported HF config, random weights
     tiny:clip_vision                     a 3-layer model for tests and quick looks
     timm:vit_small_patch14_reg4_dinov2   timm.create_model(name, pretrained=True); `@random` for random weights
     open_clip:ViT-B-16@laion2b_s34b_b88k open_clip.create_model(name, pretrained=tag); `@random` for random weights
 
-`load_hooked_vit(spec)` and `HookedViT.from_pretrained(spec)` are the same call: the prefixed
-loaders below are registered with `binding_lens.hooks` when this module is imported.
+`HookedViT.from_pretrained(spec)` loads any of them: the prefixed loaders below are registered with
+`binding_lens.hooks` when this module is imported. (`load_hooked_vit`, the same call under a second
+name, is gone: using it says so.)
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig
 from ..errors import InputError, MissingFileError
 from ..hooks import HookedViT
 from ..hooks.adapters import architectures
+from ..lazy import lazy_exports
 from ..spec_prefixes import register_spec_prefix
-from .registry import zoo_card, zoo_path
 from .tiny import TINY_CASES, tiny_hf_model
 
 ARCHITECTURES: dict[str, Callable[[], PretrainedConfig]] = architectures()
@@ -44,11 +46,6 @@ def random_hf_model(config: PretrainedConfig, seed: int = 0) -> torch.nn.Module:
         )
     torch.manual_seed(seed)
     return AutoModel.from_config(config).eval()
-
-
-def load_hooked_vit(spec: str, device: str | torch.device | None = None, seed: int = 0, **hf_kwargs: Any) -> HookedViT:
-    """A HookedViT from a model spec (see the module docstring); `hf_kwargs` go to from_pretrained."""
-    return HookedViT.from_pretrained(spec, device=device, seed=seed, **hf_kwargs)
 
 
 def _named(spec: str, prefix: str, names: Any, what: str) -> str:
@@ -74,16 +71,6 @@ def _load_config(spec: str, *, seed: int = 0, fused_attention: bool = False, **_
 def _load_tiny(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: Any) -> HookedViT:
     name = _named(spec, "tiny:", TINY_CASES, "tiny model")
     return HookedViT(tiny_hf_model(name, seed), source=spec, fused_attention=fused_attention)
-
-
-def _load_zoo(spec: str, *, seed: int = 0, fused_attention: bool = False, **hf_kwargs: Any) -> HookedViT:
-    """A shipped zoo checkpoint, offline (its float16 weights load as float32, as any checkpoint does)."""
-    kwargs = {**hf_kwargs, "local_files_only": True}
-    model = HookedViT.from_pretrained(str(zoo_path(spec)), fused_attention=fused_attention, **kwargs)
-    model.cfg.source = spec
-    model.cfg.extra["zoo_objective"] = zoo_card(spec)["objective"]
-    model.cfg.extra["revision"] = "shipped with binding_lens"
-    return model
 
 
 def _optional(module: str, extra: str) -> Any:
@@ -145,9 +132,10 @@ def _load_open_clip(spec: str, *, seed: int = 0, fused_attention: bool = False, 
     )
 
 
+__getattr__, __dir__ = lazy_exports(__name__, {}, moved={"load_hooked_vit": "binding_lens.HookedViT.from_pretrained"})
+
 register_spec_prefix("random:", _load_random)
 register_spec_prefix("config:", _load_config)
 register_spec_prefix("tiny:", _load_tiny)
-register_spec_prefix("zoo:", _load_zoo)
 register_spec_prefix("timm:", _load_timm)
 register_spec_prefix("open_clip:", _load_open_clip)

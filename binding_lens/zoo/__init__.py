@@ -7,7 +7,14 @@ the objective (SPEC section 4) can be tested under control.
     HookedViT.from_pretrained("zoo:dino")                  # shipped checkpoints, no download
     list_zoo()                                              # their model cards
     train_zoo_model(default_recipe("mae"), "runs/zoo/mae")  # == binding-lens zoo train --objective mae
-    binding_by_objective(["zoo:dino", "zoo:random"], "runs/zoo-compare")
+    held_out_scenes("zoo:dino", 400)                        # the test split of its training scenes
+
+Everything "zoo" is here: the shipped checkpoints (`checkpoints/<name>/`, package data), where they
+are (`registry.py`: `zoo:<name>` -> a directory and its model card), how a `zoo:` spec loads
+(`loader.py`, plugged into `HookedViT.from_pretrained` through `spec_prefixes`, so `binding_lens.models`
+never imports the zoo), and how the models are trained (`recipe.py`, `objectives.py`, `scenes.py`,
+`train.py`, `checkpoint.py`). Loading a model imports none of the training code. The comparison of
+the zoo's objectives is a report: `binding_lens.reports.binding_by_objective`.
 """
 
 from typing import TYPE_CHECKING
@@ -15,9 +22,7 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ..models.registry import list_zoo, zoo_card, zoo_names, zoo_path
     from .checkpoint import CheckpointError, load_dino_head, read_card, read_heads
-    from .compare import ObjectiveTable, binding_by_objective, held_out_scenes
     from .objectives import OBJECTIVE_CLASSES, Objective, make_objective
     from .recipe import (
         OBJECTIVES,
@@ -28,21 +33,27 @@ if TYPE_CHECKING:
         ZooRecipe,
         default_recipe,
     )
+    from .registry import is_zoo_spec, list_zoo, zoo_card, zoo_names, zoo_path
+    from .scenes import held_out_scenes
     from .train import train_zoo_model
 
 # Loaded on first use: `binding-lens zoo train --help` reads recipe.py alone (no torch).
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        **dict.fromkeys(["list_zoo", "zoo_card", "zoo_names", "zoo_path"], "..models.registry"),
+        **dict.fromkeys(["is_zoo_spec", "list_zoo", "zoo_card", "zoo_names", "zoo_path"], ".registry"),
         **dict.fromkeys(["CheckpointError", "load_dino_head", "read_card", "read_heads"], ".checkpoint"),
-        **dict.fromkeys(["ObjectiveTable", "binding_by_objective", "held_out_scenes"], ".compare"),
         **dict.fromkeys(["OBJECTIVE_CLASSES", "Objective", "make_objective"], ".objectives"),
         **dict.fromkeys(
             ["OBJECTIVES", "RECIPES", "DinoKnobs", "MaeKnobs", "SupervisedKnobs", "ZooRecipe", "default_recipe"],
             ".recipe",
         ),
+        "held_out_scenes": ".scenes",
         "train_zoo_model": ".train",
+    },
+    moved={
+        "binding_by_objective": "binding_lens.reports.binding_by_objective",
+        "ObjectiveTable": "binding_lens.reports.ObjectiveTable",
     },
 )
 
@@ -53,13 +64,12 @@ __all__ = [
     "OBJECTIVES",
     "OBJECTIVE_CLASSES",
     "Objective",
-    "ObjectiveTable",
     "RECIPES",
     "SupervisedKnobs",
     "ZooRecipe",
-    "binding_by_objective",
     "default_recipe",
     "held_out_scenes",
+    "is_zoo_spec",
     "list_zoo",
     "load_dino_head",
     "make_objective",

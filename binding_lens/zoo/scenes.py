@@ -16,6 +16,7 @@ from ..data import SyntheticScenes
 from ..data.palette import COLORS
 from ..data.shapes import SHAPES
 from .recipe import ZooRecipe
+from .registry import zoo_card
 
 IMAGE_MEAN = (0.485, 0.456, 0.406)
 IMAGE_STD = (0.229, 0.224, 0.225)
@@ -26,6 +27,13 @@ _CONJUNCTION_INDEX = {name: i for i, name in enumerate(CONJUNCTIONS)}
 def training_scenes(recipe: ZooRecipe, split: str = "train") -> SyntheticScenes:
     """The scene source a recipe trains on (`split='test'` gives held-out scenes of the same kind)."""
     return SyntheticScenes(recipe.preset, n=recipe.n_scenes, size=recipe.image_size, seed=recipe.data_seed, split=split)
+
+
+def held_out_scenes(spec: str, n: int, seed: int = 0) -> SyntheticScenes:
+    """Scenes of the model's training preset and size from the `test` split (never trained on); `seed`
+    draws another set of them."""
+    recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])
+    return SyntheticScenes(recipe.preset, n=n, size=recipe.image_size, seed=recipe.data_seed + seed, split="test")
 
 
 def conjunction_labels(objects: list[dict], min_visible_fraction: float) -> Float[np.ndarray, " label"]:

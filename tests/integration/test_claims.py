@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from binding_lens.claims import CLAIMS, _ordering, verdict
 from binding_lens.cli import main
-from binding_lens.models import registry
-from binding_lens.zoo import RECIPES, train_zoo_model
+from binding_lens.reports.claims import CLAIMS, _ordering, verdict
+from binding_lens.zoo import RECIPES, registry, train_zoo_model
 
 
 def test_verdicts_follow_the_interval():
@@ -101,7 +100,7 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
 
     # The same command again resumes: every model comes from models/<name>.json, nothing is measured twice,
     # and the report is the same; a changed setting measures again.
-    from binding_lens import claims
+    from binding_lens.reports import claims
 
     measured = []
     real = claims.measure_model
@@ -126,7 +125,7 @@ def test_claims_command_on_tiny_zoo_models(tmp_path, monkeypatch, capsys):
 
 
 def test_each_objective_is_set_against_the_untrained_control_by_welch():
-    from binding_lens.claims import _verdicts
+    from binding_lens.reports.claims import _verdicts
     from binding_lens.stats import difference_interval
 
     def model(objective, seed, value):
@@ -153,7 +152,7 @@ def test_each_objective_is_set_against_the_untrained_control_by_welch():
 
 
 def test_intervention_claims_read_the_binding_rows_with_the_claims_sign():
-    from binding_lens.claims import intervention_measures
+    from binding_lens.reports.claims import intervention_measures
 
     def d(subspace, intervention, strength, difference, low, high, measure="instance_miou"):
         return {
@@ -185,7 +184,7 @@ def test_intervention_claims_read_the_binding_rows_with_the_claims_sign():
 def test_toy_claims_compare_a_fixed_middle_layer_with_the_last_so_they_can_fail():
     """Position decoded best at the last layer (RMSE falling with depth) must read as a failed claim, and noise
     alone must not read as a held one (no best-of-layers selection on the numbers judged)."""
-    from binding_lens.claims import toy_measures
+    from binding_lens.reports.claims import toy_measures
 
     rmse = [2.0, 1.8, 1.6, 1.4, 1.2, 1.0]
     position = [

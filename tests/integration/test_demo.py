@@ -2,8 +2,8 @@
 
 import pytest
 
-from binding_lens import demo
 from binding_lens.cli import main
+from binding_lens.reports import demo
 
 
 @pytest.mark.slow

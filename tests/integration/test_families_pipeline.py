@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.analyses import layer_sweep
 from binding_lens.binding import BindingSubspace, Shuffle
 from binding_lens.data import SyntheticScenes
-from binding_lens.models import load_hooked_vit
 from binding_lens.probes import ProbeTrainingConfig, make_probe
 from binding_lens.vis import viewer_html
 
@@ -18,7 +18,7 @@ FAMILIES = ["tiny:siglip_vision", "tiny:siglip2_vision", "tiny:ijepa", "tiny:din
 
 @pytest.mark.parametrize("spec", FAMILIES)
 def test_sweep_intervention_and_viewer_run_on_the_family(spec, tmp_path, one_thread):
-    model = load_hooked_vit(spec)
+    model = HookedViT.from_pretrained(spec)
     scenes = SyntheticScenes("twins", n=10, size=48, seed=0)
     result = layer_sweep(
         model,

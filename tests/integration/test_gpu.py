@@ -31,14 +31,14 @@ def test_cuda_parity_and_cache_device(name):
 
 @needs_cuda
 def test_a_cpu_subspace_intervenes_on_a_cuda_model():
+    from binding_lens import HookedViT
     from binding_lens.binding import BindingSubspace, Shuffle
-    from binding_lens.models import load_hooked_vit
 
-    model = load_hooked_vit("tiny:dinov2", device="cuda")
+    model = HookedViT.from_pretrained("tiny:dinov2", device="cuda")
     sub = BindingSubspace.random(model.cfg.d_model, 4, seed=0)  # lives on the CPU
     x = pixels(TINY_CASES["dinov2"].native).cuda()
     edit = Shuffle(sub, 1.0, model.cfg.n_prefix_tokens, seed=0)
     with torch.no_grad():
         out = model.run_with_hooks(x, fwd_hooks=[edit.at(1)])
-        cpu = load_hooked_vit("tiny:dinov2").run_with_hooks(x.cpu(), fwd_hooks=[edit.at(1)])
+        cpu = HookedViT.from_pretrained("tiny:dinov2").run_with_hooks(x.cpu(), fwd_hooks=[edit.at(1)])
     torch.testing.assert_close(out.cpu(), cpu, atol=1e-4, rtol=0)

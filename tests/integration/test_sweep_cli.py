@@ -93,12 +93,12 @@ def test_extract_command_and_layer_parsing(tmp_path, capsys):
 def test_a_sweep_is_reproducible_whatever_the_global_random_state(tmp_path):
     import torch
 
+    from binding_lens import HookedViT
     from binding_lens.analyses import layer_sweep
     from binding_lens.data import SyntheticScenes
-    from binding_lens.models import load_hooked_vit
     from binding_lens.probes import ProbeTrainingConfig
 
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     scenes = SyntheticScenes("twins", n=16, size=64, seed=0)
     results = []
     for run, global_seed in enumerate((1, 2)):
@@ -119,12 +119,12 @@ def test_a_sweep_is_reproducible_whatever_the_global_random_state(tmp_path):
 def test_sweep_statistics_calibrate_on_validation_choose_on_validation_and_bracket_test(tmp_path):
     """The threshold is the validation optimum, the peak is the best validation AUROC, and every test number
     sits inside its bootstrap interval; `peak_by="test"` is the paper's rule and says so."""
+    from binding_lens import HookedViT
     from binding_lens.analyses import layer_sweep
     from binding_lens.data import SyntheticScenes
-    from binding_lens.models import load_hooked_vit
     from binding_lens.probes import ProbeTrainingConfig
 
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     scenes = SyntheticScenes("default", n=30, size=64, seed=1)
     config = ProbeTrainingConfig(seed=0, epochs=2, batch_images=8)
     sweep = layer_sweep(
@@ -208,12 +208,12 @@ def test_a_sweep_in_stages_is_the_sweep(tmp_path):
     """plan -> compute -> write gives what `layer_sweep` gives; a row's `to_row()` is its line in sweep.csv."""
     from dataclasses import replace
 
+    from binding_lens import HookedViT
     from binding_lens.analyses import SweepConfig, compute_sweep, layer_sweep, plan_sweep, write_sweep
     from binding_lens.data import SyntheticScenes
-    from binding_lens.models import load_hooked_vit
     from binding_lens.probes import ProbeTrainingConfig
 
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     scenes = SyntheticScenes("twins", n=12, size=64, seed=0)
     config = SweepConfig(
         layers=[1], probes=("linear",), training=ProbeTrainingConfig(seed=0, epochs=1, batch_images=4), progress=False

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.analyses import layer_sweep
 from binding_lens.data import SyntheticScenes
-from binding_lens.models import load_hooked_vit
 from binding_lens.probes import ProbeTrainingConfig
 from binding_lens.vis import attention_view, iframe_html, viewer_from_run
 from binding_lens.vis.html_viewer.encoding import decode
@@ -54,7 +54,7 @@ def chromium() -> Path:
 
 
 def sweep(out: Path, model_spec: str) -> Path:
-    model = load_hooked_vit(model_spec)
+    model = HookedViT.from_pretrained(model_spec)
     layer_sweep(
         model,
         SyntheticScenes("twins", n=10, size=SIZE, seed=0),
@@ -78,7 +78,7 @@ def pages(tmp_path_factory) -> dict[str, Path]:
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>notebook</title></head><body>"
         f"<p>A notebook cell output:</p>{iframe_html(page.read_text(), height=720)}</body></html>"
     )
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.randn(1, 3, 32, 32), names_filter="blocks.1.attn.hook_pattern")
     circuits = work / "circuits.html"

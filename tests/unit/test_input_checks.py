@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from binding_lens import load_hooked_vit
+from binding_lens import HookedViT
 from binding_lens.data.spec import dataset_from_spec
 from binding_lens.errors import (
     BindingLensError,
@@ -20,13 +20,13 @@ from binding_lens.errors import (
     MissingFileError,
     ModelUnavailableError,
 )
-from binding_lens.hooks import HookedViT, loading
+from binding_lens.hooks import loading
 from binding_lens.zoo import default_recipe
 
 
 @pytest.fixture(scope="module")
 def model():
-    return load_hooked_vit("tiny:vit")
+    return HookedViT.from_pretrained("tiny:vit")
 
 
 def test_float_pixels_in_0_255_are_rescaled_with_a_warning(model):
@@ -61,7 +61,7 @@ def test_devices_this_machine_lacks_are_refused_clearly():
     with pytest.raises(DeviceUnavailableError, match="no CUDA GPU"):
         loading.resolve_device("cuda")
     with pytest.raises(DeviceUnavailableError):
-        load_hooked_vit("tiny:vit", device="cuda:1")
+        HookedViT.from_pretrained("tiny:vit", device="cuda:1")
     assert loading.resolve_device(None) == torch.device("cpu")
 
 
@@ -80,9 +80,9 @@ def test_a_hub_id_offline_fails_at_once_with_what_to_do(monkeypatch):
 
 def test_model_sources_that_cannot_be_are_named(tmp_path):
     with pytest.raises(MissingFileError, match="no model directory"):
-        load_hooked_vit(str(tmp_path / "absent"))
+        HookedViT.from_pretrained(str(tmp_path / "absent"))
     with pytest.raises(InputError, match="unknown model spec prefix"):
-        load_hooked_vit("radnom:dinov2-small")
+        HookedViT.from_pretrained("radnom:dinov2-small")
     assert not loading.looks_like_path("facebook/dinov2-small") and loading.looks_like_path("./x")
 
 

@@ -23,12 +23,12 @@ LAYERS: list[set[str]] = [
     {"data", "hooks", "figures"},
     {"models"},
     {"losses", "activations"},
-    {"probes", "effects", "bits", "sae"},
+    {"probes", "effects", "bits", "sae", "zoo"},
     {"binding"},
     {"analyses"},
-    {"vis", "zoo"},
-    {"demo", "claims"},
-    {"cli", "subspace", "interventions", "__init__"},
+    {"vis"},
+    {"reports"},
+    {"cli", "subspace", "interventions", "claims", "demo", "__init__"},
     {"__main__"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}

@@ -13,8 +13,33 @@ import pytest
         ("binding_lens.subspace", "binding_lens.binding"),
         ("binding_lens.interventions", "binding_lens.binding"),
         ("binding_lens.analyses.statistics", "binding_lens.stats"),
+        ("binding_lens.claims", "binding_lens.reports.claims"),
+        ("binding_lens.demo", "binding_lens.reports.demo"),
+        ("binding_lens.zoo.compare", "binding_lens.reports.zoo_compare"),
+        ("binding_lens.models.registry", "binding_lens.zoo.registry"),
     ],
 )
 def test_an_old_path_names_the_new_one(old, new):
     with pytest.raises(ImportError, match=new.replace(".", r"\.")):
         importlib.import_module(old)
+
+
+@pytest.mark.parametrize(
+    "package, name, new",
+    [
+        ("binding_lens.zoo", "binding_by_objective", "binding_lens.reports.binding_by_objective"),
+        ("binding_lens.zoo", "ObjectiveTable", "binding_lens.reports.ObjectiveTable"),
+        ("binding_lens.models", "is_zoo_spec", "binding_lens.zoo.is_zoo_spec"),
+        ("binding_lens.models", "ZOO_PREFIX", "binding_lens.zoo.registry.PREFIX"),
+        ("binding_lens", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
+        ("binding_lens.models", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
+        ("binding_lens.models.specs", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
+    ],
+)
+def test_a_moved_name_names_its_new_home(package, name, new):
+    module = importlib.import_module(package)
+    with pytest.raises(ImportError, match=new.replace(".", r"\.")):
+        getattr(module, name)
+    with pytest.raises(ImportError, match=new.replace(".", r"\.")):  # `from package import name` keeps the message
+        exec(f"from {package} import {name}", {})
+    assert name not in dir(module)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load as load_safetensors
 
+from binding_lens import HookedViT
 from binding_lens.activations import (
     STORE_MODES,
     ActivationStore,
@@ -25,7 +26,6 @@ from binding_lens.activations.store import Shard, safetensors_chunks
 from binding_lens.activations.writer import ShardWriter
 from binding_lens.data import Scene, SceneError, SyntheticScenes
 from binding_lens.errors import InputError
-from binding_lens.models import load_hooked_vit
 
 from helpers.processes import torchrun
 from helpers.scenes import FailsAt
@@ -60,7 +60,7 @@ def _same_store(a: Shard, b: Shard) -> None:
 
 
 def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
-    model, data = load_hooked_vit(MODEL), _with_unusable()
+    model, data = HookedViT.from_pretrained(MODEL), _with_unusable()
     profiles = {workers: ExtractProfile() for workers in (0, 2)}
     stores = {
         workers: extract(
@@ -96,7 +96,7 @@ def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
 
 
 def test_an_error_in_a_worker_is_raised_as_itself_and_keeps_the_finished_shards(tmp_path):
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     good = [scenes(6)[i] for i in range(6)]
     with pytest.raises(SceneError, match=r"^image 4 is broken$"):  # the user's one line, not a worker traceback
         extract(model, FailsAt(good, bad=4), [1], tmp_path, shard_size=2, batch_size=1, workers=2, progress=False)
@@ -154,7 +154,7 @@ def test_the_writer_holds_back_the_producer_and_hands_back_its_errors(tmp_path, 
 
 
 def test_extract_to_memory_holds_what_the_store_holds(tmp_path):
-    model, data = load_hooked_vit(MODEL), _with_unusable()
+    model, data = HookedViT.from_pretrained(MODEL), _with_unusable()
     stored = extract(model, data, [0, 2], tmp_path, patches_per_image=12, batch_size=2, shard_size=3, progress=False)
     held, info = extract_to_memory(
         model, data, [0, 2], patches_per_image=12, batch_size=2, shard_size=3, progress=False
@@ -192,7 +192,7 @@ def test_a_sweep_from_memory_and_one_from_disk_layer_by_layer_give_the_same_rows
     from binding_lens.probes import ProbeTrainingConfig
 
     assert CLI_STORE_MODES == STORE_MODES
-    model, data = load_hooked_vit("tiny:vit"), SyntheticScenes("twins", n=20, size=64, seed=0)
+    model, data = HookedViT.from_pretrained("tiny:vit"), SyntheticScenes("twins", n=20, size=64, seed=0)
     training = ProbeTrainingConfig(seed=0, epochs=2, batch_images=8)
     kwargs = dict(
         layers=[0, 1, 2],

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.activations import ActivationStore, StoreError, StoreNotFoundError, extract
 from binding_lens.data import Scene, SceneError, SyntheticScenes, patch_labels
 from binding_lens.errors import InputError
-from binding_lens.models import load_hooked_vit
 
 from helpers.scenes import FailsAt
 
@@ -28,7 +28,7 @@ def scenes(n: int = 10) -> SyntheticScenes:
 
 
 def test_stored_activations_and_labels_match_a_direct_forward(tmp_path):
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     data = scenes(6)
     store = extract(
         model,
@@ -71,7 +71,7 @@ def test_stored_activations_and_labels_match_a_direct_forward(tmp_path):
 
 
 def test_all_patches_are_stored_when_patches_per_image_is_none(tmp_path):
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     loaded = extract(model, scenes(3), [1], tmp_path, patches_per_image=None, progress=False).load()
     assert loaded.patch_index.shape == (3, 64)
     assert loaded.patch_index[0].tolist() == list(range(64))
@@ -84,7 +84,7 @@ _KILL_SCRIPT = textwrap.dedent("""
     import binding_lens.io.atomic as atomic
     from binding_lens.activations import extract
     from binding_lens.data import SyntheticScenes
-    from binding_lens.models import load_hooked_vit
+    from binding_lens import HookedViT
     kill_at = int(sys.argv[2])
     calls = {"n": 0}
     original = atomic.write_atomic_chunks
@@ -99,7 +99,8 @@ _KILL_SCRIPT = textwrap.dedent("""
             os.kill(os.getpid(), signal.SIGKILL)
         return original(path, [data])
     store.write_atomic_chunks = atomic.write_atomic_chunks = dying_write  # every file goes through binding_lens.io
-    extract(load_hooked_vit("tiny:dinov2_registers"), SyntheticScenes("default", n=10, size=112, seed=3), [0, 2],
+    model = HookedViT.from_pretrained("tiny:dinov2_registers")
+    extract(model, SyntheticScenes("default", n=10, size=112, seed=3), [0, 2],
             sys.argv[1], patches_per_image=12, batch_size=2, shard_size=2, progress=False)
 """)
 
@@ -117,14 +118,14 @@ def test_a_killed_run_resumes_without_recomputing_finished_shards(tmp_path, kill
     with pytest.raises(StoreError, match="incomplete"):
         store.load()
 
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     forwards = []
     model.add_perma_hook("hook_embed", lambda t, hook: forwards.append(t.shape[0]))
     extract(model, scenes(), [0, 2], out, patches_per_image=12, batch_size=2, shard_size=2, progress=False)
     assert sum(forwards) == 10 - 2 * len(finished)  # only the unfinished shards ran
     resumed = ActivationStore(out).load()
     clean = extract(
-        load_hooked_vit(MODEL),
+        HookedViT.from_pretrained(MODEL),
         scenes(),
         [0, 2],
         tmp_path / "clean",
@@ -139,7 +140,7 @@ def test_a_killed_run_resumes_without_recomputing_finished_shards(tmp_path, kill
 
 
 def test_a_corrupted_shard_is_detected_and_recomputed(tmp_path):
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     store = extract(model, scenes(6), [1], tmp_path, shard_size=3, progress=False)
     path = tmp_path / "shards" / "shard-00001.safetensors"
     data = bytearray(path.read_bytes())
@@ -157,7 +158,7 @@ def test_a_corrupted_shard_is_detected_and_recomputed(tmp_path):
 
 
 def test_a_truncated_shard_is_corrupt_and_a_deleted_one_missing(tmp_path):
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     store = extract(model, scenes(12), [1], tmp_path, shard_size=3, progress=False)
     shards = tmp_path / "shards"
     (shards / "shard-00001.safetensors").write_bytes((shards / "shard-00001.safetensors").read_bytes()[:100])
@@ -193,7 +194,7 @@ def test_a_truncated_shard_is_corrupt_and_a_deleted_one_missing(tmp_path):
 
 
 def test_a_run_that_fails_before_its_first_shard_leaves_nothing_that_blocks(tmp_path):
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     good = [scenes(4)[i] for i in range(4)]
     with pytest.raises(SceneError):
         extract(model, FailsAt(good, bad=1), [1], tmp_path, progress=False)
@@ -204,7 +205,7 @@ def test_a_run_that_fails_before_its_first_shard_leaves_nothing_that_blocks(tmp_
 
 
 def test_a_wrong_sized_second_image_pins_nothing_and_the_resized_run_succeeds(tmp_path):
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     good = scenes(3)
     small = SyntheticScenes("default", n=3, size=98, seed=3)
     mixed = _Scenes([good[0], small[1], good[2]])  # all patches of each: the 2nd image's grid differs
@@ -218,7 +219,7 @@ def test_a_wrong_sized_second_image_pins_nothing_and_the_resized_run_succeeds(tm
 
 def test_a_manifest_without_finished_shards_pins_nothing(tmp_path):
     """What a run killed between its manifest and its first shard leaves, or a torn manifest, is replaced."""
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     extract(model, scenes(4), [1], tmp_path, shard_size=2, progress=False)
     for name in ("shard-00000", "shard-00001"):
         (tmp_path / "shards" / f"{name}.json").unlink()  # as if killed before any shard's record
@@ -232,7 +233,7 @@ def test_a_manifest_without_finished_shards_pins_nothing(tmp_path):
 
 
 def test_other_settings_on_an_existing_store_are_refused_naming_only_what_differs(tmp_path):
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     extract(model, scenes(4), [1], tmp_path, progress=False)
     with pytest.raises(StoreError) as refused:
         extract(model, scenes(4), [1, 2], tmp_path, progress=False)
@@ -249,7 +250,7 @@ def test_other_settings_on_an_existing_store_are_refused_naming_only_what_differ
     with pytest.raises(StoreError, match=r"\(preprocessing.size: stored None, requested 98\)"):
         extract(model, scenes(4), [1], tmp_path, size=98, progress=False)
     with pytest.raises(StoreError, match=r"\(model.weights: stored '[0-9a-f]+', requested '[0-9a-f]+'\)"):
-        extract(load_hooked_vit(MODEL, seed=1), scenes(4), [1], tmp_path, progress=False)
+        extract(HookedViT.from_pretrained(MODEL, seed=1), scenes(4), [1], tmp_path, progress=False)
     other = _Scenes(scenes(4))
     other.identity = {"dataset": "hand-made", "root": "/somewhere/else", "n": 4}
     with pytest.raises(StoreError) as refused:  # another kind of dataset: the shared field first, then a count
@@ -265,7 +266,7 @@ def test_other_settings_on_an_existing_store_are_refused_naming_only_what_differ
 
 def test_a_store_is_reused_when_the_identity_only_changes_through_json(tmp_path):
     """Tuples come back from manifest.json as lists and int keys as strings: still the same request."""
-    model = load_hooked_vit(MODEL)
+    model = HookedViT.from_pretrained(MODEL)
     identity = {"size": (112, 112), "names": {1: "cat"}}
     extract(model, scenes(2), [1], tmp_path, dataset_identity=identity, progress=False)
     forwards = []
@@ -288,10 +289,10 @@ def test_unusable_images_are_skipped_and_counted(tmp_path):
     data = _Scenes(
         [Scene(image, two, two), Scene(image, one, one), Scene(image, np.zeros_like(one), np.zeros_like(one))]
     )
-    store = extract(load_hooked_vit(MODEL), data, [0], tmp_path, patches_per_image=None, progress=False)
+    store = extract(HookedViT.from_pretrained(MODEL), data, [0], tmp_path, patches_per_image=None, progress=False)
     assert store.load().image_index.tolist() == [0]
     assert sorted(store.skip_summary().values()) == [1, 1]
     with pytest.raises(ValueError, match="layers must be in 0..2"):
-        extract(load_hooked_vit(MODEL), data, [3], tmp_path / "x", progress=False)
+        extract(HookedViT.from_pretrained(MODEL), data, [3], tmp_path / "x", progress=False)
     with pytest.raises(ValueError, match="identity"):
-        extract(load_hooked_vit(MODEL), list(data), [0], tmp_path / "y", progress=False)
+        extract(HookedViT.from_pretrained(MODEL), list(data), [0], tmp_path / "y", progress=False)

@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.analyses.ablation import AblationSettings, ablation_study
 from binding_lens.cli import main
 from binding_lens.data import SyntheticScenes
-from binding_lens.models import load_hooked_vit
 from binding_lens.probes import save_probe
 
 from helpers.probes import random_quadratic
@@ -19,7 +19,7 @@ FAST = dict(segmentation_epochs=3, dino_images=6, dino_head_steps=2, dino_local_
 
 
 def test_ablation_rows_identities_control_and_paired_differences():
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     torch.manual_seed(0)
     probe = random_quadratic(32)
     scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.activations import extract
 from binding_lens.activations.store import ActivationStore
 from binding_lens.activations.tokens import read_token_sets, store_token_sets
@@ -17,13 +18,12 @@ from binding_lens.binding import BindingSubspace, ProjectOut
 from binding_lens.cli import main
 from binding_lens.data import SyntheticScenes
 from binding_lens.hooks.names import resid_post
-from binding_lens.models import load_hooked_vit
 from binding_lens.probes import evaluate, make_probe
 
 
 @pytest.fixture(scope="module")
 def registers_model():
-    return load_hooked_vit("tiny:dinov2_registers")
+    return HookedViT.from_pretrained("tiny:dinov2_registers")
 
 
 def test_token_sets_are_slices_of_the_residual_stream(registers_model):
@@ -55,7 +55,7 @@ def test_an_intervention_hook_edits_the_tokens_read(registers_model):
 
 
 def test_a_store_of_every_patch_gives_the_same_mean_and_spatial_tokens(tmp_path):
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     scenes = SyntheticScenes("balanced", n=4, size=56, seed=2)
     extract(model, scenes, [1], tmp_path / "store", patches_per_image=None, dtype=torch.float32, progress=False)
     from_store, image_index = store_token_sets(ActivationStore(tmp_path / "store"), [1])
@@ -169,7 +169,7 @@ def test_bits_under_interventions_pairs_every_condition_with_the_clean_run(one_t
     from binding_lens.bits import CodeTrainingConfig
     from binding_lens.stats import bootstrap_mean
 
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     splits = _coded_splits()
     training = CodeTrainingConfig(max_steps=30, eval_every=10, min_steps=10)
     whole = BindingSubspace.random(model.cfg.d_model, model.cfg.d_model, seed=1)  # projecting it out zeroes the patches
@@ -215,7 +215,7 @@ def test_bits_over_seeds_are_the_mean_and_t_interval_of_the_single_seed_tables(o
     from binding_lens.bits import CodeTrainingConfig
     from binding_lens.stats import mean_interval
 
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     training = CodeTrainingConfig(max_steps=20, eval_every=10, min_steps=10)
 
     def splits(seed):
@@ -260,7 +260,7 @@ def test_bits_under_interventions_rejects_unknown_edits_and_reading_before_the_e
     from binding_lens.analyses.bits import bits_under_interventions
     from binding_lens.errors import InputError
 
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     sub = BindingSubspace.random(model.cfg.d_model, 4, seed=0)
     with pytest.raises(InputError, match="unknown intervention"):
         bits_under_interventions(model, {}, sub, 1, interventions=("inject",))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.binding import BindingSubspace, principal_angles
 from binding_lens.binding.das import (
     draw_swaps,
@@ -18,7 +19,6 @@ from binding_lens.binding.das import (
     train_das,
 )
 from binding_lens.hooks import names
-from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
 
 from helpers.probes import planted_objects, random_quadratic
@@ -80,7 +80,7 @@ def test_das_recovers_the_subspace_an_oracle_readout_reads():
 
 def test_the_model_readout_is_the_hooked_forward_with_the_edit():
     """Block l + 1 run on the edited stream equals the full forward with the same edit made by a hook."""
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     torch.manual_seed(0)
     pixels = torch.randn(3, 3, 32, 32)
     n = model.patch_grid(pixels)[0] * model.patch_grid(pixels)[1]
@@ -125,7 +125,7 @@ def test_compare_subspaces_rows_and_controls():
     from binding_lens.probes import ProbeTrainingConfig
     from binding_lens.zoo import held_out_scenes
 
-    model = load_hooked_vit("zoo:dino")
+    model = HookedViT.from_pretrained("zoo:dino")
     scenes = held_out_scenes("zoo:dino", 40)
     table = compare_subspaces(
         model,

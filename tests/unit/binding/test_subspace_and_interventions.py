@@ -8,9 +8,9 @@ import pytest
 import torch
 from nnsight import NNsight
 
+from binding_lens import HookedViT
 from binding_lens.binding import BindingSubspace, Inject, Interchange, MeanAblate, ProjectOut, Shuffle, accuracy_by_k
 from binding_lens.hooks.names import resid_post
-from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
 
 from helpers.probes import random_quadratic
@@ -143,7 +143,7 @@ def test_project_out_mean_ablate_and_interchange():
 
 @pytest.mark.parametrize("name", ["tiny:dinov2_registers", "tiny:clip_vision"])
 def test_interventions_in_a_model_identities_layers_and_nnsight(name):
-    model = load_hooked_vit(name)
+    model = HookedViT.from_pretrained(name)
     size = 42 if model.cfg.patch_size == 14 else 40
     x = torch.randn(2, 3, size, size)
     sub = BindingSubspace.from_matrix(torch.randn(32, 32), k=8)
@@ -180,7 +180,7 @@ def test_interventions_in_a_model_identities_layers_and_nnsight(name):
 
 
 def test_an_intervention_at_any_hook_point_edits_that_point_only():
-    model = load_hooked_vit("tiny:dinov2")
+    model = HookedViT.from_pretrained("tiny:dinov2")
     x = torch.randn(2, 3, 56, 56)
     sub = BindingSubspace.random(model.cfg.d_model, 4, seed=0)
     edit = ProjectOut(sub, model.cfg.n_prefix_tokens)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.binding import BindingSubspace, Shuffle
 from binding_lens.effects.attention import (
     attention_kl,
@@ -19,7 +20,6 @@ from binding_lens.effects.attention import (
     pearson_r,
     permutation_test,
 )
-from binding_lens.models import load_hooked_vit
 
 
 def _pattern(batch=2, heads=3, n=6, seed=0):
@@ -102,7 +102,7 @@ def test_correlation_over_pairs_uses_labelled_ordered_pairs():
 
 
 def test_next_layer_attention_reads_block_l_plus_1_and_sees_interventions():
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         _, cache = model.run_with_cache(x)

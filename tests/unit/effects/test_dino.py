@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from binding_lens import HookedViT
 from binding_lens.data import SyntheticScenes
 from binding_lens.effects.dino import fit_dino_head, measure_dino_loss
 from binding_lens.losses.dino import (
@@ -21,7 +22,6 @@ from binding_lens.losses.dino import (
     teacher_statistics,
     update_center,
 )
-from binding_lens.models import load_hooked_vit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -31,7 +31,7 @@ VIEWS = dict(patch_size=8, global_size=32, local_size=16)  # the tiny ViT: patch
 @pytest.fixture(scope="module")
 def tiny():
     """(backbone: pixels -> CLS embedding, preprocess, eight 64 px synthetic images)."""
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     images = [SyntheticScenes("default", n=8, size=64, seed=0)[i].image for i in range(8)]
     return (lambda px: model(px)[:, 0]), model.preprocess, images
 

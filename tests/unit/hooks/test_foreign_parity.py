@@ -102,14 +102,14 @@ def test_open_clip_at_another_size_resamples_positions_as_open_clip_loads_a_chec
 
 def test_specs_build_timm_and_open_clip_models_offline_with_random_weights():
     pytest.importorskip("open_clip")
-    from binding_lens.models import load_hooked_vit
+    from binding_lens import HookedViT
 
-    vit = load_hooked_vit("timm:vit_tiny_patch16_224@random", seed=3)
+    vit = HookedViT.from_pretrained("timm:vit_tiny_patch16_224@random", seed=3)
     assert vit.cfg.family == "timm" and vit.cfg.source == "timm:vit_tiny_patch16_224@random" and vit.cfg.n_layers == 12
-    clip = load_hooked_vit("open_clip:ViT-S-32@random")
+    clip = HookedViT.from_pretrained("open_clip:ViT-S-32@random")
     assert clip.cfg.family == "open_clip" and clip.cfg.d_model == 384
     with pytest.raises(InputError, match="names no weights"):
-        load_hooked_vit("open_clip:ViT-S-32")
+        HookedViT.from_pretrained("open_clip:ViT-S-32")
 
 
 def test_reports_name_a_caller_built_model_and_do_not_call_it_random():

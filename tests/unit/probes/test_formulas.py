@@ -149,9 +149,9 @@ def test_scores_are_batched_matmuls_without_an_image_loop():
 
 
 def test_self_attention_probe_reads_the_next_blocks_attention_scores():
-    from binding_lens.models import load_hooked_vit
+    from binding_lens import HookedViT
 
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         _, cache = model.run_with_cache(pixels)

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.errors import InputError, MissingFileError
-from binding_lens.models import load_hooked_vit
 from binding_lens.sae import SaeTrainingConfig, SparseAutoencoder, attach_sae, load_sae, train_sae
 
 from helpers.models import pixels
@@ -75,7 +75,7 @@ def test_files_use_saelens_layout_and_load_back(tmp_path):
 
 
 def test_a_spliced_sae_exposes_its_hooks_and_keeps_the_model_exact_with_the_error_term():
-    model = load_hooked_vit("tiny:dinov2")
+    model = HookedViT.from_pretrained("tiny:dinov2")
     sae = random_sae()
     x = pixels((56, 56))
     with torch.no_grad():

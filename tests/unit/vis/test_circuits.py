@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from binding_lens.models import load_hooked_vit
+from binding_lens import HookedViT
 from binding_lens.vis import attention_view, pattern_view, token_labels
 
 
 @pytest.fixture(scope="module")
 def registers():
     """A DINOv2-with-registers model (CLS + 4 registers) on a non-square 42 x 56 image: a 3 x 4 grid."""
-    model = load_hooked_vit("tiny:dinov2_registers")
+    model = HookedViT.from_pretrained("tiny:dinov2_registers")
     pixels = torch.randn(2, 3, 42, 56, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         _, cache = model.run_with_cache(pixels, names_filter=lambda name: name.endswith("hook_pattern"))
@@ -70,7 +70,7 @@ def test_pattern_view_means_heads_by_default(registers):
 
 
 def test_labels_come_from_the_caches_model_and_a_square_grid():
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.randn(1, 3, 16, 16), names_filter="blocks.2.attn.hook_pattern")
     data = props(attention_view(cache, layer=2), "AttentionHeads")  # model and 2 x 2 grid inferred

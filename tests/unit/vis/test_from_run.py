@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.analyses import layer_sweep
 from binding_lens.analyses.run import RunDirectory, RunDirectoryError
 from binding_lens.cli import main
@@ -18,7 +19,6 @@ from binding_lens.cli.view import parse_indices
 from binding_lens.cli.view import run as run_view
 from binding_lens.data import SyntheticScenes
 from binding_lens.data.spec import dataset_from_identity
-from binding_lens.models import load_hooked_vit
 from binding_lens.probes import ProbeTrainingConfig
 from binding_lens.vis import load_run_probes, viewer_from_run, viewer_html
 from binding_lens.vis.html_viewer.encoding import decode
@@ -26,7 +26,7 @@ from binding_lens.vis.html_viewer.page import read_page
 
 
 def make_run(out, model_spec="tiny:vit", size=64, seed=0):
-    model = load_hooked_vit(model_spec, seed=seed)
+    model = HookedViT.from_pretrained(model_spec, seed=seed)
     dataset = SyntheticScenes("twins", n=10, size=size, seed=seed)
     layer_sweep(
         model,

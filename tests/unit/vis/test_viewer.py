@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from binding_lens import HookedViT
 from binding_lens.data import SyntheticScenes, patch_labels
-from binding_lens.models import load_hooked_vit
 from binding_lens.probes import make_probe
 from binding_lens.vis import InlineViewer, ModelEntry, iframe_html, show, viewer, viewer_html
 from binding_lens.vis.html_viewer.encoding import decode
@@ -24,7 +24,7 @@ from binding_lens.vis.html_viewer.page import read_page
 @pytest.fixture(scope="module")
 def tiny():
     torch.manual_seed(0)
-    model = load_hooked_vit("tiny:vit")
+    model = HookedViT.from_pretrained("tiny:vit")
     scenes = [SyntheticScenes("twins", n=2, size=64, seed=0)[i] for i in range(2)]
     probes = {
         "linear": {0: make_probe("linear", 32), 2: make_probe("linear", 32)},
@@ -103,7 +103,7 @@ def test_viewer_writes_the_file(tiny, tmp_path):
 
 def test_models_with_different_grids_share_the_images(tiny):
     model, scenes, probes = tiny
-    other = load_hooked_vit("tiny:dinov2")
+    other = HookedViT.from_pretrained("tiny:dinov2")
     torch.manual_seed(1)
     entries = [
         ModelEntry(model, {"linear": probes["linear"]}),

@@ -15,16 +15,16 @@ from binding_lens import HookedViT
 from binding_lens.cli import main
 from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
-from binding_lens.models import registry
+from binding_lens.reports import binding_by_objective
 from binding_lens.zoo import (
     RECIPES,
     CheckpointError,
     ZooRecipe,
-    binding_by_objective,
     load_dino_head,
     make_objective,
     read_card,
     read_heads,
+    registry,
     train_zoo_model,
     zoo_names,
     zoo_path,

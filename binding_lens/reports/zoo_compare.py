@@ -1,0 +1,327 @@
+"""Does binding depend on the training objective? The layer sweep of each zoo model on held-out scenes.
+
+    table = binding_by_objective(["zoo:dino", "zoo:dino@1", "zoo:mae", "zoo:random"], "runs/zoo-compare")
+    print(table.markdown())
+
+Every model is swept on the same held-out scenes (the `test` split of its training preset, an
+independent random stream) with the same probe training. Per model the table gives the quadratic
+probe at its peak layer (chosen on validation AUROC, reported on test, with 95 % bootstrap intervals
+over test images; `peak_by="test"` is the paper's optimistic rule), and `linear` and `diag_quadratic`
+at that same layer, beside the majority baseline. Models of one objective trained from different
+seeds (`zoo:dino`, `zoo:dino@1`, ...) are then pooled: each objective's mean with its 95 % interval
+across training seeds, and every pair of objectives' difference, marked "within noise" when its
+interval includes 0. With `seeds`, each model's sweep is itself repeated over probe seeds and scene
+draws and its rows are those means.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..analyses.layer_sweep import PEAK_RULES, SweepResult
+from ..analyses.report import Row, format_table, interval_text, write_table
+from ..analyses.seed_sweep import layer_sweep_over_seeds
+from ..errors import InputError
+from ..figures import accuracy_by_model
+from ..hooks import HookedViT
+from ..io import write_json_atomic, write_text_atomic
+from ..probes import ProbeTrainingConfig
+from ..stats import aggregate_rows, difference_interval
+from ..zoo import held_out_scenes
+from ..zoo.registry import PREFIX, zoo_card
+
+TABLE_PROBES = ("linear", "diag_quadratic", "quadratic")
+COLUMNS = (
+    "model",
+    "objective",
+    "training_seed",
+    "quadratic_layer",
+    "quadratic",
+    "quadratic_at_half",
+    "quadratic_balanced",
+    "quadratic_auroc",
+    "linear",
+    "diag_quadratic",
+    "majority_baseline",
+    "learnt",
+)
+OBJECTIVE_METRICS = (
+    "quadratic",
+    "quadratic_auroc",
+    "quadratic_balanced",
+    "linear",
+    "diag_quadratic",
+    "majority_baseline",
+    "quadratic_layer_normalised",
+)
+ORDER_METRIC = "quadratic_auroc"
+
+
+@dataclass
+class ObjectiveTable:
+    rows: list[Row]
+    sweeps: dict[str, SweepResult]
+    out: Path
+    objectives: list[Row] = field(default_factory=list)
+    differences: list[Row] = field(default_factory=list)
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def markdown(self) -> str:
+        """The per-model table, the per-objective table and the differences, as GitHub markdown."""
+        model_columns = [
+            "model",
+            "objective",
+            "training seed",
+            "quadratic layer",
+            "accuracy [95% CI]",
+            "acc. at 0.5",
+            "balanced acc.",
+            "AUROC [95% CI]",
+            "linear",
+            "diag_quadratic",
+            "majority baseline",
+            "learnt",
+        ]
+        model_rows = [
+            [
+                f"`{r['model']}`",
+                r["objective"],
+                r["training_seed"],
+                r["quadratic_layer"],
+                interval_text(r, "quadratic"),
+                _cell(r["quadratic_at_half"]),
+                _cell(r["quadratic_balanced"]),
+                interval_text(r, "quadratic_auroc"),
+                _cell(r["linear"]),
+                _cell(r["diag_quadratic"]),
+                _cell(r["majority_baseline"]),
+                _cell(r["learnt"]),
+            ]
+            for r in self.rows
+        ]
+        objective_columns = [
+            "objective",
+            "training seeds",
+            "quadratic accuracy",
+            "quadratic AUROC",
+            "peak depth (0-1)",
+            "linear",
+            "majority baseline",
+        ]
+        objective_rows = [
+            [
+                o["objective"],
+                o["n_seeds"],
+                interval_text(o, "quadratic"),
+                interval_text(o, "quadratic_auroc"),
+                interval_text(o, "quadratic_layer_normalised"),
+                interval_text(o, "linear"),
+                _cell(o["majority_baseline"]),
+            ]
+            for o in self.objectives
+        ]
+        lines = [
+            _markdown(model_columns, model_rows),
+            "",
+            "Across training seeds (mean [95% t interval]; no interval with one seed):",
+            "",
+            _markdown(objective_columns, objective_rows),
+        ]
+        if self.differences:
+            lines += ["", "Differences in quadratic AUROC between objectives (Welch 95% interval across seeds):", ""]
+            lines += [f"- {d['text']}" for d in self.differences]
+        return "\n".join(lines) + "\n"
+
+    def text(self) -> str:
+        rows = [
+            r
+            | {
+                "accuracy [95% CI]": interval_text(r, "quadratic"),
+                "AUROC [95% CI]": interval_text(r, "quadratic_auroc"),
+            }
+            for r in self.rows
+        ]
+        model = format_table(
+            rows,
+            [
+                "model",
+                "objective",
+                "training_seed",
+                "quadratic_layer",
+                "accuracy [95% CI]",
+                "quadratic_at_half",
+                "AUROC [95% CI]",
+                "linear",
+                "diag_quadratic",
+                "majority_baseline",
+                "learnt",
+            ],
+        )
+        objectives = format_table(
+            [
+                o | {"accuracy": interval_text(o, "quadratic"), "AUROC": interval_text(o, "quadratic_auroc")}
+                for o in self.objectives
+            ],
+            ["objective", "n_seeds", "accuracy", "AUROC", "majority_baseline"],
+        )
+        differences = "\n".join(d["text"] for d in self.differences)
+        return f"{model}\n\nacross training seeds (mean [95% t interval]):\n{objectives}" + (
+            f"\n\nquadratic AUROC differences:\n{differences}" if differences else ""
+        )
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "**no**"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _markdown(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns)
+    return head + "\n" + "\n".join("| " + " | ".join(str(c) for c in row) + " |" for row in rows)
+
+
+def objective_row(spec: str, card: dict[str, Any], sweep: SweepResult) -> Row:
+    """One table row from a model's sweep: the quadratic peak and the other probes at its layer."""
+    by = {(row["probe"], row["layer"]): row for row in sweep.rows}
+    peak = sweep.peaks["quadratic"]
+    layer = peak["layer"]
+    return {
+        "model": spec,
+        "objective": card["objective"],
+        "training_seed": card["recipe"]["seed"],
+        "quadratic_layer": layer,
+        "quadratic_layer_normalised": peak["layer_normalised"],
+        "quadratic": peak["accuracy"],
+        "quadratic_low": peak.get("accuracy_low"),
+        "quadratic_high": peak.get("accuracy_high"),
+        "quadratic_at_half": peak["accuracy_at_half"],
+        "quadratic_balanced": peak["balanced_accuracy"],
+        "quadratic_auroc": peak["auroc"],
+        "quadratic_auroc_low": peak.get("auroc_low"),
+        "quadratic_auroc_high": peak.get("auroc_high"),
+        "linear": by[("linear", layer)]["accuracy"],
+        "diag_quadratic": by[("diag_quadratic", layer)]["accuracy"],
+        "majority_baseline": peak["majority_baseline"],
+        "learnt": peak["learnt"],
+        "peak_chosen_on": peak["peak_chosen_on"],
+    }
+
+
+def objective_summary(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
+    """(each objective's mean and 95 % interval across its training seeds, every pair's AUROC difference)."""
+    summary = aggregate_rows(rows, by=("objective",), metrics=OBJECTIVE_METRICS, keep_single_intervals=False)
+    for row in summary:
+        row.pop("training_seed", None)
+        row["models"] = [r["model"] for r in rows if r["objective"] == row["objective"]]
+    summary.sort(key=lambda row: -row[ORDER_METRIC])
+    values = {
+        row["objective"]: [r[ORDER_METRIC] for r in rows if r["objective"] == row["objective"]] for row in summary
+    }
+    differences = []
+    for first, second in itertools.combinations([row["objective"] for row in summary], 2):
+        d = difference_interval(values[first], values[second])
+        if d.beyond_noise is None:
+            verdict = "cannot tell (one training seed on a side: no interval)"
+        else:
+            verdict = "beyond noise" if d.beyond_noise else "within noise"
+        interval = "" if d.low is None else f" [{d.low:+.3f}, {d.high:+.3f}]"
+        differences.append(
+            {
+                "first": first,
+                "second": second,
+                "mean": d.estimate,
+                "low": d.low,
+                "high": d.high,
+                "n": d.n,
+                "beyond_noise": d.beyond_noise,
+                "verdict": verdict,
+                "text": f"{first} - {second}: {d.estimate:+.3f}{interval}, {verdict}",
+            }
+        )
+    return summary, differences
+
+
+def binding_by_objective(
+    models: Sequence[str],
+    out: str | Path,
+    *,
+    n_scenes: int = 400,
+    training: ProbeTrainingConfig | None = None,
+    seed: int = 0,
+    seeds: Sequence[int] | None = None,
+    peak_by: str = "val",
+    progress: bool = True,
+) -> ObjectiveTable:
+    """Sweep `linear`, `diag_quadratic` and `quadratic` over every layer of each zoo model (see the
+    module docstring) and write `objective_table.csv/.json/.md`, `objectives.json`,
+    `quadratic_by_objective.png` (each objective's mean curve and its interval across training seeds),
+    `quadratic_by_model.png` and each model's sweep under `out/<name>/`."""
+    out = Path(out)
+    unknown = [m for m in models if not m.startswith(PREFIX)]
+    if unknown:
+        raise InputError(f"binding_by_objective compares zoo models (zoo:<name>); got {unknown}")
+    if peak_by not in PEAK_RULES:
+        raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {peak_by!r}")
+    seeds = list(seeds) if seeds else [seed]
+    training = training or ProbeTrainingConfig(seed=seeds[0])
+    cards = {spec: zoo_card(spec) for spec in models}  # unknown names fail before any sweep
+    rows, sweeps, all_rows = [], {}, []
+    started = time.perf_counter()
+    for spec in models:
+        model = HookedViT.from_pretrained(spec)
+        sweep = layer_sweep_over_seeds(
+            model,
+            lambda s, spec=spec: held_out_scenes(spec, n_scenes, seed=s),
+            out / spec.removeprefix(PREFIX),
+            seeds,
+            probes=TABLE_PROBES,
+            training=training,
+            peak_by=peak_by,
+            progress=progress,
+        )
+        sweeps[spec] = sweep
+        rows.append(objective_row(spec, cards[spec], sweep))
+        all_rows += [row | {"objective": cards[spec]["objective"]} for row in sweep.rows]
+    objectives, differences = objective_summary(rows)
+    table = ObjectiveTable(rows, sweeps, out, objectives, differences)
+    table.files["csv"], table.files["json"] = write_table(rows, out / "objective_table")
+    table.files["markdown"] = out / "objective_table.md"
+    write_text_atomic(table.files["markdown"], table.markdown())
+    table.files["objectives"] = out / "objectives.json"
+    write_json_atomic(table.files["objectives"], {"objectives": objectives, "differences": differences})
+    table.files["plot"] = accuracy_by_model(
+        all_rows,
+        out / "quadratic_by_model.png",
+        probe="quadratic",
+        title="quadratic IsSameObject probe: zoo models on held-out scenes (95% bootstrap bands over test images)",
+    )
+    by_objective = aggregate_rows(
+        [row | {"model": row["objective"]} for row in all_rows if row["probe"] == "quadratic"],
+        by=("model", "layer"),
+        metrics=("accuracy", "auroc", "majority_baseline"),
+        keep_single_intervals=False,
+    )
+    table.files["objective_plot"] = accuracy_by_model(
+        by_objective,
+        out / "quadratic_by_objective.png",
+        probe="quadratic",
+        title="quadratic IsSameObject probe by objective: mean and 95% interval across training seeds",
+    )
+    write_json_atomic(
+        out / "summary.json",
+        {
+            "models": list(models),
+            "n_scenes": n_scenes,
+            "seeds": seeds,
+            "peak_by": peak_by,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+    )
+    table.files["summary"] = out / "summary.json"
+    return table

@@ -1,0 +1,56 @@
+"""The shipped zoo: checkpoints inside the package (`zoo/checkpoints/<name>/`), addressed as `zoo:<name>`.
+
+    HookedViT.from_pretrained("zoo:dino")       # or --model zoo:dino (the loader: zoo/loader.py)
+    list_zoo()                                  # the model cards, one per shipped model
+
+This module knows only where checkpoints live (it imports no torch: `binding-lens zoo list` stays cheap);
+how they are trained and written is the rest of `binding_lens.zoo`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+MODELS_DIR = Path(__file__).resolve().parent / "checkpoints"
+"""The shipped checkpoints, one directory per model (package data: pyproject.toml)."""
+PREFIX = "zoo:"
+
+
+def zoo_names() -> list[str]:
+    """Names of the shipped models (directories with a model card)."""
+    if not MODELS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "card.json").is_file())
+
+
+def is_zoo_spec(spec: str) -> bool:
+    return isinstance(spec, str) and spec.startswith(PREFIX)
+
+
+def zoo_path(spec: str) -> Path:
+    """The checkpoint directory of `zoo:<name>` (or a bare name), with a clear error for unknown names."""
+    name = spec.removeprefix(PREFIX)
+    names = zoo_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3)
+        hint = f"; did you mean {', '.join(PREFIX + c for c in close)}?" if close else ""
+        raise InputError(
+            f"no zoo model {name!r}{hint} Shipped: {', '.join(PREFIX + n for n in names) or 'none'} "
+            f"(`binding-lens zoo list`)"
+        )
+    return MODELS_DIR / name
+
+
+def zoo_card(spec: str) -> dict[str, Any]:
+    """The model card of a shipped model, read without checking file hashes (`zoo.read_card` checks them)."""
+    return json.loads((zoo_path(spec) / "card.json").read_text())
+
+
+def list_zoo() -> list[dict[str, Any]]:
+    """Every shipped model's card, with its `id` (`zoo:<name>`) added."""
+    return [{"id": PREFIX + name, **zoo_card(name)} for name in zoo_names()]
