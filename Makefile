@@ -1,4 +1,4 @@
-# Two entry points: `make demo` (the main job) and `make test` (ruff's lint and format checks, then the suite).
+# Two entry points: `make demo` (the main job) and `make test` (ruff's lint and format checks, mypy, then the suite).
 # Each creates .venv on first use and installs the package with the pinned constraints.
 PYTHON ?= python3
 VENV := .venv
@@ -21,6 +21,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy  # checks binding_lens, as [tool.mypy] in pyproject.toml says
 
 test: lint
 	$(BIN)/python -m pytest -q

@@ -26,6 +26,7 @@ from ..hooks.images import pixel_batch
 def target_size(scene: Scene | None, size: int | tuple[int, int] | None) -> tuple[int, int]:
     """(height, width) fed to the model: `size`, or the scene's own when `size` is None."""
     if size is None:
+        assert scene is not None, "target_size needs the scene when size is None"
         return scene.hw
     return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 

@@ -97,7 +97,8 @@ def safetensors_chunks(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
         tensor = tensors[name].detach().contiguous()
         if tensor.dtype not in _SAFETENSORS_DTYPES or tensor.device.type != "cpu":
             raise TypeError(f"{name}: cannot store a {tensor.dtype} tensor on {tensor.device} in a shard")
-        raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+        # numpy's stubs give ndarray `__buffer__` only for Python >= 3.12; it has the buffer protocol on every version
+        raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())  # type: ignore[arg-type]
         header[name] = {
             "dtype": _SAFETENSORS_DTYPES[tensor.dtype],
             "shape": list(tensor.shape),

@@ -123,7 +123,7 @@ def compare_subspaces(
     tokens, instance = held_out[:, n_prefix:], data.instance[test_idx]
     readout = model_readout(model, held_out, layer, probe_next)
     clean = readout_auroc(tokens, instance, readout)
-    measured = []
+    measured: list[dict[str, Any]] = []
     for name, sub in subspaces.items():
         angles = principal_angles(sub, das.subspace)
         swap = swap_effect(tokens, instance, readout, sub, fraction=fraction, seed=seed)

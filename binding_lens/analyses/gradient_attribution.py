@@ -15,8 +15,9 @@ exact decomposition (the tests check it against finite differences).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -85,7 +86,9 @@ def pair_attribution(
 
     resid_names = [names.resid_post(source) for source in sources]
     z_names = [names.block_hook(source, "attn.hook_z") for source in sources]
-    hooks = [(name, keep) for name in dict.fromkeys([*z_names, *resid_names, names.resid_post(layer)])]
+    hooks: list[tuple[str | Callable[..., Any], Callable[..., Any]]] = [
+        (name, keep) for name in dict.fromkeys([*z_names, *resid_names, names.resid_post(layer)])
+    ]
     with torch.enable_grad(), model.hooks(fwd_hooks=hooks):
         model(pixels.to(model.device), stop_at_layer=layer + 1)
         tokens = kept[names.resid_post(layer)][:, model.cfg.n_prefix_tokens :]

@@ -98,7 +98,7 @@ def head_ablation_map(
     n_prefix, n_heads = model.cfg.n_prefix_tokens, model.cfg.n_heads
     pairs = fixed_pairs(instance, patches_per_image, seed)
 
-    def score(layer: int, hooks: list) -> dict[str, float]:
+    def score(layer: int, hooks: list) -> dict[str, Any]:
         outs = []
         for start in range(0, pixels.shape[0], batch_size):
             with model.hooks(fwd_hooks=hooks):

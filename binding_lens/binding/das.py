@@ -104,7 +104,8 @@ class RotatedSubspace(nn.Module):
         with torch.no_grad():
             generator = torch.Generator().manual_seed(seed)
             rotation.weight.copy_(torch.linalg.qr(torch.randn(d_model, d_model, generator=generator)).Q)
-        self.rotation = nn.utils.parametrizations.orthogonal(rotation)
+        nn.utils.parametrizations.orthogonal(rotation)  # in place: Q = rotation.weight stays orthogonal
+        self.rotation = rotation
 
     def basis(self) -> Float[Tensor, "d_model k"]:
         """Q^T: orthonormal columns spanning the subspace."""

@@ -81,7 +81,9 @@ def random_angles(d_model: int, k: int, n: int = 200, seed: int = 0) -> dict[str
 
 def eigen_spectrum(probe: PairProbe) -> Float[Tensor, " d_model"]:
     """|eigenvalues| of the probe's symmetric W, largest first."""
-    return BindingSubspace.from_probe(probe, probe.d_model).eigenvalues.abs().double()
+    eigenvalues = BindingSubspace.from_probe(probe, probe.d_model).eigenvalues
+    assert eigenvalues is not None  # a probe's subspace has them (only a random control has none)
+    return eigenvalues.abs().double()
 
 
 def elbow(values: Float[Tensor, " n"], floor: float = 0.01, min_ratio: float = 1.5) -> int:

@@ -56,6 +56,7 @@ class HeadAblation:
         keep[self.heads] = False
         if self.mode == "zero":
             return z * keep[None, None, :, None].to(z.dtype)
+        assert self.mean is not None  # mean mode always has one (checked in __init__)
         mean = self.mean.to(z)
         if mean.shape != z.shape[1:]:
             raise InputError(
@@ -71,11 +72,14 @@ def head_means(
 ) -> Float[Tensor, "pos head_index d_head"]:
     """The mean of `blocks.{layer}.attn.hook_z` over `pixels`, per position and head (for mean ablation)."""
     name = names.block_hook(layer, "attn.hook_z")
-    total, count = None, 0
+    total: Tensor | None = None
+    count = 0
     for start in range(0, pixels.shape[0], batch_size):
         batch = pixels[start : start + batch_size].to(model.device)
         _, cache = model.run_with_cache(batch, names_filter=name, stop_at_layer=layer + 1)
         z = cache[name].double().sum(0)
         total = z if total is None else total + z
         count += batch.shape[0]
+    if total is None:
+        raise InputError("head_means needs at least one image")
     return (total / count).float()

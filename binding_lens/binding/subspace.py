@@ -37,12 +37,13 @@ class BindingSubspace:
     @classmethod
     def from_probe(cls, probe: PairProbe, k: int) -> "BindingSubspace":
         """The top-k |eigenvalue| directions of the probe's symmetric W."""
-        if not hasattr(probe, "weight"):
+        weight = getattr(probe, "weight", None)
+        if weight is None:
             raise TypeError(
                 f"a binding subspace needs a probe with a quadratic form x^T W y; {probe.name!r} has none "
                 "(use quadratic, quadratic_fixed_rank or diag_quadratic)"
             )
-        return cls.from_matrix(probe.weight().detach(), k, source=f"{probe.name} probe")
+        return cls.from_matrix(weight().detach(), k, source=f"{probe.name} probe")
 
     @classmethod
     def from_matrix(cls, weight: Float[Tensor, "d_model d_model"], k: int, source: str = "matrix") -> "BindingSubspace":
@@ -116,6 +117,10 @@ class SubspaceProbe(PairProbe):
     """x^T W_k y + b with W_k the rank-k truncation of a probe's W, scored as (W1 x).(W2 y) + b."""
 
     name = "subspace"
+    # buffers (registered in __init__)
+    W1_: Tensor
+    W2_: Tensor
+    b: Tensor
 
     def __init__(self, subspace: BindingSubspace, bias: float | Tensor = 0.0):
         super().__init__(subspace.d_model)
@@ -143,7 +148,7 @@ def accuracy_by_k(
 ) -> list[dict[str, Any]]:
     """Test metrics of the probe with W truncated to its top-k eigen-directions, for each k (and the full probe)."""
     bias = getattr(probe, "b", torch.zeros(()))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for k in ks:
         truncated = BindingSubspace.from_probe(probe, k).to_probe(bias.detach())
         rows.append({"k": k} | evaluate(truncated, data, layer=layer, patches_per_image=patches_per_image, seed=seed))

@@ -65,6 +65,7 @@ def binding_bits(
         )
     bits = bootstrap_mean(ce_o, n_boot=n_boot, level=level, seed=seed).shifted(priors.H_O, -1.0)  # B_O = H(O) - CE_O
     b_o, lo, hi = bits.estimate, bits.low, bits.high
+    assert lo is not None and hi is not None  # a bootstrap interval always has both ends
     star = star_lo = star_hi = beta_star = mean_f = None
     if ce_f is not None:
         ce_f = torch.as_tensor(ce_f, dtype=torch.float64)

@@ -32,6 +32,7 @@ zero (U random, V = 0), inputs are standardised with the training set's statisti
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -110,6 +111,8 @@ class _CoveragePrior(nn.Module):
     features of each group are covered, how many earlier bits are set, and k itself; the counts enter
     as learnt embeddings."""
 
+    membership: Tensor  # a buffer (registered in __init__)
+
     def __init__(self, layout: CodeLayout, hidden: int = 32):
         super().__init__()
         self.parts = layout.slices()
@@ -145,6 +148,9 @@ class CodeProbe(nn.Module):
     count) and a bias; a family adds the logits it reads from z (`logits`). Also standardisation and bits."""
 
     family: str = "prior"
+    # buffers (registered in __init__)
+    mean: Tensor
+    std: Tensor
 
     def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None):
         super().__init__()
@@ -246,6 +252,9 @@ class SharedQuadraticCodeProbe(CodeProbe):
     """Every z-weight belongs to a feature: code bit k reads U of its colour and V of its shape (`layout`)."""
 
     family = "shared_quadratic"
+    # buffers (registered in __init__)
+    color_of: Tensor
+    shape_of: Tensor
 
     def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, rank: int = 16):
         if layout is None or len(layout.groups) != 2:
@@ -320,7 +329,7 @@ class AttentionCodeProbe(CodeProbe):
         return self.attention(self.standardize(tokens), previous(codes.to(tokens.dtype)))
 
 
-_CLASSES = {
+_CLASSES: dict[str, Callable[..., CodeProbe]] = {  # constructors: some families take a rank or width more
     c.family: c
     for c in (
         CodeProbe,

@@ -183,6 +183,7 @@ class ADE20K(Sequence):
         self._lut: np.ndarray | None = None
         self.class_names: dict[int, str] = {k + 1: n for k, n in enumerate(self.objectnames)}
         if self.classes == "150":
+            assert info_path is not None  # "150" is chosen only when the file was found
             self._use_150(read_object_info150(info_path), info_path)
 
     def _find_info150(self, root: Path) -> Path | None:

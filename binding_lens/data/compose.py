@@ -145,9 +145,9 @@ def _balanced_pairs(rng: np.random.Generator, knobs: SceneKnobs, split: str | No
     """F uniform among the split's codes with `features_per_scene` features; n uniform in `n_objects`;
     then n distinct cells of the picked colours x shapes grid, uniform among the sets covering every
     picked colour and shape (rejection: an accepted draw is uniform over the covering sets)."""
-    codes = balanced_feature_codes(
-        len(knobs.colors), len(knobs.shapes), knobs.features_per_scene, split, knobs.split_fractions
-    )
+    per_scene = knobs.features_per_scene
+    assert per_scene is not None  # the balanced form is used only when it is set
+    codes = balanced_feature_codes(len(knobs.colors), len(knobs.shapes), per_scene, split, knobs.split_fractions)
     if not codes:
         raise RuntimeError(
             f"no feature code with {knobs.features_per_scene} colours x shapes falls in split "

@@ -77,7 +77,7 @@ class SceneKnobs:
         unknown = sorted(set(overrides) - set(valid))
         if unknown:
             raise InputError(f"unknown scene knob(s) {', '.join(unknown)}; valid knobs: {', '.join(valid)}")
-        clean = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+        clean: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
         return replace(self, **clean)
 
 

@@ -63,6 +63,7 @@ def resolve_grid(hw: tuple[int, int], grid: tuple[int, int] | None, patch_size: 
                 f"grid=(rows, cols) for the resized model input instead (see binding_lens.data.resize)"
             )
         return (hw[0] // int(patch_size), hw[1] // int(patch_size))
+    assert grid is not None  # exactly one of grid, patch_size is given (checked above)
     if len(grid) != 2 or not all(isinstance(g, (int, np.integer)) and g >= 1 for g in grid):
         raise InputError(f"grid must be a pair of positive integers (rows, cols), got {grid!r}")
     if grid[0] > hw[0] or grid[1] > hw[1]:

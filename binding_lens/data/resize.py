@@ -15,7 +15,12 @@ from PIL import Image
 from ..errors import InputError
 from .scene import check_image, check_mask
 
-_RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "lanczos": Image.LANCZOS}
+_RESAMPLE = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "lanczos": Image.Resampling.LANCZOS,
+}
 
 
 def resize_image(
@@ -33,4 +38,4 @@ def resize_image(
 def resize_mask(mask: Int[np.ndarray, "H W"], hw: tuple[int, int]) -> Int[np.ndarray, "h w"]:
     """Resize an id mask with nearest-neighbour (the only resize that keeps ids valid)."""
     m = check_mask(mask)
-    return np.asarray(Image.fromarray(m).resize((int(hw[1]), int(hw[0])), Image.NEAREST)).astype(np.int32)
+    return np.asarray(Image.fromarray(m).resize((int(hw[1]), int(hw[0])), Image.Resampling.NEAREST)).astype(np.int32)

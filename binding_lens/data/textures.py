@@ -29,7 +29,9 @@ def smooth_noise(
     h, w = hw
     gh, gw = max(2, -(-h // cell) + 1), max(2, -(-w // cell) + 1)
     coarse = rng.integers(0, 256, size=(gh, gw, channels), dtype=np.uint8)
-    planes = [np.asarray(Image.fromarray(coarse[..., c]).resize((w, h), Image.BILINEAR)) for c in range(channels)]
+    planes = [
+        np.asarray(Image.fromarray(coarse[..., c]).resize((w, h), Image.Resampling.BILINEAR)) for c in range(channels)
+    ]
     out = np.stack(planes, axis=-1).astype(np.float32)
     out *= np.float32(2.0 / 255.0)
     out -= np.float32(1.0)
@@ -98,7 +100,7 @@ def background(rng: np.random.Generator, kind: str, hw: tuple[int, int]) -> UInt
         cell = int(rng.integers(8, 20))
         gh, gw = max(2, -(-h // cell) + 1), max(2, -(-w // cell) + 1)
         coarse = np.clip(base + rng.uniform(-28.0, 28.0, size=(gh, gw, 3)), 0, 255).astype(np.uint8)
-        return np.asarray(Image.fromarray(coarse, "RGB").resize((w, h), Image.BILINEAR)).copy()
+        return np.asarray(Image.fromarray(coarse, "RGB").resize((w, h), Image.Resampling.BILINEAR)).copy()
     if kind == "stripes":
         tex = sample_texture(rng, "stripes", max(h, w) // 4)
         y, x = np.ogrid[0:h, 0:w]

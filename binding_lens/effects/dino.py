@@ -235,9 +235,11 @@ def fit_dino_head(
 
     def follow(_: int) -> None:
         nonlocal center
+        assert center is not None  # set by loss_at, which runs first
         ema_update(teacher, student, teacher_momentum)
         center = update_center(center, teacher_out, center_momentum)
 
     clip = None if clip_grad is None else (lambda: _clip_per_parameter(student, clip_grad))
     train_for(student, optimizer, loss_at, steps, before_update=clip, after_step=follow)
+    assert center is not None  # steps >= 1
     return teacher, center, history

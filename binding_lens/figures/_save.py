@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Sequence
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -70,13 +70,30 @@ def title_room(fig: Figure) -> tuple[float, float]:
     return centre, max(0.25, 2 * min(centre, right - centre) - 0.02)
 
 
+OutsideLoc = Literal[
+    "outside upper left",
+    "outside upper center",
+    "outside upper right",
+    "outside right upper",
+    "outside right center",
+    "outside right lower",
+    "outside lower right",
+    "outside lower center",
+    "outside lower left",
+    "outside left lower",
+    "outside left center",
+    "outside left upper",
+]
+"""Where `finish` may put a figure legend: matplotlib's places outside the axes."""
+
+
 def finish(
     fig: Figure,
     title: str,
     legend_from: Any = None,
     fontsize: float = 11,
     legend_fontsize: float = 7,
-    where: str = "outside right upper",
+    where: OutsideLoc = "outside right upper",
     markerscale: float = 1.0,
 ) -> None:
     """One legend (of `legend_from`'s lines) outside the data, and the title centred over the data, wrapped to

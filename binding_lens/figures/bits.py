@@ -40,23 +40,24 @@ def bits_figure(
     ax.set_xlabel("layer", fontsize=9)
     ax.set_ylabel("B_O = H(O) - CE_O (bits)", fontsize=9)
     ax.set_xticks(sorted({row["layer"] for row in rows}))
-    for j, ax in enumerate(axes[1:]):
-        present = np.flatnonzero(np.asarray(routing["codes"][0]))[j]
-        image = np.asarray(routing["images"][0])
-        weights = np.asarray(routing["weights"][0][present], dtype=float)
-        side = int(round(np.sqrt(weights.size)))
-        ax.imshow(image)
-        if side * side == weights.size:
-            ax.imshow(
-                weights.reshape(side, side),
-                cmap="magma",
-                alpha=0.6,
-                extent=(0, image.shape[1], image.shape[0], 0),
-                interpolation="nearest",
-            )
-        names = routing.get("object_names")
-        ax.set_title(names[present] if names else f"object {present}", fontsize=8)
-        ax.axis("off")
+    if routing is not None:  # the maps (n_maps of them)
+        for j, ax in enumerate(axes[1:]):
+            present = np.flatnonzero(np.asarray(routing["codes"][0]))[j]
+            image = np.asarray(routing["images"][0])
+            weights = np.asarray(routing["weights"][0][present], dtype=np.float64)
+            side = int(round(np.sqrt(weights.size)))
+            ax.imshow(image)
+            if side * side == weights.size:
+                ax.imshow(
+                    weights.reshape(side, side),
+                    cmap="magma",
+                    alpha=0.6,
+                    extent=(0, image.shape[1], image.shape[0], 0),
+                    interpolation="nearest",
+                )
+            names = routing.get("object_names")
+            ax.set_title(names[present] if names else f"object {present}", fontsize=8)
+            ax.axis("off")
     finish(fig, title, legend_from=axes[0])
     return save(fig, path)
 

@@ -23,9 +23,10 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 
-def hold(owner: nn.Module, name: str, module: nn.Module | None) -> None:
-    """Keep `module` on `owner` as a plain attribute, without registering it as a child."""
-    object.__setattr__(owner, name, module)
+def hold(owner: nn.Module, name: str, value: object) -> None:
+    """Keep `value` (a module, a parameter, a function) on `owner` as a plain attribute, without
+    registering it as a child. The owner's class annotates the attribute, so type checkers know it."""
+    object.__setattr__(owner, name, value)
 
 
 def layer_norm_scale(x: Float[Tensor, "batch pos d_model"], eps: float) -> Float[Tensor, "batch pos 1"]:
@@ -64,6 +65,8 @@ class HookedLayerNorm(nn.Module):
     hooked, the fused `F.layer_norm` kernel computes the same thing faster.
     """
 
+    hf_layer_norm: nn.LayerNorm  # held, not registered (see `hold`)
+
     def __init__(self, layer_norm: nn.LayerNorm):
         super().__init__()
         hold(self, "hf_layer_norm", layer_norm)
@@ -71,7 +74,7 @@ class HookedLayerNorm(nn.Module):
         self.hook_normalized = HookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-        ln: nn.LayerNorm = self.hf_layer_norm  # type: ignore[assignment]
+        ln = self.hf_layer_norm
         if not is_hooked(self.hook_scale, self.hook_normalized):
             return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
         scale = self.hook_scale(layer_norm_scale(x, ln.eps))
@@ -86,6 +89,8 @@ class HookedSplitLayerNorm(nn.Module):
     `ActivationCache.decompose_resid` exact; the only hook here is the shared `hook_scale`.
     """
 
+    hf_layer_norm: nn.LayerNorm  # held, not registered (see `hold`)
+
     def __init__(self, layer_norm: nn.LayerNorm):
         super().__init__()
         hold(self, "hf_layer_norm", layer_norm)
@@ -94,7 +99,7 @@ class HookedSplitLayerNorm(nn.Module):
     def forward(
         self, embed: Float[Tensor, "batch pos d_model"], pos: Float[Tensor, "batch pos d_model"]
     ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos d_model"]]:
-        ln: nn.LayerNorm = self.hf_layer_norm  # type: ignore[assignment]
+        ln = self.hf_layer_norm
         scale = self.hook_scale(layer_norm_scale(embed + pos, ln.eps))
         return layer_norm_with_scale(embed, scale, ln), layer_norm_with_scale(pos, scale, ln, add_bias=False)
 
@@ -103,6 +108,9 @@ class LinearSlice(nn.Module):
     """Rows [start, stop) of a fused projection (timm's `qkv`, `nn.MultiheadAttention.in_proj_weight`,
     a packed SwiGLU `fc1`) as a Linear of its own. `weight` and `bias` are views of the parent's
     parameters taken at each call, so the weights stay (and train) in the wrapped model."""
+
+    parent_weight: nn.Parameter  # held, not registered (see `hold`)
+    parent_bias: nn.Parameter | None
 
     def __init__(self, weight: nn.Parameter, bias: nn.Parameter | None, start: int, stop: int):
         super().__init__()
@@ -113,11 +121,11 @@ class LinearSlice(nn.Module):
 
     @property
     def weight(self) -> Float[Tensor, "d_out d_in"]:
-        return self.parent_weight[self.start : self.stop]  # type: ignore[index]
+        return self.parent_weight[self.start : self.stop]
 
     @property
     def bias(self) -> Float[Tensor, " d_out"] | None:
-        return None if self.parent_bias is None else self.parent_bias[self.start : self.stop]  # type: ignore[index]
+        return None if self.parent_bias is None else self.parent_bias[self.start : self.stop]
 
     def forward(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_out"]:
         return F.linear(x, self.weight, self.bias)
@@ -133,9 +141,9 @@ def split_linear(weight: nn.Parameter, bias: nn.Parameter | None, parts: int) ->
 class AttentionParts:
     """The projections of one self-attention layer (Linears, or slices of a fused one)."""
 
-    q_proj: nn.Module
-    k_proj: nn.Module
-    v_proj: nn.Module
+    q_proj: nn.Linear | LinearSlice
+    k_proj: nn.Linear | LinearSlice
+    v_proj: nn.Linear | LinearSlice
     o_proj: nn.Linear
 
 
@@ -170,6 +178,13 @@ class HookedAttention(nn.Module):
     reads or writes the scores or the pattern: then PyTorch's fused scaled-dot-product kernel runs,
     which gives the same result up to float rounding and is about twice as fast at large sizes.
     """
+
+    # held, not registered (see `hold`)
+    q_proj: nn.Linear | LinearSlice
+    k_proj: nn.Linear | LinearSlice
+    v_proj: nn.Linear | LinearSlice
+    o_proj: nn.Linear
+    layer_scale: nn.Parameter | None
 
     def __init__(
         self,
@@ -244,7 +259,7 @@ class HookedAttention(nn.Module):
         W_O = einops.rearrange(self.o_proj.weight, "d (h dh) -> h dh d", h=self.n_heads)
         return W_O * self.layer_scale if self.layer_scale is not None else W_O
 
-    def _bias(self, linear: nn.Linear) -> Float[Tensor, "head_index d_head"]:
+    def _bias(self, linear: nn.Linear | LinearSlice) -> Float[Tensor, "head_index d_head"]:
         if linear.bias is None:
             return linear.weight.new_zeros(self.n_heads, self.d_head)
         return linear.bias.view(self.n_heads, self.d_head)
@@ -284,12 +299,18 @@ class HookedMLP(nn.Module):
     """The MLP with `hook_pre` (pre-activation), `hook_post` (into the output projection) and,
     for gated (SwiGLU) MLPs, `hook_pre_linear` (the linear branch), as in TransformerLens."""
 
+    # held, not registered (see `hold`)
+    fc_in: nn.Module
+    fc_out: nn.Linear
+    fc_linear: nn.Module | None
+    act: Callable[[Tensor], Tensor]
+
     def __init__(self, parts: MLPParts):
         super().__init__()
         hold(self, "fc_in", parts.fc_in)
         hold(self, "fc_out", parts.fc_out)
         hold(self, "fc_linear", parts.fc_linear)
-        hold(self, "act", parts.act)  # type: ignore[arg-type]
+        hold(self, "act", parts.act)
         self.hook_pre = HookPoint()
         if parts.fc_linear is not None:
             self.hook_pre_linear = HookPoint()
@@ -327,6 +348,8 @@ class HookedBlock(nn.Module):
     `hook_attn_out` and `hook_mlp_out` are taken after LayerScale, i.e. they are exactly what joins
     the residual stream (so `ActivationCache.decompose_resid` sums to the residual). The attention's
     LayerScale is applied inside `HookedAttention`, so that its per-head results sum to its output."""
+
+    layer_scale_mlp: nn.Parameter | None  # held, not registered (see `hold`)
 
     def __init__(self, parts: BlockParts, n_heads: int, d_head: int, rotary: bool = False):
         super().__init__()

@@ -28,7 +28,7 @@ import difflib
 import json
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import transformers
@@ -42,7 +42,7 @@ from ..errors import BindingLensError, InputError
 from ..spec_prefixes import SPEC_LOADERS, loader_for
 from . import images as image_utils
 from .adapters import FamilyAdapter, adapter_for, vision_tower
-from .adapters.base import ForeignTower
+from .adapters.base import ForeignTower, model_config
 from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
 from .config import HookedViTConfig
 from .loading import loading_kwargs, resolve_device, unavailable
@@ -75,7 +75,7 @@ class HookedViT(HookedRootModule):
     ):
         super().__init__()
         hf_model = vision_tower(hf_model)
-        config = hf_model.config
+        config = model_config(hf_model)
         adapter = adapter_for(config)
         self.adapter: type[FamilyAdapter] = adapter
         self.hf_model = hf_model
@@ -169,7 +169,7 @@ class HookedViT(HookedRootModule):
         """Use PyTorch's fused attention kernel whenever no hook reads the scores or the pattern."""
         self.cfg.fused_attention = bool(fused)
         for block in self.blocks:
-            block.attn.fused = bool(fused)
+            cast(HookedBlock, block).attn.fused = bool(fused)
 
     def set_use_attn_result(self, use_attn_result: bool) -> None:
         """As TransformerLens: compute each head's contribution to the residual stream at
@@ -177,7 +177,7 @@ class HookedViT(HookedRootModule):
         heads plus `b_O` sum to `hook_attn_out`). Costs n_heads x the memory of the attention output."""
         self.cfg.use_attn_result = bool(use_attn_result)
         for block in self.blocks:
-            block.attn.use_attn_result = bool(use_attn_result)
+            cast(HookedBlock, block).attn.use_attn_result = bool(use_attn_result)
 
     # --- forward -----------------------------------------------------------------------------
     def forward(
@@ -212,7 +212,7 @@ class HookedViT(HookedRootModule):
         return out if return_type is not None else None
 
     # --- TransformerLens API with checked names ----------------------------------------------
-    def run_with_cache(  # type: ignore[override]
+    def run_with_cache(
         self, *model_args: Any, names_filter: Any = None, return_cache_object: bool = True, **kwargs: Any
     ) -> tuple[Tensor, ActivationCache | dict[str, Tensor]]:
         """As TransformerLens: returns (output, ActivationCache). `names_filter` may be a name, a list
@@ -239,7 +239,7 @@ class HookedViT(HookedRootModule):
             f"numbered 0..{self.cfg.n_layers - 1}).{hint} All names: model.hook_dict.keys()."
         )
 
-    def add_hook(self, name: str | Callable[[str], bool], hook: Callable, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def add_hook(self, name: str | Callable[[str], bool], hook: Callable, *args: Any, **kwargs: Any) -> None:
         if isinstance(name, str):
             self.check_hook_name(name)
         super().add_hook(name, hook, *args, **kwargs)
@@ -291,7 +291,7 @@ def _make_cfg(
 ) -> HookedViTConfig:
     """The config, read off the HF config through the adapter and off the block parts themselves (so no
     family name is tested here: LayerScale and gated MLPs are facts of the parts)."""
-    config = hf_model.config
+    config = model_config(hf_model)
     patch_size = config.patch_size
     patch_size = patch_size if isinstance(patch_size, int) else int(patch_size[0])
     n_registers = adapter.n_register_tokens(config)

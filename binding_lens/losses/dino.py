@@ -272,7 +272,7 @@ def _check_images(images: Any, preprocess: Preprocess | None) -> list[tuple[int,
             )
         if preprocess is not None:
             raise InputError("images are already a pixel tensor: pass preprocess=None (it applies to uint8 images)")
-        return [tuple(images.shape[2:])] * images.shape[0]
+        return [(images.shape[2], images.shape[3])] * images.shape[0]
     if isinstance(images, np.ndarray) or not isinstance(images, Sequence) or len(images) == 0:
         raise InputError("images must be a non-empty sequence of H x W x 3 uint8 arrays or a float tensor [B, 3, H, W]")
     if preprocess is None:

@@ -30,6 +30,13 @@ class SelfAttentionProbe(ScalarScoreProbe):
     """
 
     name = "self_attention"
+    # buffers (registered in __init__)
+    W_Q: Tensor
+    W_K: Tensor
+    b_Q: Tensor
+    b_K: Tensor
+    ln_weight: Tensor
+    ln_bias: Tensor
 
     def __init__(
         self,

@@ -69,7 +69,7 @@ def make_probe(name: str, d_model: int, **kwargs: Any) -> PairProbe:
         model, layer = kwargs.pop("model"), kwargs.pop("layer", None)
         if kwargs:
             raise TypeError(f"self_attention from a model takes only model= and layer=, got also {sorted(kwargs)}")
-        probe = SelfAttentionProbe.from_model(model, layer)  # type: ignore[arg-type]
+        probe = SelfAttentionProbe.from_model(model, layer)
         if probe.d_model != d_model:
             raise InputError(f"d_model={d_model} but the model's d_model is {probe.d_model}")
         return probe

@@ -67,6 +67,10 @@ def fit_logistic_1d(
 class ScalarScoreProbe(PairProbe):
     """sigma(a * (s(x, y) - center) / scale + b) over a fixed, symmetric raw score s."""
 
+    # buffers (registered in __init__)
+    center: Tensor
+    scale: Tensor
+
     def __init__(self, d_model: int):
         super().__init__(d_model)
         self.a = nn.Parameter(torch.ones(()))

@@ -245,11 +245,12 @@ def _prepare_val(
 def _tracks(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> tuple[torch.optim.Adam, list[Track]]:
     """One Adam over all probes; L2 weight decay only on each probe's `weight_decay_parameters`.
     Each probe is a track with its own parameter groups, so one probe's rate can change alone."""
-    groups, owned = [], []
+    groups: list[dict[str, Any]] = []
+    owned: list[list[dict[str, Any]]] = []
     for probe in probes:
         decayed = {id(p) for p in probe.weight_decay_parameters()}
         params = [p for p in probe.parameters() if p.requires_grad]
-        mine = [
+        mine: list[dict[str, Any]] = [
             {"params": [p for p in params if id(p) in decayed], "weight_decay": config.weight_decay},
             {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0},
         ]

@@ -34,6 +34,14 @@ WEIGHTS_FILE, CONFIG_FILE = "sae_weights.safetensors", "cfg.json"
 class SparseAutoencoder(HookedRootModule):
     """A sparse autoencoder of `d_in`-dimensional activations into `d_sae` features (see the module docstring)."""
 
+    # hook points (made in __init__)
+    hook_sae_input: HookPoint
+    hook_sae_acts_pre: HookPoint
+    hook_sae_acts_post: HookPoint
+    hook_sae_recons: HookPoint
+    hook_sae_error: HookPoint
+    hook_sae_output: HookPoint
+
     def __init__(
         self,
         d_in: int,
@@ -71,6 +79,7 @@ class SparseAutoencoder(HookedRootModule):
     def _activation(self, pre: Float[Tensor, "... d_sae"]) -> Float[Tensor, "... d_sae"]:
         if self.architecture == "standard":
             return torch.relu(pre)
+        assert self.k is not None  # a topk SAE always has k
         top = pre.topk(self.k, dim=-1)
         return torch.zeros_like(pre).scatter(-1, top.indices, torch.relu(top.values))
 

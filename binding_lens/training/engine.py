@@ -174,7 +174,7 @@ def run_training(
     eval_every: int,
     lr_schedule: Callable[[int], float] | None = None,
     evaluate_start: bool = False,
-    before_update: Callable[[], None] | None = None,
+    before_update: Callable[[], object] | None = None,
     after_step: Callable[[int], None] | None = None,
     on_evaluation: Callable[[int, Evaluation], None] | None = None,
 ) -> list[TrainingOutcome]:
@@ -238,7 +238,7 @@ def train_for(
     steps: int,
     *,
     lr_schedule: Callable[[int], float] | None = None,
-    before_update: Callable[[], None] | None = None,
+    before_update: Callable[[], object] | None = None,
     after_step: Callable[[int], None] | None = None,
 ) -> TrainingOutcome:
     """A run of a fixed `steps` without validation (heads, SAEs, DAS, zoo models): `run_training` with one

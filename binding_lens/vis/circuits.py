@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -61,7 +61,7 @@ def cache_labels(
         model = None
     n_prefix = model.cfg.n_prefix_tokens if model is not None else 1
     n_registers = model.cfg.n_register_tokens if model is not None else 0
-    grid = tuple(grid) if grid is not None else grid_for_length(n_tokens, n_prefix)
+    grid = cast(tuple[int, int], tuple(grid)) if grid is not None else grid_for_length(n_tokens, n_prefix)
     labels = token_labels(grid, n_prefix, n_registers)
     if len(labels) != n_tokens:
         raise InputError(

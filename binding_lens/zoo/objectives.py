@@ -49,6 +49,7 @@ class DinoObjective(Objective):
     other views; two global crops go to both, `n_local` local crops to the student only."""
 
     name = "dino"
+    center: Tensor  # a buffer (registered in __init__)
 
     def __init__(self, backbone: Dinov2Model, recipe: ZooRecipe) -> None:
         super().__init__(backbone, recipe)

@@ -212,7 +212,7 @@ RECIPES: dict[str, ZooRecipe] = {
     "random": ZooRecipe("random", steps=0),
 }
 
-_GPU_BACKBONE = dict(
+_GPU_BACKBONE: dict[str, Any] = dict(
     scale="gpu",
     image_size=128,
     patch_size=8,

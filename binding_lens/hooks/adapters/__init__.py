@@ -12,12 +12,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
+from typing import cast
 
 from torch import nn
 from transformers import PretrainedConfig
 
 from ...errors import InputError
-from .base import FamilyAdapter, TinyCase
+from .base import FamilyAdapter, ModelConfig, TinyCase
 
 ADAPTERS: dict[str, type[FamilyAdapter]] = {}
 
@@ -42,7 +43,7 @@ class UnsupportedArchitectureError(InputError):
     """Raised for an HF model or config whose family has no adapter."""
 
 
-def adapter_for(config: PretrainedConfig) -> type[FamilyAdapter]:
+def adapter_for(config: ModelConfig) -> type[FamilyAdapter]:
     """The adapter for an HF vision config, or an error naming the supported families."""
     model_type = getattr(config, "model_type", None)
     if model_type not in ADAPTERS:
@@ -63,7 +64,7 @@ def vision_tower(model: nn.Module) -> nn.Module:
         if wrapped is not None:
             return wrapped
     if hasattr(model, "vision_model"):  # CLIPModel, SiglipModel, Siglip2Model, CLIPVisionModelWithProjection
-        return model.vision_model
+        return cast(nn.Module, model.vision_model)
     config = getattr(model, "config", None)
     if config is not None and getattr(config, "model_type", None) in ADAPTERS:
         base = getattr(model, "base_model", model)

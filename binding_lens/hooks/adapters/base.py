@@ -13,19 +13,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias, cast
 
 from jaxtyping import Float
 from torch import Tensor, nn
-from transformers import PretrainedConfig, PreTrainedModel
+from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 from ..components import AttentionParts, BlockParts, MLPParts
 
-TINY_DIMS = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, attn_implementation="eager")
-"""The shape every family's tiny test models share (eager attention, so patterns can be compared)."""
-VIT_B_DIMS = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
-TINY_TEXT_DIMS = dict(
+TINY_DIMS: dict[str, Any] = dict(
+    hidden_size=32, num_hidden_layers=3, num_attention_heads=4, attn_implementation="eager"
+)
+"""The shape every family's tiny test models share (eager attention, so patterns can be compared).
+
+`attn_implementation` is a keyword every HF config takes (`PreTrainedConfig.__init__` reads it from
+`**kwargs`), but the signature transformers' `dataclass_transform` gives the configs lists the declared
+fields only, so a type checker refuses it where it is written out: those calls carry
+`# type: ignore[call-arg]`."""
+VIT_B_DIMS: dict[str, Any] = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+TINY_TEXT_DIMS: dict[str, Any] = dict(
     hidden_size=32,
     num_hidden_layers=1,
     num_attention_heads=4,
@@ -57,6 +64,20 @@ class ForeignConfig:
     num_cls_tokens: int = 1
     num_channels: int = 3
     name: str = ""
+
+
+ModelConfig: TypeAlias = PretrainedConfig | ForeignConfig
+"""What a hooked model's `config` is: the HF config, or a `ForeignTower`'s `ForeignConfig`."""
+
+HFModule: TypeAlias = Any
+"""An HF (or `ForeignTower`) model or one of its layers, whose submodules an adapter reads by their
+family's attribute names (`layer.mlp.fc1`). `nn.Module.__getattr__` is typed `Tensor | Module`, which
+no such chain type-checks through, so these are left untyped."""
+
+
+def model_config(model: nn.Module) -> ModelConfig:
+    """`model.config`: every model `HookedViT` hooks (after `vision_tower`) carries one."""
+    return cast(ModelConfig, model.config)
 
 
 class ForeignTower(nn.Module):
@@ -99,11 +120,11 @@ class FamilyAdapter:
 
     # --- structure -------------------------------------------------------------------------
     @staticmethod
-    def layers(hf: PreTrainedModel) -> Sequence[nn.Module]:
-        return hf.layers  # type: ignore[return-value]
+    def layers(hf: HFModule) -> Sequence[nn.Module]:
+        return hf.layers
 
     @staticmethod
-    def block_parts(layer: nn.Module, config: PretrainedConfig) -> BlockParts:
+    def block_parts(layer: HFModule, config: ModelConfig) -> BlockParts:
         """ViT-style layer: layernorm_before, attention.{q,k,v,o}_proj, layernorm_after, mlp.fc1/fc2."""
         return BlockParts(
             ln1=layer.layernorm_before,
@@ -113,42 +134,42 @@ class FamilyAdapter:
         )
 
     @staticmethod
-    def pre_norm(hf: PreTrainedModel) -> nn.LayerNorm | None:
+    def pre_norm(hf: HFModule) -> nn.LayerNorm | None:
         return None
 
     @staticmethod
-    def final_norm(hf: PreTrainedModel) -> nn.LayerNorm:
-        return hf.layernorm  # type: ignore[return-value]
+    def final_norm(hf: HFModule) -> nn.LayerNorm:
+        return hf.layernorm
 
     @staticmethod
-    def n_register_tokens(config: PretrainedConfig) -> int:
+    def n_register_tokens(config: ModelConfig) -> int:
         return 0
 
     @staticmethod
-    def n_cls_tokens(config: PretrainedConfig) -> int:
+    def n_cls_tokens(config: ModelConfig) -> int:
         """1 for a CLS token (or CLIP's class embedding); 0 for families that pool without one (SigLIP,
         I-JEPA)."""
         return 1
 
     @staticmethod
-    def native_image_size(config: PretrainedConfig) -> tuple[int, int]:
+    def native_image_size(config: ModelConfig) -> tuple[int, int]:
         """(height, width) the position embeddings were trained at."""
         size = config.image_size
         return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
     @staticmethod
-    def d_mlp(config: PretrainedConfig) -> int:
+    def d_mlp(config: ModelConfig) -> int:
         return config.intermediate_size
 
     @staticmethod
-    def act_fn(config: PretrainedConfig) -> str:
+    def act_fn(config: ModelConfig) -> str:
         """The MLP's activation, by name (for `HookedViTConfig.act_fn`)."""
         return config.hidden_act
 
     # --- computation -----------------------------------------------------------------------
     @staticmethod
     def embed(
-        hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channel height width"]
+        hf: HFModule, pixel_values: Float[Tensor, "batch channel height width"]
     ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "one pos d_model"]]:
         """Token embeddings (prefix tokens first, then patches in row-major order) and the position
         embeddings added to them, interpolated to the image's patch grid."""
@@ -156,7 +177,7 @@ class FamilyAdapter:
 
     @staticmethod
     def rotary(
-        hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channel height width"]
+        hf: HFModule, pixel_values: Float[Tensor, "batch channel height width"]
     ) -> tuple[Float[Tensor, "n_patches d_head"], Float[Tensor, "n_patches d_head"]] | None:
         """(cos, sin) of the rotary embedding of each patch token, for `positional_embedding_type =
         "rotary"` families; None otherwise. Prefix tokens are not rotated."""
@@ -176,7 +197,7 @@ class FamilyAdapter:
 
     @classmethod
     def reference_hidden_states(
-        cls, hf: nn.Module, pixel_values: Tensor
+        cls, hf: HFModule, pixel_values: Tensor
     ) -> tuple[list[Float[Tensor, "batch pos d_model"]], Float[Tensor, "batch pos d_model"]]:
         """The model's own forward: (the residual stream entering block 0 and leaving each block, its
         final token states), what the hooked model must reproduce (`hooks.parity.hf_parity`)."""
@@ -184,13 +205,13 @@ class FamilyAdapter:
         return list(out.hidden_states), out.last_hidden_state
 
     @staticmethod
-    def reference_inputs(hf: PreTrainedModel, pixel_values: Tensor) -> dict[str, Any]:
+    def reference_inputs(hf: HFModule, pixel_values: Tensor) -> dict[str, Any]:
         """The keyword arguments that make the plain HF forward compute what the hooked one does on
         `pixel_values` (the parity tests call `hf(**reference_inputs(hf, x))`)."""
         return {"pixel_values": pixel_values, "interpolate_pos_encoding": True}
 
 
-def clip_style_block_parts(layer: nn.Module, config: PretrainedConfig) -> BlockParts:
+def clip_style_block_parts(layer: HFModule, config: ModelConfig) -> BlockParts:
     """The encoder layer CLIP, SigLIP and SigLIP 2 share: layer_norm1, self_attn, layer_norm2, mlp.fc1/fc2."""
     return BlockParts(
         ln1=layer.layer_norm1,
@@ -200,7 +221,7 @@ def clip_style_block_parts(layer: nn.Module, config: PretrainedConfig) -> BlockP
     )
 
 
-def attention_parts(attention: nn.Module) -> AttentionParts:
+def attention_parts(attention: HFModule) -> AttentionParts:
     """The q/k/v/o projections of a transformers-5 attention module (`o_proj` or CLIP's `out_proj`)."""
     o_proj = attention.o_proj if hasattr(attention, "o_proj") else attention.out_proj
     return AttentionParts(q_proj=attention.q_proj, k_proj=attention.k_proj, v_proj=attention.v_proj, o_proj=o_proj)

@@ -9,6 +9,8 @@ HF's `pooler_output`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import CLIPConfig, CLIPModel, CLIPVisionConfig, CLIPVisionModel
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
@@ -16,7 +18,7 @@ from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from . import register_adapter
 from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
-_TINY_VISION = {k: v for k, v in TINY_DIMS.items() if k != "attn_implementation"} | dict(
+_TINY_VISION: dict[str, Any] = {k: v for k, v in TINY_DIMS.items() if k != "attn_implementation"} | dict(
     intermediate_size=64, image_size=32, patch_size=8
 )
 
@@ -34,14 +36,14 @@ class ClipAdapter(FamilyAdapter):
     tiny_cases = (
         TinyCase(
             "clip_vision",
-            lambda: CLIPVisionModel(CLIPVisionConfig(**_TINY_VISION, attn_implementation="eager")),
+            lambda: CLIPVisionModel(CLIPVisionConfig(**_TINY_VISION, attn_implementation="eager")),  # type: ignore[call-arg]  # see TINY_DIMS
             (32, 32),
             (24, 40),
         ),
         TinyCase(
             "clip_full",
             lambda: CLIPModel(
-                CLIPConfig(
+                CLIPConfig(  # type: ignore[call-arg]  # see TINY_DIMS
                     text_config=TINY_TEXT_DIMS,
                     vision_config=_TINY_VISION,
                     projection_dim=16,

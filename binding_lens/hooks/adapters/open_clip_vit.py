@@ -21,7 +21,7 @@ from torch import nn
 
 from ..components import AttentionParts, BlockParts, MLPParts, split_linear
 from . import UnsupportedArchitectureError, register_adapter
-from .base import FamilyAdapter, ForeignConfig, ForeignTower, forward_with_block_outputs
+from .base import FamilyAdapter, ForeignConfig, ForeignTower, HFModule, forward_with_block_outputs
 
 OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -34,7 +34,7 @@ def _refuse(why: str) -> None:
     )
 
 
-def _check(visual: nn.Module) -> None:
+def _check(visual: HFModule) -> None:
     from open_clip.transformer import ResidualAttentionBlock
 
     if not isinstance(visual.ln_post, nn.LayerNorm) or not isinstance(visual.ln_pre, (nn.LayerNorm, nn.Identity)):

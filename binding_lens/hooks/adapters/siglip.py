@@ -8,13 +8,15 @@ token of `last_hidden_state` (the hooked `ln_final`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from transformers import SiglipConfig, SiglipModel, SiglipVisionConfig, SiglipVisionModel
 from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_STD
 
 from . import register_adapter
 from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
-_TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8)
+_TINY_VISION: dict[str, Any] = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8)
 
 
 @register_adapter
@@ -40,7 +42,7 @@ class SiglipAdapter(FamilyAdapter):
         TinyCase(
             "siglip_full",
             lambda: SiglipModel(
-                SiglipConfig(
+                SiglipConfig(  # type: ignore[call-arg]  # see TINY_DIMS
                     text_config=TINY_TEXT_DIMS,
                     vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
                     attn_implementation="eager",

@@ -10,6 +10,8 @@ resolution input. No CLS token (`n_prefix_tokens = 0`); the rest is SigLIP's enc
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import einops
 import torch
 from transformers import Siglip2Config, Siglip2Model, Siglip2VisionConfig, Siglip2VisionModel
@@ -20,7 +22,7 @@ from . import register_adapter
 from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, TinyCase
 from .siglip import SiglipAdapter
 
-_TINY_VISION = dict(**TINY_DIMS, intermediate_size=64, num_patches=16, patch_size=8)
+_TINY_VISION: dict[str, Any] = dict(**TINY_DIMS, intermediate_size=64, num_patches=16, patch_size=8)
 
 
 def patchify(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -29,9 +31,10 @@ def patchify(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
     return einops.rearrange(pixel_values, "b c (h ph) (w pw) -> b (h w) (ph pw c)", ph=patch_size, pw=patch_size)
 
 
-def spatial_shapes(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
+def spatial_shapes(pixel_values: torch.Tensor, patch_size: int) -> torch.LongTensor:
     rows, cols = pixel_values.shape[-2] // patch_size, pixel_values.shape[-1] // patch_size
-    return torch.tensor([[rows, cols]], device=pixel_values.device).expand(pixel_values.shape[0], 2)
+    shapes = torch.tensor([[rows, cols]], device=pixel_values.device).expand(pixel_values.shape[0], 2)
+    return cast(torch.LongTensor, shapes)  # int64, which transformers annotates as LongTensor
 
 
 @register_adapter
@@ -51,7 +54,7 @@ class Siglip2Adapter(SiglipAdapter):
         TinyCase(
             "siglip2_full",
             lambda: Siglip2Model(
-                Siglip2Config(
+                Siglip2Config(  # type: ignore[call-arg]  # see TINY_DIMS
                     text_config=TINY_TEXT_DIMS,
                     vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
                     attn_implementation="eager",

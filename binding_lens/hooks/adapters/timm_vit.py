@@ -19,7 +19,7 @@ from torch import nn
 
 from ..components import AttentionParts, BlockParts, MLPParts, split_linear
 from . import UnsupportedArchitectureError, register_adapter
-from .base import FamilyAdapter, ForeignConfig, ForeignTower, forward_with_block_outputs
+from .base import FamilyAdapter, ForeignConfig, ForeignTower, HFModule, forward_with_block_outputs
 
 
 def _refuse(name: str, why: str) -> None:
@@ -33,7 +33,7 @@ def _is_identity(module: nn.Module | None) -> bool:
     return module is None or isinstance(module, nn.Identity)
 
 
-def _check(model: nn.Module, name: str) -> None:
+def _check(model: HFModule, name: str) -> None:
     from timm.layers import Mlp
     from timm.layers.attention import Attention
     from timm.models.vision_transformer import Block
@@ -59,7 +59,7 @@ def _check(model: nn.Module, name: str) -> None:
             _refuse(name, f"block {index}'s MLP normalises its hidden layer")
 
 
-def _mlp_parts(mlp: nn.Module) -> tuple[MLPParts, int]:
+def _mlp_parts(mlp: HFModule) -> tuple[MLPParts, int]:
     """(parts, hidden width) of timm's Mlp, packed SwiGLU (GluMlp) or SwiGLU."""
     kind = type(mlp).__name__
     if kind == "Mlp":

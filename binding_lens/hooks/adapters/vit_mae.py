@@ -21,7 +21,8 @@ def _tiny_mae_with_sincos_positions() -> nn.Module:
     """A random MAE encoder with its fixed 2-D sin-cos position embeddings filled in (HF's random
     init leaves them at zero, which would hide every position effect)."""
     model = ViTMAEModel(ViTMAEConfig(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8, mask_ratio=0.0))
-    model.embeddings.patch_embeddings.projection._is_hf_initialized = False
+    # nn.Module.__setattr__ is typed for tensors and modules only; a plain attribute is fine at run time
+    model.embeddings.patch_embeddings.projection._is_hf_initialized = False  # type: ignore[assignment]
     model.embeddings.initialize_weights()
     return model
 

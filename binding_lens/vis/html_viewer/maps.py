@@ -56,7 +56,11 @@ class ModelMaps:
             )
         if not self.scores:
             raise InputError(f"model {self.name!r} has no IsSameObject maps: give it at least one probe and layer")
-        for key, q in [*self.scores.items(), *self.attention.items()]:
+        maps: list[tuple[tuple[str, int, int] | tuple[int, int], Quantised]] = [
+            *self.scores.items(),
+            *self.attention.items(),
+        ]
+        for key, q in maps:
             image = key[1] if len(key) == 3 else key[0]
             rows, cols = self.grids[image]
             if q.n != rows * cols:
