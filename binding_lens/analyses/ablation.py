@@ -143,7 +143,7 @@ class DinoMeasurement:
         clean model's mean output as center), else one fitted on clean features with the backbone frozen."""
         images = data.images[: settings.dino_images]
         side = data.pixels.shape[-1]
-        options = dict(
+        options: dict[str, Any] = dict(
             patch_size=model.cfg.patch_size,
             preprocess=model.preprocess,
             n_local=settings.dino_local_crops,
@@ -422,11 +422,17 @@ def ablation_study(
         "probe": probe.name,
         "model": model.cfg.source,
         "images": {"train": len(plan.split[0]), "test": len(plan.split[1])},
-        "eigenvalues": plan.subspaces["binding"].eigenvalues.tolist(),
+        "eigenvalues": _eigenvalues(plan.subspaces["binding"]),
     }
     if out is not None:
         _write(result, Path(out))
     return result
+
+
+def _eigenvalues(subspace: BindingSubspace) -> list[float]:
+    """The binding subspace's eigenvalues (a probe's subspace always has them; a random control has none)."""
+    assert subspace.eigenvalues is not None, "the binding subspace comes from a probe, so it has eigenvalues"
+    return subspace.eigenvalues.tolist()
 
 
 def _write(result: dict[str, Any], out: Path) -> None:

@@ -206,7 +206,7 @@ class _BitsTable:
             "v_bits": v.estimate,
             "v_bits_low": v.low,
             "v_bits_high": v.high,
-            "beyond_prior": v.low > 0,
+            "beyond_prior": v.low is not None and v.low > 0,
             "H_O": self.priors.H_O,
             "H_F": self.priors.H_F,
             "H_O_given_F": self.priors.H_O_given_F,
@@ -514,7 +514,7 @@ def bits_under_interventions(
     return rows
 
 
-def _bits_lost(ce: Tensor, clean: Tensor, n_boot: int, seed: int) -> dict[str, float]:
+def _bits_lost(ce: Tensor, clean: Tensor, n_boot: int, seed: int) -> dict[str, float | None]:
     """Bits an edit costs a probe: its per-image test CE_O minus the clean run's, with a paired bootstrap
     interval over the test images (= the clean B_O minus the edited one)."""
     lost = bootstrap_mean(ce - clean, n_boot=n_boot, seed=seed)

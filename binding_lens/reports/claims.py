@@ -32,6 +32,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +220,7 @@ def _probe_path(run_dir: Path, layer: int) -> Path:
 
 def _test_forward(
     model: HookedViT, spec: str, n_scenes: int, seed: int, peak_layer: int, layer: int
-) -> tuple[Labelled, ActivationCache]:
+) -> tuple[Labelled, ActivationCache | dict[str, Tensor]]:
     """The sweep's test images (its scenes, its image split), labelled per patch token, and one forward of
     them caching the residual stream at the peak layer (the subspace claim) and at `layer` with the attention
     pattern of block `layer + 1` (the attention claim)."""
@@ -232,13 +233,21 @@ def _test_forward(
     return data, cache
 
 
+def _bias(probe: PairProbe) -> Tensor:
+    """The probe's scalar bias `b` (every probe with a weight matrix W has one), detached."""
+    bias = getattr(probe, "b", None)
+    if not isinstance(bias, Tensor):
+        raise TypeError(f"{type(probe).__name__} has no scalar bias `b`: it has no binding subspace to truncate")
+    return bias.detach()
+
+
 def subspace_share(probe: PairProbe, tokens: Tensor, instance: Tensor, k: int) -> dict[str, Any]:
     """The low-dimensional claim: the share of the probe's above-chance AUROC (on these tokens) that its top-k
     subspace keeps, with the conservative interval from the two AUROCs' bootstrap intervals (none when the
     full probe's interval reaches chance)."""
     full = evaluate(probe, (tokens, instance), intervals=True)
     truncated = evaluate(
-        BindingSubspace.from_probe(probe, k).to_probe(probe.b.detach()), (tokens, instance), intervals=True
+        BindingSubspace.from_probe(probe, k).to_probe(_bias(probe)), (tokens, instance), intervals=True
     )
     span = full["auroc"] - 0.5
     kept = (truncated["auroc"] - 0.5) / span if span > 1e-6 else float("nan")
@@ -254,7 +263,12 @@ def subspace_share(probe: PairProbe, tokens: Tensor, instance: Tensor, k: int) -
 
 
 def attention_measure(
-    model: HookedViT, probe: PairProbe, cache: ActivationCache, instance: Tensor, layer: int, seed: int
+    model: HookedViT,
+    probe: PairProbe,
+    cache: ActivationCache | dict[str, Tensor],
+    instance: Tensor,
+    layer: int,
+    seed: int,
 ) -> dict[str, Any]:
     """The attention claim: Pearson r between block l + 1's patch-to-patch attention and the probe's pair
     scores at l, with its permutation p-value (the interval is the value itself when p < 0.05, else none)."""
@@ -418,7 +432,7 @@ def _against_control(claim: str, objective: str, values: list[float], groups: di
     if objective == CONTROL or len(control) < 2:
         return {}
     d = difference_interval(values, control)
-    side = "within noise" if not d.beyond_noise else "above" if d.low > 0 else "below"
+    side = "within noise" if not d.beyond_noise else "above" if d.low is not None and d.low > 0 else "below"
     return {
         "vs_control": d.estimate,
         "vs_control_low": d.low,
@@ -481,7 +495,7 @@ def claims_report(
     started = time.perf_counter()
     seeds = list(seeds)
     training = training or ProbeTrainingConfig(seed=seeds[0])
-    settings = {
+    settings: dict[str, Any] = {
         "n_scenes": n_scenes,
         "seeds": seeds,
         "toy_scenes": toy_scenes,
@@ -493,7 +507,7 @@ def claims_report(
             spec,
             out,
             settings | {"training": asdict(training)},
-            lambda spec=spec: measure_model(spec, out, **settings, training=training, progress=progress),
+            partial(measure_model, spec, out, **settings, training=training, progress=progress),
         )
         for spec in models
     ]

@@ -20,6 +20,7 @@ import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -277,7 +278,7 @@ def binding_by_objective(
         model = HookedViT.from_pretrained(spec)
         sweep = layer_sweep_over_seeds(
             model,
-            lambda s, spec=spec: held_out_scenes(spec, n_scenes, seed=s),
+            partial(held_out_scenes, spec, n_scenes),
             out / spec.removeprefix(PREFIX),
             seeds,
             probes=TABLE_PROBES,
