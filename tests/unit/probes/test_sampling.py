@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from binding_lens.data import count_pairs, dense_instance_ids
+from binding_lens.data.sampling import count_pairs, dense_instance_ids
 from binding_lens.probes import (
     PairBatch,
     PairSet,
