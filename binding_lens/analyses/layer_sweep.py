@@ -32,18 +32,11 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..activations import (
-    ExtractionPlan,
-    Shard,
-    choose_store,
-    extract,
-    extract_to_memory,
-    layer_groups,
-    plan_extraction,
-    ranks,
-    request_differences,
-)
-from ..activations import memory_budget as activation_budget
+from ..activations import ExtractionPlan, extract, extract_to_memory, plan_extraction, ranks
+from ..activations.budget import choose_store, layer_groups
+from ..activations.budget import memory_budget as activation_budget
+from ..activations.extract import request_differences
+from ..activations.store import Shard
 from ..data import Scene
 from ..errors import InputError
 from ..figures import accuracy_by_layer

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # annotations only: building the parser (and --help) imports 
     from ..data import Scene
     from ..hooks import HookedViT
 
-STORE_MODES = ("auto", "none", "disk")  # binding_lens.activations.STORE_MODES, without importing torch for --help
+STORE_MODES = ("auto", "none", "disk")  # activations.budget.STORE_MODES, without importing torch for --help
 
 
 def add(commands: argparse._SubParsersAction) -> None:
