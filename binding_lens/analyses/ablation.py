@@ -49,7 +49,8 @@ from ..errors import InputError
 from ..hooks import HookedViT, names
 from ..io import write_json_atomic
 from ..losses.dino import DinoHead
-from ..probes import PairProbe, label_space, split_by_image
+from ..probes import PairProbe, split_by_image
+from ..probes.batch import label_space
 from ..stats import LEVEL, paired_bootstrap_difference
 from ..stats.bootstrap import Reduce, ratio_of_sums
 from .report import Row, difference_text, format_table, write_table

@@ -49,12 +49,12 @@ from ..probes import (
     ProbeTrainingConfig,
     TrainResult,
     evaluate,
-    label_space,
     make_probe,
     save_probe,
     split_by_image,
     train_probes,
 )
+from ..probes.batch import label_space
 from .report import Row, format_table, interval_text, peak_layers, write_table
 from .run import RunDirectory, RunDirectoryError
 
