@@ -33,7 +33,8 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..binding import BindingSubspace, Inject, Intervention, Shuffle
+from ..binding import BindingSubspace, Inject, Shuffle
+from ..binding.interventions import Intervention
 from ..data import Scene, patch_labels
 from ..effects.attention import attention_kl_sums, attention_score_correlation, own_object_attention_sums
 from ..effects.dino import fit_dino_head, measure_dino_loss

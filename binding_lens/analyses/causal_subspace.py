@@ -27,8 +27,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..binding import BindingSubspace, Shuffle, principal_angles, random_angles
+from ..binding import BindingSubspace, Shuffle
 from ..binding.das import Readout, model_readout, residual_at, swap_effect, train_das
+from ..binding.diagnostics import principal_angles, random_angles
 from ..data import Scene
 from ..errors import InputError
 from ..hooks import HookedViT
