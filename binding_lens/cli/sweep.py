@@ -186,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _probe_names(args: argparse.Namespace) -> list[str]:
     """The probes `--probes` names (every one for `extract`), each checked: a wrong name lists them all."""
-    from ..analyses import ALL_PROBES
+    from ..analyses.layer_sweep import ALL_PROBES
     from ..probes.registry import probe_class
 
     probes = (
