@@ -24,15 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from binding_lens.probes import (
-    PairBatch,
-    ProbeData,
-    ProbeTrainingConfig,
-    fixed_pairs,
-    make_probe,
-    train_probe,
-    train_probes,
-)
+from binding_lens.probes import ProbeData, ProbeTrainingConfig, make_probe, train_probe, train_probes
+from binding_lens.probes.batch import PairBatch
+from binding_lens.probes.sampling import fixed_pairs
 from binding_lens.probes.synthetic import planted_binding
 
 

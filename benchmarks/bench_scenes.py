@@ -20,7 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from binding_lens.data import PRESETS, PairStats, SkipReport, SyntheticScenes, patch_labels, unusable_reason  # noqa: E402
+from binding_lens.data import PRESETS, SkipReport, SyntheticScenes, patch_labels  # noqa: E402
+from binding_lens.data.pairs import PairStats  # noqa: E402
+from binding_lens.data.skips import unusable_reason  # noqa: E402
 
 
 def speed(preset: str, n: int, runs: int, size: int) -> float:

@@ -4,34 +4,35 @@ extract(model, scenes, layers, out)            the store on disk (resumable; one
 extract_to_memory(model, scenes, layers)       the same tensors held in memory (the streaming sweep)
 plan_extraction(model, scenes, layers)         the checked request and its size, nothing extracted
 ExtractProfile()                               seconds per stage of one extraction
+ActivationStore(path).load(layers)             a store read back (a `store.Shard`)
+
+The rest lives in its module: the memory budget and the store/memory choice (`STORE_MODES`,
+`choose_store`, `memory_budget`, `layer_groups`) in `budget`, `Shard` in `store`, `weights_fingerprint`
+and `request_differences` in `extract`.
 """
 
-from .budget import STORE_MODES, choose_store, layer_groups, memory_budget
-from .extract import (
-    ExtractionPlan,
-    extract,
-    extract_to_memory,
-    plan_extraction,
-    request_differences,
-    weights_fingerprint,
-)
+from ..lazy import lazy_exports
+from .extract import ExtractionPlan, extract, extract_to_memory, plan_extraction
 from .profile import ExtractProfile
-from .store import ActivationStore, Shard, StoreError, StoreNotFoundError
+from .store import ActivationStore, StoreError, StoreNotFoundError
+
+# Exported here before issue 30: `from binding_lens.activations import choose_store` says where each name lives now.
+_MOVED = {
+    "budget": ["STORE_MODES", "choose_store", "layer_groups", "memory_budget"],
+    "extract": ["request_differences", "weights_fingerprint"],
+    "store": ["Shard"],
+}
+__getattr__, __dir__ = lazy_exports(
+    __name__, {}, moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names}
+)
 
 __all__ = [
-    "STORE_MODES",
     "ActivationStore",
     "ExtractProfile",
     "ExtractionPlan",
-    "Shard",
     "StoreError",
     "StoreNotFoundError",
-    "choose_store",
     "extract",
     "extract_to_memory",
-    "layer_groups",
-    "memory_budget",
     "plan_extraction",
-    "request_differences",
-    "weights_fingerprint",
 ]

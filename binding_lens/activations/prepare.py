@@ -18,7 +18,10 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from ..data import Scene, patch_labels, resize_image, sample_patch_slots, unusable_reason
+from ..data import Scene, patch_labels
+from ..data.resize import resize_image
+from ..data.sampling import sample_patch_slots
+from ..data.skips import unusable_reason
 from ..errors import InputError
 from ..hooks.images import pixel_batch
 

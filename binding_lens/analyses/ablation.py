@@ -33,7 +33,8 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..binding import BindingSubspace, Inject, Intervention, Shuffle
+from ..binding import BindingSubspace, Inject, Shuffle
+from ..binding.interventions import Intervention
 from ..data import Scene, patch_labels
 from ..effects.attention import attention_kl_sums, attention_score_correlation, own_object_attention_sums
 from ..effects.dino import fit_dino_head, measure_dino_loss
@@ -49,7 +50,8 @@ from ..errors import InputError
 from ..hooks import HookedViT, names
 from ..io import write_json_atomic
 from ..losses.dino import DinoHead
-from ..probes import PairProbe, label_space, split_by_image
+from ..probes import PairProbe, split_by_image
+from ..probes.batch import label_space
 from ..stats import LEVEL, paired_bootstrap_difference
 from ..stats.bootstrap import Reduce, ratio_of_sums
 from .report import Row, difference_text, format_table, write_table

@@ -27,12 +27,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..binding import BindingSubspace, Shuffle, principal_angles, random_angles
+from ..binding import BindingSubspace, Shuffle
 from ..binding.das import Readout, model_readout, residual_at, swap_effect, train_das
+from ..binding.diagnostics import principal_angles, random_angles
 from ..data import Scene
 from ..errors import InputError
 from ..hooks import HookedViT
-from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, auroc, split_by_image
+from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
+from ..probes.metrics import auroc
 from .ablation import label_images
 from .layer_probes import fit_layer_probes
 from .report import Row, format_table

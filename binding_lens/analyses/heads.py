@@ -24,7 +24,9 @@ from torch import Tensor
 from ..binding.head_ablation import HeadAblation, head_means
 from ..errors import InputError
 from ..hooks import HookedViT
-from ..probes import PairProbe, ProbeData, auroc_with_interval, evaluate, fixed_pairs
+from ..probes import PairProbe, ProbeData, evaluate
+from ..probes.evaluation import auroc_with_interval
+from ..probes.sampling import fixed_pairs
 
 
 @dataclass

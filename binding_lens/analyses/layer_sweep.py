@@ -32,18 +32,11 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..activations import (
-    ExtractionPlan,
-    Shard,
-    choose_store,
-    extract,
-    extract_to_memory,
-    layer_groups,
-    plan_extraction,
-    ranks,
-    request_differences,
-)
-from ..activations import memory_budget as activation_budget
+from ..activations import ExtractionPlan, extract, extract_to_memory, plan_extraction, ranks
+from ..activations.budget import choose_store, layer_groups
+from ..activations.budget import memory_budget as activation_budget
+from ..activations.extract import request_differences
+from ..activations.store import Shard
 from ..data import Scene
 from ..errors import InputError
 from ..figures import accuracy_by_layer
@@ -56,12 +49,12 @@ from ..probes import (
     ProbeTrainingConfig,
     TrainResult,
     evaluate,
-    label_space,
     make_probe,
     save_probe,
     split_by_image,
     train_probes,
 )
+from ..probes.batch import label_space
 from .report import Row, format_table, interval_text, peak_layers, write_table
 from .run import RunDirectory, RunDirectoryError
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..activations import weights_fingerprint
+from ..activations.extract import weights_fingerprint
 from ..activations.store import MANIFEST
 from ..data import Scene
 from ..data.spec import dataset_from_identity

@@ -34,7 +34,10 @@ from ..data import Scene
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..hooks.names import resid_post
-from ..probes import PairBatch, TrainResult, auroc, bootstrap_auroc, fixed_pairs, split_by_image
+from ..probes import TrainResult, split_by_image
+from ..probes.batch import PairBatch
+from ..probes.metrics import auroc, bootstrap_auroc
+from ..probes.sampling import fixed_pairs
 from ..sae import SaeTrainingConfig, SparseAutoencoder, initialise_sae, train_sae
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe

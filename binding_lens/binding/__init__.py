@@ -3,45 +3,45 @@ interventions on them (SPEC sections 5 and 6).
 
     sub = BindingSubspace.from_probe(probe, k=16)
     model.run_with_hooks(pixels, fwd_hooks=[Shuffle(sub, 0.5, model.cfg.n_prefix_tokens).at(8)])
+    das = train_das(model, pixels, instance, layer=3, probe_next=probe_at_4, k=8)   # das.subspace
+
+The rest lives in its module: the `Intervention` base class in `interventions`, principal angles and
+`StabilityReport` in `diagnostics`, DAS's parts (`fit_interchange_subspace`, `swap_effect`, `DASResult`)
+in `das`, `head_means` in `head_ablation`, `SubspaceProbe` in `subspace`.
 """
 
-from .das import DASResult, RotatedSubspace, fit_interchange_subspace, interchange_effect, swap_effect, train_das
-from .diagnostics import (
-    StabilityReport,
-    accuracy_kept,
-    eigen_spectrum,
-    elbow,
-    principal_angles,
-    random_angles,
-    subspace_stability,
+from ..lazy import lazy_exports
+from .das import interchange_effect, train_das
+from .diagnostics import accuracy_kept, eigen_spectrum, elbow, subspace_stability
+from .head_ablation import HeadAblation
+from .interventions import Inject, Interchange, MeanAblate, ProjectOut, Shuffle
+from .subspace import BindingSubspace, accuracy_by_k
+
+# Exported here before issue 30: `from binding_lens.binding import principal_angles` says where each name lives now.
+_MOVED = {
+    "das": ["DASResult", "RotatedSubspace", "fit_interchange_subspace", "swap_effect"],
+    "diagnostics": ["StabilityReport", "principal_angles", "random_angles"],
+    "head_ablation": ["head_means"],
+    "interventions": ["Intervention"],
+    "subspace": ["SubspaceProbe"],
+}
+__getattr__, __dir__ = lazy_exports(
+    __name__, {}, moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names}
 )
-from .head_ablation import HeadAblation, head_means
-from .interventions import Inject, Interchange, Intervention, MeanAblate, ProjectOut, Shuffle
-from .subspace import BindingSubspace, SubspaceProbe, accuracy_by_k
 
 __all__ = [
     "BindingSubspace",
-    "DASResult",
     "HeadAblation",
     "Inject",
     "Interchange",
-    "Intervention",
     "MeanAblate",
     "ProjectOut",
-    "RotatedSubspace",
     "Shuffle",
-    "StabilityReport",
-    "SubspaceProbe",
     "accuracy_by_k",
     "accuracy_kept",
     "eigen_spectrum",
     "elbow",
-    "fit_interchange_subspace",
-    "head_means",
     "interchange_effect",
-    "principal_angles",
-    "random_angles",
     "subspace_stability",
-    "swap_effect",
     "train_das",
 ]

@@ -35,7 +35,8 @@ from torch import Tensor, nn
 
 from ..data.sampling import dense_instance_ids
 from ..errors import InputError
-from ..probes import PairProbe, auroc
+from ..probes import PairProbe
+from ..probes.metrics import auroc
 from ..training import train_for
 from .subspace import BindingSubspace
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # annotations only: building the parser (and --help) imports 
     from ..data import Scene
     from ..hooks import HookedViT
 
-STORE_MODES = ("auto", "none", "disk")  # binding_lens.activations.STORE_MODES, without importing torch for --help
+STORE_MODES = ("auto", "none", "disk")  # activations.budget.STORE_MODES, without importing torch for --help
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -186,8 +186,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _probe_names(args: argparse.Namespace) -> list[str]:
     """The probes `--probes` names (every one for `extract`), each checked: a wrong name lists them all."""
-    from ..analyses import ALL_PROBES
-    from ..probes import probe_class
+    from ..analyses.layer_sweep import ALL_PROBES
+    from ..probes.registry import probe_class
 
     probes = (
         list(ALL_PROBES)

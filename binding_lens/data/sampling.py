@@ -3,7 +3,7 @@
 Labels arrive as instance ids per patch slot, [image, patch] (< 0: excluded or padding). Everything
 here is batched: one random key per slot and one top-k per row, no Python loop over images. The
 activation store draws the patches it keeps with `sample_patch_slots`, and the probes draw their
-training and evaluation pairs with it (`binding_lens.probes.sample_patches` wraps it as a `PairSet`).
+training and evaluation pairs with it (`binding_lens.probes.sampling.sample_patches` wraps it as a `PairSet`).
 """
 
 from __future__ import annotations

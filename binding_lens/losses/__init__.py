@@ -1,37 +1,30 @@
 """Training objectives shared by the layers above: DINO's head, views, loss, centering and EMA, and
 DETR-style Hungarian matching of predicted masks to instances (for the pointwise identity probe and the
-instance segmentation head)."""
+instance segmentation head). The rest lives in its module: `CropPlan`, `WeightNormLinear`,
+`round_to_patch` and `teacher_statistics` in `dino`, `mask_costs` in `matching`."""
 
-from .dino import (
-    CropPlan,
-    DinoHead,
-    MultiCrop,
-    WeightNormLinear,
-    apply_view,
-    dino_loss,
-    ema_update,
-    multi_crop,
-    plan_crops,
-    round_to_patch,
-    teacher_statistics,
-    update_center,
+from ..lazy import lazy_exports
+from .dino import DinoHead, MultiCrop, apply_view, dino_loss, ema_update, multi_crop, plan_crops, update_center
+from .matching import detr_mask_loss, hungarian_match
+
+# Exported here before issue 30: `from binding_lens.losses import mask_costs` says where each name lives now.
+_MOVED = {
+    "dino": ["CropPlan", "WeightNormLinear", "round_to_patch", "teacher_statistics"],
+    "matching": ["mask_costs"],
+}
+__getattr__, __dir__ = lazy_exports(
+    __name__, {}, moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names}
 )
-from .matching import detr_mask_loss, hungarian_match, mask_costs
 
 __all__ = [
-    "CropPlan",
     "DinoHead",
     "MultiCrop",
-    "WeightNormLinear",
     "apply_view",
     "detr_mask_loss",
     "dino_loss",
     "ema_update",
     "hungarian_match",
-    "mask_costs",
     "multi_crop",
     "plan_crops",
-    "round_to_patch",
-    "teacher_statistics",
     "update_center",
 ]

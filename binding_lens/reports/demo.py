@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..analyses import ALL_PROBES, layer_sweep, weights_note
+from ..analyses import layer_sweep
+from ..analyses.layer_sweep import ALL_PROBES, weights_note
 from ..analyses.report import format_table, interval_text
 from ..figures import accuracy_by_model
 from ..hooks import HookedViT

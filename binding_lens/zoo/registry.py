@@ -47,7 +47,7 @@ def zoo_path(spec: str) -> Path:
 
 
 def zoo_card(spec: str) -> dict[str, Any]:
-    """The model card of a shipped model, read without checking file hashes (`zoo.read_card` checks them)."""
+    """The model card of a shipped model, read without checking file hashes (`zoo.checkpoint.read_card` checks them)."""
     return json.loads((zoo_path(spec) / "card.json").read_text())
 
 

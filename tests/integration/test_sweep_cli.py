@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from binding_lens.analyses import ALL_PROBES
+from binding_lens.analyses.layer_sweep import ALL_PROBES
 from binding_lens.cli import main, parse_layers
 from binding_lens.errors import InputError
 from binding_lens.probes import load_probe
@@ -209,7 +209,8 @@ def test_a_sweep_in_stages_is_the_sweep(tmp_path):
     from dataclasses import replace
 
     from binding_lens import HookedViT
-    from binding_lens.analyses import SweepConfig, compute_sweep, layer_sweep, plan_sweep, write_sweep
+    from binding_lens.analyses import SweepConfig, layer_sweep
+    from binding_lens.analyses.layer_sweep import compute_sweep, plan_sweep, write_sweep
     from binding_lens.data import SyntheticScenes
     from binding_lens.probes import ProbeTrainingConfig
 

@@ -43,3 +43,17 @@ def test_a_moved_name_names_its_new_home(package, name, new):
     with pytest.raises(ImportError, match=new.replace(".", r"\.")):  # `from package import name` keeps the message
         exec(f"from {package} import {name}", {})
     assert name not in dir(module)
+
+
+@pytest.mark.parametrize("package", ["probes", "data", "binding", "analyses", "zoo", "losses", "activations"])
+def test_a_name_that_left_a_package_names_a_module_that_has_it(package):
+    """Issue 30 trimmed these packages' exports; each name that left says where it is, and is there."""
+    module = importlib.import_module(f"binding_lens.{package}")
+    assert module._MOVED
+    for home, names in module._MOVED.items():
+        for name in names:
+            new = f"binding_lens.{package}.{home}.{name}"
+            assert name not in module.__all__ and name not in dir(module)
+            with pytest.raises(ImportError, match=new.replace(".", r"\.")):
+                getattr(module, name)
+            assert hasattr(importlib.import_module(f"binding_lens.{package}.{home}"), name), new

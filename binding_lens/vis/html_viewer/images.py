@@ -17,7 +17,8 @@ import numpy as np
 from jaxtyping import Bool, Int, UInt8
 from PIL import Image
 
-from ...data import Scene, check_image, check_mask
+from ...data import Scene
+from ...data.scene import check_image, check_mask
 from ...errors import InputError
 
 

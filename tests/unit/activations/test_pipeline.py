@@ -12,16 +12,9 @@ import torch
 from safetensors.torch import load as load_safetensors
 
 from binding_lens import HookedViT
-from binding_lens.activations import (
-    STORE_MODES,
-    ActivationStore,
-    ExtractProfile,
-    choose_store,
-    extract,
-    extract_to_memory,
-    layer_groups,
-)
+from binding_lens.activations import ActivationStore, ExtractProfile, extract, extract_to_memory
 from binding_lens.activations import writer as writer_module
+from binding_lens.activations.budget import STORE_MODES, choose_store, layer_groups
 from binding_lens.activations.store import Shard, safetensors_chunks
 from binding_lens.activations.writer import ShardWriter
 from binding_lens.data import Scene, SceneError, SyntheticScenes

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.binding import BindingSubspace, principal_angles
+from binding_lens.binding import BindingSubspace
 from binding_lens.binding.das import (
     draw_swaps,
     fit_interchange_subspace,
@@ -18,6 +18,7 @@ from binding_lens.binding.das import (
     swap_effect,
     train_das,
 )
+from binding_lens.binding.diagnostics import principal_angles
 from binding_lens.hooks import names
 from binding_lens.probes import make_probe
 

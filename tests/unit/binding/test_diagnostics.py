@@ -14,10 +14,9 @@ from binding_lens.binding import (
     accuracy_kept,
     eigen_spectrum,
     elbow,
-    principal_angles,
-    random_angles,
     subspace_stability,
 )
+from binding_lens.binding.diagnostics import principal_angles, random_angles
 from binding_lens.probes import ProbeData, make_probe, split_by_image
 
 from helpers.probes import planted_objects, random_quadratic

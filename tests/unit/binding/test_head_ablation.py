@@ -14,7 +14,8 @@ from binding_lens.binding.head_ablation import HeadAblation, head_means
 from binding_lens.figures.head_map import head_map_figure
 from binding_lens.hooks import names
 from binding_lens.models import TINY_CASES
-from binding_lens.probes import ProbeData, evaluate, fixed_pairs
+from binding_lens.probes import ProbeData, evaluate
+from binding_lens.probes.sampling import fixed_pairs
 
 from helpers.models import build, pixels
 from helpers.probes import random_quadratic

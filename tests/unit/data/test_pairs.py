@@ -4,20 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from binding_lens.data import (
-    NO_LABELLED_PATCH,
-    SINGLE_OBJECT,
-    PairStats,
-    Scene,
-    SkipReport,
-    SyntheticScenes,
-    UnusableImageError,
-    count_pairs,
-    labelled_scenes,
-    pair_stats,
-    patch_labels,
-    sample_patch_slots,
-)
+from binding_lens.data import Scene, SkipReport, SyntheticScenes, labelled_scenes, pair_stats, patch_labels
+from binding_lens.data.pairs import PairStats
+from binding_lens.data.sampling import count_pairs, sample_patch_slots
+from binding_lens.data.skips import NO_LABELLED_PATCH, SINGLE_OBJECT, UnusableImageError
 
 
 def _labels(grid_ids, purity=None):

@@ -5,7 +5,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from binding_lens.data import SceneError, SyntheticScenes, patch_labels, resize_mask
+from binding_lens.data import SceneError, SyntheticScenes, patch_labels
+from binding_lens.data.resize import resize_mask
 
 
 def _reference(inst, cls, rows, cols, purity=None, keep_unlabeled=False):

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from binding_lens.data import SyntheticScenes, feature_code
-from binding_lens.data.colorshape import balanced_feature_codes, covering_count, split_of_features
+from binding_lens.data import SyntheticScenes
+from binding_lens.data.colorshape import balanced_feature_codes, covering_count, feature_code, split_of_features
 from binding_lens.data.compose import sample_codes
 from binding_lens.data.knobs import preset_knobs
 from binding_lens.data.priors import binary_entropy_bits, colorshape_priors, empirical_priors

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from binding_lens.data import Scene, SceneError, check_mask
+from binding_lens.data import Scene, SceneError
+from binding_lens.data.scene import check_mask
 
 
 def _image(h=8, w=10):

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from binding_lens.data import PRESETS, SyntheticScenes, feature_code, object_code, patch_labels, split_of_features
+from binding_lens.data import PRESETS, SyntheticScenes, patch_labels
+from binding_lens.data.colorshape import feature_code, object_code, split_of_features
 from binding_lens.data.palette import COLORS
 from binding_lens.data.shapes import SHAPES, shape_mask
 from binding_lens.data.synthetic import CLASS_IDS

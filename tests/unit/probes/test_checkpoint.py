@@ -9,7 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from binding_lens.probes import PROBES, load_probe, read_header, save_probe
+from binding_lens.probes import PROBES, load_probe, save_probe
+from binding_lens.probes.checkpoint import read_header
 
 from helpers.probes import D, build
 

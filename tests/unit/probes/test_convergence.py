@@ -12,14 +12,13 @@ from binding_lens.binding import BindingSubspace
 from binding_lens.probes import (
     ProbeData,
     ProbeTrainingConfig,
-    auroc,
     evaluate,
     make_probe,
     split_by_image,
     train_probe,
     train_probes,
 )
-from binding_lens.probes.metrics import bootstrap_auroc
+from binding_lens.probes.metrics import auroc, bootstrap_auroc
 
 from helpers.probes import planted_objects
 

@@ -10,7 +10,9 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from binding_lens.probes import PROBES, PairBatch, PairProbe, SelfAttentionProbe, make_probe
+from binding_lens.probes import PROBES, PairProbe, make_probe
+from binding_lens.probes.attention import SelfAttentionProbe
+from binding_lens.probes.batch import PairBatch
 
 from helpers.probes import D, build
 

@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from binding_lens.probes import DegeneratePairSetError, auroc, pair_metrics
+from binding_lens.probes.metrics import DegeneratePairSetError, auroc, pair_metrics
 
 
 def slow_auroc(scores, labels) -> float:
@@ -101,7 +101,7 @@ def slow_best_threshold(p, labels) -> tuple[float, float]:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_calibrated_threshold_is_the_best_cut(seed):
-    from binding_lens.probes import calibrated_threshold
+    from binding_lens.probes.metrics import calibrated_threshold
 
     gen = torch.Generator().manual_seed(seed)
     n = 50 + 9 * seed
@@ -118,7 +118,7 @@ def test_calibrated_threshold_is_the_best_cut(seed):
 
 
 def test_calibrated_threshold_keeps_half_when_half_is_best():
-    from binding_lens.probes import calibrated_threshold
+    from binding_lens.probes.metrics import calibrated_threshold
 
     labels = torch.tensor([False, False, True, True])
     assert calibrated_threshold(torch.tensor([0.1, 0.2, 0.8, 0.9]), labels) == 0.5

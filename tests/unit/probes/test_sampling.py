@@ -7,14 +7,10 @@ import itertools
 import pytest
 import torch
 
-from binding_lens.data import count_pairs, dense_instance_ids
-from binding_lens.probes import (
-    PairBatch,
-    PairSet,
-    fixed_pairs,
-    sample_patches,
-    split_by_image,
-)
+from binding_lens.data.sampling import count_pairs, dense_instance_ids
+from binding_lens.probes import split_by_image
+from binding_lens.probes.batch import PairBatch
+from binding_lens.probes.sampling import PairSet, fixed_pairs, sample_patches
 
 
 def _labels(seed=0, n_images=30, n_patches=12):

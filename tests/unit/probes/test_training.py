@@ -11,16 +11,16 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from binding_lens.probes import (
-    DegeneratePairSetError,
     ProbeData,
     ProbeTrainingConfig,
     evaluate,
-    fixed_pairs,
     make_probe,
     split_by_image,
     train_probe,
     train_probes,
 )
+from binding_lens.probes.metrics import DegeneratePairSetError
+from binding_lens.probes.sampling import fixed_pairs
 from binding_lens.probes.synthetic import planted_binding
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -16,20 +16,9 @@ from binding_lens.cli import main
 from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
 from binding_lens.reports import binding_by_objective
-from binding_lens.zoo import (
-    RECIPES,
-    CheckpointError,
-    ZooRecipe,
-    load_dino_head,
-    make_objective,
-    read_card,
-    read_heads,
-    registry,
-    train_zoo_model,
-    zoo_names,
-    zoo_path,
-)
-from binding_lens.zoo.objectives import MaeObjective
+from binding_lens.zoo import RECIPES, ZooRecipe, load_dino_head, registry, train_zoo_model, zoo_names, zoo_path
+from binding_lens.zoo.checkpoint import CheckpointError, read_card, read_heads
+from binding_lens.zoo.objectives import MaeObjective, make_objective
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
 from binding_lens.zoo.train import learning_rate
 
