@@ -23,8 +23,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy  # checks binding_lens, as [tool.mypy] in pyproject.toml says
 
+# Two workers, one torch thread each (the suite's tensors are small: threads cost more than they give);
+# `--dist loadfile` keeps the README's blocks in order on one worker. PYTEST_WORKERS=0 runs in-process.
+PYTEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_hooks.py
