@@ -56,7 +56,6 @@ from binding_lens.cli import build_parser, main
 from helpers.ade20k import OBJECTNAMES, encode_ade_seg
 from helpers.processes import torchrun
 
-
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 BINDING_LENS = Path(sys.executable).parent / "binding-lens"
