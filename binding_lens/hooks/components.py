@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 
-def hold(owner: nn.Module, name: str, module: nn.Module | None) -> None:
+def hold(owner: nn.Module, name: str, module: nn.Module | Tensor | None) -> None:
     """Keep `module` on `owner` as a plain attribute, without registering it as a child."""
     object.__setattr__(owner, name, module)
 

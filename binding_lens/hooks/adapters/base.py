@@ -11,7 +11,7 @@ written once, in `HookedBlock` and `HookedViT`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -99,7 +99,7 @@ class FamilyAdapter:
 
     # --- structure -------------------------------------------------------------------------
     @staticmethod
-    def layers(hf: PreTrainedModel) -> Sequence[nn.Module]:
+    def layers(hf: PreTrainedModel) -> Iterable[nn.Module]:
         return hf.layers  # type: ignore[return-value]
 
     @staticmethod
@@ -207,7 +207,7 @@ def attention_parts(attention: nn.Module) -> AttentionParts:
 
 
 def forward_with_block_outputs(
-    blocks: Sequence[nn.Module], forward: Callable[[], Tensor]
+    blocks: nn.ModuleList | nn.Sequential, forward: Callable[[], Tensor]
 ) -> tuple[list[Float[Tensor, "batch pos d_model"]], Tensor]:
     """(input of block 0 and the output of every block, the forward's result), read with PyTorch hooks
     on the library's own blocks while its own forward runs."""
