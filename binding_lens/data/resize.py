@@ -19,8 +19,8 @@ _RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Im
 
 
 def resize_image(
-    image: UInt8[np.ndarray, "H W 3"], hw: tuple[int, int], resample: str = "bicubic"
-) -> UInt8[np.ndarray, "h w 3"]:
+    image: UInt8[np.ndarray, "height width 3"], hw: tuple[int, int], resample: str = "bicubic"
+) -> UInt8[np.ndarray, "out_height out_width 3"]:
     """Resize an RGB image to (height, width) with PIL (the image itself when it already has that size)."""
     check_image(image)
     if resample not in _RESAMPLE:
@@ -30,7 +30,7 @@ def resize_image(
     return np.asarray(Image.fromarray(image).resize((int(hw[1]), int(hw[0])), _RESAMPLE[resample]))
 
 
-def resize_mask(mask: Int[np.ndarray, "H W"], hw: tuple[int, int]) -> Int[np.ndarray, "h w"]:
+def resize_mask(mask: Int[np.ndarray, "height width"], hw: tuple[int, int]) -> Int[np.ndarray, "out_height out_width"]:
     """Resize an id mask with nearest-neighbour (the only resize that keeps ids valid)."""
     m = check_mask(mask)
     return np.asarray(Image.fromarray(m).resize((int(hw[1]), int(hw[0])), Image.NEAREST)).astype(np.int32)

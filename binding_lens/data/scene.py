@@ -21,7 +21,7 @@ class SceneError(InputError):
     """An image or mask that cannot be used as ground truth (wrong size, type or values)."""
 
 
-def check_image(image: np.ndarray, *, where: str = "image") -> UInt8[np.ndarray, "H W 3"]:
+def check_image(image: np.ndarray, *, where: str = "image") -> UInt8[np.ndarray, "height width 3"]:
     """Return `image` if it is an H x W x 3 uint8 array, else raise a SceneError saying how to fix it."""
     if not isinstance(image, np.ndarray):
         raise SceneError(
@@ -40,7 +40,7 @@ def check_image(image: np.ndarray, *, where: str = "image") -> UInt8[np.ndarray,
 
 def check_mask(
     mask: np.ndarray, *, image_hw: tuple[int, int] | None = None, where: str = "mask"
-) -> Int[np.ndarray, "H W"]:
+) -> Int[np.ndarray, "height width"]:
     """Return `mask` as int32 if it is a 2-D array of non-negative integer ids matching `image_hw`.
 
     Float or boolean masks are refused rather than cast: a float mask usually means the
@@ -80,9 +80,9 @@ class Scene:
     index, per-object records for synthetic scenes, O/F codes for `colorshape`).
     """
 
-    image: UInt8[np.ndarray, "H W 3"]
-    instance_mask: Int[np.ndarray, "H W"]
-    class_mask: Int[np.ndarray, "H W"]
+    image: UInt8[np.ndarray, "height width 3"]
+    instance_mask: Int[np.ndarray, "height width"]
+    class_mask: Int[np.ndarray, "height width"]
     class_names: Mapping[int, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -103,7 +103,7 @@ class Scene:
         """Image height and width in pixels."""
         return (int(self.image.shape[0]), int(self.image.shape[1]))
 
-    def instance_ids(self) -> Int[np.ndarray, " K"]:
+    def instance_ids(self) -> Int[np.ndarray, " instance"]:
         """Sorted labelled instance ids present in the scene (0 excluded)."""
         ids = np.unique(self.instance_mask)
         return ids[ids != 0]

@@ -148,7 +148,7 @@ class FamilyAdapter:
     # --- computation -----------------------------------------------------------------------
     @staticmethod
     def embed(
-        hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channel height width"]
+        hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channels height width"]
     ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "one pos d_model"]]:
         """Token embeddings (prefix tokens first, then patches in row-major order) and the position
         embeddings added to them, interpolated to the image's patch grid."""
@@ -156,7 +156,7 @@ class FamilyAdapter:
 
     @staticmethod
     def rotary(
-        hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channel height width"]
+        hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channels height width"]
     ) -> tuple[Float[Tensor, "n_patches d_head"], Float[Tensor, "n_patches d_head"]] | None:
         """(cos, sin) of the rotary embedding of each patch token, for `positional_embedding_type =
         "rotary"` families; None otherwise. Prefix tokens are not rotated."""
