@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, no_type_check
 
 import numpy as np
 from jaxtyping import Int, UInt8
@@ -70,6 +70,7 @@ def check_mask(
     return mask.astype(np.int32, copy=False)
 
 
+@no_type_check  # jaxtyping's test-time hook stands aside: Scene checks its inputs with SceneErrors that say what to fix
 @dataclass(frozen=True, eq=False)
 class Scene:
     """One image with exact ground truth.

@@ -12,7 +12,7 @@ curve that never beats "always say different" is not read as a success. Where ro
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ CHANCE = {"auroc": 0.5, "balanced_accuracy": 0.5}
 """Metrics whose chance level does not depend on the positive rate, and that level."""
 
 
-def _ordered(values: Sequence[Any]) -> list[Any]:
+def _ordered(values: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
 
 

@@ -149,7 +149,7 @@ class FamilyAdapter:
     @staticmethod
     def embed(
         hf: PreTrainedModel, pixel_values: Float[Tensor, "batch channels height width"]
-    ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "one pos d_model"]]:
+    ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "1 pos d_model"]]:
         """Token embeddings (prefix tokens first, then patches in row-major order) and the position
         embeddings added to them, interpolated to the image's patch grid."""
         raise NotImplementedError
