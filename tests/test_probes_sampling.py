@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 import torch
+from conftest import unchecked
 
 from binding_lens.data import count_pairs, dense_instance_ids
 from binding_lens.probes import (
@@ -119,7 +120,7 @@ def test_pair_set_refuses_other_data():
     assert bool(pairs.valid[2].any())
     with pytest.raises(ValueError, match="excluded patches"):
         pairs.check_against(relabelled)
-    with pytest.raises(ValueError, match="must be \\[image, k\\]"):
+    with unchecked(), pytest.raises(ValueError, match="must be \\[image, k\\]"):
         PairSet(torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.bool))
     with pytest.raises(ValueError, match=">= 2"):
         sample_patches(instance, 1)
