@@ -19,6 +19,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from ..data import Scene, patch_labels, resize_image, sample_patch_slots, unusable_reason
+from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks.images import pixel_batch
 
@@ -86,7 +87,7 @@ class Preparation:
 class BatchJobs(torch.utils.data.Dataset):
     """Item j = `jobs[j]` = (shard, image range) prepared as a `PreparedBatch`."""
 
-    def __init__(self, dataset: Sequence[Scene], jobs: list[tuple[int, range]], how: Preparation):
+    def __init__(self, dataset: Scenes, jobs: list[tuple[int, range]], how: Preparation):
         self.dataset, self.jobs, self.how = dataset, jobs, how
 
     def __len__(self) -> int:
@@ -105,7 +106,7 @@ class BatchJobs(torch.utils.data.Dataset):
         return batch
 
 
-def _prepare(dataset: Sequence[Scene], images: range, how: Preparation, batch: PreparedBatch) -> None:
+def _prepare(dataset: Scenes, images: range, how: Preparation, batch: PreparedBatch) -> None:
     n, patch = how.n_slots, how.patch_size
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     pending: list[tuple[np.ndarray, np.ndarray]] = []  # (resized image, slots) of the current size

@@ -7,9 +7,9 @@ enters the library, with the file or index that produced it in the message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, no_type_check
+from typing import TYPE_CHECKING, Any, no_type_check
 
 import numpy as np
 from jaxtyping import Int, UInt8
@@ -108,3 +108,10 @@ class Scene:
         """Sorted labelled instance ids present in the scene (0 excluded)."""
         ids = np.unique(self.instance_mask)
         return ids[ids != 0]
+
+
+if TYPE_CHECKING:
+    Scenes = Sequence[Scene]
+    """A dataset: scenes by index (ADE20K, SyntheticScenes, a list, ...)."""
+else:  # at run time (jaxtyping's test hook) a bare Sequence: beartype would index one random scene, i.e. load it
+    Scenes = Sequence
