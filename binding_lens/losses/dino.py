@@ -113,7 +113,7 @@ class DinoHead(nn.Module):
                     nn.init.zeros_(module.bias)
             nn.init.kaiming_uniform_(self.last_layer.weight_v, a=math.sqrt(5), generator=generator)
 
-    def forward(self, x: Float[Tensor, "batch in_dim"]) -> Float[Tensor, "batch out_dim"]:
+    def forward(self, x: Float[Tensor, "batch d_model"]) -> Float[Tensor, "batch n_prototypes"]:
         x = nn.functional.normalize(self.mlp(x), dim=-1, p=2)
         return self.last_layer(x)
 
