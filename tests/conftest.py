@@ -18,10 +18,8 @@ from binding_lens.models import TINY_CASES, TinyCase, tiny_hf_model
 
 @contextmanager
 def unchecked():
-    """jaxtyping's run-time checks (pyproject's `--jaxtyping-packages`) stand aside inside the block: for calls
-    that break their annotations on purpose, to test the library's own input errors, and for calls whose
-    check would have side effects (beartype checks one random item of a Sequence: of a dataset, that
-    loads an image, which may be the one a test made to fail)."""
+    """jaxtyping's run-time checks (pyproject's `--jaxtyping-packages`) stand aside inside the block, for calls
+    that break their annotations on purpose to test the library's own input errors."""
     disabled = jaxtyping.config.jaxtyping_disable
     jaxtyping.config.update("jaxtyping_disable", True)
     try:

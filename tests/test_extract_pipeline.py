@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import torchrun, unchecked
+from conftest import torchrun
 from safetensors.torch import load as load_safetensors
 from test_extract_store import _FailsAt  # scenes whose n-th image raises
 
@@ -97,8 +97,7 @@ def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
 def test_an_error_in_a_worker_is_raised_as_itself_and_keeps_the_finished_shards(tmp_path):
     model = load_hooked_vit(MODEL)
     good = [scenes(6)[i] for i in range(6)]
-    # unchecked: beartype would check one random scene of the Sequence, maybe the broken one
-    with unchecked(), pytest.raises(SceneError, match=r"^image 4 is broken$"):  # the user's line, not a traceback
+    with pytest.raises(SceneError, match=r"^image 4 is broken$"):  # the user's one line, not a worker traceback
         extract(model, _FailsAt(good, bad=4), [1], tmp_path, shard_size=2, batch_size=1, workers=2, progress=False)
     store = ActivationStore(tmp_path)
     assert [store.shard_state(i) for i in range(3)] == ["done", "done", "missing"]

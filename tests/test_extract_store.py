@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import unchecked
 
 from binding_lens.activations import ActivationStore, StoreError, StoreNotFoundError, extract
 from binding_lens.data import Scene, SceneError, SyntheticScenes, patch_labels
@@ -209,7 +208,7 @@ class _FailsAt(list):
 def test_a_run_that_fails_before_its_first_shard_leaves_nothing_that_blocks(tmp_path):
     model = load_hooked_vit(MODEL)
     good = [scenes(4)[i] for i in range(4)]
-    with unchecked(), pytest.raises(SceneError):  # beartype would check a random scene, maybe the broken one
+    with pytest.raises(SceneError):
         extract(model, _FailsAt(good, bad=1), [1], tmp_path, progress=False)
     assert not (tmp_path / "manifest.json").exists()
     fixed = _FailsAt(good, bad=-99)
