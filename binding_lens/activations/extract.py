@@ -24,7 +24,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..data import Scene, SkipReport
+from ..data import SkipReport
+from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..hooks.images import check_image_size, normalise
@@ -49,7 +50,7 @@ def weights_fingerprint(model: HookedViT) -> str:
 
 
 def build_manifest(
-    model: HookedViT, dataset: Sequence[Scene], request: dict[str, Any], n_shards: int, dataset_identity: Any
+    model: HookedViT, dataset: Scenes, request: dict[str, Any], n_shards: int, dataset_identity: Any
 ) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
@@ -176,7 +177,7 @@ class ExtractionPlan:
 
 def _plan(
     model: HookedViT,
-    dataset: Sequence[Scene],
+    dataset: Scenes,
     layers: Sequence[int],
     *,
     dtype: torch.dtype = torch.float16,
@@ -250,9 +251,7 @@ def _plan(
     )
 
 
-def plan_extraction(
-    model: HookedViT, dataset: Sequence[Scene], layers: Sequence[int], **options: Any
-) -> ExtractionPlan:
+def plan_extraction(model: HookedViT, dataset: Scenes, layers: Sequence[int], **options: Any) -> ExtractionPlan:
     """The checked plan of `extract` (or `extract_to_memory`) with these `options` (their keywords; the
     pipeline's own, such as `workers` or `device`, do not change the plan and are ignored), without
     extracting anything: for callers that must size the work or refuse other settings first."""
@@ -270,7 +269,7 @@ def default_workers(device: torch.device) -> int:
 
 def extract(
     model: HookedViT,
-    dataset: Sequence[Scene],
+    dataset: Scenes,
     layers: Sequence[int],
     out: str | Path,
     *,
@@ -352,7 +351,7 @@ def extract(
 
 def extract_to_memory(
     model: HookedViT,
-    dataset: Sequence[Scene],
+    dataset: Scenes,
     layers: Sequence[int],
     *,
     into: str | torch.device = "cpu",
@@ -478,7 +477,7 @@ class _ShardInProgress:
 
 def _run(
     model: HookedViT,
-    dataset: Sequence[Scene],
+    dataset: Scenes,
     plan: ExtractionPlan,
     shards: list[int],
     device: torch.device,

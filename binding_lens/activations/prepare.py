@@ -21,6 +21,7 @@ from torch import Tensor
 from ..data import Scene, patch_labels
 from ..data.resize import resize_image
 from ..data.sampling import sample_patch_slots
+from ..data.scene import Scenes
 from ..data.skips import unusable_reason
 from ..errors import InputError
 from ..hooks.images import pixel_batch
@@ -90,7 +91,7 @@ class Preparation:
 class BatchJobs(torch.utils.data.Dataset):
     """Item j = `jobs[j]` = (shard, image range) prepared as a `PreparedBatch`."""
 
-    def __init__(self, dataset: Sequence[Scene], jobs: list[tuple[int, range]], how: Preparation):
+    def __init__(self, dataset: Scenes, jobs: list[tuple[int, range]], how: Preparation):
         self.dataset, self.jobs, self.how = dataset, jobs, how
 
     def __len__(self) -> int:
@@ -109,7 +110,7 @@ class BatchJobs(torch.utils.data.Dataset):
         return batch
 
 
-def _prepare(dataset: Sequence[Scene], images: range, how: Preparation, batch: PreparedBatch) -> None:
+def _prepare(dataset: Scenes, images: range, how: Preparation, batch: PreparedBatch) -> None:
     n, patch = how.n_slots, how.patch_size
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     pending: list[tuple[np.ndarray, np.ndarray]] = []  # (resized image, slots) of the current size

@@ -20,7 +20,6 @@ inside that range does no more than any k directions would. One model, one seed 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +29,7 @@ from torch import Tensor
 from ..binding import BindingSubspace, Shuffle
 from ..binding.das import Readout, model_readout, residual_at, swap_effect, train_das
 from ..binding.diagnostics import principal_angles, random_angles
-from ..data import Scene
+from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
@@ -88,7 +87,7 @@ class SubspaceComparison:
 
 def compare_subspaces(
     model: HookedViT,
-    scenes: Sequence[Scene],
+    scenes: Scenes,
     layer: int,
     k: int,
     *,

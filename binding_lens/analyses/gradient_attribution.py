@@ -61,7 +61,7 @@ def _pairs(pairs: Tensor | tuple[int, int], n_images: int, n_patches: int) -> In
 
 def pair_attribution(
     model: HookedViT,
-    pixels: Float[Tensor, "image channel height width"],
+    pixels: Float[Tensor, "image channels height width"],
     probe: PairProbe,
     layer: int,
     pairs: Tensor | tuple[int, int],

@@ -76,7 +76,7 @@ class HeadMap:
 @torch.no_grad()
 def head_ablation_map(
     model: HookedViT,
-    pixels: Float[Tensor, "image channel height width"],
+    pixels: Float[Tensor, "image channels height width"],
     instance: Int[Tensor, "image n_patches"],
     probes: dict[int, PairProbe],
     *,

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..activations.extract import weights_fingerprint
 from ..activations.store import MANIFEST
-from ..data import Scene
+from ..data.scene import Scenes
 from ..data.spec import dataset_from_identity
 from ..errors import InputError
 from ..hooks import HookedViT
@@ -156,7 +156,7 @@ class RunDirectory:
             )
         return out
 
-    def dataset(self) -> Sequence[Scene]:
+    def dataset(self) -> Scenes:
         """The dataset the run recorded (synthetic scenes exactly; ADE20K and folders from their paths)."""
         return dataset_from_identity(self.summary()["dataset"])
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..data import Scene
+from ..data.scene import Scenes
 from ..figures import accuracy_by_layer
 from ..hooks import HookedViT
 from ..io import write_json_atomic
@@ -43,7 +43,7 @@ SEED_METRICS = (
 
 def layer_sweep_over_seeds(
     model: HookedViT,
-    scenes_for_seed: Callable[[int], Sequence[Scene]],
+    scenes_for_seed: Callable[[int], Scenes],
     out: str | Path,
     seeds: Sequence[int],
     *,

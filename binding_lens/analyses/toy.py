@@ -139,8 +139,8 @@ def _correspondence(instance: Int[Tensor, "rows cols"], ids: dict[str, int]) -> 
 
 
 def position_decoding(
-    train: Float[Tensor, "image n d_model"],
-    test: Float[Tensor, "image n d_model"],
+    train: Float[Tensor, "train_image n d_model"],
+    test: Float[Tensor, "test_image n d_model"],
     grid: tuple[int, int],
     *,
     ridge: float = 1e-2,

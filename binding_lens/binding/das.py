@@ -154,7 +154,7 @@ def residual_at(model: Any, pixels: Tensor, layer: int, batch_size: int = 32) ->
     return torch.cat(outs)
 
 
-Readout = Callable[[Int[Tensor, " b"], Float[Tensor, "b n d_model"]], Float[Tensor, "b n n"]]
+Readout = Callable[[Int[Tensor, " batch"], Float[Tensor, "batch n d_model"]], Float[Tensor, "batch n n"]]
 """(image indices, their edited patch tokens at l) -> IsSameObject logits of every patch pair at l + 1."""
 
 
@@ -226,7 +226,7 @@ def fit_interchange_subspace(
 
 def train_das(
     model: Any,
-    pixels: Float[Tensor, "image channel height width"],
+    pixels: Float[Tensor, "image channels height width"],
     instance: Int[Tensor, "image n_patches"],
     layer: int,
     probe_next: PairProbe,
@@ -296,7 +296,7 @@ def swap_effect(
 
 def interchange_effect(
     model: Any,
-    pixels: Float[Tensor, "image channel height width"],
+    pixels: Float[Tensor, "image channels height width"],
     instance: Int[Tensor, "image n_patches"],
     layer: int,
     subspace: BindingSubspace,

@@ -68,7 +68,7 @@ class HeadAblation:
 
 @torch.no_grad()
 def head_means(
-    model, pixels: Float[Tensor, "image channel height width"], layer: int, batch_size: int = 32
+    model, pixels: Float[Tensor, "image channels height width"], layer: int, batch_size: int = 32
 ) -> Float[Tensor, "pos head_index d_head"]:
     """The mean of `blocks.{layer}.attn.hook_z` over `pixels`, per position and head (for mean ablation)."""
     name = names.block_hook(layer, "attn.hook_z")

@@ -48,7 +48,7 @@ SINGLE_TOKEN = ("linear", "quadratic", "shared_quadratic", "dnn")
 """Families that read one vector per image ([image d]); `attention` reads a token set ([image token d])."""
 
 
-def previous(codes: Float[Tensor, "batch K"]) -> Float[Tensor, "batch K K"]:
+def previous(codes: Float[Tensor, "batch n_codes"]) -> Float[Tensor, "batch n_codes n_codes"]:
     """y[b, k, i] = o_i - 1/2 for i < k, else 0: what head k is told of the earlier bits."""
     k = codes.shape[-1]
     mask = torch.ones(k, k, device=codes.device, dtype=torch.bool).tril(-1)
@@ -61,7 +61,7 @@ class CodeLayout:
     groups of sizes `groups` (colours, then shapes). Object codes are colour-major conjunctions (one colour
     and one shape each); feature codes are the features themselves."""
 
-    membership: Float[Tensor, "K n_features"]
+    membership: Float[Tensor, "n_codes n_features"]
     groups: tuple[int, ...]
 
     @classmethod
@@ -93,8 +93,8 @@ class CodeLayout:
 
 
 def covered(
-    codes: Float[Tensor, "batch K"], membership: Float[Tensor, "K n_features"]
-) -> Float[Tensor, "batch K n_features"]:
+    codes: Float[Tensor, "batch n_codes"], membership: Float[Tensor, "n_codes n_features"]
+) -> Float[Tensor, "batch n_codes n_features"]:
     """covered[b, k, f] = 1 where some earlier bit o_i (i < k) is set and carries feature f
     (`CodeLayout.membership`)."""
     carried = codes[..., None] * membership.to(codes)
@@ -128,7 +128,7 @@ class _CoveragePrior(nn.Module):
             self.out.weight.zero_()
             self.out.bias.zero_()
 
-    def forward(self, codes: Float[Tensor, "batch K"]) -> Float[Tensor, "batch K"]:
+    def forward(self, codes: Float[Tensor, "batch n_codes"]) -> Float[Tensor, "batch n_codes"]:
         cover = covered(codes, self.membership)
         own, h = [], self.head + _embed(codes.cumsum(-1) - codes, self.ones)
         for part, table in zip(self.parts, self.covered_count):
@@ -173,7 +173,7 @@ class CodeProbe(nn.Module):
     def standardize(self, z: Tensor) -> Tensor:
         return (z - self.mean) / self.std
 
-    def forward(self, z: Tensor, codes: Float[Tensor, "batch K"]) -> Float[Tensor, "batch K"]:
+    def forward(self, z: Tensor, codes: Float[Tensor, "batch n_codes"]) -> Float[Tensor, "batch n_codes"]:
         """The K teacher-forced logits for representations `z` and true codes `codes` (0/1)."""
         if z.shape[-1] != self.d_model:
             raise InputError(f"the probe reads d_model {self.d_model}, got tokens of size {z.shape[-1]}")
@@ -187,7 +187,7 @@ class CodeProbe(nn.Module):
             prior = prior + self.prior_coverage(codes)
         return prior + self.logits(self.standardize(z), y)
 
-    def logits(self, z: Tensor, y: Float[Tensor, "batch K K"]) -> Float[Tensor, "batch K"]:
+    def logits(self, z: Tensor, y: Float[Tensor, "batch n_codes n_codes"]) -> Float[Tensor, "batch n_codes"]:
         """What the representation adds to the prior's logits (the prior probe adds nothing)."""
         return torch.zeros(z.shape[0], self.n_codes, dtype=z.dtype, device=z.device)
 
@@ -202,7 +202,7 @@ class CodeProbe(nn.Module):
                 ours[name].copy_(value)
         return self
 
-    def bits(self, z: Tensor, codes: Float[Tensor, "batch K"]) -> Float[Tensor, " batch"]:
+    def bits(self, z: Tensor, codes: Float[Tensor, "batch n_codes"]) -> Float[Tensor, " batch"]:
         """-log2 q(o | z) of each item: the summed cross-entropy of its K bits, in bits."""
         ce = F.binary_cross_entropy_with_logits(self(z, codes), codes.to(z.dtype), reduction="none")
         return ce.sum(-1) / math.log(2)
@@ -311,7 +311,7 @@ class AttentionCodeProbe(CodeProbe):
         self.w_q = nn.Linear(d_model, d_model, bias=False)
         self.readout = _QuadraticReadout(d_model, n_codes, rank)
 
-    def attention(self, tokens: Tensor, y: Tensor) -> Float[Tensor, "batch K token"]:
+    def attention(self, tokens: Tensor, y: Tensor) -> Float[Tensor, "batch n_codes token"]:
         query = self.w_q(self.query_base + torch.einsum("bki,id->bkd", y, self.query_from_codes))
         return torch.softmax(torch.einsum("bkd,bnd->bkn", query, tokens) / math.sqrt(self.d_model), dim=-1)
 
@@ -324,7 +324,7 @@ class AttentionCodeProbe(CodeProbe):
     @torch.no_grad()
     def attention_weights(
         self, tokens: Float[Tensor, "batch token d_model"], codes: Tensor
-    ) -> Float[Tensor, "batch K token"]:
+    ) -> Float[Tensor, "batch n_codes token"]:
         """Where each object head looks, given the true earlier bits (for plotting)."""
         return self.attention(self.standardize(tokens), previous(codes.to(tokens.dtype)))
 

@@ -327,7 +327,7 @@ class ADE20K(Sequence):
         }
         return Scene(self._read(path, index), instances, classes, self.class_names, metadata)
 
-    def _read(self, path: Path, index: int) -> UInt8[np.ndarray, "H W 3"]:
+    def _read(self, path: Path, index: int) -> UInt8[np.ndarray, "height width 3"]:
         """An image or `*_seg.png` of scene `index` as RGB; a corrupt file is a SceneError naming it."""
         return read_image(
             path,

@@ -42,7 +42,7 @@ def feature_names(colors: Sequence[str], shapes: Sequence[str]) -> list[str]:
     return [*colors, *shapes]
 
 
-def object_code(pairs: Sequence[tuple[int, int]], n_colors: int, n_shapes: int) -> UInt8[np.ndarray, " K"]:
+def object_code(pairs: Sequence[tuple[int, int]], n_colors: int, n_shapes: int) -> UInt8[np.ndarray, " n_codes"]:
     """O: 1 at colour_index * n_shapes + shape_index for each (colour, shape) present."""
     o = np.zeros(n_colors * n_shapes, dtype=np.uint8)
     for c, s in pairs:
@@ -50,13 +50,13 @@ def object_code(pairs: Sequence[tuple[int, int]], n_colors: int, n_shapes: int) 
     return o
 
 
-def feature_code(o: UInt8[np.ndarray, " K"], n_colors: int, n_shapes: int) -> UInt8[np.ndarray, " N"]:
+def feature_code(o: UInt8[np.ndarray, " n_codes"], n_colors: int, n_shapes: int) -> UInt8[np.ndarray, " n_features"]:
     """F from O: which colours and which shapes occur in at least one object."""
     grid = o.reshape(n_colors, n_shapes).astype(bool)
     return np.concatenate([grid.any(axis=1), grid.any(axis=0)]).astype(np.uint8)
 
 
-def split_of_features(f: UInt8[np.ndarray, " N"], fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> str:
+def split_of_features(f: UInt8[np.ndarray, " n_features"], fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> str:
     """The split ('train', 'val' or 'test') that feature code F belongs to."""
     if len(fractions) != 3 or any(x < 0 for x in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
         raise InputError(f"split fractions must be three non-negative numbers summing to 1, got {tuple(fractions)}")

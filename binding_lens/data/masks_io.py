@@ -32,13 +32,13 @@ def open_image(path: Path, advice: str = READ_ADVICE, context: str = "") -> Iter
         ) from None
 
 
-def read_image(path: Path, advice: str = READ_ADVICE, context: str = "") -> UInt8[np.ndarray, "H W 3"]:
+def read_image(path: Path, advice: str = READ_ADVICE, context: str = "") -> UInt8[np.ndarray, "height width 3"]:
     """An image file as H x W x 3 uint8 RGB (see `open_image` for `advice` and `context`)."""
     with open_image(path, advice, context) as im:
         return np.asarray(im.convert("RGB"))
 
 
-def read_id_mask(path: Path) -> Int[np.ndarray, "H W"]:
+def read_id_mask(path: Path) -> Int[np.ndarray, "height width"]:
     """An id mask (0 = unlabeled) from an indexed (P), 8-bit (L), binary or 16/32-bit integer image.
 
     Palette colours of an indexed PNG are ignored: the index is the id.
@@ -53,7 +53,9 @@ def read_id_mask(path: Path) -> Int[np.ndarray, "H W"]:
         return np.asarray(im).astype(np.int32)
 
 
-def decode_ade_seg(seg: UInt8[np.ndarray, "H W 3"]) -> tuple[Int[np.ndarray, "H W"], Int[np.ndarray, "H W"]]:
+def decode_ade_seg(
+    seg: UInt8[np.ndarray, "height width 3"],
+) -> tuple[Int[np.ndarray, "height width"], Int[np.ndarray, "height width"]]:
     """ADE20K 2021_17_01 `*_seg.png` RGB -> (class ids, instance ids).
 
     Class = R // 10 * 256 + G (0 = unlabeled; class k is the index's objectnames[k - 1]).

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from jaxtyping import Bool
+from jaxtyping import Bool, Integer
 
 from .patches import PatchLabels
 from .sampling import count_pairs
@@ -39,7 +39,7 @@ class PairStats:
         self.n_positive += pos
         return self
 
-    def add_labels(self, same: Bool[np.ndarray, " P"]) -> "PairStats":
+    def add_labels(self, same: Bool[np.ndarray, " pair"] | Integer[np.ndarray, " pair"]) -> "PairStats":
         """Count an explicit set of pair labels (e.g. from sampled patches) as one image."""
         same = np.asarray(same, dtype=bool)
         self.n_images += 1

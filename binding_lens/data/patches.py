@@ -41,7 +41,7 @@ class PatchLabels:
     def n_valid(self) -> int:
         return int(self.valid.sum())
 
-    def flat(self) -> tuple[Int[np.ndarray, " N"], Bool[np.ndarray, " N"]]:
+    def flat(self) -> tuple[Int[np.ndarray, " patch"], Bool[np.ndarray, " patch"]]:
         """Instance ids and validity per token, in row-major token order."""
         return self.instance.reshape(-1), self.valid.reshape(-1)
 
@@ -71,7 +71,9 @@ def resolve_grid(hw: tuple[int, int], grid: tuple[int, int] | None, patch_size: 
     return (int(grid[0]), int(grid[1]))
 
 
-def cell_index(hw: tuple[int, int], grid: tuple[int, int]) -> tuple[Int[np.ndarray, " H"], Int[np.ndarray, " W"]]:
+def cell_index(
+    hw: tuple[int, int], grid: tuple[int, int]
+) -> tuple[Int[np.ndarray, " height"], Int[np.ndarray, " width"]]:
     """Row of the grid for every pixel row, and column for every pixel column (pixel-centre rule)."""
     (h, w), (rows, cols) = hw, grid
     r = ((2 * np.arange(h) + 1) * rows) // (2 * h)
@@ -80,8 +82,8 @@ def cell_index(hw: tuple[int, int], grid: tuple[int, int]) -> tuple[Int[np.ndarr
 
 
 def _plurality(
-    key_cell: Int[np.ndarray, " P"], values: Int[np.ndarray, " P"], n_cells: int
-) -> tuple[Int[np.ndarray, " C"], Int[np.ndarray, " C"], Int[np.ndarray, " C"]]:
+    key_cell: Int[np.ndarray, " pixel"], values: Int[np.ndarray, " pixel"], n_cells: int
+) -> tuple[Int[np.ndarray, " cell"], Int[np.ndarray, " cell"], Int[np.ndarray, " cell"]]:
     """Most frequent value per cell (ties -> smallest value), its count, and the cell's pixel count."""
     top = int(values.max()) + 1 if values.size else 1
     if n_cells * top <= 4 * values.size + 65536:  # few small ids (the usual case): count directly
@@ -96,8 +98,8 @@ def _plurality(
 
 
 def patch_labels(
-    instance_mask: Int[np.ndarray, "H W"],
-    class_mask: Int[np.ndarray, "H W"] | None = None,
+    instance_mask: Int[np.ndarray, "height width"],
+    class_mask: Int[np.ndarray, "height width"] | None = None,
     *,
     grid: tuple[int, int] | None = None,
     patch_size: int | None = None,

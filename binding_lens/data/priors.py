@@ -96,7 +96,7 @@ def colorshape_priors(knobs: SceneKnobs, split: str | None) -> CodePriors:
     return CodePriors(h_o, h_f, h_o - h_f, support)
 
 
-def empirical_priors(o: UInt8[np.ndarray, "scene K"], f: UInt8[np.ndarray, "scene N"]) -> CodePriors:
+def empirical_priors(o: UInt8[np.ndarray, "scene n_codes"], f: UInt8[np.ndarray, "scene n_features"]) -> CodePriors:
     """Plug-in entropies of sampled codes (biased low unless samples far outnumber the support)."""
 
     def plug_in(codes: np.ndarray) -> float:

@@ -20,8 +20,8 @@ from .textures import paint, texture_field
 class Sprite:
     """A rendered object: its mask and colours on a side x side square."""
 
-    mask: Bool[np.ndarray, "S S"]
-    rgb: UInt8[np.ndarray, "S S 3"]
+    mask: Bool[np.ndarray, "side side"]
+    rgb: UInt8[np.ndarray, "side side 3"]
 
     @property
     def side(self) -> int:
@@ -38,11 +38,11 @@ def make_sprite(
 class Canvas:
     """An image with instance and class masks that sprites are pasted onto, back to front."""
 
-    def __init__(self, background: UInt8[np.ndarray, "H W 3"]) -> None:
+    def __init__(self, background: UInt8[np.ndarray, "height width 3"]) -> None:
         self.image = background
         h, w = background.shape[:2]
-        self.instance: Int[np.ndarray, "H W"] = np.zeros((h, w), dtype=np.int32)
-        self.classes: Int[np.ndarray, "H W"] = np.zeros((h, w), dtype=np.int32)
+        self.instance: Int[np.ndarray, "height width"] = np.zeros((h, w), dtype=np.int32)
+        self.classes: Int[np.ndarray, "height width"] = np.zeros((h, w), dtype=np.int32)
         self.full: list[int] = [0]  # full (unoccluded) pixel count per instance id; id 0 unused
         self.visible: list[int] = [0]
 

@@ -24,8 +24,8 @@ _RESAMPLE = {
 
 
 def resize_image(
-    image: UInt8[np.ndarray, "H W 3"], hw: tuple[int, int], resample: str = "bicubic"
-) -> UInt8[np.ndarray, "h w 3"]:
+    image: UInt8[np.ndarray, "height width 3"], hw: tuple[int, int], resample: str = "bicubic"
+) -> UInt8[np.ndarray, "out_height out_width 3"]:
     """Resize an RGB image to (height, width) with PIL (the image itself when it already has that size)."""
     check_image(image)
     if resample not in _RESAMPLE:
@@ -35,7 +35,7 @@ def resize_image(
     return np.asarray(Image.fromarray(image).resize((int(hw[1]), int(hw[0])), _RESAMPLE[resample]))
 
 
-def resize_mask(mask: Int[np.ndarray, "H W"], hw: tuple[int, int]) -> Int[np.ndarray, "h w"]:
+def resize_mask(mask: Int[np.ndarray, "height width"], hw: tuple[int, int]) -> Int[np.ndarray, "out_height out_width"]:
     """Resize an id mask with nearest-neighbour (the only resize that keeps ids valid)."""
     m = check_mask(mask)
     return np.asarray(Image.fromarray(m).resize((int(hw[1]), int(hw[0])), Image.Resampling.NEAREST)).astype(np.int32)

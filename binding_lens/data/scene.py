@@ -7,9 +7,9 @@ enters the library, with the file or index that produced it in the message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, no_type_check
 
 import numpy as np
 from jaxtyping import Int, UInt8
@@ -21,7 +21,7 @@ class SceneError(InputError):
     """An image or mask that cannot be used as ground truth (wrong size, type or values)."""
 
 
-def check_image(image: np.ndarray, *, where: str = "image") -> UInt8[np.ndarray, "H W 3"]:
+def check_image(image: np.ndarray, *, where: str = "image") -> UInt8[np.ndarray, "height width 3"]:
     """Return `image` if it is an H x W x 3 uint8 array, else raise a SceneError saying how to fix it."""
     if not isinstance(image, np.ndarray):
         raise SceneError(
@@ -40,7 +40,7 @@ def check_image(image: np.ndarray, *, where: str = "image") -> UInt8[np.ndarray,
 
 def check_mask(
     mask: np.ndarray, *, image_hw: tuple[int, int] | None = None, where: str = "mask"
-) -> Int[np.ndarray, "H W"]:
+) -> Int[np.ndarray, "height width"]:
     """Return `mask` as int32 if it is a 2-D array of non-negative integer ids matching `image_hw`.
 
     Float or boolean masks are refused rather than cast: a float mask usually means the
@@ -70,6 +70,7 @@ def check_mask(
     return mask.astype(np.int32, copy=False)
 
 
+@no_type_check  # jaxtyping's test-time hook stands aside: Scene checks its inputs with SceneErrors that say what to fix
 @dataclass(frozen=True, eq=False)
 class Scene:
     """One image with exact ground truth.
@@ -80,9 +81,9 @@ class Scene:
     index, per-object records for synthetic scenes, O/F codes for `colorshape`).
     """
 
-    image: UInt8[np.ndarray, "H W 3"]
-    instance_mask: Int[np.ndarray, "H W"]
-    class_mask: Int[np.ndarray, "H W"]
+    image: UInt8[np.ndarray, "height width 3"]
+    instance_mask: Int[np.ndarray, "height width"]
+    class_mask: Int[np.ndarray, "height width"]
     class_names: Mapping[int, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -103,7 +104,14 @@ class Scene:
         """Image height and width in pixels."""
         return (int(self.image.shape[0]), int(self.image.shape[1]))
 
-    def instance_ids(self) -> Int[np.ndarray, " K"]:
+    def instance_ids(self) -> Int[np.ndarray, " instance"]:
         """Sorted labelled instance ids present in the scene (0 excluded)."""
         ids = np.unique(self.instance_mask)
         return ids[ids != 0]
+
+
+if TYPE_CHECKING:
+    Scenes = Sequence[Scene]
+    """A dataset: scenes by index (ADE20K, SyntheticScenes, a list, ...)."""
+else:  # at run time (jaxtyping's test hook) a bare Sequence: beartype would index one random scene, i.e. load it
+    Scenes = Sequence

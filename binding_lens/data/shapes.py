@@ -14,10 +14,10 @@ from jaxtyping import Bool, Float
 
 from ..errors import InputError
 
-Grid = Float[np.ndarray, "S S"]
+Grid = Float[np.ndarray, "side side"]
 
 
-def _halfplanes(u: Grid, v: Grid, n_sides: int, apothem: float, start_deg: float) -> Bool[np.ndarray, "S S"]:
+def _halfplanes(u: Grid, v: Grid, n_sides: int, apothem: float, start_deg: float) -> Bool[np.ndarray, "side side"]:
     """Regular convex polygon as the intersection of half-planes with outward normals."""
     inside = np.ones(u.shape, dtype=bool)
     for k in range(n_sides):
@@ -26,39 +26,39 @@ def _halfplanes(u: Grid, v: Grid, n_sides: int, apothem: float, start_deg: float
     return inside
 
 
-def disc(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
+def disc(u: Grid, v: Grid) -> Bool[np.ndarray, "side side"]:
     return u * u + v * v <= 1.0
 
 
-def square(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
+def square(u: Grid, v: Grid) -> Bool[np.ndarray, "side side"]:
     h = 1.0 / np.sqrt(2.0)
     return (np.abs(u) <= h) & (np.abs(v) <= h)
 
 
-def triangle(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
+def triangle(u: Grid, v: Grid) -> Bool[np.ndarray, "side side"]:
     # equilateral, circumradius 1, one vertex pointing up (image rows grow downwards)
     return _halfplanes(u, v, 3, 0.5, 30.0)
 
 
-def diamond(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
+def diamond(u: Grid, v: Grid) -> Bool[np.ndarray, "side side"]:
     return np.abs(u) + np.abs(v) <= 1.0
 
 
-def hexagon(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
+def hexagon(u: Grid, v: Grid) -> Bool[np.ndarray, "side side"]:
     return _halfplanes(u, v, 6, np.sqrt(3.0) / 2.0, 0.0)
 
 
-def ring(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
+def ring(u: Grid, v: Grid) -> Bool[np.ndarray, "side side"]:
     r2 = u * u + v * v
     return (r2 <= 1.0) & (r2 >= 0.45**2)
 
 
-def cross(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
+def cross(u: Grid, v: Grid) -> Bool[np.ndarray, "side side"]:
     au, av = np.abs(u), np.abs(v)
     return ((au <= 0.3) & (av <= 0.95)) | ((av <= 0.3) & (au <= 0.95))
 
 
-def star(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
+def star(u: Grid, v: Grid) -> Bool[np.ndarray, "side side"]:
     """Five-pointed star (outer radius 1, inner 0.45) with straight edges, one tip up."""
     r = np.sqrt(u * u + v * v)
     sector = np.pi / 5.0
@@ -72,7 +72,7 @@ def star(u: Grid, v: Grid) -> Bool[np.ndarray, "S S"]:
     return r <= edge_r
 
 
-SHAPES: dict[str, Callable[[Grid, Grid], Bool[np.ndarray, "S S"]]] = {
+SHAPES: dict[str, Callable[[Grid, Grid], Bool[np.ndarray, "side side"]]] = {
     "disc": disc,
     "square": square,
     "triangle": triangle,
@@ -96,7 +96,7 @@ def sprite_grid(side: int, angle: float = 0.0) -> tuple[Grid, Grid]:
     return u, v
 
 
-def shape_mask(name: str, side: int, angle: float = 0.0) -> Bool[np.ndarray, "S S"]:
+def shape_mask(name: str, side: int, angle: float = 0.0) -> Bool[np.ndarray, "side side"]:
     """Boolean mask of shape `name` on a side x side sprite rotated by `angle` radians."""
     if name not in SHAPES:
         raise InputError(f"unknown shape {name!r}; valid shapes: {', '.join(SHAPES)}")

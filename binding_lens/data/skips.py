@@ -9,13 +9,13 @@ reason in a `SkipReport` that belongs in every report.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
 from .patches import PatchLabels, patch_labels
-from .scene import Scene
+from .scene import Scene, Scenes
 
 NO_LABELLED_PATCH = "no labelled patch"
 SINGLE_OBJECT = "single object (no negative pairs)"
@@ -77,7 +77,7 @@ class SkipReport:
 
 
 def labelled_scenes(
-    dataset: Sequence[Scene],
+    dataset: Scenes,
     *,
     grid: tuple[int, int] | None = None,
     patch_size: int | None = None,

@@ -16,14 +16,14 @@ from ..errors import InputError
 from .ade20k import ADE20K
 from .folder import ImageFolderWithMasks
 from .knobs import PRESETS
-from .scene import Scene
+from .scene import Scene, Scenes
 from .synthetic import SyntheticScenes
 
 
 class Subset(Sequence):
     """The first `n` scenes of a dataset, with an identity that says so."""
 
-    def __init__(self, dataset: Sequence[Scene], n: int):
+    def __init__(self, dataset: Scenes, n: int):
         self.dataset, self.n = dataset, min(n, len(dataset))
         self.identity = {"subset_of": getattr(dataset, "identity", repr(dataset)), "first": self.n}
 
@@ -43,7 +43,7 @@ def dataset_from_spec(
     seed: int = 0,
     split: str | None = None,
     missing: str = "error",
-) -> Sequence[Scene]:
+) -> Scenes:
     """The dataset a spec string names; `n` caps its length (synthetic: generates exactly n, 1000 if None).
     `missing='skip'` skips (and counts) folder images that have no mask instead of refusing them."""
     if n is not None and n < 1:
@@ -67,7 +67,7 @@ def dataset_from_spec(
     return Subset(dataset, n) if n is not None and n < len(dataset) else dataset
 
 
-def dataset_from_identity(identity: dict[str, Any]) -> Sequence[Scene]:
+def dataset_from_identity(identity: dict[str, Any]) -> Scenes:
     """Rebuild a dataset from the identity a store or run recorded."""
     kind = identity.get("dataset")
     if "subset_of" in identity:

@@ -24,7 +24,7 @@ BACKGROUNDS = ("flat", "noise", "stripes")
 
 def smooth_noise(
     rng: np.random.Generator, hw: tuple[int, int], cell: int, channels: int = 1
-) -> Float[np.ndarray, "H W C"]:
+) -> Float[np.ndarray, "height width channels"]:
     """Band-limited noise in [-1, 1]: a coarse random grid (one value per `cell` px) upsampled bilinearly."""
     h, w = hw
     gh, gw = max(2, -(-h // cell) + 1), max(2, -(-w // cell) + 1)
@@ -63,7 +63,7 @@ def rephase(texture: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]
     return out
 
 
-def texture_field(texture: dict[str, Any], side: int) -> Float[np.ndarray, "S S"]:
+def texture_field(texture: dict[str, Any], side: int) -> Float[np.ndarray, "side side"]:
     """Texture values in [-1, 1] on a side x side sprite (0 everywhere for kind `none`)."""
     kind = texture["kind"]
     if kind == "none":
@@ -83,14 +83,16 @@ def texture_field(texture: dict[str, Any], side: int) -> Float[np.ndarray, "S S"
     raise InputError(f"unknown texture {kind!r}; valid textures: {', '.join(TEXTURES)}")
 
 
-def paint(rgb: tuple[int, int, int], field: Float[np.ndarray, "S S"], contrast: float) -> UInt8[np.ndarray, "S S 3"]:
+def paint(
+    rgb: tuple[int, int, int], field: Float[np.ndarray, "side side"], contrast: float
+) -> UInt8[np.ndarray, "side side 3"]:
     """Colour a sprite: base colour plus `contrast` grey levels times the texture field."""
     out = np.float32(contrast) * field[..., None] + np.asarray(rgb, dtype=np.float32)
     np.clip(out, 0.0, 255.0, out=out)
     return out.astype(np.uint8)
 
 
-def background(rng: np.random.Generator, kind: str, hw: tuple[int, int]) -> UInt8[np.ndarray, "H W 3"]:
+def background(rng: np.random.Generator, kind: str, hw: tuple[int, int]) -> UInt8[np.ndarray, "height width 3"]:
     """A neutral mid-dark background: flat, smooth colour noise, or faint stripes."""
     h, w = hw
     base = rng.uniform(60, 120) + rng.uniform(-12, 12, size=3)

@@ -111,7 +111,7 @@ def measure_dino_loss(
     patch_size: int,
     preprocess: Preprocess | None = None,
     seed: int = 0,
-    center: Float[Tensor, " K"] | None = None,
+    center: Float[Tensor, " n_prototypes"] | None = None,
     student_temp: float = 0.1,
     teacher_temp: float = 0.04,
     batch_size: int = 32,
@@ -188,7 +188,7 @@ def fit_dino_head(
     weight_decay: float = 0.04,
     clip_grad: float | None = 3.0,
     **views: Any,
-) -> tuple[DinoHead, Float[Tensor, " K"], list[float]]:
+) -> tuple[DinoHead, Float[Tensor, " n_prototypes"], list[float]]:
     """Fit a DINO head on clean features with the backbone frozen: DINO self-distillation of the head only
     (`views`: the fields of `losses.dino.MultiCrop`).
 

@@ -245,7 +245,7 @@ class InstanceHead(nn.Module):
     def n_queries(self) -> int:
         return self.linear.out_features
 
-    def forward(self, feats: Float[Tensor, "image patch d_model"]) -> Float[Tensor, "image patch query_pos"]:
+    def forward(self, feats: Float[Tensor, "image patch d_model"]) -> Float[Tensor, "image patch n_queries"]:
         """log p(query | patch)."""
         return torch.log_softmax(self.linear(feats), dim=-1)
 

@@ -21,7 +21,7 @@ from ._save import finish, new_figure, save
 COLORS = {"same object": "#1f77b4", "different objects": "#d62728"}
 
 
-def _density(values: Float[np.ndarray, " n"], grid: Float[np.ndarray, " g"]) -> Float[np.ndarray, " g"] | None:
+def _density(values: Float[np.ndarray, " n"], grid: Float[np.ndarray, " grid"]) -> Float[np.ndarray, " grid"] | None:
     """KDE of values on grid; None for fewer than two distinct values (no spread to estimate)."""
     if values.size < 2 or np.ptp(values) == 0:
         return None
@@ -29,7 +29,7 @@ def _density(values: Float[np.ndarray, " n"], grid: Float[np.ndarray, " g"]) -> 
 
 
 def score_kde(
-    per_layer: Mapping[int, tuple[Float[np.ndarray, " pairs"], Bool[np.ndarray, " pairs"] | np.ndarray]],
+    per_layer: Mapping[int, tuple[Float[np.ndarray, " pair"], Bool[np.ndarray, " pair"] | np.ndarray]],
     path: str | os.PathLike,
     score_name: str = "P(same object)",
     title: str | None = None,

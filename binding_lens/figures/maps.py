@@ -15,7 +15,7 @@ from ._save import finish, new_figure, save
 
 
 def query_maps(
-    image: UInt8[np.ndarray, "H W 3"],
+    image: UInt8[np.ndarray, "height width 3"],
     maps: Mapping[int, Float[np.ndarray, "rows cols"]],
     query: tuple[int, int],
     path: str | os.PathLike,

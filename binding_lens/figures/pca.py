@@ -19,7 +19,7 @@ from ._save import LEGEND_WIDTH, finish, new_figure, save
 
 def principal_components(
     vectors: Float[np.ndarray, "n k"], n_components: int = 2, *, centre_points: bool = True
-) -> tuple[Float[np.ndarray, "n c"], Float[np.ndarray, " c"]]:
+) -> tuple[Float[np.ndarray, "n component"], Float[np.ndarray, " component"]]:
     """(projections on the top principal components, fraction of variance each explains). The components
     are those of the centred vectors; `centre_points=False` projects the vectors as given (differences
     whose sign about 0 means something)."""

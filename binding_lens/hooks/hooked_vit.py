@@ -182,7 +182,7 @@ class HookedViT(HookedRootModule):
     # --- forward -----------------------------------------------------------------------------
     def forward(
         self,
-        pixel_values: Float[Tensor, "batch channel height width"],
+        pixel_values: Float[Tensor, "batch channels height width"],
         stop_at_layer: int | None = None,
         return_type: str | None = "embeddings",
     ) -> Float[Tensor, "batch pos d_model"] | None:

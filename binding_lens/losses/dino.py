@@ -57,10 +57,10 @@ class WeightNormLinear(nn.Module):
         self.weight_v = nn.Parameter(torch.empty(out_dim, in_dim))
 
     @property
-    def weight(self) -> Float[Tensor, "out in"]:
+    def weight(self) -> Float[Tensor, "d_out d_in"]:
         return self.weight_g * self.weight_v / self.weight_v.norm(dim=1, keepdim=True)
 
-    def forward(self, x: Float[Tensor, "*batch in"]) -> Float[Tensor, "*batch out"]:
+    def forward(self, x: Float[Tensor, "*batch d_in"]) -> Float[Tensor, "*batch d_out"]:
         return nn.functional.linear(x, self.weight)
 
 
@@ -113,7 +113,7 @@ class DinoHead(nn.Module):
                     nn.init.zeros_(module.bias)
             nn.init.kaiming_uniform_(self.last_layer.weight_v, a=math.sqrt(5), generator=generator)
 
-    def forward(self, x: Float[Tensor, "batch in_dim"]) -> Float[Tensor, "batch out_dim"]:
+    def forward(self, x: Float[Tensor, "batch d_model"]) -> Float[Tensor, "batch n_prototypes"]:
         x = nn.functional.normalize(self.mlp(x), dim=-1, p=2)
         return self.last_layer(x)
 
@@ -287,7 +287,9 @@ def _crop_array(image: np.ndarray, box: list[int], flip: bool, side: int) -> np.
     return np.ascontiguousarray(array[:, ::-1]) if flip else array
 
 
-def _crop_tensor(pixels: Float[Tensor, "3 H W"], box: list[int], flip: bool, side: int) -> Float[Tensor, "3 side side"]:
+def _crop_tensor(
+    pixels: Float[Tensor, "3 height width"], box: list[int], flip: bool, side: int
+) -> Float[Tensor, "3 side side"]:
     top, left, h, w = box
     patch = pixels[None, :, top : top + h, left : left + w]
     out = nn.functional.interpolate(patch, size=(side, side), mode="bicubic", antialias=True, align_corners=False)[0]
@@ -319,7 +321,9 @@ def multi_crop(
     preprocess: Preprocess | None = None,
     seed: int = 0,
     **views: Any,
-) -> tuple[list[Float[Tensor, "batch 3 g g"]], list[Float[Tensor, "batch 3 l l"]]]:
+) -> tuple[
+    list[Float[Tensor, "batch 3 global_side global_side"]], list[Float[Tensor, "batch 3 local_side local_side"]]
+]:
     """(global views, local views) of the images: DINO's multi-crop without colour augmentations
     (see the module docstring), deterministic by seed; `views` are `MultiCrop`'s fields."""
     crops = MultiCrop(**views)
@@ -349,9 +353,9 @@ def _check_outputs(student_out: Sequence[Tensor], teacher_out: Sequence[Tensor],
 
 
 def dino_loss(
-    student_out: Sequence[Float[Tensor, "batch K"]],
-    teacher_out: Sequence[Float[Tensor, "batch K"]],
-    center: Float[Tensor, " K"],
+    student_out: Sequence[Float[Tensor, "batch n_prototypes"]],
+    teacher_out: Sequence[Float[Tensor, "batch n_prototypes"]],
+    center: Float[Tensor, " n_prototypes"],
     student_temp: float = 0.1,
     teacher_temp: float = 0.04,
     reduction: str = "mean",
@@ -381,8 +385,10 @@ def dino_loss(
 
 
 def update_center(
-    center: Float[Tensor, " K"], teacher_out: Sequence[Float[Tensor, "batch K"]], momentum: float = 0.9
-) -> Float[Tensor, " K"]:
+    center: Float[Tensor, " n_prototypes"],
+    teacher_out: Sequence[Float[Tensor, "batch n_prototypes"]],
+    momentum: float = 0.9,
+) -> Float[Tensor, " n_prototypes"]:
     """DINO's center EMA: momentum * center + (1 - momentum) * mean teacher output over views and batch."""
     if not 0 <= momentum <= 1:
         raise InputError(f"momentum must lie in [0, 1], got {momentum}")
@@ -393,7 +399,7 @@ def update_center(
 
 
 def teacher_statistics(
-    teacher_out: Float[Tensor, "batch K"], center: Float[Tensor, " K"], teacher_temp: float = 0.04
+    teacher_out: Float[Tensor, "batch n_prototypes"], center: Float[Tensor, " n_prototypes"], teacher_temp: float = 0.04
 ) -> dict[str, float]:
     """DINO's collapse diagnostics (Caron et al. 2021, section 5.3) on a batch of teacher logits:
     `entropy`, the mean entropy of each image's centred, sharpened distribution (near ln K: collapse

@@ -30,7 +30,7 @@ def log1mexp(log_p: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
 
 
 def hungarian_match(
-    cost: Float[Tensor, "image query_pos target"], n_targets: Int[Tensor, " image"]
+    cost: Float[Tensor, "image n_queries target"], n_targets: Int[Tensor, " image"]
 ) -> tuple[Int[Tensor, " match"], Int[Tensor, " match"], Int[Tensor, " match"]]:
     """Minimum-cost one-to-one matching of queries to the first `n_targets[b]` targets of each image.
 
@@ -60,10 +60,10 @@ def hungarian_match(
 
 
 def mask_costs(
-    log_masks: Float[Tensor, "image patch query_pos"],
+    log_masks: Float[Tensor, "image patch n_queries"],
     targets: Float[Tensor, "image patch target"],
     valid: Bool[Tensor, "image patch"],
-) -> tuple[Float[Tensor, "image query_pos target"], Float[Tensor, "image query_pos target"]]:
+) -> tuple[Float[Tensor, "image n_queries target"], Float[Tensor, "image n_queries target"]]:
     """(mean mask BCE, dice loss) between every query mask and every target mask of each image.
 
     Query masks are probabilities given in log space (the per-patch softmax over queries); only
@@ -83,7 +83,7 @@ def mask_costs(
 
 
 def detr_mask_loss(
-    log_masks: Float[Tensor, "image patch query_pos"],
+    log_masks: Float[Tensor, "image patch n_queries"],
     dense_instance: Int[Tensor, "image patch"],
     mask_weight: float = 5.0,
     dice_weight: float = 5.0,

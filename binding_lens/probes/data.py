@@ -102,11 +102,11 @@ class ProbeData:
     def tokens(
         self,
         layer: int,
-        images: Int[Tensor, " b"],
-        patches: Int[Tensor, "b k"],
+        images: Int[Tensor, " batch"],
+        patches: Int[Tensor, "batch k"],
         device: torch.device | None = None,
         dtype: torch.dtype = torch.float32,
-    ) -> Float[Tensor, "b k d_model"]:
+    ) -> Float[Tensor, "batch k d_model"]:
         """Gather the tokens of `patches` of `images` at `layer`, as float32 on `device`."""
         acts = self.acts[layer]
         return acts[images.to(acts.device)[:, None], patches.to(acts.device)].to(device=device, dtype=dtype)

@@ -36,7 +36,7 @@ class PointwiseProbe(PairProbe):
         super().__init__(d_model)
         self.proj = nn.Linear(d_model, n_outputs)
 
-    def log_distribution(self, x: Float[Tensor, "image n d_model"]) -> Float[Tensor, "image n out"]:
+    def log_distribution(self, x: Float[Tensor, "image n d_model"]) -> Float[Tensor, "image n n_outputs"]:
         """log softmax(W x + b) of every patch."""
         return torch.log_softmax(self.proj(x), dim=-1)
 

@@ -60,7 +60,7 @@ class PairSet:
         return self.patches.shape[0]
 
     def batch(
-        self, instance: Int[Tensor, "image patch"], images: Int[Tensor, " b"], klass: Tensor | None = None
+        self, instance: Int[Tensor, "image patch"], images: Int[Tensor, " batch"], klass: Tensor | None = None
     ) -> PairBatch:
         """The labels of these images' sampled patches (rows `images` of both this set and `instance`)."""
         patches, valid = self.patches[images], self.valid[images]

@@ -18,7 +18,7 @@ from torch import Tensor
 from ..errors import InputError
 from .interval import LEVEL, Interval
 
-Reduce = Callable[[Float[Tensor, " replicate *part"]], Float[Tensor, " replicate"]]
+Reduce = Callable[[Float[Tensor, "..."]], Float[Tensor, "..."]]  # [*batch, *part] -> [*batch]: one variadic per shape
 
 
 def check_bootstrap(n_boot: int, level: float) -> None:
@@ -61,7 +61,7 @@ def bootstrap_mean(
     return Interval(float(values.mean()), low, high, level, f"bootstrap over {unit}", n)
 
 
-def ratio_of_sums(summed: Float[Tensor, "replicate 2"]) -> Float[Tensor, " replicate"]:
+def ratio_of_sums(summed: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch"]:
     """The `Reduce` of a mean kept per image as (sum, count): pooled sum over pooled count."""
     return summed[..., 0] / summed[..., 1]
 

@@ -10,7 +10,7 @@ n - 1 degrees of freedom, Welch-Satterthwaite for two independent groups.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from scipy import stats
 
@@ -37,7 +37,7 @@ def mean_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
 
 
 def difference_interval(
-    a: Sequence[float], b: Sequence[float], *, paired: bool = False, level: float = LEVEL
+    a: Iterable[float], b: Iterable[float], *, paired: bool = False, level: float = LEVEL
 ) -> Interval:
     """mean(a) - mean(b) with its `level` interval: paired (a_i - b_i, a t interval) or Welch's for two
     independent groups (no interval unless each group has two values or more)."""

@@ -4,19 +4,19 @@ a hypothesis is rejected at level alpha when its adjusted p-value is <= alpha.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from ..errors import InputError
 
 
-def _checked(p_values: Sequence[float]) -> list[float]:
+def _checked(p_values: Iterable[float]) -> list[float]:
     p = [float(v) for v in p_values]
     if any(not 0.0 <= v <= 1.0 for v in p):
         raise InputError(f"p-values must lie in [0, 1], got {p}")
     return p
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
+def holm(p_values: Iterable[float]) -> list[float]:
     """Holm's adjusted p-values: the i-th smallest times (m - i), made monotone, capped at 1."""
     p = _checked(p_values)
     m, adjusted, running = len(p), [0.0] * len(p), 0.0
@@ -26,7 +26,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+def benjamini_hochberg(p_values: Iterable[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values (q-values): the i-th smallest times m / i, made monotone
     from the largest down, capped at 1."""
     p = _checked(p_values)

@@ -136,7 +136,7 @@ class MaeObjective(Objective):
         nn.init.normal_(self.mask_token, std=0.02)
         nn.init.trunc_normal_(self.decoder_pos, std=0.02)
 
-    def patchify(self, pixels: Float[Tensor, "batch 3 H W"]) -> Float[Tensor, "batch patch p*p*3"]:
+    def patchify(self, pixels: Float[Tensor, "batch 3 height width"]) -> Float[Tensor, "batch patch patch_pixels"]:
         p = self.recipe.patch_size
         b, c, h, w = pixels.shape
         x = pixels.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 3, 5, 1)
@@ -153,8 +153,8 @@ class MaeObjective(Objective):
         return (per_patch * masked).sum() / masked.sum()
 
     def reconstruct(
-        self, pixels: Float[Tensor, "batch 3 H W"], generator: torch.Generator
-    ) -> tuple[Float[Tensor, "batch patch p*p*3"], Bool[Tensor, "batch patch"]]:
+        self, pixels: Float[Tensor, "batch 3 height width"], generator: torch.Generator
+    ) -> tuple[Float[Tensor, "batch patch patch_pixels"], Bool[Tensor, "batch patch"]]:
         """(predicted pixels of every patch, which patches were masked) for one random masking."""
         tokens = self.backbone.embeddings(pixels)  # [B, 1 + N, d], position embeddings added
         b, n = tokens.shape[0], tokens.shape[1] - 1
@@ -187,7 +187,7 @@ class SupervisedObjective(Objective):
         super().__init__(backbone, recipe)
         self.classifier = nn.Linear(2 * recipe.hidden_size, len(CONJUNCTIONS))
 
-    def logits(self, pixels: Float[Tensor, "batch 3 H W"]) -> Float[Tensor, "batch label"]:
+    def logits(self, pixels: Float[Tensor, "batch 3 height width"]) -> Float[Tensor, "batch label"]:
         out = self.backbone(pixel_values=pixels).last_hidden_state
         return self.classifier(torch.cat([out[:, 0], out[:, 1:].mean(1)], dim=-1))
 

@@ -51,7 +51,7 @@ class SceneBank:
     def __init__(self, recipe: ZooRecipe, progress: bool = False) -> None:
         scenes = training_scenes(recipe)
         rendered = [scenes[i] for i in _maybe_tqdm(range(len(scenes)), progress, "rendering scenes")]
-        self.images: UInt8[Tensor, "n H W 3"] = torch.from_numpy(np.stack([s.image for s in rendered]))
+        self.images: UInt8[Tensor, "n height width 3"] = torch.from_numpy(np.stack([s.image for s in rendered]))
         self.labels: Float[Tensor, "n label"] = torch.from_numpy(
             np.stack(
                 [conjunction_labels(s.metadata["objects"], recipe.supervised.min_visible_fraction) for s in rendered]
@@ -74,7 +74,7 @@ class SceneBank:
         """Indices of a batch drawn without replacement."""
         return torch.randperm(len(self), generator=generator)[:batch_size]
 
-    def pixels(self, index: Tensor, generator: torch.Generator | None = None) -> Float[Tensor, "batch 3 H W"]:
+    def pixels(self, index: Tensor, generator: torch.Generator | None = None) -> Float[Tensor, "batch 3 height width"]:
         """Normalised pixels of these scenes; with a generator, each is flipped left-right with p = 1/2.
         Random draws come from the (CPU) generator whatever the device, so a seed means the same batches."""
         x = self.images[index.to(self.images.device)].permute(0, 3, 1, 2).float().div_(255)

@@ -11,7 +11,7 @@ written once, in `HookedBlock` and `HookedViT`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias, cast
 
@@ -120,7 +120,7 @@ class FamilyAdapter:
 
     # --- structure -------------------------------------------------------------------------
     @staticmethod
-    def layers(hf: HFModule) -> Sequence[nn.Module]:
+    def layers(hf: HFModule) -> Iterable[nn.Module]:
         return hf.layers
 
     @staticmethod
@@ -169,15 +169,15 @@ class FamilyAdapter:
     # --- computation -----------------------------------------------------------------------
     @staticmethod
     def embed(
-        hf: HFModule, pixel_values: Float[Tensor, "batch channel height width"]
-    ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "one pos d_model"]]:
+        hf: HFModule, pixel_values: Float[Tensor, "batch channels height width"]
+    ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "1 pos d_model"]]:
         """Token embeddings (prefix tokens first, then patches in row-major order) and the position
         embeddings added to them, interpolated to the image's patch grid."""
         raise NotImplementedError
 
     @staticmethod
     def rotary(
-        hf: HFModule, pixel_values: Float[Tensor, "batch channel height width"]
+        hf: HFModule, pixel_values: Float[Tensor, "batch channels height width"]
     ) -> tuple[Float[Tensor, "n_patches d_head"], Float[Tensor, "n_patches d_head"]] | None:
         """(cos, sin) of the rotary embedding of each patch token, for `positional_embedding_type =
         "rotary"` families; None otherwise. Prefix tokens are not rotated."""
@@ -228,7 +228,7 @@ def attention_parts(attention: HFModule) -> AttentionParts:
 
 
 def forward_with_block_outputs(
-    blocks: Sequence[nn.Module], forward: Callable[[], Tensor]
+    blocks: nn.ModuleList | nn.Sequential, forward: Callable[[], Tensor]
 ) -> tuple[list[Float[Tensor, "batch pos d_model"]], Tensor]:
     """(input of block 0 and the output of every block, the forward's result), read with PyTorch hooks
     on the library's own blocks while its own forward runs."""

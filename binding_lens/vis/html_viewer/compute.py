@@ -68,7 +68,7 @@ def patch_attention(
 
 def image_maps(
     model: HookedViT,
-    image: UInt8[np.ndarray, "H W 3"],
+    image: UInt8[np.ndarray, "height width 3"],
     probes: dict[str, dict[int, PairProbe]],
     size: int | tuple[int, int] | None,
 ) -> tuple[tuple[int, int], dict[tuple[str, int], Float[np.ndarray, "n n"]], dict[int, Float[np.ndarray, "n n"]]]:
@@ -93,7 +93,9 @@ def image_maps(
     return grid, scores, attention
 
 
-def patch_truth(instance_mask: Int[np.ndarray, "H W"] | None, grid: tuple[int, int]) -> Int[np.ndarray, " n"] | None:
+def patch_truth(
+    instance_mask: Int[np.ndarray, "height width"] | None, grid: tuple[int, int]
+) -> Int[np.ndarray, " n"] | None:
     """Ground-truth instance id of every patch (plurality vote; 0 = no object), or None without a mask."""
     if instance_mask is None:
         return None
@@ -102,11 +104,11 @@ def patch_truth(instance_mask: Int[np.ndarray, "H W"] | None, grid: tuple[int, i
 
 def compute_model_maps(
     model: HookedViT,
-    images: Sequence[UInt8[np.ndarray, "H W 3"]],
+    images: Sequence[UInt8[np.ndarray, "height width 3"]],
     probes: ProbeSet,
     *,
     size: int | tuple[int, int] | None = None,
-    instance_masks: Sequence[Int[np.ndarray, "H W"] | None] | None = None,
+    instance_masks: Sequence[Int[np.ndarray, "height width"] | None] | None = None,
     name: str | None = None,
 ) -> ModelMaps:
     """Every probe's pair probabilities and the next block's attention for every image (quantised)."""

@@ -26,8 +26,8 @@ from ...errors import InputError
 class InputImage:
     """An input image with its optional instance mask (from a `Scene`) and a name for the page."""
 
-    rgb: UInt8[np.ndarray, "H W 3"]
-    instance_mask: Int[np.ndarray, "H W"] | None
+    rgb: UInt8[np.ndarray, "height width 3"]
+    instance_mask: Int[np.ndarray, "height width"] | None
     name: str
 
 
@@ -65,13 +65,17 @@ def display_size(hw: tuple[int, int], max_px: int) -> tuple[int, int]:
     return max(1, round(h * scale)), max(1, round(w * scale))
 
 
-def resize_rgb(rgb: UInt8[np.ndarray, "H W 3"], hw: tuple[int, int]) -> UInt8[np.ndarray, "h w 3"]:
+def resize_rgb(
+    rgb: UInt8[np.ndarray, "height width 3"], hw: tuple[int, int]
+) -> UInt8[np.ndarray, "out_height out_width 3"]:
     if rgb.shape[:2] == hw:
         return rgb
     return np.asarray(Image.fromarray(rgb).resize((hw[1], hw[0]), Image.Resampling.LANCZOS))
 
 
-def outline(instance_mask: Int[np.ndarray, "H W"], hw: tuple[int, int]) -> Bool[np.ndarray, "h w"]:
+def outline(
+    instance_mask: Int[np.ndarray, "height width"], hw: tuple[int, int]
+) -> Bool[np.ndarray, "out_height out_width"]:
     """Pixels on a boundary between different instances (background included), at display size."""
     mask = np.asarray(Image.fromarray(instance_mask.astype(np.int32)).resize((hw[1], hw[0]), Image.Resampling.NEAREST))
     edge = np.zeros(hw, bool)
@@ -80,14 +84,14 @@ def outline(instance_mask: Int[np.ndarray, "H W"], hw: tuple[int, int]) -> Bool[
     return edge
 
 
-def png_data_url(rgb_or_rgba: UInt8[np.ndarray, "H W C"]) -> str:
+def png_data_url(rgb_or_rgba: UInt8[np.ndarray, "height width channels"]) -> str:
     """An RGB(A) array as a data:image/png;base64 URL."""
     buffer = io.BytesIO()
     Image.fromarray(rgb_or_rgba).save(buffer, format="PNG", optimize=True)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def outline_data_url(edge: Bool[np.ndarray, "H W"]) -> str:
+def outline_data_url(edge: Bool[np.ndarray, "height width"]) -> str:
     """Outline pixels as a transparent PNG: white lines with a dark fringe, readable on any image."""
     halo = edge.copy()
     halo[:, 1:] |= edge[:, :-1]

@@ -20,8 +20,8 @@ class ViewerImage:
     """An image as displayed (already resized) and, optionally, its ground-truth instance outlines."""
 
     name: str
-    rgb: UInt8[np.ndarray, "H W 3"]
-    outline: Bool[np.ndarray, "H W"] | None = None
+    rgb: UInt8[np.ndarray, "height width 3"]
+    outline: Bool[np.ndarray, "height width"] | None = None
 
 
 @dataclass(eq=False)

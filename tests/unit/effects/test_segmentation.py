@@ -23,6 +23,8 @@ from binding_lens.effects.segmentation import (
     semantic_scores,
 )
 
+from helpers.checks import unchecked
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 N_IMAGES, N_PATCHES, D = 40, 16, 8
@@ -141,11 +143,11 @@ def test_semantic_head_is_deterministic_by_seed_and_folds_standardisation():
 
 def test_semantic_refuses_bad_input():
     feats, classes = planted_semantic()
-    with pytest.raises(ValueError, match="float tensor \\[image, patch, d\\]"):
+    with unchecked(), pytest.raises(ValueError, match="float tensor \\[image, patch, d\\]"):
         fit_semantic_head(feats[0], classes, 4)
-    with pytest.raises(ValueError, match="integer tensor"):
+    with unchecked(), pytest.raises(ValueError, match="integer tensor"):
         fit_semantic_head(feats, classes.float(), 4)
-    with pytest.raises(ValueError, match="must be \\[image, patch\\]"):
+    with unchecked(), pytest.raises(ValueError, match="must be \\[image, patch\\]"):
         fit_semantic_head(feats, classes[:, :3], 4)
     with pytest.raises(ValueError, match=">= -1"):
         fit_semantic_head(feats, classes - 2, 4)
@@ -241,11 +243,11 @@ def test_instance_refuses_bad_input():
         fit_instance_head(feats, instance, 5, batch_images=0)
     with pytest.raises(ValueError, match="no labelled patch"):
         fit_instance_head(feats, torch.full_like(instance, -1), 5)
-    with pytest.raises(ValueError, match="integer tensor"):
+    with unchecked(), pytest.raises(ValueError, match="integer tensor"):
         fit_instance_head(feats, instance.bool(), 5)
     with pytest.raises(ValueError, match="no labelled patch"):
         instance_scores(instance, torch.full_like(instance, -1))
-    with pytest.raises(ValueError, match="must both be \\[image, patch\\]"):
+    with unchecked(), pytest.raises(ValueError, match="must both be \\[image, patch\\]"):
         matched_ious(instance[:, :3], instance)
     head = fit_instance_head(feats, instance, 5, epochs=1)
     with pytest.raises(ValueError, match="head expects 8"):
