@@ -67,3 +67,4 @@ def test_the_quickstart_notebook_runs_in_a_kernel_on_small_sizes(tmp_path, monke
     assert auroc["binding subspace shuffled"] != auroc["clean"]  # the edit reached the next layer
     viewer = [out for out in code[5].outputs if out.output_type == "execute_result"]
     assert viewer and viewer[0].data["text/html"].startswith('<iframe srcdoc="')
+    assert len(viewer[0].data["text/plain"]) < 100  # the page is stored once, in the iframe
