@@ -1,5 +1,8 @@
-"""Probe training throughput: our batched probes against a plain reference of the authors' formulation.
+"""Probe training throughput: our batched probes against a plain per-image reference written here.
 
+The reference is not the authors' released code: it uses the SPEC's probe formulas and this project's
+loss (BCE over the strict upper triangle i < j, one bias), where the released code's loss and loop
+differ (all N x N pairs with the diagonal, the linear bias added twice, ...: SPEC section 9).
 Same data, same initial weights, same pairs, same Adam: the only difference is how the scores
 are computed. The reference loops over images in Python; for `quadratic` and
 `quadratic_fixed_rank` it forms the full d x d matrix W at each step and applies it per image,
@@ -31,7 +34,7 @@ from binding_lens.probes.synthetic import planted_binding
 
 
 class ReferenceProbe(nn.Module):
-    """The authors' formulation, one image at a time: x [N, d] -> logits [N, N]."""
+    """The paper's formulas as written, one image at a time: x [N, d] -> logits [N, N]."""
 
     def __init__(self, name: str, ours: nn.Module):
         super().__init__()

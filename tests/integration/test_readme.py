@@ -20,7 +20,8 @@ How the README is read (one pytest test per item, ids like `README.md:77 bash`, 
   For shell commands it holds arguments appended to each `binding-lens` command (argparse lets the
   last value win; an option a command does not take is left out for it, e.g. extract has no
   --epochs). For Python blocks, literal replacements `old -> new`, separated by `;`, or `needs MODULE ...`
-  for a block that uses an optional extra: it runs where the extra is installed and is skipped elsewhere.
+  for a block that uses an optional extra: it runs where the extra is installed and is skipped elsewhere;
+  such a block is marked `extras`, and `make test-extras` runs it in .venv-extras, where it must not skip.
 - No network and no /data here: the substitutions below (HUB, DATA) apply to every block, and the
   data folders are built in the official layouts from synthetic scenes.
 - `view --run runs/demo/dino` reads what `make demo` writes; a small `binding-lens sweep` of `zoo:dino`
@@ -54,6 +55,7 @@ from PIL import Image
 from binding_lens.cli import build_parser, main
 
 from helpers.ade20k import OBJECTNAMES, encode_ade_seg
+from helpers.extras import extra
 from helpers.processes import torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -327,7 +329,7 @@ def run_python_block(item: Item, namespace: dict) -> None:
     code, marker = item.text, item.marker or ""
     if marker.startswith("needs "):  # an optional extra: run where it is installed, skipped (and said) elsewhere
         for module in marker.removeprefix("needs ").split():
-            pytest.importorskip(module, reason=f"{item.id} needs the optional {module} (see the README's install line)")
+            extra(module, reason=f"{item.id} needs the optional {module} (see the README's install line)")
         marker = ""
     for replacement in filter(None, (part.strip() for part in marker.split(";"))):
         old, new = (side.strip() for side in replacement.split("->"))
@@ -355,15 +357,14 @@ def known_failing(item: Item) -> str | None:
     return next((why for text, why in KNOWN_FAILING.items() if text in item.text), None)
 
 
+def marks(item: Item) -> list:
+    """xfail for a known failure; `extras` for a block that needs an optional extra (`make test-extras`)."""
+    found = [pytest.mark.xfail(reason=known_failing(item), strict=True)] if known_failing(item) else []
+    return found + ([pytest.mark.extras] if (item.marker or "").startswith("needs ") else [])
+
+
 def params() -> list:
-    return [
-        pytest.param(
-            item,
-            id=item.id,
-            marks=[pytest.mark.xfail(reason=known_failing(item), strict=True)] if known_failing(item) else [],
-        )
-        for item in ITEMS
-    ]
+    return [pytest.param(item, id=item.id, marks=marks(item)) for item in ITEMS]
 
 
 @pytest.mark.parametrize("item", params())

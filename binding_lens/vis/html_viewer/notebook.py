@@ -7,7 +7,7 @@ An iframe keeps the viewer's script and element ids apart from the notebook's ow
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InputError
@@ -25,9 +25,10 @@ def iframe_html(page: str, height: int = 820) -> str:
 
 @dataclass(frozen=True)
 class InlineViewer:
-    """Wraps a viewer page; notebooks render it through `_repr_html_` (no IPython import needed)."""
+    """Wraps a viewer page; notebooks render it through `_repr_html_` (no IPython import needed). The page
+    stays out of the repr, so a notebook's plain-text output does not store it a second time."""
 
-    page: str
+    page: str = field(repr=False)
     height: int = 820
 
     def _repr_html_(self) -> str:

@@ -1,6 +1,7 @@
 """timm and open_clip vision transformers against the libraries' own forward, layer by layer, on random
 weights (`pretrained=False`). Skipped where the extra is missing: `pip install 'binding_lens[timm,open_clip]'`
-(both need a torchvision that loads beside the installed torch; see the README)."""
+(both need a torchvision that loads beside the installed torch; see the README). Marked `extras`: `make
+test-extras` runs them in .venv-extras, where a missing extra fails instead of skipping."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from binding_lens import HookedViT
 from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
 
+from helpers.extras import extra
 from helpers.models import pixels
 
-timm = pytest.importorskip("timm", reason="timm extra not installed: pip install 'binding_lens[timm]'")
+pytestmark = pytest.mark.extras
+
+timm = extra("timm", reason="timm extra not installed: pip install 'binding_lens[timm]'")
 
 TIMM_CASES = {  # name: create_model kwargs (small depths and sizes; the block structure is the checkpoint's)
     "vit_small_patch14_dinov2": dict(img_size=56, depth=2, init_values=0.5),
@@ -59,9 +63,7 @@ def test_timm_models_that_do_not_fit_are_refused_with_the_reason():
 
 
 def tiny_clip(image_size: int = 32, quick_gelu: bool = False):
-    open_clip = pytest.importorskip(
-        "open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open_clip]'"
-    )
+    open_clip = extra("open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open_clip]'")
     torch.manual_seed(0)
     return open_clip.model.CLIP(
         embed_dim=16,
@@ -101,7 +103,7 @@ def test_open_clip_at_another_size_resamples_positions_as_open_clip_loads_a_chec
 
 
 def test_specs_build_timm_and_open_clip_models_offline_with_random_weights():
-    pytest.importorskip("open_clip")
+    extra("open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open_clip]'")
     from binding_lens import HookedViT
 
     vit = HookedViT.from_pretrained("timm:vit_tiny_patch16_224@random", seed=3)
