@@ -1,4 +1,4 @@
-"""open_clip's `VisionTransformer` (`pip install 'binding_lens[open_clip]'`): the image tower of most public
+"""open_clip's `VisionTransformer` (`pip install 'binding_lens[open-clip]'`): the image tower of most public
 CLIP checkpoints (OpenAI's, LAION's, DataComp's, ...).
 
 `HookedViT.from_open_clip(model)` (or `from_hf`, or the spec `open_clip:<name>@<pretrained tag>`) hooks a

@@ -1,5 +1,5 @@
 """timm and open_clip vision transformers against the libraries' own forward, layer by layer, on random
-weights (`pretrained=False`). Skipped where the extra is missing: `pip install 'binding_lens[timm,open_clip]'`
+weights (`pretrained=False`). Skipped where the extra is missing: `pip install 'binding_lens[timm,open-clip]'`
 (both need a torchvision that loads beside the installed torch; see the README). Marked `extras`: `make
 test-extras` runs them in .venv-extras, where a missing extra fails instead of skipping."""
 
@@ -63,7 +63,7 @@ def test_timm_models_that_do_not_fit_are_refused_with_the_reason():
 
 
 def tiny_clip(image_size: int = 32, quick_gelu: bool = False):
-    open_clip = extra("open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open_clip]'")
+    open_clip = extra("open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open-clip]'")
     torch.manual_seed(0)
     return open_clip.model.CLIP(
         embed_dim=16,
@@ -103,7 +103,7 @@ def test_open_clip_at_another_size_resamples_positions_as_open_clip_loads_a_chec
 
 
 def test_specs_build_timm_and_open_clip_models_offline_with_random_weights():
-    extra("open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open_clip]'")
+    extra("open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open-clip]'")
     from binding_lens import HookedViT
 
     vit = HookedViT.from_pretrained("timm:vit_tiny_patch16_224@random", seed=3)
