@@ -118,7 +118,7 @@ def _load_timm(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: 
 
 
 def _load_open_clip(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: Any) -> HookedViT:
-    open_clip = _optional("open_clip", "open_clip")
+    open_clip = _optional("open_clip", "open-clip")
     name, tag = _name_and_tag(spec, "open_clip:")
     if tag is None and not name.startswith("hf-hub:"):
         raise InputError(

@@ -45,7 +45,7 @@ def test_hooks_command_prints_hook_points_shapes_and_parity(capsys):
 
 
 @pytest.mark.parametrize(
-    "spec,extra", [("timm:vit_small_patch14_dinov2", "timm"), ("open_clip:ViT-B-16@openai", "open_clip")]
+    "spec,extra", [("timm:vit_small_patch14_dinov2", "timm"), ("open_clip:ViT-B-16@openai", "open-clip")]
 )
 def test_a_missing_extra_is_named_with_its_install_line(spec, extra, monkeypatch):
     monkeypatch.setitem(sys.modules, extra, None)  # as if not installed
