@@ -45,10 +45,11 @@ def test_hooks_command_prints_hook_points_shapes_and_parity(capsys):
 
 
 @pytest.mark.parametrize(
-    "spec,extra", [("timm:vit_small_patch14_dinov2", "timm"), ("open_clip:ViT-B-16@openai", "open-clip")]
+    "spec,module,extra",
+    [("timm:vit_small_patch14_dinov2", "timm", "timm"), ("open_clip:ViT-B-16@openai", "open_clip", "open-clip")],
 )
-def test_a_missing_extra_is_named_with_its_install_line(spec, extra, monkeypatch):
-    monkeypatch.setitem(sys.modules, extra, None)  # as if not installed
+def test_a_missing_extra_is_named_with_its_install_line(spec, module, extra, monkeypatch):
+    monkeypatch.setitem(sys.modules, module, None)  # as if not installed
     with pytest.raises(InputError, match=rf"pip install 'binding_lens\[{extra}\]'"):
         HookedViT.from_pretrained(spec)
 
