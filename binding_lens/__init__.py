@@ -34,7 +34,7 @@ __getattr__, __dir__ = lazy_exports(
     moved={"load_hooked_vit": "binding_lens.HookedViT.from_pretrained (the same call)"},
 )
 
-spec_prefixes.add_provider(__name__ + ".models")
-spec_prefixes.add_provider(__name__ + ".zoo.loader")
+spec_prefixes.add_provider(__name__ + ".models", ("random:", "config:", "tiny:", "timm:", "open_clip:"))
+spec_prefixes.add_provider(__name__ + ".zoo.loader", ("zoo:",))
 
 __all__ = ["ActivationStore", "HookedViT", "HookedViTConfig", "__version__", "extract"]

@@ -27,6 +27,11 @@ class ModelUnavailableError(BindingLensError, OSError):
     """A model that cannot be loaded here: no network for a hub id, no such local checkpoint."""
 
 
+class WriteError(BindingLensError, OSError):
+    """A file or folder the operating system would not let us write (permission, a file in the way, a full
+    disk): the message names the path and what to do."""
+
+
 class DeviceUnavailableError(BindingLensError, RuntimeError):
     """A device that this machine does not have (`cuda` with no GPU, `cuda:3` with two)."""
 
@@ -45,4 +50,5 @@ __all__ = [
     "InputError",
     "MissingFileError",
     "ModelUnavailableError",
+    "WriteError",
 ]

@@ -7,21 +7,36 @@ anything else (a hub id or a local directory) to transformers. The loaders live 
 so the prefixes always work and `import binding_lens` stays cheap (no torch until a model is asked
 for). This module sits in the bottom layer so all of them can reach it without hooks ever importing
 the layers above it.
+
+It also checks a spec as far as that needs no torch (`check_spec`: an unknown prefix, a missing local
+directory or config, a hub id neither cached nor reachable), so the command line refuses a wrong
+`--model` in a second instead of after importing torch and transformers.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import socket
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-from .errors import InputError
+from .errors import InputError, MissingFileError, ModelUnavailableError
+
+OFFLINE_HINT = (
+    "offline, use zoo:<name> (`binding-lens zoo list`) or random:<arch> (the same architecture with random "
+    "weights), or copy the model into the HF cache and set HF_HUB_OFFLINE=1"
+)
 
 SpecLoader = Callable[..., Any]
 """loader(spec, *, seed, fused_attention, **hf_kwargs) -> a `HookedViT` on the CPU (hooks sits above this module)."""
 
 SPEC_LOADERS: dict[str, SpecLoader] = {}
 _PROVIDERS: list[str] = []
+_DECLARED: dict[str, str] = {}  # prefix -> the provider module that registers it on import
 
 
 def register_spec_prefix(prefix: str, loader: SpecLoader) -> None:
@@ -31,10 +46,12 @@ def register_spec_prefix(prefix: str, loader: SpecLoader) -> None:
     SPEC_LOADERS[prefix] = loader
 
 
-def add_provider(module: str) -> None:
-    """Import `module` (which registers prefixes) the first time a prefixed spec is looked up."""
+def add_provider(module: str, prefixes: tuple[str, ...] = ()) -> None:
+    """Import `module` (which registers prefixes) the first time a prefixed spec is looked up; `prefixes`,
+    the ones it registers, let `check_spec` know them without importing it."""
     if module not in _PROVIDERS:
         _PROVIDERS.append(module)
+    _DECLARED.update(dict.fromkeys(prefixes, module))
 
 
 def loader_for(spec: Any) -> SpecLoader | None:
@@ -47,3 +64,74 @@ def loader_for(spec: Any) -> SpecLoader | None:
     while prefix + colon not in SPEC_LOADERS and _PROVIDERS:
         importlib.import_module(_PROVIDERS.pop(0))
     return SPEC_LOADERS.get(prefix + colon)
+
+
+def spec_prefix(spec: str) -> str | None:
+    """'zooo:dino' -> 'zooo:'; None for a hub id, a path or a Windows drive ('C:\\models')."""
+    head, colon, _ = spec.partition(":")
+    return head + colon if colon and "/" not in head and len(head) > 1 else None
+
+
+def looks_like_path(name: str) -> bool:
+    """A local directory rather than a hub id ('org/name' or 'name')."""
+    return (
+        name.startswith((".", "/", "~"))
+        or os.path.isabs(name)
+        or Path(name).exists()
+        or name.count("/") > 1
+        or "\\" in name
+    )
+
+
+@cache
+def hub_reachable(timeout_s: float = 1.5) -> bool:
+    """Whether the HF hub's host accepts a TCP connection (checked once per process; a proxy counts as yes)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    if any(os.environ.get(key) for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def hub_cached(repo_id: str) -> bool:
+    """Whether the local Hugging Face cache holds this hub id's config.json (no network, no torch)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except ValueError:  # not a valid repo id
+        return False
+
+
+def check_spec(spec: str) -> None:
+    """Refuse what is wrong with `spec` that needs neither torch nor a model: an unknown prefix, a
+    config: file or local directory that does not exist, a hub id with no network that is not cached.
+    The names behind a known prefix (random:<arch>, zoo:<name>, ...) are checked by their loaders."""
+    prefix = spec_prefix(spec)
+    if prefix is not None:
+        known = set(SPEC_LOADERS) | set(_DECLARED)
+        if prefix not in known and not set(_PROVIDERS) - set(_DECLARED.values()):
+            names = ", ".join(f"{p}<name>" for p in sorted(known))
+            raise InputError(
+                f"unknown model spec prefix in {spec!r}; use {names}, a hub id (org/name) or a local directory"
+            )
+        path = Path(spec.removeprefix("config:"))
+        if prefix == "config:" and not path.exists():
+            raise MissingFileError(f"no HF config at {path} (from {spec!r}); pass config:<path to config.json>")
+    elif looks_like_path(spec):
+        if not Path(spec).expanduser().is_dir():
+            raise MissingFileError(
+                f"no model directory at {spec}: give a save_pretrained directory, a hub id "
+                "(org/name), zoo:<name>, random:<arch>, config:<config.json> or tiny:<name>"
+            )
+    elif not hub_reachable() and not hub_cached(spec):
+        raise ModelUnavailableError(
+            f"{spec} is not in the local Hugging Face cache and the hub cannot be reached; " + OFFLINE_HINT
+        )

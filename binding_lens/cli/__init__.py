@@ -14,7 +14,8 @@
     demo     the main job on the embedded defaults                          (cli/demo.py)
 
 The command modules import the library inside `run`, so building the parser (and `--help`) stays
-cheap. Arguments are checked by argparse before any work starts. An expected error (a
+cheap. Arguments are checked by argparse, then everything that needs no model by `preflight` (model
+specs, --run folders, whether --out can be written) before torch is imported. An expected error (a
 `BindingLensError`: a missing file, an unsupported model, no GPU, no network) prints one line, what
 is wrong and what to do, and exits 2; `--debug` or BINDING_LENS_DEBUG=1 shows its traceback. Any
 other exception is a bug and keeps its traceback.
@@ -31,6 +32,7 @@ from typing import NoReturn
 from ..errors import BindingLensError
 from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
 from .arguments import parse_layers
+from .preflight import preflight
 
 COMMANDS = {
     "hooks": hooks,
@@ -85,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False) or os.environ.get("BINDING_LENS_DEBUG", "") not in ("", "0")
     try:
+        preflight(args)
         return COMMANDS[args.command].run(args)
     except BindingLensError as error:
         if debug:

@@ -78,19 +78,10 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..analyses.bits import SPLITS, CodedScenes
-    from ..bits import CodeTrainingConfig
-    from ..data.knobs import PRESETS
-    from ..data.synthetic import SyntheticScenes
+def _check_flags(args: argparse.Namespace) -> None:
+    """The combinations of flags that cannot work, refused before torch is imported."""
     from ..errors import InputError
-    from ..hooks import HookedViT
-    from .arguments import pair_probe_source, parse_layers
 
-    if args.data not in PRESETS or PRESETS[args.data].composition != "colorshape":
-        raise InputError(
-            f"--data {args.data!r}: binding bits need object and feature codes; use balanced or colorshape"
-        )
     if args.intervene is None:
         given = [
             flag
@@ -110,12 +101,28 @@ def run(args: argparse.Namespace) -> int:
             "--seeds repeats the bits table; --intervene pairs each edit with the clean run on one seed's "
             "scenes: drop --seeds (or run --intervene once per --seed)"
         )
+    elif args.edit_layer is None:
+        raise InputError("--intervene needs --edit-layer L (the layer whose pairwise probe gives the subspace)")
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_flags(args)
+    from ..analyses.bits import SPLITS, CodedScenes
+    from ..bits import CodeTrainingConfig
+    from ..data.knobs import PRESETS
+    from ..data.synthetic import SyntheticScenes
+    from ..errors import InputError
+    from ..hooks import HookedViT
+    from .arguments import pair_probe_source, parse_layers
+
+    if args.data not in PRESETS or PRESETS[args.data].composition != "colorshape":
+        raise InputError(
+            f"--data {args.data!r}: binding bits need object and feature codes; use balanced or colorshape"
+        )
     device = default_device(args.device)
     probe_file = None
     if args.intervene is not None:
         edit_layer = args.edit_layer
-        if edit_layer is None:
-            raise InputError("--intervene needs --edit-layer L (the layer whose pairwise probe gives the subspace)")
         model_spec, probe_file = pair_probe_source(args.run, args.model, args.probe_file, args.probe, edit_layer)
     else:
         model_spec = args.model

@@ -7,21 +7,13 @@ work starts, instead of torch's AssertionError or 30 s of hub retries and HF's t
 
 from __future__ import annotations
 
-import os
-import socket
-from functools import cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import torch
 
 from ..errors import DeviceUnavailableError, InputError, MissingFileError, ModelUnavailableError
-
-OFFLINE_HINT = (
-    "offline, use zoo:<name> (`binding-lens zoo list`) or random:<arch> (the same architecture with random "
-    "weights), or copy the model into the HF cache and set HF_HUB_OFFLINE=1"
-)
+from ..spec_prefixes import OFFLINE_HINT, hub_reachable, looks_like_path
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -43,34 +35,6 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if resolved.type == "mps" and not torch.backends.mps.is_available():
         raise DeviceUnavailableError(f"device {device!r}: MPS is not available here; use --device cpu")
     return resolved
-
-
-def looks_like_path(name: str) -> bool:
-    """A local directory rather than a hub id ('org/name' or 'name')."""
-    return (
-        name.startswith((".", "/", "~"))
-        or os.path.isabs(name)
-        or Path(name).exists()
-        or name.count("/") > 1
-        or "\\" in name
-    )
-
-
-@cache
-def hub_reachable(timeout_s: float = 1.5) -> bool:
-    """Whether the HF hub's host accepts a TCP connection (checked once per process; a proxy counts as yes)."""
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return False
-    if any(os.environ.get(key) for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return True
-    url = urlparse(constants.ENDPOINT)
-    try:
-        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
 
 
 def loading_kwargs(name: str, hf_kwargs: dict[str, Any]) -> dict[str, Any]:

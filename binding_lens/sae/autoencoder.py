@@ -120,7 +120,6 @@ class SparseAutoencoder(HookedRootModule):
         path = Path(path)
         if path.is_file():
             raise InputError(f"{path} is a file; pass a directory for the SAE")
-        path.mkdir(parents=True, exist_ok=True)
         tensors = {name: p.detach().cpu().contiguous() for name, p in self.named_parameters()}
         write_atomic(path / WEIGHTS_FILE, safetensors_bytes(tensors))
         write_atomic(path / CONFIG_FILE, json.dumps(self.config(), indent=2).encode())

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import Tensor
 from transformers import Dinov2Model
 
 from ..errors import InputError
-from ..io import publish_dir, sha256_file
+from ..io import adopt_files, publish_dir, sha256_file, write_atomic, write_text_atomic
 from ..losses.dino import DinoHead
 from .recipe import ZooRecipe
 from .scenes import IMAGE_MEAN, IMAGE_STD
@@ -45,8 +45,10 @@ def write_checkpoint(
         raise FileExistsError(f"{out} already exists; choose another --out or remove it first")
     half = _float16_copy(backbone)
     half.save_pretrained(staging, safe_serialization=True)
+    adopt_files(staging)
     size = backbone.config.image_size
-    (staging / "preprocessor_config.json").write_text(
+    write_text_atomic(
+        staging / "preprocessor_config.json",
         json.dumps(
             {
                 "image_processor_type": "BitImageProcessor",
@@ -57,16 +59,14 @@ def write_checkpoint(
                 "do_resize": True,
             },
             indent=2,
-        )
+        ),
     )
     if heads:
-        save_file(
-            {
-                k: v.detach().to(torch.float16 if v.is_floating_point() else v.dtype).contiguous().cpu()
-                for k, v in heads.items()
-            },
-            staging / HEADS,
-        )
+        tensors = {
+            k: v.detach().to(torch.float16 if v.is_floating_point() else v.dtype).contiguous().cpu()
+            for k, v in heads.items()
+        }
+        write_atomic(staging / HEADS, save(tensors))
     files = sorted(p.name for p in staging.iterdir() if p.is_file())
     card = {
         **card,
@@ -74,7 +74,7 @@ def write_checkpoint(
         "dtype": "float16",
         "files": {name: sha256_file(staging / name) for name in files},
     }
-    (staging / CARD).write_text(json.dumps(card, indent=2) + "\n")
+    write_text_atomic(staging / CARD, json.dumps(card, indent=2) + "\n")
     return publish_dir(staging, out)
 
 

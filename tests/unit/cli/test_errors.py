@@ -8,12 +8,16 @@ lines the CLI prints now.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
+import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from unittest import mock
@@ -26,6 +30,72 @@ from binding_lens.cli import main
 
 RUN = "{tmp}/run"
 PROGRESS = re.compile(r"\d+%\|")  # tqdm's progress lines are not messages
+EARLY_INPUTS: list[tuple[str, list[str], str]] = [
+    (
+        "view a run folder that does not exist",
+        ["view", "--run", "{tmp}/nowhere", "--out", "{tmp}/v.html"],
+        "no such run folder",
+    ),
+    ("view a run folder that is a file", ["view", "--run", "{tmp}/afile", "--out", "{tmp}/v.html"], "is a file"),
+    (
+        "ablate on a folder that is not a run",
+        ["ablate", "--run", "{tmp}/corrupt", "--layer", "0", "--out", "{tmp}/a"],
+        "no summary.json",
+    ),
+    (
+        "bits --intervene on a run that does not exist",
+        ["bits", "--run", "{tmp}/nowhere", "--intervene", "shuffle", "--edit-layer", "0", "--out", "{tmp}/b"],
+        "no such run folder",
+    ),
+    ("extract --out under a file", ["extract", "--model", "tiny:vit", "--out", "{tmp}/afile/x"], "afile is a file"),
+    ("sweep --out under a file", ["sweep", "--model", "tiny:vit", "--out", "{tmp}/afile/x/y"], "afile is a file"),
+    (
+        "zoo train --out under a file",
+        ["zoo", "train", "--objective", "dino", "--out", "{tmp}/afile/z"],
+        "afile is a file",
+    ),
+    ("view --out under a file", ["view", "--run", RUN, "--out", "{tmp}/afile/v.html"], "afile is a file"),
+    ("claims --out under a file", ["claims", "--models", "tiny:vit", "--out", "{tmp}/afile/c"], "afile is a file"),
+    ("an unknown zoo model in --models", ["claims", "--models", "zoo:dinoo", "--out", "{tmp}/c"], "no zoo model"),
+    (
+        "a misspelt prefix in --models",
+        ["zoo", "compare", "--models", "zo:dino", "--out", "{tmp}/c"],
+        "unknown model spec prefix",
+    ),
+    (
+        "das --k equal to d_model (zoo:dino, d_model 96)",
+        ["das", "--model", "zoo:dino", "--layer", "0", "--k", "96", "--out", "{tmp}/d"],
+        "k must be in 1..95",
+    ),
+    (
+        "das --k above d_model (zoo:dino)",
+        ["das", "--model", "zoo:dino", "--layer", "0", "--k", "97", "--out", "{tmp}/d"],
+        "k must be in 1..95",
+    ),
+    (
+        "das at the last layer of zoo:dino",
+        ["das", "--model", "zoo:dino", "--layer", "5", "--out", "{tmp}/d"],
+        "layer must be in 0..4",
+    ),
+    (
+        "sweep --layers beyond zoo:dino",
+        ["sweep", "--model", "zoo:dino", "--layers", "0,6", "--out", "{tmp}/o"],
+        "do not exist",
+    ),
+    (
+        "sae at a layer zoo:dino lacks",
+        ["sae", "--model", "zoo:dino", "--layer", "6", "--out", "{tmp}/s"],
+        "does not exist",
+    ),
+    (
+        "das --k above d_model of a config: model",
+        ["das", "--model", "config:{tmp}/small_config.json", "--layer", "0", "--k", "48", "--out", "{tmp}/d"],
+        "k must be in 1..47",
+    ),
+    ("a hub id offline given to sweep", ["sweep", "--model", "nosuch/model", "--out", "{tmp}/o"], "HF_HUB_OFFLINE=1"),
+]
+"""Mistakes that need no model (run folders, --out, specs, bounds read from a config.json): answered before
+torch is imported."""
 BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("image size 0", ["hooks", "--model", "tiny:vit", "--size", "0"], "positive integers"),
     ("negative image size", ["hooks", "--model", "tiny:vit", "--size", "-5"], "positive integers"),
@@ -234,7 +304,29 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ),
     ("view --bits 9", ["view", "--run", RUN, "--bits", "9"], "invalid choice"),
     ("an unknown command", ["sweeep"], "invalid choice"),
+    *EARLY_INPUTS,
 ]
+OUTPUTS = ("o", "z", "a", "d", "s", "b", "c")
+"""The --out folders of the cases: each must be absent or empty after a refused command."""
+BEFORE_TORCH = [
+    "--out is a file",
+    "view --out is a directory",
+    "a local model path that does not exist",
+    "a hub id with no network",
+    "a misspelt spec prefix",
+    "an unknown zoo model",
+    "config: that does not exist",
+    "--n-images 0",
+    "layers that do not parse",
+    "zoo train --steps 0",
+    "ablate on a run that does not exist",
+    "bits --run without --intervene",
+    "bits --intervene with --seeds",
+    "bits --intervene without an edit layer",
+    "view --bits 9",
+    *(case[0] for case in EARLY_INPUTS),
+]
+"""The cases answered before torch or transformers is imported (so before any model loads): in about a second."""
 
 
 def make_workdir(tmp: Path) -> Path:
@@ -276,6 +368,10 @@ def make_workdir(tmp: Path) -> Path:
                 Image.fromarray(np.eye(32, dtype=np.uint8) + 1).save(tmp / name / "masks" / f"{stem}.png")
     (tmp / "corrupt" / "images" / "a.png").write_bytes(b"not a png")
     (tmp / "afile").write_text("not a directory")
+    (tmp / "small_config.json").write_text(
+        '{"model_type": "dinov2", "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 2, '
+        '"image_size": 32, "patch_size": 8}'
+    )
     (tmp / "bad_config.json").write_text(
         '{"model_type": "dinov2", "hidden_size": 7, "num_hidden_layers": 2, "image_size": 32, "patch_size": 8}'
     )
@@ -290,7 +386,12 @@ def workdir(tmp_path_factory) -> Path:
 def run_bad(argv: list[str], tmp: Path) -> tuple[int, str]:
     """(exit status, stderr) of `binding-lens argv` run in this process, offline."""
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), mock.patch("binding_lens.hooks.loading.hub_reachable", lambda *a, **k: False):
+    offline = lambda *a, **k: False  # noqa: E731
+    with (
+        contextlib.redirect_stderr(err),
+        mock.patch("binding_lens.hooks.loading.hub_reachable", offline),
+        mock.patch("binding_lens.spec_prefixes.hub_reachable", offline),
+    ):
         try:
             status = main([arg.format(tmp=tmp) for arg in argv])
         except SystemExit as exit_:  # argparse's own exit
@@ -306,8 +407,9 @@ def test_a_mistake_gets_one_or_two_lines_and_exit_2(what, argv, phrase, workdir)
     lines = err.splitlines()
     assert 1 <= len(lines) <= 2 and "Traceback" not in err, err
     assert phrase in err, err
-    leftovers = [p for p in ("o", "z", "a") if (workdir / p).exists() and any((workdir / p).iterdir())]
+    leftovers = [p for p in OUTPUTS if (workdir / p).exists() and any((workdir / p).iterdir())]
     assert not leftovers, f"{what} left files in {leftovers}"
+    assert (workdir / "afile").read_text() == "not a directory" and not list(workdir.glob("**/*.tmp"))
 
 
 def test_debug_shows_the_traceback_and_bugs_keep_theirs(workdir, capsys, monkeypatch):
@@ -324,7 +426,7 @@ def test_debug_shows_the_traceback_and_bugs_keep_theirs(workdir, capsys, monkeyp
 
     monkeypatch.setattr("binding_lens.cli.hooks.run", bug)
     with pytest.raises(ZeroDivisionError):
-        main(argv)
+        main(["hooks", "--model", "tiny:vit"])  # a spec the checks before the command let through
 
 
 def test_help_imports_neither_torch_nor_transformers():
@@ -334,6 +436,115 @@ def test_help_imports_neither_torch_nor_transformers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+BEFORE_TORCH_SCRIPT = """
+import json, sys, time
+from binding_lens.cli import main
+cases, answers = json.loads(sys.argv[1]), []
+for argv in cases:
+    start = time.perf_counter()
+    try:
+        status = main(argv)
+    except SystemExit as exit_:
+        status = exit_.code
+    imported = [m for m in ("torch", "transformers") if m in sys.modules]
+    answers.append([status, imported, time.perf_counter() - start])
+print(json.dumps(answers))
+"""
+
+
+def test_mistakes_that_need_no_model_are_answered_before_torch_is_imported(workdir, tmp_path):
+    """Each case in a fresh interpreter, offline with an empty HF cache: exit 2 with torch and transformers
+    still unimported after it (so no model was loaded), case after case."""
+    cases = {what: argv for what, argv, _ in BAD_INPUTS}
+    assert set(BEFORE_TORCH) <= set(cases)
+    argvs = [[arg.format(tmp=workdir) for arg in cases[what]] for what in BEFORE_TORCH]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-cache")}
+    done = subprocess.run(
+        [sys.executable, "-c", BEFORE_TORCH_SCRIPT, json.dumps(argvs)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    late = [
+        (what, status, imported)
+        for what, (status, imported, _) in zip(BEFORE_TORCH, answers)
+        if status != 2 or imported
+    ]
+    assert not late, f"answered late (the first one imported torch): {late}"
+    assert max(seconds for _, _, seconds in answers) < 10  # about 0.05 s each here; the hub check at most 1.5 s
+
+
+def spy_on_model_loading():
+    """A patch that fails the test if any command loads a model."""
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a model was loaded before the mistake was answered")
+
+    return mock.patch("binding_lens.hooks.HookedViT.from_pretrained", loaded)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="folder permissions as POSIX has them")
+@pytest.mark.parametrize("command", [["extract"], ["sweep"], ["das", "--layer", "0"]])
+def test_a_read_only_out_is_refused_before_the_model_loads(command, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    if os.access(locked, os.W_OK):  # root (CAP_DAC_OVERRIDE) writes there anyway: nothing to refuse
+        locked.chmod(0o755)
+        pytest.skip("this user writes into read-only folders (root); the file-as-parent cases test the early refusal")
+    try:
+        with spy_on_model_loading():
+            status, err = run_bad([*command, "--model", "tiny:vit", "--out", str(locked / "out")], tmp_path)
+    finally:
+        locked.chmod(0o755)
+    assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"cannot write {locked / 'out'}: permission denied" in err
+    assert list(locked.iterdir()) == []
+
+
+def test_the_file_as_parent_cases_never_reach_the_model(workdir):
+    with spy_on_model_loading():
+        for command in (["extract"], ["sweep"], ["das", "--layer", "0"], ["toy"], ["sae", "--layer", "0"]):
+            status, err = run_bad([*command, "--model", "tiny:vit", "--out", "{tmp}/afile/out"], workdir)
+            assert status == 2 and "afile is a file" in err, (command, err)
+
+
+def fail_writes_under(part: str, when=lambda: True):
+    """os.fsync raising ENOSPC (a full disk) for every file being written whose path contains `part`."""
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if part in os.readlink(f"/proc/self/fd/{fd}") and when():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    return mock.patch("os.fsync", fsync)
+
+
+TINY_EXTRACTION = ["--model", "tiny:vit", "--n-images", "20", "--size", "64", "--layers", "0-1"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to tell which file is being written")
+def test_a_full_disk_in_the_background_shard_writer_is_one_line(tmp_path):
+    out = tmp_path / "store"
+    in_writer = lambda: threading.current_thread().name == "binding-lens shard writer"  # noqa: E731
+    with fail_writes_under("shard", in_writer):
+        status, err = run_bad(["extract", *TINY_EXTRACTION, "--shard-size", "8", "--out", str(out)], tmp_path)
+    assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert re.search(rf"cannot write {out}/\S*shard\S*: no space left on its device", err), err
+    assert not list(tmp_path.glob("**/*.tmp")) and not list(out.glob("**/*shard*.safetensors"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to tell which file is being written")
+def test_a_full_disk_when_a_sweep_saves_its_first_probe_is_one_line(tmp_path):
+    out = tmp_path / "run"
+    sweep = ["sweep", *TINY_EXTRACTION, "--probes", "linear", "--epochs", "1", "--batch-images", "8"]
+    with fail_writes_under("/probes/"):
+        status, err = run_bad([*sweep, "--out", str(out)], tmp_path)
+    assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"cannot write {out}/probes/L00_linear.safetensors: no space left" in err, err
+    assert not list(tmp_path.glob("**/*.tmp")) and not list((out / "probes").glob("*"))
 
 
 def test_a_bad_argument_fails_before_the_library_is_imported():

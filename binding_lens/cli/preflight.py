@@ -1,0 +1,135 @@
+"""What every command checks before it imports torch or loads a model, so a mistake costs a second, not a run.
+
+`preflight(args)` runs in `main` between argparse and the command: the model specs (`--model`,
+`--models`: an unknown prefix, a missing directory or config, a zoo name, a hub id neither cached nor
+reachable), the `--run` folders, the layer and `--k` bounds where the model's config.json can be read
+without loading it (zoo:, config:, a local directory, a cached hub id), and `--out`: created, written
+and cleaned up again, so an output path that cannot be written is refused before any compute, with
+nothing left behind. Nothing here imports torch or transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, MissingFileError
+from ..io import check_writable_dir
+from ..spec_prefixes import check_spec, looks_like_path, spec_prefix
+from .arguments import parse_layers
+
+FILE_OUTPUTS = {"view"}
+"""Commands whose --out is a file (its folder is checked); every other --out is a directory."""
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """Raise the first `BindingLensError` that `args` shows without a model (see the module docstring)."""
+    for spec in model_specs(args):
+        check_model_spec(spec)
+    for run in run_folders(args):
+        check_run_folder(run)
+    model = getattr(args, "model", None)
+    shape = model_shape(model) if model else None
+    if shape is not None:
+        check_layers(args, *shape)
+    out = getattr(args, "out", None)
+    if out is not None:
+        check_writable_dir(Path(out).parent if args.command in FILE_OUTPUTS else out)
+
+
+def model_specs(args: argparse.Namespace) -> list[str]:
+    """The specs in --model and --models (a comma list)."""
+    specs = [args.model] if getattr(args, "model", None) else []
+    if getattr(args, "models", None):
+        specs += [spec.strip() for spec in args.models.split(",") if spec.strip()]
+    return specs
+
+
+def check_model_spec(spec: str) -> None:
+    """`spec_prefixes.check_spec`, and a zoo: name checked against the shipped models."""
+    check_spec(spec)
+    if spec_prefix(spec) == "zoo:":
+        from ..zoo.registry import zoo_path
+
+        zoo_path(spec)
+
+
+def run_folders(args: argparse.Namespace) -> list[str]:
+    """The --run folders (view takes several)."""
+    runs = getattr(args, "run", None)
+    return [] if runs is None else [runs] if isinstance(runs, str) else list(runs)
+
+
+def check_run_folder(run: str) -> None:
+    """A --run must be a folder a sweep wrote (its summary.json is the last file a sweep writes)."""
+    path = Path(run)
+    if not path.exists():
+        raise MissingFileError(
+            f"no such run folder: {run} (--run takes a run directory written by `binding-lens sweep --out`)"
+        )
+    if not path.is_dir():
+        raise InputError(f"--run {run} is a file; give a run directory written by `binding-lens sweep --out`")
+    if not (path / "summary.json").is_file():
+        raise MissingFileError(
+            f"{run} has no summary.json: not a run directory written by `binding-lens sweep --out`, or its "
+            "sweep did not finish (re-run the same sweep command to finish it)"
+        )
+
+
+def model_shape(spec: str) -> tuple[int, int] | None:
+    """(layers, d_model) from the config.json of a zoo:, config:, local or cached hub model; None when
+    that needs the model itself (random:, tiny:, timm:, open_clip:) or the config does not say."""
+    prefix = spec_prefix(spec)
+    if prefix == "zoo:":
+        from ..zoo.registry import zoo_path
+
+        path = zoo_path(spec) / "config.json"
+    elif prefix == "config:":
+        path = Path(spec.removeprefix("config:"))
+    elif prefix is None and looks_like_path(spec):
+        path = Path(spec).expanduser() / "config.json"
+    elif prefix is None:
+        from huggingface_hub import try_to_load_from_cache
+
+        try:
+            cached = try_to_load_from_cache(spec, "config.json")
+        except ValueError:
+            return None
+        if not isinstance(cached, str):
+            return None
+        path = Path(cached)
+    else:
+        return None
+    return _shape_from_config(path)
+
+
+def _shape_from_config(path: Path) -> tuple[int, int] | None:
+    try:
+        config: Any = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # the loader says what is wrong with it
+    layers, width = config.get("num_hidden_layers"), config.get("hidden_size")
+    if not isinstance(layers, int) or not isinstance(width, int) or layers < 1 or width < 1:
+        return None
+    return layers, width
+
+
+def check_layers(args: argparse.Namespace, n_layers: int, d_model: int) -> None:
+    """--layers, --layer and das's --k against the model's shape (the same lines the loaded model would give)."""
+    layers = getattr(args, "layers", None)
+    if isinstance(layers, str):
+        parse_layers(layers, n_layers)
+    layer: int = getattr(args, "layer", 0)
+    if args.command == "das":
+        if layer > n_layers - 2:
+            raise InputError(
+                f"layer must be in 0..{n_layers - 2}: the swap at l is read after block l + 1, got {layer}"
+            )
+        if args.k >= d_model:
+            raise InputError(
+                f"k must be in 1..{d_model - 1} (below d_model {d_model}: the swap needs a complement), got {args.k}"
+            )
+    elif args.command == "sae" and layer >= n_layers:
+        raise InputError(f"layer {layer} does not exist: this model has layers 0..{n_layers - 1}")
