@@ -192,6 +192,11 @@ COMMAND_LINE_FIELDS: dict[str, tuple[type, str]] = {
 }
 """The recipe fields `binding-lens zoo train` takes as --flags (type, help)."""
 
+CHECKPOINT_EVERY = 100
+"""Steps between training checkpoints (the shipped CPU recipes: one every 10 to 60 seconds)."""
+MAX_HOURS = 72.0
+"""The longest run trained without asking (`max_hours`, `--max-hours`)."""
+
 
 SCALES = ("small", "gpu")
 
