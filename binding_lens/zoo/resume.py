@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -49,7 +49,7 @@ def save_state(
 ) -> None:
     """Write the state after `step` steps atomically (a kill while writing keeps the previous one)."""
     device = next(objective.parameters()).device
-    numpy_state = np.random.get_state(legacy=True)
+    numpy_state = cast(tuple[Any, ...], np.random.get_state(legacy=True))  # legacy=True: a tuple
     state = {
         "version": STATE_VERSION,
         "settings": settings,

@@ -167,11 +167,12 @@ def _check_step_count(steps: int, max_hours: float | None) -> None:
 
 
 def _duration(seconds: float) -> str:
+    """'25 min', '7.5 h', '27,778 h (1,157 days)'."""
     if seconds < 2 * 3600:
-        return f"{seconds / 60:,.0f} minutes"
+        return f"{seconds / 60:,.0f} min"
     if seconds < 72 * 3600:
-        return f"{seconds / 3600:,.1f} hours"
-    return f"{seconds / 3600:,.0f} hours ({seconds / 86400:,.0f} days)"
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 3600:,.0f} h ({seconds / 86400:,.0f} days)"
 
 
 def _card(recipe: ZooRecipe, objective: Objective, history: _History, name: str, command: str) -> dict[str, Any]:
