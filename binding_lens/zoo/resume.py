@@ -6,7 +6,8 @@ Written atomically every `checkpoint_every` steps and removed once the finished 
 It holds the objective's whole state (backbone, heads, DINO's EMA teacher and center), the optimizer's,
 the step, every random state (the batch generator, torch, CUDA, numpy, Python), the losses and log lines
 so far, the training seconds spent, and what the run was started with (recipe, precision, device type):
-a rerun must give the same, or it is refused naming the flag that differs.
+a rerun must give the same, or it is refused naming the flag that differs. Bit-identical means on the
+same machine with the same torch and thread count (`--threads`), which a resumed run does not check.
 """
 
 from __future__ import annotations

@@ -127,6 +127,8 @@ class _Run:
     every: int
     max_hours: float | None
     state: dict[str, Any] | None = None
+    saved: int = 0
+    """The step of the training checkpoint on disk (0: none)."""
 
 
 @dataclass
@@ -144,10 +146,9 @@ def _after_failure(error: BaseException, run: _Run, steps: int) -> None:
     """After a failed run: say what an interrupted one kept; drop the training checkpoint of a fresh run that
     was refused or diverged (a rerun would only repeat it)."""
     if isinstance(error, KeyboardInterrupt):
-        if run.resume.is_file():
-            step = torch.load(run.resume, map_location="cpu", weights_only=True)["step"]
-            words = f"the training checkpoint of step {step} of {steps} is kept in {run.resume}; the same command"
-            error.args = (f"{words} resumes from it",)
+        if run.saved:
+            kept = f"the training checkpoint of step {run.saved} of {steps} is kept in {run.resume}"
+            error.args = (f"{kept}; the same command resumes from it",)
         else:
             error.args = (
                 f"no training checkpoint yet (the first comes at step {run.every}); the same command starts over",
@@ -246,7 +247,7 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
     generator = torch.Generator().manual_seed(recipe.seed)
     history, start = _History(), 0
     if run.state is not None:
-        start = restore_state(run.state, objective, optimizer, generator, recipe.lr)
+        start = run.saved = restore_state(run.state, objective, optimizer, generator, recipe.lr)
         history = _History(**run.state["history"])
         history.resumed_at.append(start)
     before = history.seconds
@@ -289,6 +290,7 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
                     generator=generator,
                     history=state,
                 )
+                run.saved = step
 
         train_for(
             objective,
