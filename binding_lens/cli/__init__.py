@@ -94,14 +94,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"binding-lens {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if debug:
             raise
-        print(
-            f"binding-lens {args.command}: interrupted (what was written is kept; the same command resumes)",
-            file=sys.stderr,
-        )
+        kept = str(interrupt) or INTERRUPTED.get(args.command, "this command does not resume; it starts over")
+        print(f"binding-lens {args.command}: interrupted ({kept})", file=sys.stderr)
         return 130
+
+
+INTERRUPTED = {
+    "extract": "the shards already written are kept; the same command resumes after them",
+    "sweep": "activations already in the run's store are kept and the same command resumes after them "
+    "(a sweep that held its activations in memory starts over)",
+    "claims": "the measurements already written are kept; the same command resumes after them",
+}
+"""What an interrupted command keeps, for those that resume; `zoo train` says what it kept in its
+KeyboardInterrupt, and every other command starts over."""
 
 
 __all__ = ["COMMANDS", "build_parser", "main", "parse_layers"]

@@ -6,7 +6,7 @@ import argparse
 import shlex
 import sys
 
-from ..zoo.recipe import COMMAND_LINE_FIELDS
+from ..zoo.recipe import CHECKPOINT_EVERY, COMMAND_LINE_FIELDS, MAX_HOURS
 from .arguments import default_device, non_negative_int, output_dir, positive_float, positive_int
 
 ARGUMENT_TYPES = {int: positive_int, float: positive_float, str: str}
@@ -44,6 +44,19 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
     train.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--checkpoint-every",
+        type=positive_int,
+        default=CHECKPOINT_EVERY,
+        help="steps between training checkpoints (kept beside --out as .NAME.resume.pt until the run ends; "
+        f"the same command after a kill resumes from the last one) (default: {CHECKPOINT_EVERY})",
+    )
+    train.add_argument(
+        "--max-hours",
+        type=positive_float,
+        default=MAX_HOURS,
+        help=f"refuse a run estimated (from its first steps) to take longer (default: {MAX_HOURS:g})",
+    )
 
     actions.add_parser("list", help="the shipped models and their cards")
 
@@ -87,10 +100,20 @@ def _train(args: argparse.Namespace) -> int:
     command = "binding-lens " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["zoo"] else None
     device = default_device(args.device)
     card = train_zoo_model(
-        recipe, args.out, progress=not args.no_progress, command=command, device=device, precision=args.precision
+        recipe,
+        args.out,
+        progress=not args.no_progress,
+        command=command,
+        device=device,
+        precision=args.precision,
+        checkpoint_every=args.checkpoint_every,
+        max_hours=args.max_hours,
+    )
+    resumed = (
+        f" (resumed at step {', '.join(map(str, card['resumed_at_steps']))})" if "resumed_at_steps" in card else ""
     )
     print(
-        f"{args.out}: {card['objective']}, {card['steps']} steps in {card['wall_time_s']:.0f} s, "
+        f"{args.out}: {card['objective']}, {card['steps']} steps in {card['wall_time_s']:.0f} s{resumed}, "
         f"loss {card['first_loss']} -> {card['final_loss']}"
     )
     return 0

@@ -177,6 +177,7 @@ def run_training(
     before_update: Callable[[], object] | None = None,
     after_step: Callable[[int], None] | None = None,
     on_evaluation: Callable[[int, Evaluation], None] | None = None,
+    start_step: int = 0,
 ) -> list[TrainingOutcome]:
     """Train every track until the rule ends it; restore each track's best weights (module docstring).
 
@@ -184,11 +185,15 @@ def run_training(
     only `max_steps` ends the run. `evaluate_start` scores the starting weights first (step 0), so a
     run that never beats its start keeps it. `on_evaluation(track, evaluation)` runs after each one,
     before the rule reads it. A run without validation keeps its last weights (nothing is copied). Steps
-    are numbered from 1; `lr_schedule(step)` multiplies the rates used by that step.
+    are numbered from 1; `lr_schedule(step)` multiplies the rates used by that step. `start_step` goes on
+    after that many steps already taken (a resumed run whose weights, optimizer and random state the caller
+    restored); the rule's standing is not restored, so only a run without validation resumes.
     """
     check_positive_ints({"eval_every": eval_every})
     if rule.max_steps is None:
         raise InputError("the training engine needs max_steps: set a limit")
+    if start_step and (evaluate is not None or not 0 < start_step < rule.max_steps):
+        raise InputError(f"start_step {start_step}: only a run without validation resumes, before max_steps")
     if not tracks:
         raise InputError("run_training needs at least one track")
     validated = evaluate is not None
@@ -205,7 +210,7 @@ def run_training(
     if evaluate_start:
         for i in range(len(runs)):
             judge(i, 0, 0.0)
-    step, started = 0, time.perf_counter()
+    step, started = start_step, time.perf_counter()
     while not all(run.progress.stopped for run in runs):
         active = [i for i, run in enumerate(runs) if run.progress.stopped is None]
         step += 1
@@ -240,9 +245,11 @@ def train_for(
     lr_schedule: Callable[[int], float] | None = None,
     before_update: Callable[[], object] | None = None,
     after_step: Callable[[int], None] | None = None,
+    start_step: int = 0,
 ) -> TrainingOutcome:
     """A run of a fixed `steps` without validation (heads, SAEs, DAS, zoo models): `run_training` with one
-    track whose last weights are kept. `loss(step)` is the step's scalar loss (steps numbered from 1)."""
+    track whose last weights are kept. `loss(step)` is the step's scalar loss (steps numbered from 1);
+    `start_step` resumes after that many steps (see `run_training`)."""
     [outcome] = run_training(
         [Track(module, optimizer.param_groups)],
         optimizer,
@@ -253,6 +260,7 @@ def train_for(
         lr_schedule=lr_schedule,
         before_update=before_update,
         after_step=after_step,
+        start_step=start_step,
     )
     return outcome
 

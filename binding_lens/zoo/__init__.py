@@ -13,8 +13,9 @@ Everything "zoo" is here: the shipped checkpoints (`checkpoints/<name>/`, packag
 are (`registry.py`: `zoo:<name>` -> a directory and its model card), how a `zoo:` spec loads
 (`loader.py`, plugged into `HookedViT.from_pretrained` through `spec_prefixes`, so `binding_lens.models`
 never imports the zoo), and how the models are trained (`recipe.py`, `objectives.py`, `scenes.py`,
-`train.py`, `checkpoint.py`). Loading a model imports none of the training code. The comparison of
-the zoo's objectives is a report: `binding_lens.reports.binding_by_objective`.
+`train.py`, `checkpoint.py`; `resume.py`: the training checkpoints a killed run resumes from). Loading a
+model imports none of the training code. The comparison of the zoo's objectives is a report:
+`binding_lens.reports.binding_by_objective`.
 The package exports what a user starts from; the rest lives in its module: `Objective` and
 `make_objective` in `objectives.py`, the per-objective knobs in `recipe.py`, `read_card`, `read_heads`
 and `CheckpointError` in `checkpoint.py`.

@@ -8,6 +8,7 @@
 
 Everything is written into a temporary sibling directory (`binding_lens.io.staging_dir`) and renamed
 into place at the end, so a killed run never leaves a directory that looks like a finished checkpoint.
+What a killed run does leave is its training checkpoint, `.<name>.resume.pt` beside it (`resume.py`).
 """
 
 from __future__ import annotations

@@ -10,26 +10,34 @@ optimiser state and the EMA teacher stay float32). Both are recorded in the card
 are drawn from the pre-rendered training scenes by a generator seeded with `recipe.seed`; the backbone's
 initialisation uses the same seed, so the random control is exactly the untrained starting point of
 every other model.
+
+A run saves a training checkpoint every `checkpoint_every` steps (`resume.py`: weights, optimizer, every
+random state, the log so far) and the same call after a kill goes on from the last one, to the same
+weights bit for bit as a run never stopped. A run that would outlast `max_hours` is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import platform
+import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
 
-from ..errors import InputError
+from ..errors import BindingLensError, InputError, check_positive_ints
 from ..io import staging_dir
 from ..training import train_for
 from ..version import __version__
 from .checkpoint import LOG, write_checkpoint
 from .objectives import Objective, make_objective
-from .recipe import COMMAND_LINE_FIELDS, ZooRecipe, default_recipe
+from .recipe import CHECKPOINT_EVERY, COMMAND_LINE_FIELDS, MAX_HOURS, ZooRecipe, default_recipe
+from .resume import load_state, restore_state, resume_path, run_settings, save_state
 from .scenes import SceneBank, training_scenes
 
 
@@ -67,24 +75,112 @@ def train_zoo_model(
     command: str | None = None,
     device: str | torch.device = "cpu",
     precision: str = "fp32",
+    checkpoint_every: int = CHECKPOINT_EVERY,
+    max_hours: float | None = MAX_HOURS,
 ) -> dict[str, Any]:
-    """Train `recipe` and write the checkpoint to `out` (refused if it exists). Returns the card."""
+    """Train `recipe` and write the checkpoint to `out` (refused if it exists). Returns the card.
+
+    Every `checkpoint_every` steps the whole training state goes to `resume_path(out)`; a later call with
+    the same recipe, precision and device type goes on from there, bit-identically to a run never stopped
+    (other settings are refused). A run estimated to take over `max_hours` (None: no limit) is refused,
+    at once when even 1 ms per step would be too long, else after timing its first steps here."""
     out = Path(out)
+    resume = resume_path(out)
     if out.exists():
+        if resume.is_file() and (out / "card.json").is_file():
+            resume.unlink()  # the run finished but was killed before it removed its training checkpoint
         raise FileExistsError(f"{out} already exists; choose another --out or remove it first")
     if precision not in PRECISIONS:
         raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    check_positive_ints({"checkpoint_every": checkpoint_every})
+    _check_step_count(recipe.steps, max_hours)
     device = torch.device(device)
-    started = time.perf_counter()
+    run = _Run(run_settings(recipe, precision, device), resume, checkpoint_every, max_hours)
+    run.state = load_state(resume, run.settings)
     objective = make_objective(recipe).to(device)
     staging = staging_dir(out)
-    losses: list[float] = []
-    if recipe.steps:
-        losses = _fit(objective, recipe, staging / LOG, progress, device, precision)
-    wall = time.perf_counter() - started
+    try:
+        history = _fit(objective, recipe, staging, run, progress) if recipe.steps else _History()
+        card = _card(recipe, objective, history, name or out.name, command or canonical_command(recipe, out))
+        card["environment"]["device"], card["environment"]["precision"] = _device_name(device), precision
+        write_checkpoint(staging, out, objective.shipped_backbone(), objective.heads(), card)
+    except BaseException as error:
+        shutil.rmtree(staging, ignore_errors=True)  # it holds the log only: the training checkpoint keeps it
+        _after_failure(error, run, recipe.steps)
+        raise
+    resume.unlink(missing_ok=True)
+    return card
+
+
+FASTEST_STEP_S = 1e-3
+"""No zoo step (forward, backward, AdamW) runs faster than this on any device: a step count that would
+outlast `max_hours` even at this pace is refused before anything is built."""
+
+
+@dataclass
+class _Run:
+    """How this call trains: its settings (checked against a saved state), where its training checkpoint
+    goes, how often, the time limit, and the state it resumes from (None: from the start)."""
+
+    settings: dict[str, Any]
+    resume: Path
+    every: int
+    max_hours: float | None
+    state: dict[str, Any] | None = None
+    saved: int = 0
+    """The step of the training checkpoint on disk (0: none)."""
+
+
+@dataclass
+class _History:
+    """What training produced besides the weights (kept in the training checkpoint): every step's loss and
+    log line, the training seconds over every session, and the steps a session resumed at."""
+
+    losses: list[float] = field(default_factory=list)
+    log_lines: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    resumed_at: list[int] = field(default_factory=list)
+
+
+def _after_failure(error: BaseException, run: _Run, steps: int) -> None:
+    """After a failed run: say what an interrupted one kept; drop the training checkpoint of a fresh run that
+    was refused or diverged (a rerun would only repeat it)."""
+    if isinstance(error, KeyboardInterrupt):
+        if run.saved:
+            kept = f"the training checkpoint of step {run.saved} of {steps} is kept in {run.resume}"
+            error.args = (f"{kept}; the same command resumes from it",)
+        else:
+            error.args = (
+                f"no training checkpoint yet (the first comes at step {run.every}); the same command starts over",
+            )
+    elif run.state is None and isinstance(error, (BindingLensError, FloatingPointError)):
+        run.resume.unlink(missing_ok=True)
+
+
+def _check_step_count(steps: int, max_hours: float | None) -> None:
+    """Refuse, before any work, a step count that would outlast `max_hours` even at `FASTEST_STEP_S`."""
+    if max_hours is not None and steps * FASTEST_STEP_S > max_hours * 3600:
+        raise InputError(
+            f"--steps {steps} would take over {_duration(steps * FASTEST_STEP_S)} even at "
+            f"{FASTEST_STEP_S * 1000:g} ms per step, beyond the {max_hours:g} h limit; lower --steps, or raise "
+            f"--max-hours to allow it"
+        )
+
+
+def _duration(seconds: float) -> str:
+    """'25 min', '7.5 h', '27,778 h (1,157 days)'."""
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:,.0f} min"
+    if seconds < 72 * 3600:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 3600:,.0f} h ({seconds / 86400:,.0f} days)"
+
+
+def _card(recipe: ZooRecipe, objective: Objective, history: _History, name: str, command: str) -> dict[str, Any]:
+    """The model card of a finished run (`environment.device` and `.precision` are filled in by the caller)."""
     backbone = objective.shipped_backbone()
     card = {
-        "name": name or out.name,
+        "name": name,
         "objective": recipe.objective,
         "recipe": recipe.as_dict(),
         "data": training_scenes(recipe).identity,
@@ -100,10 +196,10 @@ def train_zoo_model(
         },
         "steps": recipe.steps,
         "images_seen": recipe.steps * recipe.batch_size,
-        "wall_time_s": round(wall, 1),
-        "first_loss": _mean(losses[:20]),
-        "final_loss": _mean(losses[-50:]),
-        "command": command or canonical_command(recipe, out),
+        "wall_time_s": round(history.seconds, 1),
+        "first_loss": _mean(history.losses[:20]),
+        "final_loss": _mean(history.losses[-50:]),
+        "command": command,
         "shipped_network": "EMA teacher" if recipe.objective == "dino" else "the trained backbone",
         "environment": {
             "binding_lens": __version__,
@@ -111,11 +207,12 @@ def train_zoo_model(
             "transformers": transformers.__version__,
             "threads": torch.get_num_threads(),
             "machine": platform.processor() or platform.machine(),
-            "device": _device_name(device),
-            "precision": precision,
+            "device": "",
+            "precision": "",
         },
     }
-    write_checkpoint(staging, out, backbone, objective.heads(), card)
+    if history.resumed_at:
+        card["resumed_at_steps"] = history.resumed_at
     return card
 
 
@@ -140,43 +237,60 @@ def canonical_command(recipe: ZooRecipe, out: Path) -> str:
     return " ".join(["binding-lens zoo train --objective", recipe.objective, *scale, *flags, "--out", str(out)])
 
 
-def _fit(
-    objective: Objective, recipe: ZooRecipe, log_path: Path, progress: bool, device: torch.device, precision: str
-) -> list[float]:
+def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, progress: bool) -> _History:
+    """Train (or go on training from `run.state`), logging every step and saving a training checkpoint
+    every `run.every` steps; returns the history of every session."""
+    session = time.perf_counter()
+    device = next(objective.parameters()).device
     bank = SceneBank(recipe, progress=progress).to(device)
     optimizer = _optimizer(objective, recipe)
     generator = torch.Generator().manual_seed(recipe.seed)
+    history, start = _History(), 0
+    if run.state is not None:
+        start = run.saved = restore_state(run.state, objective, optimizer, generator, recipe.lr)
+        history = _History(**run.state["history"])
+        history.resumed_at.append(start)
+    before = history.seconds
     objective.train()
-    losses: list[float] = []
-    started = time.perf_counter()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=recipe.steps, desc=f"zoo {recipe.objective}", unit="step")
+    pace = _Pace(start, recipe.steps, run.max_hours, device)
+    bar = _progress_bar(recipe, start) if progress else None
     trainable = [p for p in objective.parameters() if p.requires_grad]
-    with open(log_path, "w") as log:
-        log.write("step,loss,lr,seconds\n")
+    precision = run.settings["precision"]
+    with open(staging / LOG, "w") as log:
+        log.write("step,loss,lr,seconds\n" + "".join(history.log_lines))
 
         def loss_at(step: int) -> torch.Tensor:  # the engine counts steps from 1, the recipe from 0
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
                 loss = objective.loss(bank, bank.sample(recipe.batch_size, generator), generator).float()
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"{recipe.objective} loss became {loss.item()} at step {step - 1}; lower --lr")
-            losses.append(loss.item())
+            history.losses.append(loss.item())
             return loss
 
         def after_step(step: int) -> None:
             objective.after_step(step - 1, recipe.steps)
-            log.write(
-                f"{step - 1},{losses[-1]:.6f},{learning_rate(recipe, step - 1):.3e},"
-                f"{time.perf_counter() - started:.2f}\n"
-            )
+            history.seconds = before + time.perf_counter() - session
+            line = f"{step - 1},{history.losses[-1]:.6f},{learning_rate(recipe, step - 1):.3e},{history.seconds:.2f}\n"
+            history.log_lines.append(line)
+            log.write(line)
+            log.flush()
             if bar is not None:
                 bar.update(1)
                 if (step - 1) % 10 == 0:
-                    bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.4f}")
-            log.flush()
+                    bar.set_postfix(loss=f"{sum(history.losses[-10:]) / len(history.losses[-10:]):.4f}")
+            pace.check(step)
+            if step % run.every == 0 and step < recipe.steps:
+                state = dataclasses.asdict(history)
+                save_state(
+                    run.resume,
+                    settings=run.settings,
+                    step=step,
+                    objective=objective,
+                    optimizer=optimizer,
+                    generator=generator,
+                    history=state,
+                )
+                run.saved = step
 
         train_for(
             objective,
@@ -186,8 +300,41 @@ def _fit(
             lr_schedule=lambda step: learning_rate(recipe, step - 1) / recipe.lr,
             before_update=lambda: torch.nn.utils.clip_grad_norm_(trainable, recipe.clip_grad),
             after_step=after_step,
+            start_step=start,
         )
     if bar is not None:
         bar.close()
     objective.eval()
-    return losses
+    history.seconds = before + time.perf_counter() - session
+    return history
+
+
+def _progress_bar(recipe: ZooRecipe, start: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=recipe.steps, initial=start, desc=f"zoo {recipe.objective}", unit="step")
+
+
+class _Pace:
+    """Times a session's steps 2 to 4 and refuses to go on when the rest would outlast `max_hours`."""
+
+    TIMED = 3
+
+    def __init__(self, start: int, steps: int, max_hours: float | None, device: torch.device) -> None:
+        self.start, self.steps, self.max_hours, self.device = start, steps, max_hours, device
+        self.clock = 0.0
+
+    def check(self, step: int) -> None:
+        if self.max_hours is None or step not in (self.start + 1, self.start + 1 + self.TIMED):
+            return
+        if step == self.start + 1:
+            self.clock = time.perf_counter()
+            return
+        per_step = (time.perf_counter() - self.clock) / self.TIMED
+        left = per_step * (self.steps - step)
+        if left > self.max_hours * 3600:
+            raise InputError(
+                f"--steps {self.steps} would take about {_duration(left)} more at {per_step:.3g} s per step "
+                f"(timed here on {self.device.type}), beyond the {self.max_hours:g} h limit; lower --steps, or pass "
+                f"--max-hours {math.ceil(left / 3600)} to allow it"
+            )

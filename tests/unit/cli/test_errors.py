@@ -185,6 +185,11 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
         "multiple of patch_size",
     ),
     (
+        "zoo train for an absurd number of steps",
+        ["zoo", "train", "--objective", "dino", "--steps", "100000000000", "--out", "{tmp}/z"],
+        "27,778 h (1,157 days) even at 1 ms per step, beyond the 72 h limit",
+    ),
+    (
         "ablate on a run that does not exist",
         ["ablate", "--run", "{tmp}/nowhere", "--layer", "0", "--out", "{tmp}/a"],
         "run directory",

@@ -3,11 +3,14 @@ together exactly as alone, and says honestly why each run ended."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
 
-from binding_lens.training import StoppingRule, Track, run_training
+from binding_lens.errors import InputError
+from binding_lens.training import StoppingRule, Track, run_training, train_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -137,3 +140,36 @@ def test_a_fixed_schedule_multiplies_the_rates_and_no_validation_keeps_the_last_
     )
     assert seen == pytest.approx([0.1 / s for s in range(1, 7)])
     assert outcome.steps == 6 and outcome.best_step == 6 and outcome.stopped == "max_steps"
+
+
+def test_a_resumed_run_goes_on_from_start_step_and_ends_at_the_same_weights():
+    """`start_step=k` after k steps taken elsewhere (weights and optimizer state carried over) takes steps
+    k + 1 .. max_steps with their scheduled rates, to the weights of one run of every step."""
+
+    def fit(model: nn.Linear, optimizer: torch.optim.Optimizer, steps: int, start: int = 0) -> list[int]:
+        taken: list[int] = []
+        x, y = torch.arange(12.0).reshape(3, 4), torch.tensor([[1.0], [-2.0], [0.5]])
+
+        def loss(step: int) -> torch.Tensor:
+            taken.append(step)
+            return (model(x) - y).pow(2).mean()
+
+        train_for(model, optimizer, loss, steps, lr_schedule=lambda s: 1 / s, start_step=start)
+        return taken
+
+    torch.manual_seed(0)
+    whole = nn.Linear(4, 1)
+    resumed = copy.deepcopy(whole)
+    whole_optimizer = torch.optim.Adam(whole.parameters(), lr=0.01)
+    fit(whole, whole_optimizer, 8)
+    first = torch.optim.Adam(resumed.parameters(), lr=0.01)
+    fit(resumed, first, 3)
+    state = copy.deepcopy(first.state_dict())
+    second = torch.optim.Adam(resumed.parameters(), lr=0.01)
+    second.load_state_dict(state)
+    second.param_groups[0]["lr"] = 0.01  # the rate the schedule scales (the state holds step 3's)
+    assert fit(resumed, second, 8, start=3) == [4, 5, 6, 7, 8]
+    for name, tensor in whole.state_dict().items():
+        assert torch.equal(resumed.state_dict()[name], tensor), name
+    with pytest.raises(InputError, match="only a run without validation resumes"):
+        fit(resumed, second, 8, start=8)

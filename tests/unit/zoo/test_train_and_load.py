@@ -22,31 +22,7 @@ from binding_lens.zoo.objectives import MaeObjective, make_objective
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
 from binding_lens.zoo.train import learning_rate
 
-TINY = dict(
-    image_size=32,
-    patch_size=8,
-    hidden_size=16,
-    n_layers=2,
-    n_heads=2,
-    mlp_ratio=2,
-    n_scenes=24,
-    batch_size=8,
-    warmup_steps=5,
-    data_seed=3,
-)
-
-
-def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
-    if objective == "random":
-        overrides.pop("steps", None)
-    recipe = RECIPES[objective].with_overrides(**{**TINY, **overrides})
-    if objective == "dino":
-        from dataclasses import replace
-
-        recipe = replace(
-            recipe, dino=replace(recipe.dino, out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16, n_local=2)
-        )
-    return recipe
+from helpers.zoo import tiny_recipe
 
 
 def _log_losses(path: Path) -> list[float]:

@@ -1,0 +1,31 @@
+"""Tiny zoo recipes: every objective's code path in a second or so of CPU time."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from binding_lens.zoo import RECIPES, ZooRecipe
+
+TINY = dict(
+    image_size=32,
+    patch_size=8,
+    hidden_size=16,
+    n_layers=2,
+    n_heads=2,
+    mlp_ratio=2,
+    n_scenes=24,
+    batch_size=8,
+    warmup_steps=5,
+    data_seed=3,
+)
+
+
+def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
+    if objective == "random":
+        overrides.pop("steps", None)
+    recipe = RECIPES[objective].with_overrides(**{**TINY, **overrides})
+    if objective == "dino":
+        recipe = replace(
+            recipe, dino=replace(recipe.dino, out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16, n_local=2)
+        )
+    return recipe
