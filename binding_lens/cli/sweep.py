@@ -30,11 +30,19 @@ STORE_MODES = ("auto", "none", "disk")  # activations.budget.STORE_MODES, withou
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    for name, text in (
-        ("extract", "extract patch-token activations and labels into a resumable store"),
-        ("sweep", "the layer sweep: every probe at every layer (extracting when needed)"),
+    for name, text, description in (
+        (
+            "extract",
+            "extract patch-token activations and labels into a resumable store",
+            "Extract patch-token activations of the chosen layers, with their object labels, into a resumable store.",
+        ),
+        (
+            "sweep",
+            "the layer sweep: every probe at every layer (extracting when needed)",
+            "The layer sweep: train every IsSameObject probe at every layer and report each probe's peak.",
+        ),
     ):
-        command = commands.add_parser(name, help=text)
+        command = commands.add_parser(name, help=text, description=description)
         _add_extraction_arguments(command)
         if name == "extract":
             command.add_argument(
@@ -54,12 +62,17 @@ def _add_extraction_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--data", default="default", help=DATA_HELP)
     command.add_argument("--n-images", type=positive_int, default=400, help="images to use (synthetic: generated)")
     command.add_argument("--size", type=positive_int, default=224, help="image side in pixels fed to the model")
-    command.add_argument("--split", default=None, help="dataset split (ADE20K: training/validation)")
+    command.add_argument("--split", default=None, help="dataset split (ADE20K: training, or validation when not given)")
     command.add_argument("--layers", type=layer_list, default="all", help="all, or e.g. 0,4,8 or 2-10 or 0-11:2")
     command.add_argument("--patches-per-image", type=positive_int, default=64, help="labelled patches stored per image")
     command.add_argument("--batch-size", type=positive_int, default=16, help="images per forward pass")
     command.add_argument("--device", default=None, help=DEVICE_HELP)
-    command.add_argument("--seed", type=non_negative_int, default=0)
+    command.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="seeds the scene draw and the patches stored per image (sweep: also the split and the probes)",
+    )
     command.add_argument(
         "--skip-missing-masks",
         action="store_true",
@@ -93,7 +106,7 @@ def _add_store_arguments(command: argparse.ArgumentParser) -> None:
         default="auto",
         help="none: hold activations in memory (on the GPU if there is one) and write no store; "
         "disk: a resumable store in OUT/activations, read back layer group by layer group; "
-        "auto (default): none when they fit --memory-budget",
+        "auto: none when they fit --memory-budget",
     )
     command.add_argument(
         "--memory-budget",
@@ -141,7 +154,7 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         "--peak-by",
         choices=("val", "test"),
         default="val",
-        help="choose each probe's peak layer on validation AUROC (default) or on test "
+        help="choose each probe's peak layer on validation AUROC (val) or on test "
         "accuracy (the paper's Table 1 rule: optimistic, labelled so)",
     )
 
