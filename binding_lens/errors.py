@@ -36,6 +36,20 @@ class DeviceUnavailableError(BindingLensError, RuntimeError):
     """A device that this machine does not have (`cuda` with no GPU, `cuda:3` with two)."""
 
 
+class SettingsMismatchError(BindingLensError):
+    """A directory holding work made with other settings than those asked for (a sweep run, a store).
+    `stored` and `requested` are the two settings as recorded, so a caller such as the command line can
+    restate the difference in its own terms (`restated`)."""
+
+    def __init__(self, subject: str, differences: str, advice: str, stored: Any, requested: Any) -> None:
+        super().__init__(f"{subject} with other settings ({differences}). {advice}")
+        self.subject, self.advice, self.stored, self.requested = subject, advice, stored, requested
+
+    def restated(self, differences: str) -> str:
+        """The message with `differences` in place of the recorded fields that differ."""
+        return f"{self.subject} with other settings ({differences}). {self.advice}"
+
+
 def check_positive_ints(values: dict[str, Any]) -> None:
     """Raise `InputError` naming the first of `values` (name -> value) that is not an int >= 1 (bools refused)."""
     for name, value in values.items():
@@ -50,5 +64,6 @@ __all__ = [
     "InputError",
     "MissingFileError",
     "ModelUnavailableError",
+    "SettingsMismatchError",
     "WriteError",
 ]

@@ -35,7 +35,7 @@ from ..version import __version__
 from . import ranks
 from .prepare import BatchJobs, Preparation, PreparedBatch, batch_jobs, loader, target_size
 from .profile import ExtractProfile
-from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError
+from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, StoreSettingsError
 from .writer import ShardWriter
 
 
@@ -131,10 +131,13 @@ def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
     if stored == manifest["request"]:
         return store
     if any(store.shard_state(i, verify=False) == "done" for i in range(store.n_shards)):
-        raise StoreError(
-            f"{out} holds activations extracted with other settings "
-            f"({request_differences(stored if isinstance(stored, dict) else {}, manifest['request'])}). "
-            "Use another output directory (--out), or delete this one to extract again."
+        stored = stored if isinstance(stored, dict) else {}
+        raise StoreSettingsError(
+            f"{out} holds activations extracted",
+            request_differences(stored, manifest["request"]),
+            "Use another output directory (--out), or delete this one to extract again.",
+            stored,
+            manifest["request"],
         )
     return None  # a manifest with no finished shard pins nothing: it is rewritten with the first shard
 
@@ -190,7 +193,9 @@ def _plan(
     dataset_identity: Any = None,
     autocast: bool = True,
 ) -> ExtractionPlan:
-    """Check the settings (before any image is read beyond the first) and describe the extraction."""
+    """Check the settings (before any image is read beyond the first) and describe the extraction. At a
+    fixed `size`, at most the grid's patches are stored per image (and recorded so), whatever
+    `patches_per_image` asks: more rows would only be padding."""
     layers = checked_layers(layers, model.cfg.n_layers)
     if patches_per_image is not None and patches_per_image < 2:
         raise InputError(
@@ -202,7 +207,11 @@ def _plan(
             "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
         )
     if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
-        check_image_size(*target_size(None, size), model.cfg.patch_size)
+        height, width = target_size(None, size)
+        check_image_size(height, width, model.cfg.patch_size)
+        if patches_per_image is not None:  # every image has this grid: more slots would only be padding
+            grid = (height // model.cfg.patch_size) * (width // model.cfg.patch_size)
+            patches_per_image = max(2, min(patches_per_image, grid))
     if len(dataset) == 0:
         raise InputError("the dataset has no images to extract")
     request = _as_json(

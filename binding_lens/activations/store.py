@@ -26,7 +26,7 @@ from jaxtyping import Float, Int
 from safetensors import safe_open
 from torch import Tensor
 
-from ..errors import BindingLensError, MissingFileError
+from ..errors import BindingLensError, MissingFileError, SettingsMismatchError
 from ..io import sha256_file, write_atomic_chunks, write_json_atomic
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
@@ -35,6 +35,10 @@ MANIFEST = "manifest.json"
 
 class StoreError(BindingLensError, RuntimeError):
     """A store that cannot be used as asked: missing, made with other settings, or corrupt."""
+
+
+class StoreSettingsError(StoreError, SettingsMismatchError):
+    """A store extracted with other settings than those asked for (`stored`, `requested`: the two requests)."""
 
 
 class StoreNotFoundError(StoreError, MissingFileError):

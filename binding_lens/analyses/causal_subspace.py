@@ -103,8 +103,11 @@ def compare_subspaces(
     docstring). Images split into probe/DAS training, probe validation and held-out measurement sets."""
     if not 0 <= layer < model.cfg.n_layers - 1:
         raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2}: effects are read at layer + 1, got {layer}")
-    if not 1 <= k <= model.cfg.d_model:
-        raise InputError(f"k must be in 1..{model.cfg.d_model} (d_model), got {k}")
+    if not 1 <= k < model.cfg.d_model:
+        raise InputError(
+            f"k must be in 1..{model.cfg.d_model - 1}, below d_model {model.cfg.d_model} (at k = d_model every "
+            f"subspace is the whole residual stream, so there is nothing to compare), got {k}"
+        )
     data = label_images(model, scenes, size)
     train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=split, seed=seed)
     n_prefix = model.cfg.n_prefix_tokens

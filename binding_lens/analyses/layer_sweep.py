@@ -56,7 +56,7 @@ from ..probes import (
 )
 from ..probes.batch import label_space
 from .report import Row, format_table, interval_text, peak_layers, write_table
-from .run import RunDirectory, RunDirectoryError
+from .run import RunDirectory, RunSettingsError
 
 ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
 
@@ -371,9 +371,12 @@ def plan_sweep(model: HookedViT, dataset: Sequence[Scene], out: str | Path, conf
     mode, why = choose_store(config.store, extraction.bytes_per_layer * len(layers), budget, world_size)
     request, earlier = extraction.request, RunDirectory(out).request()
     if earlier is not None and earlier != request:
-        raise RunDirectoryError(
-            f"{out} holds a sweep run with other settings ({request_differences(earlier, request)}). "
-            "Use another output directory (--out), or delete this one to run again."
+        raise RunSettingsError(
+            f"{out} holds a sweep run",
+            request_differences(earlier, request),
+            "Use another output directory (--out), or delete this one to run again.",
+            earlier,
+            request,
         )
     return SweepPlan(
         out, config, layers, training, extract_kwargs, device, budget, extraction, mode, why, rank_id, started

@@ -27,7 +27,7 @@ from ..activations.extract import weights_fingerprint
 from ..activations.store import MANIFEST
 from ..data.scene import Scenes
 from ..data.spec import dataset_from_identity
-from ..errors import InputError
+from ..errors import InputError, SettingsMismatchError
 from ..hooks import HookedViT
 from ..probes import PairProbe, load_probe
 
@@ -36,6 +36,10 @@ PROBE_FILE = re.compile(r"^L(\d+)_(.+)\.safetensors$")
 
 class RunDirectoryError(InputError):
     """A directory that is not a (complete) sweep run."""
+
+
+class RunSettingsError(RunDirectoryError, SettingsMismatchError):
+    """A run directory holding a sweep made with other settings (`stored`, `requested`: the two requests)."""
 
 
 class RunDirectory:

@@ -98,8 +98,11 @@ class RotatedSubspace(nn.Module):
 
     def __init__(self, d_model: int, k: int, seed: int = 0):
         super().__init__()
-        if not 1 <= k <= d_model:
-            raise InputError(f"k must be in 1..{d_model} (d_model), got {k}")
+        if not 1 <= k < d_model:
+            raise InputError(
+                f"k must be in 1..{d_model - 1}, below d_model {d_model} (with k = d_model the interchange swaps "
+                f"the whole residual stream: nothing is left to learn), got {k}"
+            )
         self.k = k
         rotation = nn.Linear(d_model, d_model, bias=False)
         with torch.no_grad():

@@ -27,7 +27,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ..errors import BindingLensError
 from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
@@ -50,8 +50,39 @@ COMMANDS = {
 }
 
 
+def shown_default(value: object) -> str:
+    """A default as the user would type it: lists comma-joined, floats without trailing zeros."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(shown_default(item) for item in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help with each option's default appended, "(default: X)", where the default says
+    something: not for None (the help says what happens then), flags (False) or suppressed defaults."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text, default = action.help or "", action.default
+        if (
+            not action.option_strings
+            or default is None
+            or default is argparse.SUPPRESS
+            or isinstance(default, bool)
+            or "%(default)" in text
+        ):
+            return action.help
+        return f"{text} (default: {shown_default(default).replace('%', '%%')})"
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, but a bad argument prints two lines (what is wrong; where the help is), not the whole usage."""
+    """argparse, but a bad argument prints two lines (what is wrong; where the help is), not the whole usage,
+    and every (sub)command's help shows the defaults (`HelpFormatter`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists the arguments)\n")

@@ -17,7 +17,11 @@ from .arguments import (
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    ablate = commands.add_parser("ablate", help="shuffle / inject binding vectors at one layer and measure what breaks")
+    ablate = commands.add_parser(
+        "ablate",
+        help="shuffle / inject binding vectors at one layer and measure what breaks",
+        description="Shuffle or inject binding vectors at one layer and measure what breaks downstream.",
+    )
     ablate.add_argument(
         "--run", default=None, help="a sweep directory: takes its model and RUN/probes/L<layer>_<probe>"
     )
@@ -39,7 +43,10 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--size", type=positive_int, default=None, help="image side in px (default: the model's native size)"
     )
     ablate.add_argument(
-        "--seed", type=non_negative_int, default=1, help="scene seed (the sweep's default is 0: held-out scenes)"
+        "--seed",
+        type=non_negative_int,
+        default=1,
+        help="scene seed (a sweep's default is 0, so 1 gives scenes its probes never saw)",
     )
     ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
     ablate.add_argument("--device", default=None, help=DEVICE_HELP)

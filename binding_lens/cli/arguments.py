@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import InputError
 
-DATA_HELP = "default | twins | colorshape | balanced (synthetic, no download), ade20k:<path>, folder:<path>"
+DATA_HELP = "a synthetic preset: default, twins, colorshape or balanced (no download); ade20k:<path>; folder:<path>"
 MODEL_HELP = (
     "a hub id (facebook/dinov2-small) or a local save_pretrained directory; zoo:<name> (models trained "
     "here: `binding-lens zoo list`); random:<arch> (a known architecture with random weights, e.g. "
@@ -79,19 +79,27 @@ def output_file(text: str) -> str:
 
 
 def parse_int_ranges(text: str, what: str) -> list[int]:
-    """'0,1,2', '2-10' or '0-11:2' (comma-separated, mixed) -> a sorted list of distinct non-negative ints."""
+    """'0,1,2', '2-10' or '0-11:2' (comma-separated, mixed) -> a sorted list of distinct non-negative ints;
+    a reversed range ('3-1') is refused as such rather than read as empty."""
     found: set[int] = set()
-    try:
-        for part in text.split(","):
-            span, _, step = part.strip().partition(":")
-            first, _, last = span.partition("-")
-            if int(step or 1) < 1:
+    for part in text.split(","):
+        span, _, step = part.strip().partition(":")
+        first, _, last = span.partition("-")
+        try:
+            start, stop, stride = int(first), int(last or first), int(step or 1)
+            if stride < 1:
                 raise ValueError
-            found.update(range(int(first), int(last or first) + 1, int(step or 1)))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{what} {text!r}: use a comma list (0,4,8), a range (2-10) or a strided range (0-11:2)"
-        ) from None
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{what} {text!r}: use a comma list (0,4,8), a range (2-10) or a strided range (0-11:2)"
+            ) from None
+        if stop < 0:
+            raise argparse.ArgumentTypeError(f"{what} {text!r}: give non-negative indices")
+        if stop < start:
+            raise argparse.ArgumentTypeError(
+                f"{what} {text!r}: the range {start}-{stop} is reversed; write it lowest first ({stop}-{start})"
+            )
+        found.update(range(start, stop + 1, stride))
     if not found or min(found) < 0:
         raise argparse.ArgumentTypeError(f"{what} {text!r}: give non-negative indices")
     return sorted(found)

@@ -15,7 +15,12 @@ def _names(text: str) -> list[str]:
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    bits = commands.add_parser("bits", help="binding information in bits (B_O, B*_OF, beta) of token sets of a model")
+    bits = commands.add_parser(
+        "bits",
+        help="binding information in bits (B_O, B*_OF, beta) of token sets of a model",
+        description="Binding information in bits (B_O, B*_OF, beta) of a model's token sets, by layer and probe "
+        "family; with --intervene, the bits an edit of the binding subspace removes.",
+    )
     bits.add_argument("--model", default=None, help=MODEL_HELP + " (with --intervene, default: the run's model)")
     bits.add_argument(
         "--layers",
@@ -27,19 +32,19 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--tokens",
         type=_names,
         default=["cls", "spatial"],
-        help="token sets, comma-separated: cls, mean, spatial, registers (default cls,spatial)",
+        help="token sets, comma-separated: cls, mean, spatial, registers",
     )
     bits.add_argument(
         "--probes",
         type=_names,
         default=["linear", "quadratic", "shared_quadratic", "dnn", "attention"],
         help="probe families: linear, quadratic, shared_quadratic, dnn (for cls, mean) and attention "
-        "(for spatial, registers); default all",
+        "(for spatial, registers)",
     )
-    bits.add_argument("--data", default="balanced", help="a colour x shape preset: balanced (default) or colorshape")
-    bits.add_argument("--n-train", type=positive_int, default=2000, help="training scenes (default 2000)")
-    bits.add_argument("--n-val", type=positive_int, default=300, help="validation scenes (default 300)")
-    bits.add_argument("--n-test", type=positive_int, default=600, help="test scenes (default 600)")
+    bits.add_argument("--data", default="balanced", help="a color x shape preset: balanced or colorshape")
+    bits.add_argument("--n-train", type=positive_int, default=2000, help="training scenes")
+    bits.add_argument("--n-val", type=positive_int, default=300, help="validation scenes")
+    bits.add_argument("--n-test", type=positive_int, default=600, help="test scenes")
     bits.add_argument(
         "--size", type=positive_int, default=None, help="image side in px (default: the model's native size)"
     )
@@ -49,7 +54,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=1,
         help="repeat the table over seeds SEED..SEED+N-1 (scene draw, probe init) and report each number "
-        "as the mean with its 95%% t interval across seeds (default 1: image-bootstrap intervals)",
+        "as the mean with its 95%% t interval across seeds (1: image-bootstrap intervals)",
     )
     bits.add_argument("--max-steps", type=positive_int, default=3000, help="optimiser steps per probe at most")
     bits.add_argument("--device", default=None, help=DEVICE_HELP)

@@ -12,6 +12,8 @@ def add(commands: argparse._SubParsersAction) -> None:
         "claims",
         help="every claim of the paper measured on each model, with its 95%% "
         "interval and a verdict (holds / fails / cannot tell)",
+        description="Measure every claim of the paper on each model, with its 95% interval and a verdict "
+        "(holds / fails / cannot tell).",
     )
     claims.add_argument(
         "--models",
@@ -27,7 +29,12 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=160,
         help="fresh held-out scenes for the shuffle / inject claims (70%% fit the heads, 30%% test)",
     )
-    claims.add_argument("--seed", type=non_negative_int, default=0)
+    claims.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="first seed of the scene draws, splits and probes (with --seeds N: SEED..SEED+N-1)",
+    )
     claims.add_argument("--seeds", type=positive_int, default=1, help="probe seeds and scene draws per model")
     claims.add_argument(
         "--max-steps",
@@ -35,7 +42,12 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=2000,
         help="most optimiser steps per probe (each stops earlier once its validation loss stops improving)",
     )
-    claims.add_argument("--out", type=output_dir, default="runs/claims")
+    claims.add_argument(
+        "--out",
+        type=output_dir,
+        default="runs/claims",
+        help="output directory (claims.md, claims.json, verdicts.csv; sweeps/, ablation/ and toy/ under it)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,6 +12,8 @@ def add(commands: argparse._SubParsersAction) -> None:
         "das",
         help="train the causal binding subspace (DAS) at one layer and compare it "
         "with the probe's eigen-subspace and random subspaces",
+        description="Train the causal binding subspace (DAS) at one layer and compare it with the probe's "
+        "eigen-subspace and random subspaces of the same dimension.",
     )
     das.add_argument("--model", required=True, help=MODEL_HELP)
     das.add_argument(

@@ -8,7 +8,11 @@ from .arguments import DEVICE_HELP, MODEL_HELP, default_device, image_size
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    hooks = commands.add_parser("hooks", help="load a model and print its hook points and cache shapes")
+    hooks = commands.add_parser(
+        "hooks",
+        help="load a model and print its hook points and cache shapes",
+        description="Load a model and print its hook points with their cache shapes, and its parity with HF.",
+    )
     hooks.add_argument("--model", default="random:dinov2-small", help=MODEL_HELP)
     hooks.add_argument(
         "--size", type=image_size, default=None, help="image size HEIGHTxWIDTH (default: the model's native size)"

@@ -12,6 +12,8 @@ def add(commands: argparse._SubParsersAction) -> None:
         "sae",
         help="train a sparse autoencoder on blocks.{l}.hook_resid_post (SAELens's file "
         "layout) and rank its features by how well they tell IsSameObject",
+        description="Train a sparse autoencoder on blocks.{l}.hook_resid_post (SAELens's file layout) and rank its "
+        "features by how well they tell IsSameObject.",
     )
     sae.add_argument("--model", required=True, help=MODEL_HELP)
     sae.add_argument("--layer", type=non_negative_int, required=True, help="the block whose resid_post is encoded")

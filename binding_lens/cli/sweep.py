@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +28,23 @@ if TYPE_CHECKING:  # annotations only: building the parser (and --help) imports 
     from ..hooks import HookedViT
 
 STORE_MODES = ("auto", "none", "disk")  # activations.budget.STORE_MODES, without importing torch for --help
+PATCHES_PER_IMAGE = 64  # extract's default
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    for name, text in (
-        ("extract", "extract patch-token activations and labels into a resumable store"),
-        ("sweep", "the layer sweep: every probe at every layer (extracting when needed)"),
+    for name, text, description in (
+        (
+            "extract",
+            "extract patch-token activations and labels into a resumable store",
+            "Extract patch-token activations of the chosen layers, with their object labels, into a resumable store.",
+        ),
+        (
+            "sweep",
+            "the layer sweep: every probe at every layer (extracting when needed)",
+            "The layer sweep: train every IsSameObject probe at every layer and report each probe's peak.",
+        ),
     ):
-        command = commands.add_parser(name, help=text)
+        command = commands.add_parser(name, help=text, description=description)
         _add_extraction_arguments(command)
         if name == "extract":
             command.add_argument(
@@ -54,12 +64,23 @@ def _add_extraction_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--data", default="default", help=DATA_HELP)
     command.add_argument("--n-images", type=positive_int, default=400, help="images to use (synthetic: generated)")
     command.add_argument("--size", type=positive_int, default=224, help="image side in pixels fed to the model")
-    command.add_argument("--split", default=None, help="dataset split (ADE20K: training/validation)")
+    command.add_argument("--split", default=None, help="dataset split (ADE20K: training, or validation when not given)")
     command.add_argument("--layers", type=layer_list, default="all", help="all, or e.g. 0,4,8 or 2-10 or 0-11:2")
-    command.add_argument("--patches-per-image", type=positive_int, default=64, help="labelled patches stored per image")
+    command.add_argument(
+        "--patches-per-image",
+        type=positive_int,
+        default=None,
+        help=f"labelled patches stored per image, at most the patch grid's (default: {PATCHES_PER_IMAGE}, "
+        "or the whole grid when it has fewer)",
+    )
     command.add_argument("--batch-size", type=positive_int, default=16, help="images per forward pass")
     command.add_argument("--device", default=None, help=DEVICE_HELP)
-    command.add_argument("--seed", type=non_negative_int, default=0)
+    command.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="seeds the scene draw and the patches stored per image (sweep: also the split and the probes)",
+    )
     command.add_argument(
         "--skip-missing-masks",
         action="store_true",
@@ -93,7 +114,7 @@ def _add_store_arguments(command: argparse.ArgumentParser) -> None:
         default="auto",
         help="none: hold activations in memory (on the GPU if there is one) and write no store; "
         "disk: a resumable store in OUT/activations, read back layer group by layer group; "
-        "auto (default): none when they fit --memory-budget",
+        "auto: none when they fit --memory-budget",
     )
     command.add_argument(
         "--memory-budget",
@@ -141,18 +162,74 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         "--peak-by",
         choices=("val", "test"),
         default="val",
-        help="choose each probe's peak layer on validation AUROC (default) or on test "
+        help="choose each probe's peak layer on validation AUROC (val) or on test "
         "accuracy (the paper's Table 1 rule: optimistic, labelled so)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from ..activations import ranks
+    from ..errors import InputError, SettingsMismatchError
 
     try:
         return _run(args)
+    except SettingsMismatchError as error:  # say it with the flags that differ, not the recorded fields
+        differences = flag_differences(error.stored, error.requested)
+        if not differences:
+            raise
+        raise InputError(error.restated(differences)) from None
     finally:
         ranks.finish()
+
+
+def flag_differences(stored: dict[str, Any], requested: dict[str, Any]) -> str:
+    """'asked vs stored: --data twins vs --data default; ...': the flags of `extract` / `sweep` whose values
+    give two extraction requests that differ; '' when no flag tells them apart (other weights, say)."""
+    old, new = request_flags(stored), request_flags(requested)
+    differing = [flag for flag in new if old.get(flag) != new[flag]]
+
+    def said(flag: str, value: str | None) -> str:
+        return f"no {flag}" if value is None else f"{flag} {value}"
+
+    pairs = [f"{said(flag, new[flag])} vs {said(flag, old.get(flag))}" for flag in differing]
+    return "asked vs stored: " + "; ".join(pairs) if pairs else ""
+
+
+def request_flags(request: dict[str, Any]) -> dict[str, str | None]:
+    """The flags of `extract` / `sweep` that give an extraction `request` (as its manifest records it)."""
+    dataset = request.get("dataset") or {}
+    first = dataset.get("first") if "subset_of" in dataset else None
+    dataset = dataset.get("subset_of", dataset)
+    kind = dataset.get("dataset")
+    if kind == "synthetic":
+        data, n_images = dataset.get("preset"), dataset.get("n")
+    else:  # a folder's or ADE20K's own count: what --n-images took of it, or all of it
+        root = {"ade20k": "ade20k:", "image_folder": "folder:"}.get(kind, f"{kind}:") + str(dataset.get("root"))
+        data, n_images = (root, first) if first is not None else (f"{root} ({dataset.get('n')} images)", None)
+    size = (request.get("preprocessing") or {}).get("size")
+    flags = {
+        "--model": (request.get("model") or {}).get("source"),
+        "--data": data,
+        "--split": dataset.get("split"),
+        "--n-images": n_images,
+        "--size": "x".join(map(str, size)) if isinstance(size, list) else size,
+        "--layers": _ranges(request.get("layers") or []),
+        "--patches-per-image": request.get("patches_per_image"),
+        "--seed": request.get("seed"),
+        "--shard-size": request.get("shard_size"),
+    }
+    return {flag: None if value is None else str(value) for flag, value in flags.items()}
+
+
+def _ranges(values: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5', as `--layers` takes it."""
+    spans: list[list[int]] = []
+    for value in sorted(values):
+        if spans and value == spans[-1][1] + 1:
+            spans[-1][1] = value
+        else:
+            spans.append([value, value])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -166,7 +243,7 @@ def _run(args: argparse.Namespace) -> int:
     layers = parse_layers(args.layers, model.cfg.n_layers)
     profile = ExtractProfile()
     options = dict(
-        patches_per_image=args.patches_per_image,
+        patches_per_image=_patches_per_image(args, model.cfg.patch_size),
         batch_size=args.batch_size,
         size=args.size,
         shard_size=args.shard_size,
@@ -182,6 +259,22 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     _print_report(args, result)
     return 0
+
+
+def _patches_per_image(args: argparse.Namespace, patch_size: int) -> int:
+    """--patches-per-image (default 64); above the patch grid, a warning: extract stores the whole grid, as
+    more rows would only be padding."""
+    from ..activations import ranks
+
+    asked, side = args.patches_per_image, args.size // patch_size
+    if asked is not None and asked > side * side and ranks.world()[0] == 0:
+        print(
+            f"binding-lens {args.command}: warning: --patches-per-image {asked} is more than the {side * side} "
+            f"patches of a {args.size} px image ({side}x{side} patches of {patch_size} px); storing all "
+            f"{side * side} of them",
+            file=sys.stderr,
+        )
+    return PATCHES_PER_IMAGE if asked is None else asked
 
 
 def _probe_names(args: argparse.Namespace) -> list[str]:

@@ -12,8 +12,10 @@ def add(commands: argparse._SubParsersAction) -> None:
         "toy",
         help="the toy experiments: IsSameObject maps and score densities on twin scenes, "
         "PCA of the twins' residual differences, position decodability by layer",
+        description="The toy experiments: IsSameObject maps and score densities on twin scenes, PCA of the twins' "
+        "residual differences, and position decodability by layer.",
     )
-    toy.add_argument("--model", default="zoo:dino", help=MODEL_HELP + " (default: zoo:dino)")
+    toy.add_argument("--model", default="zoo:dino", help=MODEL_HELP)
     toy.add_argument("--n-twin-scenes", type=positive_int, default=64, help="twin scenes the probes are read on")
     toy.add_argument(
         "--n-train-scenes",
@@ -28,7 +30,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="image side in px (default: the model's native size; the grid needs 8 or more patches)",
     )
-    toy.add_argument("--seed", type=non_negative_int, default=0)
+    toy.add_argument("--seed", type=non_negative_int, default=0, help="seeds the scenes, their split and the probes")
     toy.add_argument("--device", default=None, help=DEVICE_HELP)
     toy.add_argument("--out", type=output_dir, required=True, help="output directory (figures, toy.md, toy.json)")
 

@@ -52,7 +52,7 @@ def add(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     view.add_argument(
         "--images", type=parse_indices, default=[0], help="scene indices of the (first) run's dataset: 0,1,2 or 0-3"
     )
-    view.add_argument("--out", type=output_file, default="viewer.html", help="output HTML file (default viewer.html)")
+    view.add_argument("--out", type=output_file, default="viewer.html", help="output HTML file")
     view.add_argument("--probes", type=_names, default=None, help="all (default) or a comma list of the run's probes")
     view.add_argument("--layers", type=_layers, default=None, help="all (default), or e.g. 0,4,8 or 2-10 or 0-11:2")
     view.add_argument(
@@ -61,13 +61,13 @@ def add(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         choices=range(2, 9),
         metavar="{2..8}",
         default=6,
-        help="bits per stored score (2..8; default 6)",
+        help="bits per stored score (2..8)",
     )
     view.add_argument(
         "--max-mb",
         type=non_negative_float,
         default=30.0,
-        help="file size budget in MB: fewer bits are used to fit it (default 30; 0: no limit)",
+        help="file size budget in MB: fewer bits are used to fit it (0: no limit)",
     )
     view.add_argument("--display-px", type=positive_int, default=448, help="side of the box each image is drawn in")
     view.add_argument("--device", default=None, help=DEVICE_HELP)

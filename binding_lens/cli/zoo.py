@@ -13,11 +13,24 @@ ARGUMENT_TYPES = {int: positive_int, float: positive_float, str: str}
 
 
 def add(commands: argparse._SubParsersAction) -> None:
-    zoo = commands.add_parser("zoo", help="the models this project trains and ships (train, list, compare)")
+    zoo = commands.add_parser(
+        "zoo",
+        help="the models this project trains and ships (train, list, compare)",
+        description="The models this project trains and ships: train one, list them, compare their binding.",
+    )
     actions = zoo.add_subparsers(dest="zoo_command", required=True)
 
-    train = actions.add_parser("train", help="train one zoo model from its shipped recipe (seeded)")
-    train.add_argument("--objective", required=True, choices=("dino", "mae", "supervised", "random"))
+    train = actions.add_parser(
+        "train",
+        help="train one zoo model from its shipped recipe (seeded)",
+        description="Train one zoo model from its shipped recipe (seeded); any recipe field below overrides it.",
+    )
+    train.add_argument(
+        "--objective",
+        required=True,
+        choices=("dino", "mae", "supervised", "random"),
+        help="the training objective (random: the untrained twin, same architecture and initialization)",
+    )
     train.add_argument(
         "--out", type=output_dir, required=True, help="checkpoint directory to create (refused if it exists)"
     )
@@ -58,12 +71,20 @@ def add(commands: argparse._SubParsersAction) -> None:
         help=f"refuse a run estimated (from its first steps) to take longer (default: {MAX_HOURS:g})",
     )
 
-    actions.add_parser("list", help="the shipped models and their cards")
+    actions.add_parser(
+        "list", help="the shipped models and their cards", description="List the shipped zoo models and their cards."
+    )
 
-    compare = actions.add_parser("compare", help="binding by objective: layer sweeps of zoo models on held-out scenes")
+    compare = actions.add_parser(
+        "compare",
+        help="binding by objective: layer sweeps of zoo models on held-out scenes",
+        description="Binding by objective: layer sweeps of zoo models on held-out scenes, peaks side by side.",
+    )
     compare.add_argument("--models", default=None, help="comma list of zoo:<name> (default: every shipped model)")
     compare.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model")
-    compare.add_argument("--seed", type=non_negative_int, default=0)
+    compare.add_argument(
+        "--seed", type=non_negative_int, default=0, help="first seed of the scene draw, split and probes"
+    )
     compare.add_argument(
         "--seeds",
         type=positive_int,
@@ -74,9 +95,14 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--peak-by",
         choices=("val", "test"),
         default="val",
-        help="peak layer on validation AUROC (default) or test accuracy (the paper's rule: optimistic)",
+        help="peak layer on validation AUROC (val) or test accuracy (the paper's rule: optimistic)",
     )
-    compare.add_argument("--out", type=output_dir, default="runs/zoo-compare")
+    compare.add_argument(
+        "--out",
+        type=output_dir,
+        default="runs/zoo-compare",
+        help="output directory (objective_table.md/.csv, plots, one sweep per model)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -218,6 +218,11 @@ class ADE20K(Sequence):
         release folder or beside it (where the official starter script puts it)."""
         if root.name == INDEX_FILE and root.is_file():
             root = root.parent
+        elif root.is_file():
+            raise InputError(
+                f"ADE20K: {root} is a file; root must be the release folder {RELEASE_DIR}/ (holding images/ADE/), "
+                f"the folder holding it, or its {INDEX_FILE}"
+            )
         looked: dict[Path, None] = {}
         for release in (root, root / RELEASE_DIR):
             for index in (release / INDEX_FILE, release.parent / INDEX_FILE):

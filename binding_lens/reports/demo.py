@@ -88,8 +88,13 @@ def run_demo(out: str | Path = "runs/demo") -> None:
         f"{peaks[DEMO_MODELS[0]]['quadratic']['majority_baseline']:.3f}):"
     )
     print(format_table(rows, list(rows[0])))
-    print(
-        f"\nreport in {out.resolve()}: one sweep per model ({', '.join(s.removeprefix('zoo:') for s in DEMO_MODELS)}/"
-        f"sweep.csv, peaks.csv, accuracy_by_layer.png, probes/), {plot.name} "
-        f"({time.perf_counter() - started:.0f} s)"
+    print("\n" + report_line(out, plot, time.perf_counter() - started))
+
+
+def report_line(out: Path, plot: Path, seconds: float) -> str:
+    """The demo's last line: where each model's sweep and the comparison plot are, and how long it took."""
+    folders = [f"{spec.removeprefix('zoo:')}/" for spec in DEMO_MODELS]
+    return (
+        f"report in {out.resolve()}: {' and '.join(folders)}, one sweep per model (each holds sweep.csv, "
+        f"peaks.csv, accuracy_by_layer.png and probes/), and {plot.name} ({seconds:.0f} s)"
     )

@@ -78,6 +78,21 @@ def test_all_patches_are_stored_when_patches_per_image_is_none(tmp_path):
     assert (loaded.instance < 0).any() and (loaded.instance >= 0).any()  # background patches are kept, unlabelled
 
 
+def test_patches_per_image_above_the_grid_stores_the_grid_not_padding(tmp_path):
+    """At a fixed size every image has one patch grid: asking for more patches than it has stores all of them,
+    not rows of padding, and the manifest records what was stored, so asking 1000 or 16 is the same store."""
+    model = HookedViT.from_pretrained(MODEL)  # patch 14: a 56 px image has 4x4 = 16 patches
+    many = extract(model, scenes(3), [1], tmp_path / "many", patches_per_image=1000, size=56, progress=False)
+    assert many.manifest["request"]["patches_per_image"] == 16
+    loaded = many.load()
+    assert loaded.patch_index.shape[1] == 16 and loaded.acts[1].shape[1] == 16
+    grid = extract(model, scenes(3), [1], tmp_path / "grid", patches_per_image=16, size=56, progress=False).load()
+    torch.testing.assert_close(loaded.patch_index, grid.patch_index)
+    torch.testing.assert_close(loaded.acts[1], grid.acts[1])
+    again = extract(model, scenes(3), [1], tmp_path / "many", patches_per_image=500, size=56, progress=False)
+    assert again.manifest == many.manifest  # the same request: the store is reused, not refused
+
+
 _KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     import binding_lens.activations.store as store
@@ -247,8 +262,8 @@ def test_other_settings_on_an_existing_store_are_refused_naming_only_what_differ
     message = str(refused.value)
     assert "(dataset.size: stored [112, 112], requested [98, 98])" in message and len(message) < 400
     assert message.count("stored") == 1 and "seed" not in message and "knobs" not in message
-    with pytest.raises(StoreError, match=r"\(preprocessing.size: stored None, requested 98\)"):
-        extract(model, scenes(4), [1], tmp_path, size=98, progress=False)
+    with pytest.raises(StoreError, match=r"\(preprocessing.size: stored None, requested 126\)"):
+        extract(model, scenes(4), [1], tmp_path, size=126, progress=False)
     with pytest.raises(StoreError, match=r"\(model.weights: stored '[0-9a-f]+', requested '[0-9a-f]+'\)"):
         extract(HookedViT.from_pretrained(MODEL, seed=1), scenes(4), [1], tmp_path, progress=False)
     other = _Scenes(scenes(4))

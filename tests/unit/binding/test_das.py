@@ -121,6 +121,14 @@ def test_the_model_readout_is_the_hooked_forward_with_the_edit():
         train_das(model, pixels, instance[:, :-1], 0, probe, k=4)
 
 
+def test_a_subspace_as_large_as_the_residual_stream_is_refused():
+    from binding_lens.binding.das import RotatedSubspace
+
+    assert RotatedSubspace(8, 7).basis().shape == (8, 7)
+    with pytest.raises(ValueError, match=r"k must be in 1..7, below d_model 8 \(with k = d_model the interchange"):
+        RotatedSubspace(8, 8)
+
+
 def test_compare_subspaces_rows_and_controls():
     from binding_lens.analyses.causal_subspace import COLUMNS, compare_subspaces
     from binding_lens.probes import ProbeTrainingConfig
@@ -147,3 +155,6 @@ def test_compare_subspaces_rows_and_controls():
     assert all(set(COLUMNS) <= set(row) for row in table.rows) and "| DAS | 4 |" in table.markdown()
     with pytest.raises(ValueError, match="layer must be in 0..4"):
         compare_subspaces(model, [scenes[0]], layer=5, k=4)
+    d = model.cfg.d_model
+    with pytest.raises(ValueError, match=rf"k must be in 1..{d - 1}, below d_model {d} \(at k = d_model every"):
+        compare_subspaces(model, [scenes[0]], layer=2, k=d)  # every subspace would be the whole stream

@@ -26,9 +26,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from binding_lens.activations import ActivationStore
 from binding_lens.cli import main
 
 RUN = "{tmp}/run"
+RUN_SETTINGS = [  # the fixture sweep's settings, --out and --data aside
+    *("--model", "tiny:vit", "--n-images", "20", "--size", "64", "--layers", "0-1", "--probes", "quadratic"),
+    *("--epochs", "1", "--batch-images", "8"),
+]
 PROGRESS = re.compile(r"\d+%\|")  # tqdm's progress lines are not messages
 EARLY_INPUTS: list[tuple[str, list[str], str]] = [
     (
@@ -169,6 +174,32 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ),
     ("layers that do not parse", ["sweep", "--model", "tiny:vit", "--layers", "x", "--out", "{tmp}/o"], "comma list"),
     (
+        "a reversed --layers range",
+        ["sweep", "--model", "tiny:vit", "--layers", "2-0", "--out", "{tmp}/o"],
+        "the range 2-0 is reversed; write it lowest first (0-2)",
+    ),
+    ("a reversed --images range", ["view", "--run", RUN, "--images", "3-1", "--out", "{tmp}/v.html"], "reversed"),
+    (
+        "an ADE20K root that is a file",
+        ["extract", "--model", "tiny:vit", "--data", "ade20k:{tmp}/afile", "--size", "32", "--out", "{tmp}/o"],
+        "afile is a file; root must be the release folder",
+    ),
+    (
+        "a sweep into a run made with other data",
+        ["sweep", *RUN_SETTINGS, "--data", "twins", "--out", RUN],
+        "(asked vs stored: --data twins vs --data default)",
+    ),
+    (
+        "a sweep into a run made with other layers and seed",
+        ["sweep", *RUN_SETTINGS, "--layers", "0", "--seed", "3", "--out", RUN],
+        "(asked vs stored: --layers 0 vs --layers 0-1; --seed 3 vs --seed 0)",
+    ),
+    (
+        "extract into a store made at another size",
+        ["extract", "--model", "tiny:vit", "--n-images", "4", "--size", "64", "--layers", "0", "--out", "{tmp}/store"],
+        "activations extracted with other settings (asked vs stored: --size 64 vs --size 32;",
+    ),
+    (
         "a zero stride in --layers",
         ["sweep", "--model", "tiny:vit", "--layers", "0-2:0", "--out", "{tmp}/o"],
         "strided range",
@@ -232,7 +263,12 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     (
         "das with k above d_model",
         ["das", "--model", "tiny:vit", "--layer", "0", "--k", "500", "--out", "{tmp}/d"],
-        "k must be in 1..32",
+        "k must be in 1..31",
+    ),
+    (
+        "das with k equal to d_model (an empty complement)",
+        ["das", "--model", "tiny:vit", "--layer", "0", "--k", "32", "--out", "{tmp}/d"],
+        "k must be in 1..31, below d_model 32",
     ),
     (
         "bits on scenes without codes",
@@ -336,32 +372,9 @@ BEFORE_TORCH = [
 
 def make_workdir(tmp: Path) -> Path:
     """A run of a tiny sweep, a copy missing one probe file, a file, and a bad config, in `tmp`."""
-    assert (
-        main(
-            [
-                "sweep",
-                "--model",
-                "tiny:vit",
-                "--data",
-                "default",
-                "--n-images",
-                "20",
-                "--size",
-                "64",
-                "--layers",
-                "0-1",
-                "--probes",
-                "quadratic",
-                "--epochs",
-                "1",
-                "--batch-images",
-                "8",
-                "--out",
-                str(tmp / "run"),
-            ]
-        )
-        == 0
-    )
+    assert main(["sweep", *RUN_SETTINGS, "--data", "default", "--out", str(tmp / "run")]) == 0
+    store = ["--model", "tiny:vit", "--n-images", "4", "--size", "32", "--layers", "0", "--out", str(tmp / "store")]
+    assert main(["extract", *store]) == 0
     shutil.copytree(tmp / "run", tmp / "damaged")
     (tmp / "damaged" / "probes" / "L01_quadratic.safetensors").unlink()
     for name in ("corrupt", "unmasked"):
@@ -388,6 +401,12 @@ def workdir(tmp_path_factory) -> Path:
     return make_workdir(tmp_path_factory.mktemp("bad"))
 
 
+@pytest.fixture(scope="module")
+def kept(workdir) -> dict[str, dict[str, tuple[int, int]]]:
+    """The files of the fixture's run and store, as made: no refused command may change them."""
+    return {name: files_of(workdir / name) for name in ("run", "store")}
+
+
 def run_bad(argv: list[str], tmp: Path) -> tuple[int, str]:
     """(exit status, stderr) of `binding-lens argv` run in this process, offline."""
     err = io.StringIO()
@@ -406,7 +425,7 @@ def run_bad(argv: list[str], tmp: Path) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("what, argv, phrase", BAD_INPUTS, ids=[case[0] for case in BAD_INPUTS])
-def test_a_mistake_gets_one_or_two_lines_and_exit_2(what, argv, phrase, workdir):
+def test_a_mistake_gets_one_or_two_lines_and_exit_2(what, argv, phrase, workdir, kept):
     status, err = run_bad(argv, workdir)
     assert status == 2, err
     lines = err.splitlines()
@@ -415,6 +434,28 @@ def test_a_mistake_gets_one_or_two_lines_and_exit_2(what, argv, phrase, workdir)
     leftovers = [p for p in OUTPUTS if (workdir / p).exists() and any((workdir / p).iterdir())]
     assert not leftovers, f"{what} left files in {leftovers}"
     assert (workdir / "afile").read_text() == "not a directory" and not list(workdir.glob("**/*.tmp"))
+    assert {name: files_of(workdir / name) for name in kept} == kept, f"{what} changed the run or the store"
+
+
+def files_of(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` with its size and modification time: what a refused command must not touch."""
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_more_patches_per_image_than_the_grid_has_is_capped_with_one_warning(tmp_path):
+    argv = ["extract", "--model", "tiny:vit", "--n-images", "3", "--size", "64", "--layers", "0"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        status, err = run_bad([*argv, "--patches-per-image", "1000", "--out", "{tmp}/many"], tmp_path)
+        assert (status, err) == (
+            0,
+            "binding-lens extract: warning: --patches-per-image 1000 is more than the 64 patches of a 64 px image "
+            "(8x8 patches of 8 px); storing all 64 of them",
+        )
+        assert run_bad([*argv, "--out", "{tmp}/default"], tmp_path) == (0, "")  # the default: no warning
+    stored = ActivationStore(tmp_path / "many")
+    assert stored.manifest["request"]["patches_per_image"] == 64 and stored.load().patch_index.shape == (3, 64)
 
 
 def test_debug_shows_the_traceback_and_bugs_keep_theirs(workdir, capsys, monkeypatch):

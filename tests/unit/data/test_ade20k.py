@@ -9,6 +9,7 @@ from PIL import Image
 
 from binding_lens.data import ADE20K, SceneError
 from binding_lens.data.masks_io import decode_ade_seg
+from binding_lens.errors import InputError
 
 from helpers.ade20k import OBJECTNAMES, encode_ade_seg
 
@@ -93,6 +94,13 @@ def test_wrong_root_says_which_file_was_expected_where(tmp_path, ade_root):
         ADE20K(ade_root, classes="150")
     with pytest.raises(ValueError, match="unknown ADE20K split 'test'"):
         ADE20K(ade_root, "test")
+
+
+def test_a_file_as_root_is_one_clear_input_error(ade_root):
+    (ade_root / "notes.txt").write_text("not the release")
+    with pytest.raises(InputError, match=r"ADE20K: .*notes\.txt is a file; root must be the release folder"):
+        ADE20K(ade_root / "notes.txt")
+    assert len(ADE20K(ade_root / "index_ade20k.pkl")) == 2  # the index file itself is a root
 
 
 def test_missing_files_and_size_mismatch_are_clear_errors(ade_root):
