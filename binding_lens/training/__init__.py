@@ -12,4 +12,13 @@ turn into a `StoppingRule` and their results are, or carry, a `TrainingOutcome`.
 from .engine import Evaluation, Track, TrainingOutcome, run_training, shuffled_batches, train_for
 from .stopping import StoppingRule
 
-__all__ = ["Evaluation", "LoopConfig", "StoppingRule", "Track", "TrainingOutcome", "run_training", "shuffled_batches", "train_for"]
+__all__ = [
+    "Evaluation",
+    "LoopConfig",
+    "StoppingRule",
+    "Track",
+    "TrainingOutcome",
+    "run_training",
+    "shuffled_batches",
+    "train_for",
+]
