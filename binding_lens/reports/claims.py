@@ -184,7 +184,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         out / "ablation" / name,
         progress=progress,
     )
-    measures.update(intervention_measures(ablation["differences"]))
+    measures.update(intervention_measures(ablation.differences))
     toy = toy_experiments(
         model,
         out / "toy" / name,
