@@ -109,38 +109,24 @@ def compare_subspaces(
     """Probe eigen-subspace vs DAS subspace vs random subspaces at `layer`, measured at `layer + 1` (module
     docstring). Images split into probe/DAS training, probe validation and held-out measurement sets."""
     config = replace(config or SubspaceComparisonConfig(), **options)
+    seed = config.seed
     if not 0 <= layer < model.cfg.n_layers - 1:
         raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2}: effects are read at layer + 1, got {layer}")
     if not 1 <= k <= model.cfg.d_model:
         raise InputError(f"k must be in 1..{model.cfg.d_model} (d_model), got {k}")
     data = label_images(model, scenes, config.size)
-    train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=config.split, seed=config.seed)
+    train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=config.split, seed=seed)
     n_prefix = model.cfg.n_prefix_tokens
+    pixels, labels = data.pixels, data.instance
     probes = fit_layer_probes(
-        model,
-        data.pixels,
-        data.instance,
-        (layer, layer + 1),
-        train_idx,
-        val_idx,
-        seed=config.seed,
-        training=config.training,
+        model, pixels, labels, (layer, layer + 1), train_idx, val_idx, seed=seed, training=config.training
     )
     probe_next: PairProbe = probes[layer + 1].probe
-    das = train_das(
-        model,
-        data.pixels[train_idx],
-        data.instance[train_idx],
-        layer,
-        probe_next,
-        k,
-        seed=config.seed,
-        **(config.das_options or {}),
-    )
+    das_options = config.das_options or {}
+    das = train_das(model, pixels[train_idx], labels[train_idx], layer, probe_next, k, seed=seed, **das_options)
     subspaces = {"DAS": das.subspace, "probe eigen-subspace": BindingSubspace.from_probe(probes[layer].probe, k)}
     subspaces |= {
-        f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=config.seed + 1 + s)
-        for s in range(config.n_random)
+        f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=seed + 1 + s) for s in range(config.n_random)
     }
 
     held_out = residual_at(model, data.pixels[test_idx], layer)
@@ -150,8 +136,8 @@ def compare_subspaces(
     measured: list[dict[str, Any]] = []
     for name, sub in subspaces.items():
         angles = principal_angles(sub, das.subspace)
-        swap = swap_effect(tokens, instance, readout, sub, fraction=config.fraction, seed=config.seed)
-        shuffle = Shuffle(sub, 1.0, 0, seed=config.seed)
+        swap = swap_effect(tokens, instance, readout, sub, fraction=config.fraction, seed=seed)
+        shuffle = Shuffle(sub, 1.0, 0, seed=seed)
         measured.append(
             {
                 "subspace": name,
@@ -172,7 +158,7 @@ def compare_subspaces(
     settings = {
         "layer": layer,
         "k": k,
-        "seed": config.seed,
+        "seed": seed,
         "n_random": config.n_random,
         "fraction": config.fraction,
         "images": {"train": len(train_idx), "val": len(val_idx), "test": len(test_idx)},

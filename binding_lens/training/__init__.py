@@ -9,7 +9,7 @@ DINO head, SAEs, DAS and the zoo models through `train_for` (a fixed number of s
 turn into a `StoppingRule` and their results are, or carry, a `TrainingOutcome`.
 """
 
-from .engine import Evaluation, Track, TrainingOutcome, run_training, shuffled_batches, train_for
+from .engine import Evaluation, LoopConfig, Track, TrainingOutcome, run_training, shuffled_batches, train_for
 from .stopping import StoppingRule
 
 __all__ = [
