@@ -3,6 +3,7 @@
 extract(model, scenes, layers, out)            the store on disk (resumable; one part per rank under torchrun)
 extract_to_memory(model, scenes, layers)       the same tensors held in memory (the streaming sweep)
 plan_extraction(model, scenes, layers)         the checked request and its size, nothing extracted
+ExtractConfig(patches_per_image=..., ...)      the settings of both, as one value (or pass them as keywords)
 ExtractProfile()                               seconds per stage of one extraction
 ActivationStore(path).load(layers)             a store read back (a `store.Shard`)
 
@@ -12,7 +13,7 @@ and `request_differences` in `extract`.
 """
 
 from ..lazy import lazy_exports
-from .extract import ExtractionPlan, extract, extract_to_memory, plan_extraction
+from .extract import ExtractConfig, ExtractionPlan, extract, extract_to_memory, plan_extraction
 from .profile import ExtractProfile
 from .store import ActivationStore, StoreError, StoreNotFoundError
 
@@ -28,6 +29,7 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "ActivationStore",
+    "ExtractConfig",
     "ExtractProfile",
     "ExtractionPlan",
     "StoreError",

@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import inspect
 import json
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,24 +177,35 @@ class ExtractionPlan:
         return range(index * self.shard_size, min((index + 1) * self.shard_size, self.n_images))
 
 
-def _plan(
-    model: HookedViT,
-    dataset: Scenes,
-    layers: Sequence[int],
-    *,
-    dtype: torch.dtype = torch.float16,
-    patches_per_image: int | None = 64,
-    batch_size: int = 16,
-    size: Any = None,
-    purity: float | None = None,
-    seed: int = 0,
-    shard_size: int = 256,
-    dataset_identity: Any = None,
-    autocast: bool = True,
-) -> ExtractionPlan:
+@dataclass(frozen=True)
+class ExtractConfig:
+    """How `extract` and `extract_to_memory` run (their keywords, as one value). The first nine fields are
+    the plan's: the manifest records them, and a store made with others is refused; `device`, `progress`
+    and `workers` only say where and how the pipeline runs."""
+
+    dtype: torch.dtype = torch.float16
+    patches_per_image: int | None = 64  # None: every patch token
+    batch_size: int = 16
+    size: int | tuple[int, int] | None = None
+    purity: float | None = None
+    seed: int = 0
+    shard_size: int = 256
+    dataset_identity: Any = None  # None: the dataset's own `identity`
+    autocast: bool = True
+    device: str | torch.device | None = None  # None: the model's
+    progress: bool = True
+    workers: int | None = None  # None: `default_workers`
+
+
+EXTRACT_OPTIONS = frozenset(f.name for f in fields(ExtractConfig))
+
+
+def _plan(model: HookedViT, dataset: Scenes, layers: Sequence[int], config: ExtractConfig) -> ExtractionPlan:
     """Check the settings (before any image is read beyond the first) and describe the extraction. At a
     fixed `size`, at most the grid's patches are stored per image (and recorded so), whatever
     `patches_per_image` asks: more rows would only be padding."""
+    patches_per_image, size, purity, seed = config.patches_per_image, config.size, config.purity, config.seed
+    dtype, shard_size, dataset_identity = config.dtype, config.shard_size, config.dataset_identity
     layers = checked_layers(layers, model.cfg.n_layers)
     if patches_per_image is not None and patches_per_image < 2:
         raise InputError(
@@ -256,7 +266,15 @@ def _plan(
         seed,
     )
     return ExtractionPlan(
-        layers, request, preparation, dtype, batch_size, shard_size, len(dataset), autocast, model.cfg.d_model
+        layers,
+        request,
+        preparation,
+        dtype,
+        config.batch_size,
+        shard_size,
+        len(dataset),
+        config.autocast,
+        model.cfg.d_model,
     )
 
 
@@ -264,8 +282,7 @@ def plan_extraction(model: HookedViT, dataset: Scenes, layers: Sequence[int], **
     """The checked plan of `extract` (or `extract_to_memory`) with these `options` (their keywords; the
     pipeline's own, such as `workers` or `device`, do not change the plan and are ignored), without
     extracting anything: for callers that must size the work or refuse other settings first."""
-    settings = inspect.signature(_plan).parameters
-    return _plan(model, dataset, layers, **{k: v for k, v in options.items() if k in settings})
+    return _plan(model, dataset, layers, ExtractConfig(**{k: v for k, v in options.items() if k in EXTRACT_OPTIONS}))
 
 
 def default_workers(device: torch.device) -> int:
@@ -281,20 +298,10 @@ def extract(
     dataset: Scenes,
     layers: Sequence[int],
     out: str | Path,
+    config: ExtractConfig | None = None,
     *,
-    dtype: torch.dtype = torch.float16,
-    patches_per_image: int | None = 64,
-    batch_size: int = 16,
-    device: str | torch.device | None = None,
-    size: int | tuple[int, int] | None = None,
-    purity: float | None = None,
-    seed: int = 0,
-    shard_size: int = 256,
-    dataset_identity: Any = None,
-    autocast: bool = True,
-    progress: bool = True,
-    workers: int | None = None,
     profile: ExtractProfile | None = None,
+    **options: Any,
 ) -> ActivationStore:
     """Extract patch-token activations of `layers` for every usable image of `dataset` into `out`.
 
@@ -308,23 +315,14 @@ def extract(
     A pipeline: `workers` loader processes prepare batches (default: `default_workers`), the model
     runs on `device`, and a background thread writes finished shards. Pass an `ExtractProfile` to
     get the time of each stage. Under `torchrun`, each rank extracts its own shards of one store.
+
+    The settings are an `ExtractConfig`'s fields: pass one as `config`, or its fields as keywords (they
+    override `config`'s).
     """
     out = Path(out)
-    plan = _plan(
-        model,
-        dataset,
-        layers,
-        dtype=dtype,
-        patches_per_image=patches_per_image,
-        batch_size=batch_size,
-        size=size,
-        purity=purity,
-        seed=seed,
-        shard_size=shard_size,
-        dataset_identity=dataset_identity,
-        autocast=autocast,
-    )
-    device = ranks.local_device(device if device is not None else model.device)
+    config = replace(config or ExtractConfig(), **options)
+    plan = _plan(model, dataset, layers, config)
+    device = ranks.local_device(config.device if config.device is not None else model.device)
     model = model.to(device).eval()
     rank, world_size = ranks.world()
     manifest = build_manifest(model, dataset, plan.request, plan.n_shards, plan.request["dataset"])
@@ -342,13 +340,13 @@ def extract(
 
     def allocate(n_rows: int) -> dict[int, Tensor]:
         shape = (n_rows, plan.preparation.n_slots, model.cfg.d_model)
-        return {layer: torch.empty(shape, dtype=dtype, pin_memory=pinned) for layer in plan.layers}
+        return {layer: torch.empty(shape, dtype=plan.dtype, pin_memory=pinned) for layer in plan.layers}
 
     def finish(shard: _ShardInProgress) -> None:
         writer.submit(shard.index, shard.result(), shard.record(plan.shard_images(shard.index)), shard.ready())
 
     try:
-        _run(model, dataset, plan, mine, device, allocate, finish, workers, profile, progress)
+        _run(model, dataset, plan, mine, device, _Sink(allocate, finish), config, profile)
     except BaseException:
         with contextlib.suppress(Exception):  # the original error is the one to report
             writer.close()  # shards finished before the failure are kept: the next run resumes after them
@@ -362,21 +360,19 @@ def extract_to_memory(
     model: HookedViT,
     dataset: Scenes,
     layers: Sequence[int],
+    config: ExtractConfig | None = None,
     *,
     into: str | torch.device = "cpu",
-    device: str | torch.device | None = None,
-    progress: bool = True,
-    workers: int | None = None,
     profile: ExtractProfile | None = None,
-    **settings: Any,
+    **options: Any,
 ) -> tuple[Shard, dict[str, Any]]:
     """What `extract` would store, held in memory on `into` (the GPU, for probes trained there) instead:
     (the same tensors `ActivationStore.load()` gives, the request a manifest would record plus the skip
-    counts). `settings` are `extract`'s (dtype, patches_per_image, batch_size, size, purity, seed,
-    shard_size, dataset_identity, autocast). Activations are written in place into tensors allocated
-    once for the whole dataset."""
-    plan = _plan(model, dataset, layers, **settings)
-    device = torch.device(device) if device is not None else model.device
+    counts). The settings are `extract`'s (an `ExtractConfig`, or its fields as keywords). Activations are
+    written in place into tensors allocated once for the whole dataset."""
+    config = replace(config or ExtractConfig(), **options)
+    plan = _plan(model, dataset, layers, config)
+    device = torch.device(config.device) if config.device is not None else model.device
     model = model.to(device).eval()
     whole = {
         layer: torch.empty((plan.n_images, plan.preparation.n_slots, model.cfg.d_model), dtype=plan.dtype, device=into)
@@ -393,18 +389,8 @@ def extract_to_memory(
         offset += len(shard.kept)
         finished.append(shard)
 
-    _run(
-        model,
-        dataset,
-        plan,
-        list(range(plan.n_shards)),
-        device,
-        allocate,
-        finish,
-        workers,
-        profile if profile is not None else ExtractProfile(),
-        progress,
-    )
+    sink = _Sink(allocate, finish)
+    _run(model, dataset, plan, list(range(plan.n_shards)), device, sink, config, profile or ExtractProfile())
     parts = [shard.result() for shard in finished]
     stored = Shard(
         acts={layer: acts[:offset] for layer, acts in whole.items()},
@@ -484,26 +470,32 @@ class _ShardInProgress:
         return event
 
 
+@dataclass(frozen=True)
+class _Sink:
+    """Where a run's activations go: `allocate` gives a shard's tensors, `finish` takes a finished shard."""
+
+    allocate: Callable[[int], dict[int, Tensor]]
+    finish: Callable[[_ShardInProgress], None]
+
+
 def _run(
     model: HookedViT,
     dataset: Scenes,
     plan: ExtractionPlan,
     shards: list[int],
     device: torch.device,
-    allocate: Callable[[int], dict[int, Tensor]],
-    finish: Callable[[_ShardInProgress], None],
-    workers: int | None,
+    sink: _Sink,
+    config: ExtractConfig,
     profile: ExtractProfile,
-    progress: bool,
 ) -> None:
     """Prepare (workers), run and gather (device) every batch of `shards`, handing each finished shard to `finish`."""
-    workers = default_workers(device) if workers is None else workers
+    workers = default_workers(device) if config.workers is None else config.workers
     profile.workers = workers
     jobs = batch_jobs(shards, plan.n_images, plan.shard_size, plan.batch_size)
     total = sum(len(images) for _, images in jobs)
     rank, world_size = ranks.world()
     where = f" (rank {rank} of {world_size})" if world_size > 1 else ""
-    bar = tqdm(total=total, unit="img", desc=f"extract {model.cfg.source}{where}", disable=not progress)
+    bar = tqdm(total=total, unit="img", desc=f"extract {model.cfg.source}{where}", disable=not config.progress)
     fused_before = model.cfg.fused_attention
     model.set_fused_attention(True)  # only the residual stream is read: the fused kernel gives the same values
     current: _ShardInProgress | None = None
@@ -522,12 +514,12 @@ def _run(
             profile.add("prepare", batch.seconds)
             images = plan.shard_images(batch.shard)
             if current is None:
-                current = _ShardInProgress(batch.shard, allocate(len(images)), device)
+                current = _ShardInProgress(batch.shard, sink.allocate(len(images)), device)
             with profile.timed("forward", device):
                 _forward(model, plan, batch, current, device)
             current.add(batch)
             if batch.images.stop == images.stop:  # the shard's last batch: hand it on at once
-                finish(current)
+                sink.finish(current)
                 current = None
             profile.images += len(batch.images)
             bar.update(len(batch.images))

@@ -380,6 +380,46 @@ def _differences(conditions: Sequence[Condition], clean: Condition, settings: Ab
     return rows
 
 
+@dataclass(frozen=True)
+class DinoCheckpoint:
+    """A DINO checkpoint's own head for `ablation_study`'s DINO loss (e.g. from `zoo.load_dino_head`): with its
+    training `center` the loss is the model's own (without, the clean model's mean head output on the
+    images); `temperatures`: {student_temp, teacher_temp} it was trained with (default 0.1 / 0.04)."""
+
+    head: DinoHead
+    center: Tensor | None = None
+    temperatures: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    """What `ablation_study` measured: `rows` (the measures of the clean run, the head refit and every
+    (subspace, intervention, strength)), `differences` (each minus the clean run, with paired bootstrap
+    intervals), the attention-vs-probe correlation, and what was run on (`summary()`: the JSON summary)."""
+
+    rows: list[Row]
+    differences: list[Row]
+    attention_vs_probe: dict[str, Any]  # r, p_value, n_pairs, r_ground_truth
+    settings: AblationSettings
+    dino_head: str | None  # where the DINO head came from (None: no DINO loss measured)
+    probe: str
+    model: str
+    images: dict[str, int]  # train, test
+    eigenvalues: list[float]  # of the binding subspace
+
+    def summary(self) -> dict[str, Any]:
+        """`ablation_summary.json`: everything but the two tables."""
+        return {
+            "attention_vs_probe": self.attention_vs_probe,
+            "settings": asdict(self.settings),
+            "dino_head": self.dino_head,
+            "probe": self.probe,
+            "model": self.model,
+            "images": self.images,
+            "eigenvalues": self.eigenvalues,
+        }
+
+
 def ablation_study(
     model: HookedViT,
     scenes: Sequence[Scene],
@@ -388,44 +428,47 @@ def ablation_study(
     out: str | Path | None = None,
     *,
     size: int | None = None,
-    dino_head: DinoHead | None = None,
-    dino_center: Tensor | None = None,
-    dino_temperatures: dict[str, float] | None = None,
+    dino: DinoCheckpoint | None = None,
     progress: bool = True,
-) -> dict[str, Any]:
-    """`rows`: the measures of the clean run, the head refit and every (subspace, intervention, strength);
-    `differences`: each of those minus the clean run, with paired bootstrap intervals. Written under
-    `out` if given (`ablation.csv`, `ablation_differences.csv`, `ablation_summary.json`).
+) -> AblationResult:
+    """Measure every condition against the clean run (module docstring); written under `out` if given
+    (`ablation.csv`, `ablation_differences.csv`, `ablation_summary.json`).
 
-    DINO loss: with `dino_head` (a checkpoint's head, e.g. `zoo.load_dino_head`) and its training
-    `dino_center` the loss is the model's own; without a center, the clean model's mean head output
-    on these images is used; without a head, one is fitted on clean features (the report says which).
-    `dino_temperatures`: {student_temp, teacher_temp} the head was trained with (default 0.1 / 0.04).
+    DINO loss: with `dino` (a checkpoint's head, with its training center and temperatures) the loss is
+    the model's own; without a center, the clean model's mean head output on these images is used;
+    without a head, one is fitted on clean features (the result's `dino_head` says which).
     """
     plan = _plan(model, scenes, probe, settings, size)
     clean_features, clean_pattern = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size)
     correlation = _attention_vs_probe(model, plan.data, probe, settings.layer, plan.split[1], clean_pattern, settings)
-    dino = (
-        DinoMeasurement.prepare(model, plan.data, settings, dino_head, dino_center, dino_temperatures)
+    measurement = (
+        DinoMeasurement.prepare(
+            model,
+            plan.data,
+            settings,
+            dino.head if dino is not None else None,
+            dino.center if dino is not None else None,
+            dino.temperatures if dino is not None else None,
+        )
         if settings.dino
         else None
     )
-    clean, *conditions = _clean_runs(plan, settings, clean_features, clean_pattern, dino)
+    clean, *conditions = _clean_runs(plan, settings, clean_features, clean_pattern, measurement)
     for condition in tqdm(
         plan.conditions, desc=f"ablate layer {settings.layer}", unit="condition", disable=not progress
     ):
-        conditions.append(_intervened(model, plan, settings, condition, clean_pattern, dino))
-    result = {
-        "rows": [condition.row(settings) for condition in [clean, *conditions]],
-        "differences": _differences(conditions, clean, settings),
-        "attention_vs_probe": correlation,
-        "settings": asdict(settings),
-        "dino_head": dino.head_source if dino is not None else None,
-        "probe": probe.name,
-        "model": model.cfg.source,
-        "images": {"train": len(plan.split[0]), "test": len(plan.split[1])},
-        "eigenvalues": _eigenvalues(plan.subspaces["binding"]),
-    }
+        conditions.append(_intervened(model, plan, settings, condition, clean_pattern, measurement))
+    result = AblationResult(
+        rows=[condition.row(settings) for condition in [clean, *conditions]],
+        differences=_differences(conditions, clean, settings),
+        attention_vs_probe=correlation,
+        settings=settings,
+        dino_head=measurement.head_source if measurement is not None else None,
+        probe=probe.name,
+        model=model.cfg.source,
+        images={"train": len(plan.split[0]), "test": len(plan.split[1])},
+        eigenvalues=_eigenvalues(plan.subspaces["binding"]),
+    )
     if out is not None:
         _write(result, Path(out))
     return result
@@ -437,13 +480,11 @@ def _eigenvalues(subspace: BindingSubspace) -> list[float]:
     return subspace.eigenvalues.tolist()
 
 
-def _write(result: dict[str, Any], out: Path) -> None:
+def _write(result: AblationResult, out: Path) -> None:
     """`ablation.csv`, `ablation_differences.csv` (each with its JSON) and `ablation_summary.json` (the rest)."""
-    write_table(result["rows"], out / "ablation")
-    write_table(result["differences"], out / "ablation_differences")
-    write_json_atomic(
-        out / "ablation_summary.json", {k: v for k, v in result.items() if k not in ("rows", "differences")}
-    )
+    write_table(result.rows, out / "ablation")
+    write_table(result.differences, out / "ablation_differences")
+    write_json_atomic(out / "ablation_summary.json", result.summary())
 
 
 def _side(model: HookedViT, pixels: float) -> int:

@@ -37,7 +37,7 @@ token sets of every split are read from the edited stream, so the probes measure
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any
 
@@ -230,31 +230,47 @@ def _check_bits(
     return priors, token_sets, combinations(token_sets, families)
 
 
+@dataclass(frozen=True)
+class BitsConfig:
+    """How `measure_bits` builds, trains and scores its probes, and reads the tokens (its keywords, as one value)."""
+
+    training: CodeTrainingConfig = CodeTrainingConfig()
+    rank: int = 16  # of the quadratic families
+    hidden: int = 64  # of the dnn family
+    size: int | tuple[int, int] | None = None  # image side fed to the model
+    n_boot: int = 1000
+    fwd_hooks: Sequence[tuple[str, Callable]] = ()  # run while the token sets are read, on every split
+    progress: Callable[[str], None] | None = None  # called with one line per probe fitted
+
+
 def measure_bits(
     model: Any,
     splits: dict[str, CodedScenes],
     layers: Sequence[int],
     token_sets: Sequence[str] = ("cls", "spatial"),
     families: Sequence[str] = ("linear", "quadratic", "shared_quadratic", "dnn", "attention"),
+    config: BitsConfig | None = None,
     *,
-    training: CodeTrainingConfig = CodeTrainingConfig(),
-    rank: int = 16,
-    hidden: int = 64,
-    size: int | tuple[int, int] | None = None,
-    n_boot: int = 1000,
-    fwd_hooks: Sequence[tuple[str, Callable]] = (),
     prior: dict[str, tuple[Any, Tensor]] | None = None,
-    progress: Callable[[str], None] | None = None,
+    **options: Any,
 ) -> BitsResult:
     """The bits table of `model` (see the module docstring); `splits` maps train, val and test to CodedScenes.
     `fwd_hooks` (TransformerLens hooks, e.g. interventions) run while the token sets are read, on every split.
-    `prior`: the prior probes of these splits from `fit_prior_probes` (fitted here when None)."""
+    `prior`: the prior probes of these splits from `fit_prior_probes` (fitted here when None). The settings
+    are a `BitsConfig`'s fields: pass one as `config`, or its fields as keywords (they override `config`'s)."""
+    config = replace(config or BitsConfig(), **options)
+    training, rank, hidden, n_boot = config.training, config.rank, config.hidden, config.n_boot
     priors, token_sets, pairs = _check_bits(model, splits, token_sets, families)
     shape = _grid_shape(splits["train"].scenes[0])
-    say = progress or (lambda message: None)
+    say = config.progress or (lambda message: None)
     tokens = {
         s: read_token_sets(
-            model, [scene.image for scene in splits[s].scenes], layers, token_sets, size=size, fwd_hooks=fwd_hooks
+            model,
+            [scene.image for scene in splits[s].scenes],
+            layers,
+            token_sets,
+            size=config.size,
+            fwd_hooks=config.fwd_hooks,
         )
         for s in SPLITS
     }
@@ -287,18 +303,18 @@ def measure_bits_over_seeds(
     token_sets: Sequence[str] = ("cls", "spatial"),
     families: Sequence[str] = ("linear", "quadratic", "shared_quadratic", "dnn", "attention"),
     seeds: Sequence[int] = (0,),
-    *,
-    training: CodeTrainingConfig = CodeTrainingConfig(),
-    progress: Callable[[str], None] | None = None,
-    **kwargs: Any,
+    config: BitsConfig | None = None,
+    **options: Any,
 ) -> BitsResult:
     """`measure_bits` once per seed: seed `s` draws the scenes (`splits_for_seed(s)`) and seeds the probes
     (initial weights, batches, bootstrap). Each row's numbers are the mean across seeds with a Student-t 95 %
     interval across them (`<metric>_low/high`, `n_seeds`); `learnt`, `beyond_prior` and
     `vs_linear_beyond_noise` are read off those intervals, and `learnt_seeds` says on how many seeds the
-    image-bootstrap interval alone was above 0. One seed is `measure_bits` itself (image-bootstrap intervals)."""
+    image-bootstrap interval alone was above 0. One seed is `measure_bits` itself (image-bootstrap intervals).
+    The settings are `measure_bits`'s (a `BitsConfig`, or its fields as keywords)."""
     seeds = distinct_seeds(seeds)
-    say = progress or (lambda message: None)
+    config = replace(config or BitsConfig(), **options)
+    say = config.progress or (lambda message: None)
 
     def run(seed: int) -> BitsResult:
         if len(seeds) > 1:
@@ -309,9 +325,7 @@ def measure_bits_over_seeds(
             layers,
             token_sets,
             families,
-            training=replace(training, seed=seed),
-            progress=progress,
-            **kwargs,
+            replace(config, training=replace(config.training, seed=seed)),
         )
 
     runs = [run(seed) for seed in seeds]
@@ -456,51 +470,50 @@ def _edits(
     return conditions
 
 
+@dataclass(frozen=True)
+class InterventionConfig:
+    """Which edits `bits_under_interventions` applies and where the probes read (its keywords, as one value)."""
+
+    interventions: Sequence[str] = INTERVENTIONS
+    random_control: bool = True  # also edit a random subspace of the same dimension
+    read_layer: int | None = None  # None: the edited layer
+    token_sets: Sequence[str] = ("spatial",)
+    families: Sequence[str] = ("attention",)
+
+
 def bits_under_interventions(
     model: Any,
     splits: dict[str, CodedScenes],
     subspace: BindingSubspace,
     layer: int,
-    *,
-    read_layer: int | None = None,
-    token_sets: Sequence[str] = ("spatial",),
-    families: Sequence[str] = ("attention",),
-    interventions: Sequence[str] = INTERVENTIONS,
-    random_control: bool = True,
-    training: CodeTrainingConfig = CodeTrainingConfig(),
-    rank: int = 16,
-    hidden: int = 64,
-    size: int | tuple[int, int] | None = None,
-    n_boot: int = 1000,
-    progress: Callable[[str], None] | None = None,
+    config: BitsConfig | None = None,
+    edits: InterventionConfig | None = None,
+    **options: Any,
 ) -> list[Row]:
     """B_O of each token set at `read_layer` (default `layer`) with each intervention applied to the patch
     tokens at `layer`, on the binding `subspace` and (`random_control`) on a random subspace of the same
     dimension; `bits_lost` is the clean B_O minus the edited one, its interval a paired bootstrap over
     the test images. Every condition reads all three splits through the edit and trains its probes
-    afresh: what a probe can still decode, not what a clean-trained probe loses."""
-    conditions = _edits(model, subspace, layer, interventions, random_control, training.seed)
-    read_layer = layer if read_layer is None else read_layer
+    afresh: what a probe can still decode, not what a clean-trained probe loses.
+
+    The settings are a `BitsConfig` (how the probes train and score) and an `InterventionConfig` (what is
+    edited and read): pass them, or any of their fields as keywords (they override theirs)."""
+    edit_names = {f.name for f in fields(InterventionConfig)}
+    edits = replace(edits or InterventionConfig(), **{k: v for k, v in options.items() if k in edit_names})
+    config = replace(config or BitsConfig(), **{k: v for k, v in options.items() if k not in edit_names})
+    training, n_boot = config.training, config.n_boot
+    conditions = _edits(model, subspace, layer, edits.interventions, edits.random_control, training.seed)
+    read_layer = layer if edits.read_layer is None else edits.read_layer
     if read_layer < layer:
         raise InputError(f"read_layer {read_layer} comes before the edit at layer {layer}: read at or after it")
-    say = progress or (lambda message: None)
+    say = config.progress or (lambda message: None)
     rows: list[Row] = []
     clean: dict[tuple[int, str, str], Tensor] = {}
-    prior = fit_prior_probes(splits, training, rank=rank, hidden=hidden)
+    prior = fit_prior_probes(splits, training, rank=config.rank, hidden=config.hidden)
+    quiet = replace(config, progress=None)  # each condition's probes are reported here, in one line each
     for kind, name, hooks in conditions:
         result = measure_bits(
-            model,
-            splits,
-            [read_layer],
-            token_sets,
-            families,
-            training=training,
-            rank=rank,
-            hidden=hidden,
-            size=size,
-            n_boot=n_boot,
-            fwd_hooks=hooks,
-            prior=prior,
+            model, splits, [read_layer], edits.token_sets, edits.families, quiet, prior=prior, fwd_hooks=hooks
         )
         for row in result.rows:
             key = (read_layer, row["tokens"], row["family"])

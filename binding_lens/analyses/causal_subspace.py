@@ -20,7 +20,7 @@ inside that range does no more than any k directions would. One model, one seed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -85,22 +85,31 @@ class SubspaceComparison:
         return head + "\n".join("| " + " | ".join(cell(row[c]) for c in COLUMNS) + " |" for row in self.rows) + "\n"
 
 
+@dataclass(frozen=True)
+class SubspaceComparisonConfig:
+    """How `compare_subspaces` splits, trains and measures (its keywords, as one value)."""
+
+    size: int | None = None
+    split: tuple[float, float, float] = (0.6, 0.15, 0.25)
+    seed: int = 0
+    n_random: int = 5
+    training: ProbeTrainingConfig | None = None
+    das_options: dict[str, Any] | None = None
+    fraction: float = 0.25
+
+
 def compare_subspaces(
     model: HookedViT,
     scenes: Scenes,
     layer: int,
     k: int,
-    *,
-    size: int | None = None,
-    split: tuple[float, float, float] = (0.6, 0.15, 0.25),
-    seed: int = 0,
-    n_random: int = 5,
-    training: ProbeTrainingConfig | None = None,
-    das_options: dict[str, Any] | None = None,
-    fraction: float = 0.25,
+    config: SubspaceComparisonConfig | None = None,
+    **options: Any,
 ) -> SubspaceComparison:
     """Probe eigen-subspace vs DAS subspace vs random subspaces at `layer`, measured at `layer + 1` (module
     docstring). Images split into probe/DAS training, probe validation and held-out measurement sets."""
+    config = replace(config or SubspaceComparisonConfig(), **options)
+    seed = config.seed
     if not 0 <= layer < model.cfg.n_layers - 1:
         raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2}: effects are read at layer + 1, got {layer}")
     if not 1 <= k < model.cfg.d_model:
@@ -108,19 +117,19 @@ def compare_subspaces(
             f"k must be in 1..{model.cfg.d_model - 1}, below d_model {model.cfg.d_model} (at k = d_model every "
             f"subspace is the whole residual stream, so there is nothing to compare), got {k}"
         )
-    data = label_images(model, scenes, size)
-    train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=split, seed=seed)
+    data = label_images(model, scenes, config.size)
+    train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=config.split, seed=seed)
     n_prefix = model.cfg.n_prefix_tokens
+    pixels, labels = data.pixels, data.instance
     probes = fit_layer_probes(
-        model, data.pixels, data.instance, (layer, layer + 1), train_idx, val_idx, seed=seed, training=training
+        model, pixels, labels, (layer, layer + 1), train_idx, val_idx, seed=seed, training=config.training
     )
     probe_next: PairProbe = probes[layer + 1].probe
-    das = train_das(
-        model, data.pixels[train_idx], data.instance[train_idx], layer, probe_next, k, seed=seed, **(das_options or {})
-    )
+    das_options = config.das_options or {}
+    das = train_das(model, pixels[train_idx], labels[train_idx], layer, probe_next, k, seed=seed, **das_options)
     subspaces = {"DAS": das.subspace, "probe eigen-subspace": BindingSubspace.from_probe(probes[layer].probe, k)}
     subspaces |= {
-        f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=seed + 1 + s) for s in range(n_random)
+        f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=seed + 1 + s) for s in range(config.n_random)
     }
 
     held_out = residual_at(model, data.pixels[test_idx], layer)
@@ -130,7 +139,7 @@ def compare_subspaces(
     measured: list[dict[str, Any]] = []
     for name, sub in subspaces.items():
         angles = principal_angles(sub, das.subspace)
-        swap = swap_effect(tokens, instance, readout, sub, fraction=fraction, seed=seed)
+        swap = swap_effect(tokens, instance, readout, sub, fraction=config.fraction, seed=seed)
         shuffle = Shuffle(sub, 1.0, 0, seed=seed)
         measured.append(
             {
@@ -153,8 +162,8 @@ def compare_subspaces(
         "layer": layer,
         "k": k,
         "seed": seed,
-        "n_random": n_random,
-        "fraction": fraction,
+        "n_random": config.n_random,
+        "fraction": config.fraction,
         "images": {"train": len(train_idx), "val": len(val_idx), "test": len(test_idx)},
         "das_loss": das.history,
     }

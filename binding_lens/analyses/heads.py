@@ -14,7 +14,7 @@ a drop much smaller than its width is not evidence of anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -73,24 +73,36 @@ class HeadMap:
         return sorted(self.rows(), key=lambda row: -row["auroc_drop"])[:n]
 
 
+@dataclass(frozen=True)
+class HeadAblationConfig:
+    """Which blocks `head_ablation_map` maps, how it ablates and how it scores (its keywords, as one value)."""
+
+    layers: list[int] | None = None  # None: every l with a probe at l + 1
+    mode: str = "zero"  # or "mean"
+    patches_per_image: int | None = None  # None: all labelled patches
+    seed: int = 0
+    batch_size: int = 32
+
+
 @torch.no_grad()
 def head_ablation_map(
     model: HookedViT,
     pixels: Float[Tensor, "image channels height width"],
     instance: Int[Tensor, "image n_patches"],
     probes: dict[int, PairProbe],
+    config: HeadAblationConfig | None = None,
     *,
-    layers: list[int] | None = None,
-    mode: str = "zero",
     mean_pixels: Tensor | None = None,
-    patches_per_image: int | None = None,
-    seed: int = 0,
-    batch_size: int = 32,
+    **options: Any,
 ) -> HeadMap:
     """Ablate each head of each block l in `layers` (default: every l with a probe at l + 1) and score the
     probe at l + 1 on fixed pairs of these images (all labelled patches unless `patches_per_image`).
-    `mode="mean"` replaces z by its mean over `mean_pixels` (default: these images)."""
-    layers = sorted(layer - 1 for layer in probes if layer >= 1) if layers is None else sorted(layers)
+    `mode="mean"` replaces z by its mean over `mean_pixels` (default: these images). The settings are a
+    `HeadAblationConfig`'s fields: pass one as `config`, or its fields as keywords (they override `config`'s)."""
+    config = replace(config or HeadAblationConfig(), **options)
+    mode, batch_size = config.mode, config.batch_size
+    chosen = config.layers
+    layers = sorted(layer - 1 for layer in probes if layer >= 1) if chosen is None else sorted(chosen)
     missing = [layer for layer in layers if layer + 1 not in probes or not 0 <= layer < model.cfg.n_layers - 1]
     if missing or not layers:
         raise InputError(
@@ -98,7 +110,7 @@ def head_ablation_map(
             f"0..{model.cfg.n_layers - 2}; cannot map blocks {missing or layers}"
         )
     n_prefix, n_heads = model.cfg.n_prefix_tokens, model.cfg.n_heads
-    pairs = fixed_pairs(instance, patches_per_image, seed)
+    pairs = fixed_pairs(instance, config.patches_per_image, config.seed)
 
     def score(layer: int, hooks: list) -> dict[str, Any]:
         outs = []

@@ -21,7 +21,7 @@ At one layer, on the patch tokens of `resid_post(layer)`:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -250,44 +250,53 @@ def _baselines(
     return [{"pair_score": name, **reporting.auroc_row(scores, n_boot, seed)} for name, scores in scored.items()]
 
 
+@dataclass(frozen=True)
+class SaeBindingConfig:
+    """How `sae_binding` trains and ranks (its keywords, as one value)."""
+
+    size: int | None = None
+    sae_training: SaeTrainingConfig | None = None
+    subspace_rank: int = 8
+    top: int = 10
+    patches_per_image: int = 32
+    seed: int = 0
+    n_boot: int = 1000
+
+
 def sae_binding(
     model: HookedViT,
     scenes: Sequence[Scene],
     layer: int,
+    config: SaeBindingConfig | None = None,
     *,
-    size: int | None = None,
     sae: SparseAutoencoder | None = None,
-    sae_training: SaeTrainingConfig | None = None,
-    subspace_rank: int = 8,
-    top: int = 10,
-    patches_per_image: int = 32,
-    seed: int = 0,
-    n_boot: int = 1000,
+    **options: Any,
 ) -> SaeBindingResult:
     """See the module docstring. `sae`: an SAE already trained on `resid_post(layer)` (else one is trained
     on the training images with `sae_training`)."""
+    config = replace(config or SaeBindingConfig(), **options)
     _check(model, len(scenes), layer)
-    setup = _set_up(model, scenes, layer, size, sae, sae_training, subspace_rank, seed)
+    setup = _set_up(model, scenes, layer, config.size, sae, config.sae_training, config.subspace_rank, config.seed)
     train, select, report = setup.split
-    selection = _Pairs.of(setup.instance[select], patches_per_image, seed)
-    reporting = _Pairs.of(setup.instance[report], patches_per_image, seed + 1)
+    selection = _Pairs.of(setup.instance[select], config.patches_per_image, config.seed)
+    reporting = _Pairs.of(setup.instance[report], config.patches_per_image, config.seed + 1)
     same, _ = reporting.labels()
     if same.all() or not same.any():
         raise InputError("the report images have no pair of both kinds (same and different object): use more images")
     tokens = selection.tokens(setup.patches[select]), reporting.tokens(setup.patches[report])
-    chosen = _feature_aurocs(_encode(setup.sae, tokens[0]), selection).argsort(descending=True)[:top]
+    chosen = _feature_aurocs(_encode(setup.sae, tokens[0]), selection).argsort(descending=True)[: config.top]
     codes = _encode(setup.sae, tokens[1])
-    random = BindingSubspace.random(model.cfg.d_model, subspace_rank, seed=seed)
-    features = _feature_rows(setup, reporting, codes, chosen, random, seed, n_boot)
-    baselines = _baselines(setup, (selection, reporting), tokens, codes, layer, seed, n_boot)
+    random = BindingSubspace.random(model.cfg.d_model, config.subspace_rank, seed=config.seed)
+    features = _feature_rows(setup, reporting, codes, chosen, random, config.seed, config.n_boot)
+    baselines = _baselines(setup, (selection, reporting), tokens, codes, layer, config.seed, config.n_boot)
     settings = {
         "layer": layer,
         "images": {"train": len(train), "select": len(select), "report": len(report)},
         "report_pairs": int(same.numel()),
         "report_positive_rate": float(same.float().mean()),
-        "subspace_rank": subspace_rank,
-        "patches_per_image": patches_per_image,
-        "seed": seed,
+        "subspace_rank": config.subspace_rank,
+        "patches_per_image": config.patches_per_image,
+        "seed": config.seed,
         "probe_learnt": setup.probe.learnt,
     }
     return SaeBindingResult(features, baselines, setup.sae, setup.subspace, settings)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -182,48 +182,57 @@ class DASResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class DASConfig:
+    """How `fit_interchange_subspace` trains the rotation (its keywords, as one value)."""
+
+    steps: int = 300
+    batch_images: int = 16
+    lr: float = 1e-2
+    fraction: float = 0.25
+    seed: int = 0
+    log_every: int = 25
+
+
 def fit_interchange_subspace(
     tokens: Float[Tensor, "image n d_model"],
     instance: Int[Tensor, "image n"],
     readout: Readout,
     k: int,
+    config: DASConfig | None = None,
     *,
-    steps: int = 300,
-    batch_images: int = 16,
-    lr: float = 1e-2,
-    fraction: float = 0.25,
-    seed: int = 0,
-    log_every: int = 25,
     source: str = "DAS",
+    **options: Any,
 ) -> DASResult:
     """Learn the k-dim subspace of `tokens` (patch tokens at one layer) whose interchange between objects
     makes `readout` group each edited patch with its donor's object; fresh swaps every step, Adam with a
     cosine decay of `lr` to 0 (a constant rate leaves the basis jittering by ~10 degrees). Anything
     `readout` closes over must be frozen by the caller (only the rotation is optimised)."""
+    config = replace(config or DASConfig(), **options)
     if tokens.ndim != 3 or tuple(instance.shape) != tuple(tokens.shape[:2]):
         raise InputError(
             f"tokens must be [image, n, d_model] and instance [image, n], got {tuple(tokens.shape)} "
             f"and {tuple(instance.shape)}"
         )
-    if steps < 1 or batch_images < 1:
-        raise InputError(f"steps and batch_images must be >= 1, got {steps}, {batch_images}")
-    rotated = RotatedSubspace(tokens.shape[-1], k, seed).to(tokens.device)
-    optimizer = torch.optim.Adam(rotated.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(seed)
+    if config.steps < 1 or config.batch_images < 1:
+        raise InputError(f"steps and batch_images must be >= 1, got {config.steps}, {config.batch_images}")
+    rotated = RotatedSubspace(tokens.shape[-1], k, config.seed).to(tokens.device)
+    optimizer = torch.optim.Adam(rotated.parameters(), lr=config.lr)
+    generator = torch.Generator().manual_seed(config.seed)
     history = []
 
     def loss_at(step: int) -> Tensor:
-        images = torch.randperm(tokens.shape[0], generator=generator)[:batch_images]
-        swaps = draw_swaps(instance[images], fraction, generator)
+        images = torch.randperm(tokens.shape[0], generator=generator)[: config.batch_images]
+        swaps = draw_swaps(instance[images], config.fraction, generator)
         scored, after, _ = (t.to(tokens.device) for t in swaps.pair_targets())
         logits = readout(images, interchange(tokens[images].float(), rotated.basis(), swaps))
         loss = F.binary_cross_entropy_with_logits(logits[scored], after[scored].float())
-        if step % log_every == 0 or step == steps:
+        if step % config.log_every == 0 or step == config.steps:
             history.append({"step": step, "loss": float(loss.detach())})
         return loss
 
-    cosine = lambda step: (1 + math.cos(math.pi * (step - 1) / steps)) / 2  # noqa: E731 (settles the swaps)
-    train_for(rotated, optimizer, loss_at, steps, lr_schedule=cosine)
+    cosine = lambda step: (1 + math.cos(math.pi * (step - 1) / config.steps)) / 2  # noqa: E731 (settles the swaps)
+    train_for(rotated, optimizer, loss_at, config.steps, lr_schedule=cosine)
     return DASResult(rotated.subspace(source), rotated, history)
 
 

@@ -21,7 +21,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -150,26 +150,42 @@ class StabilityReport:
         )
 
 
+@dataclass(frozen=True)
+class StabilityConfig:
+    """Which re-fits `subspace_stability` compares and when it warns (its keywords, as one value)."""
+
+    seeds: Sequence[int] = (0, 1, 2)
+    halves: bool = True  # also re-fit on two disjoint halves of the training images
+    training: ProbeTrainingConfig | None = None  # None: ProbeTrainingConfig()
+    tolerance: float = STABLE_DEGREES  # degrees of mean principal angle
+    warn: bool = True
+
+
 def subspace_stability(
     probe_name: str,
     train: Any,
     val: Any,
     k: int,
-    *,
-    seeds: Sequence[int] = (0, 1, 2),
-    halves: bool = True,
-    config: ProbeTrainingConfig | None = None,
-    tolerance: float = STABLE_DEGREES,
-    warn: bool = True,
-    **probe_kwargs: Any,
+    stability: StabilityConfig | None = None,
+    **options: Any,
 ) -> StabilityReport:
     """Re-fit a probe with each seed (initialisation and batch order) and on two disjoint halves of the
     training images, and compare their top-k subspaces pairwise (seeds with seeds, half with half).
-    Warns when they differ by more than `tolerance` degrees on average."""
+    Warns when they differ by more than `tolerance` degrees on average.
+
+    The settings are a `StabilityConfig`'s fields: pass one as `stability`, or its fields as keywords (they
+    override its own; `config=` is the probe's `ProbeTrainingConfig`, as `training=`). Other keywords go
+    to `make_probe`."""
+    names = {f.name for f in fields(StabilityConfig)}
+    if "config" in options:  # the training config's keyword before StabilityConfig
+        options["training"] = options.pop("config")
+    stability = replace(stability or StabilityConfig(), **{k_: v for k_, v in options.items() if k_ in names})
+    probe_kwargs = {k_: v for k_, v in options.items() if k_ not in names}
+    seeds, halves = stability.seeds, stability.halves
     train, val = ProbeData.coerce(train, "train"), ProbeData.coerce(val, "val")
     if len(seeds) < 2 and not halves:
         raise InputError("stability needs two re-fits: give two or more seeds, or halves=True")
-    config = config or ProbeTrainingConfig()
+    config = stability.training or ProbeTrainingConfig()
     d_model = train.d_model(0)
 
     fits: dict[str, Any] = {}
@@ -191,8 +207,9 @@ def subspace_stability(
         subspaces["half 1"] = fit("half 1", train.select(first), seed)
         subspaces["half 2"] = fit("half 2", train.select(second), seed)
         angles[("half 1", "half 2")] = principal_angles(subspaces["half 1"], subspaces["half 2"])
-    report = StabilityReport(k, d_model, subspaces, angles, random_angles(d_model, k), tolerance, fits)
-    if warn and not report.stable:
+    reference = random_angles(d_model, k)
+    report = StabilityReport(k, d_model, subspaces, angles, reference, stability.tolerance, fits)
+    if stability.warn and not report.stable:
         warnings.warn(
             f"{probe_name} binding subspace {report.summary()}: its directions depend on the seed or the "
             "images; use more images, a smaller k, or read it as unstable",

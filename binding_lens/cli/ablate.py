@@ -57,6 +57,7 @@ def _zoo_dino(model, spec: str, settings, device: str):
     """A zoo DINO model's own head, training center, temperatures and crops (SPEC section 6)."""
     from dataclasses import replace
 
+    from ..analyses.ablation import DinoCheckpoint
     from ..zoo import ZooRecipe, load_dino_head
     from ..zoo.registry import zoo_card, zoo_path
 
@@ -70,7 +71,7 @@ def _zoo_dino(model, spec: str, settings, device: str):
         dino_global_scale=recipe.dino.global_scale,
         dino_local_scale=recipe.dino.local_scale,
     )
-    return settings, dict(dino_head=head.to(device), dino_center=center, dino_temperatures=temperatures)
+    return settings, DinoCheckpoint(head.to(device), center, temperatures)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
     settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino)
-    dino = {}
+    dino = None
     if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
         settings, dino = _zoo_dino(model, model_spec, settings, device)
     result = ablation_study(
@@ -97,21 +98,21 @@ def run(args: argparse.Namespace) -> int:
         settings,
         out=args.out,
         size=size,
-        **dino,
+        dino=dino,
     )
-    print(ablation_table(result["rows"]))
+    print(ablation_table(result.rows))
     print(
-        f"\nminus the clean run, on the same {result['images']['test']} test images (95 % paired bootstrap; "
+        f"\nminus the clean run, on the same {result.images['test']} test images (95 % paired bootstrap; "
         "* = beyond noise; the head refit row is what retraining the heads alone moves):"
     )
-    print(difference_table(result["differences"]))
-    corr = result["attention_vs_probe"]
+    print(difference_table(result.differences))
+    corr = result.attention_vs_probe
     print(
         f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "
         f"(permutation p = {corr['p_value']:.4f}, {corr['n_pairs']} pairs); "
         f"r with ground truth {corr['r_ground_truth']:.3f}"
     )
-    if result["dino_head"]:
-        print(f"DINO head: {result['dino_head']}")
+    if result.dino_head:
+        print(f"DINO head: {result.dino_head}")
     print(f"report: {Path(args.out) / 'ablation.csv'}, {Path(args.out) / 'ablation_differences.csv'}")
     return 0

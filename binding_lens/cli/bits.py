@@ -112,7 +112,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
-    from ..analyses.bits import SPLITS, CodedScenes
+    from ..analyses.bits import SPLITS, BitsConfig, CodedScenes
     from ..bits import CodeTrainingConfig
     from ..data.knobs import PRESETS
     from ..data.synthetic import SyntheticScenes
@@ -154,14 +154,14 @@ def run(args: argparse.Namespace) -> int:
         "seeds": seeds,
         "training": dict(vars(training)),
     }
+    config = BitsConfig(training=training, size=size, progress=lambda message: print(message, flush=True))
     if args.intervene is not None:
         if edit_layer >= n_layers:
             raise InputError(f"--edit-layer {edit_layer}: {model_spec} has layers 0..{n_layers - 1}")
         read_layer = _single_read_layer(args.layers, n_layers) if args.layers else edit_layer
-        return _interventions(
-            args, model, splits_for_seed(args.seed), probe_file, edit_layer, read_layer, training, size, summary
-        )
-    return _table(args, model, splits_for_seed, layers, training, size, summary)
+        splits = splits_for_seed(args.seed)
+        return _interventions(args, model, splits, probe_file, edit_layer, read_layer, config, summary)
+    return _table(args, model, splits_for_seed, layers, config, summary)
 
 
 def _single_read_layer(text: str, n_layers: int) -> int:
@@ -174,7 +174,7 @@ def _single_read_layer(text: str, n_layers: int) -> int:
     return layers[0]
 
 
-def _table(args, model, splits_for_seed, layers, training, size, summary) -> int:
+def _table(args, model, splits_for_seed, layers, config, summary) -> int:
     from pathlib import Path
 
     from ..analyses.bits import measure_bits_over_seeds
@@ -183,17 +183,7 @@ def _table(args, model, splits_for_seed, layers, training, size, summary) -> int
     from ..io import write_json_atomic
 
     seeds = summary["seeds"]
-    result = measure_bits_over_seeds(
-        model,
-        splits_for_seed,
-        layers,
-        args.tokens,
-        args.probes,
-        seeds,
-        training=training,
-        size=size,
-        progress=lambda message: print(message, flush=True),
-    )
+    result = measure_bits_over_seeds(model, splits_for_seed, layers, args.tokens, args.probes, seeds, config)
     out = Path(args.out)
     csv_path, _ = write_table(result.rows, out / "bits")
     routing = next(iter(result.attention.values()), None)
@@ -218,10 +208,10 @@ def _table(args, model, splits_for_seed, layers, training, size, summary) -> int
     return 0
 
 
-def _interventions(args, model, splits, probe_file, edit_layer, read_layer, training, size, summary) -> int:
+def _interventions(args, model, splits, probe_file, edit_layer, read_layer, config, summary) -> int:
     from pathlib import Path
 
-    from ..analyses.bits import bits_under_interventions, intervention_table
+    from ..analyses.bits import InterventionConfig, bits_under_interventions, intervention_table
     from ..analyses.report import write_table
     from ..binding import BindingSubspace
     from ..figures import bits_lost_figure
@@ -229,19 +219,8 @@ def _interventions(args, model, splits, probe_file, edit_layer, read_layer, trai
     from ..probes import load_probe
 
     subspace = BindingSubspace.from_probe(load_probe(probe_file, device=str(model.device)), args.k)
-    rows = bits_under_interventions(
-        model,
-        splits,
-        subspace,
-        edit_layer,
-        read_layer=read_layer,
-        token_sets=args.tokens,
-        families=args.probes,
-        interventions=args.intervene,
-        training=training,
-        size=size,
-        progress=lambda message: print(message, flush=True),
-    )
+    edits = InterventionConfig(args.intervene, read_layer=read_layer, token_sets=args.tokens, families=args.probes)
+    rows = bits_under_interventions(model, splits, subspace, edit_layer, config, edits)
     out = Path(args.out)
     csv_path, _ = write_table(rows, out / "interventions")
     figure = bits_lost_figure(

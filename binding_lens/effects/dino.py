@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -103,19 +104,34 @@ def _chunked_loss(
     return torch.cat(losses), center
 
 
+@dataclass(frozen=True)
+class DinoLossConfig:
+    """How `measure_dino_loss` measures (its keywords, as one value; the views are a `MultiCrop`'s fields)."""
+
+    seed: int = 0  # of the views
+    student_temp: float = 0.1
+    teacher_temp: float = 0.04
+    batch_size: int = 32
+
+
+def _split_views(config_type: type, options: dict[str, Any]) -> tuple[dict[str, Any], MultiCrop]:
+    """`options` split into `config_type`'s fields and the views (every other name: a `MultiCrop` field)."""
+    names = {f.name for f in fields(config_type)}
+    return {k: v for k, v in options.items() if k in names}, MultiCrop(
+        **{k: v for k, v in options.items() if k not in names}
+    )
+
+
 def measure_dino_loss(
     backbone: Backbone,
     head: DinoHead,
     images: Images,
+    config: DinoLossConfig | None = None,
     *,
     patch_size: int,
     preprocess: Preprocess | None = None,
-    seed: int = 0,
     center: Float[Tensor, " n_prototypes"] | None = None,
-    student_temp: float = 0.1,
-    teacher_temp: float = 0.04,
-    batch_size: int = 32,
-    **views: Any,
+    **options: Any,
 ) -> dict[str, Any]:
     """The DINO loss with teacher = student = `backbone` + `head` over the images' multi-crop views
     (`views`: the fields of `losses.dino.MultiCrop`).
@@ -126,9 +142,19 @@ def measure_dino_loss(
     output over all images' global views (the fixed point of DINO's center EMA on this set);
     measure the clean model first and pass its `center` to every intervened condition so that all
     conditions are centred alike. Same `seed`, same views.
+
+    The settings are a `DinoLossConfig`'s fields and the views a `MultiCrop`'s: pass `config`, or any of
+    their fields as keywords (they override `config`'s).
     """
+    settings, crops = _split_views(DinoLossConfig, options)
+    config = replace(config or DinoLossConfig(), **settings)
+    seed, batch_size, student_temp, teacher_temp = (
+        config.seed,
+        config.batch_size,
+        config.student_temp,
+        config.teacher_temp,
+    )
     _check_int("batch_size", batch_size, 1)
-    crops = MultiCrop(**views)
     sizes = _check_images(images, preprocess)
     plan = crops.plan(sizes, patch_size, seed)
     device = next(head.parameters()).device
@@ -170,24 +196,31 @@ def _clip_per_parameter(module: nn.Module, clip: float) -> None:
             p.grad.mul_((clip / (p.grad.norm() + 1e-6)).clamp_max(1.0))
 
 
+@dataclass(frozen=True)
+class DinoHeadConfig:
+    """How `fit_dino_head` trains the head (its keywords, as one value; the views are a `MultiCrop`'s fields)."""
+
+    steps: int = 100
+    lr: float = 5e-4
+    seed: int = 0
+    batch_size: int = 32
+    teacher_momentum: float = 0.996
+    center_momentum: float = 0.9
+    student_temp: float = 0.1
+    teacher_temp: float = 0.04
+    weight_decay: float = 0.04
+    clip_grad: float | None = 3.0  # per parameter, as DINO's utils.clip_gradients; None: no clipping
+
+
 def fit_dino_head(
     backbone: Backbone,
     images: Images,
     head: DinoHead,
+    config: DinoHeadConfig | None = None,
     *,
     patch_size: int,
     preprocess: Preprocess | None = None,
-    steps: int = 100,
-    lr: float = 5e-4,
-    seed: int = 0,
-    batch_size: int = 32,
-    teacher_momentum: float = 0.996,
-    center_momentum: float = 0.9,
-    student_temp: float = 0.1,
-    teacher_temp: float = 0.04,
-    weight_decay: float = 0.04,
-    clip_grad: float | None = 3.0,
-    **views: Any,
+    **options: Any,
 ) -> tuple[DinoHead, Float[Tensor, " n_prototypes"], list[float]]:
     """Fit a DINO head on clean features with the backbone frozen: DINO self-distillation of the head only
     (`views`: the fields of `losses.dino.MultiCrop`).
@@ -197,10 +230,16 @@ def fit_dino_head(
     AdamW on `dino_loss` against a teacher head (EMA of the student, `teacher_momentum`) centred by
     DINO's center EMA. `head` is the initial weights and is not modified. Returns (teacher head, the
     final center, the loss of every step); the teacher is the head DINO's checkpoints evaluate.
+
+    The settings are a `DinoHeadConfig`'s fields and the views a `MultiCrop`'s: pass `config`, or any of
+    their fields as keywords (they override `config`'s).
     """
+    settings, crops = _split_views(DinoHeadConfig, options)
+    config = replace(config or DinoHeadConfig(), **settings)
+    steps, lr, seed, batch_size = config.steps, config.lr, config.seed, config.batch_size
+    teacher_momentum, center_momentum, clip_grad = config.teacher_momentum, config.center_momentum, config.clip_grad
     _check_int("steps", steps, 1)
     _check_int("batch_size", batch_size, 1)
-    crops = MultiCrop(**views)
     if not 0 <= teacher_momentum <= 1:
         raise InputError(f"teacher_momentum must lie in [0, 1], got {teacher_momentum}")
     if not (lr > 0 and math.isfinite(lr)):
@@ -209,7 +248,7 @@ def fit_dino_head(
     student, teacher = copy.deepcopy(head).train(), copy.deepcopy(head).eval()
     teacher.requires_grad_(False)
     device = next(student.parameters()).device
-    optimizer = _optimizer(student, lr, weight_decay)
+    optimizer = _optimizer(student, lr, config.weight_decay)
     center: Tensor | None = None
     generator = torch.Generator().manual_seed(seed)
     history: list[float] = []
@@ -229,7 +268,7 @@ def fit_dino_head(
             teacher_out = [teacher(f) for f in feats[: crops.n_global]]
         if center is None:  # the first batch's mean rather than DINO's zeros: no start-up transient
             center = update_center(torch.zeros(head.out_dim, device=device), teacher_out, momentum=0.0)
-        loss = dino_loss([student(f) for f in feats], teacher_out, center, student_temp, teacher_temp)
+        loss = dino_loss([student(f) for f in feats], teacher_out, center, config.student_temp, config.teacher_temp)
         history.append(loss.item())
         return loss
 

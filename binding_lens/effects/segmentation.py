@@ -17,6 +17,7 @@ standardisation is folded into the returned linear map, which therefore acts on 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -256,18 +257,25 @@ class InstanceHead(nn.Module):
         return self.linear(feats.to(self.linear.weight.dtype)).argmax(-1)
 
 
+@dataclass(frozen=True)
+class InstanceHeadConfig:
+    """How `fit_instance_head` trains the head (its keywords, as one value)."""
+
+    epochs: int = 30
+    lr: float = 1e-2
+    seed: int = 0
+    weight_decay: float = 0.0
+    batch_images: int = 64
+    mask_weight: float = 5.0
+    dice_weight: float = 5.0
+
+
 def fit_instance_head(
     feats: Float[Tensor, "image patch d_model"],
     instance: Int[Tensor, "image patch"],
     n_queries: int,
-    *,
-    epochs: int = 30,
-    lr: float = 1e-2,
-    seed: int = 0,
-    weight_decay: float = 0.0,
-    batch_images: int = 64,
-    mask_weight: float = 5.0,
-    dice_weight: float = 5.0,
+    config: InstanceHeadConfig | None = None,
+    **options: Any,
 ) -> InstanceHead:
     """A linear instance head trained DETR-style: per image, queries are Hungarian-matched to the
     ground-truth instances by 5 mask BCE + 5 dice, and that cost of the matched pairs is the loss
@@ -277,9 +285,10 @@ def fit_instance_head(
     Give more queries than instances per image (the paper uses 10): with barely enough queries the
     matching can settle in a local optimum where one query covers two kinds of object.
     """
+    config = replace(config or InstanceHeadConfig(), **options)
     instance = _checked_labels(feats, instance, "instance")
     _check_positive_int("n_queries", n_queries, 2)
-    _check_training_settings(epochs, lr, weight_decay, batch_images, "batch_images")
+    _check_training_settings(config.epochs, config.lr, config.weight_decay, config.batch_images, "batch_images")
     valid = instance >= 0
     if not valid.any():
         raise InputError("instance has no labelled patch (all -1): nothing to fit")
@@ -287,16 +296,18 @@ def fit_instance_head(
     x = feats.float()
     mean, std = _standardizer(x[valid])
     x = (x - mean) / std
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(config.seed)
     linear = _seeded_linear(x.shape[-1], n_queries, generator).to(x.device)
-    optimizer = _optimizer(linear, lr, weight_decay)
-    batches = shuffled_batches(len(x), batch_images, generator, x.device)
+    optimizer = _optimizer(linear, config.lr, config.weight_decay)
+    batches = shuffled_batches(len(x), config.batch_images, generator, x.device)
 
     def loss(_: int) -> Tensor:
         batch = next(batches)
-        return detr_mask_loss(torch.log_softmax(linear(x[batch]), dim=-1), dense[batch], mask_weight, dice_weight)
+        return detr_mask_loss(
+            torch.log_softmax(linear(x[batch]), dim=-1), dense[batch], config.mask_weight, config.dice_weight
+        )
 
-    train_for(linear, optimizer, loss, epochs * math.ceil(len(x) / batch_images))
+    train_for(linear, optimizer, loss, config.epochs * math.ceil(len(x) / config.batch_images))
     head = InstanceHead(x.shape[-1], n_queries)
     head.linear = _fold_standardization(linear, mean, std)
     return head.eval()

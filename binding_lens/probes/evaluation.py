@@ -5,7 +5,7 @@ threshold calibrated on validation pairs (`fit_threshold`), and image-bootstrap 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -77,19 +77,26 @@ def score_pairs(
     return ScoredPairs(scores, probe.scores_to_probabilities(scores), labels, image_of_pair(data, pairs), data.n_images)
 
 
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """How `evaluate` scores a probe (its keywords, as one value)."""
+
+    layer: int = 0
+    patches_per_image: int | None = 64
+    seed: int = 0
+    batch_images: int = 256
+    threshold: float = 0.5
+    intervals: bool = False
+    n_boot: int = 1000
+    level: float = 0.95
+
+
 def evaluate(
     probe: PairProbe,
     data: Any,
     pairs: PairSet | None = None,
-    *,
-    layer: int = 0,
-    patches_per_image: int | None = 64,
-    seed: int = 0,
-    batch_images: int = 256,
-    threshold: float = 0.5,
-    intervals: bool = False,
-    n_boot: int = 1000,
-    level: float = 0.95,
+    config: EvaluationConfig | None = None,
+    **options: Any,
 ) -> dict[str, float | int]:
     """Metrics of `probe` on `data` (a ProbeData or (acts, instance[, klass])) over a pair set.
 
@@ -103,21 +110,32 @@ def evaluate(
     intervals from `n_boot` bootstrap replicates over images. Raises DegeneratePairSetError when the
     pairs hold no positive or no negative pair.
     """
+    config = replace(config or EvaluationConfig(), **options)
     scored = score_pairs(
-        probe, data, pairs, layer=layer, patches_per_image=patches_per_image, seed=seed, batch_images=batch_images
+        probe,
+        data,
+        pairs,
+        layer=config.layer,
+        patches_per_image=config.patches_per_image,
+        seed=config.seed,
+        batch_images=config.batch_images,
     )
     scores, probabilities, labels = scored.scores, scored.probabilities, scored.labels
-    metrics = pair_metrics(probabilities, labels, scores, threshold=threshold)
-    metrics["threshold"] = threshold
+    metrics = pair_metrics(probabilities, labels, scores, threshold=config.threshold)
+    metrics["threshold"] = config.threshold
     metrics["accuracy_at_half"] = float(((probabilities > 0.5) == labels).double().mean())
     metrics["loss"] = float(pair_losses(probe, scores, labels).mean())
     metrics["pair_bits"] = binary_entropy_bits(metrics["positive_rate"]) - metrics["loss"] / math.log(2)
-    if intervals:
+    if config.intervals:
         metrics["accuracy_low"], metrics["accuracy_high"] = bootstrap_accuracy(
-            (probabilities > threshold) == labels, scored.images, n_boot=n_boot, level=level, seed=seed
+            (probabilities > config.threshold) == labels,
+            scored.images,
+            n_boot=config.n_boot,
+            level=config.level,
+            seed=config.seed,
         )
         metrics["auroc_low"], metrics["auroc_high"] = bootstrap_auroc(
-            scores, labels, scored.images, n_boot=n_boot, level=level, seed=seed
+            scores, labels, scored.images, n_boot=config.n_boot, level=config.level, seed=config.seed
         )
     return metrics
 

@@ -17,7 +17,8 @@ object gets a fresh random code (only a pairwise comparison can tell objects apa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -36,57 +37,77 @@ class PlantedBinding:
     class_embedding: Float[Tensor, "n_classes d_model"]
 
 
+@dataclass(frozen=True)
+class PlantedConfig:
+    """What `planted_binding` plants (its keywords, as one value)."""
+
+    n_images: int = 200
+    n_patches: int = 16
+    d_model: int = 32
+    rank: int = 4
+    n_objects: int = 3
+    n_classes: int = 5
+    n_slots: int | None = None
+    distinct_classes: bool = False
+    signal: float = 1.0
+    class_strength: float = 1.0
+    noise: float = 0.5
+    nuisance: float = 0.0
+    n_nuisance: int = 4
+    background: float = 0.0
+    excluded: float = 0.1
+    seed: int = 0
+    dtype: torch.dtype = torch.float32
+
+
 def planted_binding(
-    n_images: int = 200,
-    n_patches: int = 16,
-    d_model: int = 32,
-    rank: int = 4,
-    n_objects: int = 3,
-    n_classes: int = 5,
-    n_slots: int | None = None,
-    distinct_classes: bool = False,
-    signal: float = 1.0,
-    class_strength: float = 1.0,
-    noise: float = 0.5,
-    nuisance: float = 0.0,
-    n_nuisance: int = 4,
-    background: float = 0.0,
-    excluded: float = 0.1,
-    seed: int = 0,
-    dtype: torch.dtype = torch.float32,
+    config: PlantedConfig | None = None,
+    **options: Any,
 ) -> PlantedBinding:
     """Planted tokens and labels (instance ids 1..n_objects, -1 excluded; class ids, -1 excluded)."""
+    config = replace(config or PlantedConfig(), **options)
     if (
-        rank + n_nuisance > d_model
-        or (n_slots is not None and n_slots < n_objects)
-        or (distinct_classes and n_classes < n_objects)
+        config.rank + config.n_nuisance > config.d_model
+        or (config.n_slots is not None and config.n_slots < config.n_objects)
+        or (config.distinct_classes and config.n_classes < config.n_objects)
     ):
         raise InputError(
             "need rank + n_nuisance <= d_model, n_slots >= n_objects and (distinct classes) n_classes >= n_objects"
         )
-    g = torch.Generator().manual_seed(seed)
-    basis = torch.linalg.qr(torch.randn(d_model, d_model, generator=g)).Q.T  # orthonormal rows
-    projection, nuisance_dirs, background_dirs = basis[:rank], basis[rank : rank + n_nuisance], basis[rank:]
-    class_embedding = torch.randn(n_classes, d_model, generator=g) / d_model**0.5 * 2
-    if n_slots is None:
-        codes = torch.randn(n_images, n_objects, rank, generator=g)
+    g = torch.Generator().manual_seed(config.seed)
+    basis = torch.linalg.qr(torch.randn(config.d_model, config.d_model, generator=g)).Q.T  # orthonormal rows
+    projection, nuisance_dirs, background_dirs = (
+        basis[: config.rank],
+        basis[config.rank : config.rank + config.n_nuisance],
+        basis[config.rank :],
+    )
+    class_embedding = torch.randn(config.n_classes, config.d_model, generator=g) / config.d_model**0.5 * 2
+    if config.n_slots is None:
+        codes = torch.randn(config.n_images, config.n_objects, config.rank, generator=g)
     else:
-        slot_codes = torch.randn(n_slots, rank, generator=g)
-        slots = torch.rand(n_images, n_slots, generator=g).argsort(1)[:, :n_objects]
+        slot_codes = torch.randn(config.n_slots, config.rank, generator=g)
+        slots = torch.rand(config.n_images, config.n_slots, generator=g).argsort(1)[:, : config.n_objects]
         codes = slot_codes[slots]
-    codes = codes / codes.norm(dim=-1, keepdim=True) * rank**0.5
-    if distinct_classes:
-        classes = torch.rand(n_images, n_classes, generator=g).argsort(1)[:, :n_objects]
+    codes = codes / codes.norm(dim=-1, keepdim=True) * config.rank**0.5
+    if config.distinct_classes:
+        classes = torch.rand(config.n_images, config.n_classes, generator=g).argsort(1)[:, : config.n_objects]
     else:
-        classes = torch.randint(n_classes, (n_images, n_objects), generator=g)
-    obj = torch.randint(n_objects, (n_images, n_patches), generator=g)
-    obj_code = codes.gather(1, obj[..., None].expand(-1, -1, rank))
+        classes = torch.randint(config.n_classes, (config.n_images, config.n_objects), generator=g)
+    obj = torch.randint(config.n_objects, (config.n_images, config.n_patches), generator=g)
+    obj_code = codes.gather(1, obj[..., None].expand(-1, -1, config.rank))
     obj_class = classes.gather(1, obj)
-    x = signal * obj_code @ projection + class_strength * class_embedding[obj_class]
-    x = x + noise * torch.randn(n_images, n_patches, d_model, generator=g)
-    x = x + nuisance * torch.randn(n_images, n_patches, n_nuisance, generator=g) @ nuisance_dirs
-    x = x + background * (torch.randn(n_images, 1, d_model - rank, generator=g) @ background_dirs)
-    dropped = torch.rand(n_images, n_patches, generator=g) < excluded
+    x = config.signal * obj_code @ projection + config.class_strength * class_embedding[obj_class]
+    x = x + config.noise * torch.randn(config.n_images, config.n_patches, config.d_model, generator=g)
+    x = (
+        x
+        + config.nuisance
+        * torch.randn(config.n_images, config.n_patches, config.n_nuisance, generator=g)
+        @ nuisance_dirs
+    )
+    x = x + config.background * (
+        torch.randn(config.n_images, 1, config.d_model - config.rank, generator=g) @ background_dirs
+    )
+    dropped = torch.rand(config.n_images, config.n_patches, generator=g) < config.excluded
     instance = torch.where(dropped, -1, obj + 1)
     klass = torch.where(dropped, -1, obj_class)
-    return PlantedBinding(ProbeData(x.to(dtype), instance, klass), projection, class_embedding)
+    return PlantedBinding(ProbeData(x.to(config.dtype), instance, klass), projection, class_embedding)

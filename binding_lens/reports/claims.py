@@ -130,18 +130,20 @@ def _scenes(spec: str, n: int, size: tuple[int, int], seed: int) -> SyntheticSce
     return SyntheticScenes("default", n=n, size=size, seed=seed, split="test")
 
 
-def measure_model(
-    spec: str,
-    out: Path,
-    *,
-    n_scenes: int,
-    seeds: Sequence[int],
-    toy_scenes: int,
-    toy_train: int,
-    ablation_images: int,
-    training: ProbeTrainingConfig,
-    progress: bool,
-) -> Row:
+@dataclass(frozen=True)
+class ClaimsConfig:
+    """How much `claims_report` measures on each model (its keywords, as one value)."""
+
+    n_scenes: int = 400  # held-out scenes per model for the sweep
+    seeds: Sequence[int] = (0,)
+    toy_scenes: int = 64
+    toy_train: int = 200
+    ablation_images: int = 160
+    training: ProbeTrainingConfig | None = None  # None: ProbeTrainingConfig(seed=seeds[0])
+    progress: bool = True
+
+
+def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     """Every per-model number of the report (see the module docstring) for one model, in stages: the layer
     sweep; the peak probe's subspace and the attention at l + 1, on one forward of the sweep's test images;
     the ablation study on fresh scenes; the toy experiments. The stages run in this order (they draw on the
@@ -149,6 +151,8 @@ def measure_model(
     model = HookedViT.from_pretrained(spec)
     card = _card(spec)
     name = _run_name(spec)
+    seeds, n_scenes, progress = list(config.seeds), config.n_scenes, config.progress
+    training = config.training or ProbeTrainingConfig(seed=seeds[0])
     seed = seeds[0]
     size = model.cfg.image_size
     sweep = layer_sweep_over_seeds(
@@ -171,7 +175,7 @@ def measure_model(
     measures["low_dimensional"] = subspace_share(probe, tokens, data.instance, k)
     attention_probe = probe if layer == peak_layer else load_probe(_probe_path(run_dir, layer))
     measures["attention_follows"] = attention_measure(model, attention_probe, cache, data.instance, layer, seed)
-    ablation_scenes = _scenes(spec, ablation_images, size, seed + 1)  # not the probe's scenes
+    ablation_scenes = _scenes(spec, config.ablation_images, size, seed + 1)  # not the probe's scenes
     ablation = ablation_study(
         model,
         [ablation_scenes[i] for i in range(len(ablation_scenes))],
@@ -180,12 +184,12 @@ def measure_model(
         out / "ablation" / name,
         progress=progress,
     )
-    measures.update(intervention_measures(ablation["differences"]))
+    measures.update(intervention_measures(ablation.differences))
     toy = toy_experiments(
         model,
         out / "toy" / name,
-        n_twin_scenes=toy_scenes,
-        n_train_scenes=toy_train,
+        n_twin_scenes=config.toy_scenes,
+        n_train_scenes=config.toy_train,
         seed=seed,
         training=replace(training, seed=seed),
     )
@@ -476,38 +480,32 @@ def _ordering(differences: list[Row]) -> Row:
 
 
 def claims_report(
-    models: Sequence[str],
-    out: str | Path,
-    *,
-    n_scenes: int = 400,
-    seeds: Sequence[int] = (0,),
-    toy_scenes: int = 64,
-    toy_train: int = 200,
-    ablation_images: int = 160,
-    training: ProbeTrainingConfig | None = None,
-    progress: bool = True,
+    models: Sequence[str], out: str | Path, config: ClaimsConfig | None = None, **options: Any
 ) -> ClaimsReport:
     """Measure every claim on every model and write `claims.md`, `claims.json`, `verdicts.csv` and, beside
     them, each model's sweep (`sweeps/<name>/`), ablation (`ablation/<name>/`), toy figures (`toy/<name>/`)
     and measurements (`models/<name>.json`). A model measured by an earlier run into the same `out` with the
-    same settings is not measured again, so an interrupted report resumes and a model can be added cheaply."""
+    same settings is not measured again, so an interrupted report resumes and a model can be added cheaply.
+    The settings are a `ClaimsConfig`'s fields: pass one as `config`, or its fields as keywords."""
     out = Path(out)
     started = time.perf_counter()
-    seeds = list(seeds)
-    training = training or ProbeTrainingConfig(seed=seeds[0])
+    config = replace(config or ClaimsConfig(), **options)
+    seeds = list(config.seeds)
+    training = config.training or ProbeTrainingConfig(seed=seeds[0])
+    config = replace(config, seeds=seeds, training=training)
     settings: dict[str, Any] = {
-        "n_scenes": n_scenes,
+        "n_scenes": config.n_scenes,
         "seeds": seeds,
-        "toy_scenes": toy_scenes,
-        "toy_train": toy_train,
-        "ablation_images": ablation_images,
+        "toy_scenes": config.toy_scenes,
+        "toy_train": config.toy_train,
+        "ablation_images": config.ablation_images,
     }
     measured = [
         _measured_once(
             spec,
             out,
             settings | {"training": asdict(training)},
-            partial(measure_model, spec, out, **settings, training=training, progress=progress),
+            partial(measure_model, spec, out, config),
         )
         for spec in models
     ]

@@ -9,7 +9,16 @@ DINO head, SAEs, DAS and the zoo models through `train_for` (a fixed number of s
 turn into a `StoppingRule` and their results are, or carry, a `TrainingOutcome`.
 """
 
-from .engine import Evaluation, Track, TrainingOutcome, run_training, shuffled_batches, train_for
+from .engine import Evaluation, LoopConfig, Track, TrainingOutcome, run_training, shuffled_batches, train_for
 from .stopping import StoppingRule
 
-__all__ = ["Evaluation", "StoppingRule", "Track", "TrainingOutcome", "run_training", "shuffled_batches", "train_for"]
+__all__ = [
+    "Evaluation",
+    "LoopConfig",
+    "StoppingRule",
+    "Track",
+    "TrainingOutcome",
+    "run_training",
+    "shuffled_batches",
+    "train_for",
+]

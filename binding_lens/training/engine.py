@@ -22,7 +22,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -164,20 +164,28 @@ class _TrackRun:
         )
 
 
+@dataclass(frozen=True)
+class LoopConfig:
+    """How `run_training` loops (its keywords, as one value): how often it evaluates, the rate schedule,
+    and the callbacks around each step."""
+
+    eval_every: int
+    lr_schedule: Callable[[int], float] | None = None  # step -> factor on the rates of that step
+    evaluate_start: bool = False  # score the starting weights first (step 0)
+    before_update: Callable[[], object] | None = None  # after backward, before the optimizer's step
+    after_step: Callable[[int], None] | None = None
+    on_evaluation: Callable[[int, Evaluation], None] | None = None  # (track, evaluation)
+    start_step: int = 0  # steps already taken: a resumed run (see `run_training`)
+
+
 def run_training(
     tracks: Sequence[Track],
     optimizer: torch.optim.Optimizer,
     compute_losses: Callable[[int, list[int]], list[Tensor]],
     evaluate: Callable[[int], tuple[float, Metrics | None]] | None,
     rule: StoppingRule,
-    *,
-    eval_every: int,
-    lr_schedule: Callable[[int], float] | None = None,
-    evaluate_start: bool = False,
-    before_update: Callable[[], object] | None = None,
-    after_step: Callable[[int], None] | None = None,
-    on_evaluation: Callable[[int, Evaluation], None] | None = None,
-    start_step: int = 0,
+    config: LoopConfig | None = None,
+    **options: Any,
 ) -> list[TrainingOutcome]:
     """Train every track until the rule ends it; restore each track's best weights (module docstring).
 
@@ -188,7 +196,12 @@ def run_training(
     are numbered from 1; `lr_schedule(step)` multiplies the rates used by that step. `start_step` goes on
     after that many steps already taken (a resumed run whose weights, optimizer and random state the caller
     restored); the rule's standing is not restored, so only a run without validation resumes.
+
+    The loop's settings are a `LoopConfig`'s fields: pass one as `config`, or its fields as keywords.
     """
+    config = replace(config, **options) if config is not None else LoopConfig(**options)
+    eval_every, lr_schedule, on_evaluation = config.eval_every, config.lr_schedule, config.on_evaluation
+    before_update, after_step, start_step = config.before_update, config.after_step, config.start_step
     check_positive_ints({"eval_every": eval_every})
     if rule.max_steps is None:
         raise InputError("the training engine needs max_steps: set a limit")
@@ -207,7 +220,7 @@ def run_training(
             on_evaluation(i, record)
         runs[i].keep_if_best(record, validated)
 
-    if evaluate_start:
+    if config.evaluate_start:
         for i in range(len(runs)):
             judge(i, 0, 0.0)
     step, started = start_step, time.perf_counter()

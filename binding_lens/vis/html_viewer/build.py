@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,21 +58,31 @@ def _probe_set(probes: ProbeSet | str | os.PathLike) -> ProbeSet:
     return probes
 
 
+@dataclass(frozen=True)
+class ViewerConfig:
+    """How `viewer_html` builds the page (its keywords, as one value)."""
+
+    size: int | tuple[int, int] | None = None  # image side fed to the models
+    names: Sequence[str] | None = None  # of the images
+    title: str | None = None  # None: the models' names
+    bits: int = 6
+    max_mb: float | None = 30.0
+    display_px: int = 448
+
+
 def viewer_html(
     models: HookedViT | Sequence[ModelEntry],
     images: Sequence[Any],
     probes: ProbeSet | str | os.PathLike | None = None,
-    *,
-    size: int | tuple[int, int] | None = None,
-    names: Sequence[str] | None = None,
-    title: str | None = None,
-    bits: int = 6,
-    max_mb: float | None = 30.0,
-    display_px: int = 448,
+    config: ViewerConfig | None = None,
+    **options: Any,
 ) -> str:
-    """The viewer page as a string (see `viewer`)."""
-    entries = _entries(models, probes, size)
-    inputs = as_input_images(images, names)
+    """The viewer page as a string (see `viewer`); the settings are a `ViewerConfig`'s fields (`config`, or
+    keywords that override its fields)."""
+    config = replace(config or ViewerConfig(), **options)
+    display_px = config.display_px
+    entries = _entries(models, probes, config.size)
+    inputs = as_input_images(images, config.names)
     shown = []
     for item in inputs:
         hw = display_size(item.rgb.shape[:2], display_px)
@@ -95,8 +105,8 @@ def viewer_html(
         raise InputError(
             f"model names must differ to be told apart in the viewer, got {names_used}: set ModelEntry.name"
         )
-    title = title or "IsSameObject viewer: " + ", ".join(names_used)
-    return viewer_page(shown, maps, title=title, bits=bits, max_mb=max_mb, display_px=display_px)
+    title = config.title or "IsSameObject viewer: " + ", ".join(names_used)
+    return viewer_page(shown, maps, title=title, bits=config.bits, max_mb=config.max_mb, display_px=display_px)
 
 
 def viewer(

@@ -25,7 +25,7 @@ def test_ablation_rows_identities_control_and_paired_differences():
     scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
     settings = AblationSettings(layer=1, k=4, shuffle_ratios=(0.0, 1.0), inject_alphas=(1.0, 0.0), n_boot=200, **FAST)
     result = ablation_study(model, scenes, probe, settings, progress=False)
-    rows = result["rows"]
+    rows = result.rows
     assert len(rows) == 2 + 8 and {row["subspace"] for row in rows} == {"-", "binding", "random"}
     by = {(row["subspace"], row["intervention"], row["strength"]): row for row in rows}
     clean, refit = by["-", "clean", None], by["-", "head refit", None]
@@ -39,27 +39,27 @@ def test_ablation_rows_identities_control_and_paired_differences():
     assert refit["own_object_attention"] == clean["own_object_attention"] and refit["dino_loss"] == clean["dino_loss"]
     assert clean["attention_kl_to_clean"] == 0.0 and by["binding", "shuffle", 1.0]["attention_kl_to_clean"] > 0.0
     assert all(row["dino_loss"] is None for row in rows if row["intervention"] == "inject")
-    assert "fitted on clean features" in result["dino_head"]
-    assert -1 <= result["attention_vs_probe"]["r"] <= 1 and 0 < result["attention_vs_probe"]["p_value"] <= 1
+    assert "fitted on clean features" in result.dino_head
+    assert -1 <= result.attention_vs_probe["r"] <= 1 and 0 < result.attention_vs_probe["p_value"] <= 1
     # every difference is its row's value minus the clean run's, inside its interval's reach
-    for d in result["differences"]:
+    for d in result.differences:
         row = by[d["subspace"], d["intervention"], d["strength"]]
         assert d["clean"] == pytest.approx(clean[d["measure"]]) and d["value"] == pytest.approx(row[d["measure"]])
         assert d["difference"] == pytest.approx(d["value"] - d["clean"]) and d["low"] <= d["high"]
         assert d["beyond_noise"] == (not d["low"] <= 0 <= d["high"])
     identity = [
         d
-        for d in result["differences"]
+        for d in result.differences
         if d["strength"] in (0.0, 1.0) and (d["intervention"], d["strength"]) in {("shuffle", 0.0), ("inject", 1.0)}
     ]
     assert identity and all((d["difference"], d["low"], d["high"]) == (0, 0, 0) for d in identity)
-    assert {d["measure"] for d in result["differences"] if d["intervention"] == "head refit"} == {
+    assert {d["measure"] for d in result.differences if d["intervention"] == "head refit"} == {
         "semantic_miou",
         "instance_miou",
     }
     shuffled = {
         d["measure"]: d
-        for d in result["differences"]
+        for d in result.differences
         if d["subspace"] == "binding" and d["strength"] == 1.0 and d["intervention"] == "shuffle"
     }
     assert shuffled["attention_kl_to_clean"]["beyond_noise"] and shuffled["attention_kl_to_clean"]["low"] > 0
@@ -155,8 +155,8 @@ def test_ablate_on_the_zoo_dino_model_uses_its_own_head_center_and_crops(tmp_pat
     settings = seen["settings"]
     assert (settings.dino_global_size, settings.dino_local_size, settings.dino_local_crops) == (96, 48, 4)
     assert settings.dino_global_scale == (0.35, 1.0) and seen["size"] == 96
-    assert seen["kwargs"]["dino_temperatures"] == {"student_temp": 0.1, "teacher_temp": 0.04}
-    assert seen["kwargs"]["dino_head"].out_dim == 1024
+    assert seen["kwargs"]["dino"].temperatures == {"student_temp": 0.1, "teacher_temp": 0.04}
+    assert seen["kwargs"]["dino"].head.out_dim == 1024
 
 
 def test_difference_text_keeps_small_differences_readable():
