@@ -215,7 +215,7 @@ class _ToyData:
     ordinary: Labelled
     twins: SyntheticScenes
     ordinary_tokens: dict[int, Float[Tensor, "image n d_model"]]
-    twin_tokens: dict[int, Float[Tensor, "image n d_model"]]
+    twin_tokens: dict[int, Float[Tensor, "twin_image n d_model"]]
     split: tuple[Tensor, Tensor, Tensor]
     kinds: list[dict[str, tuple[Tensor, Tensor]]]
     corresponding: list[tuple[Tensor, Tensor]]
