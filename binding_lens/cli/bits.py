@@ -112,7 +112,8 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
-    from ..analyses.bits import SPLITS, BitsConfig, CodedScenes
+    from ..activations.tokens import check_token_sets
+    from ..analyses.bits import SPLITS, BitsConfig, CodedScenes, combinations
     from ..bits import CodeTrainingConfig
     from ..data.knobs import PRESETS
     from ..data.synthetic import SyntheticScenes
@@ -124,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             f"--data {args.data!r}: binding bits need object and feature codes; use balanced or colorshape"
         )
+    check_token_sets(args.tokens)  # the names, and which family reads which set: before the model loads
+    combinations(args.tokens, args.probes)
     device = default_device(args.device)
     probe_file = None
     if args.intervene is not None:

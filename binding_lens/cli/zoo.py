@@ -62,15 +62,19 @@ def add(commands: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=CHECKPOINT_EVERY,
         help="steps between training checkpoints (kept beside --out as .NAME.resume.pt until the run ends; "
-        f"the same command after a kill resumes from the last one) (default: {CHECKPOINT_EVERY})",
+        "the same command after a kill resumes from the last one)",
     )
     train.add_argument(
         "--max-hours",
         type=positive_float,
         default=MAX_HOURS,
-        help=f"refuse a run estimated (from its first steps) to take longer (default: {MAX_HOURS:g})",
+        help="refuse a run estimated (from its first steps) to take longer",
     )
 
+    _add_list_and_compare(actions)
+
+
+def _add_list_and_compare(actions: argparse._SubParsersAction) -> None:
     actions.add_parser(
         "list", help="the shipped models and their cards", description="List the shipped zoo models and their cards."
     )

@@ -66,24 +66,32 @@ def _no_decay(name: str) -> bool:
     return any(key in name for key in ("cls_token", "mask_token", "position_embeddings", "decoder_pos", "weight_g"))
 
 
+@dataclass(frozen=True)
+class ZooRunConfig:
+    """How `train_zoo_model` runs a recipe (what is not the recipe): where, how it reports and checkpoints."""
+
+    name: str | None = None  # the card's name (default: the folder's)
+    progress: bool = True
+    command: str | None = None  # the card's command line (default: the canonical one)
+    device: str | torch.device = "cpu"
+    precision: str = "fp32"
+    checkpoint_every: int = CHECKPOINT_EVERY
+    max_hours: float | None = MAX_HOURS  # None: no limit
+
+
 def train_zoo_model(
-    recipe: ZooRecipe,
-    out: str | Path,
-    *,
-    name: str | None = None,
-    progress: bool = True,
-    command: str | None = None,
-    device: str | torch.device = "cpu",
-    precision: str = "fp32",
-    checkpoint_every: int = CHECKPOINT_EVERY,
-    max_hours: float | None = MAX_HOURS,
+    recipe: ZooRecipe, out: str | Path, config: ZooRunConfig | None = None, **options: Any
 ) -> dict[str, Any]:
     """Train `recipe` and write the checkpoint to `out` (refused if it exists). Returns the card.
 
     Every `checkpoint_every` steps the whole training state goes to `resume_path(out)`; a later call with
     the same recipe, precision and device type goes on from there, bit-identically to a run never stopped
     (other settings are refused). A run estimated to take over `max_hours` (None: no limit) is refused,
-    at once when even 1 ms per step would be too long, else after timing its first steps here."""
+    at once when even 1 ms per step would be too long, else after timing its first steps here. The run's
+    settings are a `ZooRunConfig`'s fields: pass one as `config`, or its fields as keywords."""
+    config = dataclasses.replace(config or ZooRunConfig(), **options)
+    name, progress, command, precision = config.name, config.progress, config.command, config.precision
+    checkpoint_every, max_hours = config.checkpoint_every, config.max_hours
     out = Path(out)
     resume = resume_path(out)
     if out.exists():
@@ -94,7 +102,7 @@ def train_zoo_model(
         raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     check_positive_ints({"checkpoint_every": checkpoint_every})
     _check_step_count(recipe.steps, max_hours)
-    device = torch.device(device)
+    device = torch.device(config.device)
     run = _Run(run_settings(recipe, precision, device), resume, checkpoint_every, max_hours)
     run.state = load_state(resume, run.settings)
     objective = make_objective(recipe).to(device)

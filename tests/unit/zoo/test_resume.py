@@ -206,6 +206,6 @@ def test_ctrl_c_promises_a_resume_only_where_the_command_resumes(command, words,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(COMMANDS[command], "run", interrupted)
-    argv = {"das": ["--model", "m", "--layer", "1"], "extract": ["--model", "m"]}[command]
+    argv = {"das": ["--model", "tiny:vit", "--layer", "1"], "extract": ["--model", "tiny:vit"]}[command]
     assert main([command, *argv, "--out", str(tmp_path / "o")]) == 130
     assert capsys.readouterr().err.strip() == f"binding-lens {command}: {words}"
