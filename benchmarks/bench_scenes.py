@@ -1,7 +1,7 @@
 """Synthetic scene generation speed and the per-preset statistics every report needs.
 
 For each preset: scenes per second at the given size (median over runs of n scenes,
-rendering only), objects per scene, labelled patches per object, and the positive rate
+rendering only), objects per scene, labeled patches per object, and the positive rate
 and majority baseline of all valid patch pairs at a grid x grid patch grid.
 
     python benchmarks/bench_scenes.py [--n 400] [--runs 3] [--size 224] [--grid 16] [--json out.json]

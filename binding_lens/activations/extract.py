@@ -2,7 +2,7 @@
 
 One forward pass per batch captures every requested layer (`blocks.{l}.hook_resid_post`, i.e. HF
 `hidden_states[l+1]`) and stops after the last one needed. Per image either every patch token is
-kept, or `patches_per_image` labelled patches drawn with a seed of (seed, image index), so a
+kept, or `patches_per_image` labeled patches drawn with a seed of (seed, image index), so a
 store is the same whatever the batch size or the order shards were written in.
 """
 
@@ -27,7 +27,7 @@ from ..data import SkipReport
 from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks import HookedViT
-from ..hooks.images import check_image_size, normalise
+from ..hooks.images import check_image_size, normalize
 from ..hooks.names import LAYER_CONVENTION, resid_post
 from ..io import write_json_atomic
 from ..version import __version__
@@ -306,7 +306,7 @@ def extract(
     """Extract patch-token activations of `layers` for every usable image of `dataset` into `out`.
 
     Images are fed whole (resized to `size` if given, position embeddings interpolated); labels come
-    from the plurality vote of the original masks over the same patch grid. Images with no labelled
+    from the plurality vote of the original masks over the same patch grid. Images with no labeled
     patch or a single object are skipped, counted per reason in the shard records. Finished shards
     of an earlier run with the same settings are kept (corrupt ones recomputed, with a warning); other
     settings raise `StoreError` naming the fields that differ. Nothing is written before the first
@@ -540,7 +540,7 @@ def _forward(
     stats = plan.preparation.image_mean, plan.preparation.image_std
     use_autocast = plan.autocast and device.type == "cuda"
     for group in batch.groups:
-        pixels = normalise(group.pixels.to(device, non_blocking=True), *stats).to(weights_dtype)
+        pixels = normalize(group.pixels.to(device, non_blocking=True), *stats).to(weights_dtype)
         slots = group.slots.to(device, non_blocking=True)
         rows = slice(shard.rows, shard.rows + pixels.shape[0])
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):

@@ -1,7 +1,7 @@
 """The CPU side of extraction, run in DataLoader workers: scenes -> pixel batches, patch slots and labels.
 
 Each item of `BatchJobs` is one batch of one shard, prepared whole in a worker (scene decoding or
-rendering, resizing, normalising, patch labels, patch sampling), so the main process only feeds the
+rendering, resizing, normalizing, patch labels, patch sampling), so the main process only feeds the
 model. An expected error in a worker (a bad image, a grid that differs) travels back as the exception
 object itself and is raised again in the main process, so the user still gets its one line.
 """
@@ -36,7 +36,7 @@ def target_size(scene: Scene | None, size: int | tuple[int, int] | None) -> tupl
 
 
 def choose_slots(instance: np.ndarray, patches_per_image: int | None, seed: int, image_index: int) -> np.ndarray:
-    """Flat patch indices to store: all patches, or a sample of labelled ones (sorted) drawn with a
+    """Flat patch indices to store: all patches, or a sample of labeled ones (sorted) drawn with a
     generator seeded by (seed, image index), so a store does not depend on batch size or shard order."""
     if patches_per_image is None:
         return np.arange(instance.size)
@@ -49,7 +49,7 @@ def choose_slots(instance: np.ndarray, patches_per_image: int | None, seed: int,
 class PixelGroup:
     """Consecutive kept images of one batch that share a size: one forward pass."""
 
-    pixels: Tensor  # [batch, height, width, 3] uint8 (or float 0-1): normalised on the model's device
+    pixels: Tensor  # [batch, height, width, 3] uint8 (or float 0-1): normalized on the model's device
     slots: Int[Tensor, "batch slot"]  # flat patch index per stored slot, -1 = empty
 
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import torch
 
 STAGES = {
-    "prepare": "scene decoding, resizing, normalising, patch labels (loader workers)",
+    "prepare": "scene decoding, resizing, normalizing, patch labels (loader workers)",
     "wait_data": "main process waiting for a prepared batch",
     "forward": "host-to-device copy, forward pass, gather and copy back (main process)",
     "wait_writer": "main process blocked on a full write queue (back-pressure)",
-    "write": "shard serialisation, sha256, write, fsync, rename (background writer)",
+    "write": "shard serialization, sha256, write, fsync, rename (background writer)",
 }
 
 

@@ -1,4 +1,4 @@
-"""A bounded background writer: shards are serialised, hashed, written and fsynced while the model runs.
+"""A bounded background writer: shards are serialized, hashed, written and fsynced while the model runs.
 
 The queue holds at most `max_pending` finished shards; when it is full the producer waits
 (back-pressure), so at most `max_pending + 2` shards are in memory: one being written, the queued

@@ -86,7 +86,7 @@ class AblationSettings:
 
 
 @dataclass
-class Labelled:
+class Labeled:
     """Images fed whole, with per-patch labels in token order (-1: excluded)."""
 
     pixels: Tensor
@@ -95,17 +95,17 @@ class Labelled:
     images: list[np.ndarray]
 
 
-def label_images(model: HookedViT, scenes: Sequence[Scene], size: int | None) -> Labelled:
+def label_images(model: HookedViT, scenes: Sequence[Scene], size: int | None) -> Labeled:
     pixels = model.preprocess([scene.image for scene in scenes], size=size)
     grid = model.patch_grid(pixels)
     labels = [patch_labels(scene.instance_mask, scene.class_mask, grid=grid) for scene in scenes]
     as_tokens = lambda values, valid: torch.as_tensor(np.where(valid, values, -1).reshape(-1))  # noqa: E731
     instance = torch.stack([as_tokens(lab.instance, lab.valid) for lab in labels]).long()
     klass = torch.stack([as_tokens(lab.classes, lab.valid) for lab in labels]).long()
-    return Labelled(pixels, instance, klass, [scene.image for scene in scenes])
+    return Labeled(pixels, instance, klass, [scene.image for scene in scenes])
 
 
-def _run(model: HookedViT, data: Labelled, layer: int, make_hooks: Callable[[slice], list], batch_size: int):
+def _run(model: HookedViT, data: Labeled, layer: int, make_hooks: Callable[[slice], list], batch_size: int):
     """Final patch features and layer l+1's patch attention under the interventions."""
     n_prefix = model.cfg.n_prefix_tokens
     pattern_name = names.pattern(layer + 1)
@@ -135,7 +135,7 @@ class DinoMeasurement:
     def prepare(
         cls,
         model: HookedViT,
-        data: Labelled,
+        data: Labeled,
         settings: AblationSettings,
         head: DinoHead | None,
         center: Tensor | None,
@@ -155,7 +155,7 @@ class DinoMeasurement:
             local_scale=settings.dino_local_scale,
             **(temperatures or {}),
         )
-        clean = lambda pixels: model(pixels)[:, 0]  # noqa: E731  (CLS of the final normalised stream)
+        clean = lambda pixels: model(pixels)[:, 0]  # noqa: E731  (CLS of the final normalized stream)
         if head is None:
             initial = DinoHead(model.cfg.d_model, out_dim=1024, hidden_dim=512, bottleneck_dim=128)
             head, center, _ = fit_dino_head(
@@ -181,7 +181,7 @@ class DinoMeasurement:
 
 def _attention_vs_probe(
     model: HookedViT,
-    data: Labelled,
+    data: Labeled,
     probe: PairProbe,
     layer: int,
     test: Tensor,
@@ -245,10 +245,10 @@ MIN_IMAGES = 10
 
 @dataclass(frozen=True)
 class _AblationPlan:
-    """The labelled images, their split (heads fitted on train, every measure on test), the label counts
+    """The labeled images, their split (heads fitted on train, every measure on test), the label counts
     (classes, instance queries), the subspaces edited, and every (subspace, intervention, strength) to run."""
 
-    data: Labelled
+    data: Labeled
     split: tuple[Tensor, Tensor]
     label_counts: tuple[int, int]
     subspaces: dict[str, BindingSubspace]

@@ -1,6 +1,6 @@
 """Binding information in bits of a hooked model, by layer, token set and probe family (SPEC section 8).
 
-`measure_bits` reads the token sets of train, validation and test colour x shape scenes (their F codes
+`measure_bits` reads the token sets of train, validation and test color x shape scenes (their F codes
 disjoint), trains an object-code and a feature-code probe of each family on each (layer, token set),
 selects on validation, and scores on test: B_O, B*_OF, beta, beta* with image-bootstrap intervals
 (`binding_lens.bits.binding_bits`). One-vector token sets (cls, mean) take the single-token families;
@@ -16,7 +16,7 @@ preset's it scores 0 in expectation, and B_O estimates a lower bound on I(O; Z) 
 A prior probe (`make_code_probe("prior", ...)`: the earlier bits and the features they cover, no
 representation) is trained first; every family starts from its weights. Its test cross-entropy
 `ce_o_null` is the best the probes do without the representation: `prior_gap` = ce_o_null - H(O) is how
-far they are from modelling the prior itself (0.74 bits on `balanced` with 3,000 training scenes),
+far they are from modeling the prior itself (0.74 bits on `balanced` with 3,000 training scenes),
 a looseness every B_O shares; `v_bits` = ce_o_null - ce_o is the information the representation adds
 over that prior (the predictive V-information of Xu et al., 2020), zero in expectation for a
 representation independent of O. The paper's B_O = H(O) - ce_o stays the headline.
@@ -25,7 +25,7 @@ Every number carries a 95 % bootstrap interval over test images, paired where tw
 `v_bits_low/high` (and `beyond_prior`: the representation adds information over the prior probe,
 beyond noise) and `vs_linear` (each row's B_O minus the linear family's at its layer, on its token
 set or else cls / mean: does a richer probe or another token set read more, beyond noise?).
-`measure_bits_over_seeds` repeats the table over seeds (scene draw and probe initialisation) and
+`measure_bits_over_seeds` repeats the table over seeds (scene draw and probe initialization) and
 reports each number as the mean with its Student-t interval across seeds instead.
 
 Interventions in bits: `bits_under_interventions` projects out or shuffles a binding subspace (and a
@@ -78,7 +78,7 @@ class CodedScenes:
 
     @classmethod
     def from_scenes(cls, scenes: Sequence[Scene]) -> "CodedScenes":
-        """Codes from each scene's metadata; exact priors when the scenes are `SyntheticScenes` colour x shape."""
+        """Codes from each scene's metadata; exact priors when the scenes are `SyntheticScenes` color x shape."""
         items = [scenes[i] for i in range(len(scenes))]
         missing = [i for i, s in enumerate(items) if "O" not in s.metadata or "F" not in s.metadata]
         if missing or not items:
@@ -148,7 +148,7 @@ def combinations(token_sets: Sequence[str], families: Sequence[str]) -> list[tup
 
 
 def _probe(family: str, target: str, d_model: int, shape: tuple[int, int], rank: int, hidden: int):
-    if family == "shared_quadratic" and target == "F":  # the feature code has no colour x shape grid to share over
+    if family == "shared_quadratic" and target == "F":  # the feature code has no color x shape grid to share over
         family = "quadratic"
     layout = CodeLayout.objects(*shape) if target == "O" else CodeLayout.features(*shape)
     return make_code_probe(family, d_model, layout.n_codes, rank=rank, hidden=hidden, layout=layout)
@@ -419,13 +419,13 @@ def _fit_and_score(
 
 
 def _grid_shape(scene: Scene) -> tuple[int, int]:
-    """(colours, shapes) of the code grid: O is colour-major, its names 'colour shape', F colours then shapes."""
+    """(colors, shapes) of the code grid: O is color-major, its names 'color shape', F colors then shapes."""
     names = scene.metadata.get("O_names") or []
     n_colors = len(dict.fromkeys(name.split(" ", 1)[0] for name in names))
     if not n_colors or n_colors + len(names) // n_colors != len(scene.metadata["F"]):
         raise InputError(
-            "binding bits need colour x shape codes (scene.metadata['O_names'] as 'colour shape', "
-            "colour-major): use the synthetic presets balanced or colorshape"
+            "binding bits need color x shape codes (scene.metadata['O_names'] as 'color shape', "
+            "color-major): use the synthetic presets balanced or colorshape"
         )
     return (n_colors, len(names) // n_colors)
 

@@ -10,7 +10,7 @@ subspace, the probe's top-k eigen-subspace at l and `n_random` random subspaces 
 - principal angles to the DAS subspace (mean and smallest), beside what random subspaces give;
 - the interchange effect (`binding.das.swap_effect`): the share of edited patches that group with
   their donor's object at l + 1 (`swap_rate`), and the AUROC of their pairs against the swapped labels;
-- the shuffle effect: the next-layer probe's AUROC (original labels, all labelled pairs) after
+- the shuffle effect: the next-layer probe's AUROC (original labels, all labeled pairs) after
   permuting every patch's subspace part among the patches of its image (`Shuffle`, ratio 1), beside
   its clean AUROC.
 
@@ -54,7 +54,7 @@ COLUMNS = (
 def readout_auroc(
     tokens: Tensor, instance: Tensor, readout: Readout, edit: Any = None, batch_images: int = 32
 ) -> float:
-    """AUROC of `readout`'s scores over every labelled pair (i < j) of each image, after `edit(patches)`."""
+    """AUROC of `readout`'s scores over every labeled pair (i < j) of each image, after `edit(patches)`."""
     scores, same = [], []
     for start in range(0, tokens.shape[0], batch_images):
         images = torch.arange(start, min(start + batch_images, tokens.shape[0]))
@@ -156,7 +156,7 @@ def compare_subspaces(
     rows = [row for row in measured if not row["subspace"].startswith("random")]
     randoms = [row for row in measured if row["subspace"].startswith("random")]
     if randoms:
-        rows.append(_summarise_random(randoms, k))
+        rows.append(_summarize_random(randoms, k))
     reference = random_angles(model.cfg.d_model, k)
     settings = {
         "layer": layer,
@@ -170,7 +170,7 @@ def compare_subspaces(
     return SubspaceComparison(rows, subspaces, probes, reference, settings)
 
 
-def _summarise_random(rows: list[Row], k: int) -> Row:
+def _summarize_random(rows: list[Row], k: int) -> Row:
     """Mean over the random controls, with each measure's [min, max] range in `<measure>_range`."""
     summary: Row = {"subspace": f"random (mean of {len(rows)})", "k": k}
     for column in COLUMNS[2:]:

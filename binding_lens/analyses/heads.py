@@ -5,7 +5,7 @@
     hmap.top(5); head_map_figure(hmap.auroc_drop.numpy(), hmap.layers, "heads.png")
 
 For every block l (with a probe at l + 1) and every head h, block l runs with h's `hook_z` zeroed
-(or mean-ablated) and the probe at l + 1 scores all labelled pairs of the held-out images: the drop
+(or mean-ablated) and the probe at l + 1 scores all labeled pairs of the held-out images: the drop
 from the clean AUROC (and accuracy) is h's share in the binding information layer l + 1 holds. The
 next layer is where a head's output lands, so that is where its removal is measured; later layers
 can recompute what it carried. `clean_interval` is the clean AUROC's 95% image-bootstrap interval:
@@ -79,7 +79,7 @@ class HeadAblationConfig:
 
     layers: list[int] | None = None  # None: every l with a probe at l + 1
     mode: str = "zero"  # or "mean"
-    patches_per_image: int | None = None  # None: all labelled patches
+    patches_per_image: int | None = None  # None: all labeled patches
     seed: int = 0
     batch_size: int = 32
 
@@ -96,7 +96,7 @@ def head_ablation_map(
     **options: Any,
 ) -> HeadMap:
     """Ablate each head of each block l in `layers` (default: every l with a probe at l + 1) and score the
-    probe at l + 1 on fixed pairs of these images (all labelled patches unless `patches_per_image`).
+    probe at l + 1 on fixed pairs of these images (all labeled patches unless `patches_per_image`).
     `mode="mean"` replaces z by its mean over `mean_pixels` (default: these images). The settings are a
     `HeadAblationConfig`'s fields: pass one as `config`, or its fields as keywords (they override `config`'s)."""
     config = replace(config or HeadAblationConfig(), **options)

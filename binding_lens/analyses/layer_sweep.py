@@ -1,8 +1,8 @@
 """The layer sweep (the paper's main result): how well each probe decodes IsSameObject, layer by layer.
 
     result = layer_sweep(model, SyntheticScenes("default", n=400), "runs/sweep")
-    result.rows          # tidy rows: model, layer, layer_normalised, probe, accuracy, balanced_accuracy, auroc, ...
-    result.peaks         # per probe, its best layer on validation (normalised to [0, 1] as in the paper's Table 1)
+    result.rows          # tidy rows: model, layer, layer_normalized, probe, accuracy, balanced_accuracy, auroc, ...
+    result.peaks         # per probe, its best layer on validation (normalized to [0, 1] as in the paper's Table 1)
     result.problems()    # (probe, layer)s that learnt nothing measurable on validation or hit max_steps
 
 In stages (what `layer_sweep` does): `plan_sweep` checks the settings (a `SweepConfig`) and refuses a run
@@ -133,7 +133,7 @@ class SweepRow:
 
     model: str
     layer: int
-    layer_normalised: float
+    layer_normalized: float
     probe: str
     test: HeldOutMetrics
     training: TrainingRecord
@@ -142,7 +142,7 @@ class SweepRow:
         head = {
             "model": self.model,
             "layer": self.layer,
-            "layer_normalised": self.layer_normalised,
+            "layer_normalized": self.layer_normalized,
             "probe": self.probe,
         }
         return head | self.test.to_row() | self.training.to_row()
@@ -152,7 +152,7 @@ PEAK_RULES = {
     "val": ("val_auroc", "validation AUROC"),
     "test": ("accuracy", "test accuracy (optimistic: the paper's Table 1 rule)"),
 }
-"""How a probe's peak layer is chosen: `peak_by` -> (row metric maximised, how reports name the rule)."""
+"""How a probe's peak layer is chosen: `peak_by` -> (row metric maximized, how reports name the rule)."""
 
 
 @dataclass
@@ -181,7 +181,7 @@ class SweepResult:
             [
                 "probe",
                 "peak_layer",
-                "peak_layer_normalised",
+                "peak_layer_normalized",
                 "accuracy [95% CI]",
                 "accuracy_at_half",
                 "balanced_accuracy",
@@ -334,7 +334,7 @@ def layer_sweep(
     probe's best-validation epoch with the threshold calibrated on the validation images, and report test
     metrics with image-bootstrap intervals (`n_boot` replicates) on a fixed pair set of held-out images.
     `peak_by`: "val" (each probe's peak layer has the best validation AUROC) or "test" (best test
-    accuracy, the paper's rule; optimistic, and labelled so in the peaks).
+    accuracy, the paper's rule; optimistic, and labeled so in the peaks).
 
     `store`: 'none' holds the activations in memory (on `device`) and trains from there, writing no
     store; 'disk' extracts to the resumable store in the run directory and trains on as many layers
@@ -482,11 +482,11 @@ def _train_probe(
             patches_per_image=training.eval_patches_per_image,
             seed=training.eval_seed,
         )
-        normalised = layer / max(model.cfg.n_layers - 1, 1)
+        normalized = layer / max(model.cfg.n_layers - 1, 1)
         row = SweepRow(
             model.cfg.source,
             layer,
-            normalised,
+            normalized,
             name,
             HeldOutMetrics.from_metrics(metrics),
             TrainingRecord.from_result(result),
@@ -548,7 +548,7 @@ def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
     peaks = {
         probe: row | {"peak_chosen_on": rule} for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
     }
-    peak_columns = ("peak_layer", "peak_layer_normalised", "peak_chosen_on", *METRICS, "val_auroc", "learnt")
+    peak_columns = ("peak_layer", "peak_layer_normalized", "peak_chosen_on", *METRICS, "val_auroc", "learnt")
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
     files["peaks_csv"], files["peaks_json"] = write_table(

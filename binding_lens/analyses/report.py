@@ -33,7 +33,7 @@ def write_table(rows: Sequence[Row], stem: Path) -> tuple[Path, Path]:
 
 def peak_layers(rows: Sequence[Row], n_layers: int, metric: str = "accuracy") -> dict[str, Row]:
     """Per probe, the row of its best layer by `metric` (first layer on ties; rows without `metric` never win),
-    with the layer normalised to [0, 1] as in the paper."""
+    with the layer normalized to [0, 1] as in the paper."""
     best: dict[str, Row] = {}
     for row in rows:
         probe = row["probe"]
@@ -43,7 +43,7 @@ def peak_layers(rows: Sequence[Row], n_layers: int, metric: str = "accuracy") ->
             best[probe] = row
     denominator = max(n_layers - 1, 1)
     return {
-        probe: row | {"peak_layer": row["layer"], "peak_layer_normalised": row["layer"] / denominator}
+        probe: row | {"peak_layer": row["layer"], "peak_layer_normalized": row["layer"] / denominator}
         for probe, row in best.items()
     }
 

@@ -38,7 +38,7 @@ from ..probes import TrainResult, split_by_image
 from ..probes.batch import PairBatch
 from ..probes.metrics import auroc, bootstrap_auroc
 from ..probes.sampling import fixed_pairs
-from ..sae import SaeTrainingConfig, SparseAutoencoder, initialise_sae, train_sae
+from ..sae import SaeTrainingConfig, SparseAutoencoder, initialize_sae, train_sae
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table
@@ -232,7 +232,7 @@ def _baselines(
     """Other pair scores on the report pairs: an untrained SAE's best feature (selected the same way), the
     cosine of whole SAE codes and of the raw tokens, and the probe."""
     (selection, reporting), (select_tokens, report_tokens), sae = pairs, tokens, setup.sae
-    untrained = initialise_sae(
+    untrained = initialize_sae(
         SparseAutoencoder(sae.d_in, sae.d_sae, sae.architecture, sae.k),
         setup.patches[setup.split[0]].flatten(0, 1).mean(0),
         torch.Generator().manual_seed(seed + 7),

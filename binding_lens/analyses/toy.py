@@ -4,7 +4,7 @@
     print(result.text())
 
 Twin scenes (the `twins` preset, snapped to the model's patch grid so the two copies cover corresponding
-patches with identical pixels): twin A, its exact copy B, a similar object (same class and colour, new
+patches with identical pixels): twin A, its exact copy B, a similar object (same class and color, new
 texture phase, smaller) and one of another class. A `quadratic` probe per layer, trained on the
 model's ordinary scenes (the `default` preset), is read on them:
 
@@ -44,7 +44,7 @@ from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import auroc as auroc_of
 from ..probes.metrics import bootstrap_auroc
 from ..stats import bootstrap_counts, bootstrap_mean, percentile_interval
-from .ablation import Labelled, label_images
+from .ablation import Labeled, label_images
 from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table, interval_text, write_table
 
@@ -162,7 +162,7 @@ def position_decoding(
     design = torch.cat([x_train, torch.ones(len(x_train), 1, dtype=torch.float64)], 1)
     penalty = ridge * len(x_train) * torch.eye(design.shape[1], dtype=torch.float64)
     penalty[-1, -1] = 0
-    # one factorisation for both fits: true positions in columns 0-1, shuffled ones in 2-3
+    # one factorization for both fits: true positions in columns 0-1, shuffled ones in 2-3
     weights = torch.linalg.solve(design.T @ design + penalty, design.T @ torch.cat([y_train, shuffled], 1))
     tokens = (x_test - mean) / scale
     predicted = torch.cat([tokens, torch.ones(*tokens.shape[:2], 1, dtype=torch.float64)], -1) @ weights
@@ -212,7 +212,7 @@ class _ToyData:
     """The ordinary and twin scenes' patch tokens per layer, the ordinary scenes' split (train, val, position
     test), each twin scene's pairs by kind and corresponding twin patches, and the query patch of the maps."""
 
-    ordinary: Labelled
+    ordinary: Labeled
     twins: SyntheticScenes
     ordinary_tokens: dict[int, Float[Tensor, "image n d_model"]]
     twin_tokens: dict[int, Float[Tensor, "twin_image n d_model"]]
@@ -346,9 +346,9 @@ def _twin_pca(
 ) -> Row:
     differences, scene = _differences(tokens, corresponding)
     if len(differences) < 3:
-        raise InputError("too few corresponding twin patches to analyse; use more twin scenes")
-    centred = differences.double() - differences.double().mean(0)
-    _, singular, vt = torch.linalg.svd(centred, full_matrices=False)
+        raise InputError("too few corresponding twin patches to analyze; use more twin scenes")
+    centered = differences.double() - differences.double().mean(0)
+    _, singular, vt = torch.linalg.svd(centered, full_matrices=False)
     variance = singular**2
     sign = torch.sign(differences.double() @ vt[0])
     per_scene = torch.stack([sign[scene == i].mean().abs() for i in scene.unique()])

@@ -10,7 +10,7 @@ patch q of another object in the same image,
 
 block l + 1 runs on the edited stream, and the probe at l + 1 scores p against the untouched patches.
 The swap succeeds when p now groups with q's object and not its own. R is trained (the model and the
-probe frozen) to minimise the binary cross-entropy of those scores against the swapped labels:
+probe frozen) to minimize the binary cross-entropy of those scores against the swapped labels:
 
     das = train_das(model, pixels, instance, layer=3, probe_next=probe_at_4, k=8)
     das.subspace                                   # a BindingSubspace (basis Q^T, no eigenvalues)
@@ -47,7 +47,7 @@ class Swaps:
 
     edited: Bool[Tensor, "image n"]  # patches that receive a donor's coordinates
     donor: Int[Tensor, "image n"]  # the donor of each patch (itself where not edited)
-    instance: Int[Tensor, "image n"]  # object ids before the swap (< 0: unlabelled)
+    instance: Int[Tensor, "image n"]  # object ids before the swap (< 0: unlabeled)
 
     @property
     def swapped_instance(self) -> Int[Tensor, "image n"]:
@@ -56,9 +56,9 @@ class Swaps:
 
     def pair_targets(self) -> tuple[Bool[Tensor, "image n n"], Bool[Tensor, "image n n"], Bool[Tensor, "image n n"]]:
         """(pairs scored, same object after the swap, same object before): every pair of an edited patch
-        with an untouched labelled patch of the image (the untouched ones keep their objects as anchors)."""
-        labelled = self.instance >= 0
-        anchor = labelled & ~self.edited
+        with an untouched labeled patch of the image (the untouched ones keep their objects as anchors)."""
+        labeled = self.instance >= 0
+        anchor = labeled & ~self.edited
         scored = self.edited[:, :, None] & anchor[:, None, :]
         after = self.swapped_instance[:, :, None] == self.instance[:, None, :]
         before = self.instance[:, :, None] == self.instance[:, None, :]
@@ -66,14 +66,14 @@ class Swaps:
 
 
 def draw_swaps(instance: Int[Tensor, "image n"], fraction: float, generator: torch.Generator) -> Swaps:
-    """Edit about `fraction` of each image's labelled patches; each takes a donor drawn uniformly among the
-    labelled patches of the other objects of its image (a patch with no other object is left alone)."""
+    """Edit about `fraction` of each image's labeled patches; each takes a donor drawn uniformly among the
+    labeled patches of the other objects of its image (a patch with no other object is left alone)."""
     if not 0.0 < fraction < 1.0:
         raise InputError(f"fraction of patches to edit must be in (0, 1), got {fraction}")
     instance = dense_instance_ids(instance.long())
     images, n = instance.shape
-    labelled = instance >= 0
-    other_object = labelled[:, :, None] & labelled[:, None, :] & (instance[:, :, None] != instance[:, None, :])
+    labeled = instance >= 0
+    other_object = labeled[:, :, None] & labeled[:, None, :] & (instance[:, :, None] != instance[:, None, :])
     keys = torch.rand(images, n, n, generator=generator).masked_fill(~other_object, -1.0)
     donor = keys.argmax(-1)
     has_donor = other_object.any(-1)
@@ -207,7 +207,7 @@ def fit_interchange_subspace(
     """Learn the k-dim subspace of `tokens` (patch tokens at one layer) whose interchange between objects
     makes `readout` group each edited patch with its donor's object; fresh swaps every step, Adam with a
     cosine decay of `lr` to 0 (a constant rate leaves the basis jittering by ~10 degrees). Anything
-    `readout` closes over must be frozen by the caller (only the rotation is optimised)."""
+    `readout` closes over must be frozen by the caller (only the rotation is optimized)."""
     config = replace(config or DASConfig(), **options)
     if tokens.ndim != 3 or tuple(instance.shape) != tuple(tokens.shape[:2]):
         raise InputError(

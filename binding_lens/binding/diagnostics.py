@@ -169,7 +169,7 @@ def subspace_stability(
     stability: StabilityConfig | None = None,
     **options: Any,
 ) -> StabilityReport:
-    """Re-fit a probe with each seed (initialisation and batch order) and on two disjoint halves of the
+    """Re-fit a probe with each seed (initialization and batch order) and on two disjoint halves of the
     training images, and compare their top-k subspaces pairwise (seeds with seeds, half with half).
     Warns when they differ by more than `tolerance` degrees on average.
 

@@ -118,7 +118,7 @@ class Shuffle(Intervention):
 
 
 class Inject(Intervention):
-    """Informed: move each labelled patch's binding part toward its object's mean,
+    """Informed: move each labeled patch's binding part toward its object's mean,
     c_i' = alpha c_i + (1 - alpha) mean_{j in o(i)} c_j. `instance` [batch, n_patches] holds object ids
     in patch order (< 0: unlabeled, left untouched). Undefined on crops whose labels are unknown."""
 
@@ -137,7 +137,7 @@ class Inject(Intervention):
                 "tokens: pass one label per patch token, in row-major patch order"
             )
         dense = dense_instance_ids(self.instance.to(patches.device).long())
-        labelled = dense >= 0
+        labeled = dense >= 0
         slot = dense + 1  # slot 0 collects the unlabeled patches; object means come from one scatter-add
         n_slots = int(slot.max()) + 1
         binding = self.subspace.binding_part(patches)
@@ -146,7 +146,7 @@ class Inject(Intervention):
         means = (sums / counts.clamp(min=1)[..., None]).gather(1, slot[..., None].expand(-1, -1, d))
         new_binding = self.alpha * binding + (1 - self.alpha) * means
         edited = self._replace_binding(patches, new_binding)
-        return torch.where(labelled[..., None], edited, patches)
+        return torch.where(labeled[..., None], edited, patches)
 
 
 class ProjectOut(Intervention):

@@ -8,8 +8,8 @@ A logit is the prior's part plus what the family reads from z:
                       (+ with a `CodeLayout`, an MLP on which features o_<k already covers)
   linear              + w_k . z
   quadratic           + (U_k z) . (V_k z) / sqrt(d) + w_k . z               (rank r per object)
-  shared_quadratic    the quadratic with every weight shared by feature: U_colour(k), V_shape(k),
-                      w_colour(k) + w_shape(k) (the second paper's W_k = U_colour^T V_shape test)
+  shared_quadratic    the quadratic with every weight shared by feature: U_color(k), V_shape(k),
+                      w_color(k) + w_shape(k) (the second paper's W_k = U_color^T V_shape test)
   dnn                 + a GELU MLP per object on [z ; y_k] (two hidden layers of `hidden` units)
   attention           over spatial tokens s_1..s_N: query q_k = W_q (base_k + C^T y_k), weights
                       softmax_n(q_k . s_n / sqrt(d)), no key or value projections; the pooled token
@@ -21,11 +21,11 @@ where the representation adds nothing. The earlier bits enter the prior part lin
 their count: the count lets a linear logit follow how many objects are left to place (the
 second paper's probes feed the earlier bits through the family itself, quadratic included, which on
 F-disjoint splits learns the training codes' co-occurrences and costs bits on test; measured in the
-CHANGELOG). Given the code's `CodeLayout` (which colour and shape each object bit is), the prior also
-sees, per head, whether its own colour and shape are already covered and how many of each are: the
+CHANGELOG). Given the code's `CodeLayout` (which color and shape each object bit is), the prior also
+sees, per head, whether its own color and shape are already covered and how many of each are: the
 statistics the balanced scenes' coverage constraint turns on. On `balanced` that takes the prior
 probe's test cross-entropy from 2.8 bits above H(O) to 0.9 (3,000 training scenes). The z-forms start at
-zero (U random, V = 0), inputs are standardised with the training set's statistics
+zero (U random, V = 0), inputs are standardized with the training set's statistics
 (`set_standardization`), so one learning rate serves residual streams of any scale.
 """
 
@@ -58,7 +58,7 @@ def previous(codes: Float[Tensor, "batch n_codes"]) -> Float[Tensor, "batch n_co
 @dataclass(frozen=True)
 class CodeLayout:
     """Which features each code bit carries: `membership` [K, n_features] of 0/1, the features in consecutive
-    groups of sizes `groups` (colours, then shapes). Object codes are colour-major conjunctions (one colour
+    groups of sizes `groups` (colors, then shapes). Object codes are color-major conjunctions (one color
     and one shape each); feature codes are the features themselves."""
 
     membership: Float[Tensor, "n_codes n_features"]
@@ -66,14 +66,14 @@ class CodeLayout:
 
     @classmethod
     def objects(cls, n_colors: int, n_shapes: int) -> "CodeLayout":
-        """Object code k = colour k // n_shapes with shape k % n_shapes."""
+        """Object code k = color k // n_shapes with shape k % n_shapes."""
         k = torch.arange(n_colors * n_shapes)
         membership = torch.cat([F.one_hot(k // n_shapes, n_colors), F.one_hot(k % n_shapes, n_shapes)], dim=1)
         return cls(membership.float(), (n_colors, n_shapes))
 
     @classmethod
     def features(cls, n_colors: int, n_shapes: int) -> "CodeLayout":
-        """Feature code: n_colors colour bits, then n_shapes shape bits."""
+        """Feature code: n_colors color bits, then n_shapes shape bits."""
         return cls(torch.eye(n_colors + n_shapes), (n_colors, n_shapes))
 
     @property
@@ -145,7 +145,7 @@ def _weight(*shape: int, scale: float | None = None) -> nn.Parameter:
 
 class CodeProbe(nn.Module):
     """The prior probe, and the base of every family: q(o_k | o_<k) from the earlier bits (each bit and their
-    count) and a bias; a family adds the logits it reads from z (`logits`). Also standardisation and bits."""
+    count) and a bias; a family adds the logits it reads from z (`logits`). Also standardization and bits."""
 
     family: str = "prior"
     # buffers (registered in __init__)
@@ -249,7 +249,7 @@ class QuadraticCodeProbe(CodeProbe):
 
 
 class SharedQuadraticCodeProbe(CodeProbe):
-    """Every z-weight belongs to a feature: code bit k reads U of its colour and V of its shape (`layout`)."""
+    """Every z-weight belongs to a feature: code bit k reads U of its color and V of its shape (`layout`)."""
 
     family = "shared_quadratic"
     # buffers (registered in __init__)
@@ -259,7 +259,7 @@ class SharedQuadraticCodeProbe(CodeProbe):
     def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, rank: int = 16):
         if layout is None or len(layout.groups) != 2:
             raise InputError(
-                "the shared quadratic probe needs the object codes' layout (one colour and one shape "
+                "the shared quadratic probe needs the object codes' layout (one color and one shape "
                 "per code bit): pass layout=CodeLayout.objects(n_colors, n_shapes)"
             )
         super().__init__(d_model, n_codes, layout)

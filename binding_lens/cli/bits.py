@@ -56,7 +56,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="repeat the table over seeds SEED..SEED+N-1 (scene draw, probe init) and report each number "
         "as the mean with its 95%% t interval across seeds (1: image-bootstrap intervals)",
     )
-    bits.add_argument("--max-steps", type=positive_int, default=3000, help="optimiser steps per probe at most")
+    bits.add_argument("--max-steps", type=positive_int, default=3000, help="optimizer steps per probe at most")
     bits.add_argument("--device", default=None, help=DEVICE_HELP)
     bits.add_argument(
         "--intervene",

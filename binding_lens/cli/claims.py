@@ -40,7 +40,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--max-steps",
         type=positive_int,
         default=2000,
-        help="most optimiser steps per probe (each stops earlier once its validation loss stops improving)",
+        help="most optimizer steps per probe (each stops earlier once its validation loss stops improving)",
     )
     claims.add_argument(
         "--out",

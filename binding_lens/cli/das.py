@@ -32,7 +32,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
     das.add_argument("--seed", type=non_negative_int, default=1, help="scene seed; also seeds probes, DAS and swaps")
     das.add_argument("--n-random", type=positive_int, default=5, help="random control subspaces")
-    das.add_argument("--das-steps", type=positive_int, default=300, help="optimiser steps of the rotation")
+    das.add_argument("--das-steps", type=positive_int, default=300, help="optimizer steps of the rotation")
     das.add_argument("--device", default=None, help=DEVICE_HELP)
     das.add_argument("--out", type=output_dir, required=True, help="output directory (subspaces.csv/.json, bases)")
 

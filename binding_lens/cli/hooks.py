@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def sample_pixels(model, size: tuple[int, int], batch: int = 1):
-    """A deterministic test image (smooth colour ramps), preprocessed with the model's statistics."""
+    """A deterministic test image (smooth color ramps), preprocessed with the model's statistics."""
     import torch
 
     height, width = size

@@ -26,7 +26,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
     sae.add_argument("--d-sae", type=positive_int, default=768, help="features of the SAE")
     sae.add_argument("--k", type=positive_int, default=16, help="active features per token (TopK)")
-    sae.add_argument("--steps", type=positive_int, default=2000, help="SAE optimiser steps")
+    sae.add_argument("--steps", type=positive_int, default=2000, help="SAE optimizer steps")
     sae.add_argument("--subspace-rank", type=positive_int, default=8, help="dimension of the binding subspace shuffled")
     sae.add_argument("--top", type=positive_int, default=10, help="features reported")
     sae.add_argument("--seed", type=non_negative_int, default=0, help="scene seed; also seeds the split, SAE and probe")

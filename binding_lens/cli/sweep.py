@@ -70,7 +70,7 @@ def _add_extraction_arguments(command: argparse.ArgumentParser) -> None:
         "--patches-per-image",
         type=positive_int,
         default=None,
-        help=f"labelled patches stored per image, at most the patch grid's (default: {PATCHES_PER_IMAGE}, "
+        help=f"labeled patches stored per image, at most the patch grid's (default: {PATCHES_PER_IMAGE}, "
         "or the whole grid when it has fewer)",
     )
     command.add_argument("--batch-size", type=positive_int, default=16, help="images per forward pass")
@@ -136,7 +136,7 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         "--max-steps",
         type=positive_int,
         default=2000,
-        help="most optimiser steps per probe; each stops earlier once its validation loss stops improving",
+        help="most optimizer steps per probe; each stops earlier once its validation loss stops improving",
     )
     command.add_argument(
         "--epochs",
@@ -163,7 +163,7 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         choices=("val", "test"),
         default="val",
         help="choose each probe's peak layer on validation AUROC (val) or on test "
-        "accuracy (the paper's Table 1 rule: optimistic, labelled so)",
+        "accuracy (the paper's Table 1 rule: optimistic, labeled so)",
     )
 
 

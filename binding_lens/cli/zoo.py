@@ -53,7 +53,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--precision",
         choices=("fp32", "bf16"),
         default="fp32",
-        help="bf16: forward passes under bfloat16 autocast (weights and optimiser stay float32)",
+        help="bf16: forward passes under bfloat16 autocast (weights and optimizer stay float32)",
     )
     train.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -7,10 +7,10 @@
 
 Datasets are sequences of `Scene`s with an `identity` dict for manifests (`spec` turns strings
 and identities back into datasets). `patch_labels` turns a scene's masks into per-patch labels for
-any grid; `sampling` draws labelled patches and counts pairs, batched over images (the one home of
+any grid; `sampling` draws labeled patches and counts pairs, batched over images (the one home of
 patch sampling); `pairs` holds the pair statistics reports carry; `skips` counts images that cannot
-give pairs (`labelled_scenes`). The rest lives in its module: the generator's knobs in `knobs`, the
-colour x shape codes in `colorshape`, resizing in `resize`, the image and mask checks in `scene`.
+give pairs (`labeled_scenes`). The rest lives in its module: the generator's knobs in `knobs`, the
+color x shape codes in `colorshape`, resizing in `resize`, the image and mask checks in `scene`.
 """
 
 from ..lazy import lazy_exports
@@ -20,7 +20,7 @@ from .knobs import PRESETS
 from .pairs import pair_stats
 from .patches import PatchLabels, patch_labels
 from .scene import Scene, SceneError
-from .skips import SkipReport, labelled_scenes
+from .skips import SkipReport, labeled_scenes
 from .synthetic import CLASS_NAMES, SyntheticScenes
 
 # Exported here before issue 30: `from binding_lens.data import count_pairs` says where each name lives now.
@@ -38,10 +38,16 @@ _MOVED = {
     "resize": ["resize_image", "resize_mask"],
     "sampling": ["count_pairs", "dense_instance_ids", "sample_patch_slots"],
     "scene": ["check_image", "check_mask"],
-    "skips": ["NO_LABELLED_PATCH", "SINGLE_OBJECT", "UnusableImageError", "unusable_reason"],
+    "skips": ["NO_LABELED_PATCH", "SINGLE_OBJECT", "UnusableImageError", "unusable_reason"],
+}
+_RENAMED = {  # one spelling (American, as torch and transformers write it)
+    "labelled_scenes": f"{__name__}.labeled_scenes",  # old name
+    "NO_LABELLED_PATCH": f"{__name__}.skips.NO_LABELED_PATCH",  # old name
 }
 __getattr__, __dir__ = lazy_exports(
-    __name__, {}, moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names}
+    __name__,
+    {},
+    moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names} | _RENAMED,
 )
 
 __all__ = [
@@ -54,7 +60,7 @@ __all__ = [
     "SceneError",
     "SkipReport",
     "SyntheticScenes",
-    "labelled_scenes",
+    "labeled_scenes",
     "pair_stats",
     "patch_labels",
 ]

@@ -16,7 +16,7 @@ objectInfo150.csv circulates in two spellings of its Name column: synonyms joine
 ("chest of drawers;chest;bureau;dresser") and every word joined by ';'
 ("chest;of;drawers;chest;bureau;dresser"). Full ADE names ("chest of drawers, chest, bureau,
 dresser") are matched on the sequence of words, which is the same in both (`map_to_150`). Full
-classes outside the 150 are unlabelled (0); which ones, and any 150-class that no full name matches,
+classes outside the 150 are unlabeled (0); which ones, and any 150-class that no full name matches,
 are listed in `ADE20K.unmatched_full` and `ADE20K.unmatched_150` (the latter also warned about).
 """
 
@@ -111,7 +111,7 @@ def map_to_150(objectnames: Sequence[str], info150: dict[int, str]) -> Int[np.nd
        door', 'screen' -> 'screen;silver screen;...'), so a later synonym alone ('double door', 'chest') maps
        to none rather than to a guess. In a word-joined csv the first synonym is taken to be the longest
        run of leading words that is a synonym of some full name ('screen;door;screen' -> 'screen door').
-    Ties go to the lowest 150 index. 0 (unlabelled) for a full class that neither step matches.
+    Ties go to the lowest 150 index. 0 (unlabeled) for a full class that neither step matches.
     """
     vocabulary = {syn for name in objectnames for syn in _synonyms(name)}
     keeps_spaces = _keeps_spaces(info150)
@@ -177,9 +177,9 @@ class ADE20K(Sequence):
         self.classes = "150" if (classes == "150" or (classes == "auto" and info_path is not None)) else "full"
         self.info150_path = info_path
         self.unmatched_full: dict[int, str] = {}
-        """Full classes (id -> name) that match no 150-class: their pixels are unlabelled (0), instance included."""
+        """Full classes (id -> name) that match no 150-class: their pixels are unlabeled (0), instance included."""
         self.unmatched_150: dict[int, str] = {}
-        """150-classes that no full ADE name maps to: their pixels can never be labelled."""
+        """150-classes that no full ADE name maps to: their pixels can never be labeled."""
         self._lut: np.ndarray | None = None
         self.class_names: dict[int, str] = {k + 1: n for k, n in enumerate(self.objectnames)}
         if self.classes == "150":
@@ -205,7 +205,7 @@ class ADE20K(Sequence):
             warnings.warn(
                 f"{len(self.unmatched_150)} of the {len(info)} classes of {info_path.name} match no full ADE20K name "
                 f"({_examples(self.unmatched_150)}), and {len(self.unmatched_full)} of the {len(self.objectnames)} "
-                f"full classes match no 150-class ({_examples(self.unmatched_full)}); their pixels stay unlabelled "
+                f"full classes match no 150-class ({_examples(self.unmatched_full)}); their pixels stay unlabeled "
                 "(0); if a class should match, compare its names in the csv and the index "
                 "(ADE20K.unmatched_150, .unmatched_full)",
                 stacklevel=3,

@@ -1,7 +1,7 @@
-"""Object and feature codes of colour x shape scenes, and the F-disjoint split (SPEC section 8).
+"""Object and feature codes of color x shape scenes, and the F-disjoint split (SPEC section 8).
 
-O is a binary vector over every (colour, shape) conjunction, in colour-major order
-(index = colour_index * n_shapes + shape_index); F is a binary vector over the colours
+O is a binary vector over every (color, shape) conjunction, in color-major order
+(index = color_index * n_shapes + shape_index); F is a binary vector over the colors
 followed by the shapes, and is a function of O. A scene belongs to the split that its F
 hashes to: `split_of_features` hashes the bytes of F (blake2b, fixed salt) to a number
 in [0, 1) and cuts it at the cumulative split fractions. The partition therefore
@@ -9,7 +9,7 @@ depends on F alone: two scenes with the same F always land in the same split, so
 train/val/test are disjoint in F (and in O, since O determines F), and the assignment
 is the same on every machine and every run.
 
-The balanced form (the second paper's) first picks F: `per_scene` = (a colours, b shapes) out
+The balanced form (the second paper's) first picks F: `per_scene` = (a colors, b shapes) out
 of the palette, drawn uniformly from the codes of that size in the split (`balanced_feature_codes`),
 then O: n distinct conjunctions of the a x b grid that together cover every picked feature,
 uniformly among all such sets (`covering_count` says how many there are).
@@ -33,17 +33,17 @@ _SALT = b"binding_lens.colorshape.split.v1"
 
 
 def conjunction_names(colors: Sequence[str], shapes: Sequence[str]) -> list[str]:
-    """Names of the entries of O, e.g. 'red disc', in O's colour-major order."""
+    """Names of the entries of O, e.g. 'red disc', in O's color-major order."""
     return [f"{c} {s}" for c in colors for s in shapes]
 
 
 def feature_names(colors: Sequence[str], shapes: Sequence[str]) -> list[str]:
-    """Names of the entries of F: the colours, then the shapes."""
+    """Names of the entries of F: the colors, then the shapes."""
     return [*colors, *shapes]
 
 
 def object_code(pairs: Sequence[tuple[int, int]], n_colors: int, n_shapes: int) -> UInt8[np.ndarray, " n_codes"]:
-    """O: 1 at colour_index * n_shapes + shape_index for each (colour, shape) present."""
+    """O: 1 at color_index * n_shapes + shape_index for each (color, shape) present."""
     o = np.zeros(n_colors * n_shapes, dtype=np.uint8)
     for c, s in pairs:
         o[c * n_shapes + s] = 1
@@ -51,7 +51,7 @@ def object_code(pairs: Sequence[tuple[int, int]], n_colors: int, n_shapes: int) 
 
 
 def feature_code(o: UInt8[np.ndarray, " n_codes"], n_colors: int, n_shapes: int) -> UInt8[np.ndarray, " n_features"]:
-    """F from O: which colours and which shapes occur in at least one object."""
+    """F from O: which colors and which shapes occur in at least one object."""
     grid = o.reshape(n_colors, n_shapes).astype(bool)
     return np.concatenate([grid.any(axis=1), grid.any(axis=0)]).astype(np.uint8)
 
@@ -102,8 +102,8 @@ def balanced_feature_codes(
     split: str | None = None,
     fractions: Sequence[float] = (0.8, 0.1, 0.1),
 ) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
-    """Every feature code with exactly per_scene = (a colours, b shapes) that falls in `split` (None: all),
-    as (colour indices, shape indices); C(n_colors, a) x C(n_shapes, b) codes before the split."""
+    """Every feature code with exactly per_scene = (a colors, b shapes) that falls in `split` (None: all),
+    as (color indices, shape indices); C(n_colors, a) x C(n_shapes, b) codes before the split."""
     return _balanced_codes(
         int(n_colors), int(n_shapes), (int(per_scene[0]), int(per_scene[1])), split, tuple(float(x) for x in fractions)
     )

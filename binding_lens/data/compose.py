@@ -18,7 +18,7 @@ from .textures import rephase, sample_texture
 
 @dataclass(frozen=True)
 class ObjectSpec:
-    """One object to draw: class (shape), colour, sprite side in px, rotation, texture, and its role."""
+    """One object to draw: class (shape), color, sprite side in px, rotation, texture, and its role."""
 
     shape: str
     color: str
@@ -27,7 +27,7 @@ class ObjectSpec:
     texture: tuple[tuple[str, Any], ...]
     role: str | None = None
     twin_of: int | None = None  # plan index of the object this one copies exactly
-    same_look_as: int | None = None  # plan index of the object whose class and colour this one shares
+    same_look_as: int | None = None  # plan index of the object whose class and color this one shares
 
     @property
     def texture_dict(self) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def _fresh(
 
 
 def plan_random(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> list[ObjectSpec]:
-    """Free objects; each later one may be an exact twin or a same-class same-colour distractor of an earlier one."""
+    """Free objects; each later one may be an exact twin or a same-class same-color distractor of an earlier one."""
     n = int(rng.integers(knobs.n_objects[0], knobs.n_objects[1] + 1))
     plan: list[ObjectSpec] = []
     for k in range(n):
@@ -86,8 +86,8 @@ def plan_random(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) ->
 
 
 def plan_twins(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> list[ObjectSpec]:
-    """SPEC section 7: twin A, its exact copy, a similar object (same class and colour, new
-    texture phase, 85% size), and an object of another class, all in one colour."""
+    """SPEC section 7: twin A, its exact copy, a similar object (same class and color, new
+    texture phase, 85% size), and an object of another class, all in one color."""
     i, j = rng.choice(len(knobs.shapes), size=2, replace=False)
     color = knobs.colors[int(rng.integers(0, len(knobs.colors)))]
     a = _fresh(rng, knobs, patch_px, knobs.shapes[int(i)], color, role="twin")
@@ -112,7 +112,7 @@ def plan_twins(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> 
 def plan_colorshape(
     rng: np.random.Generator, knobs: SceneKnobs, patch_px: float, split: str | None
 ) -> tuple[list[ObjectSpec], dict[str, Any]]:
-    """SPEC section 8: objects with distinct colour x shape conjunctions; O and F recorded.
+    """SPEC section 8: objects with distinct color x shape conjunctions; O and F recorded.
 
     With a split, conjunction sets are redrawn until F falls in that split (see
     `colorshape.split_of_features`), so the splits are disjoint in F. With `features_per_scene`
@@ -134,7 +134,7 @@ def plan_colorshape(
             break
     else:
         raise RuntimeError(
-            f"no colour x shape scene fell into split {split!r} in 10000 draws; "
+            f"no color x shape scene fell into split {split!r} in 10000 draws; "
             f"check split_fractions {knobs.split_fractions}"
         )
     plan = [_fresh(rng, knobs, patch_px, knobs.shapes[s], knobs.colors[c]) for c, s in pairs]
@@ -143,14 +143,14 @@ def plan_colorshape(
 
 def _balanced_pairs(rng: np.random.Generator, knobs: SceneKnobs, split: str | None) -> list[tuple[int, int]]:
     """F uniform among the split's codes with `features_per_scene` features; n uniform in `n_objects`;
-    then n distinct cells of the picked colours x shapes grid, uniform among the sets covering every
-    picked colour and shape (rejection: an accepted draw is uniform over the covering sets)."""
+    then n distinct cells of the picked colors x shapes grid, uniform among the sets covering every
+    picked color and shape (rejection: an accepted draw is uniform over the covering sets)."""
     per_scene = knobs.features_per_scene
     assert per_scene is not None  # the balanced form is used only when it is set
     codes = balanced_feature_codes(len(knobs.colors), len(knobs.shapes), per_scene, split, knobs.split_fractions)
     if not codes:
         raise RuntimeError(
-            f"no feature code with {knobs.features_per_scene} colours x shapes falls in split "
+            f"no feature code with {knobs.features_per_scene} colors x shapes falls in split "
             f"{split!r}; change split_fractions {knobs.split_fractions} or features_per_scene"
         )
     colors, shapes = codes[int(rng.integers(0, len(codes)))]
@@ -160,7 +160,7 @@ def _balanced_pairs(rng: np.random.Generator, knobs: SceneKnobs, split: str | No
         cells = [grid[int(i)] for i in rng.choice(len(grid), size=n, replace=False)]
         if len({c for c, _ in cells}) == len(colors) and len({s for _, s in cells}) == len(shapes):
             return sorted(cells)
-    raise RuntimeError(f"could not cover {len(colors)} colours and {len(shapes)} shapes with {n} objects")
+    raise RuntimeError(f"could not cover {len(colors)} colors and {len(shapes)} shapes with {n} objects")
 
 
 def sample_codes(knobs: SceneKnobs, n: int, seed: int = 0, split: str | None = None) -> tuple[np.ndarray, np.ndarray]:

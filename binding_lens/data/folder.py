@@ -5,7 +5,7 @@
     ROOT/classes/<stem>.png      optional class ids, same encodings
     ROOT/class_names.json        optional {"1": "cat", ...}
 
-Without class masks every labelled pixel gets class 1 ('object'). An image without a
+Without class masks every labeled pixel gets class 1 ('object'). An image without a
 mask is an error by default; missing='skip' skips it and counts it in `skips`.
 """
 
@@ -101,7 +101,7 @@ class ImageFolderWithMasks(Sequence):
         if instances.shape != image.shape[:2]:
             raise SceneError(
                 f"{mask_path}: mask size {instances.shape[0]}x{instances.shape[1]} differs from image {img.name} "
-                f"{image.shape[0]}x{image.shape[1]} (HxW); resize the mask with nearest-neighbour to the image size"
+                f"{image.shape[0]}x{image.shape[1]} (HxW); resize the mask with nearest-neighbor to the image size"
             )
         classes = read_id_mask(cls_path) if cls_path is not None else (instances > 0).astype(np.int32)
         metadata = {"source": "image_folder", "index": int(index), "source_path": str(img), "mask_path": str(mask_path)}

@@ -24,24 +24,24 @@ class SceneKnobs:
 
     composition: `random` (free objects with optional twins and same-look distractors),
         `twins` (SPEC section 7: two identical objects, a similar one of the same class,
-        one of another class, all one colour), `colorshape` (SPEC section 8: objects with
-        distinct colour x shape conjunctions, O and F codes recorded).
+        one of another class, all one color), `colorshape` (SPEC section 8: objects with
+        distinct color x shape conjunctions, O and F codes recorded).
     n_objects: inclusive (min, max) objects per scene (`random`, `colorshape`).
     object_patches: inclusive (min, max) side of an object's bounding box, in patches of a
         `reference_grid` x `reference_grid` grid over the image (16 -> 14 px patches at 224 px).
-    shapes, colors: the classes (shapes) and colours drawn from.
+    shapes, colors: the classes (shapes) and colors drawn from.
     p_twin: chance that a new object is a pixel-exact copy of an earlier one (`random`).
-    p_same_look: chance that a new object copies an earlier one's class and colour but not
-        its texture phase or size, so colour and class cannot tell them apart (`random`).
-    texture: object texture kind; texture_contrast: its amplitude in grey levels.
-    background: background kind; clutter: number of unlabelled background blobs.
+    p_same_look: chance that a new object copies an earlier one's class and color but not
+        its texture phase or size, so color and class cannot tell them apart (`random`).
+    texture: object texture kind; texture_contrast: its amplitude in gray levels.
+    background: background kind; clutter: number of unlabeled background blobs.
     max_occlusion: largest fraction of an object that later (front) objects may cover;
         0 forbids overlap. Visible masks are exact either way.
     rotate: rotate objects by a random angle (twins share theirs).
     snap_to_grid: place objects at multiples of the reference patch size, so twins cover
         corresponding patches with identical pixels (needs size divisible by reference_grid).
     split_fractions: train/val/test fractions of the F-disjoint partition (`colorshape`).
-    features_per_scene: (colours, shapes) every `colorshape` scene uses, the second paper's balanced
+    features_per_scene: (colors, shapes) every `colorshape` scene uses, the second paper's balanced
         form: F has exactly that many of each and the objects cover all of them. None: objects are
         free conjunctions and F is whatever they use.
     """
@@ -119,7 +119,7 @@ def _check(k: SceneKnobs) -> None:
     if k.texture not in TEXTURES:
         raise InputError(f"knob texture must be one of {', '.join(TEXTURES)}, got {k.texture!r}")
     if not isinstance(k.texture_contrast, (int, float)) or not 0 <= k.texture_contrast <= 127:
-        raise InputError(f"knob texture_contrast must be in [0, 127] grey levels, got {k.texture_contrast!r}")
+        raise InputError(f"knob texture_contrast must be in [0, 127] gray levels, got {k.texture_contrast!r}")
     if k.background not in BACKGROUNDS:
         raise InputError(f"knob background must be one of {', '.join(BACKGROUNDS)}, got {k.background!r}")
     if not isinstance(k.clutter, int) or isinstance(k.clutter, bool) or k.clutter < 0:
@@ -138,7 +138,7 @@ def _check(k: SceneKnobs) -> None:
     if k.composition == "colorshape" and k.n_objects[1] > len(k.colors) * len(k.shapes):
         raise InputError(
             f"knob n_objects max {k.n_objects[1]} exceeds the {len(k.colors) * len(k.shapes)} distinct "
-            "colour x shape conjunctions available; lower n_objects or add colours/shapes"
+            "color x shape conjunctions available; lower n_objects or add colors/shapes"
         )
     if k.features_per_scene is not None:
         _check_balanced(k)
@@ -151,16 +151,16 @@ def _check_balanced(k: SceneKnobs) -> None:
     if not (
         isinstance(per, tuple) and len(per) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in per)
     ):
-        raise InputError(f"knob features_per_scene must be a (colours, shapes) pair of integers, got {per!r}")
+        raise InputError(f"knob features_per_scene must be a (colors, shapes) pair of integers, got {per!r}")
     if not (1 <= per[0] <= len(k.colors) and 1 <= per[1] <= len(k.shapes)):
         raise InputError(
-            f"knob features_per_scene {per} must pick 1..{len(k.colors)} colours and "
+            f"knob features_per_scene {per} must pick 1..{len(k.colors)} colors and "
             f"1..{len(k.shapes)} shapes (the palette's sizes)"
         )
     if k.n_objects[0] < max(per) or k.n_objects[1] > per[0] * per[1]:
         raise InputError(
             f"knob n_objects {k.n_objects} must lie in {max(per)}..{per[0] * per[1]}: enough objects to "
-            f"cover {per[0]} colours and {per[1]} shapes, at most one per conjunction"
+            f"cover {per[0]} colors and {per[1]} shapes, at most one per conjunction"
         )
 
 
@@ -194,7 +194,7 @@ PRESETS: dict[str, SceneKnobs] = {
 }
 """Named knob sets: `default`, `twins` (SPEC section 7), `colorshape` and `balanced` (SPEC section 8).
 
-`balanced` is the second paper's ColorShape in form (6 of 8 colours x 6 of 8 shapes per scene, objects
+`balanced` is the second paper's ColorShape in form (6 of 8 colors x 6 of 8 shapes per scene, objects
 covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (a 12 x 12 patch grid)
 18 objects would each cover about one patch and leave the pairwise probes nothing to pair, while 8
 objects of 3 to 4 sixteenths of the image side (2 to 3 patches across at 96 px, 3 to 4 at 224 px)

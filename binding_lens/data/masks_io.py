@@ -41,13 +41,13 @@ def read_image(path: Path, advice: str = READ_ADVICE, context: str = "") -> UInt
 def read_id_mask(path: Path) -> Int[np.ndarray, "height width"]:
     """An id mask (0 = unlabeled) from an indexed (P), 8-bit (L), binary or 16/32-bit integer image.
 
-    Palette colours of an indexed PNG are ignored: the index is the id.
+    Palette colors of an indexed PNG are ignored: the index is the id.
     """
     with open_image(path) as im:
         if im.mode not in ID_MODES:
             raise SceneError(
                 f"{path}: mask has image mode {im.mode!r}, which does not hold ids; save one id per pixel as an "
-                "indexed (P), 8-bit greyscale (L) or 16-bit PNG (0 = unlabeled)"
+                "indexed (P), 8-bit grayscale (L) or 16-bit PNG (0 = unlabeled)"
                 + (" (a float image is not an id mask)" if im.mode == "F" else "")
             )
         return np.asarray(im).astype(np.int32)

@@ -1,6 +1,6 @@
 """Pair statistics every report carries: how many IsSameObject pairs, how many positive, the majority baseline.
 
-Pairs are (i, j), i < j, among the labelled patches of one image; label 1 when both carry the same
+Pairs are (i, j), i < j, among the labeled patches of one image; label 1 when both carry the same
 instance id. The majority baseline is the accuracy of always answering the more frequent label.
 Counting is `binding_lens.data.sampling.count_pairs` (one home for pairs and patch sampling).
 """

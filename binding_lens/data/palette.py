@@ -1,7 +1,7 @@
-"""The fixed colour palette of synthetic scenes (name -> RGB).
+"""The fixed color palette of synthetic scenes (name -> RGB).
 
 Eight well-separated hues, all distinct from the mid-dark neutral backgrounds, so that
-with the eight shapes there are 64 colour x shape conjunctions (K = 64 as in SPEC
+with the eight shapes there are 64 color x shape conjunctions (K = 64 as in SPEC
 section 8's ColorShape data).
 """
 

@@ -1,7 +1,7 @@
 """Per-patch ground truth: plurality vote of the pixels under each patch, for any grid.
 
 A pixel belongs to grid cell (floor((y + 0.5) * rows / H), floor((x + 0.5) * cols / W)),
-i.e. the cell its centre falls in. With H = rows * p this is exactly the p x p patch of
+i.e. the cell its center falls in. With H = rows * p this is exactly the p x p patch of
 a ViT; with any other H it is the patch the pixel lands in after resizing the image to
 the model's input, so labels can be computed on the original mask for whole-image
 inputs of any size and for tiles alike.
@@ -74,7 +74,7 @@ def resolve_grid(hw: tuple[int, int], grid: tuple[int, int] | None, patch_size: 
 def cell_index(
     hw: tuple[int, int], grid: tuple[int, int]
 ) -> tuple[Int[np.ndarray, " height"], Int[np.ndarray, " width"]]:
-    """Row of the grid for every pixel row, and column for every pixel column (pixel-centre rule)."""
+    """Row of the grid for every pixel row, and column for every pixel column (pixel-center rule)."""
     (h, w), (rows, cols) = hw, grid
     r = ((2 * np.arange(h) + 1) * rows) // (2 * h)
     c = ((2 * np.arange(w) + 1) * cols) // (2 * w)

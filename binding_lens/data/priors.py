@@ -1,15 +1,15 @@
-"""The priors of binding information: H(O), H(F) and H(O | F) of colour x shape scenes, in bits.
+"""The priors of binding information: H(O), H(F) and H(O | F) of color x shape scenes, in bits.
 
 `colorshape_priors` computes them exactly from the generator's own sampling rule (SPEC section 8),
 for one split or (split None) for the whole preset; binding bits use the preset's, because the test
 split's codes are a random part of the preset's that no probe has seen (`analyses.bits`):
 
-  balanced (`features_per_scene` set): F is uniform over the split's codes with a colours and b
+  balanced (`features_per_scene` set): F is uniform over the split's codes with a colors and b
       shapes, n uniform over `n_objects`, O uniform over the `covering_count(a, b, n)` sets covering F.
       So H(F) = log2 #codes, H(O | F) = H(n) + E_n log2 covering_count(a, b, n), H(O) = H(F) + H(O | F).
   free: n uniform, O a uniform n-subset of all K conjunctions, redrawn (with a new n) until F(O)
       falls in the split. An accepted O of size n then has probability q_n = p(n) / (C(K, n) Z), with
-      Z the acceptance rate; counting the O's in the split per F code (a colours, b shapes) with
+      Z the acceptance rate; counting the O's in the split per F code (a colors, b shapes) with
       covering_count gives H(O) and H(F) exactly, and H(O | F) = H(O) - H(F) as F is a function of O.
 
 `empirical_priors` is the plug-in entropy of sampled codes; it is biased low whenever the support is
@@ -57,7 +57,7 @@ def _entropy(p: np.ndarray) -> float:
 
 
 def colorshape_priors(knobs: SceneKnobs, split: str | None) -> CodePriors:
-    """Exact H(O), H(F), H(O | F) of `SyntheticScenes` colour x shape scenes with these knobs in `split`."""
+    """Exact H(O), H(F), H(O | F) of `SyntheticScenes` color x shape scenes with these knobs in `split`."""
     if knobs.composition != "colorshape":
         raise ValueError(f"priors are defined for composition 'colorshape', not {knobs.composition!r}")
     nc, ns = len(knobs.colors), len(knobs.shapes)
@@ -69,7 +69,7 @@ def colorshape_priors(knobs: SceneKnobs, split: str | None) -> CodePriors:
         h_f = log2(n_codes) if n_codes else 0.0
         h_o_f = log2(len(sizes)) + sum(p_n * log2(covering_count(a, b, n)) for n in sizes)
         return CodePriors(h_f + h_o_f, h_f, h_o_f, n_codes)
-    # free form: group the split's feature codes by their (colours, shapes) counts
+    # free form: group the split's feature codes by their (colors, shapes) counts
     groups: Counter[tuple[int, int]] = Counter()
     for colors in itertools.product((0, 1), repeat=nc):
         for shapes in itertools.product((0, 1), repeat=ns):

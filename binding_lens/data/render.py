@@ -18,7 +18,7 @@ from .textures import paint, texture_field
 
 @dataclass(frozen=True, eq=False)
 class Sprite:
-    """A rendered object: its mask and colours on a side x side square."""
+    """A rendered object: its mask and colors on a side x side square."""
 
     mask: Bool[np.ndarray, "side side"]
     rgb: UInt8[np.ndarray, "side side 3"]
@@ -31,7 +31,7 @@ class Sprite:
 def make_sprite(
     shape: str, side: int, angle: float, rgb: tuple[int, int, int], texture: dict, contrast: float
 ) -> Sprite:
-    """Render shape `shape` of colour `rgb` with `texture` on a side x side sprite."""
+    """Render shape `shape` of color `rgb` with `texture` on a side x side sprite."""
     return Sprite(shape_mask(shape, side, angle), paint(rgb, texture_field(texture, side), contrast))
 
 
@@ -59,11 +59,11 @@ class Canvas:
                 return False
         return True
 
-    def paste(self, sprite: Sprite, y0: int, x0: int, class_id: int, labelled: bool = True) -> int:
-        """Draw `sprite` at (y0, x0); returns its new instance id (0 for unlabelled clutter)."""
+    def paste(self, sprite: Sprite, y0: int, x0: int, class_id: int, labeled: bool = True) -> int:
+        """Draw `sprite` at (y0, x0); returns its new instance id (0 for unlabeled clutter)."""
         s, m = sprite.side, sprite.mask
         self.image[y0 : y0 + s, x0 : x0 + s][m] = sprite.rgb[m]
-        if not labelled:
+        if not labeled:
             return 0
         inst = self.instance[y0 : y0 + s, x0 : x0 + s]
         covered = np.bincount(inst[m], minlength=len(self.full))

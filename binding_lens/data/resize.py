@@ -1,4 +1,4 @@
-"""Resizing scenes for a model's input: images with PIL (bicubic by default), id masks nearest-neighbour.
+"""Resizing scenes for a model's input: images with PIL (bicubic by default), id masks nearest-neighbor.
 
 Extraction feeds each image whole, resized to the requested size, with position embeddings
 interpolated to its patch grid (the simpler of SPEC section 4's two coverage policies; the store's
@@ -36,6 +36,6 @@ def resize_image(
 
 
 def resize_mask(mask: Int[np.ndarray, "height width"], hw: tuple[int, int]) -> Int[np.ndarray, "out_height out_width"]:
-    """Resize an id mask with nearest-neighbour (the only resize that keeps ids valid)."""
+    """Resize an id mask with nearest-neighbor (the only resize that keeps ids valid)."""
     m = check_mask(mask)
     return np.asarray(Image.fromarray(m).resize((int(hw[1]), int(hw[0])), Image.Resampling.NEAREST)).astype(np.int32)

@@ -1,4 +1,4 @@
-"""Which labelled patches, and how many pairs: the one home of patch sampling, batched over images.
+"""Which labeled patches, and how many pairs: the one home of patch sampling, batched over images.
 
 Labels arrive as instance ids per patch slot, [image, patch] (< 0: excluded or padding). Everything
 here is batched: one random key per slot and one top-k per row, no Python loop over images. The
@@ -34,7 +34,7 @@ def dense_instance_ids(instance: Int[Tensor, "image patch"]) -> Int[Tensor, "ima
 
 
 def count_pairs(instance: Int[Tensor, "image patch"]) -> tuple[int, int]:
-    """(all valid pairs i < j, same-object pairs) over the labelled patches of all images."""
+    """(all valid pairs i < j, same-object pairs) over the labeled patches of all images."""
     if instance.ndim != 2:
         raise InputError(f"instance must be [image, patch], got shape {tuple(instance.shape)}")
     valid = instance >= 0
@@ -51,7 +51,7 @@ def count_pairs(instance: Int[Tensor, "image patch"]) -> tuple[int, int]:
 def sample_patch_slots(
     instance: Int[Tensor, "image patch"], k: int | None, generator: torch.Generator | None = None
 ) -> tuple[Int[Tensor, "image k"], Bool[Tensor, "image k"]]:
-    """Per image, k distinct labelled patch slots drawn uniformly (all if fewer), sorted; k=None: all labelled.
+    """Per image, k distinct labeled patch slots drawn uniformly (all if fewer), sorted; k=None: all labeled.
 
     Returns (slots, valid): rows shorter than k are padded with slot 0 and valid False. Excluded slots
     get keys that sort last, so they are never drawn.

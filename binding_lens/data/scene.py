@@ -51,17 +51,17 @@ def check_mask(
     if mask.ndim != 2:
         raise SceneError(
             f"{where}: expected a 2-D array of ids (H, W), got shape {mask.shape}; "
-            "an RGB mask must be decoded to ids first (e.g. one id per distinct colour)."
+            "an RGB mask must be decoded to ids first (e.g. one id per distinct color)."
         )
     if not np.issubdtype(mask.dtype, np.integer):
         raise SceneError(
             f"{where}: expected integer ids, got dtype {mask.dtype}; masks must hold ids, not intensities. "
-            "Resize masks with nearest-neighbour only, and cast exact integer arrays with .astype(np.int32)."
+            "Resize masks with nearest-neighbor only, and cast exact integer arrays with .astype(np.int32)."
         )
     if image_hw is not None and tuple(mask.shape) != tuple(image_hw):
         raise SceneError(
             f"{where}: mask size {mask.shape[0]}x{mask.shape[1]} (HxW) differs from its image "
-            f"{image_hw[0]}x{image_hw[1]}; resize the mask with nearest-neighbour to the image size."
+            f"{image_hw[0]}x{image_hw[1]}; resize the mask with nearest-neighbor to the image size."
         )
     if mask.size and int(mask.min()) < 0:
         raise SceneError(f"{where}: ids must be >= 0 (0 = unlabeled), found {int(mask.min())}.")
@@ -105,7 +105,7 @@ class Scene:
         return (int(self.image.shape[0]), int(self.image.shape[1]))
 
     def instance_ids(self) -> Int[np.ndarray, " instance"]:
-        """Sorted labelled instance ids present in the scene (0 excluded)."""
+        """Sorted labeled instance ids present in the scene (0 excluded)."""
         ids = np.unique(self.instance_mask)
         return ids[ids != 0]
 

@@ -1,4 +1,4 @@
-"""Binary shape rasterisers on a square sprite, vectorised over a coordinate grid.
+"""Binary shape rasterizers on a square sprite, vectorized over a coordinate grid.
 
 Every shape fits inside the unit disc, so rotating it never clips it at the sprite's
 border; sprites are rendered once and pasted at integer offsets, which makes two
@@ -82,11 +82,11 @@ SHAPES: dict[str, Callable[[Grid, Grid], Bool[np.ndarray, "side side"]]] = {
     "cross": cross,
     "star": star,
 }
-"""Shape name -> rasteriser; the order fixes the synthetic class ids (disc = 1, ...)."""
+"""Shape name -> rasterizer; the order fixes the synthetic class ids (disc = 1, ...)."""
 
 
 def sprite_grid(side: int, angle: float = 0.0) -> tuple[Grid, Grid]:
-    """Pixel-centre coordinates in [-1, 1] of a side x side sprite, rotated by `angle` radians."""
+    """Pixel-center coordinates in [-1, 1] of a side x side sprite, rotated by `angle` radians."""
     c = (np.arange(side, dtype=np.float32) + 0.5) * (2.0 / side) - 1.0
     v, u = np.meshgrid(c, c, indexing="ij")  # v: rows (down), u: columns (right)
     v = -v  # math orientation: y up, so "pointing up" means towards row 0

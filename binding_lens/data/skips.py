@@ -1,7 +1,7 @@
 """Images that cannot give IsSameObject pairs: detected, counted and reported, never dropped silently.
 
-An image is unusable at a given grid when no patch is labelled, or when all its valid
-patches belong to one object (no negative pairs). `labelled_scenes` walks a dataset,
+An image is unusable at a given grid when no patch is labeled, or when all its valid
+patches belong to one object (no negative pairs). `labeled_scenes` walks a dataset,
 labels each scene and either raises or skips such images, counting each skip with its
 reason in a `SkipReport` that belongs in every report.
 """
@@ -17,7 +17,7 @@ from ..errors import InputError
 from .patches import PatchLabels, patch_labels
 from .scene import Scene, Scenes
 
-NO_LABELLED_PATCH = "no labelled patch"
+NO_LABELED_PATCH = "no labeled patch"
 SINGLE_OBJECT = "single object (no negative pairs)"
 
 
@@ -28,7 +28,7 @@ class UnusableImageError(InputError):
 def unusable_reason(labels: PatchLabels) -> str | None:
     """Why this image gives no usable pair set, or None if it is fine."""
     if labels.n_valid == 0:
-        return NO_LABELLED_PATCH
+        return NO_LABELED_PATCH
     if labels.n_objects() < 2:
         return SINGLE_OBJECT
     return None
@@ -76,7 +76,7 @@ class SkipReport:
         }
 
 
-def labelled_scenes(
+def labeled_scenes(
     dataset: Scenes,
     *,
     grid: tuple[int, int] | None = None,

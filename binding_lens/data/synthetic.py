@@ -167,7 +167,7 @@ class SyntheticScenes(Sequence):
         )
 
     def _clutter(self, rng: np.random.Generator, canvas: Canvas) -> None:
-        """Unlabelled flat blobs (0.6 to 1.5 patches, palette colours) painted on the background."""
+        """Unlabeled flat blobs (0.6 to 1.5 patches, palette colors) painted on the background."""
         k = self.knobs
         for _ in range(k.clutter):
             side = max(2, int(round(rng.uniform(0.6, 1.5) * self.patch_px)))
@@ -176,7 +176,7 @@ class SyntheticScenes(Sequence):
             sprite = make_sprite(shape, side, float(rng.uniform(0, 2 * np.pi)), rgb, _FLAT, 0.0)
             y0 = int(rng.integers(0, self.hw[0] - side + 1))
             x0 = int(rng.integers(0, self.hw[1] - side + 1))
-            canvas.paste(sprite, y0, x0, class_id=0, labelled=False)
+            canvas.paste(sprite, y0, x0, class_id=0, labeled=False)
 
 
 def _sprites(plan: list[ObjectSpec], contrast: float) -> list[Sprite]:
@@ -194,7 +194,7 @@ def _sprites(plan: list[ObjectSpec], contrast: float) -> list[Sprite]:
 def _object_records(
     plan: list[ObjectSpec], sprites: list[Sprite], placed: list, canvas: Canvas
 ) -> list[dict[str, Any]]:
-    """Per placed object: ids, class, colour, shape, texture, bbox, full and visible pixel counts."""
+    """Per placed object: ids, class, color, shape, texture, bbox, full and visible pixel counts."""
     visible = np.bincount(canvas.instance.ravel(), minlength=len(canvas.full))
     id_of_plan = {p: at[2] for p, at in enumerate(placed) if at is not None}
     records = []

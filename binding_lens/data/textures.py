@@ -19,7 +19,7 @@ TEXTURES = ("none", "stripes", "checks", "noise", "mixed")
 """Object texture kinds; `mixed` draws stripes, checks or noise per object."""
 
 BACKGROUNDS = ("flat", "noise", "stripes")
-"""Background kinds (unlabelled clutter blobs are a separate knob)."""
+"""Background kinds (unlabeled clutter blobs are a separate knob)."""
 
 
 def smooth_noise(
@@ -86,14 +86,14 @@ def texture_field(texture: dict[str, Any], side: int) -> Float[np.ndarray, "side
 def paint(
     rgb: tuple[int, int, int], field: Float[np.ndarray, "side side"], contrast: float
 ) -> UInt8[np.ndarray, "side side 3"]:
-    """Colour a sprite: base colour plus `contrast` grey levels times the texture field."""
+    """Color a sprite: base color plus `contrast` gray levels times the texture field."""
     out = np.float32(contrast) * field[..., None] + np.asarray(rgb, dtype=np.float32)
     np.clip(out, 0.0, 255.0, out=out)
     return out.astype(np.uint8)
 
 
 def background(rng: np.random.Generator, kind: str, hw: tuple[int, int]) -> UInt8[np.ndarray, "height width 3"]:
-    """A neutral mid-dark background: flat, smooth colour noise, or faint stripes."""
+    """A neutral mid-dark background: flat, smooth color noise, or faint stripes."""
     h, w = hw
     base = rng.uniform(60, 120) + rng.uniform(-12, 12, size=3)
     if kind == "flat":

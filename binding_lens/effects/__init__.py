@@ -1,6 +1,6 @@
 """Downstream effects of interventions: next-layer attention, segmentation heads and the DINO loss.
 
-The DINO objective itself (`DinoHead`, `dino_loss`, views, centring) lives in `binding_lens.losses`."""
+The DINO objective itself (`DinoHead`, `dino_loss`, views, centering) lives in `binding_lens.losses`."""
 
 from .attention import (
     attention_kl,

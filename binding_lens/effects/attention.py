@@ -2,8 +2,8 @@
 
 - `next_layer_attention`: the head-averaged attention pattern of block l+1 between patch tokens,
   optionally with interventions active.
-- `own_object_attention_mass`: how much attention a labelled patch pays to patches of its own object.
-- `attention_kl`: KL(clean || intervened) of the attention rows of labelled patches.
+- `own_object_attention_mass`: how much attention a labeled patch pays to patches of its own object.
+- `attention_kl`: KL(clean || intervened) of the attention rows of labeled patches.
 - `*_sums`: the same two per image as (sum, count), so image-bootstrap replicates are weighted sums.
 - `attention_score_correlation`: Pearson r between attention at l+1 and IsSameObject scores at l over
   patch pairs, with a permutation-test p-value.
@@ -41,26 +41,26 @@ def next_layer_attention(
 
 
 def _same_object(instance: Int[Tensor, "batch n"]) -> tuple[Tensor, Tensor]:
-    labelled = instance >= 0
-    same = (instance[:, :, None] == instance[:, None, :]) & labelled[:, :, None] & labelled[:, None, :]
-    return same, labelled
+    labeled = instance >= 0
+    same = (instance[:, :, None] == instance[:, None, :]) & labeled[:, :, None] & labeled[:, None, :]
+    return same, labeled
 
 
 def own_object_attention_sums(
     pattern: Float[Tensor, "batch head_index query_pos key_pos"], instance: Int[Tensor, "batch n"]
 ) -> Float[Tensor, "batch 2"]:
-    """Per image: the summed head-mean attention mass of its labelled query patches on keys of their own
+    """Per image: the summed head-mean attention mass of its labeled query patches on keys of their own
     object (the query itself included), and the number of those queries. Summed over any set of
     images and divided, the two give that set's `own_object_attention_mass` (a bootstrap needs no rerun)."""
-    same, labelled = _same_object(instance.to(pattern.device))
+    same, labeled = _same_object(instance.to(pattern.device))
     mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1).mean(1)  # batch query
-    return _sums_and_counts(mass, labelled)
+    return _sums_and_counts(mass, labeled)
 
 
 def own_object_attention_mass(
     pattern: Float[Tensor, "batch head_index query_pos key_pos"], instance: Int[Tensor, "batch n"]
 ) -> float:
-    """Mean over labelled query patches and heads of the attention mass on keys of the query's own object
+    """Mean over labeled query patches and heads of the attention mass on keys of the query's own object
     (the query itself included)."""
     return _ratio(own_object_attention_sums(pattern, instance))
 
@@ -71,8 +71,8 @@ def attention_kl_sums(
     instance: Int[Tensor, "batch n"] | None = None,
     eps: float = 1e-12,
 ) -> Float[Tensor, "batch 2"]:
-    """Per image: the summed head-mean KL(clean || intervened) in nats of its query rows (labelled patches
-    only, if `instance` is given; rows renormalised over patch keys first) and the number of those rows."""
+    """Per image: the summed head-mean KL(clean || intervened) in nats of its query rows (labeled patches
+    only, if `instance` is given; rows renormalized over patch keys first) and the number of those rows."""
     if clean.shape != intervened.shape:
         raise InputError(f"patterns differ in shape: {tuple(clean.shape)} vs {tuple(intervened.shape)}")
     p = clean / clean.sum(-1, keepdim=True).clamp_min(eps)
@@ -88,8 +88,8 @@ def attention_kl(
     instance: Int[Tensor, "batch n"] | None = None,
     eps: float = 1e-12,
 ) -> float:
-    """Mean KL(clean || intervened) in nats over query rows (labelled patches only, if `instance` is given)
-    and heads; rows are renormalised over patch keys first."""
+    """Mean KL(clean || intervened) in nats over query rows (labeled patches only, if `instance` is given)
+    and heads; rows are renormalized over patch keys first."""
     return _ratio(attention_kl_sums(clean, intervened, instance, eps))
 
 
@@ -142,10 +142,10 @@ def attention_score_correlation(
     seed: int = 0,
 ) -> dict[str, float]:
     """Pearson r between head-averaged attention at l+1 and IsSameObject scores at l over ordered pairs
-    (i != j) of labelled patches, with its permutation p-value; also r with the ground truth."""
+    (i != j) of labeled patches, with its permutation p-value; also r with the ground truth."""
     attention = pattern.mean(1)
-    same, labelled = _same_object(instance.to(pattern.device))
-    pairs = labelled[:, :, None] & labelled[:, None, :]
+    same, labeled = _same_object(instance.to(pattern.device))
+    pairs = labeled[:, :, None] & labeled[:, None, :]
     pairs &= ~torch.eye(pairs.shape[-1], dtype=torch.bool, device=pairs.device)[None]
     a, s, truth = attention[pairs], scores.to(attention)[pairs], same[pairs].to(attention.dtype)
     r, p = permutation_test(a, s, n_permutations, seed)

@@ -1,6 +1,6 @@
 """The DINO loss of a model on itself (SPEC section 6): teacher = student = the pretrained model.
 
-The DINO v1 objective (Caron et al. 2021, facebookresearch/dino) compares the teacher's centred,
+The DINO v1 objective (Caron et al. 2021, facebookresearch/dino) compares the teacher's centered,
 sharpened distribution on each global crop with the student's distribution on every other crop.
 Here teacher and student are the same backbone and the same head, so the loss measures how
 consistent the model's (possibly intervened) CLS outputs stay across views of one image. iBOT and
@@ -141,7 +141,7 @@ def measure_dino_loss(
     views (same model, same inputs). Centering: with `center=None` the center is the mean head
     output over all images' global views (the fixed point of DINO's center EMA on this set);
     measure the clean model first and pass its `center` to every intervened condition so that all
-    conditions are centred alike. Same `seed`, same views.
+    conditions are centered alike. Same `seed`, same views.
 
     The settings are a `DinoLossConfig`'s fields and the views a `MultiCrop`'s: pass `config`, or any of
     their fields as keywords (they override `config`'s).
@@ -227,7 +227,7 @@ def fit_dino_head(
 
     Each step draws `batch_size` images and fresh multi-crop views (seeded by `seed` and the step),
     runs the frozen backbone once per view under torch.no_grad, and trains the student head with
-    AdamW on `dino_loss` against a teacher head (EMA of the student, `teacher_momentum`) centred by
+    AdamW on `dino_loss` against a teacher head (EMA of the student, `teacher_momentum`) centered by
     DINO's center EMA. `head` is the initial weights and is not modified. Returns (teacher head, the
     final center, the loss of every step); the teacher is the head DINO's checkpoints evaluate.
 

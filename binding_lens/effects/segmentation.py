@@ -9,9 +9,9 @@ so the scores say how much segmentation information the features still carry lin
     inst = fit_instance_head(train_feats, train_instance, n_queries=10, epochs=30, lr=1e-2, seed=0)
     instance_miou(inst, test_feats, test_instance)                # {"miou", "n_instances", ...}
 
-Labels are per patch ([image, patch]; -1 = ignored). Both heads are fitted on standardised
+Labels are per patch ([image, patch]; -1 = ignored). Both heads are fitted on standardized
 features (per-dimension mean and std of the training patches, for fast and scale-free Adam) and the
-standardisation is folded into the returned linear map, which therefore acts on raw features.
+standardization is folded into the returned linear map, which therefore acts on raw features.
 """
 
 from __future__ import annotations
@@ -120,9 +120,9 @@ def fit_semantic_head(
     weight_decay: float = 0.0,
     batch_size: int = 4096,
 ) -> nn.Linear:
-    """A linear per-patch classifier d -> n_classes, trained by softmax cross-entropy on labelled patches.
+    """A linear per-patch classifier d -> n_classes, trained by softmax cross-entropy on labeled patches.
 
-    Minibatch AdamW over the labelled patches (shuffled each epoch by a generator seeded with
+    Minibatch AdamW over the labeled patches (shuffled each epoch by a generator seeded with
     `seed`; the initial weights come from the same generator), so the fit is deterministic by seed.
     """
     classes = _checked_labels(feats, classes, "classes")
@@ -130,7 +130,7 @@ def fit_semantic_head(
     _check_training_settings(epochs, lr, weight_decay, batch_size, "batch_size")
     valid = classes >= 0
     if not valid.any():
-        raise InputError("classes has no labelled patch (all -1): nothing to fit")
+        raise InputError("classes has no labeled patch (all -1): nothing to fit")
     if int(classes.max()) >= n_classes:
         raise InputError(f"class id {int(classes.max())} >= n_classes {n_classes}")
     x, y = feats[valid].float(), classes[valid].long()
@@ -152,11 +152,11 @@ def fit_semantic_head(
 def confusion_matrix(
     pred: Int[Tensor, "image patch"], target: Int[Tensor, "image patch"], n_classes: int
 ) -> Int[Tensor, "n_classes n_classes"]:
-    """Counts [true class, predicted class] over the patches whose target is labelled (>= 0)."""
+    """Counts [true class, predicted class] over the patches whose target is labeled (>= 0)."""
     valid = target >= 0
     t, p = target[valid].long(), pred[valid].long()
     if t.numel() and (int(t.max()) >= n_classes or int(p.min()) < 0 or int(p.max()) >= n_classes):
-        raise InputError(f"class ids must lie in [0, {n_classes}) on labelled patches")
+        raise InputError(f"class ids must lie in [0, {n_classes}) on labeled patches")
     return torch.bincount(t * n_classes + p, minlength=n_classes * n_classes).view(n_classes, n_classes)
 
 
@@ -188,17 +188,17 @@ def semantic_scores(
 ) -> dict[str, Any]:
     """Patch-level semantic scores of predicted class ids against ground truth (-1 = ignored).
 
-    IoU_c = TP / (TP + FP + FN) over all labelled patches of all images pooled; mIoU is the mean
+    IoU_c = TP / (TP + FP + FN) over all labeled patches of all images pooled; mIoU is the mean
     over the classes present in the ground truth or the predictions (TP + FP + FN > 0), the
     standard convention; other classes' IoU is NaN. Predictions on ignored patches do not count.
-    Accuracy is the fraction of labelled patches predicted correctly.
+    Accuracy is the fraction of labeled patches predicted correctly.
     """
     if pred.shape != classes.shape:
         raise InputError(f"pred {tuple(pred.shape)} and classes {tuple(classes.shape)} must have the same shape")
     conf = confusion_matrix(pred, classes, n_classes).double()
     n_patches = int(conf.sum())
     if n_patches == 0:
-        raise InputError("classes has no labelled patch (all -1): nothing to score")
+        raise InputError("classes has no labeled patch (all -1): nothing to score")
     tp = conf.diag()
     iou = class_ious(conf)
     return {
@@ -291,7 +291,7 @@ def fit_instance_head(
     _check_training_settings(config.epochs, config.lr, config.weight_decay, config.batch_images, "batch_images")
     valid = instance >= 0
     if not valid.any():
-        raise InputError("instance has no labelled patch (all -1): nothing to fit")
+        raise InputError("instance has no labeled patch (all -1): nothing to fit")
     dense = dense_instance_ids(instance)
     x = feats.float()
     mean, std = _standardizer(x[valid])
@@ -325,8 +325,8 @@ def matched_ious(
     """For every ground-truth instance, the IoU of the predicted mask matched to it, and its image.
 
     Per image, predicted masks (pred ids, arbitrary; < 0 = no prediction) and ground-truth masks
-    (instance ids, arbitrary; -1 = ignored) are restricted to the labelled patches and matched
-    one-to-one by the Hungarian algorithm maximising total IoU; an unmatched instance gets 0.
+    (instance ids, arbitrary; -1 = ignored) are restricted to the labeled patches and matched
+    one-to-one by the Hungarian algorithm maximizing total IoU; an unmatched instance gets 0.
     """
     if pred.shape != instance.shape or pred.ndim != 2:
         raise InputError(f"pred {tuple(pred.shape)} and instance {tuple(instance.shape)} must both be [image, patch]")
@@ -361,7 +361,7 @@ def instance_scores(pred: Int[Tensor, "image patch"], instance: Int[Tensor, "ima
     their Hungarian-matched predicted mask (0 if unmatched); see `matched_ious`."""
     ious, owner = matched_ious(pred, instance)
     if ious.numel() == 0:
-        raise InputError("instance has no labelled patch (all -1): nothing to score")
+        raise InputError("instance has no labeled patch (all -1): nothing to score")
     return {"miou": float(ious.mean()), "n_instances": int(ious.numel()), "n_images": int(owner.unique().numel())}
 
 

@@ -4,7 +4,7 @@ Plain matplotlib on `matplotlib.figure.Figure` (no pyplot state); nothing here i
 binding_lens but `binding_lens.io`, so any layer can draw.
 
     accuracy_by_layer(rows, "fig3")              # sweep.json rows: a panel per model, a line per probe
-    accuracy_by_model(rows, "fig10", "quadratic")  # one probe across models, normalised depth
+    accuracy_by_model(rows, "fig10", "quadratic")  # one probe across models, normalized depth
     score_kde({layer: (scores, same)}, "kde")    # same- vs different-object score densities per layer
     attention_vs_score(attn, scores, "scatter")  # with Pearson r in the title
     ablation_figure(rows, "table2")              # conditions x metrics, table and bars

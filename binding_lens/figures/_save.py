@@ -54,20 +54,20 @@ def _fit(line: str, width_points: float, fontsize: float) -> list[str]:
 
 
 def title_room(fig: Figure) -> tuple[float, float]:
-    """(centre, width) for the title, as fractions of the figure width: centred over the visible axes, as wide
+    """(center, width) for the title, as fractions of the figure width: centered over the visible axes, as wide
     as it can be there without leaving the figure or reaching a legend on the right. Runs the layout first."""
     fig.draw_without_rendering()  # constrained layout places the axes, their labels and the legend
     boxes = [ax.get_position() for ax in fig.axes if ax.get_visible()]
-    centre = (min(box.x0 for box in boxes) + max(box.x1 for box in boxes)) / 2
+    center = (min(box.x0 for box in boxes) + max(box.x1 for box in boxes)) / 2
     right = min(
         [1.0]
         + [
             legend.get_window_extent().x0 / fig.bbox.width
             for legend in fig.legends
-            if legend.get_window_extent().x0 > centre * fig.bbox.width
+            if legend.get_window_extent().x0 > center * fig.bbox.width
         ]
     )
-    return centre, max(0.25, 2 * min(centre, right - centre) - 0.02)
+    return center, max(0.25, 2 * min(center, right - center) - 0.02)
 
 
 OutsideLoc = Literal[
@@ -96,7 +96,7 @@ def finish(
     where: OutsideLoc = "outside right upper",
     markerscale: float = 1.0,
 ) -> None:
-    """One legend (of `legend_from`'s lines) outside the data, and the title centred over the data, wrapped to
+    """One legend (of `legend_from`'s lines) outside the data, and the title centered over the data, wrapped to
     the room there; constrained layout makes room for both."""
     handles, labels = legend_from.get_legend_handles_labels() if legend_from is not None else ([], [])
     if handles:
@@ -109,9 +109,9 @@ def finish(
             ncol=len(handles) if where.startswith("outside lower") else 1,
         )
     suptitle = fig.suptitle(title, fontsize=fontsize)
-    centre, width = title_room(fig)
+    center, width = title_room(fig)
     suptitle.set_text(wrap(title, 0.97 * width * fig.get_figwidth() * 72, fontsize))
-    suptitle.set_x(centre)
+    suptitle.set_x(center)
 
 
 def save(fig: Figure, path: str | os.PathLike) -> Path:

@@ -33,7 +33,7 @@ def ablation_figure(
     columns: Sequence[str] | None = None,
     title: str = "Ablations",
 ) -> Path:
-    """Table of `columns` (default: every numeric column) per row labelled by `label`, with grouped bars."""
+    """Table of `columns` (default: every numeric column) per row labeled by `label`, with grouped bars."""
     rows = check_rows(rows, (label,), "ablation_figure")
     columns = list(columns) if columns is not None else _numeric_columns(rows, label)
     if not columns:

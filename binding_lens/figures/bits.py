@@ -35,8 +35,8 @@ def bits_figure(
         )
     h_o = rows[0]["H_O"]
     ax.axhline(h_o, color="black", linestyle="--", linewidth=1, label=f"H(O) = {h_o:.1f} bits")
-    ax.axhline(h_o - rows[0]["ce_o_null"], color="grey", linestyle=":", linewidth=1, label="prior probe (no z)")
-    ax.axhline(0.0, color="grey", linewidth=0.5)
+    ax.axhline(h_o - rows[0]["ce_o_null"], color="gray", linestyle=":", linewidth=1, label="prior probe (no z)")
+    ax.axhline(0.0, color="gray", linewidth=0.5)
     ax.set_xlabel("layer", fontsize=9)
     ax.set_ylabel("B_O = H(O) - CE_O (bits)", fontsize=9)
     ax.set_xticks(sorted({row["layer"] for row in rows}))
@@ -92,7 +92,7 @@ def bits_lost_figure(rows: Sequence[dict[str, Any]], path: str | os.PathLike, ti
             ]
         )
         ax.bar(x, lost, width, yerr=errors, capsize=3, label=f"{name} subspace")
-    ax.axhline(0.0, color="grey", linewidth=0.5)
+    ax.axhline(0.0, color="gray", linewidth=0.5)
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylabel("bits lost (B_O clean - edited)", fontsize=9)
     finish(fig, title, legend_from=ax)

@@ -21,8 +21,8 @@ def head_map_figure(
     scale: float = 0.0,
 ) -> Path:
     """A [layers, heads] heatmap, diverging around 0 (red: the head's removal hurts), each cell annotated.
-    The colour limit is the largest |drop| but at least `scale` (e.g. the clean AUROC's interval half-width),
-    so drops within the noise stay pale instead of filling the colour range."""
+    The color limit is the largest |drop| but at least `scale` (e.g. the clean AUROC's interval half-width),
+    so drops within the noise stay pale instead of filling the color range."""
     drop = np.asarray(drop, dtype=float)
     if drop.ndim != 2 or drop.shape[0] != len(layers) or drop.size == 0:
         raise InputError(

@@ -2,7 +2,7 @@
 
 Both take the tidy rows of a layer sweep (`sweep.json`: model, layer, probe, accuracy, ...,
 majority_baseline): `accuracy_by_layer` draws one row of panels per model with a line per probe;
-`accuracy_by_model` one line per model for a single probe, against normalised depth so models
+`accuracy_by_model` one line per model for a single probe, against normalized depth so models
 of different depths share the axis. Every accuracy panel draws the majority baseline (always
 answering the more frequent label), and beside it an AUROC panel with the chance line at 0.5, so a
 curve that never beats "always say different" is not read as a success. Where rows carry
@@ -101,8 +101,8 @@ def accuracy_by_model(
     metric: str = "accuracy",
     title: str | None = None,
 ) -> Path:
-    """One probe across models: `metric` (%) and, when the rows have it, AUROC against normalised depth
-    (layer / (n_layers - 1)); a line per model with its majority baseline dashed in its colour, chance
+    """One probe across models: `metric` (%) and, when the rows have it, AUROC against normalized depth
+    (layer / (n_layers - 1)); a line per model with its majority baseline dashed in its color, chance
     dotted, intervals shaded."""
     rows = check_rows(rows, ("model", "layer", "probe", metric), "accuracy_by_model")
     mine = [row for row in rows if row["probe"] == probe]
@@ -116,14 +116,14 @@ def accuracy_by_model(
     for ax, shown in zip(axes[0], metrics):
         for index, model in enumerate(_ordered(row["model"] for row in mine)):
             line = sorted((row for row in mine if row["model"] == model), key=lambda row: row["layer"])
-            depth = [row.get("layer_normalised", row["layer"] / max(line[-1]["layer"], 1)) for row in line]
+            depth = [row.get("layer_normalized", row["layer"] / max(line[-1]["layer"], 1)) for row in line]
             color = f"C{index % 10}"
             _line(ax, depth, line, shown, label=str(model), color=color)
             if shown not in CHANCE:
                 _reference(ax, shown, depth, line, color=color, label=f"{model} majority baseline")
         if shown in CHANCE:
             _reference(ax, shown, [], [])
-        ax.set_xlabel("normalised depth (layer / last layer)")
+        ax.set_xlabel("normalized depth (layer / last layer)")
         ax.set_ylabel(f"IsSameObject {_label(shown)} (%)")
         ax.set_title(_label(shown), fontsize=9)
         ax.grid(alpha=0.3)

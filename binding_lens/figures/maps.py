@@ -22,7 +22,7 @@ def query_maps(
     title: str = "IsSameObject map of one patch, by layer",
 ) -> Path:
     """The image with the query patch outlined, then one panel per layer: P(same object) of the query with
-    every patch on the patch grid (0 to 1, one colour scale for all layers)."""
+    every patch on the patch grid (0 to 1, one color scale for all layers)."""
     if not maps:
         raise InputError("query_maps: no layers to draw")
     shapes = {np.asarray(m).shape for m in maps.values()}

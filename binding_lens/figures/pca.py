@@ -1,7 +1,7 @@
 """PCA of binding vectors: do patches of one object share a binding vector, different objects not?
 
-Binding vectors (e.g. `BindingSubspace.binding_vectors(h)`, k numbers per patch) are centred and
-projected on their first two principal components; points are coloured by ground-truth instance.
+Binding vectors (e.g. `BindingSubspace.binding_vectors(h)`, k numbers per patch) are centered and
+projected on their first two principal components; points are colored by ground-truth instance.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from ._save import LEGEND_WIDTH, finish, new_figure, save
 
 
 def principal_components(
-    vectors: Float[np.ndarray, "n k"], n_components: int = 2, *, centre_points: bool = True
+    vectors: Float[np.ndarray, "n k"], n_components: int = 2, *, center_points: bool = True
 ) -> tuple[Float[np.ndarray, "n component"], Float[np.ndarray, " component"]]:
     """(projections on the top principal components, fraction of variance each explains). The components
-    are those of the centred vectors; `centre_points=False` projects the vectors as given (differences
+    are those of the centered vectors; `center_points=False` projects the vectors as given (differences
     whose sign about 0 means something)."""
-    centred = vectors - vectors.mean(axis=0)
-    _, singular, vt = np.linalg.svd(centred, full_matrices=False)
+    centered = vectors - vectors.mean(axis=0)
+    _, singular, vt = np.linalg.svd(centered, full_matrices=False)
     variance = singular**2
     total = variance.sum()
     explained = variance[:n_components] / total if total > 0 else np.zeros(n_components)
-    return (centred if centre_points else vectors) @ vt[:n_components].T, explained
+    return (centered if center_points else vectors) @ vt[:n_components].T, explained
 
 
 def _checked_points(vectors: np.ndarray, ids: np.ndarray, what: str, id_name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +49,7 @@ def binding_pca(
     path: str | os.PathLike,
     title: str = "Binding vectors, first two principal components",
 ) -> Path:
-    """Scatter of the binding vectors' first two PCs, one colour per instance id."""
+    """Scatter of the binding vectors' first two PCs, one color per instance id."""
     vectors, instance = _checked_points(vectors, instance, "vectors", "instance")
     points, explained = principal_components(vectors, 2)
     fig = new_figure(5.2 + LEGEND_WIDTH, 4.4)
@@ -81,10 +81,10 @@ def twin_pca(
     title: str = "Residual differences between corresponding patches of twins, first two PCs",
 ) -> Path:
     """Each corresponding twin pair as two points, +d/2 (twin A, circle) and -d/2 (twin B, cross), on the
-    first two PCs of the differences d, one colour per scene: a scene whose circles and crosses fall on
+    first two PCs of the differences d, one color per scene: a scene whose circles and crosses fall on
     two sides is one whose twins the model tells apart along those components."""
     differences, scene = _checked_points(differences, scene, "differences", "scene")
-    points, explained = principal_components(differences, 2, centre_points=False)
+    points, explained = principal_components(differences, 2, center_points=False)
     points = points / 2
     fig = new_figure(5.2 + LEGEND_WIDTH, 4.4)
     ax = fig.subplots()

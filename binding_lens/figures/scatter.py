@@ -25,7 +25,7 @@ def attention_vs_score(
     max_points: int = 20000,
     seed: int = 0,
 ) -> Path:
-    """Scatter of attention weight against probe score per pair (coloured by ground truth if `same`)."""
+    """Scatter of attention weight against probe score per pair (colored by ground truth if `same`)."""
     x, y = np.asarray(attention, float).ravel(), np.asarray(scores, float).ravel()
     if x.shape != y.shape:
         raise InputError(f"attention ({x.size} values) and scores ({y.size}) must pair up one to one")

@@ -31,8 +31,8 @@ def hold(owner: nn.Module, name: str, value: object) -> None:
 
 def layer_norm_scale(x: Float[Tensor, "batch pos d_model"], eps: float) -> Float[Tensor, "batch pos 1"]:
     """sqrt(var(x) + eps) over d_model: the divisor of a LayerNorm."""
-    centred = x - x.mean(-1, keepdim=True)
-    return (centred.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+    centered = x - x.mean(-1, keepdim=True)
+    return (centered.pow(2).mean(-1, keepdim=True) + eps).sqrt()
 
 
 def layer_norm_with_scale(

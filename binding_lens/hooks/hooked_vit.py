@@ -113,7 +113,7 @@ class HookedViT(HookedRootModule):
         to it (`revision`, `dtype`, `cache_dir`, `local_files_only`, ...). Weights load as float32 unless
         `dtype` says otherwise (a float16 checkpoint would otherwise stay float16). When the hub cannot be
         reached a hub id is looked up in the local cache only, and a miss fails at once with what to do
-        instead (`hooks/loading.py`). `device` is checked against this machine. The normalisation statistics
+        instead (`hooks/loading.py`). `device` is checked against this machine. The normalization statistics
         come from the checkpoint's `preprocessor_config.json` when it has one (CLIP's are not
         ImageNet's), else from the family's defaults, with a warning. Prefixed specs go to the loaders
         `binding_lens.models` and `binding_lens.zoo` register: `zoo:<name>` (a model the project trained
@@ -186,14 +186,14 @@ class HookedViT(HookedRootModule):
         stop_at_layer: int | None = None,
         return_type: str | None = "embeddings",
     ) -> Float[Tensor, "batch pos d_model"] | None:
-        """The final normalised residual stream (after `ln_final`), or with `stop_at_layer=k` the
-        un-normalised residual stream entering block k (no later block runs). `return_type=None`
+        """The final normalized residual stream (after `ln_final`), or with `stop_at_layer=k` the
+        un-normalized residual stream entering block k (no later block runs). `return_type=None`
         returns nothing, as in TransformerLens, for runs that only hooks read; a ViT backbone has no
         logits, so "logits" and "loss" are refused."""
         if return_type not in RETURN_TYPES:
             raise InputError(
                 f"return_type {return_type!r}: a {self.cfg.family} backbone has no logits or loss; use "
-                f"return_type='embeddings' (the normalised residual stream, the default) or None"
+                f"return_type='embeddings' (the normalized residual stream, the default) or None"
             )
         image_utils.check_pixel_values(pixel_values, self.cfg.patch_size, self.cfg.num_channels)
         tokens, pos = self.adapter.embed(self.hf_model, pixel_values)
@@ -256,7 +256,7 @@ class HookedViT(HookedRootModule):
     def preprocess(
         self, images: Any, size: int | tuple[int, int] | None = None
     ) -> Float[Tensor, "batch 3 height width"]:
-        """Images (arrays, tensors or PIL) -> pixel values on the model's device, normalised with this
+        """Images (arrays, tensors or PIL) -> pixel values on the model's device, normalized with this
         model's own processor statistics. See `binding_lens.hooks.images.preprocess`."""
         pixels = image_utils.preprocess(images, self.cfg.image_mean, self.cfg.image_std, self.cfg.patch_size, size)
         dtype = next(self.hf_model.parameters()).dtype

@@ -44,7 +44,7 @@ def check_pixel_values(pixel_values: Tensor, patch_size: int, num_channels: int)
     channels, height, width = pixel_values.shape[1:]
     if channels != num_channels:
         raise ImageSizeError(
-            f"expected {num_channels} colour channels, got {channels} (shape {tuple(pixel_values.shape)}): "
+            f"expected {num_channels} color channels, got {channels} (shape {tuple(pixel_values.shape)}): "
             "images must be RGB in channel-first layout; convert with PIL's image.convert('RGB') and "
             "model.preprocess, which also moves channels first"
         )
@@ -80,8 +80,8 @@ def _to_uint8_or_unit_float(image: ImageLike) -> np.ndarray:
         )
     if array.shape[-1] != 3:
         raise ImageSizeError(
-            f"expected 3 colour channels (RGB), got {array.shape[-1]} in shape {array.shape}: "
-            "drop an alpha channel with img[..., :3], or stack a grey image with np.repeat(img, 3, -1)"
+            f"expected 3 color channels (RGB), got {array.shape[-1]} in shape {array.shape}: "
+            "drop an alpha channel with img[..., :3], or stack a gray image with np.repeat(img, 3, -1)"
         )
     return _pixel_range(array)
 
@@ -110,7 +110,7 @@ def _pixel_range(array: np.ndarray) -> np.ndarray:
         return array.astype(np.float32) / 255.0
     raise InputError(
         f"image pixels range over [{low:g}, {high:g}]; preprocess takes uint8 0-255 or floats in [0, 1] "
-        "(pixels that are already normalised go to the model directly, not through preprocess)"
+        "(pixels that are already normalized go to the model directly, not through preprocess)"
     )
 
 
@@ -138,21 +138,21 @@ def preprocess(
     patch_size: int,
     size: int | tuple[int, int] | None = None,
 ) -> Float[Tensor, "batch 3 height width"]:
-    """Images -> normalised pixel values [batch, 3, H, W].
+    """Images -> normalized pixel values [batch, 3, H, W].
 
     Images are H x W x 3 uint8 (0-255) or float (0-1) arrays, tensors or PIL RGB images. With `size`
     (an int for a square, or (height, width)) each image is resized bicubically; without it, images
     keep their size, which must then be shared and divisible by the patch size. No cropping is done,
     so pixel masks of the same images stay aligned with the patch grid. The two halves are
-    `pixel_batch` (checking, resizing, stacking) and `normalise` (which can run on the GPU).
+    `pixel_batch` (checking, resizing, stacking) and `normalize` (which can run on the GPU).
     """
-    return normalise(pixel_batch(images, patch_size, size), mean, std)
+    return normalize(pixel_batch(images, patch_size, size), mean, std)
 
 
 def pixel_batch(
     images: ImageLike | Sequence[ImageLike], patch_size: int, size: int | tuple[int, int] | None = None
 ) -> Tensor:
-    """Images checked, resized and stacked, not yet normalised: [batch, H, W, 3], uint8 when every image
+    """Images checked, resized and stacked, not yet normalized: [batch, H, W, 3], uint8 when every image
     is uint8 (a quarter of the bytes to move to a GPU), else float32 in [0, 1]."""
     if isinstance(images, (Image.Image, np.ndarray, Tensor)) and not (
         isinstance(images, (np.ndarray, Tensor)) and np.ndim(images) == 4
@@ -183,8 +183,8 @@ def pixel_batch(
     )
 
 
-def normalise(batch: Tensor, mean: Sequence[float], std: Sequence[float]) -> Float[Tensor, "batch 3 height width"]:
-    """A `pixel_batch` [batch, H, W, 3] -> pixel values [batch, 3, H, W] normalised with `mean` and `std`,
+def normalize(batch: Tensor, mean: Sequence[float], std: Sequence[float]) -> Float[Tensor, "batch 3 height width"]:
+    """A `pixel_batch` [batch, H, W, 3] -> pixel values [batch, 3, H, W] normalized with `mean` and `std`,
     on the batch's own device."""
     pixels = batch.permute(0, 3, 1, 2)
     pixels = pixels.float() / 255.0 if pixels.dtype == torch.uint8 else pixels.float()

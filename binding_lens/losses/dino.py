@@ -6,13 +6,13 @@ views and loss, so a trained model is measured with exactly the objective it was
 
 Views: random-resized crops (area fraction in `scale`, aspect ratio 3/4..4/3, torchvision's
 sampling) and horizontal flips with probability 1/2, drawn from a generator seeded by `seed`. The
-photometric augmentations of DINO training (colour jitter, grey, blur, solarisation) are left out:
-they are training regularisers, and leaving them out keeps a measurement about the model rather than
+photometric augmentations of DINO training (color jitter, gray, blur, solarisation) are left out:
+they are training regularizers, and leaving them out keeps a measurement about the model rather than
 about augmentation noise. Crop sides are rounded to the nearest multiple of the caller's `patch_size`.
 
 Images are either a sequence of H x W x 3 uint8 arrays plus a `preprocess` callable (e.g.
-`model.preprocess`, list of uint8 crops -> normalised [B, 3, s, s]), cropped in uint8 with PIL
-before normalisation as DINO's torchvision pipeline does; or an already normalised float tensor
+`model.preprocess`, list of uint8 crops -> normalized [B, 3, s, s]), cropped in uint8 with PIL
+before normalization as DINO's torchvision pipeline does; or an already normalized float tensor
 [B, 3, H, W] (no `preprocess`), cropped and resized with torch (bicubic, antialiased).
 """
 
@@ -37,7 +37,7 @@ Images = Float[Tensor, "batch 3 height width"] | Sequence[np.ndarray]
 Preprocess = Callable[[list], Float[Tensor, "batch 3 side side"]]
 
 ASPECT_RATIO = (3 / 4, 4 / 3)
-AUGMENTATIONS = "random-resized crop + horizontal flip (no colour jitter, greyscale, blur or solarisation)"
+AUGMENTATIONS = "random-resized crop + horizontal flip (no color jitter, grayscale, blur or solarisation)"
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
@@ -47,7 +47,7 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
 
 # --- the head -----------------------------------------------------------------------------------
 class WeightNormLinear(nn.Module):
-    """Bias-free linear map with weight g * v / ||v|| (rows normalised): `nn.utils.weight_norm` of a
+    """Bias-free linear map with weight g * v / ||v|| (rows normalized): `nn.utils.weight_norm` of a
     Linear (dim 0) written out, so the parameters keep DINO's checkpoint names weight_g [out, 1]
     and weight_v [out, in] and the state dict is exactly the checkpoint layout."""
 
@@ -66,9 +66,9 @@ class WeightNormLinear(nn.Module):
 
 class DinoHead(nn.Module):
     """The DINO v1 projection head (facebookresearch/dino `DINOHead`, without batch norm):
-    MLP (Linear-GELU x (n_layers - 1), then Linear to the bottleneck), L2 normalisation, then a
-    weight-normalised bias-free Linear to `out_dim` logits. With `norm_last_layer` the weight norm g
-    stays 1 (frozen), as in DINO's default. Initialisation as DINO's (truncated normal std 0.02 for
+    MLP (Linear-GELU x (n_layers - 1), then Linear to the bottleneck), L2 normalization, then a
+    weight-normalized bias-free Linear to `out_dim` logits. With `norm_last_layer` the weight norm g
+    stays 1 (frozen), as in DINO's default. Initialization as DINO's (truncated normal std 0.02 for
     the MLP, zero biases, PyTorch's Linear default for v), drawn from a generator seeded by `seed`.
     """
 
@@ -102,10 +102,10 @@ class DinoHead(nn.Module):
                 layers += [nn.Linear(a, b), nn.GELU()]
             self.mlp = nn.Sequential(*layers, nn.Linear(hidden_dim, bottleneck_dim))
         self.last_layer = WeightNormLinear(bottleneck_dim, out_dim)
-        self._initialise(torch.Generator().manual_seed(seed))
+        self._initialize(torch.Generator().manual_seed(seed))
         self.last_layer.weight_g.requires_grad_(not norm_last_layer)
 
-    def _initialise(self, generator: torch.Generator) -> None:
+    def _initialize(self, generator: torch.Generator) -> None:
         with torch.no_grad():
             for module in self.mlp.modules():
                 if isinstance(module, nn.Linear):
@@ -198,7 +198,7 @@ class CropPlan:
 
 def _sample_box(height: int, width: int, scale: tuple[float, float], generator: torch.Generator) -> list[int]:
     """torchvision's RandomResizedCrop.get_params: ten tries at a box of random area and aspect,
-    then the largest centred box of allowed aspect."""
+    then the largest centered box of allowed aspect."""
     area = height * width
     log_ratio = (math.log(ASPECT_RATIO[0]), math.log(ASPECT_RATIO[1]))
     for _ in range(10):
@@ -267,7 +267,7 @@ def _check_images(images: Any, preprocess: Preprocess | None) -> list[tuple[int,
     if isinstance(images, Tensor):
         if not images.is_floating_point() or images.ndim != 4 or images.shape[1] != 3 or images.shape[0] == 0:
             raise InputError(
-                "image tensors must be normalised float [batch >= 1, 3, H, W], "
+                "image tensors must be normalized float [batch >= 1, 3, H, W], "
                 f"got {images.dtype} {tuple(images.shape)}"
             )
         if preprocess is not None:
@@ -324,7 +324,7 @@ def multi_crop(
 ) -> tuple[
     list[Float[Tensor, "batch 3 global_side global_side"]], list[Float[Tensor, "batch 3 local_side local_side"]]
 ]:
-    """(global views, local views) of the images: DINO's multi-crop without colour augmentations
+    """(global views, local views) of the images: DINO's multi-crop without color augmentations
     (see the module docstring), deterministic by seed; `views` are `MultiCrop`'s fields."""
     crops = MultiCrop(**views)
     plan = crops.plan(_check_images(images, preprocess), patch_size, seed)
@@ -402,7 +402,7 @@ def teacher_statistics(
     teacher_out: Float[Tensor, "batch n_prototypes"], center: Float[Tensor, " n_prototypes"], teacher_temp: float = 0.04
 ) -> dict[str, float]:
     """DINO's collapse diagnostics (Caron et al. 2021, section 5.3) on a batch of teacher logits:
-    `entropy`, the mean entropy of each image's centred, sharpened distribution (near ln K: collapse
+    `entropy`, the mean entropy of each image's centered, sharpened distribution (near ln K: collapse
     to uniform), and `entropy_of_mean`, the entropy of the batch-mean distribution (near 0: one
     dimension dominates); both in nats, with `max_entropy` = ln K and the number of distinct argmax
     prototypes in the batch."""

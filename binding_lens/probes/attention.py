@@ -90,7 +90,7 @@ class SelfAttentionProbe(ScalarScoreProbe):
         ln = block.ln1.hf_layer_norm
         d_model = int(model.cfg.d_model)
         if tuple(ln.normalized_shape) != (d_model,):
-            raise InputError(f"block {layer + 1}'s ln1 normalises {tuple(ln.normalized_shape)}, expected ({d_model},)")
+            raise InputError(f"block {layer + 1}'s ln1 normalizes {tuple(ln.normalized_shape)}, expected ({d_model},)")
         return cls(
             d_model,
             W_Q=block.attn.W_Q.detach(),

@@ -46,7 +46,7 @@ def masked_pair_bce(
 
     The mask enters as a 0/1 weight of one fused BCE over the whole [image, n, n] block, which is
     cheaper than gathering the selected pairs. With no pair selected the loss is an exact zero that
-    still belongs to the graph, so a batch without two labelled patches costs nothing instead of NaN.
+    still belongs to the graph, so a batch without two labeled patches costs nothing instead of NaN.
     """
     weight = mask.to(logits.dtype)
     count = weight.sum()
@@ -77,7 +77,7 @@ class PairProbe(nn.Module, ABC):
     # -- construction -------------------------------------------------------------------------
     @abstractmethod
     def config(self) -> dict[str, Any]:
-        """Constructor kwargs (JSON-serialisable) that rebuild this probe's shapes for `load_probe`."""
+        """Constructor kwargs (JSON-serializable) that rebuild this probe's shapes for `load_probe`."""
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "PairProbe":
@@ -141,7 +141,7 @@ class PairProbe(nn.Module, ABC):
 
     @torch.no_grad()
     def initialize(self, x: Float[Tensor, "image k d_model"], batch: PairBatch) -> None:
-        """Data-dependent initialisation before training (a no-op except for the scalar probes)."""
+        """Data-dependent initialization before training (a no-op except for the scalar probes)."""
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.config().items())

@@ -30,7 +30,7 @@ def label_space(
 class PairBatch:
     """Sampled patches of a batch of images: instance ids, optional class ids, and validity.
 
-    `valid[b, i]` is False for padding slots (an image with fewer labelled patches than sampled)
+    `valid[b, i]` is False for padding slots (an image with fewer labeled patches than sampled)
     and for excluded patches. Pairs are (i, j), i < j, with both valid.
     """
 
@@ -68,7 +68,7 @@ class PairBatch:
 
     @cached_property
     def dense_instance(self) -> Int[Tensor, "image k"]:
-        """Instance ids relabelled 0..G-1 per image over the valid slots, -1 elsewhere."""
+        """Instance ids relabeled 0..G-1 per image over the valid slots, -1 elsewhere."""
         return dense_instance_ids(torch.where(self.valid, self.instance, torch.full_like(self.instance, -1)))
 
     @cached_property

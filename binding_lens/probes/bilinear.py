@@ -3,7 +3,7 @@
 Each scores all N x M pairs of every image with batched matrix products. The fixed-rank probe never
 forms its d x d matrix (only `weight()`, for analysis, does); no probe forms an [N, M, d] tensor.
 
-Initialisation: the quadratic forms start at (or near) W = 0. The binding subspace is read from W's
+Initialization: the quadratic forms start at (or near) W = 0. The binding subspace is read from W's
 top eigenvectors, and whatever W starts with and training does not remove is read with it: a random
 W of scale 1/sqrt(d) has a flat spectrum of about the size a trained binding direction reaches on a
 few hundred images, so its eigenvectors would pass for binding directions. At W = 0 the full and the

@@ -3,7 +3,7 @@
 `acts` is `[image, patch, d_model]` (any float dtype; gathered batches are cast to float32), or a
 sequence of such tensors / a `[layer, image, patch, d_model]` tensor for several layers sharing
 the labels. `instance` and `klass` are `[image, patch]` integer ids; a value < 0 excludes the slot
-(unlabelled or padding). Images are independent: pairs are only formed inside an image.
+(unlabeled or padding). Images are independent: pairs are only formed inside an image.
 """
 
 from __future__ import annotations

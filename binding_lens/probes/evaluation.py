@@ -149,7 +149,7 @@ def fit_threshold(
     patches_per_image: int | None = 64,
     seed: int = 0,
 ) -> float:
-    """The probability threshold that maximises the probe's accuracy on `data`'s pairs (validation data:
+    """The probability threshold that maximizes the probe's accuracy on `data`'s pairs (validation data:
     the test accuracy at this threshold is then an honest number; `metrics.calibrated_threshold`)."""
     scored = score_pairs(probe, data, pairs, layer=layer, patches_per_image=patches_per_image, seed=seed)
     return calibrated_threshold(scored.probabilities, scored.labels)

@@ -31,7 +31,7 @@ def _check(labels: Tensor, *values: Tensor) -> tuple[int, int]:
     n = labels.numel()
     n_pos = int(labels.sum())
     if n == 0:
-        raise DegeneratePairSetError("the pair set is empty: no image has two labelled patches")
+        raise DegeneratePairSetError("the pair set is empty: no image has two labeled patches")
     if n_pos == 0 or n_pos == n:
         kind = "positive (same-object)" if n_pos == 0 else "negative (different-object)"
         raise DegeneratePairSetError(
@@ -121,7 +121,7 @@ def bootstrap_accuracy(
 
 
 def calibrated_threshold(probabilities: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]) -> float:
-    """The probability threshold that maximises accuracy on these pairs (predict "same" when p > t).
+    """The probability threshold that maximizes accuracy on these pairs (predict "same" when p > t).
 
     Candidate cuts lie midway between consecutive distinct probabilities (or below the lowest / at
     the highest). If 0.5 predicts as well as the best cut it is kept, so a probe that is already

@@ -104,17 +104,17 @@ class PointwiseClassProbe(PointwiseProbe):
             return masked_pair_bce(self.pair_logits(x), batch.same, batch.pair_mask)
         if batch.klass is None:
             raise InputError("pointwise_class (objective='class') trains on class ids: pass klass in the training data")
-        labelled = batch.valid & (batch.klass >= 0)
-        if bool((batch.klass[labelled] >= self.n_classes).any()):
+        labeled = batch.valid & (batch.klass >= 0)
+        if bool((batch.klass[labeled] >= self.n_classes).any()):
             raise InputError(
-                f"class id {int(batch.klass[labelled].max())} >= n_classes {self.n_classes}; "
+                f"class id {int(batch.klass[labeled].max())} >= n_classes {self.n_classes}; "
                 "build the probe with more classes"
             )
         x, _ = self._inputs(x, None)
-        logits = self.proj(x)[labelled]
+        logits = self.proj(x)[labeled]
         if logits.shape[0] == 0:
             return self.proj.weight.sum() * 0.0
-        return F.cross_entropy(logits, batch.klass[labelled])
+        return F.cross_entropy(logits, batch.klass[labeled])
 
 
 class PointwiseIdentityProbe(PointwiseProbe):

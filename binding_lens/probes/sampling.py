@@ -1,6 +1,6 @@
 """Which images and which patch pairs a probe sees: the split by image and the patch samples.
 
-A `PairSet` is, for every image, a sorted set of labelled patch slots; its pairs are all (i, j),
+A `PairSet` is, for every image, a sorted set of labeled patch slots; its pairs are all (i, j),
 i < j, among them. Training draws a fresh seeded `PairSet` each epoch (the paper's 64 random
 patches per image); validation and test use one fixed `PairSet` (`fixed_pairs`). Everything is
 batched over images: one random key per patch slot, one top-k per row.
@@ -71,7 +71,7 @@ class PairSet:
         return PairBatch(pick(instance), valid, None if klass is None else pick(klass))
 
     def check_against(self, instance: Int[Tensor, "image patch"]) -> None:
-        """Raise unless this pair set was built for these labels (same images, labelled slots only)."""
+        """Raise unless this pair set was built for these labels (same images, labeled slots only)."""
         if self.n_images != instance.shape[0]:
             raise InputError(
                 f"the pair set covers {self.n_images} images but the data has {instance.shape[0]}; "
@@ -93,15 +93,15 @@ class PairSet:
 def sample_patches(
     instance: Int[Tensor, "image patch"], k: int | None, generator: torch.Generator | None = None
 ) -> PairSet:
-    """Per image, k distinct labelled patch slots drawn uniformly (all if fewer); k=None: all labelled
+    """Per image, k distinct labeled patch slots drawn uniformly (all if fewer); k=None: all labeled
     (`binding_lens.data.sampling.sample_patch_slots`, as a PairSet)."""
     return PairSet(*sample_patch_slots(instance, k, generator))
 
 
 def fixed_pairs(instance: Int[Tensor, "image patch"], patches_per_image: int | None = 64, seed: int = 0) -> PairSet:
-    """A deterministic evaluation pair set: per image a seeded sample of labelled patches.
+    """A deterministic evaluation pair set: per image a seeded sample of labeled patches.
 
     The same (instance, patches_per_image, seed) always gives the same pairs; None takes every
-    labelled patch. Excluded patches never enter.
+    labeled patch. Excluded patches never enter.
     """
     return sample_patches(instance, patches_per_image, torch.Generator().manual_seed(seed))

@@ -5,7 +5,7 @@ from 1e-3 to 1e4, and Adam at lr 1e-3 moves a parameter by about 1e-3 per step, 
 would not reach its optimum in 16 epochs. Two choices make the baselines fair, and both keep
 exactly two trained numbers:
 
-- the score is standardised by fixed buffers measured on training pairs,
+- the score is standardized by fixed buffers measured on training pairs,
   logit = a * (s - center) / scale + b (the same affine family as a * s + b);
 - `initialize` fits (a, b) by Newton's method for 1-D logistic regression on the first training
   batch, and Adam refines them (`ProbeTrainingConfig.init_scalar_probes`).
@@ -27,14 +27,14 @@ from .batch import PairBatch
 def fit_logistic_1d(
     z: Float[Tensor, " n"], target: Bool[Tensor, " n"], l2: float = 1e-6, max_iter: int = 50
 ) -> tuple[float, float]:
-    """(a, b) minimising the mean BCE of sigma(a z + b) against `target` (+ l2 |(a, b)|^2 / 2).
+    """(a, b) minimizing the mean BCE of sigma(a z + b) against `target` (+ l2 |(a, b)|^2 / 2).
 
     Newton's method with step halving, in float64; the small ridge keeps a separable set finite.
     """
     z = z.detach().double().flatten()
     t = target.detach().double().flatten()
     if z.numel() == 0:
-        raise InputError("cannot fit a scalar probe on zero pairs; the batch has no labelled pair")
+        raise InputError("cannot fit a scalar probe on zero pairs; the batch has no labeled pair")
     rate = float(t.mean().clamp(1e-6, 1 - 1e-6))
     theta = torch.tensor([0.0, float(torch.logit(torch.tensor(rate)))], dtype=torch.float64)
     features = torch.stack([z, torch.ones_like(z)], dim=1)
@@ -96,11 +96,11 @@ class ScalarScoreProbe(PairProbe):
 
     @torch.no_grad()
     def initialize(self, x: Float[Tensor, "image k d_model"], batch: PairBatch) -> None:
-        """Standardise the raw score on these pairs and fit (a, b) by logistic regression."""
+        """Standardize the raw score on these pairs and fit (a, b) by logistic regression."""
         x, _ = self._inputs(x, None)
         s = self.raw_scores(x)[batch.pair_mask]
         if s.numel() < 2:
-            raise InputError("cannot initialise a scalar probe from fewer than 2 labelled pairs")
+            raise InputError("cannot initialize a scalar probe from fewer than 2 labeled pairs")
         std = s.std()
         self.center.copy_(s.mean())
         self.scale.copy_(std if float(std) > 0 else torch.ones_like(std))

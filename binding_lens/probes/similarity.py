@@ -43,7 +43,7 @@ class DotProductProbe(ScalarScoreProbe):
 
 
 class DistanceProbe(ScalarScoreProbe):
-    """A learned threshold on the Euclidean distance: sigma(a * (-|x - y|) + b), standardised.
+    """A learned threshold on the Euclidean distance: sigma(a * (-|x - y|) + b), standardized.
 
     The raw score is the negated distance so that a > 0 means "closer is more likely the same
     object"; `threshold()` gives the distance at which P(same) = 0.5. Distances come from

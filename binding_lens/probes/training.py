@@ -1,12 +1,12 @@
 """Train probes to convergence, batched: Adam, early stopping on validation, fresh random patches per epoch.
 
-Per epoch each training image contributes `patches_per_image` random labelled patches (seeded);
+Per epoch each training image contributes `patches_per_image` random labeled patches (seeded);
 images are shuffled into batches of `batch_images`; each probe's loss is computed for the whole
 batch by batched matrix products (masked BCE over the strict upper triangle of valid pairs for the
 pairwise probes). After each epoch (or every `eval_every` steps) the probe is scored on a fixed
 validation pair set; the best pass's weights are restored at the end. By default a probe trains
 until its validation loss stops improving (or `max_steps`), because a fixed short schedule leaves
-a quadratic probe's W near its initialisation on a few hundred images, and the binding subspace
+a quadratic probe's W near its initialization on a few hundred images, and the binding subspace
 read from W is then noise; `ProbeTrainingConfig.paper()` keeps the paper's 16-epoch schedule. Each
 result says why it stopped and whether its validation AUROC is above chance (`TrainResult.problems`).
 
@@ -14,7 +14,7 @@ Several probes (e.g. one per layer) can train together on one `ProbeData` holdin
 activations: they share the patch samples, the batch order and the targets, and one Adam step
 updates all of them. Their parameters are disjoint and Adam is elementwise, so each probe ends up
 exactly where it would have trained alone with the same seed. Only the shared work is saved
-(sampling, targets, one optimiser step); on 2 CPU cores, where the matrix products dominate, that
+(sampling, targets, one optimizer step); on 2 CPU cores, where the matrix products dominate, that
 is worth little (about 1.0x in `benchmarks/bench_probes.py`).
 """
 
@@ -46,7 +46,7 @@ N_BOOT = 1000  # image-bootstrap replicates behind `TrainResult.learnt`
 class ProbeTrainingConfig:
     """How probes train. The defaults train to convergence; `ProbeTrainingConfig.paper()` is the paper's schedule.
 
-    Stopping: after `epochs` passes over the training images, after `max_steps` optimiser steps, or (with
+    Stopping: after `epochs` passes over the training images, after `max_steps` optimizer steps, or (with
     `patience`) once the validation `select_by` metric has not improved by a relative `min_delta` for
     `patience` validation passes in a row, but never before `min_steps`; whichever comes first. Validation
     runs every `eval_every` steps (None: after every epoch). The best validation pass's weights are kept.
@@ -143,7 +143,7 @@ class TrainResult(TrainingOutcome):
     reached its floor first: not converged). `val_auroc` (with validation data) is the kept weights'
     validation AUROC with its 95% image-bootstrap interval (`auroc_with_interval`); `learnt` is False
     when that interval does not lie above 0.5 (chance). `threshold` is the probability threshold that
-    maximises accuracy on the same validation pairs (`metrics.calibrated_threshold`), to apply to test
+    maximizes accuracy on the same validation pairs (`metrics.calibrated_threshold`), to apply to test
     pairs; None without validation data. `history` holds one `Evaluation` per validation pass (`val`:
     its metrics).
     """
@@ -218,7 +218,7 @@ def _check_training_data(probes: Sequence[PairProbe], data: ProbeData, name: str
     total, positive = count_pairs(data.instance)
     if positive == 0 or positive == total:
         kind = "same-object" if positive == 0 else "different-object"
-        raise InputError(f"{name} has no {kind} pair among {total} labelled pairs; a probe cannot learn from it")
+        raise InputError(f"{name} has no {kind} pair among {total} labeled pairs; a probe cannot learn from it")
 
 
 def _prepare_val(
@@ -264,7 +264,7 @@ def _tracks(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> tuple[t
 def _batches(
     train: ProbeData, config: ProbeTrainingConfig, generator: torch.Generator
 ) -> Iterator[tuple[Tensor, PairSet]]:
-    """(images, patch sample) for every optimiser step: each epoch draws fresh patches per image and a
+    """(images, patch sample) for every optimizer step: each epoch draws fresh patches per image and a
     fresh image order, then walks the order in batches of `batch_images`."""
     while True:
         sample = sample_patches(train.instance, config.patches_per_image, generator)

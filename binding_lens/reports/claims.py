@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 from transformer_lens import ActivationCache
 
-from ..analyses.ablation import AblationSettings, Labelled, ablation_study, label_images
+from ..analyses.ablation import AblationSettings, Labeled, ablation_study, label_images
 from ..analyses.layer_sweep import SweepResult
 from ..analyses.report import Row, difference_text, write_table
 from ..analyses.seed_sweep import layer_sweep_over_seeds
@@ -210,7 +210,7 @@ def sweep_measures(sweep: SweepResult) -> dict[str, dict[str, Any]]:
     by = {(r["probe"], r["layer"]): r for r in sweep.rows}
     peak = sweep.peaks["quadratic"]
     quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
-    middle = [r for r in quadratic if 1 / 3 <= r["layer_normalised"] <= 2 / 3] or quadratic
+    middle = [r for r in quadratic if 1 / 3 <= r["layer_normalized"] <= 2 / 3] or quadratic
     best_middle = max(middle, key=lambda r: r["val_auroc"])
     return {
         "quadratic_beats_linear": _difference(peak, "auroc", by[("linear", peak["layer"])], "auroc"),
@@ -224,8 +224,8 @@ def _probe_path(run_dir: Path, layer: int) -> Path:
 
 def _test_forward(
     model: HookedViT, spec: str, n_scenes: int, seed: int, peak_layer: int, layer: int
-) -> tuple[Labelled, ActivationCache | dict[str, Tensor]]:
-    """The sweep's test images (its scenes, its image split), labelled per patch token, and one forward of
+) -> tuple[Labeled, ActivationCache | dict[str, Tensor]]:
+    """The sweep's test images (its scenes, its image split), labeled per patch token, and one forward of
     them caching the residual stream at the peak layer (the subspace claim) and at `layer` with the attention
     pattern of block `layer + 1` (the attention claim)."""
     scenes = _scenes(spec, n_scenes, model.cfg.image_size, seed)

@@ -2,7 +2,7 @@
 
 No machine here can download pretrained weights, so the demo's model is the project's own DINO
 model (`zoo:dino`, trained on the synthetic scenes, shipped in the package), reported beside its
-random-init twin (`zoo:random`: same architecture and initialisation, never trained). Both are swept
+random-init twin (`zoo:random`: same architecture and initialization, never trained). Both are swept
 with every probe on the same held-out scenes (the `test` split, never seen in training).
 """
 
@@ -54,7 +54,7 @@ def run_demo(out: str | Path = "runs/demo") -> None:
             f"\nimages: {images['train']} train / {images['val']} val / {images['test']} test "
             f"(skipped: {images['skipped'] or 'none'})"
         )
-        print(f"best layer of each probe for {spec} (test pairs of held-out images; layer normalised to [0, 1]):")
+        print(f"best layer of each probe for {spec} (test pairs of held-out images; layer normalized to [0, 1]):")
         print(result.table() + "\n")
         peaks[spec] = result.peaks
         all_rows += result.rows

@@ -58,7 +58,7 @@ OBJECTIVE_METRICS = (
     "linear",
     "diag_quadratic",
     "majority_baseline",
-    "quadratic_layer_normalised",
+    "quadratic_layer_normalized",
 )
 ORDER_METRIC = "quadratic_auroc"
 
@@ -120,7 +120,7 @@ class ObjectiveTable:
                 o["n_seeds"],
                 interval_text(o, "quadratic"),
                 interval_text(o, "quadratic_auroc"),
-                interval_text(o, "quadratic_layer_normalised"),
+                interval_text(o, "quadratic_layer_normalized"),
                 interval_text(o, "linear"),
                 _cell(o["majority_baseline"]),
             ]
@@ -197,7 +197,7 @@ def objective_row(spec: str, card: dict[str, Any], sweep: SweepResult) -> Row:
         "objective": card["objective"],
         "training_seed": card["recipe"]["seed"],
         "quadratic_layer": layer,
-        "quadratic_layer_normalised": peak["layer_normalised"],
+        "quadratic_layer_normalized": peak["layer_normalized"],
         "quadratic": peak["accuracy"],
         "quadratic_low": peak.get("accuracy_low"),
         "quadratic_high": peak.get("accuracy_high"),

@@ -68,7 +68,7 @@ def _unit_rows(weight: Tensor) -> None:
 
 
 @torch.no_grad()
-def initialise_sae(
+def initialize_sae(
     sae: SparseAutoencoder, data_mean: Float[Tensor, " d_in"], generator: torch.Generator
 ) -> SparseAutoencoder:
     """The starting point of training (and the untrained baseline): random unit-norm decoder rows,
@@ -123,9 +123,9 @@ def train_sae(
         hook_name=hook_name,
         metadata={**(metadata or {}), "training": asdict(config)},
     )
-    initialise_sae(sae, train.mean(0).cpu(), generator)
+    initialize_sae(sae, train.mean(0).cpu(), generator)
     sae.to(config.device)
-    optimiser = torch.optim.Adam(sae.parameters(), lr=config.lr)
+    optimizer = torch.optim.Adam(sae.parameters(), lr=config.lr)
     losses = []
 
     def loss_at(_: int) -> Tensor:
@@ -139,11 +139,11 @@ def train_sae(
         losses.append(float(loss.detach()))
         return loss
 
-    def renormalise(_: int) -> None:
+    def renormalize(_: int) -> None:
         with torch.no_grad():
             _unit_rows(sae.W_dec)
 
-    train_for(sae, optimiser, loss_at, config.steps, after_step=renormalise)
+    train_for(sae, optimizer, loss_at, config.steps, after_step=renormalize)
     quality = sae_quality(sae.eval(), heldout)
     record = SaeTrainingRecord(
         steps=config.steps,

@@ -8,7 +8,7 @@
 
 The uncertainty model: a quantity measured on images carries a bootstrap interval over those images
 (pairs and patches of one image are not independent, so the image is the resampling unit); a quantity
-repeated over seeds (scene draws, probe initialisations, training seeds) carries a Student-t interval
+repeated over seeds (scene draws, probe initializations, training seeds) carries a Student-t interval
 across the seeds; two quantities measured on the same images are compared by a paired difference (the
 per-replicate difference of one bootstrap), two independent groups of seeds by Welch's interval. Every
 interval is an `Interval`, and a difference is "beyond noise" exactly when its interval excludes 0.

@@ -82,7 +82,7 @@ def paired_bootstrap_difference(
 
     Each measure is kept per image as additive parts (e.g. (sum, count) for a mean over patches, a
     confusion matrix for an mIoU); `reduce` maps parts summed over a set of images to the measure, so a
-    replicate is one weighted sum. A replicate with no finite difference (it drew no labelled patch) is
+    replicate is one weighted sum. A replicate with no finite difference (it drew no labeled patch) is
     dropped; with none left the interval is NaN, which is never "beyond noise"."""
     if condition.shape != reference.shape or condition.ndim < 1 or condition.shape[0] < 1:
         raise InputError(

@@ -3,7 +3,7 @@
     mean_interval([0.81, 0.79, 0.84])             # Interval(0.813, 0.75, 0.88, method="t", n=3)
     difference_interval(dino_aurocs, mae_aurocs)  # Welch interval of mean(a) - mean(b)
 
-The seeds are the independent units (probe initialisations and scene draws, or training seeds); t with
+The seeds are the independent units (probe initializations and scene draws, or training seeds); t with
 n - 1 degrees of freedom, Welch-Satterthwaite for two independent groups.
 """
 

@@ -2,13 +2,13 @@
 
     outcomes = run_training([Track(probe, groups)], optimizer, compute_losses, evaluate, rule, eval_every=50)
 
-Several *tracks* (e.g. one probe per layer) can share one optimiser and one loop: each has its own
+Several *tracks* (e.g. one probe per layer) can share one optimizer and one loop: each has its own
 parameter groups, its own `Progress` under the rule (best weights, plateau cuts of its own rate, its
 own end), and a track that has ended is left out of later steps, so the others go on exactly as they
 would alone (Adam is elementwise and the parameters are disjoint). One track is the common case.
 
 A step: `compute_losses(step, active)` returns one scalar loss per active track; the engine sums them,
-backpropagates, calls `before_update` (gradient clipping), steps the optimiser and calls
+backpropagates, calls `before_update` (gradient clipping), steps the optimizer and calls
 `after_step(step)` (an EMA teacher, a log line). Every `eval_every` steps (and at the last step)
 `evaluate(track)` gives the track's validation value (higher is better) and any metrics to keep; the
 rule decides what to keep, cut and stop. Each group's rate is its starting rate
@@ -99,7 +99,7 @@ class TrainingOutcome:
 
 @dataclass
 class Track:
-    """One model in the loop: its module (whose state is kept and restored) and its optimiser groups."""
+    """One model in the loop: its module (whose state is kept and restored) and its optimizer groups."""
 
     module: nn.Module
     groups: list[dict[str, Any]]

@@ -4,7 +4,7 @@
     attention_view(cache, layer=5, model=model, path="L5_heads.html")     # circuitsvis attention_heads
     pattern_view(cache, layer=5, head=2, path="L5H2.html")                 # circuitsvis attention_pattern
 
-Tokens are labelled "CLS", "reg0".. and "r{row}c{col}". The causal upper-triangle mask of
+Tokens are labeled "CLS", "reg0".. and "r{row}c{col}". The causal upper-triangle mask of
 circuitsvis is off (ViT attention is bidirectional), and the HTML is circuitsvis' self-contained
 `local_src` (the JS bundle inlined), never the CDN form that `str()` of its result gives.
 """

@@ -1,7 +1,7 @@
 """The model zoo: small ViTs the project trains itself on its synthetic scenes, shipped offline.
 
 Same backbone (an HF `Dinov2Model`), same scenes, only the objective changes (DINO, MAE,
-supervised colour x shape conjunctions) beside a random-init twin, so whether binding depends on
+supervised color x shape conjunctions) beside a random-init twin, so whether binding depends on
 the objective (SPEC section 4) can be tested under control.
 
     HookedViT.from_pretrained("zoo:dino")                  # shipped checkpoints, no download

@@ -34,7 +34,7 @@ class Objective(nn.Module):
         raise NotImplementedError
 
     def after_step(self, step: int, total: int) -> None:
-        """Updates outside autograd after the optimiser step (none by default)."""
+        """Updates outside autograd after the optimizer step (none by default)."""
 
     def shipped_backbone(self) -> Dinov2Model:
         return self.backbone
@@ -45,7 +45,7 @@ class Objective(nn.Module):
 
 
 class DinoObjective(Objective):
-    """DINO v1: a student (backbone + head) matches an EMA teacher's centred, sharpened output on
+    """DINO v1: a student (backbone + head) matches an EMA teacher's centered, sharpened output on
     other views; two global crops go to both, `n_local` local crops to the student only."""
 
     name = "dino"
@@ -111,7 +111,7 @@ class DinoObjective(Objective):
 class MaeObjective(Objective):
     """MAE: the backbone encodes a random `1 - mask_ratio` of the patches (plus CLS); a light
     transformer decoder puts mask tokens back in place and regresses every masked patch's
-    (per-patch normalised) pixels."""
+    (per-patch normalized) pixels."""
 
     name = "mae"
 
@@ -178,7 +178,7 @@ class MaeObjective(Objective):
 
 
 class SupervisedObjective(Objective):
-    """Multi-label classification of the colour x shape conjunctions present (scenes.CONJUNCTIONS),
+    """Multi-label classification of the color x shape conjunctions present (scenes.CONJUNCTIONS),
     from the final CLS token beside the mean patch token, with binary cross-entropy."""
 
     name = "supervised"
@@ -200,7 +200,7 @@ class SupervisedObjective(Objective):
 
 
 class RandomControl(Objective):
-    """The untrained twin: the same architecture and initialisation seed, no training step."""
+    """The untrained twin: the same architecture and initialization seed, no training step."""
 
     name = "random"
 
@@ -211,7 +211,7 @@ OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
 
 
 def make_objective(recipe: ZooRecipe) -> Objective:
-    """A freshly initialised backbone (seeded by `recipe.seed`) wrapped in the recipe's objective."""
+    """A freshly initialized backbone (seeded by `recipe.seed`) wrapped in the recipe's objective."""
     torch.manual_seed(recipe.seed)
     backbone = Dinov2Model(recipe.backbone_config())
     return OBJECTIVE_CLASSES[recipe.objective](backbone, recipe)

@@ -51,9 +51,9 @@ class MaeKnobs:
 
 @dataclass(frozen=True)
 class SupervisedKnobs:
-    """Multi-label classification of the colour x shape conjunctions present in a scene.
+    """Multi-label classification of the color x shape conjunctions present in a scene.
 
-    A conjunction label needs the model to tie a colour to a shape, so it rewards binding
+    A conjunction label needs the model to tie a color to a shape, so it rewards binding
     without ever showing the model a mask."""
 
     min_visible_fraction: float = 0.25
@@ -78,7 +78,7 @@ class ZooRecipe:
     n_layers: int = 6
     n_heads: int = 4
     mlp_ratio: int = 4
-    # optimisation
+    # optimization
     steps: int = 1500
     batch_size: int = 48
     lr: float = 1e-3
@@ -178,11 +178,11 @@ class ZooRecipe:
 
 
 COMMAND_LINE_FIELDS: dict[str, tuple[type, str]] = {
-    "steps": (int, "optimiser steps"),
+    "steps": (int, "optimizer steps"),
     "batch_size": (int, "scenes per step"),
     "lr": (float, "peak learning rate"),
     "n_scenes": (int, "training scenes rendered"),
-    "seed": (int, "initialisation and batch-order seed"),
+    "seed": (int, "initialization and batch-order seed"),
     "preset": (str, "scene preset: default | twins | colorshape"),
     "image_size": (int, "scene side in px"),
     "patch_size": (int, "ViT patch side in px"),

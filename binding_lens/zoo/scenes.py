@@ -37,7 +37,7 @@ def held_out_scenes(spec: str, n: int, seed: int = 0) -> SyntheticScenes:
 
 
 def conjunction_labels(objects: list[dict], min_visible_fraction: float) -> Float[np.ndarray, " label"]:
-    """Multi-hot over `CONJUNCTIONS`: which colour x shape pairs are visibly present in a scene."""
+    """Multi-hot over `CONJUNCTIONS`: which color x shape pairs are visibly present in a scene."""
     labels = np.zeros(len(CONJUNCTIONS), dtype=np.float32)
     for obj in objects:
         if obj["pixel_count"] and obj["visible_pixels"] >= min_visible_fraction * obj["pixel_count"]:
@@ -65,7 +65,7 @@ class SceneBank:
         return self.images.shape[0]
 
     def to(self, device: str | torch.device) -> "SceneBank":
-        """Hold the scenes (and the normalisation) on `device`, so batches are cut there."""
+        """Hold the scenes (and the normalization) on `device`, so batches are cut there."""
         self.images, self.labels = self.images.to(device), self.labels.to(device)
         self._mean, self._std = self._mean.to(device), self._std.to(device)
         return self
@@ -75,7 +75,7 @@ class SceneBank:
         return torch.randperm(len(self), generator=generator)[:batch_size]
 
     def pixels(self, index: Tensor, generator: torch.Generator | None = None) -> Float[Tensor, "batch 3 height width"]:
-        """Normalised pixels of these scenes; with a generator, each is flipped left-right with p = 1/2.
+        """Normalized pixels of these scenes; with a generator, each is flipped left-right with p = 1/2.
         Random draws come from the (CPU) generator whatever the device, so a seed means the same batches."""
         x = self.images[index.to(self.images.device)].permute(0, 3, 1, 2).float().div_(255)
         if generator is not None:

@@ -6,9 +6,9 @@
 AdamW (betas 0.9 / 0.95, weight decay on matrices only), linear warm-up then cosine decay to
 `min_lr`, gradient clipping at `clip_grad` (global norm). `device` runs it on a GPU (the scenes are
 held there too); `precision="bf16"` runs the forward passes under bfloat16 autocast (weights,
-optimiser state and the EMA teacher stay float32). Both are recorded in the card's environment. Batches
+optimizer state and the EMA teacher stay float32). Both are recorded in the card's environment. Batches
 are drawn from the pre-rendered training scenes by a generator seeded with `recipe.seed`; the backbone's
-initialisation uses the same seed, so the random control is exactly the untrained starting point of
+initialization uses the same seed, so the random control is exactly the untrained starting point of
 every other model.
 
 A run saves a training checkpoint every `checkpoint_every` steps (`resume.py`: weights, optimizer, every

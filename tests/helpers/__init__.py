@@ -1,7 +1,7 @@
 """What several test files share, by topic (`tests/` is on sys.path through pyproject's `pythonpath`):
 
 - `helpers.models`: tiny hooked models beside their plain HF twins, pixels, HF reference runs.
-- `helpers.probes`: probes with randomised weights and planted binding data.
+- `helpers.probes`: probes with randomized weights and planted binding data.
 - `helpers.ade20k`: the official ADE20K encoding, for crafted release trees.
 - `helpers.scenes`: scene lists that fail on purpose.
 - `helpers.processes`: torchrun launches on this CPU machine.

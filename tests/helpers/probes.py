@@ -1,4 +1,4 @@
-"""Probes with randomised weights, and planted binding data."""
+"""Probes with randomized weights, and planted binding data."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _attention_weights(gen: torch.Generator, d: int = D, heads: int = HEADS, d_h
 
 
 def build(name: str, d: int = D, seed: int = 0) -> PairProbe:
-    """A probe with every parameter and buffer randomised (so no term can hide behind a zero)."""
+    """A probe with every parameter and buffer randomized (so no term can hide behind a zero)."""
     gen = torch.Generator().manual_seed(seed)
     kwargs = {
         "quadratic_fixed_rank": dict(rank=3),

@@ -1,4 +1,4 @@
-"""The README is a tested artefact: its shell commands and Python snippets run, in README order.
+"""The README is a tested artifact: its shell commands and Python snippets run, in README order.
 
 How the README is read (one pytest test per item, ids like `README.md:77 bash`, run in file order):
 - ```bash blocks: each command line (`\\` continuations joined, `# comments` dropped). `make` lines are

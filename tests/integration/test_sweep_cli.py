@@ -39,7 +39,7 @@ def test_sweep_command_writes_the_report_and_resumes(tmp_path, capsys):
     ]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "peak_layer_normalised" in printed and "accuracy_by_layer.png" in printed
+    assert "peak_layer_normalized" in printed and "accuracy_by_layer.png" in printed
     rows = json.loads((out / "sweep.json").read_text())
     assert {row["probe"] for row in rows} == set(ALL_PROBES)
     assert len(rows) == 3 * len(ALL_PROBES) - 1  # self_attention has no next block after the last layer
@@ -47,9 +47,9 @@ def test_sweep_command_writes_the_report_and_resumes(tmp_path, capsys):
         assert 0 <= row["accuracy"] <= 1 and 0 <= row["auroc"] <= 1 and row["n_pairs"] > 0
         assert row["majority_baseline"] == pytest.approx(max(row["positive_rate"], 1 - row["positive_rate"]))
     header = (out / "sweep.csv").read_text().splitlines()[0].split(",")
-    assert header[:4] == ["model", "layer", "layer_normalised", "probe"]
+    assert header[:4] == ["model", "layer", "layer_normalized", "probe"]
     peaks = json.loads((out / "peaks.json").read_text())
-    assert all(0 <= p["peak_layer_normalised"] <= 1 for p in peaks)
+    assert all(0 <= p["peak_layer_normalized"] <= 1 for p in peaks)
     assert (out / "accuracy_by_layer.png").stat().st_size > 10_000
     summary = json.loads((out / "summary.json").read_text())
     assert "random-init" in summary["weights"] and summary["images"]["train"] > 0

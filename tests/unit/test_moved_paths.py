@@ -34,6 +34,9 @@ def test_an_old_path_names_the_new_one(old, new):
         ("binding_lens", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
         ("binding_lens.models", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
         ("binding_lens.models.specs", "load_hooked_vit", "binding_lens.HookedViT.from_pretrained"),
+        ("binding_lens.data", "labelled_scenes", "binding_lens.data.labeled_scenes"),  # old name
+        ("binding_lens.data", "NO_LABELLED_PATCH", "binding_lens.data.skips.NO_LABELED_PATCH"),  # old name
+        ("binding_lens.sae", "initialise_sae", "binding_lens.sae.initialize_sae"),  # old name
     ],
 )
 def test_a_moved_name_names_its_new_home(package, name, new):

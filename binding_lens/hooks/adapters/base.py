@@ -185,7 +185,7 @@ class FamilyAdapter:
 
     @classmethod
     def image_statistics(cls, hf: nn.Module) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """(mean, std) the model's own preprocessing normalises with, when the model carries them; the
+        """(mean, std) the model's own preprocessing normalizes with, when the model carries them; the
         family's defaults otherwise (HF checkpoints carry theirs in preprocessor_config.json)."""
         return cls.image_mean, cls.image_std
 

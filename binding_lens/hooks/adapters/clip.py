@@ -2,7 +2,7 @@
 
 Differences from ViT: a class *embedding* vector instead of a CLS token parameter, an `nn.Embedding`
 of positions, quick-GELU, and a LayerNorm (`pre_layrnorm`) between the embeddings and block 0.
-HF's `last_hidden_state` is *not* normalised (only the pooled CLS goes through `post_layernorm`);
+HF's `last_hidden_state` is *not* normalized (only the pooled CLS goes through `post_layernorm`);
 `HookedViT` applies `post_layernorm` to every token as its `ln_final`, so its output at CLS equals
 HF's `pooler_output`.
 """

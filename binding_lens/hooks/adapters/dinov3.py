@@ -1,7 +1,7 @@
 """DINOv3 (`DINOv3ViTModel`): rotary position embeddings, register tokens, LayerScale.
 
 Differences from DINOv2: no absolute position embedding (`hook_pos_embed` is zero); instead each
-block rotates the queries and keys of the patch tokens by their 2-D position (RoPE on patch-centre
+block rotates the queries and keys of the patch tokens by their 2-D position (RoPE on patch-center
 coordinates in [-1, 1], so any grid works without interpolation), seen at `attn.hook_rot_q` /
 `hook_rot_k` as in TransformerLens's rotary models. CLS and the register tokens are not rotated.
 Optionally a gated MLP (the larger checkpoints) and no key bias.

@@ -24,7 +24,7 @@ class SiglipAdapter(FamilyAdapter):
     family = "siglip"
     model_types = ("siglip_vision_model", "siglip")
     hf_class_name = "SiglipVisionModel"
-    image_mean = tuple(IMAGENET_STANDARD_MEAN)  # google/siglip-* normalise with 0.5 / 0.5
+    image_mean = tuple(IMAGENET_STANDARD_MEAN)  # google/siglip-* normalize with 0.5 / 0.5
     image_std = tuple(IMAGENET_STANDARD_STD)
     architectures = {
         "siglip-b16-224": lambda: SiglipVisionConfig(**VIT_B_DIMS, image_size=224, patch_size=16),

@@ -7,7 +7,7 @@ registers (`vit_*_dinov2`, `vit_*_reg4_dinov2`), CLIP-style towers with `norm_pr
 resampled with timm's own `resample_abs_pos_embed`, as timm does with `dynamic_img_size=True`.
 
 Refused, with the reason: other timm classes (EVA, whose blocks apply RoPE inside attention and
-may norm inside the MLP; Swin, ConvNeXt, ...), blocks with q/k normalisation, a normalised or
+may norm inside the MLP; Swin, ConvNeXt, ...), blocks with q/k normalization, a normalized or
 gated attention output, parallel or post-norm blocks, and models without a final LayerNorm
 (`global_pool='avg'` with `fc_norm`), since the hooked block has no place for these.
 """
@@ -41,7 +41,7 @@ def _check(model: HFModule, name: str) -> None:
     if not isinstance(model.norm, nn.LayerNorm):
         _refuse(name, "it has no final LayerNorm (global_pool='avg' with fc_norm)")
     if not isinstance(model.norm_pre, (nn.LayerNorm, nn.Identity)) or not _is_identity(model.patch_embed.norm):
-        _refuse(name, "its embeddings are normalised by something other than one LayerNorm")
+        _refuse(name, "its embeddings are normalized by something other than one LayerNorm")
     for index, block in enumerate(model.blocks):
         if type(block) is not Block:
             _refuse(name, f"block {index} is a {type(block).__name__}, not a pre-norm Block")
@@ -52,11 +52,11 @@ def _check(model: HFModule, name: str) -> None:
             not (_is_identity(attn.q_norm) and _is_identity(attn.k_norm) and _is_identity(attn.norm))
             or attn.gate is not None
         ):
-            _refuse(name, f"block {index} normalises q/k or its attention output, or gates it")
+            _refuse(name, f"block {index} normalizes q/k or its attention output, or gates it")
         if not isinstance(block.norm1, nn.LayerNorm) or not isinstance(block.norm2, nn.LayerNorm):
             _refuse(name, f"block {index}'s norms are not LayerNorms")
         if type(block.mlp) is Mlp and not _is_identity(block.mlp.norm):
-            _refuse(name, f"block {index}'s MLP normalises its hidden layer")
+            _refuse(name, f"block {index}'s MLP normalizes its hidden layer")
 
 
 def _mlp_parts(mlp: HFModule) -> tuple[MLPParts, int]:

@@ -17,7 +17,7 @@ from ...data import patch_labels
 from ...errors import InputError
 from ...hooks import HookedViT
 from ...probes import PairProbe
-from .encoding import quantise_rows, quantise_unit
+from .encoding import quantize_rows, quantize_unit
 from .maps import ModelMaps
 
 ProbeSet = Mapping[str, Mapping[int, PairProbe]]
@@ -111,7 +111,7 @@ def compute_model_maps(
     instance_masks: Sequence[Int[np.ndarray, "height width"] | None] | None = None,
     name: str | None = None,
 ) -> ModelMaps:
-    """Every probe's pair probabilities and the next block's attention for every image (quantised)."""
+    """Every probe's pair probabilities and the next block's attention for every image (quantized)."""
     checked = check_probes(model, probes)
     masks = list(instance_masks) if instance_masks is not None else [None] * len(images)
     if len(masks) != len(images):
@@ -125,9 +125,9 @@ def compute_model_maps(
             maps.grids.append(grid)
             maps.truth.append(patch_truth(mask, grid))
             for (probe, layer), p in scores.items():
-                maps.scores[(probe, index, layer)] = quantise_unit(p)
+                maps.scores[(probe, index, layer)] = quantize_unit(p)
             for block, a in attention.items():
-                maps.attention[(index, block)] = quantise_rows(a)
+                maps.attention[(index, block)] = quantize_rows(a)
     finally:
         model.train(was_training)
     return maps

@@ -1,15 +1,15 @@
-"""Compact N x N maps for the viewer: quantise, keep one triangle when symmetric, delta-filter, deflate.
+"""Compact N x N maps for the viewer: quantize, keep one triangle when symmetric, delta-filter, deflate.
 
-A map is first quantised to 8 bits (`Quantised`) as soon as it is computed, so a viewer holds about
-one byte per pair in memory. `encode` then re-quantises it to `bits` (2..8) levels, keeps the lower
-triangle of a symmetric map, replaces each row by its difference from the row above (neighbouring
+A map is first quantized to 8 bits (`Quantized`) as soon as it is computed, so a viewer holds about
+one byte per pair in memory. `encode` then re-quantizes it to `bits` (2..8) levels, keeps the lower
+triangle of a symmetric map, replaces each row by its difference from the row above (neighboring
 patches have similar rows, so the differences are small and deflate well; the diagonal is predicted
 from the previous diagonal) and compresses with zlib. The browser inverts it with the built-in
 `DecompressionStream("deflate")` one layer at a time; `decode` is the same inverse in numpy.
 
 Stream layout (inside the zlib stream): [row_max float32 x N][row_sum float32 x N][filtered uint8],
 the float blocks present only when the layout says so (attention maps are stored relative to each
-row's maximum, which the viewer shows as its colour scale).
+row's maximum, which the viewer shows as its color scale).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ZLIB_LEVEL = 6
 
 
 @dataclass(frozen=True, eq=False)
-class Quantised:
+class Quantized:
     """An N x N map at 8 bits. `row_max` set: entry = values / 255 * row_max[row] (relative maps);
     unset: entry = values / 255 (probabilities). `symmetric`: only the lower triangle is meaningful.
     `row_sum` is an optional per-row number carried along (e.g. attention mass on patches)."""
@@ -53,8 +53,8 @@ def _square(matrix: Any, what: str) -> Float[np.ndarray, "n n"]:
     return array
 
 
-def quantise_unit(probabilities: Float[np.ndarray, "n n"], symmetric: bool | None = None) -> Quantised:
-    """Quantise probabilities in [0, 1]; `symmetric=None` detects symmetry (within half a level)."""
+def quantize_unit(probabilities: Float[np.ndarray, "n n"], symmetric: bool | None = None) -> Quantized:
+    """Quantize probabilities in [0, 1]; `symmetric=None` detects symmetry (within half a level)."""
     p = _square(probabilities, "probabilities")
     if p.min() < -1e-6 or p.max() > 1 + 1e-6:
         raise InputError(f"probabilities must lie in [0, 1], got range [{p.min():.4g}, {p.max():.4g}]")
@@ -62,18 +62,18 @@ def quantise_unit(probabilities: Float[np.ndarray, "n n"], symmetric: bool | Non
         symmetric = bool(np.abs(p - p.T).max() <= SYMMETRY_TOLERANCE)
     if symmetric:
         p = (p + p.T) / 2
-    return Quantised(np.round(np.clip(p, 0, 1) * 255).astype(np.uint8), symmetric)
+    return Quantized(np.round(np.clip(p, 0, 1) * 255).astype(np.uint8), symmetric)
 
 
-def quantise_rows(matrix: Float[np.ndarray, "n n"]) -> Quantised:
-    """Quantise a non-negative map row by row relative to each row's maximum (attention patterns)."""
+def quantize_rows(matrix: Float[np.ndarray, "n n"]) -> Quantized:
+    """Quantize a non-negative map row by row relative to each row's maximum (attention patterns)."""
     a = _square(matrix, "attention")
     if a.min() < 0:
         raise InputError(f"attention weights must be non-negative, got minimum {a.min():.4g}")
     row_max = a.max(axis=1)
     scale = np.where(row_max > 0, row_max, 1.0)
     values = np.round(a / scale[:, None] * 255).astype(np.uint8)
-    return Quantised(values, False, row_max.astype(np.float32), a.sum(axis=1).astype(np.float32))
+    return Quantized(values, False, row_max.astype(np.float32), a.sum(axis=1).astype(np.float32))
 
 
 def check_bits(bits: int) -> int:
@@ -83,7 +83,7 @@ def check_bits(bits: int) -> int:
     return int(bits)
 
 
-def requantise(values: UInt8[np.ndarray, "..."], bits: int) -> UInt8[np.ndarray, "..."]:
+def requantize(values: UInt8[np.ndarray, "..."], bits: int) -> UInt8[np.ndarray, "..."]:
     """8-bit levels (0..255) -> `bits`-bit levels (0..2**bits - 1), rounding to the nearest."""
     top = (1 << check_bits(bits)) - 1
     return ((values.astype(np.uint32) * top * 2 + 255) // 510).astype(np.uint8)
@@ -99,7 +99,7 @@ def _previous_rows(v: UInt8[np.ndarray, "n n"], symmetric: bool) -> UInt8[np.nda
     return prev
 
 
-def layout(q: Quantised, bits: int) -> dict[str, Any]:
+def layout(q: Quantized, bits: int) -> dict[str, Any]:
     """What the decoder needs besides the bytes (goes into the page's metadata)."""
     return {
         "n": q.n,
@@ -110,9 +110,9 @@ def layout(q: Quantised, bits: int) -> dict[str, Any]:
     }
 
 
-def encode(q: Quantised, bits: int) -> bytes:
+def encode(q: Quantized, bits: int) -> bytes:
     """The zlib stream of `q` at `bits` bits per entry (see the module docstring)."""
-    v = requantise(q.values, bits)
+    v = requantize(q.values, bits)
     filtered = v - _previous_rows(v, q.symmetric)  # uint8 arithmetic wraps modulo 256, as the decoder adds back
     body = filtered[np.tril_indices(q.n)] if q.symmetric else filtered.reshape(-1)
     parts = [a.astype("<f4").tobytes() for a in (q.row_max, q.row_sum) if a is not None]

@@ -1,4 +1,4 @@
-"""What a viewer shows, before encoding: images, and per model the quantised maps of every image.
+"""What a viewer shows, before encoding: images, and per model the quantized maps of every image.
 
 Kept separate from the model code so that a viewer can also be built from maps computed elsewhere
 (or synthesised, as the size test does) with `binding_lens.vis.html_viewer.page.viewer_page`.
@@ -12,7 +12,7 @@ import numpy as np
 from jaxtyping import Bool, Int, UInt8
 
 from ...errors import InputError
-from .encoding import Quantised
+from .encoding import Quantized
 
 
 @dataclass(eq=False)
@@ -37,8 +37,8 @@ class ModelMaps:
     n_layers: int
     grids: list[tuple[int, int]] = field(default_factory=list)
     truth: list[Int[np.ndarray, " n"] | None] = field(default_factory=list)
-    scores: dict[tuple[str, int, int], Quantised] = field(default_factory=dict)
-    attention: dict[tuple[int, int], Quantised] = field(default_factory=dict)
+    scores: dict[tuple[str, int, int], Quantized] = field(default_factory=dict)
+    attention: dict[tuple[int, int], Quantized] = field(default_factory=dict)
 
     def probe_layers(self) -> dict[str, list[int]]:
         """Sorted probed layers of each probe (in the order probes were added)."""
@@ -56,7 +56,7 @@ class ModelMaps:
             )
         if not self.scores:
             raise InputError(f"model {self.name!r} has no IsSameObject maps: give it at least one probe and layer")
-        maps: list[tuple[tuple[str, int, int] | tuple[int, int], Quantised]] = [
+        maps: list[tuple[tuple[str, int, int] | tuple[int, int], Quantized]] = [
             *self.scores.items(),
             *self.attention.items(),
         ]

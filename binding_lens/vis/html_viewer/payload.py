@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError
-from .encoding import Quantised, encode, layout
+from .encoding import Quantized, encode, layout
 from .images import outline_data_url, png_data_url
 from .maps import ModelMaps, ViewerImage
 
@@ -63,10 +63,10 @@ def build_payload(
         raise InputError("a viewer needs at least one image")
     if not models:
         raise InputError("a viewer needs at least one model")
-    queue: list[Quantised] = []
+    queue: list[Quantized] = []
     layouts: dict[str, dict[str, Any]] = {}
 
-    def add(q: Quantised) -> str:
+    def add(q: Quantized) -> str:
         blob_id = f"b{len(queue)}"
         queue.append(q)
         layouts[blob_id] = layout(q, bits)
@@ -103,7 +103,7 @@ def build_payload(
     return meta, dict(zip(layouts, texts))
 
 
-def all_maps(models: Sequence[ModelMaps]) -> list[Quantised]:
+def all_maps(models: Sequence[ModelMaps]) -> list[Quantized]:
     return [q for maps in models for q in (*maps.scores.values(), *maps.attention.values())]
 
 

@@ -75,7 +75,7 @@ def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
     assert (
         stores[0].skip_summary()
         == stores[2].skip_summary()
-        == {"single object (no negative pairs)": 1, "no labelled patch": 1}
+        == {"single object (no negative pairs)": 1, "no labeled patch": 1}
     )
     for index in range(stores[0].n_shards):  # the records too, byte for byte
         assert stores[0].shard_paths(index)[1].read_bytes() == stores[2].shard_paths(index)[1].read_bytes()

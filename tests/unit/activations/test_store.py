@@ -49,7 +49,7 @@ def test_stored_activations_and_labels_match_a_direct_forward(tmp_path):
         labels = patch_labels(data[image].instance_mask, data[image].class_mask, grid=(8, 8))
         slots = loaded.patch_index[row].numpy()
         used = slots >= 0
-        assert labels.valid.reshape(-1)[slots[used]].all()  # only labelled patches are sampled
+        assert labels.valid.reshape(-1)[slots[used]].all()  # only labeled patches are sampled
         np.testing.assert_array_equal(loaded.instance[row].numpy()[used], labels.instance.reshape(-1)[slots[used]])
         np.testing.assert_array_equal(loaded.klass[row].numpy()[used], labels.classes.reshape(-1)[slots[used]])
         for layer in (0, 2):
@@ -75,7 +75,7 @@ def test_all_patches_are_stored_when_patches_per_image_is_none(tmp_path):
     loaded = extract(model, scenes(3), [1], tmp_path, patches_per_image=None, progress=False).load()
     assert loaded.patch_index.shape == (3, 64)
     assert loaded.patch_index[0].tolist() == list(range(64))
-    assert (loaded.instance < 0).any() and (loaded.instance >= 0).any()  # background patches are kept, unlabelled
+    assert (loaded.instance < 0).any() and (loaded.instance >= 0).any()  # background patches are kept, unlabeled
 
 
 def test_patches_per_image_above_the_grid_stores_the_grid_not_padding(tmp_path):

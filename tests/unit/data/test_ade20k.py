@@ -192,7 +192,7 @@ REAL_ROWS = [  # the real rows of CSAILVision/sceneparsing objectInfo150.csv (Id
     (137, "0.0003,528,65,0", "traffic light;traffic signal;stoplight"),
     (142, "0.0003,228,18,0", "crt screen"),
 ]
-FULL_TO_150 = {  # full ADE name -> the 150-class it must land in (0: unlabelled)
+FULL_TO_150 = {  # full ADE name -> the 150-class it must land in (0: unlabeled)
     "wall": 1,
     "building, edifice": 2,
     "sky": 3,
@@ -248,7 +248,7 @@ def test_both_csv_spellings_label_the_tricky_classes_alike(tricky_release, spell
     expected = np.array(list(FULL_TO_150.values()), dtype=np.int32).reshape(4, 4)
     scene = ds[0]
     np.testing.assert_array_equal(scene.class_mask, expected)
-    np.testing.assert_array_equal(scene.instance_mask > 0, expected > 0)  # unlabelled pixels lose their instance
+    np.testing.assert_array_equal(scene.instance_mask > 0, expected > 0)  # unlabeled pixels lose their instance
     by_name = dict(zip(FULL_TO_150, ds._lut[1:].tolist()))
     assert (
         by_name["traffic light, traffic signal, stoplight"],
@@ -281,7 +281,7 @@ def test_full_classes_outside_the_150_are_listed_and_one_warning_names_both_coun
     assert "1 of the 5 classes" in message and "296 of the 300 full classes match no 150-class" in message
     assert "5 'thing4'" in message and "\n" not in message
     assert sorted(ds.unmatched_full) == list(range(5, 301)) and ds.unmatched_full[300] == "lamp post"
-    assert ds[0].class_mask[1, 1] == 0  # 'lamp post' (full 300) stays unlabelled (0)
+    assert ds[0].class_mask[1, 1] == 0  # 'lamp post' (full 300) stays unlabeled (0)
 
 
 def test_csv_errors_name_the_file_and_line(ade_root):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from binding_lens.data import Scene, SkipReport, SyntheticScenes, labelled_scenes, pair_stats, patch_labels
+from binding_lens.data import Scene, SkipReport, SyntheticScenes, labeled_scenes, pair_stats, patch_labels
 from binding_lens.data.pairs import PairStats
 from binding_lens.data.sampling import count_pairs, sample_patch_slots
-from binding_lens.data.skips import NO_LABELLED_PATCH, SINGLE_OBJECT, UnusableImageError
+from binding_lens.data.skips import NO_LABELED_PATCH, SINGLE_OBJECT, UnusableImageError
 
 
 def _labels(grid_ids, purity=None):
@@ -30,7 +30,7 @@ def test_count_pairs_against_brute_force_enumeration():
     assert count_pairs(two) == (15 + 15, 4 + 1 + 6)
 
 
-def test_sample_patch_slots_is_seeded_and_draws_labelled_patches_only():
+def test_sample_patch_slots_is_seeded_and_draws_labeled_patches_only():
     s = SyntheticScenes("default", n=1)[0]
     row = _instance_row(patch_labels(s.instance_mask, grid=(16, 16)))
     draw = lambda seed, k=16: sample_patch_slots(row, k, torch.Generator().manual_seed(seed))  # noqa: E731
@@ -62,14 +62,14 @@ def _scene(inst):
 def test_unusable_images_are_skipped_with_reasons_or_raise():
     data = [_scene([[1, 2], [0, 0]]), _scene([[0, 0], [0, 0]]), _scene([[3, 3], [3, 0]]), _scene([[1, 1], [2, 0]])]
     report = SkipReport()
-    kept = [i for i, _, _ in labelled_scenes(data, grid=(2, 2), report=report)]
+    kept = [i for i, _, _ in labeled_scenes(data, grid=(2, 2), report=report)]
     assert kept == [0, 3]
     assert report.seen == 4 and report.skipped == 2
-    assert report.counts == {NO_LABELLED_PATCH: 1, SINGLE_OBJECT: 1}
-    assert report.examples == {NO_LABELLED_PATCH: [1], SINGLE_OBJECT: [2]}
+    assert report.counts == {NO_LABELED_PATCH: 1, SINGLE_OBJECT: 1}
+    assert report.examples == {NO_LABELED_PATCH: [1], SINGLE_OBJECT: [2]}
     assert "skipped 2 of 4 images" in report.summary() and "single object" in report.summary()
-    with pytest.raises(UnusableImageError, match=r"scene 1: no labelled patch.*on_unusable='skip'"):
-        list(labelled_scenes(data, grid=(2, 2), on_unusable="error"))
+    with pytest.raises(UnusableImageError, match=r"scene 1: no labeled patch.*on_unusable='skip'"):
+        list(labeled_scenes(data, grid=(2, 2), on_unusable="error"))
     # keeping unlabeled patches turns the background into an object, so scene 2 becomes usable
-    kept = [i for i, _, _ in labelled_scenes(data, grid=(2, 2), keep_unlabeled=True)]
+    kept = [i for i, _, _ in labeled_scenes(data, grid=(2, 2), keep_unlabeled=True)]
     assert kept == [0, 2, 3]

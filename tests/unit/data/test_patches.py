@@ -1,4 +1,4 @@
-"""Per-patch labels: the vectorised plurality vote against a slow reference."""
+"""Per-patch labels: the vectorized plurality vote against a slow reference."""
 
 from collections import Counter
 
@@ -12,7 +12,7 @@ from helpers.checks import unchecked
 
 
 def _reference(inst, cls, rows, cols, purity=None, keep_unlabeled=False):
-    """Slow, obvious version: loop over cells, list the pixels whose centre lies inside, count."""
+    """Slow, obvious version: loop over cells, list the pixels whose center lies inside, count."""
     h, w = inst.shape
     out_i = np.zeros((rows, cols), int)
     out_c = np.full((rows, cols), -1)

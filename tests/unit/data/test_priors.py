@@ -1,4 +1,4 @@
-"""The balanced colour x shape scenes and their exact priors, against brute enumeration and samples."""
+"""The balanced color x shape scenes and their exact priors, against brute enumeration and samples."""
 
 from __future__ import annotations
 

@@ -46,16 +46,16 @@ def test_masks_match_per_object_pixel_counts(preset):
         assert occluded_seen > 0, "the occlusion knob never produced an occluded object"
 
 
-def test_flat_colour_pixels_are_exactly_the_visible_mask():
-    # colorshape draws untextured palette colours on a flat non-palette background:
-    # the pixels of an object's colour are exactly the objects of that colour
+def test_flat_color_pixels_are_exactly_the_visible_mask():
+    # colorshape draws untextured palette colors on a flat non-palette background:
+    # the pixels of an object's color are exactly the objects of that color
     ds = SyntheticScenes("colorshape", n=N, seed=1)
     for i in range(N):
         s = ds[i]
         for o in s.metadata["objects"]:
             same = [p["instance_id"] for p in s.metadata["objects"] if p["color"] == o["color"]]
-            colour = (s.image == np.array(o["rgb"], dtype=np.uint8)).all(axis=-1)
-            np.testing.assert_array_equal(colour, np.isin(s.instance_mask, same))
+            color = (s.image == np.array(o["rgb"], dtype=np.uint8)).all(axis=-1)
+            np.testing.assert_array_equal(color, np.isin(s.instance_mask, same))
 
 
 def test_scene_is_a_pure_function_of_seed_and_index():
@@ -116,7 +116,7 @@ def test_default_scenes_contain_twins_and_same_look_distractors_with_texture():
         for o in s.metadata["objects"]:
             twins += o["twin_of"] is not None
             same_look += o["same_look_as"] is not None
-        # texture: an object's pixels are not one colour
+        # texture: an object's pixels are not one color
         o = max(s.metadata["objects"], key=lambda r: r["visible_pixels"])
         assert np.unique(s.image[s.instance_mask == o["instance_id"]], axis=0).shape[0] > 1
     assert twins > 0 and same_look > 0

@@ -89,7 +89,7 @@ def test_permutation_test_holds_its_size_under_the_null_and_has_power():
     assert r > 0.5 and p == pytest.approx(1 / 1000)
 
 
-def test_correlation_over_pairs_uses_labelled_ordered_pairs():
+def test_correlation_over_pairs_uses_labeled_ordered_pairs():
     pattern = _pattern(batch=1, heads=2, n=5)
     instance = torch.tensor([[0, 0, 1, -1, 1]])
     scores = torch.randn(1, 5, 5)

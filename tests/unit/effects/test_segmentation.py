@@ -123,19 +123,19 @@ def test_per_image_parts_give_any_image_sets_scores():
     )
 
 
-def test_confusion_matrix_counts_labelled_patches_only():
+def test_confusion_matrix_counts_labeled_patches_only():
     conf = confusion_matrix(torch.tensor([[1, 1, 0]]), torch.tensor([[0, 1, -1]]), 2)
     assert conf.tolist() == [[0, 1], [0, 1]]
 
 
-def test_semantic_head_is_deterministic_by_seed_and_folds_standardisation():
+def test_semantic_head_is_deterministic_by_seed_and_folds_standardization():
     feats, classes = planted_semantic(noise=1.5)
     a = fit_semantic_head(feats, classes, 4, epochs=3, lr=0.05, seed=3, batch_size=64)
     b = fit_semantic_head(feats, classes, 4, epochs=3, lr=0.05, seed=3, batch_size=64)
     c = fit_semantic_head(feats, classes, 4, epochs=3, lr=0.05, seed=4, batch_size=64)
     assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
     assert not torch.allclose(a.weight, c.weight)
-    # an affine change of each feature leaves the standardised features, hence the fit, unchanged
+    # an affine change of each feature leaves the standardized features, hence the fit, unchanged
     scale = torch.linspace(0.5, 20, D)
     moved = fit_semantic_head(feats * scale - 3, classes, 4, epochs=3, lr=0.05, seed=3, batch_size=64)
     torch.testing.assert_close(moved(feats * scale - 3), a(feats), rtol=1e-3, atol=1e-3)
@@ -153,7 +153,7 @@ def test_semantic_refuses_bad_input():
         fit_semantic_head(feats, classes - 2, 4)
     with pytest.raises(ValueError, match="class id 3 >= n_classes 3"):
         fit_semantic_head(feats, classes, 3)
-    with pytest.raises(ValueError, match="no labelled patch"):
+    with pytest.raises(ValueError, match="no labeled patch"):
         fit_semantic_head(feats, torch.full_like(classes, -1), 4)
     with pytest.raises(ValueError, match="epochs"):
         fit_semantic_head(feats, classes, 4, epochs=0)
@@ -185,13 +185,13 @@ def slow_matched_ious(pred, instance):
     found by trying every assignment; returns every ground-truth instance's IoU."""
     out = []
     for p_row, g_row in zip(pred.tolist(), instance.tolist()):
-        labelled = [(p, g) for p, g in zip(p_row, g_row) if g >= 0]
-        gts = sorted({g for _, g in labelled})
-        preds = sorted({p for p, _ in labelled if p >= 0})
+        labeled = [(p, g) for p, g in zip(p_row, g_row) if g >= 0]
+        gts = sorted({g for _, g in labeled})
+        preds = sorted({p for p, _ in labeled if p >= 0})
 
-        def iou(p, g, labelled=labelled):
-            a = {i for i, (pp, _) in enumerate(labelled) if pp == p}
-            b = {i for i, (_, gg) in enumerate(labelled) if gg == g}
+        def iou(p, g, labeled=labeled):
+            a = {i for i, (pp, _) in enumerate(labeled) if pp == p}
+            b = {i for i, (_, gg) in enumerate(labeled) if gg == g}
             return len(a & b) / len(a | b)
 
         slots = preds + [None] * len(gts)  # None: left unmatched
@@ -241,11 +241,11 @@ def test_instance_refuses_bad_input():
         fit_instance_head(feats, instance, 1)
     with pytest.raises(ValueError, match="batch_images"):
         fit_instance_head(feats, instance, 5, batch_images=0)
-    with pytest.raises(ValueError, match="no labelled patch"):
+    with pytest.raises(ValueError, match="no labeled patch"):
         fit_instance_head(feats, torch.full_like(instance, -1), 5)
     with unchecked(), pytest.raises(ValueError, match="integer tensor"):
         fit_instance_head(feats, instance.bool(), 5)
-    with pytest.raises(ValueError, match="no labelled patch"):
+    with pytest.raises(ValueError, match="no labeled patch"):
         instance_scores(instance, torch.full_like(instance, -1))
     with unchecked(), pytest.raises(ValueError, match="must both be \\[image, patch\\]"):
         matched_ious(instance[:, :3], instance)

@@ -33,7 +33,7 @@ def sweep_rows():
                     {
                         "model": model,
                         "layer": layer,
-                        "layer_normalised": depth,
+                        "layer_normalized": depth,
                         "probe": probe,
                         "accuracy": accuracy,
                         "accuracy_low": accuracy - 0.03,
@@ -66,7 +66,7 @@ def test_accuracy_by_layer_one_panel_per_model(tmp_path):
 
 def test_accuracy_by_model_for_one_probe(tmp_path):
     svg = check_written(accuracy_by_model(sweep_rows(), tmp_path / "fig11", probe="quadratic"))
-    assert "dinov2-small" in svg and "clip-vit-b16" in svg and "normalised depth" in svg
+    assert "dinov2-small" in svg and "clip-vit-b16" in svg and "normalized depth" in svg
     assert "dinov2-small majority baseline" in svg and "chance" in svg and "AUROC" in svg
     with pytest.raises(ValueError, match="no rows for probe 'cosine'"):
         accuracy_by_model(sweep_rows(), tmp_path / "x", probe="cosine")
@@ -117,16 +117,16 @@ def test_ablation_figure_bolds_the_best_condition(tmp_path):
 
 def test_binding_pca(tmp_path):
     rng = np.random.default_rng(2)
-    centres = rng.normal(size=(4, 6)) * 5
-    vectors = np.repeat(centres, 30, axis=0) + rng.normal(size=(120, 6))
+    centers = rng.normal(size=(4, 6)) * 5
+    vectors = np.repeat(centers, 30, axis=0) + rng.normal(size=(120, 6))
     instance = np.repeat([3, 5, 8, 9], 30)
     svg = check_written(binding_pca(vectors, instance, tmp_path / "pca"))
     assert "object 8 (30)" in svg and "PC1" in svg
     points, explained = principal_components(vectors, 2)
-    centred = vectors - vectors.mean(0)
-    variance = np.linalg.svd(centred, compute_uv=False) ** 2
+    centered = vectors - vectors.mean(0)
+    variance = np.linalg.svd(centered, compute_uv=False) ** 2
     np.testing.assert_allclose(explained, variance[:2] / variance.sum())
-    np.testing.assert_allclose(points.mean(0), 0, atol=1e-9)  # projections of centred vectors
+    np.testing.assert_allclose(points.mean(0), 0, atol=1e-9)  # projections of centered vectors
     np.testing.assert_allclose((points**2).sum(0), variance[:2], rtol=1e-9)
     with unchecked(), pytest.raises(ValueError, match="one id per vector"):
         binding_pca(vectors, instance[:5], tmp_path / "x")
@@ -179,7 +179,7 @@ def _inside(inner, outer, slack=1.0) -> bool:
 @pytest.mark.filterwarnings("error:constrained_layout not applied")
 def test_titles_and_legends_fit_and_stay_off_the_data(tmp_path, drawn):
     """Every figure, with a long title and many series: title, legend, labels and tables inside the image, the
-    legend off the data and the title, the title centred over the data."""
+    legend off the data and the title, the title centered over the data."""
     many = [dict(row, probe=f"{row['probe']}_{k}") for row in sweep_rows() for k in range(5)]
     accuracy_by_layer([r for r in many if r["model"] == "dinov2-small"], tmp_path / "a", title=LONG)
     accuracy_by_layer(many, tmp_path / "a2", title=LONG)
@@ -206,8 +206,8 @@ def test_titles_and_legends_fit_and_stay_off_the_data(tmp_path, drawn):
         title = fig._suptitle.get_window_extent(renderer)
         assert _inside(title, box), "the title is cut off"
         data = [ax.get_window_extent(renderer) for ax in axes]
-        centre = (min(b.x0 for b in data) + max(b.x1 for b in data)) / 2
-        assert abs((title.x0 + title.x1) / 2 - centre) < 0.02 * box.width, "the title is not over the data"
+        center = (min(b.x0 for b in data) + max(b.x1 for b in data)) / 2
+        assert abs((title.x0 + title.x1) / 2 - center) < 0.02 * box.width, "the title is not over the data"
         for ax in axes:
             assert _inside(ax.get_tightbbox(renderer), box), "axis labels, tick labels or a table are cut off"
         for legend in fig.legends:
@@ -243,14 +243,14 @@ def test_every_kde_panel_shows_its_scale(tmp_path, drawn):
         assert any(label.get_visible() and label.get_text() for label in ax.get_xticklabels()), ax.get_title()
 
 
-def test_principal_components_project_centred_or_given_points_on_the_same_axes():
+def test_principal_components_project_centered_or_given_points_on_the_same_axes():
     from binding_lens.figures.pca import principal_components
 
     vectors = np.random.default_rng(0).normal(size=(30, 5)) + 0.4
-    centred, explained = principal_components(vectors, 2)
-    given, explained_given = principal_components(vectors, 2, centre_points=False)
+    centered, explained = principal_components(vectors, 2)
+    given, explained_given = principal_components(vectors, 2, center_points=False)
     _, singular, vt = np.linalg.svd(vectors - vectors.mean(0), full_matrices=False)  # the obvious version
     np.testing.assert_allclose(given, vectors @ vt[:2].T)
-    np.testing.assert_allclose(given - centred, np.broadcast_to(vectors.mean(0) @ vt[:2].T, given.shape))
+    np.testing.assert_allclose(given - centered, np.broadcast_to(vectors.mean(0) @ vt[:2].T, given.shape))
     np.testing.assert_allclose(explained, explained_given)
     np.testing.assert_allclose(explained, (singular**2 / (singular**2).sum())[:2])

@@ -172,7 +172,7 @@ def test_unsupported_architecture_names_families_and_how_to_add_one():
 
 def test_bad_pixel_values_get_errors_that_say_what_to_do():
     _, model = build(TINY_CASES["dinov2"])
-    with pytest.raises(ImageSizeError, match=r"expected 3 colour channels, got 4"):
+    with pytest.raises(ImageSizeError, match=r"expected 3 color channels, got 4"):
         model(torch.randn(1, 4, 56, 56))
     with pytest.raises(ImageSizeError, match=r"57x56 is not a multiple of the patch size 14.*56 or 70.*size="):
         model(torch.randn(1, 3, 57, 56))

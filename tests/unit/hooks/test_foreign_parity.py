@@ -56,7 +56,7 @@ def test_timm_models_that_do_not_fit_are_refused_with_the_reason():
     with pytest.raises(InputError, match="Eva, not a VisionTransformer"):
         HookedViT.from_timm(eva)
     qk_norm = timm.create_model("vit_tiny_patch16_224", pretrained=False, depth=1, qk_norm=True)
-    with pytest.raises(InputError, match="normalises q/k"):
+    with pytest.raises(InputError, match="normalizes q/k"):
         HookedViT.from_timm(qk_norm)
     with pytest.raises(InputError, match="takes a timm model"):
         HookedViT.from_timm(torch.nn.Linear(2, 2))

@@ -36,7 +36,7 @@ def test_residual_stream_matches_hf_hidden_states(family, which_size):
     with torch.no_grad():
         unhooked = hooked(x)  # no hook attached: the fused LayerNorm path
     for final in (out, unhooked):
-        if hooked.cfg.family == "clip":  # HF normalises only the pooled CLS token
+        if hooked.cfg.family == "clip":  # HF normalizes only the pooled CLS token
             torch.testing.assert_close(final[:, 0], ref.pooler_output, atol=ATOL, rtol=0)
         else:
             torch.testing.assert_close(final, ref.last_hidden_state, atol=ATOL, rtol=0)

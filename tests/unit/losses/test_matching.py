@@ -85,10 +85,10 @@ def test_detr_loss_prefers_correct_masks_whatever_the_query_order():
         perfect[0, patch, query] = 0.0
     perfect = torch.log_softmax(perfect, -1)
     uniform = torch.log_softmax(torch.zeros(1, 6, 4), -1)
-    relabelled = perfect[:, :, [2, 0, 3, 1]]  # the same masks on other queries
+    relabeled = perfect[:, :, [2, 0, 3, 1]]  # the same masks on other queries
     merged = perfect.clone()
     merged[0, 4] = perfect[0, 0]  # instance 2 claimed by instance 0's query
-    losses = [float(detr_mask_loss(lm, dense)) for lm in (perfect, relabelled, merged, uniform)]
+    losses = [float(detr_mask_loss(lm, dense)) for lm in (perfect, relabeled, merged, uniform)]
     assert losses[0] < 1e-6 and losses[1] < 1e-6
     assert losses[2] > 1.0 and losses[3] > 1.0
 

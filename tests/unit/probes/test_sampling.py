@@ -19,8 +19,8 @@ def _labels(seed=0, n_images=30, n_patches=12):
     gen = torch.Generator().manual_seed(seed)
     instance = torch.randint(-1, 4, (n_images, n_patches), generator=gen) * 10 + 5  # ids 5..35, -5 excluded
     instance[instance < 0] = -1
-    instance[0] = -1  # an image with no labelled patch
-    instance[1, 1:] = -1  # and one with a single labelled patch
+    instance[0] = -1  # an image with no labeled patch
+    instance[1, 1:] = -1  # and one with a single labeled patch
     return instance
 
 
@@ -64,21 +64,21 @@ def test_count_pairs_and_dense_ids_match_slow_loops():
         assert drow == [ids.index(v) if v >= 0 else -1 for v in row]
 
 
-def test_patch_samples_are_labelled_distinct_sorted_and_seeded():
+def test_patch_samples_are_labeled_distinct_sorted_and_seeded():
     instance = _labels()
     a = sample_patches(instance, 5, torch.Generator().manual_seed(0))
     b = sample_patches(instance, 5, torch.Generator().manual_seed(0))
     c = sample_patches(instance, 5, torch.Generator().manual_seed(1))
     assert torch.equal(a.patches, b.patches) and not torch.equal(a.patches, c.patches)
-    n_labelled = (instance >= 0).sum(1)
-    assert torch.equal(a.valid.sum(1), n_labelled.clamp_max(5))
+    n_labeled = (instance >= 0).sum(1)
+    assert torch.equal(a.valid.sum(1), n_labeled.clamp_max(5))
     for row in range(instance.shape[0]):
         picked = a.patches[row][a.valid[row]].tolist()
         assert picked == sorted(set(picked))
         assert all(instance[row, p] >= 0 for p in picked)
 
 
-def test_patch_samples_are_uniform_over_labelled_patches():
+def test_patch_samples_are_uniform_over_labeled_patches():
     instance = torch.tensor([[0, -1, 1, 2, 3, -1, 4, 5]])
     gen = torch.Generator().manual_seed(0)
     counts = torch.zeros(8)
@@ -112,11 +112,11 @@ def test_pair_set_refuses_other_data():
     pairs = fixed_pairs(instance, 4)
     with pytest.raises(ValueError, match="covers 30 images"):
         pairs.check_against(instance[:10])
-    relabelled = instance.clone()
-    relabelled[2] = -1  # image 2's sampled patches are now excluded
+    relabeled = instance.clone()
+    relabeled[2] = -1  # image 2's sampled patches are now excluded
     assert bool(pairs.valid[2].any())
     with pytest.raises(ValueError, match="excluded patches"):
-        pairs.check_against(relabelled)
+        pairs.check_against(relabeled)
     with unchecked(), pytest.raises(ValueError, match="must be \\[image, k\\]"):
         PairSet(torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.bool))
     with pytest.raises(ValueError, match=">= 2"):

@@ -202,8 +202,8 @@ def test_scalar_probes_start_from_a_fitted_threshold():
     gen = torch.Generator().manual_seed(0)
     n_images, n_patches = 300, 10
     obj = torch.randint(0, 3, (n_images, n_patches), generator=gen)
-    centres = torch.rand(n_images, 3, generator=gen) * 3 + torch.arange(3) * 4.0  # objects 4 apart
-    x = (centres.gather(1, obj) + 0.25 * torch.rand(n_images, n_patches, generator=gen))[..., None]
+    centers = torch.rand(n_images, 3, generator=gen) * 3 + torch.arange(3) * 4.0  # objects 4 apart
+    x = (centers.gather(1, obj) + 0.25 * torch.rand(n_images, n_patches, generator=gen))[..., None]
     data = ProbeData(x, obj)
     probe = make_probe("distance", 1)
     result = train_probe(probe, data, data, ProbeTrainingConfig(epochs=1, batch_images=300, patches_per_image=10))

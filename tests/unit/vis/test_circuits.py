@@ -37,7 +37,7 @@ def test_token_labels():
         token_labels((2, 2), n_prefix=2, n_registers=4)
 
 
-def test_attention_heads_view_is_labelled_unmasked_and_offline(registers, tmp_path):
+def test_attention_heads_view_is_labeled_unmasked_and_offline(registers, tmp_path):
     model, cache = registers
     path = tmp_path / "heads.html"
     page = attention_view(cache, layer=1, batch_index=1, model=model, heads=[0, 2], path=path, grid=(3, 4))

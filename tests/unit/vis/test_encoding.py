@@ -1,4 +1,4 @@
-"""The viewer's compact map encoding: quantise, triangle, row filter, deflate, and its exact inverse."""
+"""The viewer's compact map encoding: quantize, triangle, row filter, deflate, and its exact inverse."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from binding_lens.vis.html_viewer.encoding import (
-    Quantised,
+    Quantized,
     decode,
     encode,
     layout,
-    quantise_rows,
-    quantise_unit,
-    requantise,
+    quantize_rows,
+    quantize_unit,
+    requantize,
 )
 
 from helpers.checks import unchecked
@@ -31,12 +31,12 @@ def smooth_symmetric(n: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("bits", [2, 4, 6, 8])
 def test_symmetric_roundtrip_within_half_a_level(bits):
     p = smooth_symmetric(50)
-    q = quantise_unit(p)
+    q = quantize_unit(p)
     assert q.symmetric
     values, row_sum = decode(encode(q, bits), layout(q, bits))
     assert row_sum is None
     top = 2**bits - 1
-    # 8-bit storage then re-quantisation: at most half a level of each, plus float noise
+    # 8-bit storage then re-quantization: at most half a level of each, plus float noise
     assert np.abs(values - p).max() <= 0.5 / top + 0.5 / 255 + 1e-12
     np.testing.assert_array_equal(values, values.T)
     # every decoded value is on the bits-bit lattice
@@ -46,7 +46,7 @@ def test_symmetric_roundtrip_within_half_a_level(bits):
 def test_asymmetric_map_is_stored_in_full():
     rng = np.random.default_rng(1)
     p = rng.random((30, 30))
-    q = quantise_unit(p)
+    q = quantize_unit(p)
     assert not q.symmetric and not layout(q, 8)["tri"]
     values, _ = decode(encode(q, 8), layout(q, 8))
     assert np.abs(values - p).max() <= 0.5 / 255 + 1e-12
@@ -57,7 +57,7 @@ def test_attention_rows_scaled_by_their_max_and_carry_their_sums():
     logits = rng.normal(size=(40, 45)) * 3
     full = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     a = full[:, 5:]  # patch-to-patch block of a pattern with 5 prefix tokens: rows sum below 1
-    q = quantise_rows(a)
+    q = quantize_rows(a)
     spec = layout(q, 8)
     values, row_sum = decode(encode(q, 8), spec)
     assert spec["rowMax"] and spec["rowSum"] and not spec["tri"]
@@ -69,26 +69,26 @@ def test_attention_rows_scaled_by_their_max_and_carry_their_sums():
 def test_zero_rows_decode_to_zero():
     a = np.zeros((6, 6))
     a[2, 3] = 0.5
-    values, _ = decode(encode(quantise_rows(a), 5), layout(quantise_rows(a), 5))
+    values, _ = decode(encode(quantize_rows(a), 5), layout(quantize_rows(a), 5))
     np.testing.assert_allclose(values, a, atol=1e-7)
 
 
-def test_requantise_rounds_to_nearest_level():
+def test_requantize_rounds_to_nearest_level():
     levels = np.arange(256, dtype=np.uint8)
     for bits in (2, 3, 6, 8):
         top = 2**bits - 1
-        np.testing.assert_array_equal(requantise(levels, bits), np.floor(levels / 255 * top + 0.5).astype(np.uint8))
+        np.testing.assert_array_equal(requantize(levels, bits), np.floor(levels / 255 * top + 0.5).astype(np.uint8))
 
 
 def test_row_filter_helps_smooth_maps():
-    q = quantise_unit(smooth_symmetric(400, seed=3))
+    q = quantize_unit(smooth_symmetric(400, seed=3))
     filtered = len(encode(q, 8))
     plain = len(zlib.compress(q.values[np.tril_indices(400)].tobytes(), 6))
     assert filtered < 0.8 * plain
 
 
 def test_fewer_bits_make_smaller_streams():
-    q = quantise_unit(smooth_symmetric(300, seed=4))
+    q = quantize_unit(smooth_symmetric(300, seed=4))
     sizes = [len(encode(q, bits)) for bits in (8, 6, 4)]
     assert sizes[0] > sizes[1] > sizes[2]
 
@@ -97,9 +97,9 @@ def test_symmetry_is_detected_within_half_a_level_only():
     p = smooth_symmetric(20)
     nudged = p.copy()
     nudged[3, 7] += 0.01
-    assert quantise_unit(p).symmetric
-    assert not quantise_unit(nudged).symmetric
-    assert not quantise_unit(p, symmetric=False).symmetric
+    assert quantize_unit(p).symmetric
+    assert not quantize_unit(nudged).symmetric
+    assert not quantize_unit(p, symmetric=False).symmetric
 
 
 @pytest.mark.parametrize(
@@ -108,20 +108,20 @@ def test_symmetry_is_detected_within_half_a_level_only():
 )
 def test_bad_probabilities_raise(matrix, message):
     with unchecked(), pytest.raises(ValueError, match=message):
-        quantise_unit(matrix)
+        quantize_unit(matrix)
 
 
 def test_bad_attention_and_bits_raise():
     with pytest.raises(ValueError, match="non-negative"):
-        quantise_rows(-np.ones((3, 3)))
-    q = Quantised(np.zeros((2, 2), np.uint8), True)
+        quantize_rows(-np.ones((3, 3)))
+    q = Quantized(np.zeros((2, 2), np.uint8), True)
     for bits in (1, 9, 4.0, True):
         with unchecked(), pytest.raises(ValueError, match="bits"):
             encode(q, bits)
 
 
 def test_corrupt_stream_is_reported():
-    q = quantise_unit(smooth_symmetric(10))
+    q = quantize_unit(smooth_symmetric(10))
     spec = layout(q, 6) | {"n": 11}
     with pytest.raises(ValueError, match="corrupt"):
         decode(encode(q, 6), spec)

@@ -1,7 +1,7 @@
 """The viewer's size budget on the issue's case: a 37 x 37 patch grid (DINOv2 at 518 px) across 24 layers.
 
 The maps are synthetic but shaped like real ones (object structure, spatially smooth features,
-pair noise, attention falling off with distance) and go through the same quantise/encode/page
+pair noise, attention falling off with distance) and go through the same quantize/encode/page
 path as a model's. The measured size is written to test-artifacts/vis/ for the record.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from binding_lens.data import SyntheticScenes, patch_labels
-from binding_lens.vis.html_viewer.encoding import decode, quantise_rows, quantise_unit
+from binding_lens.vis.html_viewer.encoding import decode, quantize_rows, quantize_unit
 from binding_lens.vis.html_viewer.images import display_size, outline, resize_rgb
 from binding_lens.vis.html_viewer.maps import ModelMaps, ViewerImage
 from binding_lens.vis.html_viewer.page import MB, read_page, viewer_page
@@ -40,12 +40,12 @@ def synthetic_maps(ids: np.ndarray, seed: int = 0) -> tuple[ModelMaps, dict]:
             5 * np.sin(np.pi * (layer + 1) / 25) * (2 * same - 1) + features @ features.T / 8 + noise + noise.T - 0.5
         )
         scores = 1 / (1 + np.exp(-logits))
-        maps.scores[("quadratic", 0, layer)] = quantise_unit(scores)
+        maps.scores[("quadratic", 0, layer)] = quantize_unit(scores)
         if layer + 1 < LAYERS:
             a = -dist2 / (2 * (2 + layer) ** 2) + 1.5 * same + rng.standard_normal((n, n), dtype=np.float32)
             a = np.exp(a - a.max(1, keepdims=True))
             a = 0.9 * a / a.sum(1, keepdims=True)
-            maps.attention[(0, layer + 1)] = quantise_rows(a)
+            maps.attention[(0, layer + 1)] = quantize_rows(a)
         if layer == 12:
             kept = {"scores": scores, "attention": a}
     return maps, kept

@@ -105,7 +105,7 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
     recipe = tiny_recipe("dino", steps=3)
     objective = make_objective(recipe)
     torch.manual_seed(5)
-    with torch.no_grad():  # make teacher weights differ from the initialisation
+    with torch.no_grad():  # make teacher weights differ from the initialization
         for p in objective.teacher.parameters():
             p.add_(0.01 * torch.randn_like(p))
     from binding_lens.io import staging_dir

@@ -13,7 +13,7 @@
   const images = new Map();
   let renderSeq = 0, renders = 0;
 
-  // ---- colour maps (viridis for probabilities, magma for attention) ----
+  // ---- color maps (viridis for probabilities, magma for attention) ----
   const STOPS = {
     score: [[68,1,84],[72,40,120],[62,74,137],[49,104,142],[38,130,142],[31,158,137],[53,183,121],[110,206,88],
             [181,222,43],[253,231,37]],
