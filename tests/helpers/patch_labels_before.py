@@ -1,4 +1,4 @@
-"""The patch labelling of binding_lens before issue 34 (two plurality votes per image), kept as the reference
+"""The patch labeling of binding_lens before issue 34 (two plurality votes per image), kept as the reference
 the vectorized one is tested against (tests/unit/data/test_patches.py)."""
 
 from __future__ import annotations

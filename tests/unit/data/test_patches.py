@@ -131,7 +131,7 @@ def _tied_masks(rng, h, w, k):
     return inst.astype(np.int32), cls.astype(np.int32)
 
 
-def test_the_vectorized_vote_equals_the_labelling_before_it_on_many_random_masks():
+def test_the_vectorized_vote_equals_the_labeling_before_it_on_many_random_masks():
     from helpers.patch_labels_before import patch_labels_before
 
     rng = np.random.default_rng(34)
