@@ -339,3 +339,48 @@ def test_two_torchrun_processes_write_the_store_one_process_writes(tmp_path):
     assert two_store.shard_paths(0)[0].stat().st_mtime_ns == kept  # finished shards are not redone
     _same_store(one_store.load(), ActivationStore(tmp_path / "two").load())
     shutil.rmtree(tmp_path / "two")
+
+
+@pytest.mark.slow
+def test_a_two_rank_sweep_trains_a_share_of_the_layers_on_each_and_gives_the_rows_of_one_process(tmp_path):
+    import json
+
+    from binding_lens.analyses.run import RunDirectory
+    from binding_lens.cli import main
+
+    args = [
+        "sweep",
+        "--model",
+        "tiny:vit",
+        "--data",
+        "twins",
+        "--n-images",
+        "12",
+        "--size",
+        "64",
+        "--layers",
+        "0-2",
+        "--patches-per-image",
+        "8",
+        "--shard-size",
+        "4",
+        "--probes",
+        "linear,quadratic,self_attention",
+        "--epochs",
+        "1",
+        "--batch-images",
+        "4",
+    ]
+    two = _torchrun(*args, "--out", str(tmp_path / "two"))
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("peak_layer_normalized") == 1  # rank 0 alone prints the report
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    one_run, two_run = RunDirectory(tmp_path / "one"), RunDirectory(tmp_path / "two")
+    store = two_run.summary()["store"]
+    assert store["mode"] == "disk" and store["ranks"] == 2 and store["layers_by_rank"] == [[0, 1], [2]]
+    rows = [json.loads(run.sweep_stem.with_suffix(".json").read_text()) for run in (one_run, two_run)]
+    assert rows[0] == rows[1] and len(rows[0]) == 8  # row for row (self_attention has no layer 2: no next block)
+    probes = sorted(p.name for p in one_run.probes_dir.iterdir())
+    assert probes == sorted(p.name for p in two_run.probes_dir.iterdir()) and len(probes) == 8
+    for name in probes:  # rank 1's probes, gathered by rank 0, saved byte for byte as one process saves them
+        assert (one_run.probes_dir / name).read_bytes() == (two_run.probes_dir / name).read_bytes(), name
