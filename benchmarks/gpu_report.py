@@ -117,8 +117,16 @@ def plan_steps(args: argparse.Namespace, scratch: Path) -> list[Step]:
     ]
 
 
-def run_step(step: Step, scratch: Path) -> None:
-    """Run `step` (its JSON, where it writes one, read back into `step.result`)."""
+def run_step(step: Step, scratch: Path, deadline: float | None = None) -> None:
+    """Run `step` (its JSON, where it writes one, read back into `step.result`); stopped at `deadline`
+    (time.monotonic()) if it is still running then, or not started when less than a minute is left."""
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left < 60:
+            step.error = "not started: the time budget (--budget) was spent"
+            print(f"{step.name}: {step.error}", flush=True)
+            return
+        step.timeout = min(step.timeout, left)
     if step.name not in ("gpu_tests", "sweep"):
         step.json_path = scratch / f"{step.name}.json"
         step.command += ["--json", str(step.json_path)]
@@ -312,7 +320,7 @@ def write_report(out: Path, args: argparse.Namespace, env: dict[str, Any], steps
         "targets": judged,
         "steps": {
             s.name: {"what": s.what, "command": s.command, "seconds": round(s.seconds, 1), "error": s.error}
-            | {"result": s.result}
+            | {"returncode": s.returncode, "result": s.result, "output": _own_lines(s.output)}
             for s in steps
         },
     }
@@ -327,6 +335,20 @@ def write_report(out: Path, args: argparse.Namespace, env: dict[str, Any], steps
         lines += ["", "```", " ".join(_shown(part) for part in step.command), *_own_lines(step.output), "```"]
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
     return stem.with_suffix(".json"), stem.with_suffix(".md")
+
+
+def _earlier_steps(out: Path, args: argparse.Namespace) -> dict[str, Step]:
+    """The steps an earlier call wrote into this report (with --only, a report is built in several calls)."""
+    on_gpu = args.device.startswith("cuda")
+    path = out / f"gpu-report-{'cuda' if on_gpu else args.device}{'-small' if args.small else ''}.json"
+    if not path.is_file():
+        return {}
+    found = {}
+    for name, step in json.loads(path.read_text()).get("steps", {}).items():
+        found[name] = Step(name, step["what"], step["command"], 0, None, step.get("returncode"), step["seconds"])
+        found[name].output = "\n".join(step.get("output") or [])
+        found[name].result, found[name].error = step.get("result"), step.get("error")
+    return found
 
 
 def _shown(part: str) -> str:
@@ -349,6 +371,14 @@ def main() -> None:
     parser.add_argument("--out", default=str(BENCH / "reports"), help="where the report goes")
     parser.add_argument("--only", default=None, help="comma list of steps to run (default: all)")
     parser.add_argument("--scratch", default=None, help="folder for stores and runs (default: a temporary one)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a step still running then, start none after it, and write the report (a lent machine's "
+        "command limit); with --only, steps run by an earlier call are read back from the report in --out",
+    )
     parser.add_argument("--sweep-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
@@ -361,12 +391,17 @@ def main() -> None:
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="gpu_report_"))
     scratch.mkdir(parents=True, exist_ok=True)
     steps = plan_steps(args, scratch)
-    if args.only:
-        steps = [step for step in steps if step.name in args.only.split(",")]
+    only = args.only.split(",") if args.only else STEP_NAMES
+    earlier = _earlier_steps(Path(args.out), args) if args.only else {}
     env = environment(args.device)
+    deadline = None if args.budget is None else time.monotonic() + args.budget
     try:
-        for step in steps:
-            run_step(step, scratch)
+        for index, step in enumerate(steps):
+            if step.name in only:
+                run_step(step, scratch, deadline)
+            elif step.name in earlier:
+                steps[index] = earlier[step.name]
+        steps = [step for step in steps if step.name in only or step.name in earlier]
     finally:
         paths = write_report(Path(args.out), args, env, steps)
         if args.scratch is None:

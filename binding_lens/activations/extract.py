@@ -543,8 +543,10 @@ def _forward(
     weights_dtype = next(model.hf_model.parameters()).dtype
     stats = plan.preparation.image_mean, plan.preparation.image_std
     use_autocast = plan.autocast and device.type == "cuda"
+    every_patch = plan.preparation.patches_per_image is None  # slots 0..n-1 of every image: a slice, no gather
     for group in batch.groups:
         pixels = normalize(group.pixels.to(device, non_blocking=True), *stats).to(weights_dtype)
+        padded = bool((group.slots < 0).any())  # on the host: no device sync
         slots = group.slots.to(device, non_blocking=True)
         rows = slice(shard.rows, shard.rows + pixels.shape[0])
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
@@ -552,6 +554,13 @@ def _forward(
             index = (slots.clamp(min=0) + n_prefix).unsqueeze(-1).expand(-1, -1, d_model)
             empty = (slots < 0).unsqueeze(-1)
             for layer, name in zip(plan.layers, names):
-                tokens = cache[name].gather(1, index).masked_fill(empty, 0).to(plan.dtype)
-                shard.acts[layer][rows].copy_(tokens, non_blocking=True)
+                if every_patch:
+                    tokens = cache[name][:, n_prefix : n_prefix + slots.shape[1]]
+                else:
+                    tokens = cache[name].gather(1, index)
+                if padded:
+                    tokens = tokens.masked_fill(empty, 0)
+                if tokens.device.type != "cpu":  # converted on the device, then copied to pinned memory
+                    tokens = tokens.to(plan.dtype)
+                shard.acts[layer][rows].copy_(tokens, non_blocking=True)  # on a CPU, converted as it is copied
         shard.rows = rows.stop
