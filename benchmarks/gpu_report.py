@@ -16,7 +16,10 @@ every ratio, and each target of issue 34 met or not (GPU targets are not judged 
 On a lent GPU machine, whose image has torch and transformers but not transformer-lens, nnsight or
 circuitsvis, the missing packages travel as wheels: `scripts/gpu_wheels.sh` here, then there (carry .whl)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    PYTHONPATH=/tmp/site:$PWD python3 benchmarks/gpu_report.py --out $OUT
+    PYTHONPATH=/tmp/site:$PWD python3 benchmarks/gpu_report.py --out $OUT --budget 540 --only STEPS
+A lent machine stops a command at 10 minutes: `--budget` stops a step still running in time to write the
+report, and `--only` adds the steps it runs to the report already in `--out` (the README's Measured section
+gives the two calls).
 """
 
 from __future__ import annotations
