@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_hooks.py
 	$(BIN)/python benchmarks/bench_scenes.py
 	$(BIN)/python benchmarks/bench_extract.py
+	$(BIN)/python benchmarks/bench_extract.py --null-forward
 	$(BIN)/python benchmarks/bench_probes.py
 	$(BIN)/python benchmarks/bench_cli_startup.py
 
