@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 VENV_EXTRAS := .venv-extras
 STAMP_EXTRAS := $(VENV_EXTRAS)/.installed
 
-.PHONY: setup demo lint test browser test-extras bench clean
+.PHONY: setup demo lint test browser test-extras bench bench-gpu clean
 LINTED := binding_lens tests benchmarks scripts
 
 $(STAMP): pyproject.toml constraints.txt
@@ -58,8 +58,17 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_hooks.py
 	$(BIN)/python benchmarks/bench_scenes.py
 	$(BIN)/python benchmarks/bench_extract.py
+	$(BIN)/python benchmarks/bench_extract.py --null-forward
 	$(BIN)/python benchmarks/bench_probes.py
 	$(BIN)/python benchmarks/bench_cli_startup.py
+
+# Everything a lent GPU should measure (issue 34), into one JSON + Markdown report (benchmarks/gpu_report.py):
+# on a CUDA machine `make bench-gpu`; anywhere `make bench-gpu GPU_REPORT_FLAGS="--device cpu --small"` proves
+# the command works. A GPU machine without transformer-lens / nnsight / circuitsvis gets them as wheels
+# (scripts/gpu_wheels.sh; see the README's Measured section), installed there with pip --no-index.
+GPU_REPORT_FLAGS ?=
+bench-gpu:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,python3) benchmarks/gpu_report.py $(GPU_REPORT_FLAGS)
 
 clean:
 	rm -rf $(VENV) $(VENV_EXTRAS) build *.egg-info .pytest_cache

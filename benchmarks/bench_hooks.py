@@ -4,7 +4,7 @@ DINOv2-small architecture (random weights), 224 px, batch 8, the same attention 
 (HF eager vs explicit hooked attention; HF sdpa vs the hooked fused path). Runs are interleaved and
 the median of each is compared, so machine noise hits both sides alike.
 
-    python benchmarks/bench_hooks.py [--repeats 15] [--device cuda]
+    python benchmarks/bench_hooks.py [--repeats 15] [--device cuda] [--json FILE]
 
 Targets from the issue: no hooks <= 1.05, every hook_resid_post cached <= 1.15.
 """
@@ -12,8 +12,10 @@ Targets from the issue: no hooks <= 1.05, every hook_resid_post cached <= 1.15.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -37,8 +39,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--json", default=None, help="also write the ratios to this JSON file")
     args = parser.parse_args()
     device = torch.device(args.device)
+    results: dict = {"device": str(device), "size": args.size, "batch": args.batch, "paths": {}}
 
     config = ARCHITECTURES["dinov2-small"]()
     config._attn_implementation = "eager"
@@ -78,6 +82,13 @@ def main() -> None:
             f"ratio {median['hooked'] / median['hf']:.3f} (target <= 1.05) | caching every hook_resid_post "
             f"{median['cached'] * 1e3:7.1f} ms ratio {median['cached'] / median['hf']:.3f} (target <= 1.15)"
         )
+        results["paths"][path] = {
+            "hf_ms": median["hf"] * 1e3,
+            "no_hooks_over_hf": median["hooked"] / median["hf"],
+            "cached_over_hf": median["cached"] / median["hf"],
+        }
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

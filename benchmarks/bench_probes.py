@@ -11,7 +11,8 @@ side runs its steps back to back (interleaving single steps lets the reference's
 allocations evict and page-fault ours); the ratio is the median reference step time over the
 median of ours, and the losses of the steps both ran must agree.
 
-    python benchmarks/bench_probes.py [--d 1024 --images 256 --patches 64 --rank 64 --steps 4]
+    python benchmarks/bench_probes.py [--d 1024 --images 256 --patches 64 --rank 64 --steps 4] [--device cuda]
+                                      [--json FILE]
 
 Target from the issue: >= 10x for quadratic and quadratic_fixed_rank, losses equal to tolerance.
 """
@@ -19,9 +20,11 @@ Target from the issue: >= 10x for quadratic and quadratic_fixed_rank, losses equ
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +67,7 @@ def reference_loss(ref: ReferenceProbe, x: Tensor, batch: PairBatch) -> Tensor:
         valid = batch.valid[b]
         logits = ref(x[b][valid], W)
         ids = batch.instance[b][valid]
-        i, j = torch.triu_indices(len(ids), len(ids), offset=1)
+        i, j = torch.triu_indices(len(ids), len(ids), offset=1, device=x.device)
         target = (ids[i] == ids[j]).to(x.dtype)
         total = total + F.binary_cross_entropy_with_logits(logits[i, j], target, reduction="sum")
         count += len(i)
@@ -86,12 +89,14 @@ def timed_step(loss_fn, optimizer) -> tuple[float, float]:
     loss = loss_fn()
     loss.backward()
     optimizer.step()
-    return time.perf_counter() - start, float(loss.detach())
+    value = float(loss.detach())  # waits for the device
+    return time.perf_counter() - start, value
 
 
 def compare(name: str, x: Tensor, batch: PairBatch, args, config: ProbeTrainingConfig) -> dict:
     torch.manual_seed(args.seed)
     ours = make_probe(name, x.shape[-1], **({"rank": args.rank} if name == "quadratic_fixed_rank" else {}))
+    ours.to(x.device)
     ref = ReferenceProbe(name, ours)
     decayed = {"A"} if name == "quadratic" else set()
     opt_ours, opt_ref = optimizer_for(ours, decayed, config), optimizer_for(ref, decayed, config)
@@ -123,7 +128,7 @@ def arithmetic_ceiling(name: str, B: int, N: int, d: int, r: int) -> float | Non
     return None
 
 
-def joint_layers(args) -> None:
+def joint_layers(args) -> dict:
     """Two epochs of several layers' probes trained together vs one after another (best of 3 runs each)."""
     n_layers, d = args.layers, args.layer_d
     planted = planted_binding(
@@ -137,9 +142,9 @@ def joint_layers(args) -> None:
         excluded=0.0,
         seed=args.seed,
     )
-    acts = [planted.data.acts[0] * (1 + 0.1 * i) for i in range(n_layers)]
+    acts = [(planted.data.acts[0] * (1 + 0.1 * i)).to(args.device) for i in range(n_layers)]
     data = ProbeData(acts, planted.data.instance)
-    config = ProbeTrainingConfig(epochs=2, batch_images=256, patches_per_image=args.patches)
+    config = ProbeTrainingConfig(epochs=2, batch_images=256, patches_per_image=args.patches, device=args.device)
 
     def build() -> list:
         return [make_probe("quadratic_fixed_rank", d, rank=args.rank) for _ in range(n_layers)]
@@ -162,6 +167,7 @@ def joint_layers(args) -> None:
         f"{n_layers} layers x quadratic_fixed_rank (d {d}, rank {args.rank}), {args.layer_images} images, 2 epochs: "
         f"together {joint:.2f} s, one after another {alone:.2f} s, ratio {alone / joint:.2f}x"
     )
+    return {"layers": n_layers, "together_s": joint, "one_after_another_s": alone, "ratio": alone / joint}
 
 
 def main() -> None:
@@ -177,7 +183,10 @@ def main() -> None:
     parser.add_argument("--layer-d", type=int, default=384)
     parser.add_argument("--layer-images", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="where both sides train (cuda: the GPU's step times)")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args()
+    device = torch.device(args.device)
 
     planted = planted_binding(
         n_images=args.images,
@@ -192,11 +201,12 @@ def main() -> None:
     )
     pairs = fixed_pairs(planted.data.instance, args.patches, seed=args.seed)
     images = torch.arange(args.images)
-    batch = pairs.batch(planted.data.instance, images)
-    x = planted.data.tokens(0, images, pairs.patches)
+    batch = pairs.batch(planted.data.instance, images).to(device)
+    x = planted.data.tokens(0, images, pairs.patches, device=device)
     config = ProbeTrainingConfig()
+    results: dict = {"device": str(device), "d": args.d, "images": args.images, "rank": args.rank, "probes": {}}
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, d {args.d}, {args.images} images x "
+        f"torch {torch.__version__}, {device}, {torch.get_num_threads()} threads, d {args.d}, {args.images} images x "
         f"{args.patches} patches = {batch.n_pairs} pairs per step, Adam lr {config.lr}, rank {args.rank}, "
         f"median step time"
     )
@@ -211,8 +221,11 @@ def main() -> None:
             + f" | loss {r['losses']['ours'][0]:.4f} -> {r['losses']['ours'][-1]:.4f}, max |ours - reference| over "
             f"{len(r['losses']['ref'])} steps {r['diff']:.1e}"
         )
+        results["probes"][name] = {"speedup": ref / ours, "ours_ms": ours * 1e3, "ref_ms": ref * 1e3, "diff": r["diff"]}
     if args.layers:
-        joint_layers(args)
+        results["joint_layers"] = joint_layers(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -32,10 +32,11 @@ from ..hooks.names import LAYER_CONVENTION, resid_post
 from ..io import write_json_atomic
 from ..version import __version__
 from . import ranks
+from .budget import available_memory
 from .prepare import BatchJobs, Preparation, PreparedBatch, batch_jobs, loader, target_size
 from .profile import ExtractProfile
 from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, StoreSettingsError
-from .writer import ShardWriter
+from .writer import ShardWriter, default_writers
 
 
 def weights_fingerprint(model: HookedViT) -> str:
@@ -180,8 +181,8 @@ class ExtractionPlan:
 @dataclass(frozen=True)
 class ExtractConfig:
     """How `extract` and `extract_to_memory` run (their keywords, as one value). The first nine fields are
-    the plan's: the manifest records them, and a store made with others is refused; `device`, `progress`
-    and `workers` only say where and how the pipeline runs."""
+    the plan's: the manifest records them, and a store made with others is refused; `device`, `progress`,
+    `workers` and `writers` only say where and how the pipeline runs."""
 
     dtype: torch.dtype = torch.float16
     patches_per_image: int | None = 64  # None: every patch token
@@ -195,6 +196,7 @@ class ExtractConfig:
     device: str | torch.device | None = None  # None: the model's
     progress: bool = True
     workers: int | None = None  # None: `default_workers`
+    writers: int | None = None  # shard writer threads; None: `writer.default_writers` (memory permitting)
 
 
 EXTRACT_OPTIONS = frozenset(f.name for f in fields(ExtractConfig))
@@ -313,7 +315,7 @@ def extract(
     shard is computed, so a run that fails on its first images leaves nothing that blocks the next.
 
     A pipeline: `workers` loader processes prepare batches (default: `default_workers`), the model
-    runs on `device`, and a background thread writes finished shards. Pass an `ExtractProfile` to
+    runs on `device`, and `writers` background threads write finished shards, in any order. Pass an `ExtractProfile` to
     get the time of each stage. Under `torchrun`, each rank extracts its own shards of one store.
 
     The settings are an `ExtractConfig`'s fields: pass one as `config`, or its fields as keywords (they
@@ -335,7 +337,9 @@ def extract(
         if store is None:  # a store made with this request already has it
             write_json_atomic(out / MANIFEST, manifest)
 
-    writer = ShardWriter(out, profile, before_first=write_manifest)
+    shard_bytes = plan.shard_size * plan.preparation.n_slots * plan.d_model * plan.dtype.itemsize * len(plan.layers)
+    threads = config.writers or default_writers(shard_bytes, available_memory("cpu"))
+    writer = ShardWriter(out, profile, before_first=write_manifest, threads=threads)
     pinned = device.type == "cuda"
 
     def allocate(n_rows: int) -> dict[int, Tensor]:
@@ -539,8 +543,10 @@ def _forward(
     weights_dtype = next(model.hf_model.parameters()).dtype
     stats = plan.preparation.image_mean, plan.preparation.image_std
     use_autocast = plan.autocast and device.type == "cuda"
+    every_patch = plan.preparation.patches_per_image is None  # slots 0..n-1 of every image: a slice, no gather
     for group in batch.groups:
         pixels = normalize(group.pixels.to(device, non_blocking=True), *stats).to(weights_dtype)
+        padded = bool((group.slots < 0).any())  # on the host: no device sync
         slots = group.slots.to(device, non_blocking=True)
         rows = slice(shard.rows, shard.rows + pixels.shape[0])
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
@@ -548,6 +554,13 @@ def _forward(
             index = (slots.clamp(min=0) + n_prefix).unsqueeze(-1).expand(-1, -1, d_model)
             empty = (slots < 0).unsqueeze(-1)
             for layer, name in zip(plan.layers, names):
-                tokens = cache[name].gather(1, index).masked_fill(empty, 0).to(plan.dtype)
-                shard.acts[layer][rows].copy_(tokens, non_blocking=True)
+                if every_patch:
+                    tokens = cache[name][:, n_prefix : n_prefix + slots.shape[1]]
+                else:
+                    tokens = cache[name].gather(1, index)
+                if padded:
+                    tokens = tokens.masked_fill(empty, 0)
+                if tokens.device.type != "cpu":  # converted on the device, then copied to pinned memory
+                    tokens = tokens.to(plan.dtype)
+                shard.acts[layer][rows].copy_(tokens, non_blocking=True)  # on a CPU, converted as it is copied
         shard.rows = rows.stop

@@ -5,7 +5,8 @@
     print(profile.summary())   # wall 3.1 s, 41 img/s | prepare 2.0 s in 4 workers | waiting for data 0.1 s | ...
 
 Stages of the main process (`wait_data`, `forward`, `wait_writer`) add up to about its wall time;
-`prepare` runs in the loader workers and `write` in the background writer, overlapped with them.
+`prepare` runs in the loader workers and `write` in the background writer threads (summed over them),
+overlapped with them.
 On a GPU, `device_busy` is measured with CUDA events, so `device_idle` is the fraction of wall time
 the GPU had no extraction work queued.
 """
@@ -24,7 +25,7 @@ STAGES = {
     "wait_data": "main process waiting for a prepared batch",
     "forward": "host-to-device copy, forward pass, gather and copy back (main process)",
     "wait_writer": "main process blocked on a full write queue (back-pressure)",
-    "write": "shard serialization, sha256, write, fsync, rename (background writer)",
+    "write": "shard serialization, sha256, write, fsync, rename (background writers: seconds of all threads)",
 }
 
 
@@ -35,6 +36,7 @@ class ExtractProfile:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     images: int = 0
     workers: int = 0
+    writers: int = 0  # shard writer threads
     wall: float = 0.0
     device_busy: float | None = None  # seconds of GPU work (CUDA events); None on CPU
     _events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = field(default_factory=list, repr=False)
@@ -97,7 +99,8 @@ class ExtractProfile:
             f"waiting for data {self.seconds['wait_data']:.2f} s",
             f"forward {self.seconds['forward']:.2f} s",
             f"waiting for the writer {self.seconds['wait_writer']:.2f} s",
-            f"writing {self.seconds['write']:.2f} s (background)",
+            f"writing {self.seconds['write']:.2f} s in {self.writers or 1} background "
+            f"thread{'s' if self.writers != 1 else ''}",
         ]
         if self.device_idle is not None:
             parts.append(f"GPU busy {self.device_busy:.2f} s, idle {self.device_idle:.0%}")
@@ -109,6 +112,7 @@ class ExtractProfile:
             "wall_s": round(self.wall, 4),
             "images": self.images,
             "workers": self.workers,
+            "writers": self.writers,
             "device_busy_s": self.device_busy,
             "device_idle": self.device_idle,
         }

@@ -1,18 +1,22 @@
-"""Which part of the work this process does under `torchrun`: rank, world size, barrier, broadcast.
+"""Which part of the work this process does under `torchrun`: rank, world size, barrier, broadcast, gather.
 
 A process started by `torchrun` (WORLD_SIZE > 1 in its environment) joins the default process
-group on first use. Only small Python objects cross it (which shards to do, that a rank is done),
-so it uses the gloo backend whether or not there are GPUs; each rank computes on its own device
-(`local_device`). Outside torchrun everything here is a no-op for a world of one.
+group on first use. Only Python objects cross it (which shards to do, that a rank is done, a sweep's
+rows and trained probes, on the CPU), so it uses the gloo backend whether or not there are GPUs; each
+rank computes on its own device (`local_device`) and takes its `share` of a list of work. Outside
+torchrun everything here is a no-op for a world of one.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+
+T = TypeVar("T")
 
 
 def _launched() -> bool:
@@ -41,6 +45,29 @@ def broadcast(value: Any) -> Any:
     box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def gather(value: Any) -> list[Any] | None:
+    """Every rank's `value` (any picklable object, on the CPU), in rank order, on rank 0; None on the others."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return [value]
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    found: list[Any] | None = [None] * world_size if rank == 0 else None
+    dist.gather_object(value, found, dst=0)
+    return found
+
+
+def share(items: Sequence[T], rank: int, world_size: int) -> list[T]:
+    """Rank `rank`'s part of `items`: consecutive, as even as can be, the first ranks taking one more (so
+    rank 0 has one whenever there is any)."""
+    size, extra = divmod(len(items), world_size)
+    start = rank * size + min(rank, extra)
+    return list(items[start : start + size + (rank < extra)])
+
+
+def local_world_size() -> int:
+    """Processes on this machine under torchrun (its LOCAL_WORLD_SIZE), else 1."""
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) if _launched() else 1
 
 
 def local_device(device: str | torch.device) -> torch.device:

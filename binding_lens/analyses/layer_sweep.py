@@ -284,6 +284,12 @@ class SweepPlan:
     why: str
     rank_id: int  # this process's rank under torchrun (0 alone)
     started: float  # time.perf_counter() when planned: the summary's seconds count from here
+    world_size: int = 1  # processes under torchrun: each trains the probes of its share of the layers
+
+    @property
+    def my_layers(self) -> list[int]:
+        """The layers whose probes this rank trains (consecutive; all of them in one process)."""
+        return ranks.share(self.layers, self.rank_id, self.world_size)
 
     @property
     def probes(self) -> tuple[str, ...]:
@@ -346,7 +352,7 @@ def layer_sweep(
     """
     plan = plan_sweep(model, dataset, out, replace(config or SweepConfig(), **options))
     computed = compute_sweep(model, dataset, plan)
-    if computed is None:  # probes are trained by rank 0 alone
+    if computed is None:  # under torchrun, rank 0 gathers the rows and writes the report
         return SweepResult(rows=[], peaks={}, out=plan.out, summary={"rank": plan.rank_id, "store": plan.mode})
     return write_sweep(model, computed)
 
@@ -368,6 +374,8 @@ def plan_sweep(model: HookedViT, dataset: Sequence[Scene], out: str | Path, conf
     budget = config.memory_budget if config.memory_budget is not None else activation_budget(device)
     extraction = plan_extraction(model, dataset, layers, seed=config.seed, **extract_kwargs)
     rank_id, world_size = ranks.world()
+    if config.memory_budget is None and world_size > 1:  # the ranks of a machine each hold their layers there
+        budget = min(budget, activation_budget("cpu") // ranks.local_world_size())
     mode, why = choose_store(config.store, extraction.bytes_per_layer * len(layers), budget, world_size)
     request, earlier = extraction.request, RunDirectory(out).request()
     if earlier is not None and earlier != request:
@@ -379,7 +387,19 @@ def plan_sweep(model: HookedViT, dataset: Sequence[Scene], out: str | Path, conf
             request,
         )
     return SweepPlan(
-        out, config, layers, training, extract_kwargs, device, budget, extraction, mode, why, rank_id, started
+        out,
+        config,
+        layers,
+        training,
+        extract_kwargs,
+        device,
+        budget,
+        extraction,
+        mode,
+        why,
+        rank_id,
+        started,
+        world_size,
     )
 
 
@@ -392,8 +412,9 @@ class _Activations:
     load: Callable[[list[int]], Shard]
 
 
-def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations | None:
-    """The activations of `plan`, held in memory or extracted to the run's store; None on ranks other than 0."""
+def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations:
+    """The activations of `plan`, held in memory or extracted to the run's store (by every rank under
+    torchrun): each rank's groups hold its own share of the layers."""
     seed, progress = plan.config.seed, plan.config.progress
     if plan.mode == "none":
         held, extraction = extract_to_memory(
@@ -417,10 +438,8 @@ def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Ac
         progress=progress,
         **plan.extract_kwargs,
     )
-    if plan.rank_id != 0:
-        return None
-    groups = layer_groups(plan.layers, plan.extraction.bytes_per_layer, plan.budget)
-    return _Activations(groups, disk.skip_summary(), disk.load)
+    groups = layer_groups(plan.my_layers, plan.extraction.bytes_per_layer, plan.budget)
+    return _Activations(groups or [[]], disk.skip_summary(), disk.load)  # [[]]: the labels alone
 
 
 @dataclass(frozen=True)
@@ -497,18 +516,52 @@ def _train_probe(
 
 def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
     """Extract the activations of `plan` and train and test every probe at every layer, one layer group
-    of activations at a time. Writes only the activation store ('disk'); None on ranks other than 0."""
+    of activations at a time. Writes only the activation store ('disk'). Under torchrun each rank trains
+    the probes of its share of the layers on its own device and rank 0 gathers the rows and probes: None
+    on the other ranks."""
     activations = _extract(model, dataset, plan)
-    if activations is None:
-        return None
     extract_seconds = time.perf_counter() - plan.started
+    rows, probes, setup = _train_groups(model, plan, activations)
+    if plan.world_size > 1:
+        mine = (rows, {key: probe.to("cpu") for key, probe in probes.items()})
+        gathered = ranks.gather(mine if plan.rank_id else None)  # rank 0 keeps its own where they are
+        if gathered is None:
+            return None
+        for part in gathered[1:]:
+            rows += part[0]
+            probes |= part[1]
+    rows.sort(key=lambda row: (plan.probes.index(row.probe), row.layer))
+    train, val, test = (len(split) for split in setup.splits)
+    images = SweepImages(setup.n_images, activations.skipped, train, val, test)
+    groups = activations.groups if plan.world_size == 1 else plan_layer_groups(plan)
+    return SweepComputation(
+        plan, tuple(rows), probes, groups, images, setup.n_classes, setup.n_queries, extract_seconds
+    )
+
+
+def plan_layer_groups(plan: SweepPlan) -> list[list[int]]:
+    """The layers trained together, over every rank: each rank's groups, rank after rank."""
+    return [
+        group
+        for rank in range(plan.world_size)
+        for group in layer_groups(
+            ranks.share(plan.layers, rank, plan.world_size), plan.extraction.bytes_per_layer, plan.budget
+        )
+    ]
+
+
+def _train_groups(
+    model: HookedViT, plan: SweepPlan, activations: _Activations
+) -> tuple[list[SweepRow], dict[tuple[str, int], PairProbe], _ProbeSetup]:
+    """This rank's probes trained and tested, one layer group of activations at a time: (rows, probes, the
+    split and label space every group shares)."""
     metric = PEAK_RULES[plan.config.peak_by][0]
     rows: list[SweepRow] = []
     probes: dict[tuple[str, int], PairProbe] = {}
     setup = None
     bar = tqdm(
         total=len(plan.probes) * len(activations.groups),
-        desc=f"probes of {model.cfg.source}",
+        desc=f"probes of {model.cfg.source}" + (f" (rank {plan.rank_id})" if plan.world_size > 1 else ""),
         unit="probe",
         disable=not plan.config.progress,
     )
@@ -528,13 +581,8 @@ def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -
             bar.update(1)
         del stored, splits
     bar.close()
-    assert setup is not None  # there is at least one layer, so one group
-    rows.sort(key=lambda row: (plan.probes.index(row.probe), row.layer))
-    train, val, test = (len(split) for split in setup.splits)
-    images = SweepImages(setup.n_images, activations.skipped, train, val, test)
-    return SweepComputation(
-        plan, tuple(rows), probes, activations.groups, images, setup.n_classes, setup.n_queries, extract_seconds
-    )
+    assert setup is not None  # there is at least one group (of no layer on a rank with none: the labels alone)
+    return rows, probes, setup
 
 
 def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
@@ -580,6 +628,8 @@ def _summary(model: HookedViT, computed: SweepComputation) -> dict[str, Any]:
             "memory_budget_bytes": plan.budget,
             "activation_bytes": plan.activation_bytes,
             "layer_groups": computed.layer_groups,
+            "ranks": plan.world_size,
+            "layers_by_rank": [ranks.share(plan.layers, rank, plan.world_size) for rank in range(plan.world_size)],
         },
         "images": computed.images.to_row(),
         "layers": plan.layers,

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..activations import ranks
 from ..data.scene import Scenes
 from ..figures import accuracy_by_layer
 from ..hooks import HookedViT
@@ -81,6 +82,9 @@ def layer_sweep_over_seeds(
         )
         for seed in seeds
     ]
+    rank = ranks.world()[0]
+    if rank != 0:  # under torchrun, rank 0 gathered each seed's rows: it alone writes the aggregate
+        return SweepResult(rows=[], peaks={}, out=out, summary={"rank": rank})
     per_seed = [row | {"seed": seed} for seed, run in zip(seeds, runs) for row in run.rows]
     rows = aggregate_rows(per_seed, by=("model", "probe", "layer"), metrics=SEED_METRICS)
     for row in rows:

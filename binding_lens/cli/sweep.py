@@ -99,6 +99,13 @@ def _add_extraction_arguments(command: argparse.ArgumentParser) -> None:
         help="processes preparing images for the model (default: 0 on CPU, up to 8 with a GPU)",
     )
     command.add_argument(
+        "--writers",
+        type=positive_int,
+        default=None,
+        help="threads writing finished shards, in any order (default: one per core, 2 to 4, fewer when "
+        "the shards they hold would not fit a quarter of the memory)",
+    )
+    command.add_argument(
         "--profile",
         action="store_true",
         help="print where extraction time went, stage by stage (and the GPU's idle fraction)",
@@ -248,6 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         size=args.size,
         shard_size=args.shard_size,
         workers=args.workers,
+        writers=args.writers,
         profile=profile,
     )
     if args.command == "extract":

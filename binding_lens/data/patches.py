@@ -9,6 +9,7 @@ inputs of any size and for tiles alike.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,20 +82,60 @@ def cell_index(
     return r, c
 
 
+@functools.lru_cache(maxsize=32)
+def _cells(hw: tuple[int, int], grid: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(grid cell of every pixel, flat; pixels per cell), computed once per mask size and grid (read-only)."""
+    r, c = cell_index(hw, grid)
+    cell = (r[:, None] * grid[1] + c[None, :]).reshape(-1)
+    sizes = np.bincount(cell, minlength=grid[0] * grid[1])
+    cell.setflags(write=False)
+    sizes.setflags(write=False)
+    return cell, sizes
+
+
 def _plurality(
     key_cell: Int[np.ndarray, " pixel"], values: Int[np.ndarray, " pixel"], n_cells: int
-) -> tuple[Int[np.ndarray, " cell"], Int[np.ndarray, " cell"], Int[np.ndarray, " cell"]]:
-    """Most frequent value per cell (ties -> smallest value), its count, and the cell's pixel count."""
+) -> tuple[Int[np.ndarray, " cell"], Int[np.ndarray, " cell"]]:
+    """Most frequent value per cell (ties -> smallest value) and its count."""
     top = int(values.max()) + 1 if values.size else 1
-    if n_cells * top <= 4 * values.size + 65536:  # few small ids (the usual case): count directly
+    if n_cells * top <= _direct_bins(values.size):  # few small ids (the usual case): count directly
         uniq, dense = None, values
     else:  # sparse large ids: compress to ranks first
         uniq, dense = np.unique(values, return_inverse=True)
         top, dense = uniq.size, dense.reshape(-1)
-    counts = np.bincount(key_cell.astype(np.int64) * top + dense, minlength=n_cells * top).reshape(n_cells, top)
+    counts = np.bincount(key_cell * top + dense, minlength=n_cells * top).reshape(n_cells, top)
     best = counts.argmax(axis=1)  # first maximum = smallest id among ties
     votes = counts[np.arange(n_cells), best]
-    return (best if uniq is None else uniq[best]), votes, counts.sum(axis=1)
+    return (best if uniq is None else uniq[best]), votes
+
+
+def _direct_bins(pixels: int) -> int:
+    """The most bins counted directly for `pixels` pixels; above it, ids are compressed to ranks first."""
+    return 4 * pixels + 65536
+
+
+def _vote(
+    cell: Int[np.ndarray, " pixel"],
+    inst: Int[np.ndarray, " pixel"],
+    cls: Int[np.ndarray, " pixel"] | None,
+    n_cells: int,
+) -> tuple[Int[np.ndarray, " cell"], Int[np.ndarray, " cell"], Int[np.ndarray, " cell"]]:
+    """(winning instance, its pixel count, the plurality class among its pixels) per cell. Small ids (the
+    usual case) take one count of (cell, instance, class) triples; large ones two votes on compressed ids."""
+    if cls is None:
+        winner, votes = _plurality(cell, inst, n_cells)
+        return winner, votes, np.where(winner != 0, 1, 0)
+    n_inst, n_cls = int(inst.max()) + 1, int(cls.max()) + 1
+    if n_cells * n_inst * n_cls > _direct_bins(inst.size):
+        winner, votes = _plurality(cell, inst, n_cells)
+        mine = inst == winner[cell]
+        classes, _ = _plurality(cell[mine], cls[mine], n_cells)
+        return winner, votes, classes
+    key = cell * (n_inst * n_cls) + (inst * n_cls + cls)
+    counts = np.bincount(key, minlength=n_cells * n_inst * n_cls).reshape(n_cells, n_inst, n_cls)
+    by_instance, rows = counts.sum(axis=2), np.arange(n_cells)
+    winner = by_instance.argmax(axis=1)  # first maximum = smallest id among ties
+    return winner, by_instance[rows, winner], counts[rows, winner].argmax(axis=1)
 
 
 def patch_labels(
@@ -122,19 +163,13 @@ def patch_labels(
     if purity is not None and not 0.0 <= purity <= 1.0:
         raise InputError(f"purity must be a fraction in [0, 1] or None, got {purity!r}")
     rows, cols = resolve_grid(hw, grid, patch_size)
-    r, c = cell_index(hw, (rows, cols))
-    cell = (r[:, None] * cols + c[None, :]).reshape(-1)
     n_cells = rows * cols
-    winner, votes, sizes = _plurality(cell, inst.reshape(-1), n_cells)
+    cell, sizes = _cells(hw, (rows, cols))
+    winner, votes, classes = _vote(cell, inst.reshape(-1), None if cls is None else cls.reshape(-1), n_cells)
     frac = votes / np.maximum(sizes, 1)
     valid = keep_unlabeled | (winner != 0)
     if purity is not None:
         valid &= frac >= purity
-    if cls is None:
-        classes = np.where(winner != 0, 1, 0)
-    else:
-        mine = inst.reshape(-1) == winner[cell]
-        classes, _, _ = _plurality(cell[mine], cls.reshape(-1)[mine], n_cells)
     classes = np.where(valid, classes, -1)
     shape = (rows, cols)
     return PatchLabels(

@@ -135,7 +135,7 @@ def test_the_writer_holds_back_the_producer_and_hands_back_its_errors(tmp_path, 
 
     monkeypatch.setattr(writer_module, "write_shard", slow_write)
     profile, manifests = ExtractProfile(), []
-    writer = ShardWriter(tmp_path, profile, before_first=lambda: manifests.append(1), max_pending=1)
+    writer = ShardWriter(tmp_path, profile, before_first=lambda: manifests.append(1), threads=1, max_pending=1)
     for index in range(3):
         writer.submit(index, _tiny_shard(2), {"kept": 2})
     assert profile.seconds["wait_writer"] > 0.15  # a full queue made the producer wait
@@ -144,6 +144,88 @@ def test_the_writer_holds_back_the_producer_and_hands_back_its_errors(tmp_path, 
         writer.close()
     assert writer.written == [0, 1, 2] and manifests == [1]  # the manifest once, before the first shard
     assert sorted(p.name for p in (tmp_path / "shards").glob("*.json")) == [f"shard-0000{i}.json" for i in range(3)]
+
+
+def test_writer_threads_write_the_manifest_once_and_nothing_after_it_fails(tmp_path):
+    calls = []
+
+    def manifest_fails():
+        calls.append(1)
+        time.sleep(0.05)  # the other threads wait for it
+        raise OSError(13, "Permission denied")
+
+    writer = ShardWriter(tmp_path, ExtractProfile(), before_first=manifest_fails, threads=3, max_pending=3)
+    with pytest.raises(OSError, match="Permission denied"):  # at a later submit, or at close
+        for index in range(6):
+            writer.submit(index, _tiny_shard(2), {"kept": 2})
+        writer.close()
+    writer.close()  # the threads stop; the error was handed over once
+    assert calls == [1] and writer.written == []
+    assert not list(tmp_path.rglob("shard-*"))  # no shard without its manifest
+
+
+def _delayed_by_index(monkeypatch, fail: int | None = None):
+    """Shard writes that take longer the lower their index (so a pool finishes them out of order); shard
+    `fail` breaks off half-written, as a full disk would, after the others have started."""
+    from binding_lens.activations import store as store_module
+
+    original = store_module.write_atomic_chunks
+
+    def write(path, chunks):
+        index = int(path.name.split("-")[1].split(".")[0])
+        time.sleep(0.03 * max(0, 6 - index))
+
+        def pieces():
+            for number, chunk in enumerate(chunks):
+                if index == fail and number == 2:
+                    raise OSError(28, "No space left on device")
+                yield chunk
+
+        return original(path, pieces())
+
+    monkeypatch.setattr(store_module, "write_atomic_chunks", write)
+
+
+def test_shards_finish_in_any_order_and_the_store_is_the_same(tmp_path, monkeypatch):
+    model, data = HookedViT.from_pretrained(MODEL), _with_unusable(9)
+    options = dict(patches_per_image=12, batch_size=1, shard_size=1, progress=False)
+    one = extract(model, data, [0, 2], tmp_path / "one", writers=1, **options)
+    _delayed_by_index(monkeypatch)
+    spy, original = [], ShardWriter.close
+
+    def close(self):
+        original(self)
+        spy.append(list(self.written))
+
+    monkeypatch.setattr(ShardWriter, "close", close)
+    profile = ExtractProfile()
+    pool = extract(model, data, [0, 2], tmp_path / "pool", writers=3, profile=profile, **options)
+    assert sorted(spy[0]) == list(range(9)) and spy[0] != sorted(spy[0])  # finished out of order
+    assert profile.writers == 3 and "in 3 background threads" in profile.summary()
+    _same_store(one.load(), pool.load())
+    assert one.manifest["request"] == pool.manifest["request"]
+    for index in range(9):  # the records too, byte for byte
+        assert one.shard_paths(index)[1].read_bytes() == pool.shard_paths(index)[1].read_bytes()
+
+
+def test_a_failure_in_one_writer_thread_leaves_nothing_that_blocks_the_corrected_run(tmp_path, monkeypatch):
+    from binding_lens.errors import WriteError
+
+    model, data = HookedViT.from_pretrained(MODEL), _with_unusable(9)
+    options = dict(patches_per_image=12, batch_size=1, shard_size=1, progress=False)
+    with monkeypatch.context() as patched:
+        _delayed_by_index(patched, fail=4)
+        with pytest.raises(WriteError, match="no space left"):
+            extract(model, data, [0, 2], tmp_path / "pool", writers=3, **options)
+    store = ActivationStore(tmp_path / "pool")
+    states = [store.shard_state(i) for i in range(9)]
+    assert states[4] == "missing" and "done" in states  # whole shards or none
+    assert not list((tmp_path / "pool" / "shards").glob(".*.tmp"))  # no torn temporary file left
+    done = {i: store.shard_paths(i)[0].stat().st_mtime_ns for i, state in enumerate(states) if state == "done"}
+    again = extract(model, data, [0, 2], tmp_path / "pool", writers=3, **options)  # the corrected run
+    assert again.is_complete() and not again.problems()
+    assert {i: again.shard_paths(i)[0].stat().st_mtime_ns for i in done} == done  # finished shards kept
+    _same_store(extract(model, data, [0, 2], tmp_path / "one", writers=1, **options).load(), again.load())
 
 
 def test_extract_to_memory_holds_what_the_store_holds(tmp_path):
@@ -257,3 +339,48 @@ def test_two_torchrun_processes_write_the_store_one_process_writes(tmp_path):
     assert two_store.shard_paths(0)[0].stat().st_mtime_ns == kept  # finished shards are not redone
     _same_store(one_store.load(), ActivationStore(tmp_path / "two").load())
     shutil.rmtree(tmp_path / "two")
+
+
+@pytest.mark.slow
+def test_a_two_rank_sweep_trains_a_share_of_the_layers_on_each_and_gives_the_rows_of_one_process(tmp_path):
+    import json
+
+    from binding_lens.analyses.run import RunDirectory
+    from binding_lens.cli import main
+
+    args = [
+        "sweep",
+        "--model",
+        "tiny:vit",
+        "--data",
+        "twins",
+        "--n-images",
+        "12",
+        "--size",
+        "64",
+        "--layers",
+        "0-2",
+        "--patches-per-image",
+        "8",
+        "--shard-size",
+        "4",
+        "--probes",
+        "linear,quadratic,self_attention",
+        "--epochs",
+        "1",
+        "--batch-images",
+        "4",
+    ]
+    two = _torchrun(*args, "--out", str(tmp_path / "two"))
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("peak_layer_normalized") == 1  # rank 0 alone prints the report
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    one_run, two_run = RunDirectory(tmp_path / "one"), RunDirectory(tmp_path / "two")
+    store = two_run.summary()["store"]
+    assert store["mode"] == "disk" and store["ranks"] == 2 and store["layers_by_rank"] == [[0, 1], [2]]
+    rows = [json.loads(run.sweep_stem.with_suffix(".json").read_text()) for run in (one_run, two_run)]
+    assert rows[0] == rows[1] and len(rows[0]) == 8  # row for row (self_attention has no layer 2: no next block)
+    probes = sorted(p.name for p in one_run.probes_dir.iterdir())
+    assert probes == sorted(p.name for p in two_run.probes_dir.iterdir()) and len(probes) == 8
+    for name in probes:  # rank 1's probes, gathered by rank 0, saved byte for byte as one process saves them
+        assert (one_run.probes_dir / name).read_bytes() == (two_run.probes_dir / name).read_bytes(), name

@@ -116,8 +116,8 @@ _KILL_SCRIPT = textwrap.dedent("""
     store.write_atomic_chunks = atomic.write_atomic_chunks = dying_write  # every file goes through binding_lens.io
     model = HookedViT.from_pretrained("tiny:dinov2_registers")
     extract(model, SyntheticScenes("default", n=10, size=112, seed=3), [0, 2],
-            sys.argv[1], patches_per_image=12, batch_size=2, shard_size=2, progress=False)
-""")
+            sys.argv[1], patches_per_image=12, batch_size=2, shard_size=2, writers=1, progress=False)
+""")  # one writer thread: the writes are counted in shard order
 
 
 @pytest.mark.parametrize("kill_at", [4, 7])  # during shard 1's tensors; during shard 2's record

@@ -116,3 +116,35 @@ def test_purity_excludes_mixed_patches_and_class_follows_instance():
     labels = patch_labels(inst, cls, grid=(1, 2), purity=0.75)
     assert labels.valid.tolist() == [[True, False]]
     assert labels.purity.tolist() == [[1.0, 0.5]]
+
+
+def _tied_masks(rng, h, w, k):
+    """Masks whose patches split evenly between ids (ties in the instance and the class vote), with sparse
+    and large ids now and then."""
+    inst = rng.integers(0, k + 1, size=(h, w // 2 + 1)).repeat(2, 1)[:, :w]  # pairs of equal pixels
+    inst[:, 1::2] = np.roll(inst[:, 1::2], 1, axis=0)  # ... set beside another id: half and half
+    cls = rng.integers(0, 4, size=(h, w)) * (inst > 0)
+    if rng.random() < 0.2:
+        inst = np.where(inst > 0, inst * 1_000_003 % 2_000_000_011, 0)  # large ids: the compressed path
+    if rng.random() < 0.2:
+        cls = cls * 70_001
+    return inst.astype(np.int32), cls.astype(np.int32)
+
+
+def test_the_vectorized_vote_equals_the_labeling_before_it_on_many_random_masks():
+    from helpers.patch_labels_before import patch_labels_before
+
+    rng = np.random.default_rng(34)
+    for trial in range(400):
+        h, w = (int(v) for v in rng.integers(4, 60, size=2))
+        grid = (int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1)))
+        k = int(rng.choice([1, 2, 3, 7, 40]))
+        make = _tied_masks if trial % 2 else _random_masks
+        inst, cls = make(rng, h, w, k)
+        purity = [None, 0.5, 0.25, 2 / 3, 0.75, 1.0, 0.0][trial % 7]  # exact fractions: ties at the threshold
+        keep = bool(trial % 3 == 0)
+        with_classes = trial % 5 != 0
+        got = patch_labels(inst, cls if with_classes else None, grid=grid, purity=purity, keep_unlabeled=keep)
+        before = patch_labels_before(inst, cls if with_classes else None, grid=grid, purity=purity, keep_unlabeled=keep)
+        for name, want in zip(("instance", "classes", "purity", "valid"), before):
+            np.testing.assert_array_equal(getattr(got, name), want, err_msg=f"trial {trial}: {name}")
