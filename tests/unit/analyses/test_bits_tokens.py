@@ -63,19 +63,19 @@ def _both(o, f, g):
 
 
 def test_the_bound_flag_fires_on_a_one_palette_color_per_object_world_and_not_on_a_well_fit_one(one_thread):
-    """On the planted palette world the linear O-probe reads most of O (beta 0.8) but the linear F-probe
-    under-fits F (an OR over each color's objects): B*_OF passes H(O|F), beta* 156 %, flagged. With O and F both
+    """On the planted palette world the linear O-probe reads most of O (beta 0.75) but the linear F-probe
+    under-fits F (an OR over each color's objects): B*_OF passes H(O|F), beta* 149 %, flagged. With O and F both
     given one-hot, it stays within its bounds."""
     four = dict(colors=SMALL["colors"] + ("yellow",), shapes=SMALL["shapes"] + ("star",), n_objects=(1, 4))
     knobs = preset_knobs("colorshape", **four)
-    splits = _splits(knobs, (800, 200, 200))
-    config = BitsConfig(training=CodeTrainingConfig(max_steps=400), n_boot=300, f_family="same")
+    splits = _splits(knobs, (600, 200, 200))
+    config = BitsConfig(training=CodeTrainingConfig(max_steps=300), n_boot=300, f_family="same")
     prior = fit_prior_probes(splits, config.training)
     [palette] = measure_bits_of_tokens(_tokens(splits, _palette), splits, ("linear",), config, prior=prior).rows
-    assert palette["beta"] > 0.7 and palette["b_star_low"] > palette["H_O_given_F"] and palette["beta_star"] > 1.0
+    assert palette["beta"] > 0.6 and palette["b_star_low"] > palette["H_O_given_F"] and palette["beta_star"] > 1.0
     assert palette["bound_violated"] and palette["bound"] == "violated: F-probe under-fits"
     [fit] = measure_bits_of_tokens(_tokens(splits, _both), splits, ("linear",), config, prior=prior).rows
-    assert fit["beta"] > 0.7 and not fit["bound_violated"], fit["bound"]
+    assert fit["beta"] > 0.6 and not fit["bound_violated"], fit["bound"]
     assert 0 < fit["b_star"] <= fit["H_O_given_F"]
 
 
