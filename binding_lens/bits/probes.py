@@ -14,6 +14,8 @@ A logit is the prior's part plus what the family reads from z:
   attention           over spatial tokens s_1..s_N: query q_k = W_q (base_k + C^T y_k), weights
                       softmax_n(q_k . s_n / sqrt(d)), no key or value projections; the pooled token
                       goes through the quadratic readout. `attention_weights` keeps the routing.
+  attention_cls       the second paper's form: token 0 of the set is [CLS], the query attends over the
+                      others, and the quadratic readout reads [CLS ; pooled] (2 d inputs)
 
 The prior part is common to all families and is what the prior probe (this base class, which reads
 nothing from z) learns; `start_from` copies it into a family before training, so every family starts
@@ -26,7 +28,10 @@ sees, per head, whether its own color and shape are already covered and how many
 statistics the balanced scenes' coverage constraint turns on. On `balanced` that takes the prior
 probe's test cross-entropy from 2.8 bits above H(O) to 0.9 (3,000 training scenes). The z-forms start at
 zero (U random, V = 0), inputs are standardized with the training set's statistics
-(`set_standardization`), so one learning rate serves residual streams of any scale.
+(`set_standardization`), so one learning rate serves residual streams of any scale; a dimension with no
+variance in training (a dead unit, a latent that never fired) is dropped rather than divided by ~0, so
+a test value it never took cannot blow the logits up. `make_code_probe` draws the initial weights
+from its own `seed`, never from the caller's random state: the same call gives the same probe.
 """
 
 from __future__ import annotations
@@ -42,10 +47,11 @@ from torch import Tensor, nn
 
 from ..errors import InputError
 
-FAMILIES = ("linear", "quadratic", "shared_quadratic", "dnn", "attention")
+FAMILIES = ("linear", "quadratic", "shared_quadratic", "dnn", "attention", "attention_cls")
 """The families that read a representation; "prior" (the base `CodeProbe`) reads none."""
 SINGLE_TOKEN = ("linear", "quadratic", "shared_quadratic", "dnn")
-"""Families that read one vector per image ([image d]); `attention` reads a token set ([image token d])."""
+"""Families that read one vector per image ([image d]); the attention families read a token set
+([image token d]; for `attention_cls` token 0 is the [CLS] token)."""
 
 
 def previous(codes: Float[Tensor, "batch n_codes"]) -> Float[Tensor, "batch n_codes n_codes"]:
@@ -138,6 +144,18 @@ class _CoveragePrior(nn.Module):
         return self.out(F.gelu(self.mid(h))).squeeze(-1)
 
 
+def has_variance(mean: Float[Tensor, " d_model"], std: Float[Tensor, " d_model"]) -> Tensor:
+    """Per dimension, whether its training std is more than rounding: above 1e-6 of the dimension's own
+    offset plus the mean std of all dimensions (a constant column's std comes out as 0 or float noise)."""
+    std = torch.nan_to_num(std, nan=0.0)
+    return std > 1e-6 * (mean.abs() + std.mean())
+
+
+def _moments(z: Tensor) -> tuple[Tensor, Tensor]:
+    flat = z.reshape(-1, z.shape[-1]).float()
+    return flat.mean(0), flat.std(0) if flat.shape[0] > 1 else torch.zeros_like(flat[0])
+
+
 def _weight(*shape: int, scale: float | None = None) -> nn.Parameter:
     fan_in = shape[-1]
     return nn.Parameter(torch.randn(*shape) * (scale if scale is not None else 1.0 / math.sqrt(fan_in)))
@@ -151,6 +169,7 @@ class CodeProbe(nn.Module):
     # buffers (registered in __init__)
     mean: Tensor
     std: Tensor
+    keep: Tensor  # 1 for a dimension read, 0 for one dropped (no variance in training)
 
     def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None):
         super().__init__()
@@ -161,17 +180,31 @@ class CodeProbe(nn.Module):
         self.d_model, self.n_codes = int(d_model), int(n_codes)
         self.register_buffer("mean", torch.zeros(d_model))
         self.register_buffer("std", torch.ones(d_model))
+        self.register_buffer("keep", torch.ones(d_model))
         self.prior_bits = nn.Parameter(torch.zeros(n_codes, n_codes))  # head k, earlier bit i (i < k)
         self.prior_count = nn.Parameter(torch.zeros(n_codes, n_codes + 1))  # head k, ones among the earlier bits
         self.prior_bias = nn.Parameter(torch.zeros(n_codes))
         self.prior_coverage = _CoveragePrior(layout) if layout is not None else None
 
     def set_standardization(self, mean: Float[Tensor, " d_model"], std: Float[Tensor, " d_model"]) -> None:
+        """Standardize inputs with a training set's per-dimension `mean` and `std`; a dimension with no
+        variance (`has_variance`) is dropped: it reads as 0 whatever its value, never as (z - mean) / ~0."""
+        keep = has_variance(mean, std)
         self.mean.copy_(mean)
-        self.std.copy_(std.clamp_min(1e-6))
+        self.std.copy_(torch.where(keep, std, torch.ones_like(std)))
+        self.keep.copy_(keep.to(self.keep.dtype))
+
+    def fit_standardization(self, z: Tensor) -> None:
+        """`set_standardization` from training representations [image d_model] or [image token d_model]."""
+        self.set_standardization(*_moments(z))
+
+    @property
+    def dropped(self) -> int:
+        """How many input dimensions the standardization dropped (no variance in training)."""
+        return int((self.keep == 0).sum())
 
     def standardize(self, z: Tensor) -> Tensor:
-        return (z - self.mean) / self.std
+        return (z - self.mean) / self.std * self.keep
 
     def forward(self, z: Tensor, codes: Float[Tensor, "batch n_codes"]) -> Float[Tensor, "batch n_codes"]:
         """The K teacher-forced logits for representations `z` and true codes `codes` (0/1)."""
@@ -315,18 +348,76 @@ class AttentionCodeProbe(CodeProbe):
         query = self.w_q(self.query_base + torch.einsum("bki,id->bkd", y, self.query_from_codes))
         return torch.softmax(torch.einsum("bkd,bnd->bkn", query, tokens) / math.sqrt(self.d_model), dim=-1)
 
-    def logits(self, z: Tensor, y: Tensor) -> Tensor:
+    def attended(self, z: Tensor) -> Tensor:
+        """The tokens the queries attend over (all of them here)."""
         if z.ndim != 3:
-            raise InputError(f"the attention probe reads a token set [image token d], got shape {tuple(z.shape)}")
-        pooled = torch.einsum("bkn,bnd->bkd", self.attention(z, y), z)
-        return self.readout(pooled)
+            raise InputError(f"the {self.family} probe reads a token set [image token d], got shape {tuple(z.shape)}")
+        return z
+
+    def logits(self, z: Tensor, y: Tensor) -> Tensor:
+        tokens = self.attended(z)
+        return self.readout(torch.einsum("bkn,bnd->bkd", self.attention(tokens, y), tokens))
 
     @torch.no_grad()
     def attention_weights(
         self, tokens: Float[Tensor, "batch token d_model"], codes: Tensor
-    ) -> Float[Tensor, "batch n_codes token"]:
-        """Where each object head looks, given the true earlier bits (for plotting)."""
-        return self.attention(self.standardize(tokens), previous(codes.to(tokens.dtype)))
+    ) -> Float[Tensor, "batch n_codes attended"]:
+        """Where each object head looks among the attended tokens (all; for `attention_cls` all but [CLS]), given
+        the true earlier bits (for plotting)."""
+        return self.attention(self.attended(self.standardize(tokens)), previous(codes.to(tokens.dtype)))
+
+
+class AttentionCLSCodeProbe(AttentionCodeProbe):
+    """The second paper's attention probe: token 0 is [CLS]; the queries attend over the other tokens and the
+    quadratic readout reads [CLS ; pooled]. [CLS] is standardized with its own training statistics (its scale
+    need not be the patches')."""
+
+    family = "attention_cls"
+    # buffers (registered in __init__)
+    cls_mean: Tensor
+    cls_std: Tensor
+    cls_keep: Tensor
+
+    def __init__(self, d_model: int, n_codes: int, layout: CodeLayout | None = None, rank: int = 16):
+        super().__init__(d_model, n_codes, layout, rank)
+        self.readout = _QuadraticReadout(2 * d_model, n_codes, rank)
+        self.register_buffer("cls_mean", torch.zeros(d_model))
+        self.register_buffer("cls_std", torch.ones(d_model))
+        self.register_buffer("cls_keep", torch.ones(d_model))
+
+    def fit_standardization(self, z: Tensor) -> None:
+        """The patches' statistics over tokens 1.., [CLS]'s over token 0 (dimensions without variance dropped)."""
+        self._check(z)
+        self.set_standardization(*_moments(z[:, 1:]))
+        mean, std = _moments(z[:, 0])
+        keep = has_variance(mean, std)
+        self.cls_mean.copy_(mean)
+        self.cls_std.copy_(torch.where(keep, std, torch.ones_like(std)))
+        self.cls_keep.copy_(keep.to(self.cls_keep.dtype))
+
+    @property
+    def dropped(self) -> int:
+        return super().dropped + int((self.cls_keep == 0).sum())
+
+    def standardize(self, z: Tensor) -> Tensor:
+        self._check(z)
+        cls = (z[:, :1] - self.cls_mean) / self.cls_std * self.cls_keep
+        return torch.cat([cls, super().standardize(z[:, 1:])], dim=1)
+
+    def _check(self, z: Tensor) -> None:
+        if z.ndim != 3 or z.shape[1] < 2:
+            raise InputError(
+                "the attention_cls probe reads [CLS] then at least one token [image token d] (token 0: [CLS]), "
+                f"got shape {tuple(z.shape)}"
+            )
+
+    def attended(self, z: Tensor) -> Tensor:
+        return z[:, 1:]
+
+    def logits(self, z: Tensor, y: Tensor) -> Tensor:
+        tokens = self.attended(z)
+        pooled = torch.einsum("bkn,bnd->bkd", self.attention(tokens, y), tokens)
+        return self.readout(torch.cat([z[:, None, 0].expand_as(pooled), pooled], dim=-1))
 
 
 _CLASSES: dict[str, Callable[..., CodeProbe]] = {  # constructors: some families take a rank or width more
@@ -338,19 +429,30 @@ _CLASSES: dict[str, Callable[..., CodeProbe]] = {  # constructors: some families
         SharedQuadraticCodeProbe,
         DNNCodeProbe,
         AttentionCodeProbe,
+        AttentionCLSCodeProbe,
     )
 }
 
 
 def make_code_probe(
-    family: str, d_model: int, n_codes: int, *, rank: int = 16, hidden: int = 64, layout: CodeLayout | None = None
+    family: str,
+    d_model: int,
+    n_codes: int,
+    *,
+    rank: int = 16,
+    hidden: int = 64,
+    layout: CodeLayout | None = None,
+    seed: int = 0,
 ) -> CodeProbe:
     """A fresh probe of `family` (one of FAMILIES, or "prior"); `layout` adds the coverage prior (and is
-    what the shared quadratic shares over)."""
+    what the shared quadratic shares over). The initial weights are drawn from `seed` alone (the caller's
+    random state is neither read nor advanced), so the same call always gives the same probe."""
     if family not in _CLASSES:
         raise InputError(f"unknown code probe family {family!r}; choose from {', '.join(FAMILIES)}")
-    if family in ("prior", "linear"):
-        return _CLASSES[family](d_model, n_codes, layout)
-    if family == "dnn":
-        return DNNCodeProbe(d_model, n_codes, layout, hidden)
-    return _CLASSES[family](d_model, n_codes, layout, rank)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if family in ("prior", "linear"):
+            return _CLASSES[family](d_model, n_codes, layout)
+        if family == "dnn":
+            return DNNCodeProbe(d_model, n_codes, layout, hidden)
+        return _CLASSES[family](d_model, n_codes, layout, rank)

@@ -75,11 +75,6 @@ def bits_per_image(probe: CodeProbe, z: Tensor, codes: Tensor, batch: int = 512)
     return torch.cat(out) if out else torch.zeros(0)
 
 
-def _standardization(z: Tensor) -> tuple[Tensor, Tensor]:
-    flat = z.reshape(-1, z.shape[-1]).float()
-    return flat.mean(0), flat.std(0)
-
-
 def _check(z: Tensor, codes: Tensor, where: str) -> None:
     if z.shape[0] != codes.shape[0]:
         raise InputError(f"{where}: {z.shape[0]} representations but {codes.shape[0]} codes")
@@ -99,7 +94,7 @@ def train_code_probe(
     _check(z_val, codes_val, "validation set")
     device = torch.device(config.device) if config.device else z.device
     probe = probe.to(device)
-    probe.set_standardization(*(t.to(device) for t in _standardization(z)))
+    probe.fit_standardization(z)  # the training set's statistics; no-variance dimensions dropped
     generator = torch.Generator().manual_seed(config.seed)
     optimizer = torch.optim.AdamW(probe.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     batches = shuffled_batches(z.shape[0], config.batch_size, generator)

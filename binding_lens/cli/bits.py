@@ -17,9 +17,10 @@ def _names(text: str) -> list[str]:
 def add(commands: argparse._SubParsersAction) -> None:
     bits = commands.add_parser(
         "bits",
-        help="binding information in bits (B_O, B*_OF, beta) of token sets of a model",
-        description="Binding information in bits (B_O, B*_OF, beta) of a model's token sets, by layer and probe "
-        "family; with --intervene, the bits an edit of the binding subspace removes.",
+        help="binding information in bits (B_O, B_F, B*_OF, beta) of token sets of a model",
+        description="Binding information in bits (B_O, B_F, B*_OF, beta) of a model's token sets, by layer and "
+        "probe family, against the preset's entropies or the test split's own (--entropy); with --intervene, the "
+        "bits an edit of the binding subspace removes.",
     )
     bits.add_argument("--model", default=None, help=MODEL_HELP + " (with --intervene, default: the run's model)")
     bits.add_argument(
@@ -37,10 +38,11 @@ def add(commands: argparse._SubParsersAction) -> None:
     bits.add_argument(
         "--probes",
         type=_names,
-        default=["linear", "quadratic", "shared_quadratic", "dnn", "attention"],
-        help="probe families: linear, quadratic, shared_quadratic, dnn (for cls, mean) and attention "
-        "(for spatial, registers)",
+        default=["linear", "quadratic", "shared_quadratic", "dnn", "attention", "attention_cls"],
+        help="probe families: linear, quadratic, shared_quadratic, dnn (for cls, mean) and attention, "
+        "attention_cls (for spatial, registers; attention_cls also reads [CLS], the second paper's form)",
     )
+    _add_measure_flags(bits)
     bits.add_argument("--data", default="balanced", help="a color x shape preset: balanced or colorshape")
     bits.add_argument("--n-train", type=positive_int, default=2000, help="training scenes")
     bits.add_argument("--n-val", type=positive_int, default=300, help="validation scenes")
@@ -83,6 +85,23 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def _add_measure_flags(bits: argparse.ArgumentParser) -> None:
+    """Which feature-code probe and which entropies the bits are measured with."""
+    bits.add_argument(
+        "--f-probe",
+        default="best",
+        help="the feature-code probe behind B_F and B*_OF: best (of the families fitted on the token set, the "
+        "lowest validation CE), same (the O-probe's family) or a family name",
+    )
+    bits.add_argument(
+        "--entropy",
+        type=_names,
+        default=["population"],
+        help="entropies B_O, B_F, B*_OF subtract from, comma-separated: population (the preset's, over all its "
+        "feature codes) and/or split (the test split's own, the second paper's convention); a row each",
+    )
+
+
 def _check_flags(args: argparse.Namespace) -> None:
     """The combinations of flags that cannot work, refused before torch is imported."""
     from ..errors import InputError
@@ -112,8 +131,8 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
-    from ..activations.tokens import check_token_sets
-    from ..analyses.bits import SPLITS, BitsConfig, CodedScenes, combinations
+    from ..activations.tokens import SETS_OF_VECTORS, check_token_sets
+    from ..analyses.bits import SPLITS, BitsConfig, CodedScenes, check_entropy, check_f_family, combinations
     from ..bits import CodeTrainingConfig
     from ..data.knobs import PRESETS
     from ..data.synthetic import SyntheticScenes
@@ -126,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
             f"--data {args.data!r}: binding bits need object and feature codes; use balanced or colorshape"
         )
     check_token_sets(args.tokens)  # the names, and which family reads which set: before the model loads
-    combinations(args.tokens, args.probes)
+    pairs = combinations(args.tokens, args.probes)
+    check_entropy(args.entropy)
+    check_f_family(args.f_probe, [t in SETS_OF_VECTORS for t in dict.fromkeys(t for t, _ in pairs)])
     device = default_device(args.device)
     probe_file = None
     if args.intervene is not None:
@@ -157,7 +178,14 @@ def run(args: argparse.Namespace) -> int:
         "seeds": seeds,
         "training": dict(vars(training)),
     }
-    config = BitsConfig(training=training, size=size, progress=lambda message: print(message, flush=True))
+    config = BitsConfig(
+        training=training,
+        size=size,
+        progress=lambda message: print(message, flush=True),
+        entropy=args.entropy,
+        f_family=args.f_probe,
+    )
+    summary |= {"entropy": args.entropy, "f_probe": args.f_probe}
     if args.intervene is not None:
         if edit_layer >= n_layers:
             raise InputError(f"--edit-layer {edit_layer}: {model_spec} has layers 0..{n_layers - 1}")
@@ -165,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
         splits = splits_for_seed(args.seed)
         return _interventions(args, model, splits, probe_file, edit_layer, read_layer, config, summary)
     return _table(args, model, splits_for_seed, layers, config, summary)
+
+
+_WHOSE = {"population": "the preset's, over all its feature codes", "split": "the test split's own"}
 
 
 def _single_read_layer(text: str, n_layers: int) -> int:
@@ -190,17 +221,26 @@ def _table(args, model, splits_for_seed, layers, config, summary) -> int:
     out = Path(args.out)
     csv_path, _ = write_table(result.rows, out / "bits")
     routing = next(iter(result.attention.values()), None)
+    first = next(iter(result.entropies))  # the figure draws one convention's B_O (the others are shifted copies)
     figure = bits_figure(
-        result.rows,
+        [row for row in result.rows if row["entropy"] == first],
         out / "bits.png",
-        f"Binding information of {summary['model']} ({args.data} scenes, H(O) = {result.priors.H_O:.1f} bits)",
+        f"Binding information of {summary['model']} ({args.data} scenes, {first} H(O) = {result.priors.H_O:.1f} bits)",
         routing,
     )
-    write_json_atomic(out / "summary.json", {**summary, "layers": layers, "priors": result.priors.as_dict()})
+    entropies = {name: priors.as_dict() for name, priors in result.entropies.items()}
+    write_json_atomic(
+        out / "summary.json", {**summary, "layers": layers, "priors": result.priors.as_dict(), "entropies": entropies}
+    )
     print(result.table())
     print(
-        f"\npriors of the {args.data} preset: H(O) {result.priors.H_O:.2f}, H(F) {result.priors.H_F:.2f}, "
-        f"H(O|F) {result.priors.H_O_given_F:.2f} bits; intervals: "
+        "\n"
+        + "; ".join(
+            f"{name} entropies ({_WHOSE[name]} of {args.data}): H(O) {p.H_O:.2f}, H(F) {p.H_F:.2f}, "
+            f"H(O|F) {p.H_O_given_F:.2f} bits"
+            for name, p in result.entropies.items()
+        )
+        + "; intervals: "
         + (
             f"95% image bootstrap over {args.n_test} test scenes"
             if len(seeds) == 1

@@ -12,6 +12,14 @@ split's codes are a random part of the preset's that no probe has seen (`analyse
       Z the acceptance rate; counting the O's in the split per F code (a colors, b shapes) with
       covering_count gives H(O) and H(F) exactly, and H(O | F) = H(O) - H(F) as F is a function of O.
 
+Two conventions name which entropies a bits table subtracts from (`ENTROPY_CONVENTIONS`):
+
+  population  `colorshape_priors(knobs, None)`: the preset's, over all its feature codes (this library's
+      default: a probe trained on other codes cannot know which ones the test split holds).
+  split       `split_priors(knobs, split, f)`: the second paper's: the evaluated split's own H(F) (on
+      `balanced`, log2 of the split's code count), H(O | F) averaged over the split's samples
+      (`code_entropy` of each one's F), and H(O) = H(F) + H(O | F).
+
 `empirical_priors` is the plug-in entropy of sampled codes; it is biased low whenever the support is
 not much smaller than the number of samples (40 bits of O are never seen twice), so it checks the
 exact numbers on small spaces and is no substitute for them on large ones.
@@ -29,6 +37,9 @@ from jaxtyping import UInt8
 
 from .colorshape import balanced_feature_codes, covering_count, split_of_features
 from .knobs import SceneKnobs
+
+ENTROPY_CONVENTIONS = ("population", "split")
+"""Which entropies B_O, B_F and B*_OF are measured against (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -105,3 +116,44 @@ def empirical_priors(o: UInt8[np.ndarray, "scene n_codes"], f: UInt8[np.ndarray,
 
     h_o, h_f = plug_in(o), plug_in(f)
     return CodePriors(h_o, h_f, h_o - h_f, len({bytes(x) for x in np.asarray(f, np.uint8)}))
+
+
+def code_entropy(knobs: SceneKnobs, f: UInt8[np.ndarray, " n_features"]) -> float:
+    """H(O | F = f) in bits: the entropy of the object codes the sampler draws for the feature code `f`
+    (which depends on f only through its numbers of colors and shapes)."""
+    nc = len(knobs.colors)
+    f = np.asarray(f)
+    return _entropy_given_counts(knobs, int(f[:nc].sum()), int(f[nc:].sum()))
+
+
+def _entropy_given_counts(knobs: SceneKnobs, a: int, b: int) -> float:
+    """H(O | F) of a feature code with `a` colors and `b` shapes. Sizes n are uniform in `n_objects` and an O
+    of size n covering F has probability proportional to p(n) / C(K, n) (free form: O is a uniform n-subset
+    of all K conjunctions) or to p(n) / covering_count(a, b, n) (balanced: uniform among the covering sets);
+    so p(n | F) is proportional to p(n) covering_count / C(K, n), resp. p(n), and H(O | F) = H(n | F) +
+    sum_n p(n | F) log2 covering_count(a, b, n)."""
+    sizes = range(knobs.n_objects[0], knobs.n_objects[1] + 1)
+    k = len(knobs.colors) * len(knobs.shapes)
+    counts = np.array([covering_count(a, b, n) for n in sizes], dtype=float)
+    if knobs.features_per_scene is not None:
+        weight = (counts > 0).astype(float)
+    else:
+        weight = counts / np.array([comb(k, n) for n in sizes], dtype=float)
+    if weight.sum() == 0:
+        raise ValueError(f"no object code of sizes {knobs.n_objects} covers {a} colors and {b} shapes")
+    p_n = weight / weight.sum()
+    reachable = p_n > 0
+    return _entropy(p_n) + float((p_n[reachable] * np.log2(counts[reachable])).sum())
+
+
+def split_priors(knobs: SceneKnobs, split: str | None, f: UInt8[np.ndarray, "scene n_features"]) -> CodePriors:
+    """The second paper's convention: H(F) of the split's own feature codes (exact), H(O | F) the mean of
+    `code_entropy` over the split's samples `f`, and H(O) = H(F) + H(O | F); `n_feature_codes` is the split's."""
+    f = np.asarray(f)
+    if f.ndim != 2 or f.shape[0] == 0:
+        raise ValueError(f"split priors need the split's feature codes [scene n_features], got shape {f.shape}")
+    own = colorshape_priors(knobs, split)
+    nc = len(knobs.colors)
+    pairs = Counter(zip(f[:, :nc].sum(1).tolist(), f[:, nc:].sum(1).tolist()))
+    h_o_f = sum(count * _entropy_given_counts(knobs, a, b) for (a, b), count in pairs.items()) / f.shape[0]
+    return CodePriors(own.H_F + h_o_f, own.H_F, h_o_f, own.n_feature_codes)

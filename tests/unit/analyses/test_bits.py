@@ -86,7 +86,9 @@ def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
                 "--tokens",
                 "cls,spatial",
                 "--probes",
-                "linear,attention",
+                "linear,attention,attention_cls",
+                "--entropy",
+                "population,split",
                 "--n-train",
                 "40",
                 "--n-val",
@@ -104,23 +106,42 @@ def test_the_bits_command_writes_its_table_figure_and_summary(tmp_path, capsys):
         == 0
     )
     rows = json.loads((out / "bits.json").read_text())
-    assert [(r["tokens"], r["family"]) for r in rows] == [("cls", "linear"), ("spatial", "attention")]
+    assert [(r["tokens"], r["family"], r["entropy"]) for r in rows] == [
+        (tokens, family, entropy)
+        for tokens, family in (("cls", "linear"), ("spatial", "attention"), ("spatial", "attention_cls"))
+        for entropy in ("population", "split")
+    ]
     for row in rows:
         assert row["b_o"] == pytest.approx(row["H_O"] - row["ce_o"])
+        assert row["b_f"] == pytest.approx(row["H_F"] - row["ce_f"])
+        assert row["b_star"] == pytest.approx(row["H_O_given_F"] - (row["ce_o"] - row["ce_f"]))
         assert row["v_bits"] == pytest.approx(row["ce_o_null"] - row["ce_o"], abs=1e-6)
         assert row["b_o_low"] <= row["b_o"] <= row["b_o_high"]
         assert row["v_bits_low"] <= row["v_bits"] <= row["v_bits_high"]
         assert row["beyond_prior"] == (row["v_bits_low"] > 0)
-    linear, attention = rows
+        assert row["f_family"] == ("linear" if row["tokens"] == "cls" else row["f_family"])
+        assert isinstance(row["bound"], str) and row["bound_violated"] == row["bound"].startswith("violated")
+    population = [r for r in rows if r["entropy"] == "population"]
+    split = [r for r in rows if r["entropy"] == "split"]
+    for p, s in zip(population, split):  # the same probes against the test split's own (76 of 784 codes) entropies
+        assert p["b_o"] - s["b_o"] == pytest.approx(np.log2(784 / 76)) and p["b_star"] == pytest.approx(s["b_star"])
+    linear, attention, _ = population
     assert "vs_linear" not in linear  # the baseline itself
     assert attention["vs_linear"] == pytest.approx(attention["b_o"] - linear["b_o"])  # paired over the same images
     assert attention["vs_linear_low"] <= attention["vs_linear"] <= attention["vs_linear_high"]
     assert attention["vs_linear_tokens"] == "cls"
     assert (out / "bits.png").stat().st_size > 0 and (out / "bits.svg").exists()
+    header = (out / "bits.csv").read_text().splitlines()[0].split(",")
+    assert {"b_f", "bound", "bound_violated", "entropy", "f_family"} <= set(header)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["priors"]["H_O_given_F"] == pytest.approx(np.log2(755_100))
+    assert summary["entropies"]["split"]["H_F"] == pytest.approx(np.log2(76)) and summary["entropy"] == [
+        "population",
+        "split",
+    ]
     printed = capsys.readouterr().out
-    assert "H(O)" in printed and "vs linear [95%]" in printed
+    assert "vs linear [95%]" in printed and "entropy population: B_O, B_F, B*_OF against the preset's" in printed
+    assert "entropy split: B_O, B_F, B*_OF against the test split's own entropies" in printed
     seeds = tmp_path / "bits-seeds"
     assert (
         main(

@@ -1,16 +1,18 @@
 """B_O and B*_OF where the answer is known, on codes built from features: a code of F alone gives H(F) and no
-conditional binding; a bilinear color x shape code is read by the shared quadratic and not by a linear probe."""
+conditional binding (through `measure_bits_of_tokens`, the public token-set entry point); a bilinear color x shape
+code is read by the shared quadratic and not by a linear probe."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from binding_lens.analyses.bits import BitsConfig, CodedScenes, measure_bits_of_tokens
 from binding_lens.bits import CodeLayout, CodeTrainingConfig, bits_per_image, make_code_probe, train_code_probe
 from binding_lens.data.knobs import preset_knobs
 from binding_lens.data.priors import colorshape_priors
 
-from helpers.planted_codes import fit_bits, planted_codes, represent
+from helpers.planted_codes import planted_codes, represent
 
 
 @pytest.mark.slow
@@ -26,10 +28,13 @@ def test_a_code_of_f_only_gives_h_f_and_no_conditional_binding(one_thread):
     o, f = planted_codes(knobs, lambda split: None, sizes=(("train", 2000), ("val", 400), ("test", 800)))
     z = represent(o, f, lambda o, f, g: f + 0.05 * torch.randn(f.shape, generator=g))
     priors = colorshape_priors(knobs, None)
-    bits, _ = fit_bits(z, o, f, priors, shape=(3, 3), families=("quadratic",))["quadratic"]
-    assert bits.b_o == pytest.approx(priors.H_F, abs=0.3)
-    assert abs(bits.b_star) < 0.3
-    assert bits.b_o < priors.H_O - 1.0  # the within-F choice stays unknown
+    splits = {s: CodedScenes.from_codes(o[s], f[s], knobs=knobs) for s in o}
+    config = BitsConfig(training=CodeTrainingConfig(max_steps=1500, seed=0), n_boot=300)
+    [bits] = measure_bits_of_tokens(z, splits, ("quadratic",), config).rows
+    assert bits["b_o"] == pytest.approx(priors.H_F, abs=0.3)
+    assert bits["b_f"] == pytest.approx(priors.H_F, abs=0.3)  # F is all the code holds, and all of it is read
+    assert abs(bits["b_star"]) < 0.3 and bits["bound"] != "violated: F-probe under-fits"
+    assert bits["b_o"] < priors.H_O - 1.0  # the within-F choice stays unknown
 
 
 def _slot_code(o: torch.Tensor, f: torch.Tensor, generator: torch.Generator, slots: int = 8) -> torch.Tensor:
@@ -63,7 +68,6 @@ def test_a_planted_bilinear_color_shape_code_is_recovered_by_the_shared_quadrati
     ).probe
     ce = {}
     for family in ("linear", "quadratic", "shared_quadratic"):
-        torch.manual_seed(0)
         probe = make_code_probe(family, z["train"].shape[1], 64, rank=8, layout=layout).start_from(prior)
         fit = train_code_probe(probe, (z["train"], o["train"]), (z["val"], o["val"]), config)
         ce[family] = float(bits_per_image(fit.probe, z["test"], o["test"]).mean())

@@ -290,6 +290,16 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
         ["bits", "--model", "tiny:vit", "--tokens", "cls", "--probes", "attention", "--out", "{tmp}/b"],
         "spatial and registers take attention",
     ),
+    (
+        "bits with an unknown entropy convention",
+        ["bits", "--model", "tiny:vit", "--entropy", "paper", "--out", "{tmp}/b"],
+        "choose from population, split",
+    ),
+    (
+        "bits with an F-probe that cannot read every token set",
+        ["bits", "--model", "tiny:vit", "--f-probe", "dnn", "--out", "{tmp}/b"],
+        "cannot read every token set",
+    ),
     ("bits --run without --intervene", ["bits", "--run", RUN, "--out", "{tmp}/b"], "only apply with --intervene"),
     (
         "bits --intervene with --seeds",

@@ -12,8 +12,16 @@ from binding_lens.data import SyntheticScenes
 from binding_lens.data.colorshape import balanced_feature_codes, covering_count, feature_code, split_of_features
 from binding_lens.data.compose import sample_codes
 from binding_lens.data.knobs import preset_knobs
-from binding_lens.data.priors import binary_entropy_bits, colorshape_priors, empirical_priors
+from binding_lens.data.priors import (
+    binary_entropy_bits,
+    code_entropy,
+    colorshape_priors,
+    empirical_priors,
+    split_priors,
+)
 from binding_lens.errors import InputError
+
+from helpers.planted_codes import enumerated_split_entropies
 
 SMALL = dict(colors=("red", "green", "blue"), shapes=("disc", "square", "triangle"))
 
@@ -87,6 +95,37 @@ def test_exact_priors_match_enumeration_of_the_sampler(extra, split):
     assert exact.H_O == pytest.approx(h_o, abs=1e-9)
     assert exact.H_F == pytest.approx(h_f, abs=1e-9)
     assert exact.H_O_given_F == pytest.approx(h_o - h_f, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "extra,split",
+    [
+        (dict(features_per_scene=(2, 2), n_objects=(2, 3), split_fractions=(0.5, 0.25, 0.25)), "test"),
+        (dict(n_objects=(1, 3), split_fractions=(0.5, 0.25, 0.25)), "test"),
+        (dict(n_objects=(2, 4), split_fractions=(0.4, 0.3, 0.3)), "val"),
+    ],
+)
+def test_split_priors_are_the_enumerated_splits_own_entropies(extra, split):
+    """The second paper's convention by hand: H(F) of the split, H(O | F = f) averaged over its samples, H(O) the
+    sum of the two."""
+    knobs = preset_knobs("balanced" if "features_per_scene" in extra else "colorshape", **SMALL, **extra)
+    _, f = sample_codes(knobs, 60, seed=4, split=split)
+    ours = split_priors(knobs, split, f)
+    h_o, h_f, h_o_f = enumerated_split_entropies(knobs, split, f)
+    assert (ours.H_O, ours.H_F, ours.H_O_given_F) == pytest.approx((h_o, h_f, h_o_f), abs=1e-9)
+    assert ours.H_F == pytest.approx(colorshape_priors(knobs, split).H_F, abs=1e-12)
+    assert ours.H_O_given_F == pytest.approx(np.mean([code_entropy(knobs, code) for code in f]), abs=1e-12)
+
+
+def test_split_priors_of_balanced_are_log2_of_the_splits_code_count():
+    """On `balanced` the split convention's H(F) is log2 of the test split's 76 codes (784 in the preset), H(O | F)
+    the same: every B_O and B_F is log2(784 / 76) = 3.37 bits lower than under the population convention."""
+    knobs = preset_knobs("balanced")
+    _, f = sample_codes(knobs, 20, seed=0, split="test")
+    ours, population = split_priors(knobs, "test", f), colorshape_priors(knobs, None)
+    assert ours.n_feature_codes == 76 and ours.H_F == pytest.approx(math.log2(76))
+    assert ours.H_O_given_F == pytest.approx(population.H_O_given_F)
+    assert population.H_O - ours.H_O == pytest.approx(math.log2(784 / 76))
 
 
 @pytest.mark.parametrize("extra", [dict(features_per_scene=(2, 2), n_objects=(2, 3)), dict(n_objects=(1, 3))])
