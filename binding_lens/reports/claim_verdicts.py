@@ -137,7 +137,9 @@ def objective_rows(models: Sequence[Row]) -> list[Row]:
             values = _values(claim, members)
             if values is None:
                 why = "not applicable (or no value) on at least one training seed"
-                rows.append(_row(claim, on, "objective", {"applicable": False, "why": why}, family))
+                rows.append(
+                    _row(claim, on, "objective", {"applicable": False, "why": why}, family) | {"objective": objective}
+                )
                 continue
             summary = mean_interval(values)
             measure = {

@@ -150,7 +150,7 @@ class ClaimsReport:
 
 
 def _p(p: float | None) -> str:
-    return "-" if p is None else f"{p:.2g}"
+    return "-" if p is None else "< 1e-4" if p < 1e-4 else f"{p:.2g}"
 
 
 def _side(test: Row) -> str:
@@ -286,21 +286,24 @@ def _interventions(model, probe, scenes, out: Path, config: ClaimsConfig, layer:
     return measures_of.intervention_measures(ablation.differences)
 
 
-def _measured_once(spec: str, out: Path, key: Row, code: dict[str, str], measure: Callable[[], Row]) -> Row:
+def _measured_once(spec: str, out: Path, key: Row, started: Row, measure: Callable[[], Row]) -> Row:
     """The model's measurements from `models/<name>.json` when an earlier run wrote them with the same key
-    (model, card, settings, library versions) and the same measuring `code` (its fingerprint, taken when the
-    report started), else measured now (`seconds`: how long it took) and written there with that code's
-    fingerprint and the environment. Fresh and resumed measurements both come back through the file."""
+    (model, card, settings, library versions) and the same measuring code (`started["code"]`, its
+    fingerprint when the report started), else measured now (`seconds`: how long it took) and written there
+    with that fingerprint and the environment the report started in (`started["environment"]`: the code
+    that ran is the code loaded then, whatever was committed since). Fresh and resumed measurements both
+    come back through the file."""
+    code = started["code"]
     path = out / "models" / f"{_run_name(spec)}.json"
     key = json.loads(json.dumps(key, default=str))
     if path.is_file():
         saved = json.loads(path.read_text())
         if saved.get("key") == key and saved.get("code") == code:
             return saved["measured"] | {"resumed": True}
-    started = time.perf_counter()
+    provenance = {"code_sha256": code_digest(code), "environment": started["environment"]}
+    clock = time.perf_counter()
     measured = measure()
-    provenance = {"code_sha256": code_digest(code), "environment": environment()}
-    seconds = round(time.perf_counter() - started, 1)
+    seconds = round(time.perf_counter() - clock, 1)
     record = {"key": key, "code": code, "measured": measured | {"seconds": seconds, "provenance": provenance}}
     write_json_atomic(path, record)
     return json.loads(path.read_text())["measured"] | {"resumed": False}
@@ -327,20 +330,20 @@ def claims_report(
     config = replace(config or ClaimsConfig(), **options)
     seeds = list(config.seeds)
     config = replace(config, seeds=seeds, training=config.training or ProbeTrainingConfig(seed=seeds[0]))
-    code = code_fingerprint()  # before measuring: the code that runs
+    started_in = {"code": code_fingerprint(), "environment": environment()}  # before measuring: what runs, where
     measured = [
-        _measured_once(spec, out, _key(spec, config), code, partial(measure_model, spec, out, config))
+        _measured_once(spec, out, _key(spec, config), started_in, partial(measure_model, spec, out, config))
         for spec in models
     ]
     verdicts = adjust(model_rows(measured) + objective_rows(measured) + [ordering_row(measured)])
     order = [*CLAIMS, *FLOORS]
     verdicts.sort(key=lambda row: (order.index(row["claim"]), row["level"] == "model"))
     report = ClaimsReport(measured, verdicts, out)
-    _write(report, config, code, time.perf_counter() - started)
+    _write(report, config, started_in, time.perf_counter() - started)
     return report
 
 
-def _write(report: ClaimsReport, config: ClaimsConfig, code: dict[str, str], seconds: float) -> None:
+def _write(report: ClaimsReport, config: ClaimsConfig, provenance: Row, seconds: float) -> None:
     """claims.md, claims.json (with the provenance), verdicts.csv/.json and objective_table.md."""
     from ..analyses.report import write_table
 
@@ -366,8 +369,8 @@ def _write(report: ClaimsReport, config: ClaimsConfig, code: dict[str, str], sec
             "objectives": objectives,
             "differences": differences,
             "settings": settings,
-            "environment": environment(),
-            "code": {"sha256": code_digest(code), "modules": code},
+            "environment": provenance["environment"],
+            "code": {"sha256": code_digest(provenance["code"]), "modules": provenance["code"]},
             "test_indices": {m["model"]: m["test_indices"] for m in measured},
             "seconds": round(seconds, 1),
             "seconds_per_model": {m["model"]: m["seconds"] for m in measured},
