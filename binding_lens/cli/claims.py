@@ -43,7 +43,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--probe-seeds",
         type=positive_int,
         default=3,
-        help="quadratic probes on true and on shuffled labels for the low-dimensional claim",
+        help="seeds of every probe the claims compare (the sweep's, then refits), and of the shuffled-label probes",
     )
     claims.add_argument(
         "--n-boot", type=positive_int, default=10_000, help="bootstrap draws of images behind each interval"

@@ -173,6 +173,29 @@ def _ordered_pairs(
     return pairs, distance
 
 
+def attention_follows_draws(
+    pattern: Float[Tensor, "batch head_index query_pos key_pos"],
+    scores: Float[Tensor, "batch query_pos key_pos"],
+    instance: Int[Tensor, "batch n"],
+    grid: tuple[int, int],
+    counts: Float[Tensor, "replicate batch"],
+) -> dict[str, tuple[float, Tensor]]:
+    """{"partial": (r given patch distance, its replicates), "plain": (r, its replicates)} over ordered pairs
+    (i != j) of labeled patches, each replicate drawing images by `counts` (`stats.bootstrap_counts`): one
+    `counts` for several probes' scores makes their replicates paired."""
+    instance = instance.to(pattern.device)
+    pairs, distance = _ordered_pairs(instance, grid)
+    image = torch.arange(pattern.shape[0], device=pattern.device)[:, None, None].expand_as(pairs)[pairs]
+    attention, score = pattern.mean(1)[pairs], scores.to(pattern)[pairs]
+    n_images, n_strata = pattern.shape[0], int(distance.max()) + 1
+    found = {}
+    for name, stratum in (("partial", distance.expand_as(pairs)[pairs]), ("plain", torch.zeros_like(image))):
+        moments = stratum_moments(attention, score, stratum, image, n_images, n_strata)
+        replicates = partial_correlation(torch.einsum("bi,isk->bsk", counts.double().to(moments.device), moments))
+        found[name] = (float(partial_correlation(moments.sum(0))), replicates.cpu())
+    return found
+
+
 def attention_follows_scores(
     pattern: Float[Tensor, "batch head_index query_pos key_pos"],
     scores: Float[Tensor, "batch query_pos key_pos"],
@@ -187,21 +210,16 @@ def attention_follows_scores(
     Over ordered pairs (i != j) of labeled patches: `partial`, the Pearson r of head-mean attention and the
     scores within each patch distance (pooled over distances and images), and `plain`, r without that
     control; each an `Interval` from a bootstrap over images (pairs of one image are not independent), with
-    `p_value` (two-sided, of the partial r, agreeing with its interval). Images with no pair count as drawn."""
-    instance = instance.to(pattern.device)
-    pairs, distance = _ordered_pairs(instance, grid)
-    image = torch.arange(pattern.shape[0], device=pattern.device)[:, None, None].expand_as(pairs)[pairs]
-    attention, score = pattern.mean(1)[pairs], scores.to(pattern)[pairs]
-    n_images, n_strata = pattern.shape[0], int(distance.max()) + 1
+    `p_value` (two-sided, of the partial r, agreeing with its interval)."""
+    n_images = pattern.shape[0]
     if n_images < 2:
         raise InputError(f"an interval over images needs at least 2 images, got {n_images}")
-    counts = bootstrap_counts(n_images, n_boot, seed).to(pattern.device)
-    found: dict[str, Interval | float | int] = {"n_images": n_images, "n_pairs": int(attention.numel())}
-    for name, stratum in (("partial", distance.expand_as(pairs)[pairs]), ("plain", torch.zeros_like(image))):
-        moments = stratum_moments(attention, score, stratum, image, n_images, n_strata)
-        r = float(partial_correlation(moments.sum(0)))
-        replicates = partial_correlation(torch.einsum("bi,isk->bsk", counts.double(), moments))
-        found[name] = replicate_interval(r, replicates.cpu(), n=n_images, method="bootstrap over images")
-        if name == "partial":
-            found["p_value"] = bootstrap_p_value(r, replicates.cpu())
+    draws = attention_follows_draws(pattern, scores, instance, grid, bootstrap_counts(n_images, n_boot, seed))
+    found: dict[str, Interval | float | int] = {
+        "n_images": n_images,
+        "n_pairs": int(_ordered_pairs(instance, grid)[0].sum()),
+    }
+    for name, (r, replicates) in draws.items():
+        found[name] = replicate_interval(r, replicates, n=n_images, method="bootstrap over images")
+    found["p_value"] = bootstrap_p_value(*draws["partial"])
     return found

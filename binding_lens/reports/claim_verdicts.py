@@ -20,21 +20,22 @@ Row = dict[str, Any]
 
 CLAIMS: dict[str, str] = {
     "quadratic_beats_diagonal": "the full quadratic probe reads IsSameObject better than the diagonal one "
-    "(test AUROC at the quadratic peak, full minus diagonal; paired over test images)",
+    "(test AUROC at the quadratic peak, full minus diagonal; paired over test images, 3 probe seeds inside)",
     "middle_layers": "binding emerges in the middle layers and is then lost: the best mid-depth layer "
     "(chosen on validation) above the first layer and above the last (the smaller of the two AUROC gaps)",
     "ordering": "the ordering across objectives: DINO > supervised > MAE (quadratic AUROC at the peak, Welch "
     "across training seeds; holds only if every step does)",
     "low_dimensional": "the binding subspace is low-dimensional: its top d/8 eigenvalues hold more of "
-    "||W||^2 than those of probes trained the same way on shuffled labels (3 probe seeds each, Welch)",
+    "‖W‖² than those of probes trained the same way on shuffled labels (3 probe seeds each, Welch)",
     "shuffle_hurts": "shuffling the binding subspace hurts downstream more than shuffling a random subspace of "
     "the same k (instance mIoU of retrained last-layer heads; random minus binding)",
     "inject_helps": "injecting the ground-truth objects' mean binding vectors helps downstream more than the "
     "same injection into a random subspace (binding minus random; the labels are handed to the model)",
     "inject_own_helps": "injecting each patch's mean over the patches the probe itself groups it with helps "
     "more than the same into a random subspace (binding minus random; no labels used)",
-    "attention_follows": "attention at l + 1 follows IsSameObject at l beyond patch distance (partial r given "
-    "distance, l = the middle layer for every model; bootstrap over images)",
+    "attention_follows": "attention at l + 1 follows IsSameObject at l beyond patch distance and beyond what a "
+    "probe trained the same way on shuffled labels reads (partial r given distance, probe minus shuffled-label "
+    "probe, l = the middle layer for every model)",
     "twins": "identical objects are told apart in the middle layer and merged late (same-vs-twin AUROC at the "
     "middle layer minus at the last; needs the twins told apart at the middle layer)",
     "position_falls": "position decodability falls in late layers (RMSE at the last layer minus at the middle; "
@@ -266,13 +267,14 @@ def _context(m: Row) -> str:
     if "shares" in m:
         true, null = (sum(v) / len(v) for v in (m["shares"]["true"], m["shares"]["shuffled"]))
         parts.append(
-            f"k = {m['k']}: top-k share of ||W||^2 {true:.3f} against {null:.3f} on shuffled labels; the top-k "
+            f"k = {m['k']}: top-k share of ‖W‖² {true:.3f} against {null:.3f} on shuffled labels; the top-k "
             f"subspace keeps {m['kept_auroc_share']:.3f} of the AUROC above chance"
         )
     if "pair_level" in m:
         level = m["pair_level"]
         parts.append(
-            f"layer {m['layer']} -> {m['layer'] + 1}; without the distance control {interval_text(m['plain'])}; "
+            f"layer {m['layer']} -> {m['layer'] + 1}; the probe's r {interval_text(m['probe_r'])}, on shuffled "
+            f"labels {interval_text(m['shuffled_r'])}; without the distance control {interval_text(m['plain'])}; "
             f"the paper's r over {level['n_pairs']} pairs {level['r']:+.3f}, permutation p {level['p_value']:.3g}"
         )
     if "beside" in m:

@@ -82,7 +82,9 @@ class ClaimsConfig:
     ablation_images: int = 160
     training: ProbeTrainingConfig | None = None  # None: ProbeTrainingConfig(seed=seeds[0])
     head_seeds: int = 3  # segmentation heads per intervention condition
-    probe_seeds: int = 3  # quadratic probes (true and shuffled labels) for the low-dimensional claim
+    probe_seeds: int = (
+        3  # each probe the claims compare: the sweep's and refits with more seeds (and on shuffled labels)
+    )
     n_boot: int = 10_000  # bootstrap draws of images behind each per-model interval and p-value
     permutations: int = 1000  # the paper's pair-level permutation test, reported beside the attention claim
     labels: str = "true"  # "shuffled": every scene's labels moved by patch block (a null run: nothing should hold)
@@ -203,11 +205,11 @@ def scene_source(spec: str, size: tuple[int, int], config: ClaimsConfig, patch_s
 
 def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     """Every per-model number of the report (`claim_measures`) for one model: the sweep, then the claims read
-    off it on its own test images, the low-dimensional null, the attention claim, the interventions and the
-    toy experiments, all at the middle layer fixed before looking."""
+    off it on its own images (its probes and their refits with more seeds), the low-dimensional null, the
+    attention claim, the interventions and the toy experiments, at the middle layer fixed before looking."""
     model = HookedViT.from_pretrained(spec)
     name, seed = _run_name(spec), list(config.seeds)[0]
-    training = config.training or ProbeTrainingConfig(seed=seed)
+    training = replace(config.training or ProbeTrainingConfig(), seed=seed)
     scenes = scene_source(spec, model.cfg.image_size, config, model.cfg.patch_size)
     sweep = layer_sweep_over_seeds(
         model,
@@ -220,19 +222,12 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     )
     run = RunDirectory(sweep.out if len(config.seeds) == 1 else sweep.out / f"seed-{seed}")
     n_layers, middle = model.cfg.n_layers, measures_of.middle_layer(model.cfg.n_layers)
-    test = measures_of.test_images(model, scenes(seed), run, middle)
-    counts = bootstrap_counts(len(test.indices), config.n_boot, seed)
-    found = measures_of.decoding_measures(
-        measures_of.auroc_draws(run, test, replace(training, seed=seed), counts), sweep, n_layers
-    )
+    found, probes, null = _decoding(model, scenes(seed), run, sweep, config)
+    test = measures_of.test_images(model, scenes(seed), run.split_indices()["test"], middle)
+    attention = measures_of.AttentionSettings(config.n_boot, config.permutations, seed)
+    found["attention_follows"] = measures_of.attention_measure(model, probes, null, test, attention)
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
-    inputs = measures_of.subspace_inputs(model, scenes(seed), run, test, middle)
-    probe_seeds = [seed + i for i in range(config.probe_seeds)]
-    found["low_dimensional"] = measures_of.low_dimensional_measure(inputs, k, training, probe_seeds)
-    found["attention_follows"] = measures_of.attention_measure(
-        model, inputs.probe, test, middle, config.n_boot, config.permutations, seed
-    )
-    found |= _interventions(model, inputs.probe, scenes, out / "ablation" / name, config, middle, k)
+    found |= _interventions(model, probes[0], scenes, out / "ablation" / name, config, middle, k)
     toy_seed = seed + SCENES_PER_TRAINING_SEED * (_card(spec)["recipe"].get("seed") or 0)  # its own twin scenes
     toy = toy_experiments(
         model,
@@ -250,10 +245,42 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         "training_seed": card["recipe"]["seed"],
         "row": objective_row(spec, card, sweep),
         "measures": found,
-        "test_indices": test.indices,
+        "test_indices": run.split_indices()["test"],
         "sweep_run": str(run.root),
         "toy_files": {key: str(value) for key, value in toy.files.items()},
     }
+
+
+def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config: ClaimsConfig):
+    """The decoding claims and `low_dimensional` from the sweep's probes and their refits with
+    `config.probe_seeds - 1` more seeds on its own images; also the middle layer's quadratic probes (the
+    sweep's first, which defines the binding subspace) and those trained on shuffled labels, which the
+    attention claim reads."""
+    seed = list(config.seeds)[0]
+    training = replace(config.training or ProbeTrainingConfig(), seed=seed)
+    n_layers, middle = model.cfg.n_layers, measures_of.middle_layer(model.cfg.n_layers)
+    splits = measures_of.sweep_splits(model, scenes, run)
+    own = {
+        (probe, layer): trained
+        for probe, by_layer in run.load_probes(measures_of.DECODING_PROBES).items()
+        for layer, trained in by_layer.items()
+    }
+    wanted = measures_of.refit_keys(sweep, n_layers)
+    refits = [measures_of.refit_probes(splits, wanted, training, seed + i) for i in range(1, config.probe_seeds)]
+    counts = bootstrap_counts(len(splits.indices["test"]), config.n_boot, seed)
+    found = measures_of.decoding_measures(
+        measures_of.auroc_draws(splits, [own, *refits], training, counts), sweep, n_layers
+    )
+    probes = [own["quadratic", middle], *(refit["quadratic", middle] for refit in refits)]
+    null = [
+        measures_of.refit_probes(splits, [("quadratic", middle)], training, seed + i, shuffled=True)[
+            "quadratic", middle
+        ]
+        for i in range(config.probe_seeds)
+    ]
+    k = max(1, model.cfg.d_model // KEPT_FRACTION)
+    found["low_dimensional"] = measures_of.low_dimensional_measure(splits, probes, null, k, middle)
+    return found, probes, null
 
 
 def _ablation_settings(config: ClaimsConfig, layer: int, k: int) -> AblationSettings:

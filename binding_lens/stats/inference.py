@@ -100,8 +100,10 @@ def two_level_interval(
     *,
     n: int,
     level: float = LEVEL,
+    seeds_of: str = "head",
 ) -> tuple[Interval, float]:
-    """A quantity averaged over images and over the seeds of something trained on them (segmentation heads):
+    """A quantity averaged over images and over the seeds of something trained on them (segmentation heads,
+    probes; `seeds_of` names it):
     `replicates` are image-bootstrap replicates of the seed average, `seed_values` the quantity with each
     seed (on all images). Its variance is the images' (the replicates' variance) plus the seeds' (their
     variance / number of seeds); the interval is t, and the p-value against 0 agrees with it. Degrees of
@@ -119,7 +121,7 @@ def two_level_interval(
         df: float = len(seeds) - 1
     else:
         df = (se**4 / (seed_variance**2 / (len(seeds) - 1))) if seed_variance > 0 else math.inf
-    method = f"bootstrap over images + t over {len(seeds)} head seeds"
+    method = f"bootstrap over images + t over {len(seeds)} {seeds_of} seeds"
     if se == 0:
         return Interval(estimate, estimate, estimate, level, method, n), 0.0 if estimate != 0 else 1.0
     half = float(stats.t.ppf((1 + level) / 2, df)) * se
