@@ -170,6 +170,7 @@ def _against_control(claim: str, objective: str, values: list[float], groups: di
             "high": d.high,
             "p_value": welch_p_value(values, control),
             "family": "against the control" if claim in CLAIMS else None,
+            "verdict": verdict(d.low, d.high),
         }
     }
 
@@ -220,8 +221,10 @@ def adjust(rows: list[Row]) -> list[Row]:
             member["p_adjusted"] = p
             member["verdict_adjusted"] = adjusted_verdict(member["value"], p)
     for row in rows:
-        row.setdefault("p_adjusted", None)
-        row.setdefault("verdict_adjusted", row["verdict"])
+        for test in (row, row.get("vs_control") or {}):
+            if test:
+                test.setdefault("p_adjusted", None)
+                test.setdefault("verdict_adjusted", test["verdict"])
     return rows
 
 
@@ -285,3 +288,31 @@ def _context(m: Row) -> str:
     if "seeds" in m:
         parts.append("seeds " + ", ".join(f"{v:+.3f}" for v in m["seeds"]))
     return "; ".join(parts)
+
+
+SYMBOLS = {"holds": "holds", "fails": "fails", "cannot tell": "·", "not applicable": "n/a"}
+
+
+def model_grid(rows: Sequence[Row]) -> str:
+    """Claims x models: each model's Holm-adjusted verdict (the raw one in brackets where they differ), as
+    markdown (`binding-lens claims` prints it beside claims.md's table by objective)."""
+    per_model = [r for r in rows if r["level"] == "model"]
+    models = list(dict.fromkeys(r["on"] for r in per_model))
+    cells = {(r["claim"], r["on"]): r for r in per_model}
+    lines = [
+        "| claim | " + " | ".join(m.replace("`zoo:", "`") for m in models) + " |",
+        "|---|" + "---|" * len(models),
+    ]
+    for claim in dict.fromkeys(r["claim"] for r in per_model):
+        row = []
+        for model in models:
+            found = cells.get((claim, model))
+            if found is None:
+                row.append("-")
+                continue
+            text = SYMBOLS[found["verdict_adjusted"]]
+            row.append(
+                text if found["verdict"] == found["verdict_adjusted"] else f"{text} ({SYMBOLS[found['verdict']]})"
+            )
+        lines.append(f"| `{claim}` | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
