@@ -5,14 +5,16 @@
 
 For each model: the layer sweep (`linear`, `diag_quadratic`, `quadratic`; peaks chosen on validation) on
 held-out scenes drawn for its training seed, then each claim as a number against a null that could win
-(`claim_measures`: the sweep's probes rescored on its own test images, read from its run; probes on
-shuffled labels; the partial correlation of attention given patch distance at the fixed middle layer;
-the binding subspace against a random one of the same k; the toy experiments), with intervals and
-p-values that follow `binding_lens.stats`' uncertainty model: images are the unit of every per-model
-interval, pairs of quantities on the same images are paired, heads are trained with 3 seeds, and an
-objective's interval is Student t across its training seeds (each on its own scenes, so images and seeds
-are both inside). Verdicts (`claim_verdicts`): raw at 95 %, and Holm-adjusted within the declared
-families; the README's sentences use the adjusted ones.
+(`claim_measures`: the sweep's probes, and refits on resamples of its training images, rescored on its
+own test images, read from its run; probes on shuffled labels; the partial correlation of attention
+given patch distance at the fixed middle layer, against shuffled-label probes; the binding subspace
+against a random one of the same k; the toy experiments), with intervals and p-values that follow
+`binding_lens.stats`' uncertainty model: images are the unit of every per-model interval, pairs of
+quantities on the same images are paired, the probes a claim compares and the segmentation heads are
+trained with 3 seeds (their spread inside), and an objective's interval is Student t across its
+training seeds (each on its own scenes, so images and seeds are both inside). Verdicts
+(`claim_verdicts`): raw at 95 %, and Holm-adjusted within the declared families; the README's sentences
+use the adjusted ones.
 
 Every model's measurements are kept in `models/<name>.json` with the sha256 of every source module the
 measurement ran (and the commit, versions, threads and device): a resumed report reuses them only when

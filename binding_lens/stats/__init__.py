@@ -16,7 +16,7 @@ ablation tables):
   from a bootstrap over images (percentile), never from pairs treated as exchangeable.
 - **Two quantities on the same images are paired**: their difference is taken within each bootstrap draw
   (one `bootstrap_counts` for both), never as the gap between the far ends of two intervals.
-- **Anything that trains a head** on the images (segmentation heads, probes fitted for a null) is trained
+- **Anything trained on the images** (segmentation heads, the probes a claim compares) is trained
   with several seeds (3 or more); the seeds' spread joins the images' in `two_level_interval`.
 - **Training seeds x images at the objective level**: each training seed of a zoo objective is measured on
   its own draw of held-out scenes, so the Student-t interval across training seeds holds both the seeds'
