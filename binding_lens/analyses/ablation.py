@@ -2,22 +2,28 @@
 paired intervals.
 
 For one layer l and a quadratic probe trained there, every condition (shuffle ratios 0.5 / 1,
-injection alphas 0.5 / 0) is applied to the binding subspace of dimension k and to a random
-subspace of the same dimension, mid-forward, and measured by:
+injection alphas 0.5 / 0, and the same alphas of `InjectByProbe`, which averages over the patches the
+probe groups together instead of the ground-truth objects) is applied to the binding subspace of
+dimension k and to a random subspace of the same dimension, mid-forward, and measured by:
 
 - next-layer attention: attention mass inside the query patch's own object at l+1, KL to clean;
 - segmentation: linear semantic and instance heads on the last layer, retrained for every condition
-  (same training images, same seed), semantic and instance mIoU on held-out images;
+  with `head_seeds` seeds (3 by default: the same seeds for every condition), semantic and instance mIoU
+  on held-out images, averaged over the seeds;
 - the DINO loss (teacher = student = the model, global + local crops, centering); shuffles only, as
   informed injection is undefined under local crops. The head is fitted on clean features with the
   backbone frozen unless one is given, and the table says which.
 
-Every condition is compared with the clean run on the same images: the difference and its paired
-image-bootstrap interval (`statistics.paired_bootstrap_difference`; each measure is kept per image,
-so a replicate redraws the images, not the heads). A "head refit" row refits the clean run's heads
-with another seed: its differences are what retraining alone moves, the floor below which a
-segmentation difference means nothing. Plus, on clean activations, the Pearson r between attention
-at l+1 and the probe's scores at l.
+Every condition is compared with the clean run on the same images (`reference` "clean"), and every
+binding-subspace condition with the random-subspace one of the same kind and strength (`reference`
+"random": the control that could win). Differences are paired by image (each measure is kept per image,
+and every bootstrap replicate redraws the images for both sides) and, for head measures, by head seed;
+their intervals follow `binding_lens.stats`' uncertainty model: images (bootstrap) plus the head seeds'
+spread (`stats.inference.two_level_interval`), each with a p-value. A "head refit" row compares the clean
+run's heads of two seeds: what retraining alone moves, the noise floor of a single-seed comparison. Plus,
+on clean activations, the correlation of attention at l+1 with the probe's scores at l: the paper's
+pair-level r with its permutation p-value, and the partial r given patch distance with an interval over
+images (`effects.attention.attention_follows_scores`).
 """
 
 from __future__ import annotations
@@ -34,9 +40,14 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..binding import BindingSubspace, Inject, Shuffle
-from ..binding.interventions import Intervention
+from ..binding.interventions import InjectByProbe, Intervention
 from ..data import Scene, patch_labels
-from ..effects.attention import attention_kl_sums, attention_score_correlation, own_object_attention_sums
+from ..effects.attention import (
+    attention_follows_scores,
+    attention_kl_sums,
+    attention_score_correlation,
+    own_object_attention_sums,
+)
 from ..effects.dino import fit_dino_head, measure_dino_loss
 from ..effects.segmentation import (
     fit_instance_head,
@@ -52,8 +63,9 @@ from ..io import write_json_atomic
 from ..losses.dino import DinoHead
 from ..probes import PairProbe, split_by_image
 from ..probes.batch import label_space
-from ..stats import LEVEL, paired_bootstrap_difference
+from ..stats import LEVEL, Interval, bootstrap_counts
 from ..stats.bootstrap import Reduce, ratio_of_sums
+from ..stats.inference import bootstrap_p_value, replicate_interval, seeded_replicates, two_level_interval
 from .report import Row, difference_text, format_table, write_table
 
 
@@ -66,7 +78,11 @@ class AblationSettings:
     """Ratio 0 and alpha 1 leave the model clean: the clean row is always measured."""
     control: bool = True
     head_refit: bool = True
-    """Also refit the clean run's heads with seed + 1 (what retraining alone moves)."""
+    """Also compare the clean run's heads of two seeds (what retraining alone moves)."""
+    head_seeds: int = 3
+    """Segmentation heads trained per condition (seeds seed, seed + 1, ...): their spread is in the intervals."""
+    inject_by_probe: bool = True
+    """Also inject toward the probe's own groups (`InjectByProbe`) at `inject_alphas`."""
     n_boot: int = 1000
     level: float = LEVEL
     seed: int = 0
@@ -188,19 +204,33 @@ def _attention_vs_probe(
     clean_pattern: Tensor,
     settings: AblationSettings,
 ) -> dict[str, Any]:
-    """Pearson r between clean attention at l+1 and the probe's scores at l, with its permutation p-value."""
+    """Clean attention at l+1 against the probe's scores at l: the paper's Pearson r over pairs with its
+    permutation p-value, and the partial r given patch distance with its interval over images."""
     name = names.resid_post(layer)
     with torch.inference_mode():
         _, cache = model.run_with_cache(data.pixels[test], names_filter=name)
         tokens = model.patch_tokens(cache[name])
         scores = probe.to(tokens.device).pair_logits(tokens)  # a probe loaded on the CPU follows the model
-    return attention_score_correlation(
+    paper = attention_score_correlation(
         clean_pattern[test],
         scores,
         data.instance[test],
         n_permutations=settings.attention_permutations,
         seed=settings.seed,
     )
+    grid = model.patch_grid(data.pixels[:1])
+    follows = attention_follows_scores(
+        clean_pattern[test], scores, data.instance[test], grid, n_boot=settings.n_boot, seed=settings.seed
+    )
+    partial, plain = follows["partial"], follows["plain"]
+    assert isinstance(partial, Interval) and isinstance(plain, Interval)
+    return paper | {
+        "r_given_distance": partial.estimate,
+        "r_given_distance_low": partial.low,
+        "r_given_distance_high": partial.high,
+        "r_given_distance_p_value": follows["p_value"],
+        "n_images": follows["n_images"],
+    }
 
 
 REDUCERS: dict[str, Reduce] = {
@@ -223,11 +253,13 @@ class Condition:
     intervention: str
     strength: float | None
     parts: dict[str, Tensor]
-    """measure -> [image, ...] additive parts (`REDUCERS` maps their sum to the measure)."""
+    """measure -> [head seed, image, ...] additive parts (`REDUCERS` maps their sum over images to the measure;
+    one head seed for the measures that train no head)."""
 
     def row(self, settings: AblationSettings) -> Row:
         values = {
-            name: float(REDUCERS[name](self.parts[name].sum(0))) if name in self.parts else None for name in REDUCERS
+            name: float(REDUCERS[name](self.parts[name].sum(1)).mean()) if name in self.parts else None
+            for name in REDUCERS
         }
         return {
             "subspace": self.subspace,
@@ -253,6 +285,7 @@ class _AblationPlan:
     label_counts: tuple[int, int]
     subspaces: dict[str, BindingSubspace]
     conditions: list[tuple[str, str, float]]
+    probe: PairProbe
 
 
 def _plan(
@@ -275,9 +308,16 @@ def _plan(
     subspaces = {"binding": BindingSubspace.from_probe(probe, settings.k)}
     if settings.control:
         subspaces["random"] = BindingSubspace.random(model.cfg.d_model, settings.k, seed=settings.seed)
+    if settings.head_seeds < 1:
+        raise InputError(f"head_seeds must be >= 1, got {settings.head_seeds}")
     edits = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
+    edits += [("inject_probe", a) for a in settings.inject_alphas] if settings.inject_by_probe else []
     conditions = [(name, kind, strength) for name in subspaces for kind, strength in edits]
-    return _AblationPlan(data, (train, test), label_counts, subspaces, conditions)
+    return _AblationPlan(data, (train, test), label_counts, subspaces, conditions, probe)
+
+
+def _head_seeds(settings: AblationSettings) -> list[int]:
+    return [settings.seed + i for i in range(settings.head_seeds)]
 
 
 def _measure(
@@ -286,23 +326,28 @@ def _measure(
     features: Tensor,
     pattern: Tensor,
     clean_pattern: Tensor,
-    head_seed: int,
+    head_seeds: Sequence[int],
 ) -> dict[str, Tensor]:
-    """Heads retrained on these features (seed `head_seed`), every measure on the test images, per image."""
+    """Heads retrained on these features (once per head seed), every measure on the test images, per image:
+    measure -> [head seed, image, ...] (the attention measures, which train no head, have one seed)."""
     data, (train, test), (n_classes, n_queries) = plan.data, plan.split, plan.label_counts
-    semantic = fit_semantic_head(
-        features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs, seed=head_seed
-    )
-    instance_head = fit_instance_head(
-        features[train], data.instance[train], n_queries, epochs=settings.segmentation_epochs, seed=head_seed
-    )
-    predicted = predict_classes(semantic, features[test])
-    predicted_instances = instance_head.predict(features[test])
+    semantic, instance = [], []
+    for seed in head_seeds:
+        head = fit_semantic_head(
+            features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs, seed=seed
+        )
+        instance_head = fit_instance_head(
+            features[train], data.instance[train], n_queries, epochs=settings.segmentation_epochs, seed=seed
+        )
+        predicted = predict_classes(head, features[test])
+        predicted_instances = instance_head.predict(features[test])
+        semantic.append(semantic_confusions(predicted, data.klass[test].to(predicted.device), n_classes))
+        instance.append(instance_iou_sums(predicted_instances, data.instance[test].to(predicted_instances.device)))
     return {
-        "semantic_miou": semantic_confusions(predicted, data.klass[test].to(predicted.device), n_classes),
-        "instance_miou": instance_iou_sums(predicted_instances, data.instance[test].to(predicted_instances.device)),
-        "own_object_attention": own_object_attention_sums(pattern[test], data.instance[test]),
-        "attention_kl_to_clean": attention_kl_sums(clean_pattern[test], pattern[test], data.instance[test]),
+        "semantic_miou": torch.stack(semantic),
+        "instance_miou": torch.stack(instance),
+        "own_object_attention": own_object_attention_sums(pattern[test], data.instance[test])[None],
+        "attention_kl_to_clean": attention_kl_sums(clean_pattern[test], pattern[test], data.instance[test])[None],
     }
 
 
@@ -313,15 +358,19 @@ def _clean_runs(
     pattern: Tensor,
     dino: DinoMeasurement | None,
 ) -> list[Condition]:
-    """The clean run and (with `settings.head_refit`) the head refit: the clean features, heads seeded seed + 1."""
-    dino_clean = dino.losses([]) if dino is not None else None
-    head_seeds = {"clean": settings.seed} | ({"head refit": settings.seed + 1} if settings.head_refit else {})
-    runs = []
-    for intervention, head_seed in head_seeds.items():
-        parts = _measure(plan, settings, features, pattern, pattern, head_seed)
-        if dino_clean is not None:
-            parts["dino_loss"] = dino_clean
-        runs.append(Condition("-", intervention, None, parts))
+    """The clean run (heads of every head seed) and, with `settings.head_refit`, the head refit: the clean
+    features read by heads of the second seed, set against the first (fitted here when there is one seed)."""
+    parts = _measure(plan, settings, features, pattern, pattern, _head_seeds(settings))
+    if dino is not None:
+        parts["dino_loss"] = dino.losses([])[None]
+    runs = [Condition("-", "clean", None, parts)]
+    if settings.head_refit:
+        refit = (
+            {name: parts[name][1:2] for name in HEAD_MEASURES}
+            if settings.head_seeds > 1
+            else _measure(plan, settings, features, pattern, pattern, [settings.seed + 1])
+        )
+        runs.append(Condition("-", "head refit", None, {name: refit[name] for name in HEAD_MEASURES}))
     return runs
 
 
@@ -339,29 +388,58 @@ def _intervened(
     subspace, layer, n_prefix = plan.subspaces[subspace_name], settings.layer, model.cfg.n_prefix_tokens
 
     def make(batch: slice) -> list:
-        return [_intervention(kind, strength, subspace, n_prefix, data.instance[batch], settings.seed).at(layer)]
+        edit = _intervention(kind, strength, subspace, n_prefix, data.instance[batch], plan.probe, settings.seed)
+        return [edit.at(layer)]
 
     features, pattern = _run(model, data, layer, make, settings.batch_size)
-    parts = _measure(plan, settings, features, pattern, clean_pattern, settings.seed)
+    parts = _measure(plan, settings, features, pattern, clean_pattern, _head_seeds(settings))
     if dino is not None and kind == "shuffle":  # informed injection is undefined under local crops
-        parts["dino_loss"] = dino.losses([Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)])
+        parts["dino_loss"] = dino.losses([Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)])[None]
     return Condition(subspace_name, kind, strength, parts)
 
 
+def compare_parts(
+    condition: Tensor, reference: Tensor, reduce: Reduce, counts: Tensor, level: float = LEVEL
+) -> tuple[float, float, Interval, float]:
+    """A measure under a condition minus the same measure under a reference, both kept per image as
+    [head seed, image, ...] parts on the same images (and, with several head seeds, the same seeds): (value,
+    reference value, the difference's `Interval`, its p-value). Paired by image (one `counts` for both
+    sides) and by head seed; with several head seeds the interval is `two_level_interval`, with one the
+    percentile interval of the paired replicates."""
+    value, value_replicates = seeded_replicates(condition, reduce, counts)
+    base, base_replicates = seeded_replicates(reference, reduce, counts)
+    per_seed, replicates = value - base, (value_replicates - base_replicates).mean(1)
+    estimate, n = float(per_seed.mean()), condition.shape[1]
+    if condition.shape[0] > 1 and torch.isfinite(replicates).sum() > 1:
+        interval, p = two_level_interval(estimate, replicates, per_seed.tolist(), n=n, level=level)
+    else:
+        interval = replicate_interval(estimate, replicates, n=n, level=level)
+        p = bootstrap_p_value(estimate, replicates)
+    return float(value.mean()), float(base.mean()), interval, p
+
+
+def _comparisons(conditions: Sequence[Condition], clean: Condition) -> list[tuple[Condition, Condition, str]]:
+    """(condition, reference, reference name): every condition against the clean run (the head refit against
+    the clean heads of the first seed), and every binding-subspace condition against the random one."""
+    first_seed = Condition("-", "clean", None, {name: clean.parts[name][:1] for name in HEAD_MEASURES})
+    pairs = [(c, first_seed if c.intervention == "head refit" else clean, "clean") for c in conditions]
+    random = {(c.intervention, c.strength): c for c in conditions if c.subspace == "random"}
+    pairs += [
+        (c, random[(c.intervention, c.strength)], "random")
+        for c in conditions
+        if c.subspace == "binding" and (c.intervention, c.strength) in random
+    ]
+    return pairs
+
+
 def _differences(conditions: Sequence[Condition], clean: Condition, settings: AblationSettings) -> list[Row]:
-    """Each condition's measures minus the clean run's, with paired image-bootstrap intervals."""
+    """Each condition's measures minus its reference's (`_comparisons`), paired by image and head seed."""
     rows: list[Row] = []
-    for condition in conditions:
+    for condition, reference, against in _comparisons(conditions, clean):
         for name, parts in condition.parts.items():
-            if condition.intervention == "head refit" and name not in HEAD_MEASURES:
-                continue  # the clean run's own features and attention: only the heads differ
-            value, reference, difference = paired_bootstrap_difference(
-                parts,
-                clean.parts[name],
-                REDUCERS[name],
-                n_boot=settings.n_boot,
-                level=settings.level,
-                seed=settings.seed,
+            counts = bootstrap_counts(parts.shape[1], settings.n_boot, settings.seed)  # DINO: its own images
+            value, base, difference, p = compare_parts(
+                parts, reference.parts[name], REDUCERS[name], counts, settings.level
             )
             rows.append(
                 {
@@ -369,11 +447,14 @@ def _differences(conditions: Sequence[Condition], clean: Condition, settings: Ab
                     "intervention": condition.intervention,
                     "strength": condition.strength,
                     "measure": name,
-                    "clean": reference,
+                    "reference": against,
+                    "clean": base,
                     "value": value,
                     "difference": difference.estimate,
                     "low": difference.low,
                     "high": difference.high,
+                    "p_value": p,
+                    "method": difference.method,
                     "beyond_noise": difference.beyond_noise,
                 }
             )
@@ -493,10 +574,18 @@ def _side(model: HookedViT, pixels: float) -> int:
 
 
 def _intervention(
-    kind: str, strength: float, subspace: BindingSubspace, n_prefix: int, instance: Tensor, seed: int
+    kind: str,
+    strength: float,
+    subspace: BindingSubspace,
+    n_prefix: int,
+    instance: Tensor,
+    probe: PairProbe,
+    seed: int,
 ) -> Intervention:
     if kind == "shuffle":
         return Shuffle(subspace, strength, n_prefix, seed=seed)
+    if kind == "inject_probe":
+        return InjectByProbe(subspace, strength, n_prefix, probe)
     return Inject(subspace, strength, n_prefix, instance)
 
 
@@ -516,15 +605,17 @@ def ablation_table(rows: Sequence[Row]) -> str:
 
 
 def difference_table(differences: Sequence[Row]) -> str:
-    """Each condition's differences to the clean run as `+0.012 [-0.010, +0.031]`, starred when the
-    interval excludes 0 ("-" where a measure was not taken)."""
+    """Each condition's differences to its reference (the clean run; "binding - random" rows: the random
+    subspace's same condition) as `+0.012 [-0.010, +0.031]`, starred when the interval excludes 0 ("-" where
+    a measure was not taken)."""
     conditions: dict[tuple, Row] = {}
     for d in differences:
-        key = (d["subspace"], d["intervention"], d["strength"])
+        against = d.get("reference", "clean")
+        key = (against, d["subspace"], d["intervention"], d["strength"])
         row = conditions.setdefault(
             key,
             {
-                "subspace": d["subspace"],
+                "subspace": d["subspace"] if against == "clean" else f"{d['subspace']} - {against}",
                 "intervention": d["intervention"],
                 "strength": "-" if d["strength"] is None else d["strength"],
             },

@@ -306,16 +306,19 @@ class SweepPlan:
 
 @dataclass(frozen=True)
 class SweepImages:
-    """How many images the sweep kept (and skipped, by reason) and how they were split."""
+    """How many images the sweep kept (and skipped, by reason) and how they were split; `indices`: each
+    split's images as indices into the dataset (skipped images are in none), for whoever reads the run."""
 
     kept: int
     skipped: dict[str, int]
     train: int
     val: int
     test: int
+    indices: dict[str, list[int]] = field(default_factory=dict)
 
     def to_row(self) -> Row:
-        return {"kept": self.kept, "skipped": self.skipped, "train": self.train, "val": self.val, "test": self.test}
+        counts = {"kept": self.kept, "skipped": self.skipped, "train": self.train, "val": self.val, "test": self.test}
+        return counts | {"split_indices": self.indices}
 
 
 @dataclass(frozen=True)
@@ -452,6 +455,7 @@ class _ProbeSetup:
     n_classes: int
     n_queries: int
     initial: dict[str, dict[int, PairProbe]]
+    dataset_indices: dict[str, list[int]]  # each split's images as indices into the dataset
 
 
 def _setup(model: HookedViT, plan: SweepPlan, stored: Shard) -> _ProbeSetup:
@@ -468,7 +472,11 @@ def _setup(model: HookedViT, plan: SweepPlan, stored: Shard) -> _ProbeSetup:
             initial[name] = {
                 layer: _probe_for(name, model, layer, n_classes, n_queries, plan.config.rank) for layer in probe_layers
             }
-    return _ProbeSetup((train, val, test), n_images, n_classes, n_queries, initial)
+    kept = stored.image_index
+    dataset_indices = {
+        name: kept[split.to(kept.device)].tolist() for name, split in zip(("train", "val", "test"), (train, val, test))
+    }
+    return _ProbeSetup((train, val, test), n_images, n_classes, n_queries, initial, dataset_indices)
 
 
 def _train_probe(
@@ -532,7 +540,7 @@ def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -
             probes |= part[1]
     rows.sort(key=lambda row: (plan.probes.index(row.probe), row.layer))
     train, val, test = (len(split) for split in setup.splits)
-    images = SweepImages(setup.n_images, activations.skipped, train, val, test)
+    images = SweepImages(setup.n_images, activations.skipped, train, val, test, setup.dataset_indices)
     groups = activations.groups if plan.world_size == 1 else plan_layer_groups(plan)
     return SweepComputation(
         plan, tuple(rows), probes, groups, images, setup.n_classes, setup.n_queries, extract_seconds

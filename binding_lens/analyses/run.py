@@ -160,6 +160,17 @@ class RunDirectory:
             )
         return out
 
+    def split_indices(self) -> dict[str, list[int]]:
+        """{train, val, test}: the images of each split as indices into the run's dataset, as the sweep
+        recorded them (a skipped image is in none)."""
+        indices = self.summary().get("images", {}).get("split_indices")
+        if not indices:
+            raise RunDirectoryError(
+                f"{self.summary_path} records no split indices (a sweep from before they were recorded); "
+                "re-run the sweep into a new --out"
+            )
+        return {name: [int(i) for i in values] for name, values in indices.items()}
+
     def dataset(self) -> Scenes:
         """The dataset the run recorded (synthetic scenes exactly; ADE20K and folders from their paths)."""
         return dataset_from_identity(self.summary()["dataset"])

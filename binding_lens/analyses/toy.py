@@ -42,7 +42,7 @@ from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import auroc as auroc_of
-from ..probes.metrics import bootstrap_auroc
+from ..probes.metrics import auroc_replicates
 from ..stats import bootstrap_counts, bootstrap_mean, percentile_interval
 from .ablation import Labeled, label_images
 from .layer_probes import fit_quadratic_probe
@@ -62,6 +62,9 @@ class ToyResult:
     out: Path
     files: dict[str, Path] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    replicates: dict[int, dict[str, Tensor]] = field(default_factory=dict)
+    """layer -> the bootstrap replicates of `vs_twin`, `vs_similar`, `vs_other` (over twin scenes), `rmse` and
+    `rmse_shuffled` (over test images); one draw per replicate at every layer, so layers are paired."""
 
     def text(self) -> str:
         sep = format_table(
@@ -149,6 +152,20 @@ def position_decoding(
 ) -> dict[str, float]:
     """Ridge regression of each patch's (row, col) from its token, fitted on `train` images, scored on `test`:
     RMSE in patches with a bootstrap interval over test images, and the same with shuffled training positions."""
+    return position_replicates(train, test, grid, ridge=ridge, shuffle_seed=shuffle_seed, n_boot=n_boot)[0]
+
+
+def position_replicates(
+    train: Float[Tensor, "train_image n d_model"],
+    test: Float[Tensor, "test_image n d_model"],
+    grid: tuple[int, int],
+    *,
+    ridge: float = 1e-2,
+    shuffle_seed: int = 0,
+    n_boot: int = N_BOOT,
+) -> tuple[dict[str, float], dict[str, Tensor]]:
+    """`position_decoding`'s row and the bootstrap replicates behind its intervals ({"rmse": [replicate],
+    "rmse_shuffled": [replicate]}); replicates drawn with one seed over the same test images are paired."""
     rows, cols = grid
     where = (
         torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1).reshape(-1, 2).double()
@@ -168,14 +185,13 @@ def position_decoding(
     predicted = torch.cat([tokens, torch.ones(*tokens.shape[:2], 1, dtype=torch.float64)], -1) @ weights
     counts = bootstrap_counts(x_test.shape[0], n_boot, shuffle_seed)
     sizes = torch.full((x_test.shape[0],), float(x_test.shape[1]), dtype=torch.float64)
-    out = {}
+    out, replicates = {}, {}
     for name, columns in (("rmse", slice(0, 2)), ("rmse_shuffled", slice(2, 4))):
         per_image = (predicted[..., columns] - where).pow(2).mean(-1).sum(1)  # over row and col, then patches
         out[name] = float((per_image.sum() / sizes.sum()).sqrt())
-        out[f"{name}_low"], out[f"{name}_high"] = percentile_interval(
-            ((counts @ per_image) / (counts @ sizes)).sqrt(), 0.95
-        )
-    return out
+        replicates[name] = ((counts @ per_image) / (counts @ sizes)).sqrt()
+        out[f"{name}_low"], out[f"{name}_high"] = percentile_interval(replicates[name], 0.95)
+    return out, replicates
 
 
 @dataclass(frozen=True)
@@ -255,6 +271,8 @@ class _LayerMeasures:
     kde: tuple[np.ndarray, np.ndarray]
     """(P(same) of every pair, its kind)."""
     differences: tuple[Float[Tensor, "pair d_model"], Int[Tensor, " pair"]]
+    replicates: dict[str, Tensor]
+    """Bootstrap replicates of the separation AUROCs and the position RMSEs (paired across layers)."""
 
 
 def _measure_layer(data: _ToyData, plan: _ToyPlan, layer: int, training: ProbeTrainingConfig | None) -> _LayerMeasures:
@@ -272,16 +290,16 @@ def _measure_layer(data: _ToyData, plan: _ToyPlan, layer: int, training: ProbeTr
         np.concatenate([np.full(len(values[k]), k) for k in PAIR_KINDS]),
     )
     ordinary = data.ordinary_tokens[layer]
+    separation, separation_replicates = _separation_row(layer, values, groups, plan.seed)
+    position, position_reps = position_replicates(ordinary[train], ordinary[test], plan.grid, shuffle_seed=plan.seed)
     return _LayerMeasures(
-        separation=_separation_row(layer, values, groups, plan.seed),
+        separation=separation,
         pca=_twin_pca(data.twin_tokens[layer], data.corresponding, layer, plan.seed) | {"layer": layer},
-        position={
-            "layer": layer,
-            **position_decoding(ordinary[train], ordinary[test], plan.grid, shuffle_seed=plan.seed),
-        },
+        position={"layer": layer, **position},
         query_map=probability[data.query_image, data.query].reshape(plan.grid).numpy(),
         kde=kde,
         differences=_differences(data.twin_tokens[layer], data.corresponding),
+        replicates=separation_replicates | position_reps,
     )
 
 
@@ -298,19 +316,25 @@ def _probabilities_by_kind(
     return {k: torch.cat(v) for k, v in values.items()}, {k: torch.cat(v) for k, v in groups.items()}
 
 
-def _separation_row(layer: int, values: dict[str, Tensor], groups: dict[str, Tensor], seed: int) -> Row:
-    """AUROC of same-object pairs against each other kind, with intervals over scenes."""
+def _separation_row(
+    layer: int, values: dict[str, Tensor], groups: dict[str, Tensor], seed: int
+) -> tuple[Row, dict[str, Tensor]]:
+    """AUROC of same-object pairs against each other kind, with intervals over scenes, and the bootstrap
+    replicates behind them (drawn with one seed over the same scenes at every layer: paired)."""
     row: Row = {"layer": layer}
+    replicates: dict[str, Tensor] = {}
     same = values["same object"]
     for kind, key in (("twin", "vs_twin"), ("similar", "vs_similar"), ("other class", "vs_other")):
         scores = torch.cat([same, values[kind]])
         labels = torch.cat([torch.ones(len(same), dtype=torch.bool), torch.zeros(len(values[kind]), dtype=torch.bool)])
         images = torch.cat([groups["same object"], groups[kind]])
         row[key] = auroc_of(scores, labels)
-        row[f"{key}_low"], row[f"{key}_high"] = bootstrap_auroc(scores, labels, images, n_boot=N_BOOT, seed=seed)
+        counts = bootstrap_counts(int(images.unique().numel()), N_BOOT, seed)
+        replicates[key] = auroc_replicates(scores, labels, images, counts)
+        row[f"{key}_low"], row[f"{key}_high"] = percentile_interval(replicates[key][replicates[key].isfinite()], 0.95)
     row["mean_p_same"] = float(same.mean())
     row["mean_p_twin"] = float(values["twin"].mean())
-    return row
+    return row, replicates
 
 
 def toy_experiments(
@@ -385,7 +409,8 @@ def _write(
         "seed": plan.seed,
         "query": {"image": data.query_image, "patch": data.query},
     }
-    result = ToyResult(separation, pca, position, out, files, settings)
+    replicates = {layer: m.replicates for layer, m in measured.items()}
+    result = ToyResult(separation, pca, position, out, files, settings, replicates)
     write_json_atomic(
         out / "toy.json", {"settings": settings, "separation": separation, "pca": pca, "position": position}
     )

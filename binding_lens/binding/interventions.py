@@ -32,6 +32,7 @@ from torch import Tensor
 from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..hooks.names import resid_post
+from ..probes import PairProbe
 from .subspace import BindingSubspace
 
 
@@ -147,6 +148,33 @@ class Inject(Intervention):
         new_binding = self.alpha * binding + (1 - self.alpha) * means
         edited = self._replace_binding(patches, new_binding)
         return torch.where(labeled[..., None], edited, patches)
+
+
+class InjectByProbe(Intervention):
+    """Informed by the model, not by the labels: move each patch's binding part toward the mean of the binding
+    parts of the patches the probe groups it with, c_i' = alpha c_i + (1 - alpha) sum_j w_ij c_j / sum_j w_ij,
+    where w_ij is the probe's P(same object) for patches i and j at this layer (w_ii = 1). `Inject` writes the
+    ground-truth objects' means, so part of what it does is hand the labels to the model; this variant uses
+    only what the model's own tokens (read by the probe) say. Every patch is edited (no labels are needed)."""
+
+    def __init__(self, subspace: BindingSubspace, alpha: float, n_prefix: int, probe: PairProbe):
+        super().__init__(subspace, n_prefix)
+        if probe.d_model != subspace.d_model:
+            raise InputError(f"the probe reads d_model {probe.d_model}, the subspace lives in {subspace.d_model}")
+        self.alpha, self.probe = _unit_interval("inject alpha", alpha), probe
+
+    def is_identity(self) -> bool:
+        return self.alpha == 1.0
+
+    def edit_patches(self, patches: Tensor) -> Tensor:
+        with torch.no_grad():
+            probe = self.probe.to(patches.device)
+            weights = probe.scores_to_probabilities(probe.pair_scores(patches.to(next(probe.parameters()).dtype)))
+        eye = torch.eye(patches.shape[1], dtype=torch.bool, device=patches.device)
+        weights = torch.where(eye, torch.ones_like(weights), weights).to(patches.dtype)
+        binding = self.subspace.binding_part(patches)
+        means = weights @ binding / weights.sum(-1, keepdim=True)
+        return self._replace_binding(patches, self.alpha * binding + (1 - self.alpha) * means)
 
 
 class ProjectOut(Intervention):

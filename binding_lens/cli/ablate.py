@@ -48,6 +48,12 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=1,
         help="scene seed (a sweep's default is 0, so 1 gives scenes its probes never saw)",
     )
+    ablate.add_argument(
+        "--head-seeds",
+        type=positive_int,
+        default=3,
+        help="segmentation heads trained per condition (their spread is in every interval)",
+    )
     ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
     ablate.add_argument("--device", default=None, help=DEVICE_HELP)
     ablate.add_argument("--out", type=output_dir, required=True, help="output directory")
@@ -87,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     model = HookedViT.from_pretrained(model_spec, device=device)
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
-    settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino)
+    settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino, head_seeds=args.head_seeds)
     dino = None
     if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
         settings, dino = _zoo_dino(model, model_spec, settings, device)
@@ -102,14 +108,18 @@ def run(args: argparse.Namespace) -> int:
     )
     print(ablation_table(result.rows))
     print(
-        f"\nminus the clean run, on the same {result.images['test']} test images (95 % paired bootstrap; "
-        "* = beyond noise; the head refit row is what retraining the heads alone moves):"
+        f"\nminus the clean run (binding - random: minus the random subspace's same condition), on the same "
+        f"{result.images['test']} test images (95 %, paired by image and head seed; intervals over images and "
+        f"{settings.head_seeds} head seeds; * = beyond noise; the head refit row is what retraining the heads "
+        "alone moves):"
     )
     print(difference_table(result.differences))
     corr = result.attention_vs_probe
     print(
         f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "
-        f"(permutation p = {corr['p_value']:.4f}, {corr['n_pairs']} pairs); "
+        f"(the paper's permutation p = {corr['p_value']:.4f}, treating {corr['n_pairs']} pairs as independent); "
+        f"given patch distance r = {corr['r_given_distance']:.3f} [{corr['r_given_distance_low']:.3f}, "
+        f"{corr['r_given_distance_high']:.3f}] over {corr['n_images']} images; "
         f"r with ground truth {corr['r_ground_truth']:.3f}"
     )
     if result.dino_head:

@@ -37,6 +37,23 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
     claims.add_argument("--seeds", type=positive_int, default=1, help="probe seeds and scene draws per model")
     claims.add_argument(
+        "--head-seeds", type=positive_int, default=3, help="segmentation heads trained per intervention condition"
+    )
+    claims.add_argument(
+        "--probe-seeds",
+        type=positive_int,
+        default=3,
+        help="seeds of every probe the claims compare (the sweep's, then refits), and of the shuffled-label probes",
+    )
+    claims.add_argument(
+        "--n-boot", type=positive_int, default=10_000, help="bootstrap draws of images behind each interval"
+    )
+    claims.add_argument(
+        "--shuffled-labels",
+        action="store_true",
+        help="a null run: every scene's labels moved by patch block, so no claim should hold",
+    )
+    claims.add_argument(
         "--max-steps",
         type=positive_int,
         default=2000,
@@ -66,11 +83,24 @@ def run(args: argparse.Namespace) -> int:
         toy_scenes=args.toy_scenes,
         toy_train=args.toy_train,
         ablation_images=args.ablation_images,
+        head_seeds=args.head_seeds,
+        probe_seeds=args.probe_seeds,
+        n_boot=args.n_boot,
+        labels="shuffled" if args.shuffled_labels else "true",
         training=ProbeTrainingConfig(max_steps=args.max_steps, min_steps=min(200, args.max_steps), seed=args.seed),
     )
+    from ..reports.claim_verdicts import model_grid
+
     print(report.markdown())
+    grid = model_grid(report.verdicts)
+    print(f"Per model (Holm-adjusted verdict; raw in brackets where it differs; · = cannot tell):\n\n{grid}")
+    seconds = ", ".join(
+        f"{m['model']} {m['seconds']:.0f} s" + (" (resumed)" if m.get("resumed") else "") for m in report.measurements
+    )
+    print(f"measuring time per model: {seconds}")
     print(
-        f"report: {report.files['markdown']}, {report.files['json']}, figures under {args.out}/sweeps, "
+        f"report: {report.files['markdown']} (its 'By objective' table is the README's), {report.files['json']}, "
+        f"{args.out}/objective_table.md (zoo compare's tables, same sweeps); figures under {args.out}/sweeps, "
         f"{args.out}/ablation and {args.out}/toy"
     )
     return 0

@@ -6,7 +6,10 @@
 - `attention_kl`: KL(clean || intervened) of the attention rows of labeled patches.
 - `*_sums`: the same two per image as (sum, count), so image-bootstrap replicates are weighted sums.
 - `attention_score_correlation`: Pearson r between attention at l+1 and IsSameObject scores at l over
-  patch pairs, with a permutation-test p-value.
+  patch pairs, with a permutation-test p-value (the paper's test: it treats the pairs as independent).
+- `attention_follows_scores`: the same correlation given patch distance (partial r: near patches attend
+  to each other and look alike, which is not binding), with a bootstrap interval and p-value over images,
+  the unit that is independent.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..hooks import HookedViT, names
+from ..stats import Interval, bootstrap_counts
+from ..stats.correlation import partial_correlation, stratum_moments
+from ..stats.inference import bootstrap_p_value, replicate_interval
 
 
 def next_layer_attention(
@@ -150,3 +156,70 @@ def attention_score_correlation(
     a, s, truth = attention[pairs], scores.to(attention)[pairs], same[pairs].to(attention.dtype)
     r, p = permutation_test(a, s, n_permutations, seed)
     return {"r": r, "p_value": p, "r_ground_truth": pearson_r(a, truth), "n_pairs": int(a.numel())}
+
+
+def _ordered_pairs(
+    instance: Int[Tensor, "batch n"], grid: tuple[int, int]
+) -> tuple[Bool[Tensor, "batch n n"], Int[Tensor, "n n"]]:
+    """The ordered pairs (i != j) of labeled patches of each image, and each pair's squared patch distance."""
+    _, labeled = _same_object(instance)
+    pairs = labeled[:, :, None] & labeled[:, None, :]
+    pairs &= ~torch.eye(pairs.shape[-1], dtype=torch.bool, device=pairs.device)[None]
+    rows, cols = grid
+    if rows * cols != instance.shape[1]:
+        raise InputError(f"a {rows} x {cols} grid has {rows * cols} patches, the labels {instance.shape[1]}")
+    where = torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1).reshape(-1, 2)
+    distance = (where[:, None] - where[None]).pow(2).sum(-1).to(instance.device)
+    return pairs, distance
+
+
+def attention_follows_draws(
+    pattern: Float[Tensor, "batch head_index query_pos key_pos"],
+    scores: Float[Tensor, "batch query_pos key_pos"],
+    instance: Int[Tensor, "batch n"],
+    grid: tuple[int, int],
+    counts: Float[Tensor, "replicate batch"],
+) -> dict[str, tuple[float, Tensor]]:
+    """{"partial": (r given patch distance, its replicates), "plain": (r, its replicates)} over ordered pairs
+    (i != j) of labeled patches, each replicate drawing images by `counts` (`stats.bootstrap_counts`): one
+    `counts` for several probes' scores makes their replicates paired."""
+    instance = instance.to(pattern.device)
+    pairs, distance = _ordered_pairs(instance, grid)
+    image = torch.arange(pattern.shape[0], device=pattern.device)[:, None, None].expand_as(pairs)[pairs]
+    attention, score = pattern.mean(1)[pairs], scores.to(pattern)[pairs]
+    n_images, n_strata = pattern.shape[0], int(distance.max()) + 1
+    found = {}
+    for name, stratum in (("partial", distance.expand_as(pairs)[pairs]), ("plain", torch.zeros_like(image))):
+        moments = stratum_moments(attention, score, stratum, image, n_images, n_strata)
+        replicates = partial_correlation(torch.einsum("bi,isk->bsk", counts.double().to(moments.device), moments))
+        found[name] = (float(partial_correlation(moments.sum(0))), replicates.cpu())
+    return found
+
+
+def attention_follows_scores(
+    pattern: Float[Tensor, "batch head_index query_pos key_pos"],
+    scores: Float[Tensor, "batch query_pos key_pos"],
+    instance: Int[Tensor, "batch n"],
+    grid: tuple[int, int],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, Interval | float | int]:
+    """Does attention at l+1 follow the probe's IsSameObject scores at l beyond what patch distance explains?
+
+    Over ordered pairs (i != j) of labeled patches: `partial`, the Pearson r of head-mean attention and the
+    scores within each patch distance (pooled over distances and images), and `plain`, r without that
+    control; each an `Interval` from a bootstrap over images (pairs of one image are not independent), with
+    `p_value` (two-sided, of the partial r, agreeing with its interval)."""
+    n_images = pattern.shape[0]
+    if n_images < 2:
+        raise InputError(f"an interval over images needs at least 2 images, got {n_images}")
+    draws = attention_follows_draws(pattern, scores, instance, grid, bootstrap_counts(n_images, n_boot, seed))
+    found: dict[str, Interval | float | int] = {
+        "n_images": n_images,
+        "n_pairs": int(_ordered_pairs(instance, grid)[0].sum()),
+    }
+    for name, (r, replicates) in draws.items():
+        found[name] = replicate_interval(r, replicates, n=n_images, method="bootstrap over images")
+    found["p_value"] = bootstrap_p_value(*draws["partial"])
+    return found

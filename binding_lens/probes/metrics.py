@@ -11,6 +11,8 @@ independent); both draw their replicates with `binding_lens.stats.bootstrap_coun
 
 from __future__ import annotations
 
+import math
+
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
@@ -67,20 +69,37 @@ def bootstrap_auroc(
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the AUROC, resampling whole `groups` (e.g. images) with replacement.
+    """Percentile bootstrap interval of the AUROC, resampling whole `groups` (e.g. images) with replacement
+    (`auroc_replicates` with `bootstrap_counts(n_groups, n_boot, seed)`; replicates without a positive or a
+    negative are dropped)."""
+    check_bootstrap(n_boot, level)
+    _, n_groups = unit_index(groups.flatten())
+    boot = auroc_replicates(scores, labels, groups, bootstrap_counts(n_groups, n_boot, seed))
+    return percentile_interval(boot[torch.isfinite(boot)], level)
+
+
+def auroc_replicates(
+    scores: Float[Tensor, " pair"],
+    labels: Bool[Tensor, " pair"],
+    groups: Int[Tensor, " pair"],
+    counts: Float[Tensor, "replicate group"],
+) -> Float[Tensor, " replicate"]:
+    """The AUROC in each bootstrap replicate given by `counts` (how often each group, in `torch.unique`
+    order of `groups`, is drawn); NaN where a replicate has no positive or no negative pair. Scores of
+    several probes on one pair set, resampled with one `counts`, give paired replicates.
 
     The AUROC counts (positive, negative) pairs that are ordered correctly (ties 1/2). Grouped, that is
     sum_ij c_i c_j M_ij / (sum_i c_i P_i)(sum_j c_j N_j), where M_ij counts the correctly ordered
     pairs of a positive of group i and a negative of group j, P and N count positives and negatives,
     and c_i is how often a replicate drew group i. M is computed once (one sorted search per group),
-    so every replicate costs a [groups x groups] product. Replicates without a positive or a negative
-    are dropped.
+    so every replicate costs a [groups x groups] product.
     """
     labels = labels.bool().flatten()
     _check(labels, scores)
-    check_bootstrap(n_boot, level)
     s = scores.detach().double().flatten()
     group, n_groups = unit_index(groups)
+    if counts.shape[-1] != n_groups:
+        raise InputError(f"counts draw {counts.shape[-1]} groups but the pairs come from {n_groups}")
     positive, positive_group = s[labels], group[labels]
     ordered = torch.zeros(n_groups, n_groups, dtype=torch.float64)
     for j in range(n_groups):
@@ -90,10 +109,10 @@ def bootstrap_auroc(
         ordered[:, j].index_add_(0, positive_group, below + tied / 2)
     n_pos = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, positive_group, torch.ones_like(positive))
     n_neg = torch.bincount(group[~labels], minlength=n_groups).double()
-    counts = bootstrap_counts(n_groups, n_boot, seed)
+    counts = counts.double()
     denominator = (counts @ n_pos) * (counts @ n_neg)
-    boot = ((counts @ ordered) * counts).sum(1)[denominator > 0] / denominator[denominator > 0]
-    return percentile_interval(boot, level)
+    numerator = ((counts @ ordered) * counts).sum(1)
+    return torch.where(denominator > 0, numerator / denominator.clamp_min(1), torch.full_like(numerator, math.nan))
 
 
 def bootstrap_accuracy(

@@ -3,8 +3,10 @@
     table = binding_by_objective(["zoo:dino", "zoo:dino@1", "zoo:mae", "zoo:random"], "runs/zoo-compare")
     print(table.markdown())
 
-Every model is swept on the same held-out scenes (the `test` split of its training preset, an
-independent random stream) with the same probe training. Per model the table gives the quadratic
+Every model is swept on held-out scenes (the `test` split of its training preset, an independent random
+stream) with the same probe training; each training seed of an objective gets its own draw of them
+(`training_scenes_for`), so an objective's interval across training seeds holds the images' variation too
+(`binding_lens.stats`' uncertainty model). Per model the table gives the quadratic
 probe at its peak layer (chosen on validation AUROC, reported on test, with 95 % bootstrap intervals
 over test images; `peak_by="test"` is the paper's optimistic rule), and `linear` and `diag_quadratic`
 at that same layer, beside the majority baseline. Models of one objective trained from different
@@ -18,15 +20,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..analyses.layer_sweep import PEAK_RULES, SweepResult
 from ..analyses.report import Row, format_table, interval_text, write_table
 from ..analyses.seed_sweep import layer_sweep_over_seeds
+from ..data import SyntheticScenes
 from ..errors import InputError
 from ..figures import accuracy_by_model
 from ..hooks import HookedViT
@@ -61,6 +63,15 @@ OBJECTIVE_METRICS = (
     "quadratic_layer_normalized",
 )
 ORDER_METRIC = "quadratic_auroc"
+SCENES_PER_TRAINING_SEED = 1000
+"""Training seed t of an objective is measured on held-out scenes drawn with seed + 1000 t."""
+
+
+def training_scenes_for(spec: str, n_scenes: int) -> Callable[[int], SyntheticScenes]:
+    """Seed -> the zoo model's held-out scenes: for training seed t, the draw seed + 1000 t (seed 0 models keep
+    the draw they always had; the others each get their own images)."""
+    training_seed = zoo_card(spec)["recipe"].get("seed") or 0
+    return lambda seed: held_out_scenes(spec, n_scenes, seed=seed + SCENES_PER_TRAINING_SEED * training_seed)
 
 
 @dataclass
@@ -278,7 +289,7 @@ def binding_by_objective(
         model = HookedViT.from_pretrained(spec)
         sweep = layer_sweep_over_seeds(
             model,
-            partial(held_out_scenes, spec, n_scenes),
+            training_scenes_for(spec, n_scenes),
             out / spec.removeprefix(PREFIX),
             seeds,
             probes=TABLE_PROBES,

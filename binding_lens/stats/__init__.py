@@ -1,17 +1,30 @@
-"""Intervals and the one rule for "beyond noise": the package's only statistics module.
+"""Intervals, tests and the one rule for "beyond noise": the package's only statistics module.
 
     mean_interval([0.81, 0.79, 0.84])              # Student t across seeds -> Interval
     difference_interval(a, b)                      # Welch (or paired=True) difference of means
     bootstrap_mean(bits_per_image)                 # percentile bootstrap over images
     paired_bootstrap_difference(parts, clean)      # one measure under two conditions, same images
     holm(p_values), benjamini_hochberg(p_values)   # multiple-comparison adjustment
+    stats.inference: replicate_interval, bootstrap_p_value, t_p_value, welch_p_value, two_level_interval
+    stats.correlation: partial_correlation         # r given a categorical nuisance (patch distance)
 
-The uncertainty model: a quantity measured on images carries a bootstrap interval over those images
-(pairs and patches of one image are not independent, so the image is the resampling unit); a quantity
-repeated over seeds (scene draws, probe initializations, training seeds) carries a Student-t interval
-across the seeds; two quantities measured on the same images are compared by a paired difference (the
-per-replicate difference of one bootstrap), two independent groups of seeds by Welch's interval. Every
-interval is an `Interval`, and a difference is "beyond noise" exactly when its interval excludes 0.
+The uncertainty model, the one every table of the package follows (the claims report, zoo compare, the
+ablation tables):
+
+- **Images are the unit** of anything measured on images: AUROC, mIoU, attention mass, the correlation of
+  attention with a probe's scores. Pairs and patches of one image are not independent, so intervals come
+  from a bootstrap over images (percentile), never from pairs treated as exchangeable.
+- **Two quantities on the same images are paired**: their difference is taken within each bootstrap draw
+  (one `bootstrap_counts` for both), never as the gap between the far ends of two intervals.
+- **Anything trained on the images** (segmentation heads, the probes a claim compares) is trained
+  with several seeds (3 or more); the seeds' spread joins the images' in `two_level_interval`.
+- **Training seeds x images at the objective level**: each training seed of a zoo objective is measured on
+  its own draw of held-out scenes, so the Student-t interval across training seeds holds both the seeds'
+  and the images' variation; two objectives are compared by Welch's interval across their seeds.
+- **One p-value per interval**, two-sided and agreeing with it (`stats.inference`), so several tests can be
+  adjusted together: Holm's step-down (family-wise error) is what the reports use, within families of
+  tests declared in their code. Every interval is an `Interval`; a difference is "beyond noise" exactly
+  when its interval excludes 0.
 """
 
 from .bootstrap import bootstrap_counts, bootstrap_mean, paired_bootstrap_difference, percentile_interval

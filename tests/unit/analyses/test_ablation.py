@@ -26,7 +26,7 @@ def test_ablation_rows_identities_control_and_paired_differences():
     settings = AblationSettings(layer=1, k=4, shuffle_ratios=(0.0, 1.0), inject_alphas=(1.0, 0.0), n_boot=200, **FAST)
     result = ablation_study(model, scenes, probe, settings, progress=False)
     rows = result.rows
-    assert len(rows) == 2 + 8 and {row["subspace"] for row in rows} == {"-", "binding", "random"}
+    assert len(rows) == 2 + 12 and {row["subspace"] for row in rows} == {"-", "binding", "random"}
     by = {(row["subspace"], row["intervention"], row["strength"]): row for row in rows}
     clean, refit = by["-", "clean", None], by["-", "head refit", None]
     measures = ("semantic_miou", "instance_miou", "own_object_attention", "dino_loss")
@@ -34,33 +34,46 @@ def test_ablation_rows_identities_control_and_paired_differences():
     for key in measures:
         assert by["binding", "shuffle", 0.0][key] == by["random", "shuffle", 0.0][key] == clean[key]
     for key in ("semantic_miou", "instance_miou", "own_object_attention"):
-        assert by["binding", "inject", 1.0][key] == clean[key]
-    # the head refit changes the heads only
-    assert refit["own_object_attention"] == clean["own_object_attention"] and refit["dino_loss"] == clean["dino_loss"]
+        assert by["binding", "inject", 1.0][key] == by["binding", "inject_probe", 1.0][key] == clean[key]
+    # the head refit changes the heads only (and has no attention or DINO measure of its own)
+    assert refit["own_object_attention"] is None and refit["dino_loss"] is None
     assert clean["attention_kl_to_clean"] == 0.0 and by["binding", "shuffle", 1.0]["attention_kl_to_clean"] > 0.0
-    assert all(row["dino_loss"] is None for row in rows if row["intervention"] == "inject")
+    assert all(row["dino_loss"] is None for row in rows if row["intervention"].startswith("inject"))
     assert "fitted on clean features" in result.dino_head
     assert -1 <= result.attention_vs_probe["r"] <= 1 and 0 < result.attention_vs_probe["p_value"] <= 1
-    # every difference is its row's value minus the clean run's, inside its interval's reach
+    low, high = result.attention_vs_probe["r_given_distance_low"], result.attention_vs_probe["r_given_distance_high"]
+    assert low <= result.attention_vs_probe["r_given_distance"] <= high
+    # every difference is its row's value minus its reference's, inside its interval's reach
     for d in result.differences:
         row = by[d["subspace"], d["intervention"], d["strength"]]
-        assert d["clean"] == pytest.approx(clean[d["measure"]]) and d["value"] == pytest.approx(row[d["measure"]])
-        assert d["difference"] == pytest.approx(d["value"] - d["clean"]) and d["low"] <= d["high"]
-        assert d["beyond_noise"] == (not d["low"] <= 0 <= d["high"])
+        reference = clean if d["reference"] == "clean" else by["random", d["intervention"], d["strength"]]
+        if d["intervention"] != "head refit":  # the refit is set against the clean heads of the first seed
+            assert d["clean"] == pytest.approx(reference[d["measure"]])
+        assert d["value"] == pytest.approx(row[d["measure"]]) and d["low"] <= d["high"]
+        assert d["difference"] == pytest.approx(d["value"] - d["clean"])
+        assert d["beyond_noise"] == (not d["low"] <= 0 <= d["high"]) and 0 <= d["p_value"] <= 1
+        assert (d["p_value"] < 0.05) == d["beyond_noise"]  # the p-value agrees with the interval
+        heads = d["measure"] in ("semantic_miou", "instance_miou") and d["intervention"] != "head refit"
+        assert ("3 head seeds" in d["method"]) == heads
     identity = [
         d
         for d in result.differences
-        if d["strength"] in (0.0, 1.0) and (d["intervention"], d["strength"]) in {("shuffle", 0.0), ("inject", 1.0)}
+        if (d["intervention"], d["strength"]) in {("shuffle", 0.0), ("inject", 1.0), ("inject_probe", 1.0)}
     ]
     assert identity and all((d["difference"], d["low"], d["high"]) == (0, 0, 0) for d in identity)
     assert {d["measure"] for d in result.differences if d["intervention"] == "head refit"} == {
         "semantic_miou",
         "instance_miou",
     }
+    contrasts = {(d["intervention"], d["strength"]) for d in result.differences if d["reference"] == "random"}
+    assert contrasts == {(kind, s) for kind in ("shuffle", "inject", "inject_probe") for s in (0.0, 1.0)}
     shuffled = {
         d["measure"]: d
         for d in result.differences
-        if d["subspace"] == "binding" and d["strength"] == 1.0 and d["intervention"] == "shuffle"
+        if d["subspace"] == "binding"
+        and d["strength"] == 1.0
+        and d["intervention"] == "shuffle"
+        and d["reference"] == "clean"
     }
     assert shuffled["attention_kl_to_clean"]["beyond_noise"] and shuffled["attention_kl_to_clean"]["low"] > 0
 
@@ -98,7 +111,7 @@ def test_ablate_command_from_a_probe_file(tmp_path, capsys, monkeypatch):
     printed = capsys.readouterr().out
     assert "semantic_miou" in printed and "permutation p" in printed and "head refit" in printed
     rows = json.loads((tmp_path / "out" / "ablation.json").read_text())
-    assert len(rows) == 2 + 8 and (tmp_path / "out" / "ablation_differences.csv").exists()
+    assert len(rows) == 2 + 12 and (tmp_path / "out" / "ablation_differences.csv").exists()
 
 
 def test_label_space_against_a_per_image_count():

@@ -207,3 +207,33 @@ def test_subspace_maps_follow_the_dtype_of_the_tokens():
         assert f(h).dtype == torch.float64
     torch.testing.assert_close(sub.binding_part(h), h @ sub.basis.double() @ sub.basis.double().T)
     assert ProjectOut(sub, 1).apply(h).dtype == torch.float64
+
+
+def test_inject_by_probe_with_a_probe_that_groups_perfectly_is_the_ground_truth_inject():
+    """A probe whose P(same) is 1 within an object and 0 across objects: the mean over the patches it groups
+    with each patch is that patch's object mean, so the variant equals `Inject` (every patch labeled); with a
+    probe that groups everything, it is the image mean instead."""
+    from binding_lens.binding import Inject
+    from binding_lens.binding.interventions import InjectByProbe
+    from binding_lens.probes import make_probe
+
+    d, n_objects = 8, 3
+    generator = torch.Generator().manual_seed(0)
+    instance = torch.randint(0, n_objects, (2, 10), generator=generator)
+    patches = 10 * torch.nn.functional.one_hot(instance, d).float() + 0.1 * torch.randn(2, 10, d, generator=generator)
+    h = torch.cat([torch.randn(2, 1, d, generator=generator), patches], 1)  # a CLS token in front
+    probe = make_probe("quadratic", d)
+    with torch.no_grad():
+        probe.A.copy_(torch.eye(d) * 2 * d**0.5)  # W = I: x.y is ~100 within an object, ~0 across
+        probe.b.fill_(-50.0)
+    sub = BindingSubspace.random(d, 4, seed=1)
+    grouped = InjectByProbe(sub, 0.0, 1, probe).apply(h)
+    truth = Inject(sub, 0.0, 1, instance).apply(h)
+    assert torch.allclose(grouped, truth, atol=1e-4) and torch.equal(grouped[:, 0], h[:, 0])
+    with torch.no_grad():
+        probe.b.fill_(50.0)  # everything grouped together: the image's mean binding part
+    everything = InjectByProbe(sub, 0.0, 1, probe).apply(h)
+    binding = sub.binding_part(h[:, 1:])
+    expected = h[:, 1:] - binding + binding.mean(1, keepdim=True)
+    assert torch.allclose(everything[:, 1:], expected, atol=1e-4)
+    assert InjectByProbe(sub, 1.0, 1, probe).apply(h) is h

@@ -113,3 +113,54 @@ def test_next_layer_attention_reads_block_l_plus_1_and_sees_interventions():
     assert attention_kl(pattern, shuffled) > 1e-6 and not torch.allclose(pattern, shuffled)
     with pytest.raises(ValueError, match="block layer\\+1 must exist"):
         next_layer_attention(model, x, layer=2)
+
+
+def _clustered(n_images: int, grid: int, generator: torch.Generator, slope_mean: float = 0.0):
+    """Attention and scores over the ordered pairs of each image, tied by a slope of the image's own (mean
+    `slope_mean`, sd 1): across images, no relation unless slope_mean != 0; within one, a strong one."""
+    n = grid * grid
+    scores = torch.randn(n_images, n, n, generator=generator)
+    slopes = slope_mean + torch.randn(n_images, 1, 1, generator=generator)
+    attention = slopes * scores + torch.randn(n_images, n, n, generator=generator)
+    instance = torch.randint(0, 3, (n_images, n), generator=generator)
+    return attention[:, None], scores, instance
+
+
+def test_pairs_treated_as_independent_reject_image_clustered_noise_the_image_level_interval_does_not():
+    """Each image ties attention to the scores with a slope of its own, mean 0: no relation across images.
+    The paper's permutation test over pairs rejects almost always (600 pairs per image are not independent);
+    the interval over images covers 0 at about its level."""
+    from binding_lens.effects.attention import attention_follows_scores
+
+    generator = torch.Generator().manual_seed(0)
+    permutation_rejects = image_rejects = 0
+    trials = 80
+    for trial in range(trials):
+        pattern, scores, instance = _clustered(30, 5, generator)
+        paper = attention_score_correlation(pattern, scores, instance, n_permutations=39, seed=trial)
+        permutation_rejects += paper["p_value"] < 0.05
+        follows = attention_follows_scores(pattern, scores, instance, (5, 5), n_boot=400, seed=trial)
+        image_rejects += bool(follows["partial"].beyond_noise)
+        assert (follows["p_value"] < 0.05) == follows["partial"].beyond_noise
+    assert permutation_rejects / trials > 0.8
+    assert image_rejects / trials <= 0.1
+    planted = attention_follows_scores(*_clustered(30, 5, generator, slope_mean=1.5), (5, 5), n_boot=400)
+    assert planted["partial"].low > 0.3 and planted["n_images"] == 30  # and a real relation is found
+
+
+def test_the_partial_correlation_removes_what_patch_distance_explains():
+    """Near patches attend to each other and score as alike, with nothing else in common: the plain r is
+    large, the r given distance is not."""
+    from binding_lens.effects.attention import attention_follows_scores
+
+    generator = torch.Generator().manual_seed(1)
+    grid, n_images = 6, 20
+    where = torch.stack(torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="ij"), -1).reshape(-1, 2)
+    distance = (where[:, None] - where[None]).float().norm(dim=-1)
+    closeness = torch.exp(-distance)[None]
+    attention = closeness + 0.05 * torch.randn(n_images, grid * grid, grid * grid, generator=generator)
+    scores = 3 * closeness + 0.2 * torch.randn(n_images, grid * grid, grid * grid, generator=generator)
+    instance = torch.randint(0, 4, (n_images, grid * grid), generator=generator)
+    follows = attention_follows_scores(attention[:, None], scores, instance, (grid, grid), n_boot=500)
+    assert follows["plain"].low > 0.5
+    assert follows["partial"].low <= 0 <= follows["partial"].high

@@ -323,6 +323,8 @@ def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_trainin
     )
     assert [row["model"] for row in table.rows] == specs
     assert [row["training_seed"] for row in table.rows] == [0, 1, 0]
+    drawn = [sweep.summary["dataset"]["seed"] for sweep in table.sweeps.values()]
+    assert drawn[1] == drawn[0] + 1000 and drawn[2] == drawn[0]  # each training seed its own held-out scenes
     for row, (_spec, sweep) in zip(table.rows, table.sweeps.items()):
         quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
         best = max(quadratic, key=lambda r: r["val_auroc"])  # chosen on validation, reported on test

@@ -1,0 +1,485 @@
+"""Each claim of the paper as one number measured on one model, set against a null that could win, with its
+interval and p-value at the right unit (`binding_lens.stats`' uncertainty model). A measure is a dict:
+`value`, `low`, `high` (95 %), `p_value` (two-sided, agreeing with the interval), `method`, `n` and context;
+or, where the claim's precondition fails, `applicable` False with `why`.
+
+- decoding (the sweep's own probes and refits with more seeds on bootstrap resamples of its training
+  images, rescored on its own test images and pair set, with one bootstrap draw of images for every
+  probe, layer and seed, so differences are paired and the seeds' spread is inside the interval):
+  `quadratic_beats_diagonal` (full minus diagonal quadratic AUROC at the quadratic peak), the floor row
+  `quadratic_beats_linear`, `middle_layers` (the best mid-depth layer, chosen on validation, above the
+  first layer and above the last: an intersection-union test of the two gaps), the peak depth with its
+  interval, and the middle-layer signal (AUROC - 0.5 at the fixed middle layer) the toy claims need;
+- `low_dimensional`: the top-k share of ||W||^2 of the middle layer's quadratic probes minus the same share
+  for probes trained the same way on shuffled labels (Welch across probe seeds);
+- `attention_follows`: the partial correlation of attention at l + 1 with the probe's scores at l given
+  patch distance, minus the same for a probe trained on shuffled labels, at l = the fixed middle layer;
+- interventions: binding-subspace effect minus random-subspace effect of the same k (`analyses.ablation`'s
+  "binding - random" rows: paired by image and head seed, 3 head seeds);
+- toy: the twins and position claims at the fixed middle layer against the last, paired over scenes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..activations.prepare import choose_slots
+from ..analyses.ablation import Labeled, label_images
+from ..analyses.layer_sweep import SweepResult
+from ..analyses.run import RunDirectory
+from ..analyses.toy import ToyResult
+from ..binding import BindingSubspace
+from ..data.scene import Scenes
+from ..effects.attention import attention_follows_draws, attention_score_correlation
+from ..hooks import HookedViT, names
+from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, evaluate, make_probe, train_probes
+from ..probes.evaluation import score_pairs
+from ..probes.metrics import auroc, auroc_replicates
+from ..stats import Interval, bootstrap_counts, difference_interval
+from ..stats.inference import bootstrap_p_value, replicate_interval, two_level_interval, welch_p_value
+
+Measure = dict[str, Any]
+DECODING_PROBES = ("linear", "diag_quadratic", "quadratic")
+
+
+def middle_layer(n_layers: int) -> int:
+    """The middle layer, fixed before looking and the same for every model: round((n_layers - 1) / 2)."""
+    return round((n_layers - 1) / 2)
+
+
+def measure_of(interval: Interval, p_value: float | None, **context: Any) -> Measure:
+    return {
+        "value": interval.estimate,
+        "low": interval.low,
+        "high": interval.high,
+        "p_value": p_value,
+        "method": interval.method,
+        "n": interval.n,
+        "applicable": True,
+        **context,
+    }
+
+
+def not_applicable(why: str, **context: Any) -> Measure:
+    return {"value": None, "low": None, "high": None, "p_value": None, "applicable": False, "why": why, **context}
+
+
+def paired_measure(estimate: float, replicates: Tensor, n: int, unit: str = "images", **context: Any) -> Measure:
+    """A difference of two quantities on the same draws: percentile interval and p-value of its replicates."""
+    interval = replicate_interval(estimate, replicates, n=n, method=f"paired bootstrap over {unit}")
+    return measure_of(interval, bootstrap_p_value(estimate, replicates), **context)
+
+
+def flipped(measure: Measure) -> Measure:
+    """-measure (a fall read as a rise): value and ends negated, the ends swapped."""
+    low, high = measure["low"], measure["high"]
+    return measure | {
+        "value": -measure["value"],
+        "low": None if high is None else -high,
+        "high": None if low is None else -low,
+    }
+
+
+# --- the sweep's images, as it stored them; its probes and their refits with other seeds ---------
+@dataclass(frozen=True)
+class SweepSplits:
+    """The sweep's train, val and test images (dataset indices, read from its run) as it stored them: its
+    patches of each image (drawn with its extraction seed and the image's dataset index) in its dtype, at
+    every layer (`data[split].acts[layer]`), so its probes score exactly its pairs and refits train on its data."""
+
+    indices: dict[str, list[int]]
+    data: dict[str, ProbeData]
+
+
+def _stored(tokens: list[Tensor], instance: Tensor, indices: list[int], request: dict[str, Any]) -> ProbeData:
+    per_image, seed = request.get("patches_per_image"), int(request.get("seed", 0))
+    dtype = getattr(torch, request.get("dtype", "float32"))
+    n_slots = per_image if per_image is not None else instance.shape[1]
+    slots = torch.full((len(indices), n_slots), -1, dtype=torch.long)
+    for row, index in enumerate(indices):
+        chosen = torch.as_tensor(choose_slots(instance[row].numpy(), per_image, seed, index), dtype=torch.long)
+        slots[row, : chosen.numel()] = chosen
+    kept = slots.clamp_min(0)
+    labels = torch.where(slots >= 0, instance.gather(1, kept), -1)
+    d_model = tokens[0].shape[-1]
+    acts = [layer.gather(1, kept[..., None].expand(-1, -1, d_model)).to(dtype).float() for layer in tokens]
+    return ProbeData(acts, labels)
+
+
+def sweep_splits(model: HookedViT, scenes: Scenes, run: RunDirectory, batch: int = 64) -> SweepSplits:
+    """Every split of the sweep's run, forwarded once, as the sweep stored it."""
+    indices, request = run.split_indices(), run.request() or {}
+    wanted = [names.resid_post(layer) for layer in range(model.cfg.n_layers)]
+    data = {}
+    for split, chosen in indices.items():
+        labeled = label_images(model, [scenes[i] for i in chosen], None)
+        parts: list[list[Tensor]] = [[] for _ in wanted]
+        for start in range(0, len(chosen), batch):
+            with torch.inference_mode():
+                _, cache = model.run_with_cache(labeled.pixels[start : start + batch], names_filter=wanted)
+            for layer, name in enumerate(wanted):
+                parts[layer].append(model.patch_tokens(cache[name]).float())
+        data[split] = _stored([torch.cat(p) for p in parts], labeled.instance, chosen, request)
+    return SweepSplits(indices, data)
+
+
+Key = tuple[str, int]
+
+
+def refit_probes(
+    splits: SweepSplits, wanted: Sequence[Key], training: ProbeTrainingConfig, seed: int, shuffled: bool = False
+) -> dict[Key, PairProbe]:
+    """The sweep's probes `wanted` ((name, layer)) trained again as it trained them, with another `seed`:
+    on a bootstrap resample of its training images (drawn with `seed`: which images a probe learns from is
+    most of what makes two probes differ; the initial weights and batches alone barely move a probe that
+    starts at 0) and validated on its validation images; with `shuffled`, on labels permuted among the
+    labeled patches of each image (the null with the same training)."""
+    train, val = splits.data["train"], splits.data["val"]
+    resample = torch.randint(train.n_images, (train.n_images,), generator=torch.Generator().manual_seed(seed))
+    train = train.select(resample)
+
+    def labels(data: ProbeData) -> Tensor:
+        return shuffled_instance(data.instance, seed) if shuffled else data.instance
+
+    layers = [layer for _, layer in wanted]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        probes = [make_probe(name, train.d_model(layer)) for name, layer in wanted]
+    results = train_probes(
+        probes,
+        ProbeData([train.acts[layer] for layer in layers], labels(train)),
+        ProbeData([val.acts[layer] for layer in layers], labels(val)),
+        replace(training, seed=seed),
+        warn=False,
+    )
+    return {key: result.probe for key, result in zip(wanted, results)}
+
+
+@dataclass(frozen=True)
+class AurocDraws:
+    """Test AUROCs of probes trained with several seeds (`values[key][s]`) and their bootstrap replicates
+    (`replicates[key]`: [seed, replicate]), every one drawn with one `counts` over the test images."""
+
+    values: dict[Key, list[float]]
+    replicates: dict[Key, Tensor]
+    n_images: int
+
+    def seeds(self, key: Key) -> int:
+        return len(self.values[key])
+
+    def difference(self, a: Key, b: Key) -> tuple[list[float], Tensor]:
+        """a - b with each seed (the seeds both have): per-seed values, and replicates of their mean."""
+        n = min(self.seeds(a), self.seeds(b))
+        per_seed = [x - y for x, y in zip(self.values[a][:n], self.values[b][:n])]
+        return per_seed, (self.replicates[a][:n] - self.replicates[b][:n]).mean(0)
+
+
+def auroc_draws(
+    splits: SweepSplits,
+    probes: Sequence[dict[Key, PairProbe]],
+    training: ProbeTrainingConfig,
+    counts: Float[Tensor, "replicate image"],
+) -> AurocDraws:
+    """Each seed's probes (`probes[s]`: (name, layer) -> probe) scored on the sweep's test pairs (its
+    evaluation's patches and seed) and resampled with one draw of images."""
+    test = splits.data["test"]
+    values: dict[Key, list[float]] = {}
+    replicates: dict[Key, list[Tensor]] = {}
+    for by_key in probes:
+        for (name, layer), probe in by_key.items():
+            scored = score_pairs(
+                probe, test, layer=layer, patches_per_image=training.eval_patches_per_image, seed=training.eval_seed
+            )
+            values.setdefault((name, layer), []).append(auroc(scored.scores, scored.labels))
+            replicates.setdefault((name, layer), []).append(
+                auroc_replicates(scored.scores, scored.labels, scored.images, counts)
+            )
+    stacked = {key: torch.stack(draws) for key, draws in replicates.items()}
+    return AurocDraws(values, stacked, test.n_images)
+
+
+def seeded_measure(per_seed: Sequence[float], replicates: Tensor, n: int, **context: Any) -> Measure:
+    """A quantity measured with probes of several seeds on the same test images: the two-level interval
+    (images + probe seeds); with one seed, the paired bootstrap's."""
+    estimate = sum(per_seed) / len(per_seed)
+    if len(per_seed) > 1 and torch.isfinite(replicates).sum() > 1:
+        interval, p = two_level_interval(estimate, replicates, per_seed, n=n, seeds_of="probe")
+        return measure_of(interval, p, seeds=list(per_seed), **context)
+    return paired_measure(estimate, replicates, n, **context)
+
+
+def best_middle(sweep: SweepResult, n_layers: int) -> int:
+    """The mid-depth layer (normalized depth in [1/3, 2/3], neither first nor last) with the best validation
+    AUROC of the quadratic probe: chosen on validation, judged on test."""
+    quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
+    inside = [r for r in quadratic if 1 / 3 <= r["layer_normalized"] <= 2 / 3 and 0 < r["layer"] < n_layers - 1]
+    return max(inside or quadratic, key=lambda r: r["val_auroc"])["layer"]
+
+
+def refit_keys(sweep: SweepResult, n_layers: int) -> list[Key]:
+    """The probes the per-model decoding claims compare, refit with more seeds: quadratic at the first, the
+    best middle, the fixed middle, the peak and the last layer; diagonal and linear at the peak."""
+    peak = sweep.peaks["quadratic"]["layer"]
+    layers = sorted({0, best_middle(sweep, n_layers), middle_layer(n_layers), peak, n_layers - 1})
+    return [("quadratic", layer) for layer in layers] + [("diag_quadratic", peak), ("linear", peak)]
+
+
+def _both_ways(rise: Measure, fall: Measure) -> Measure:
+    """The middle-layers claim holds when both gaps do (an intersection-union test): shown by the gap that
+    decides it, a significantly negative one if there is one, else the positive one with the larger p."""
+    gaps = [rise, fall]
+    negative = [g for g in gaps if g["value"] < 0 and g["p_value"] < 0.05]
+    if negative:
+        return min(negative, key=lambda g: g["p_value"])
+    positive = [g for g in gaps if g["value"] > 0]
+    if len(positive) == 2:
+        return max(positive, key=lambda g: g["p_value"])
+    return min(gaps, key=lambda g: g["value"])
+
+
+def decoding_measures(draws: AurocDraws, sweep: SweepResult, n_layers: int) -> dict[str, Measure]:
+    """`quadratic_beats_diagonal`, the floor `quadratic_beats_linear`, `middle_layers` (with the peak depth)
+    and the middle-layer signal: on the sweep's test images, paired, with the probes' seeds inside."""
+    n, peak, middle, last = draws.n_images, sweep.peaks["quadratic"]["layer"], middle_layer(n_layers), n_layers - 1
+    measures = {
+        f"quadratic_beats_{other}": seeded_measure(*draws.difference(("quadratic", peak), (probe, peak)), n, layer=peak)
+        for other, probe in (("diagonal", "diag_quadratic"), ("linear", "linear"))
+    }
+    best = best_middle(sweep, n_layers)
+    rise = seeded_measure(*draws.difference(("quadratic", best), ("quadratic", 0)), n)
+    fall = seeded_measure(*draws.difference(("quadratic", best), ("quadratic", last)), n)
+    by_layer = torch.stack([draws.replicates["quadratic", layer][0] for layer in range(n_layers)], -1)
+    depth = torch.nan_to_num(by_layer, nan=-1.0).argmax(-1).double() / max(n_layers - 1, 1)
+    top = max(range(n_layers), key=lambda layer: draws.values["quadratic", layer][0]) / max(n_layers - 1, 1)
+    decided = _both_ways(rise, fall)
+    measures["middle_layers"] = {k: v for k, v in decided.items() if k not in ("layers",)} | {
+        "layers": (0, best, last),
+        "rise": rise,
+        "fall": fall,
+        "peak_depth": _interval_row(replicate_interval(top, depth, n=n, method="bootstrap over images")),
+    }
+    signal = [v - 0.5 for v in draws.values["quadratic", middle]]
+    measures["middle_signal"] = seeded_measure(signal, draws.replicates["quadratic", middle].mean(0) - 0.5, n)
+    return measures
+
+
+def _interval_row(interval: Interval) -> dict[str, Any]:
+    return {"value": interval.estimate, "low": interval.low, "high": interval.high}
+
+
+# --- low-dimensional: the probe's W against probes trained on shuffled labels ------------------
+def energy_share(probe: PairProbe, k: int) -> float:
+    """The share of ||W||_F^2 that W's top-k eigenvalues (by |lambda|) hold."""
+    values = BindingSubspace.from_probe(probe, probe.d_model).eigenvalues
+    assert values is not None  # a probe's subspace has eigenvalues
+    squares = values.double().square()
+    return float(squares[:k].sum() / squares.sum()) if squares.sum() > 0 else math.nan
+
+
+def shuffled_instance(instance: Int[Tensor, "image n"], seed: int) -> Int[Tensor, "image n"]:
+    """Each image's object ids permuted among its labeled patches: the same objects and sizes, no tie to
+    the tokens (the null with the same training)."""
+    generator = torch.Generator().manual_seed(seed)
+    out = instance.clone()
+    for row in range(instance.shape[0]):
+        where = torch.nonzero(instance[row] >= 0).flatten()
+        out[row, where] = instance[row, where[torch.randperm(len(where), generator=generator)]]
+    return out
+
+
+def low_dimensional_measure(
+    splits: SweepSplits, probes: Sequence[PairProbe], null: Sequence[PairProbe], k: int, layer: int
+) -> Measure:
+    """The top-k share of ||W||^2 of the middle layer's quadratic probes (one per seed) minus that of probes
+    trained the same way on shuffled labels; Welch's interval across seeds. The AUROC share the sweep
+    probe's top-k subspace keeps on the test pairs is context (it holds on untrained networks too)."""
+    shares = {"true": [energy_share(p, k) for p in probes], "shuffled": [energy_share(p, k) for p in null]}
+    difference = difference_interval(shares["true"], shares["shuffled"])
+    test = splits.data["test"]
+    kept = kept_auroc_share(probes[0], (test.acts[layer], test.instance), k)
+    return measure_of(
+        difference, welch_p_value(shares["true"], shares["shuffled"]), k=k, shares=shares, kept_auroc_share=kept
+    )
+
+
+def kept_auroc_share(probe: PairProbe, data: tuple[Tensor, Tensor], k: int) -> float:
+    """The share of the probe's above-chance AUROC its top-k subspace keeps (NaN at chance)."""
+    bias = getattr(probe, "b", None)
+    if not isinstance(bias, Tensor):
+        raise TypeError(f"{type(probe).__name__} has no scalar bias `b`: it has no binding subspace to truncate")
+    full = evaluate(probe, data)["auroc"]
+    truncated = evaluate(BindingSubspace.from_probe(probe, k).to_probe(bias.detach()), data)["auroc"]
+    return (truncated - 0.5) / (full - 0.5) if full - 0.5 > 1e-6 else math.nan
+
+
+# --- attention at l + 1 against the probe at l ----------------------------------------------------
+@dataclass(frozen=True)
+class TestImages:
+    """The sweep's test images (every labeled patch), the residual stream at `layer` and block layer + 1's
+    attention pattern among patch tokens."""
+
+    data: Labeled
+    tokens: Float[Tensor, "image n d_model"]
+    pattern: Float[Tensor, "image head_index query_pos key_pos"]
+    layer: int
+
+
+def test_images(model: HookedViT, scenes: Scenes, indices: list[int], layer: int) -> TestImages:
+    data = label_images(model, [scenes[i] for i in indices], None)
+    wanted = [names.resid_post(layer), names.pattern(layer + 1)]
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(data.pixels, names_filter=wanted)
+    n_prefix = model.cfg.n_prefix_tokens
+    pattern = cache[names.pattern(layer + 1)][:, :, n_prefix:, n_prefix:].float()
+    return TestImages(data, model.patch_tokens(cache[names.resid_post(layer)]).float(), pattern, layer)
+
+
+@dataclass(frozen=True)
+class AttentionSettings:
+    n_boot: int
+    permutations: int
+    seed: int
+
+
+def attention_measure(
+    model: HookedViT,
+    probes: Sequence[PairProbe],
+    null: Sequence[PairProbe],
+    test: TestImages,
+    settings: AttentionSettings,
+) -> Measure:
+    """Partial r (given patch distance) of attention at layer + 1 with the scores at `layer` of the probe
+    trained with each seed, minus the same r for the probe trained the same way on shuffled labels (a
+    quadratic form fitted to noise on these tokens correlates with attention too): paired by image (one draw
+    for every probe) and by seed, the probe seeds' spread inside. Beside it: the probes' own partial r, the
+    r without the distance control, and the paper's r over pairs with its permutation p (pairs treated as
+    independent), for the first probe."""
+    grid = model.patch_grid(test.data.pixels[:1])
+    counts = bootstrap_counts(test.tokens.shape[0], settings.n_boot, settings.seed)
+    found: dict[str, list[tuple[float, Tensor]]] = {}
+    for kind, group in (("true", probes), ("null", null)):
+        for probe in group:
+            with torch.inference_mode():
+                scores = probe.pair_logits(test.tokens)
+            for name, draw in attention_follows_draws(test.pattern, scores, test.data.instance, grid, counts).items():
+                found.setdefault(f"{kind} {name}", []).append(draw)
+    n = test.tokens.shape[0]
+
+    def combined(key: str, minus: str | None = None) -> Measure:
+        values = [r for r, _ in found[key]]
+        draws = torch.stack([d for _, d in found[key]])
+        if minus is not None:
+            values = [a - b for a, (b, _) in zip(values, found[minus])]
+            draws = draws - torch.stack([d for _, d in found[minus]])
+        return seeded_measure(values, draws.mean(0), n)
+
+    with torch.inference_mode():
+        first = probes[0].pair_logits(test.tokens)
+    paper = attention_score_correlation(test.pattern, first, test.data.instance, settings.permutations, settings.seed)
+    own, shuffled, plain = combined("true partial"), combined("null partial"), combined("true plain")
+    return combined("true partial", minus="null partial") | {
+        "layer": test.layer,
+        "probe_r": _interval_row(Interval(own["value"], own["low"], own["high"])),
+        "shuffled_r": _interval_row(Interval(shuffled["value"], shuffled["low"], shuffled["high"])),
+        "plain": _interval_row(Interval(plain["value"], plain["low"], plain["high"])),
+        "pair_level": {"r": paper["r"], "p_value": paper["p_value"], "n_pairs": paper["n_pairs"]},
+        "r_ground_truth": paper["r_ground_truth"],
+    }
+
+
+# --- interventions ---------------------------------------------------------------------------------
+INTERVENTION_CLAIMS = {
+    "shuffle_hurts": ("shuffle", 1.0, -1),
+    "inject_helps": ("inject", 0.0, 1),
+    "inject_own_helps": ("inject_probe", 0.0, 1),
+}
+"""claim -> (intervention, strength, sign): the claim's value is sign x (binding - random) instance mIoU."""
+
+
+def intervention_measures(differences: Sequence[dict[str, Any]], measure: str = "instance_miou") -> dict[str, Measure]:
+    """The intervention claims from an ablation study's differences: binding minus random subspace, paired by
+    image and head seed (a shuffle's fall counted as positive), with each side's change from the clean run
+    and the head refit (the noise floor of one head seed) for context."""
+    found = {
+        (d["subspace"], d["intervention"], d["strength"], d.get("reference", "clean")): d
+        for d in differences
+        if d["measure"] == measure
+    }
+    refit = found.get(("-", "head refit", None, "clean"))
+    out = {}
+    for claim, (kind, strength, sign) in INTERVENTION_CLAIMS.items():
+        contrast = found.get(("binding", kind, strength, "random"))
+        if contrast is None:
+            continue
+        row = {
+            "value": contrast["difference"],
+            "low": contrast["low"],
+            "high": contrast["high"],
+            "p_value": contrast["p_value"],
+            "method": contrast["method"],
+            "applicable": True,
+            "clean": found[("binding", kind, strength, "clean")]["clean"],
+            "beside": {
+                name: _difference_row(found.get((subspace, kind, strength, "clean")))
+                for name, subspace in (("binding vs clean", "binding"), ("random vs clean", "random"))
+            }
+            | {"head refit": _difference_row(refit)},
+        }
+        out[claim] = flipped(row) if sign < 0 else row
+    return out
+
+
+def _difference_row(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if d is None else {"value": d["difference"], "low": d["low"], "high": d["high"]}
+
+
+# --- the toy experiments: middle layer against the last -------------------------------------------
+def toy_measures(toy: ToyResult, n_layers: int, middle_signal: Measure) -> dict[str, Measure]:
+    """`twins` (same-vs-twin AUROC at the middle layer minus at the last) and `position_falls` (RMSE at the
+    last layer minus at the middle), paired over twin scenes / test images, at layers fixed before looking.
+    Each is "not applicable" unless the binding signal is above chance at the middle layer and so is the
+    claim's own (twins told apart there; position decoded better than the shuffled-position control)."""
+    middle, last = middle_layer(n_layers), n_layers - 1
+    mid, end = toy.replicates[middle], toy.replicates[last]
+    rows = {"twins": {r["layer"]: r for r in toy.separation}, "position": {r["layer"]: r for r in toy.position}}
+    n_twins, n_test = toy.settings["n_twin_scenes"], toy.settings["probe_images"]["position_test"]
+    twins_told = paired_measure(
+        rows["twins"][middle]["vs_twin"] - 0.5, mid["vs_twin"] - 0.5, n_twins, unit="twin scenes"
+    )
+    position_read = paired_measure(
+        rows["position"][middle]["rmse_shuffled"] - rows["position"][middle]["rmse"],
+        mid["rmse_shuffled"] - mid["rmse"],
+        n_test,
+    )
+    claims = {
+        "twins": (
+            rows["twins"][middle]["vs_twin"] - rows["twins"][last]["vs_twin"],
+            mid["vs_twin"] - end["vs_twin"],
+            twins_told,
+            "twins are not told apart at the middle layer",
+        ),
+        "position_falls": (
+            rows["position"][last]["rmse"] - rows["position"][middle]["rmse"],
+            end["rmse"] - mid["rmse"],
+            position_read,
+            "position is not decoded at the middle layer",
+        ),
+    }
+    out = {}
+    for claim, (value, replicates, own, why) in claims.items():
+        unit = "twin scenes" if claim == "twins" else "test images"
+        context = {"layers": (middle, last), "precondition": own}
+        if middle_signal.get("low") is None or middle_signal["low"] <= 0:
+            out[claim] = not_applicable("no binding signal above chance at the middle layer", **context)
+        elif own["low"] is None or own["low"] <= 0:
+            out[claim] = not_applicable(why, **context)
+        else:
+            out[claim] = paired_measure(value, replicates, own["n"], unit=unit, **context)
+    return out

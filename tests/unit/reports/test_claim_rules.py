@@ -1,0 +1,235 @@
+"""The claims report's rules on planted numbers: verdicts from intervals and from Holm-adjusted p-values,
+families adjusted by hand, nulls each claim is set against, and "not applicable" where the signal a claim
+needs is absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from binding_lens.analyses.layer_sweep import SweepResult
+from binding_lens.analyses.toy import ToyResult
+from binding_lens.reports.claim_measures import (
+    AurocDraws,
+    decoding_measures,
+    energy_share,
+    intervention_measures,
+    shuffled_instance,
+    toy_measures,
+)
+from binding_lens.reports.claim_verdicts import (
+    CLAIMS,
+    FLOORS,
+    adjust,
+    adjusted_verdict,
+    model_rows,
+    objective_rows,
+    ordering_row,
+    verdict,
+)
+from binding_lens.stats import difference_interval, holm
+
+
+def test_verdicts_follow_the_interval_and_the_adjusted_p_value():
+    assert verdict(0.02, 0.08) == "holds" and verdict(-0.08, -0.01) == "fails"
+    assert verdict(-0.01, 0.05) == "cannot tell" and verdict(None, None) == "cannot tell"
+    assert adjusted_verdict(0.1, 0.01) == "holds" and adjusted_verdict(-0.1, 0.04) == "fails"
+    assert adjusted_verdict(0.1, 0.2) == "cannot tell" and adjusted_verdict(0.1, None) == "cannot tell"
+
+
+def _model(objective: str, seed: int, p: float, value: float = 0.05, applicable: bool = True) -> dict:
+    measure = {"value": value, "low": value - 0.01, "high": value + 0.01, "p_value": p, "applicable": applicable}
+    return {
+        "model": f"zoo:{objective}@{seed}",
+        "objective": objective,
+        "measures": {claim: dict(measure) for claim in (*CLAIMS, *FLOORS) if claim != "ordering"},
+        "row": {"quadratic_auroc": 0.8},
+    }
+
+
+def test_holm_runs_within_each_family_as_by_hand():
+    """Three models, each with p = 0.001, 0.02 or 0.04 on all 9 primary claims: a family of 27 tests. By hand:
+    the nine 0.001s are ranks 0-8, adjusted 27 x 0.001 = 0.027 (monotone over the nine); the 0.02s, ranks
+    9-17, 18 x 0.02 = 0.36; the 0.04s, ranks 18-26, 9 x 0.04 = 0.36."""
+    models = [_model("mae", s, p) for s, p in enumerate((0.001, 0.02, 0.04))]
+    rows = adjust(model_rows(models))
+    tested = [r for r in rows if r["family"] == "models"]
+    assert len(tested) == 27  # every primary claim on every model; the floor is in no family
+    by_hand = {"`zoo:mae@0`": 0.027, "`zoo:mae@1`": 0.36, "`zoo:mae@2`": 0.36}
+    assert [r["p_adjusted"] for r in tested] == pytest.approx([by_hand[r["on"]] for r in tested])
+    assert [r["p_adjusted"] for r in tested] == pytest.approx(holm([r["p_value"] for r in tested]))
+    assert {r["verdict_adjusted"] for r in tested if r["on"] == "`zoo:mae@0`"} == {"holds"}
+    assert {(r["verdict"], r["verdict_adjusted"]) for r in tested if r["on"] == "`zoo:mae@1`"} == {
+        ("holds", "cannot tell")
+    }
+    floor = [r for r in rows if r["claim"] == "quadratic_beats_linear"][0]
+    assert floor["family"] is None and floor["p_adjusted"] is None and floor["verdict_adjusted"] == floor["verdict"]
+
+
+def test_each_objective_is_set_against_the_untrained_control_by_welch():
+    models = (
+        [_model("mae", s, 0.01, 0.5 + 0.01 * s) for s in range(3)]
+        + [_model("dino", s, 0.01, 0.1 + 0.01 * s) for s in range(3)]
+        + [_model("random", s, 0.01, 0.1 + 0.01 * s) for s in range(3)]
+    )
+    rows = adjust(objective_rows(models))
+    by = {(r["claim"], r["objective"]): r for r in rows}
+    expected = difference_interval([0.5, 0.51, 0.52], [0.1, 0.11, 0.12])
+    control = by["middle_layers", "mae"]["vs_control"]
+    assert (control["value"], control["low"], control["high"]) == pytest.approx(
+        (expected.estimate, expected.low, expected.high)
+    )
+    assert control["verdict_adjusted"] == "holds" and control["family"] == "against the control"
+    assert by["middle_layers", "dino"]["vs_control"]["verdict_adjusted"] == "cannot tell"  # same as the control
+    assert "vs_control" not in by["middle_layers", "random"]
+    assert by["middle_layers", "mae"]["method"] == "t across 3 training seeds"
+
+
+def test_an_objective_row_is_not_applicable_when_one_seed_is_not():
+    models = [_model("dino", 0, 0.01), _model("dino", 1, 0.01, applicable=False)]
+    row = [r for r in objective_rows(models) if r["claim"] == "twins"][0]
+    assert row["verdict"] == "not applicable" and row["family"] is None
+
+
+def test_the_paper_ordering_needs_every_step_beyond_noise():
+    def models(aurocs: dict[str, list[float]]) -> list[dict]:
+        return [
+            {"model": f"zoo:{o}@{s}", "objective": o, "measures": {}, "row": {"quadratic_auroc": a}}
+            for o, values in aurocs.items()
+            for s, a in enumerate(values)
+        ]
+
+    holds = ordering_row(models({"dino": [0.9, 0.91, 0.92], "supervised": [0.8, 0.81, 0.82], "mae": [0.7, 0.71]}))
+    assert holds["verdict"] == "holds"
+    fails = ordering_row(models({"dino": [0.7, 0.71, 0.72], "mae": [0.9, 0.91, 0.9]}))
+    assert fails["verdict"] == "fails" and fails["text"].startswith("dino - mae: -0.193")
+    assert ordering_row(models({"dino": [0.7, 0.8], "mae": [0.75, 0.74]}))["verdict"] == "cannot tell"
+
+
+def _sweep(aurocs: list[float]) -> SweepResult:
+    n = len(aurocs)
+    rows = [
+        {"probe": "quadratic", "layer": layer, "layer_normalized": layer / (n - 1), "val_auroc": a}
+        for layer, a in enumerate(aurocs)
+    ]
+    peak = max(range(n), key=lambda layer: aurocs[layer])
+    return SweepResult(rows=rows, peaks={"quadratic": {"layer": peak}}, out=Path("."))
+
+
+def _draws(aurocs: list[float], noise: float = 0.005, seeds: int = 3) -> AurocDraws:
+    """Test AUROCs of probes of 3 seeds at every layer: an image effect shared by every probe and layer (it
+    cancels in paired differences), a little noise of each probe's own, and a seed shift of 0.002."""
+    generator = torch.Generator().manual_seed(0)
+    image_effect = 0.02 * torch.randn(2000, generator=generator, dtype=torch.float64)
+    values, replicates = {}, {}
+    for probe, shift in (("quadratic", 0.0), ("diag_quadratic", -0.05), ("linear", -0.3)):
+        for layer, a in enumerate(aurocs):
+            per_seed = [a + shift + 0.002 * float(torch.randn(1, generator=generator)) for _ in range(seeds)]
+            values[probe, layer] = per_seed
+            replicates[probe, layer] = torch.stack(
+                [
+                    v + image_effect + noise * torch.randn(2000, generator=generator, dtype=torch.float64)
+                    for v in per_seed
+                ]
+            )
+    return AurocDraws(values, replicates, 60)
+
+
+def test_middle_layers_needs_the_rise_and_the_fall():
+    """A peak at the last layer (MAE here) rises from the first layer but never falls: the claim fails.
+    Rise then fall holds; a flat profile cannot tell."""
+    rising = [0.80, 0.84, 0.88, 0.90, 0.93, 0.96]
+    humped = [0.80, 0.85, 0.90, 0.89, 0.86, 0.84]
+    flat = [0.80] * 6
+    got = {name: decoding_measures(_draws(a), _sweep(a), 6) for name, a in (("rise", rising), ("hump", humped))}
+    got["flat"] = decoding_measures(_draws(flat, noise=0.01), _sweep(flat), 6)
+    assert verdict(got["rise"]["middle_layers"]["low"], got["rise"]["middle_layers"]["high"]) == "fails"
+    assert got["rise"]["middle_layers"]["rise"]["low"] > 0  # what the old claim checked: it held
+    assert verdict(got["hump"]["middle_layers"]["low"], got["hump"]["middle_layers"]["high"]) == "holds"
+    assert verdict(got["flat"]["middle_layers"]["low"], got["flat"]["middle_layers"]["high"]) == "cannot tell"
+    assert got["rise"]["middle_layers"]["peak_depth"]["value"] == 1.0
+    full = got["hump"]["quadratic_beats_diagonal"]
+    assert full["value"] == pytest.approx(0.05, abs=0.005) and full["low"] > 0.03  # paired: the image effect cancels
+    assert "3 probe seeds" in full["method"] and len(full["seeds"]) == 3
+    assert got["hump"]["middle_signal"]["value"] == pytest.approx(0.40, abs=0.005)
+
+
+def _toy(vs_twin: list[float], rmse: list[float], shuffled: float = 3.4) -> ToyResult:
+    generator = torch.Generator().manual_seed(1)
+    replicates = {
+        layer: {
+            "vs_twin": t + 0.01 * torch.randn(1000, generator=generator, dtype=torch.float64),
+            "rmse": r + 0.01 * torch.randn(1000, generator=generator, dtype=torch.float64),
+            "rmse_shuffled": shuffled + 0.01 * torch.randn(1000, generator=generator, dtype=torch.float64),
+        }
+        for layer, (t, r) in enumerate(zip(vs_twin, rmse))
+    }
+    separation = [{"layer": layer, "vs_twin": t} for layer, t in enumerate(vs_twin)]
+    position = [{"layer": layer, "rmse": r, "rmse_shuffled": shuffled} for layer, r in enumerate(rmse)]
+    settings = {"n_twin_scenes": 64, "probe_images": {"position_test": 40}}
+    return ToyResult(separation, [], position, Path("."), {}, settings, replicates)
+
+
+def test_toy_claims_are_not_applicable_without_a_middle_layer_signal():
+    signal = {"value": 0.3, "low": 0.25, "high": 0.35}
+    none = {"value": 0.01, "low": -0.02, "high": 0.04}
+    toy = _toy([0.9, 0.9, 0.9, 0.8, 0.7, 0.6], [1.5, 1.6, 1.7, 1.9, 2.1, 2.3])
+    with_signal = toy_measures(toy, 6, signal)
+    assert verdict(with_signal["twins"]["low"], with_signal["twins"]["high"]) == "holds"
+    assert with_signal["position_falls"]["value"] == pytest.approx(2.3 - 1.7)
+    without = toy_measures(toy, 6, none)
+    assert all(not m["applicable"] and "binding signal" in m["why"] for m in without.values())
+    blind_twins = toy_measures(_toy([0.5] * 6, [1.5] * 6), 6, signal)["twins"]
+    assert not blind_twins["applicable"] and "twins are not told apart" in blind_twins["why"]
+    no_position = toy_measures(_toy([0.9] * 6, [3.4] * 6), 6, signal)["position_falls"]
+    assert not no_position["applicable"] and "position" in no_position["why"]
+
+
+def test_intervention_claims_are_binding_minus_random_paired():
+    def d(subspace, intervention, strength, reference, difference, p=0.01):
+        return {
+            "subspace": subspace,
+            "intervention": intervention,
+            "strength": strength,
+            "measure": "instance_miou",
+            "reference": reference,
+            "clean": 0.6,
+            "difference": difference,
+            "low": difference - 0.02,
+            "high": difference + 0.02,
+            "p_value": p,
+            "method": "bootstrap over images + t over 3 head seeds",
+        }
+
+    differences = [
+        d("-", "head refit", None, "clean", 0.01),
+        d("binding", "shuffle", 1.0, "clean", -0.08),
+        d("random", "shuffle", 1.0, "clean", -0.03),
+        d("binding", "shuffle", 1.0, "random", -0.05),
+        d("binding", "inject", 0.0, "clean", 0.10),
+        d("random", "inject", 0.0, "clean", 0.09),
+        d("binding", "inject", 0.0, "random", 0.01, p=0.5),
+    ]
+    measures = intervention_measures(differences)
+    hurts, helps = measures["shuffle_hurts"], measures["inject_helps"]
+    assert (hurts["value"], hurts["low"], hurts["high"]) == pytest.approx((0.05, 0.03, 0.07))  # a fall, as a rise
+    assert (helps["value"], helps["p_value"]) == pytest.approx((0.01, 0.5))  # helps, but no more than random
+    assert hurts["beside"]["random vs clean"]["value"] == pytest.approx(-0.03)
+    assert hurts["beside"]["head refit"]["value"] == pytest.approx(0.01) and "inject_own_helps" not in measures
+
+
+def test_energy_share_and_shuffled_labels():
+    from binding_lens.probes import make_probe
+
+    probe = make_probe("quadratic", 8)
+    u = torch.randn(8, 2)
+    with torch.no_grad():
+        probe.A.copy_(u @ u.T)  # rank 2, symmetric
+    assert energy_share(probe, 2) == pytest.approx(1.0) and energy_share(probe, 1) < 1.0
+    instance = torch.tensor([[0, 0, 1, 1, 2, -1], [3, 3, 3, 4, -1, -1]])
+    shuffled = shuffled_instance(instance, seed=0)
+    assert ((shuffled >= 0) == (instance >= 0)).all()  # the same patches labeled
+    for row in range(2):
+        assert sorted(shuffled[row].tolist()) == sorted(instance[row].tolist())  # the same objects and sizes
