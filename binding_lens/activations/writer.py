@@ -105,11 +105,15 @@ class ShardWriter:
                 continue  # drain: nothing more is written after a failure
             try:
                 self._write(*item)
-            except BaseException as error:  # handed to the producer (the first one only)
+            except BaseException as error:
                 with self._lock:
-                    if not self._failed.is_set():
-                        self.error = error
-                    self._failed.set()
+                    self._fail(error)
+
+    def _fail(self, error: BaseException) -> None:
+        """Record a thread's error (the first one only is handed to the producer); call with the lock held."""
+        if not self._failed.is_set():
+            self.error = error
+        self._failed.set()
 
     def _write(self, index: int, shard: Shard, record: dict[str, Any], ready: torch.cuda.Event | None) -> None:
         started = time.perf_counter()
@@ -120,7 +124,11 @@ class ShardWriter:
                 if self._failed.is_set():
                     return
                 if not self._manifest_written:
-                    self.before_first()
+                    try:
+                        self.before_first()
+                    except BaseException as error:  # recorded before the lock is let go: no thread retries it
+                        self._fail(error)
+                        return
                     self._manifest_written = True
         write_shard(self.root, index, shard, record)
         with self._lock:
