@@ -6,16 +6,21 @@ mean of the true-positive and true-negative rates. AUROC is the Mann-Whitney sta
 ranks (ties count 1/2), so it needs one sort, not the O(n^2) pair count that defines it. The
 majority baseline is the accuracy of always answering the more frequent label of the same pairs.
 `bootstrap_auroc` and `bootstrap_accuracy` give intervals by resampling images (pairs of an image are not
-independent); both draw their replicates with `binding_lens.stats.bootstrap_counts`.
+independent); both draw their replicates with `binding_lens.stats.bootstrap_counts`. `paired_auroc_difference`
+gives the AUROC difference of two score sets on the same pairs with a paired image-bootstrap interval (from
+`auroc_replicates`, the AUROC of each replicate).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import InputError
+from ..stats import LEVEL, Interval
 from ..stats.bootstrap import bootstrap_counts, check_bootstrap, percentile_interval, unit_index
 
 
@@ -67,33 +72,92 @@ def bootstrap_auroc(
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the AUROC, resampling whole `groups` (e.g. images) with replacement.
+    """Percentile bootstrap interval of the AUROC, resampling whole `groups` (e.g. images) with replacement
+    (`auroc_replicates`; replicates without a positive or a negative are dropped)."""
+    labels = labels.bool().flatten()
+    _check(labels, scores)
+    check_bootstrap(n_boot, level)
+    group, n_groups = unit_index(groups)
+    boot = auroc_replicates(scores, labels, group, bootstrap_counts(n_groups, n_boot, seed))
+    return percentile_interval(boot[torch.isfinite(boot)], level)
+
+
+def auroc_replicates(
+    scores: Float[Tensor, " pair"],
+    labels: Bool[Tensor, " pair"],
+    group: Int[Tensor, " pair"],
+    counts: Float[Tensor, "replicate unit"],
+) -> Float[Tensor, " replicate"]:
+    """The AUROC of every bootstrap replicate that draws group g `counts[r, g]` times (`group` holds
+    0..n_units-1; NaN for a replicate without a positive or a negative). Replicates of two score sets on
+    the same pairs and `counts` are paired: their difference is the replicate of the AUROC difference.
 
     The AUROC counts (positive, negative) pairs that are ordered correctly (ties 1/2). Grouped, that is
     sum_ij c_i c_j M_ij / (sum_i c_i P_i)(sum_j c_j N_j), where M_ij counts the correctly ordered
     pairs of a positive of group i and a negative of group j, P and N count positives and negatives,
-    and c_i is how often a replicate drew group i. M is computed once (one sorted search per group),
-    so every replicate costs a [groups x groups] product. Replicates without a positive or a negative
-    are dropped.
+    and c_i is how often a replicate drew group i. M is computed once (`_ordered_pairs`),
+    so every replicate costs a [groups x groups] product.
     """
     labels = labels.bool().flatten()
-    _check(labels, scores)
-    check_bootstrap(n_boot, level)
     s = scores.detach().double().flatten()
-    group, n_groups = unit_index(groups)
-    positive, positive_group = s[labels], group[labels]
-    ordered = torch.zeros(n_groups, n_groups, dtype=torch.float64)
-    for j in range(n_groups):
-        negatives = s[~labels & (group == j)].sort().values
-        below = torch.searchsorted(negatives, positive, side="left").double()
-        tied = torch.searchsorted(negatives, positive, side="right").double() - below
-        ordered[:, j].index_add_(0, positive_group, below + tied / 2)
-    n_pos = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, positive_group, torch.ones_like(positive))
-    n_neg = torch.bincount(group[~labels], minlength=n_groups).double()
-    counts = bootstrap_counts(n_groups, n_boot, seed)
+    group = group.flatten()
+    counts = counts.double()
+    ordered = _ordered_pairs(s, labels, group, counts.shape[1])
+    n_pos = torch.bincount(group[labels], minlength=counts.shape[1]).double()
+    n_neg = torch.bincount(group[~labels], minlength=counts.shape[1]).double()
     denominator = (counts @ n_pos) * (counts @ n_neg)
-    boot = ((counts @ ordered) * counts).sum(1)[denominator > 0] / denominator[denominator > 0]
-    return percentile_interval(boot, level)
+    numerator = ((counts @ ordered) * counts).sum(1)
+    return torch.where(denominator > 0, numerator / denominator.clamp_min(1), torch.nan)
+
+
+def _ordered_pairs(
+    s: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"], group: Int[Tensor, " pair"], n_groups: int
+) -> Float[Tensor, "unit unit"]:
+    """M[i, j]: the (positive of group i, negative of group j) pairs ordered correctly, ties 1/2. With the
+    distinct scores in order, a negative count per (score, group) summed up to each score gives, for every
+    positive, the negatives of each group below it: one pass over the pairs per block of groups."""
+    values, tie = torch.unique(s, sorted=True, return_inverse=True)
+    negative_tie, negative_group = tie[~labels], group[~labels]
+    positive_tie, positive_group = tie[labels], group[labels]
+    ordered = torch.zeros(n_groups, n_groups, dtype=torch.float64)
+    block = max(1, 2**22 // max(s.numel(), 1))  # groups per pass: at most ~4M numbers held at once
+    for first in range(0, n_groups, block):
+        last = min(first + block, n_groups)
+        mine = (negative_group >= first) & (negative_group < last)
+        at_score = torch.zeros(values.numel(), last - first, dtype=torch.float64)
+        at_score.index_put_(
+            (negative_tie[mine], negative_group[mine] - first), torch.ones(int(mine.sum()), dtype=torch.float64), True
+        )
+        below = at_score.cumsum(0) - at_score / 2  # negatives below each score, those tied with it counted 1/2
+        ordered[:, first:last].index_add_(0, positive_group, below[positive_tie])
+    return ordered
+
+
+def paired_auroc_difference(
+    scores: Float[Tensor, " pair"],
+    reference: Float[Tensor, " pair"],
+    labels: Bool[Tensor, " pair"],
+    group: Int[Tensor, " pair"],
+    n_units: int,
+    *,
+    n_boot: int = 1000,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> tuple[float, float, Interval]:
+    """AUROC(scores) - AUROC(reference) on the same pairs (e.g. one probe before and after an edit, or two
+    models on the same images): (value, reference value, difference with its paired percentile bootstrap
+    interval over the `n_units` units of `group`, 0..n_units-1). Each replicate draws units once
+    (`stats.bootstrap_counts(n_units, n_boot, seed)`, the draws of `stats.paired_bootstrap_difference` with
+    the same seed) and computes both AUROCs on that draw."""
+    labels = labels.bool().flatten()
+    _check(labels, scores, reference)
+    check_bootstrap(n_boot, level)
+    counts = bootstrap_counts(n_units, n_boot, seed)
+    differences = auroc_replicates(scores, labels, group, counts) - auroc_replicates(reference, labels, group, counts)
+    differences = differences[torch.isfinite(differences)]
+    low, high = percentile_interval(differences, level) if differences.numel() else (math.nan, math.nan)
+    value, base = auroc(scores, labels), auroc(reference, labels)
+    return value, base, Interval(value - base, low, high, level, "paired bootstrap over images", n_units)
 
 
 def bootstrap_accuracy(
