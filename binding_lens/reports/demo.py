@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..analyses.layer_sweep import (
-    SweepComputation,
     SweepConfig,
+    SweepPlan,
     SweepResult,
     compute_sweep,
     plan_sweep,
@@ -37,11 +37,13 @@ from ..analyses.report import Row, difference_text, format_table, interval_text,
 from ..analyses.run import RunDirectory
 from ..analyses.shuffle_effect import ShuffleEffect, ShuffleEffectConfig, shuffle_effect
 from ..data import Scene, SyntheticScenes
+from ..data.scene import Scenes
 from ..errors import InputError
 from ..figures.demo import Bars, demo_figure
 from ..hooks import HookedViT
 from ..hooks.parity import hf_parity
-from ..probes import ProbeTrainingConfig
+from ..probes import ProbeTrainingConfig, load_probe
+from ..probes.evaluation import ScoredPairs
 from ..probes.metrics import paired_auroc_difference
 from ..stats import Interval
 from ..zoo import held_out_scenes, is_zoo_spec, list_zoo, zoo_card
@@ -103,23 +105,40 @@ def intervention_layer(n_layers: int) -> int:
     return min(n_layers // 2, n_layers - 2)
 
 
-def _sweep(
-    spec: str, scenes: RenderedScenes, config: DemoConfig, out: Path
-) -> tuple[HookedViT, SweepComputation, SweepResult]:
-    """Sweep `spec` on the demo model's held-out scenes (the same images for the model and its twin)."""
-    model = HookedViT.from_pretrained(spec)
-    parity = max(hf_parity(model, model.preprocess(scenes[0].image)))
-    print(f"{weights_note(model)}; {len(model.hook_dict)} hook points, max |HookedViT - HF| = {parity:.1e}")
+@dataclass(frozen=True)
+class Swept:
+    """One model's part of the demo: what its weights are (with the hooks' parity), its sweep, and each probe's
+    test pairs scored at its peak layer (for the comparison paired by image)."""
+
+    note: str
+    result: SweepResult
+    scored: dict[str, ScoredPairs]
+
+
+def _plan(model: HookedViT, scenes: Scenes, config: DemoConfig, out: Path) -> SweepPlan:
     settings = SweepConfig(probes=config.probes, training=ProbeTrainingConfig(seed=0), progress=config.progress)
-    computed = compute_sweep(model, scenes, plan_sweep(model, scenes, out / spec.removeprefix("zoo:"), settings))
+    return plan_sweep(model, scenes, out / model.cfg.source.removeprefix("zoo:"), settings)
+
+
+def sweep_and_score(spec: str, config: DemoConfig, out: Path) -> Swept:
+    """Sweep `spec` on the demo model's held-out scenes (the same images for the model and its twin) and score
+    each probe's test pairs at its peak layer."""
+    model = HookedViT.from_pretrained(spec)
+    scenes = RenderedScenes(held_out_scenes(config.model, config.n_scenes))
+    parity = max(hf_parity(model, model.preprocess(scenes[0].image)))
+    note = f"{weights_note(model)}; {len(model.hook_dict)} hook points, max |HookedViT - HF| = {parity:.1e}"
+    computed = compute_sweep(model, scenes, _plan(model, scenes, config, out))
     assert computed is not None  # one process: rank 0
-    return model, computed, write_sweep(model, computed)
-
-
-def _peak_scores(model: HookedViT, scenes: RenderedScenes, computed: SweepComputation, result: SweepResult) -> dict:
-    """Each probe's test pairs scored by its peak-layer probe, as in `sweep.csv`."""
+    result = write_sweep(model, computed)
     peaks = {probe: row["peak_layer"] for probe, row in result.peaks.items()}
-    return scored_test_pairs(model, scenes, computed, peaks)
+    return Swept(note, result, scored_test_pairs(model, scenes, computed, peaks))
+
+
+def sweep_both(config: DemoConfig, twin: str, out: Path) -> dict[str, Swept]:
+    """The model's sweep and its twin's; a run folder holding other settings is refused before either starts."""
+    for spec in (config.model, twin):
+        _plan(HookedViT.from_pretrained(spec), held_out_scenes(config.model, config.n_scenes), config, out)
+    return {spec: sweep_and_score(spec, config, out) for spec in (config.model, twin)}
 
 
 def _comparison(sweeps: dict[str, SweepResult], scored: dict[str, dict], probes: tuple[str, ...]) -> list[Row]:
@@ -150,13 +169,15 @@ def _comparison(sweeps: dict[str, SweepResult], scored: dict[str, dict], probes:
     return rows
 
 
-def _intervene(model: HookedViT, computed: SweepComputation, config: DemoConfig) -> ShuffleEffect:
+def _intervene(config: DemoConfig, out: Path) -> ShuffleEffect:
     """The binding subspace of the sweep's quadratic probe at the middle layer, shuffled, against a random one."""
+    model = HookedViT.from_pretrained(config.model)
     layer = intervention_layer(model.cfg.n_layers)
-    probes = computed.probes
+    run = RunDirectory(out / config.model.removeprefix("zoo:"))
+    probe, probe_next = (load_probe(run.probe_path(at, "quadratic"), model.device) for at in (layer, layer + 1))
     settings = ShuffleEffectConfig(layer=layer, k=max(1, model.cfg.d_model // 8))
     scenes = list(held_out_scenes(config.model, config.intervention_scenes, seed=1))  # not the sweep's images
-    return shuffle_effect(model, scenes, probes[("quadratic", layer)], probes[("quadratic", layer + 1)], settings)
+    return shuffle_effect(model, scenes, probe, probe_next, settings)
 
 
 def run_demo(out: str | Path = "runs/demo", config: DemoConfig | None = None, **options: Any) -> DemoResult:
@@ -170,14 +191,13 @@ def run_demo(out: str | Path = "runs/demo", config: DemoConfig | None = None, **
         )
     out, twin = Path(out), random_twin(config.model)
     print(_header(config, twin))
-    scenes = RenderedScenes(held_out_scenes(config.model, config.n_scenes))
-    models, computations, sweeps, scored = {}, {}, {}, {}
-    for spec in (config.model, twin):
-        models[spec], computations[spec], sweeps[spec] = _sweep(spec, scenes, config, out)
-        scored[spec] = _peak_scores(models[spec], scenes, computations[spec], sweeps[spec])
+    swept = sweep_both(config, twin, out)
+    print("\n".join(part.note for part in swept.values()))
+    sweeps = {spec: part.result for spec, part in swept.items()}
+    scored = {spec: part.scored for spec, part in swept.items()}
     comparison = _comparison(sweeps, scored, config.probes)
     print("\n" + sweep_text(sweeps, comparison) + "\n")
-    effect = _intervene(models[config.model], computations[config.model], config)
+    effect = _intervene(config, out)
     quadratic = _interval(next(row for row in comparison if row["probe"] == "quadratic"))
     print(
         intervention_text(effect, config.model, learnt_binding=bool(quadratic.beyond_noise and quadratic.estimate > 0))
@@ -197,8 +217,8 @@ def _header(config: DemoConfig, twin: str) -> str:
     return (
         f"binding-lens demo: does {config.model} ({card['objective']} objective, trained here) know which patches "
         f"belong to the same object, beyond its random-init twin {twin}, and does its next layer use that?\n"
-        f"Sweep: {len(config.probes)} probes ({', '.join(config.probes)}) at every layer, on {config.n_scenes} "
-        f"held-out synthetic scenes (never trained on), the same images for both models."
+        f"Sweep: {', '.join(config.probes)} at every layer, on {config.n_scenes} "
+        "held-out synthetic scenes (never trained on), the same images for both models."
     )
 
 
