@@ -55,6 +55,7 @@ from ..probes import (
     train_probes,
 )
 from ..probes.batch import label_space
+from ..probes.evaluation import ScoredPairs, score_pairs
 from .report import Row, format_table, interval_text, peak_layers, write_table
 from .run import RunDirectory, RunSettingsError
 
@@ -591,6 +592,35 @@ def _train_groups(
     bar.close()
     assert setup is not None  # there is at least one group (of no layer on a rank with none: the labels alone)
     return rows, probes, setup
+
+
+def scored_test_pairs(
+    model: HookedViT, dataset: Sequence[Scene], computed: SweepComputation, probes: Mapping[str, int]
+) -> dict[str, ScoredPairs]:
+    """The sweep's test pairs scored again by its trained probes ({probe name: layer}), exactly as its rows
+    were (the same extraction, split, pair set and seeds): what a comparison paired by image with another
+    sweep of the same images needs (`probes.metrics.paired_auroc_difference`)."""
+    plan = computed.plan
+    held, _ = extract_to_memory(
+        model,
+        dataset,
+        sorted(set(probes.values())),
+        into=plan.device,
+        seed=plan.config.seed,
+        device=plan.device,
+        progress=False,
+        **plan.extract_kwargs,
+    )
+    _, _, test = split_by_image(held.instance.shape[0], fractions=plan.config.split, seed=plan.config.seed)
+    return {
+        name: score_pairs(
+            computed.probes[(name, layer)],
+            ProbeData([held.acts[layer][test]], held.instance[test], held.klass[test]),
+            patches_per_image=plan.training.eval_patches_per_image,
+            seed=plan.training.eval_seed,
+        )
+        for name, layer in probes.items()
+    }
 
 
 def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:

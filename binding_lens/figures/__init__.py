@@ -8,6 +8,7 @@ binding_lens but `binding_lens.io`, so any layer can draw.
     score_kde({layer: (scores, same)}, "kde")    # same- vs different-object score densities per layer
     attention_vs_score(attn, scores, "scatter")  # with Pearson r in the title
     ablation_figure(rows, "table2")              # conditions x metrics, table and bars
+    demo_figure(rows, {"zoo:mae": "trained", "zoo:random": "twin"}, [Bars(...)], "demo")  # the demo's story
     binding_pca(vectors, instance, "pca")        # binding vectors' first two PCs by object
     twin_pca(differences, scene, "twin_pca")     # twins' residual differences on their first two PCs
     query_maps(image, {layer: map}, (r, c), "maps")  # one patch's IsSameObject map at every layer
@@ -19,6 +20,7 @@ binding_lens but `binding_lens.io`, so any layer can draw.
 
 from .ablation import ablation_figure
 from .bits import bits_figure, bits_lost_figure
+from .demo import demo_figure
 from .distributions import score_kde
 from .head_map import head_map_figure
 from .layers import accuracy_by_layer, accuracy_by_model, lines_by_layer
@@ -34,6 +36,7 @@ __all__ = [
     "accuracy_by_model",
     "attention_vs_score",
     "binding_pca",
+    "demo_figure",
     "head_map_figure",
     "lines_by_layer",
     "principal_components",

@@ -6,7 +6,9 @@ mean of the true-positive and true-negative rates. AUROC is the Mann-Whitney sta
 ranks (ties count 1/2), so it needs one sort, not the O(n^2) pair count that defines it. The
 majority baseline is the accuracy of always answering the more frequent label of the same pairs.
 `bootstrap_auroc` and `bootstrap_accuracy` give intervals by resampling images (pairs of an image are not
-independent); both draw their replicates with `binding_lens.stats.bootstrap_counts`.
+independent); both draw their replicates with `binding_lens.stats.bootstrap_counts`. `paired_auroc_difference`
+gives the AUROC difference of two score sets on the same pairs with a paired image-bootstrap interval (from
+`auroc_replicates`, the AUROC of each replicate).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import InputError
+from ..stats import LEVEL, Interval
 from ..stats.bootstrap import bootstrap_counts, check_bootstrap, percentile_interval, unit_index
 
 
@@ -85,14 +88,15 @@ def auroc_replicates(
     counts: Float[Tensor, "replicate group"],
 ) -> Float[Tensor, " replicate"]:
     """The AUROC in each bootstrap replicate given by `counts` (how often each group, in `torch.unique`
-    order of `groups`, is drawn); NaN where a replicate has no positive or no negative pair. Scores of
-    several probes on one pair set, resampled with one `counts`, give paired replicates.
+    order of `groups`, is drawn); NaN where a replicate has no positive or no negative pair. Replicates of
+    several score sets on the same pairs with one `counts` are paired: their difference is the replicate
+    of the AUROC difference.
 
     The AUROC counts (positive, negative) pairs that are ordered correctly (ties 1/2). Grouped, that is
     sum_ij c_i c_j M_ij / (sum_i c_i P_i)(sum_j c_j N_j), where M_ij counts the correctly ordered
     pairs of a positive of group i and a negative of group j, P and N count positives and negatives,
-    and c_i is how often a replicate drew group i. M is computed once (one sorted search per group),
-    so every replicate costs a [groups x groups] product.
+    and c_i is how often a replicate drew group i. M is computed once (`_ordered_pairs`), so every
+    replicate costs a [groups x groups] product.
     """
     labels = labels.bool().flatten()
     _check(labels, scores)
@@ -100,19 +104,63 @@ def auroc_replicates(
     group, n_groups = unit_index(groups)
     if counts.shape[-1] != n_groups:
         raise InputError(f"counts draw {counts.shape[-1]} groups but the pairs come from {n_groups}")
-    positive, positive_group = s[labels], group[labels]
-    ordered = torch.zeros(n_groups, n_groups, dtype=torch.float64)
-    for j in range(n_groups):
-        negatives = s[~labels & (group == j)].sort().values
-        below = torch.searchsorted(negatives, positive, side="left").double()
-        tied = torch.searchsorted(negatives, positive, side="right").double() - below
-        ordered[:, j].index_add_(0, positive_group, below + tied / 2)
-    n_pos = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, positive_group, torch.ones_like(positive))
-    n_neg = torch.bincount(group[~labels], minlength=n_groups).double()
     counts = counts.double()
+    ordered = _ordered_pairs(s, labels, group, n_groups)
+    n_pos = torch.bincount(group[labels], minlength=n_groups).double()
+    n_neg = torch.bincount(group[~labels], minlength=n_groups).double()
     denominator = (counts @ n_pos) * (counts @ n_neg)
     numerator = ((counts @ ordered) * counts).sum(1)
-    return torch.where(denominator > 0, numerator / denominator.clamp_min(1), torch.full_like(numerator, math.nan))
+    return torch.where(denominator > 0, numerator / denominator.clamp_min(1), torch.nan)
+
+
+def _ordered_pairs(
+    s: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"], group: Int[Tensor, " pair"], n_groups: int
+) -> Float[Tensor, "group group"]:
+    """M[i, j]: the (positive of group i, negative of group j) pairs ordered correctly, ties 1/2. With the
+    distinct scores in order, a negative count per (score, group) summed up to each score gives, for every
+    positive, the negatives of each group below it: one pass over the pairs per block of groups."""
+    values, tie = torch.unique(s, sorted=True, return_inverse=True)
+    negative_tie, negative_group = tie[~labels], group[~labels]
+    positive_tie, positive_group = tie[labels], group[labels]
+    ordered = torch.zeros(n_groups, n_groups, dtype=torch.float64)
+    block = max(1, 2**22 // max(s.numel(), 1))  # groups per pass: at most ~4M numbers held at once
+    for first in range(0, n_groups, block):
+        last = min(first + block, n_groups)
+        mine = (negative_group >= first) & (negative_group < last)
+        at_score = torch.zeros(values.numel(), last - first, dtype=torch.float64)
+        at_score.index_put_(
+            (negative_tie[mine], negative_group[mine] - first), torch.ones(int(mine.sum()), dtype=torch.float64), True
+        )
+        below = at_score.cumsum(0) - at_score / 2  # negatives below each score, those tied with it counted 1/2
+        ordered[:, first:last].index_add_(0, positive_group, below[positive_tie])
+    return ordered
+
+
+def paired_auroc_difference(
+    scores: Float[Tensor, " pair"],
+    reference: Float[Tensor, " pair"],
+    labels: Bool[Tensor, " pair"],
+    groups: Int[Tensor, " pair"],
+    *,
+    n_boot: int = 1000,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> tuple[float, float, Interval]:
+    """AUROC(scores) - AUROC(reference) on the same pairs (e.g. one probe before and after an edit, or two
+    models on the same images): (value, reference value, difference with its paired percentile bootstrap
+    interval over the units of `groups`, e.g. images). Each replicate draws units once
+    (`stats.bootstrap_counts(n_units, n_boot, seed)`, the draws of `stats.paired_bootstrap_difference` with
+    the same seed when every unit has pairs) and computes both AUROCs on that draw."""
+    labels = labels.bool().flatten()
+    _check(labels, scores, reference)
+    check_bootstrap(n_boot, level)
+    _, n_units = unit_index(groups)
+    counts = bootstrap_counts(n_units, n_boot, seed)
+    differences = auroc_replicates(scores, labels, groups, counts) - auroc_replicates(reference, labels, groups, counts)
+    differences = differences[torch.isfinite(differences)]
+    low, high = percentile_interval(differences, level) if differences.numel() else (math.nan, math.nan)
+    value, base = auroc(scores, labels), auroc(reference, labels)
+    return value, base, Interval(value - base, low, high, level, "paired bootstrap over images", n_units)
 
 
 def bootstrap_accuracy(

@@ -4,9 +4,10 @@
     binding_by_objective(["zoo:dino", "zoo:mae", "zoo:random"], "runs/zoo-compare")   # binding-lens zoo compare
     claims_report(["zoo:dino", "zoo:mae", "zoo:random"], "runs/claims")  # binding-lens claims
 
-`demo.py` (the layer sweep of the zoo's DINO model beside its random-init twin), `zoo_compare.py`
-(does binding depend on the training objective?) and `claims.py` (every claim of the paper with its
-interval and verdict) sit above everything they combine: the analyses and the zoo.
+`demo.py` (the zoo's strongest binder beside its random-init twin, and one live intervention on it; its
+defaults in `demo_config.py`), `zoo_compare.py` (does binding depend on the training objective?) and
+`claims.py` (every claim of the paper with its interval and verdict) sit above everything they combine:
+the analyses and the zoo.
 """
 
 from typing import TYPE_CHECKING

@@ -24,7 +24,7 @@ How the README is read (one pytest test per item, ids like `README.md:77 bash`, 
   such a block is marked `extras`, and `make test-extras` runs it in .venv-extras, where it must not skip.
 - No network and no /data here: the substitutions below (HUB, DATA) apply to every block, and the
   data folders are built in the official layouts from synthetic scenes.
-- `view --run runs/demo/dino` reads what `make demo` writes; a small `binding-lens sweep` of `zoo:dino`
+- `view --run runs/demo/mae` reads what `make demo` writes; a small `binding-lens sweep` of `zoo:mae`
   makes it first (PREPARED), since the `make` lines are not run.
 - Torch runs on one thread here (tiny tensors; two threads lose several-fold when another process holds
   a core). After a Python block fails, the later ones are skipped (they share its namespace).
@@ -68,10 +68,10 @@ DATA = {
     "/data/my_scenes": "data/my_scenes",
 }
 PREPARED = {
-    "runs/demo/dino": [
+    "runs/demo/mae": [
         "sweep",
         "--model",
-        "zoo:dino",
+        "zoo:mae",
         "--data",
         "default",
         "--n-images",
@@ -83,7 +83,7 @@ PREPARED = {
         "--epochs",
         "1",
         "--out",
-        "runs/demo/dino",
+        "runs/demo/mae",
     ]
 }
 KNOWN_FAILING: dict[str, str] = {}  # a text of the README item -> why it fails (xfail, strict)

@@ -15,9 +15,11 @@ from binding_lens.figures import (
     accuracy_by_model,
     attention_vs_score,
     binding_pca,
+    demo_figure,
     principal_components,
     score_kde,
 )
+from binding_lens.figures.demo import Bars
 
 from helpers.checks import unchecked
 
@@ -115,6 +117,32 @@ def test_ablation_figure_bolds_the_best_condition(tmp_path):
         ablation_figure([{"condition": "a", "note": "b"}], tmp_path / "x")
 
 
+def draw_demo(path, title="demo"):
+    bars = [
+        Bars(
+            "own-object attention",
+            ["clean", "binding\nshuffled", "random\nshuffled"],
+            [0.22, 0.12, 0.19],
+            [None, (0.11, 0.13), (0.18, 0.2)],
+            ["", "-0.105 (-47%)", "-0.028 (-13%)"],
+        ),
+        Bars(
+            "next probe", ["clean", "binding", "random"], [0.95, 0.48, 0.91], reference=(0.5, "chance"), limits=(0, 1.1)
+        ),
+    ]
+    rows = [dict(row, auroc_low=row["auroc"] - 0.03, auroc_high=row["auroc"] + 0.02) for row in sweep_rows()]
+    panels = {"clip-vit-b16": "clip (trained)", "dinov2-small": "dinov2 (untrained twin)"}
+    return demo_figure(rows, panels, bars, path, title, mark=("clip-vit-b16", 3, "layer 3: edited"), footnote="note")
+
+
+def test_demo_figure_puts_model_and_twin_side_by_side_above_the_intervention(tmp_path):
+    svg = check_written(draw_demo(tmp_path / "demo"))
+    for text in ("clip (trained)", "dinov2 (untrained twin)", "layer 3: edited", "-0.105 (-47%)", "chance", "note"):
+        assert text in svg
+    with pytest.raises(ValueError, match="at least one model panel"):
+        demo_figure(sweep_rows(), {}, [], tmp_path / "none")
+
+
 def test_binding_pca(tmp_path):
     rng = np.random.default_rng(2)
     centers = rng.normal(size=(4, 6)) * 5
@@ -155,7 +183,7 @@ def drawn(monkeypatch):
         return real(fig, path)
 
     real = _save.save
-    for name in ("layers", "ablation", "distributions", "pca", "scatter"):
+    for name in ("layers", "ablation", "distributions", "pca", "scatter", "demo"):
         monkeypatch.setattr(getattr(figures_package, name), "save", keep)
     return figs
 
@@ -200,7 +228,8 @@ def test_titles_and_legends_fit_and_stay_off_the_data(tmp_path, drawn):
     binding_pca(rng.normal(size=(60, 4)), np.repeat(np.arange(6), 10), tmp_path / "e", title=LONG)
     attention_vs_score(rng.random(300), rng.random(300), tmp_path / "f", same=rng.random(300) < 0.3, title=LONG)
     attention_vs_score(rng.random(300), rng.random(300), tmp_path / "g", title="layer 7 of facebook/dinov2-base")
-    assert len(drawn) == 9
+    draw_demo(tmp_path / "h", title=LONG.replace("\n", " ") * 2)
+    assert len(drawn) == 10
     for fig in drawn:
         renderer, box, axes = _drawn_figure(fig)
         title = fig._suptitle.get_window_extent(renderer)

@@ -7,7 +7,14 @@ import itertools
 import pytest
 import torch
 
-from binding_lens.probes.metrics import DegeneratePairSetError, auroc, pair_metrics
+from binding_lens.probes.metrics import (
+    DegeneratePairSetError,
+    auroc,
+    auroc_replicates,
+    bootstrap_auroc,
+    pair_metrics,
+    paired_auroc_difference,
+)
 
 from helpers.checks import unchecked
 
@@ -145,3 +152,37 @@ def test_bootstrap_accuracy_matches_explicit_resampling():
     )
     low, high = bootstrap_accuracy(correct, groups)
     assert low < float(correct.double().mean()) < high
+
+
+def test_auroc_replicates_are_the_auroc_of_each_resample_of_groups():
+    """A replicate that draws group g c_g times is the AUROC of the pairs repeated that often (slow: rebuilt
+    pair lists); all-ones counts give the plain AUROC; a replicate with no negative is NaN."""
+    gen = torch.Generator().manual_seed(3)
+    scores = torch.randint(0, 6, (90,), generator=gen).float()  # ties across groups
+    labels = torch.rand(90, generator=gen) < 0.35
+    group = torch.arange(90) % 6
+    counts = torch.tensor([[1.0] * 6, [2, 0, 1, 3, 0, 0], [0, 1, 0, 0, 2, 1]], dtype=torch.float64)
+    replicates = auroc_replicates(scores, labels, group, counts)
+    assert replicates[0] == pytest.approx(auroc(scores, labels), abs=1e-12)
+    for row, value in zip(counts[1:], replicates[1:]):
+        keep = torch.cat([torch.nonzero(group == g).flatten().repeat(int(c)) for g, c in enumerate(row.tolist())])
+        assert value == pytest.approx(slow_auroc(scores[keep], labels[keep]), abs=1e-12)
+    only_positives = auroc_replicates(scores, labels | (group == 0), group, torch.tensor([[1.0, 0, 0, 0, 0, 0]]))
+    assert torch.isnan(only_positives).all()
+
+
+def test_paired_auroc_difference_pairs_the_two_score_sets_by_unit():
+    """The difference's replicates are paired: a reference that is the scores plus per-unit noise gives a much
+    narrower interval than the two AUROCs' own intervals; identical score sets differ by exactly 0."""
+    gen = torch.Generator().manual_seed(0)
+    group = torch.arange(600) % 30
+    labels = torch.rand(600, generator=gen) < 0.3
+    scores = labels.float() + torch.randn(600, generator=gen) + torch.randn(30, generator=gen)[group]
+    value, base, same = paired_auroc_difference(scores, scores, labels, group, n_boot=200)
+    assert value == base == pytest.approx(auroc(scores, labels)) and same.estimate == same.low == same.high == 0
+    noisier = scores + 0.3 * torch.randn(600, generator=gen)
+    value, base, difference = paired_auroc_difference(scores, noisier, labels, group, n_boot=200)
+    assert difference.estimate == pytest.approx(value - base) and difference.method.startswith("paired bootstrap")
+    low, high = bootstrap_auroc(scores, labels, group, n_boot=200)
+    assert difference.low < difference.estimate < difference.high
+    assert difference.high - difference.low < (high - low) / 2

@@ -1,0 +1,188 @@
+"""Does the next layer use the binding subspace? One live shuffle of it against a random subspace of the same k.
+
+    effect = shuffle_effect(model, scenes, probe_at_l, probe_at_l_plus_1, ShuffleEffectConfig(layer=3, k=12))
+    effect.values["binding shuffle"]["own_object_attention"]
+    effect.differences[("own_object_attention", "binding shuffle", "random shuffle")]   # an Interval
+
+At layer l, mid-forward, the binding parts of a `ratio` of each image's patch tokens are permuted among
+themselves (`binding.Shuffle`), once in the top-k eigen-subspace of the probe at l and once in a random
+k-dimensional subspace, with the same patches and the same permutation. Block l + 1 then runs on the edited
+stream, and two measures read it on every image (SPEC section 6):
+
+- `own_object_attention`: block l + 1's attention mass from each labeled patch to the patches of its own
+  object (head mean; `effects.attention.own_object_attention_sums`);
+- `next_auroc`: the AUROC of the probe trained at l + 1 on clean tokens, over every labeled pair (i < j)
+  of each image: does the next layer still read which patches belong together?
+
+Every difference (an edit against the clean run, the binding edit against the random one) carries a
+percentile bootstrap interval over images, from one set of resamples for every measure and comparison
+(`stats.bootstrap_counts` with `seed`), so each is paired by image. One random subspace, one permutation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..binding import BindingSubspace, Shuffle
+from ..data import Scene
+from ..effects.attention import own_object_attention_sums
+from ..errors import InputError
+from ..hooks import HookedViT, names
+from ..probes import PairProbe
+from ..probes.metrics import paired_auroc_difference
+from ..stats import LEVEL, Interval, paired_bootstrap_difference
+from .ablation import label_images
+from .report import Row
+
+CONDITIONS = ("clean", "binding shuffle", "random shuffle")
+COMPARISONS = (("binding shuffle", "clean"), ("random shuffle", "clean"), ("binding shuffle", "random shuffle"))
+"""(condition, reference): each difference reported, per measure."""
+MEASURES = ("own_object_attention", "next_auroc")
+
+
+@dataclass(frozen=True)
+class ShuffleEffectConfig:
+    """Where and how `shuffle_effect` edits: layer l, the subspace dimension k, the share of patches shuffled."""
+
+    layer: int
+    k: int
+    ratio: float = 1.0
+    seed: int = 0  # the permutation, the random subspace and the bootstrap
+    n_boot: int = 1000
+    level: float = LEVEL
+    batch_size: int = 64
+    size: int | None = None  # image side in px (None: the model's native size)
+
+
+@dataclass(frozen=True)
+class ShuffleEffect:
+    """Each measure under each condition (`values`: condition -> measure -> value) and each comparison
+    (`differences`: (measure, condition, reference) -> Interval, paired by image)."""
+
+    config: ShuffleEffectConfig
+    values: dict[str, dict[str, float]]
+    differences: dict[tuple[str, str, str], Interval]
+    n_images: int
+    n_pairs: int
+
+    def rows(self) -> list[Row]:
+        """One row per (measure, condition, reference): both values, the difference and its interval."""
+        return [
+            {
+                "measure": measure,
+                "condition": condition,
+                "reference": reference,
+                "layer": self.config.layer,
+                "k": self.config.k,
+                "value": self.values[condition][measure],
+                "reference_value": self.values[reference][measure],
+                "difference": interval.estimate,
+                "low": interval.low,
+                "high": interval.high,
+                "beyond_noise": interval.beyond_noise,
+                "n_images": self.n_images,
+            }
+            for (measure, condition, reference), interval in self.differences.items()
+        ]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One condition's measures per image: own-object attention as (sum, count), and the probe's pair scores."""
+
+    attention: Float[Tensor, "image 2"]
+    scores: Float[Tensor, " pair"]
+
+
+def _check(model: HookedViT, config: ShuffleEffectConfig, n_images: int) -> None:
+    if not 0 <= config.layer < model.cfg.n_layers - 1:
+        raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2}: block layer+1 must exist, got {config.layer}")
+    if not 1 <= config.k < model.cfg.d_model:
+        raise InputError(f"k must be in 1..{model.cfg.d_model - 1} (below d_model), got {config.k}")
+    if n_images < 2:
+        raise InputError(f"a bootstrap over images needs at least 2 images, got {n_images}")
+
+
+def _pair_mask(instance: Int[Tensor, "image n"]) -> Tensor:
+    """Every labeled pair (i < j) of each image."""
+    labeled = instance >= 0
+    upper = torch.ones(instance.shape[1], instance.shape[1], dtype=torch.bool).triu(1)
+    return labeled[:, :, None] & labeled[:, None, :] & upper
+
+
+@torch.no_grad()
+def _measure(
+    model: HookedViT,
+    pixels: Float[Tensor, "image 3 height width"],
+    instance: Int[Tensor, "image n"],
+    probe_next: PairProbe,
+    edit: Shuffle | None,
+    config: ShuffleEffectConfig,
+) -> _Run:
+    """Block l + 1's patch attention and resid_post(l + 1) under `edit` at layer l, read by both measures."""
+    n_prefix, layer = model.cfg.n_prefix_tokens, config.layer
+    pattern_name, resid_name = names.pattern(layer + 1), names.resid_post(layer + 1)
+    hooks: list[Any] = [edit.at(layer)] if edit is not None else []
+    attention, scores = [], []
+    for start in range(0, pixels.shape[0], config.batch_size):
+        batch = slice(start, start + config.batch_size)
+        with model.hooks(fwd_hooks=hooks):
+            _, cache = model.run_with_cache(
+                pixels[batch], names_filter=[pattern_name, resid_name], stop_at_layer=layer + 2
+            )
+        pattern = cache[pattern_name][:, :, n_prefix:, n_prefix:].float()
+        attention.append(own_object_attention_sums(pattern, instance[batch]).cpu())
+        tokens = cache[resid_name][:, n_prefix:].float()
+        logits = probe_next.to(tokens.device).pair_logits(tokens).float().cpu()
+        scores.append(logits[_pair_mask(instance[batch])])
+    return _Run(torch.cat(attention), torch.cat(scores))
+
+
+def shuffle_effect(
+    model: HookedViT,
+    scenes: Sequence[Scene],
+    probe: PairProbe,
+    probe_next: PairProbe,
+    config: ShuffleEffectConfig,
+) -> ShuffleEffect:
+    """Shuffle `probe`'s top-k binding subspace at `config.layer`, and a random one of the same k, and measure
+    block l + 1 against the clean run (module docstring). `probe_next` is the probe trained at l + 1."""
+    _check(model, config, len(scenes))
+    model.eval()
+    data = label_images(model, scenes, config.size)
+    subspaces = {
+        "binding shuffle": BindingSubspace.from_probe(probe, config.k),
+        "random shuffle": BindingSubspace.random(model.cfg.d_model, config.k, seed=config.seed),
+    }
+    n_prefix = model.cfg.n_prefix_tokens
+    runs = {"clean": _measure(model, data.pixels, data.instance, probe_next, None, config)}
+    for condition, subspace in subspaces.items():
+        edit = Shuffle(subspace, config.ratio, n_prefix, seed=config.seed)
+        runs[condition] = _measure(model, data.pixels, data.instance, probe_next, edit, config)
+    mask = _pair_mask(data.instance)
+    same = (data.instance[:, :, None] == data.instance[:, None, :])[mask]
+    image = torch.arange(data.instance.shape[0])[:, None, None].expand_as(mask)[mask]
+    n_images = data.instance.shape[0]
+    values: dict[str, dict[str, float]] = {condition: {} for condition in CONDITIONS}
+    differences: dict[tuple[str, str, str], Interval] = {}
+    for condition, reference in COMPARISONS:
+        a, b = runs[condition], runs[reference]
+        n_boot, level, seed = config.n_boot, config.level, config.seed
+        found = {
+            "own_object_attention": paired_bootstrap_difference(
+                a.attention, b.attention, n_boot=n_boot, level=level, seed=seed
+            ),
+            "next_auroc": paired_auroc_difference(
+                a.scores, b.scores, same, image, n_boot=n_boot, level=level, seed=seed
+            ),
+        }
+        for measure, (value, base, interval) in found.items():
+            values[condition][measure], values[reference][measure] = value, base
+            differences[(measure, condition, reference)] = interval
+    return ShuffleEffect(config, values, differences, n_images, int(mask.sum()))

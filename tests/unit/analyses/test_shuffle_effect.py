@@ -1,0 +1,64 @@
+"""`shuffle_effect` against the measures computed another way, on a tiny model with random probes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from binding_lens import HookedViT
+from binding_lens.analyses.ablation import label_images
+from binding_lens.analyses.causal_subspace import readout_auroc
+from binding_lens.analyses.shuffle_effect import COMPARISONS, ShuffleEffectConfig, shuffle_effect
+from binding_lens.binding import BindingSubspace, Shuffle
+from binding_lens.data import SyntheticScenes
+from binding_lens.effects.attention import next_layer_attention, own_object_attention_mass
+from binding_lens.errors import InputError
+
+from helpers.probes import random_quadratic
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model = HookedViT.from_pretrained("tiny:vit")
+    scenes = [SyntheticScenes("default", n=10, size=64, seed=1)[i] for i in range(10)]
+    return model, scenes, random_quadratic(model.cfg.d_model, seed=0), random_quadratic(model.cfg.d_model, seed=1)
+
+
+def test_each_condition_matches_the_attention_and_the_readout_measured_another_way(setup):
+    model, scenes, probe, probe_next = setup
+    config = ShuffleEffectConfig(layer=1, k=4, n_boot=200, batch_size=16)  # one batch: one permutation draw
+    effect = shuffle_effect(model, scenes, probe, probe_next, config)
+    data = label_images(model, scenes, None)
+    n_prefix = model.cfg.n_prefix_tokens
+    edits = {
+        "clean": [],
+        "binding shuffle": [Shuffle(BindingSubspace.from_probe(probe, 4), 1.0, n_prefix).at(1)],
+        "random shuffle": [Shuffle(BindingSubspace.random(model.cfg.d_model, 4), 1.0, n_prefix).at(1)],
+    }
+    for condition, hooks in edits.items():
+        pattern = next_layer_attention(model, data.pixels, 1, hooks)
+        attention = own_object_attention_mass(pattern, data.instance)
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            _, cache = model.run_with_cache(data.pixels, names_filter="blocks.2.hook_resid_post", stop_at_layer=3)
+        tokens = cache["blocks.2.hook_resid_post"][:, n_prefix:]
+        auroc = readout_auroc(tokens, data.instance, lambda images, patches: probe_next.pair_logits(patches))
+        assert effect.values[condition]["own_object_attention"] == pytest.approx(attention, abs=1e-6)
+        assert effect.values[condition]["next_auroc"] == pytest.approx(auroc, abs=1e-6)
+    assert effect.values["binding shuffle"] != effect.values["clean"] != effect.values["random shuffle"]
+    for (measure, condition, reference), interval in effect.differences.items():
+        assert (condition, reference) in COMPARISONS and interval.method == "paired bootstrap over images"
+        assert interval.estimate == pytest.approx(effect.values[condition][measure] - effect.values[reference][measure])
+        assert interval.low <= interval.estimate <= interval.high and interval.n == len(scenes)
+    assert len(effect.rows()) == 6 and effect.n_images == 10
+
+
+def test_no_shuffle_changes_nothing_and_bad_settings_are_refused(setup):
+    model, scenes, probe, probe_next = setup
+    effect = shuffle_effect(model, scenes, probe, probe_next, ShuffleEffectConfig(layer=0, k=3, ratio=0.0, n_boot=50))
+    assert all((d.estimate, d.low, d.high) == (0, 0, 0) for d in effect.differences.values())
+    with pytest.raises(InputError, match="block layer\\+1 must exist"):
+        shuffle_effect(model, scenes, probe, probe_next, ShuffleEffectConfig(layer=model.cfg.n_layers - 1, k=3))
+    with pytest.raises(InputError, match="k must be in"):
+        shuffle_effect(model, scenes, probe, probe_next, ShuffleEffectConfig(layer=0, k=model.cfg.d_model))
+    with pytest.raises(InputError, match="at least 2 images"):
+        shuffle_effect(model, scenes[:1], probe, probe_next, ShuffleEffectConfig(layer=0, k=3))
