@@ -154,6 +154,8 @@ class _History:
     values: list[list[float]] = field(default_factory=list)
     """Every step's extra log columns (the objective's `log_columns`), as numbers."""
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """The process's CPU time over every session (on a shared machine, the budget a run really used)."""
     resumed_at: list[int] = field(default_factory=list)
 
 
@@ -212,6 +214,7 @@ def _card(recipe: ZooRecipe, objective: Objective, history: _History, name: str,
         "steps": recipe.steps,
         "images_seen": recipe.steps * recipe.batch_size,
         "wall_time_s": round(history.seconds, 1),
+        "cpu_time_s": round(history.cpu_seconds, 1),
         "first_loss": _mean(history.losses[:20]),
         "final_loss": _mean(history.losses[-50:]),
         "command": command,
@@ -255,7 +258,7 @@ def canonical_command(recipe: ZooRecipe, out: Path) -> str:
 def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, progress: bool) -> _History:
     """Train (or go on training from `run.state`), logging every step and saving a training checkpoint
     every `run.every` steps; returns the history of every session."""
-    session = time.perf_counter()
+    session, cpu_session = time.perf_counter(), time.process_time()
     device = next(objective.parameters()).device
     bank = SceneBank(recipe, progress=progress).to(device)
     optimizer = _optimizer(objective, recipe)
@@ -265,7 +268,7 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
         start = run.saved = restore_state(run.state, objective, optimizer, generator, recipe.lr)
         history = _History(**run.state["history"])
         history.resumed_at.append(start)
-    before = history.seconds
+    before, cpu_before = history.seconds, history.cpu_seconds
     objective.train()
     pace = _Pace(start, recipe.steps, run.max_hours, device)
     bar = _progress_bar(recipe, start) if progress else None
@@ -287,6 +290,7 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
         def after_step(step: int) -> None:
             objective.after_step(step - 1, recipe.steps)
             history.seconds = before + time.perf_counter() - session
+            history.cpu_seconds = cpu_before + time.process_time() - cpu_session
             line = _log_line(step - 1, recipe, history, objective)
             history.log_lines.append(line)
             log.write(line)
@@ -323,6 +327,7 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
         bar.close()
     objective.eval()
     history.seconds = before + time.perf_counter() - session
+    history.cpu_seconds = cpu_before + time.process_time() - cpu_session
     return history
 
 

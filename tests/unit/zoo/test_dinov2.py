@@ -32,6 +32,7 @@ def test_a_few_dinov2_steps_train_and_write_a_card_with_its_collapse_diagnostic(
         total = r["dino_loss"] + k.ibot_weight * r["ibot_loss"] + k.koleo_weight * r["koleo_loss"]
         assert r["loss"] == pytest.approx(total, rel=1e-3)
     assert card["objective"] == "dinov2" and card["shipped_network"] == "EMA teacher"
+    assert 0 < card["cpu_time_s"] and card["wall_time_s"] == pytest.approx(rows[-1]["seconds"], abs=0.1)
     collapse = card["collapse"]
     assert set(collapse["held_out"]) == {"cls", "patch"}
     assert collapse["held_out"]["cls"]["n_items"] == recipe.n_scenes  # at most as many held-out scenes as trained on
