@@ -439,7 +439,8 @@ class PrototypeUsage:
     """How a teacher spreads its assignments over K prototypes, summed batch by batch (so a held-out set of
     any size, or every patch token of it, fits in memory). The collapse diagnostics of DINO (Caron et al.
     2021, section 5.3): `entropy`, the mean entropy of each item's assignment (near ln K: collapse to
-    uniform), `entropy_of_mean`, the entropy of their mean (near 0: one prototype dominates), and
+    uniform), `entropy_of_mean`, the entropy of their mean (near 0: one prototype dominates; near `entropy`: every
+    item gets the same assignment), and
     `effective_prototypes` = exp(entropy_of_mean), the number of equally used prototypes that entropy
     amounts to (at most min(K, items) when each assignment is sharp)."""
 
@@ -485,20 +486,23 @@ class PrototypeUsage:
         }
 
 
-UNIFORM_COLLAPSE = 0.9
-"""A teacher whose mean entropy is above this fraction of ln K says nearly the same (uniform) thing of every item."""
+CONSTANT_COLLAPSE = 0.1
+"""A teacher whose assignment tells less than this fraction of ln K about the image (entropy of the mean minus the
+mean entropy: the information between image and prototype) says nearly the same thing of every image."""
 PARTIAL_COLLAPSE = 0.1
 """A teacher whose effective prototypes are below this fraction of min(K, items) uses few of them for everything."""
 
 
 def collapse_verdict(stats: dict[str, float]) -> str:
-    """The project's reading of `PrototypeUsage.statistics`: "collapsed to uniform" (mean entropy above 0.9 ln K),
-    "collapsed to one prototype" (fewer than 2 effective), "partial collapse" (fewer effective prototypes than
-    10 % of min(K, items): the most a sharp teacher can show on that many items), else "no collapse"."""
-    if stats["entropy"] > UNIFORM_COLLAPSE * stats["max_entropy"]:
-        return "collapsed to uniform"
+    """The project's reading of `PrototypeUsage.statistics`, DINO's failure modes (Caron et al. 2021, 5.3):
+    "collapsed to one prototype" (fewer than 2 effective), "collapsed to a constant" (the assignment carries less
+    than 0.1 ln K nats about the image, entropy_of_mean - entropy: every image gets nearly the same one, uniform
+    or not), "partial collapse" (fewer effective prototypes than 10 % of min(K, items), the most a sharp teacher
+    can show on that many items), else "no collapse"."""
     if stats["effective_prototypes"] < 2:
         return "collapsed to one prototype"
+    if stats["entropy_of_mean"] - stats["entropy"] < CONSTANT_COLLAPSE * stats["max_entropy"]:
+        return "collapsed to a constant"
     if stats["effective_prototypes"] < PARTIAL_COLLAPSE * min(stats["n_prototypes"], stats["n_items"]):
         return "partial collapse"
     return "no collapse"

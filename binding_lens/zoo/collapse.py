@@ -2,8 +2,8 @@
 
 Two numbers per teacher head, in each model's card and `binding-lens zoo list` (`losses.dino.PrototypeUsage`):
 the effective number of prototypes, exp of the entropy of the mean teacher assignment (how many prototypes the
-teacher really uses), and the mean entropy of each assignment (near ln K: it says the same uniform thing of
-everything). A teacher's assignment of an image is the softmax of its head's logits at the final teacher
+teacher really uses), and the mean entropy of each assignment (their difference is what the assignment tells of
+the image: near 0, the same for every image). A teacher's assignment of an image is the softmax of its head's logits at the final teacher
 temperature, centered by DINO's running center; DINOv2 has no center (Sinkhorn-Knopp acts on a batch and makes
 every batch's mean assignment uniform by construction, which would hide a collapse), so its own softmax is read.
 
@@ -22,7 +22,7 @@ import torch
 from transformers import Dinov2Model
 
 from ..errors import InputError
-from ..losses.dino import PARTIAL_COLLAPSE, UNIFORM_COLLAPSE, PrototypeUsage, collapse_verdict
+from ..losses.dino import CONSTANT_COLLAPSE, PARTIAL_COLLAPSE, PrototypeUsage, collapse_verdict
 from .checkpoint import read_card, read_heads
 from .objectives import Dinov2Objective, SelfDistillation, make_objective
 from .recipe import ZooRecipe
@@ -32,8 +32,9 @@ COLLAPSE_SCENES = 1024
 """Held-out scenes the final diagnostic reads: as many as the shipped heads have prototypes, so a sharp
 teacher that used all of them could show it."""
 RULE = (
-    f"collapsed to uniform: mean entropy above {UNIFORM_COLLAPSE:g} ln K; collapsed to one prototype: fewer than 2 "
-    f"effective; partial collapse: fewer effective prototypes than {PARTIAL_COLLAPSE:.0%} of min(K, images)"
+    "collapsed to one prototype: fewer than 2 effective; collapsed to a constant: the assignment carries less than "
+    f"{CONSTANT_COLLAPSE:g} ln K nats about the image (entropy of the mean minus mean entropy); partial collapse: "
+    f"fewer effective prototypes than {PARTIAL_COLLAPSE:.0%} of min(K, images)"
 )
 SUMMARY_POINTS = 10
 

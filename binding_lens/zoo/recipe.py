@@ -55,12 +55,16 @@ class DinoKnobs:
 class Dinov2Knobs(DinoKnobs):
     """DINOv2 (Oquab et al. 2023, facebookresearch/dinov2 ssl_default_config.yaml, scaled down like `dino`): DINO's
     image-level loss with Sinkhorn-Knopp targets, the teacher temperature warmed up from 0.04 to 0.07 over 30 %
-    of training, the iBOT masked-patch loss through its own patch head, and KoLeo on the student's CLS tokens."""
+    of training, the iBOT masked-patch loss through its own patch head, and KoLeo on the student's CLS tokens.
+    Left out, as `dino` leaves them out: the photometric augmentations, layerwise rate decay, the weight-decay
+    schedule, drop path, freezing the heads' last layers in the first epoch; 4 local crops, not 8."""
 
     teacher_temp: float = 0.07
     teacher_temp_warmup: float = 0.3
     teacher_momentum: float = 0.992
     centering: str = "sinkhorn_knopp"
+    norm_last_layer: bool = False
+    """DINOv2's heads train the weight norm g of their last layer (its code never freezes it)."""
     patch_out_dim: int = 1024
     """Prototypes of the iBOT patch head (a head of its own, as the released ViT-L and ViT-g configs have)."""
     ibot_weight: float = 1.0

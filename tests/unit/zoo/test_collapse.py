@@ -49,7 +49,14 @@ def _stats(logits: torch.Tensor) -> dict[str, float]:
 
 def test_the_collapse_verdict_reads_the_rule():
     k, n = 64, 200
-    assert collapse_verdict(_stats(torch.zeros(n, k))) == "collapsed to uniform"
+    assert collapse_verdict(_stats(torch.zeros(n, k))) == "collapsed to a constant"  # uniform for every image
+    same = torch.randn(k).expand(n, k) * 2  # one sharp-ish assignment, the same for every image
+    assert _stats(same)["effective_prototypes"] > 2 and collapse_verdict(_stats(same)) == "collapsed to a constant"
+    lean = torch.zeros(n, k)
+    lean[torch.arange(n), torch.arange(n) % k] = 3.0  # soft, but each image leans to a prototype of its own
+    stats = _stats(lean)
+    assert stats["entropy"] > 0.5 * stats["max_entropy"] and collapse_verdict(stats) == "no collapse"
+    assert collapse_verdict(_stats(lean / 10)) == "collapsed to a constant"  # too weak a lean to tell images apart
     one = torch.zeros(n, k)
     one[:, 3] = 50.0
     assert collapse_verdict(_stats(one)) == "collapsed to one prototype"

@@ -109,6 +109,8 @@ def test_dinov2_schedules_follow_its_config():
     assert objective.teacher_momentum(0, 100) == pytest.approx(0.992)
     assert objective.teacher_momentum(100, 100) == pytest.approx(1.0)
     assert (k.koleo_weight, k.ibot_weight, k.mask_probability, k.mask_ratio) == (0.1, 1.0, 0.5, (0.1, 0.5))
+    assert objective.head.last_layer.weight_g.requires_grad and objective.patch_head.last_layer.weight_g.requires_grad
+    assert not objective.teacher_head.last_layer.weight_g.requires_grad
     dino = make_objective(tiny_recipe("dino"))
     assert dino.teacher_temp(0, 100) == dino.teacher_temp(99, 100) == pytest.approx(0.04)  # no warm-up in dino
 
