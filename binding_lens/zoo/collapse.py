@@ -3,12 +3,13 @@
 Two numbers per teacher head, in each model's card and `binding-lens zoo list` (`losses.dino.PrototypeUsage`):
 the effective number of prototypes, exp of the entropy of the mean teacher assignment (how many prototypes the
 teacher really uses), and the mean entropy of each assignment (their difference is what the assignment tells of
-the image: near 0, the same for every image). A teacher's assignment of an image is the softmax of its head's logits at the final teacher
-temperature, centered by DINO's running center; DINOv2 has no center (Sinkhorn-Knopp acts on a batch and makes
-every batch's mean assignment uniform by construction, which would hide a collapse), so its own softmax is read.
+the image: near 0, the same for every image). A teacher's assignment of an image is the softmax of its head's
+logits at the final teacher temperature, centered by DINO's running center; DINOv2 has no center (Sinkhorn-Knopp
+acts on a batch and makes every batch's mean assignment uniform by construction, which would hide a collapse),
+so its own softmax is read.
 
 - over training: each step's teacher outputs (the batch's two global views) are logged (`training_log.csv`),
-  and the card keeps their mean over each tenth of the steps (per batch: at most 2 x batch effective prototypes);
+  and the card keeps their mean over each tenth of the steps (each value from one batch: 2 x batch_size outputs);
 - final: the shipped teacher on `COLLAPSE_SCENES` held-out scenes (the `test` split of the training preset),
   with `losses.dino.collapse_verdict`'s reading of them. DINOv2 adds its patch head over every patch token.
 """
