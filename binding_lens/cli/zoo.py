@@ -6,7 +6,7 @@ import argparse
 import shlex
 import sys
 
-from ..zoo.recipe import CHECKPOINT_EVERY, COMMAND_LINE_FIELDS, MAX_HOURS
+from ..zoo.recipe import CHECKPOINT_EVERY, COMMAND_LINE_FIELDS, MAX_HOURS, OBJECTIVES
 from .arguments import default_device, non_negative_int, output_dir, positive_float, positive_int
 
 ARGUMENT_TYPES = {int: positive_int, float: positive_float, str: str}
@@ -28,7 +28,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--objective",
         required=True,
-        choices=("dino", "mae", "supervised", "random"),
+        choices=OBJECTIVES,
         help="the training objective (random: the untrained twin, same architecture and initialization)",
     )
     train.add_argument(
@@ -156,16 +156,31 @@ def _list() -> int:
     if not cards:
         print("no zoo models are shipped with this installation")
         return 1
-    print(f"{'id':<16} {'objective':<11} {'arch':<30} {'steps':>6} {'wall':>7} {'final loss':>10}  data")
+    print(
+        f"{'id':<16} {'objective':<11} {'arch':<30} {'steps':>6} {'wall':>7} {'final loss':>10}  {'data':<14}  "
+        "teacher on held-out scenes: effective prototypes, mean entropy, verdict"
+    )
     for card in cards:
         a = card["architecture"]
         arch = f"{a['model_type']} d{a['hidden_size']} L{a['n_layers']} p{a['patch_size']} @{a['image_size']}"
         loss = "-" if card["final_loss"] is None else f"{card['final_loss']:.4f}"
+        data = f"{card['data']['preset']} x{card['data']['n']}"
         print(
             f"{card['id']:<16} {card['objective']:<11} {arch:<30} {card['steps']:>6} {card['wall_time_s']:>6.0f}s "
-            f"{loss:>10}  {card['data']['preset']} x{card['data']['n']}"
+            f"{loss:>10}  {data:<14}  {_collapse_cell(card)}"
         )
     return 0
+
+
+def _collapse_cell(card: dict) -> str:
+    """'18.7/1024, 0.60 nats, partial collapse' for a self-distillation model's card; '-' for the others."""
+    if "collapse" not in card:
+        return "-"
+    cls = card["collapse"]["held_out"]["cls"]
+    return (
+        f"{cls['effective_prototypes']:.1f}/{cls['n_prototypes']}, {cls['entropy']:.2f} nats, "
+        f"{card['collapse']['verdict']}"
+    )
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -333,7 +333,7 @@ def multi_crop(
 
 
 # --- the loss -----------------------------------------------------------------------------------
-def _check_outputs(student_out: Sequence[Tensor], teacher_out: Sequence[Tensor], center: Tensor) -> Tensor:
+def _check_outputs(student_out: Sequence[Tensor], teacher_out: Sequence[Tensor], center: Tensor | None) -> Tensor:
     if len(teacher_out) == 0 or len(student_out) < len(teacher_out):
         raise InputError(
             f"need >= 1 teacher (global) view and the student's views to start with them; got {len(teacher_out)} "
@@ -347,6 +347,8 @@ def _check_outputs(student_out: Sequence[Tensor], teacher_out: Sequence[Tensor],
             "every view's output must be [batch, K] of one shape; "
             f"got {[tuple(t.shape) for t in [*student_out, *teacher_out]]}"
         )
+    if center is None:
+        return teacher_out[0].new_zeros(shape[1])
     if center.numel() != shape[1]:
         raise InputError(f"center must have K = {shape[1]} entries, got shape {tuple(center.shape)}")
     return center.reshape(shape[1])
@@ -372,13 +374,30 @@ def dino_loss(
     0.07 and DINOv2 ends at 0.07: pass the value the head's checkpoint was trained with.
     """
     center = _check_outputs(student_out, teacher_out, center)
-    if not (student_temp > 0 and teacher_temp > 0):
+    if not teacher_temp > 0:
         raise InputError(f"temperatures must be positive, got student {student_temp}, teacher {teacher_temp}")
+    targets = [torch.softmax((t.detach() - center) / teacher_temp, dim=-1) for t in teacher_out]
+    return distillation_loss(student_out, targets, student_temp, reduction)
+
+
+def distillation_loss(
+    student_out: Sequence[Float[Tensor, "batch n_prototypes"]],
+    targets: Sequence[Float[Tensor, "batch n_prototypes"]],
+    student_temp: float = 0.1,
+    reduction: str = "mean",
+) -> Float[Tensor, ""] | Float[Tensor, " batch"]:
+    """The cross-view cross-entropy of DINO and DINOv2 from the teacher's target distributions (centered and
+    sharpened, or Sinkhorn-Knopp's): for every target view iq and student view v != iq (student views
+    0..n_targets-1 are the same global views), the batch mean of sum_k -target_k log_softmax(s / student_temp)_k,
+    then the mean over those pairs. The targets are detached; `reduction="none"` gives each image's mean."""
+    _check_outputs(student_out, targets, None)
+    if not student_temp > 0:
+        raise InputError(f"temperatures must be positive, got student {student_temp}")
     if reduction not in ("mean", "none"):
         raise InputError(f"reduction must be 'mean' or 'none', got {reduction!r}")
-    targets = torch.softmax((torch.stack(list(teacher_out)).detach() - center) / teacher_temp, dim=-1)
+    target = torch.stack([t.detach() for t in targets])
     log_probs = torch.log_softmax(torch.stack(list(student_out)) / student_temp, dim=-1)
-    cross = -torch.einsum("ibk,vbk->ivb", targets, log_probs)  # [teacher view, student view, image]
+    cross = -torch.einsum("ibk,vbk->ivb", target, log_probs)  # [target view, student view, image]
     off_diagonal = ~torch.eye(*cross.shape[:2], dtype=torch.bool, device=cross.device)
     per_image = cross[off_diagonal].mean(0)
     return per_image if reduction == "none" else per_image.mean()
@@ -399,27 +418,94 @@ def update_center(
 
 
 def teacher_statistics(
-    teacher_out: Float[Tensor, "batch n_prototypes"], center: Float[Tensor, " n_prototypes"], teacher_temp: float = 0.04
+    teacher_out: Float[Tensor, "batch n_prototypes"],
+    center: Float[Tensor, " n_prototypes"] | None = None,
+    teacher_temp: float = 0.04,
 ) -> dict[str, float]:
-    """DINO's collapse diagnostics (Caron et al. 2021, section 5.3) on a batch of teacher logits:
-    `entropy`, the mean entropy of each image's centered, sharpened distribution (near ln K: collapse
-    to uniform), and `entropy_of_mean`, the entropy of the batch-mean distribution (near 0: one
-    dimension dominates); both in nats, with `max_entropy` = ln K and the number of distinct argmax
-    prototypes in the batch."""
-    if teacher_out.ndim != 2 or center.numel() != teacher_out.shape[1]:
+    """DINO's collapse diagnostics (Caron et al. 2021, section 5.3) on a batch of teacher logits, each image's
+    assignment being softmax((t - center) / teacher_temp) (no center: the plain softmax): see
+    `PrototypeUsage.statistics`."""
+    if teacher_out.ndim != 2 or (center is not None and center.numel() != teacher_out.shape[1]):
         raise InputError(
             f"need teacher_out [batch, K] and a center of K entries, got {tuple(teacher_out.shape)} "
-            f"and {tuple(center.shape)}"
+            f"and {None if center is None else tuple(center.shape)}"
         )
-    log_p = torch.log_softmax((teacher_out - center.reshape(1, -1)) / teacher_temp, dim=-1)
-    p = log_p.exp()
-    mean = p.mean(0)
-    return {
-        "entropy": float(-(p * log_p).sum(-1).mean()),
-        "entropy_of_mean": float(-(mean * mean.clamp_min(1e-30).log()).sum()),
-        "max_entropy": math.log(teacher_out.shape[1]),
-        "prototypes_used": int(p.argmax(-1).unique().numel()),
-    }
+    usage = PrototypeUsage(teacher_out.shape[1])
+    usage.add(teacher_out, center, teacher_temp)
+    return usage.statistics()
+
+
+class PrototypeUsage:
+    """How a teacher spreads its assignments over K prototypes, summed batch by batch (so a held-out set of
+    any size, or every patch token of it, fits in memory). The collapse diagnostics of DINO (Caron et al.
+    2021, section 5.3): `entropy`, the mean entropy of each item's assignment (near ln K: collapse to
+    uniform), `entropy_of_mean`, the entropy of their mean (near 0: one prototype dominates; near `entropy`: every
+    item gets the same assignment), and
+    `effective_prototypes` = exp(entropy_of_mean), the number of equally used prototypes that entropy
+    amounts to (at most min(K, items) when each assignment is sharp)."""
+
+    def __init__(self, n_prototypes: int) -> None:
+        self.n_prototypes = n_prototypes
+        self.total = torch.zeros(n_prototypes, dtype=torch.float64)
+        self.entropy_sum, self.n = 0.0, 0
+        self.argmaxes: set[int] = set()
+
+    @torch.no_grad()
+    def add(
+        self,
+        teacher_out: Float[Tensor, "item n_prototypes"],
+        center: Float[Tensor, " n_prototypes"] | None = None,
+        teacher_temp: float = 0.04,
+    ) -> None:
+        """Count the assignments softmax((t - center) / teacher_temp) of a batch of teacher logits."""
+        if teacher_out.ndim != 2 or teacher_out.shape[1] != self.n_prototypes:
+            raise InputError(f"need teacher logits [item, {self.n_prototypes}], got {tuple(teacher_out.shape)}")
+        shifted = teacher_out.float() if center is None else teacher_out.float() - center.reshape(1, -1).float()
+        log_p = torch.log_softmax(shifted / teacher_temp, dim=-1)
+        p = log_p.exp()
+        self.total += p.sum(0).double().cpu()
+        self.entropy_sum += float(-(p * log_p).sum())
+        self.n += teacher_out.shape[0]
+        self.argmaxes.update(p.argmax(-1).unique().tolist())
+
+    def statistics(self) -> dict[str, float]:
+        """entropy, entropy_of_mean and max_entropy (ln K) in nats, effective_prototypes, the number of
+        distinct argmax prototypes (`prototypes_used`), n_prototypes and the items counted (`n_items`)."""
+        if not self.n:
+            raise InputError("no teacher outputs were counted")
+        mean = self.total / self.n
+        entropy_of_mean = float(-(mean * mean.clamp_min(1e-30).log()).sum())
+        return {
+            "entropy": self.entropy_sum / self.n,
+            "entropy_of_mean": entropy_of_mean,
+            "effective_prototypes": math.exp(entropy_of_mean),
+            "max_entropy": math.log(self.n_prototypes),
+            "prototypes_used": len(self.argmaxes),
+            "n_prototypes": self.n_prototypes,
+            "n_items": self.n,
+        }
+
+
+CONSTANT_COLLAPSE = 0.1
+"""A teacher whose assignment tells less than this fraction of ln K about the image (entropy of the mean minus the
+mean entropy: the information between image and prototype) says nearly the same thing of every image."""
+PARTIAL_COLLAPSE = 0.1
+"""A teacher whose effective prototypes are below this fraction of min(K, items) uses few of them for everything."""
+
+
+def collapse_verdict(stats: dict[str, float]) -> str:
+    """The project's reading of `PrototypeUsage.statistics`, DINO's failure modes (Caron et al. 2021, 5.3):
+    "collapsed to one prototype" (fewer than 2 effective), "collapsed to a constant" (the assignment carries less
+    than 0.1 ln K nats about the image, entropy_of_mean - entropy: every image gets nearly the same one, uniform
+    or not), "partial collapse" (fewer effective prototypes than 10 % of min(K, items), the most a sharp teacher
+    can show on that many items), else "no collapse"."""
+    if stats["effective_prototypes"] < 2:
+        return "collapsed to one prototype"
+    if stats["entropy_of_mean"] - stats["entropy"] < CONSTANT_COLLAPSE * stats["max_entropy"]:
+        return "collapsed to a constant"
+    if stats["effective_prototypes"] < PARTIAL_COLLAPSE * min(stats["n_prototypes"], stats["n_items"]):
+        return "partial collapse"
+    return "no collapse"
 
 
 @torch.no_grad()

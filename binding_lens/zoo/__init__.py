@@ -1,6 +1,6 @@
 """The model zoo: small ViTs the project trains itself on its synthetic scenes, shipped offline.
 
-Same backbone (an HF `Dinov2Model`), same scenes, only the objective changes (DINO, MAE,
+Same backbone (an HF `Dinov2Model`), same scenes, only the objective changes (DINO, DINOv2, MAE,
 supervised color x shape conjunctions) beside a random-init twin, so whether binding depends on
 the objective (SPEC section 4) can be tested under control.
 
@@ -13,7 +13,8 @@ Everything "zoo" is here: the shipped checkpoints (`checkpoints/<name>/`, packag
 are (`registry.py`: `zoo:<name>` -> a directory and its model card), how a `zoo:` spec loads
 (`loader.py`, plugged into `HookedViT.from_pretrained` through `spec_prefixes`, so `binding_lens.models`
 never imports the zoo), and how the models are trained (`recipe.py`, `objectives.py`, `scenes.py`,
-`train.py`, `checkpoint.py`; `resume.py`: the training checkpoints a killed run resumes from). Loading a
+`train.py`, `checkpoint.py`; `resume.py`: the training checkpoints a killed run resumes from; `collapse.py`:
+whether a self-distillation teacher collapsed). Loading a
 model imports none of the training code. The comparison of the zoo's objectives is a report:
 `binding_lens.reports.binding_by_objective`.
 The package exports what a user starts from; the rest lives in its module: `Objective` and

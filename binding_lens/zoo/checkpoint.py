@@ -2,7 +2,8 @@
 
     <dir>/config.json, model.safetensors     the backbone, float16 (transformers' own format)
     <dir>/preprocessor_config.json           image_mean / image_std / size, read by HookedViT
-    <dir>/heads.safetensors                  the objective's heads (DINO: teacher head + center)
+    <dir>/heads.safetensors                  the objective's heads (DINO: teacher head + center; DINOv2: teacher
+                                             head + teacher patch head)
     <dir>/card.json                          the model card (see `write_checkpoint`)
     <dir>/training_log.csv                   step, loss, lr, seconds (absent for the random control)
 

@@ -1,9 +1,11 @@
-"""The three training objectives of the zoo, each wrapping the same HF `Dinov2Model` backbone.
+"""The training objectives of the zoo, each wrapping the same HF `Dinov2Model` backbone.
 
-An objective owns the backbone and whatever heads its loss needs. `loss(bank, index, generator)`
-is one step's loss; `after_step(step, total)` does the bookkeeping outside autograd (DINO's EMA
-teacher and center); `shipped_backbone()` is the network that becomes the checkpoint (DINO ships
-its teacher, as DINO's own evaluations do) and `heads()` the extra tensors saved beside it.
+An objective owns the backbone and whatever heads its loss needs. `begin_step(step, total)` sets what
+the schedules decide (DINO's teacher temperature), `loss(bank, index, generator)` is one step's loss;
+`after_step(step, total)` does the bookkeeping outside autograd (DINO's EMA teacher and center) and
+`log_values()` gives the step's extra log columns (the teacher's collapse statistics);
+`shipped_backbone()` is the network that becomes the checkpoint (DINO and DINOv2 ship their teacher, as
+their own evaluations do) and `heads()` the extra tensors saved beside it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,18 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 from transformers import Dinov2Model
 
-from ..losses.dino import DinoHead, apply_view, dino_loss, ema_update, plan_crops, update_center
-from .recipe import ZooRecipe
+from ..losses.dino import (
+    DinoHead,
+    PrototypeUsage,
+    apply_view,
+    distillation_loss,
+    ema_update,
+    plan_crops,
+    teacher_statistics,
+    update_center,
+)
+from ..losses.dinov2 import BlockMasking, ibot_loss, koleo_loss, sinkhorn_knopp
+from .recipe import DinoKnobs, ZooRecipe
 from .scenes import CONJUNCTIONS, SceneBank
 
 
@@ -33,8 +45,18 @@ class Objective(nn.Module):
     def loss(self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator) -> Float[Tensor, ""]:
         raise NotImplementedError
 
+    log_columns: tuple[str, ...] = ()
+    """Extra columns of the training log (`log_values` gives them after each step's loss)."""
+
+    def begin_step(self, step: int, total: int) -> None:
+        """Set what a step's schedule decides before its loss (none by default)."""
+
     def after_step(self, step: int, total: int) -> None:
         """Updates outside autograd after the optimizer step (none by default)."""
+
+    def log_values(self) -> dict[str, float]:
+        """This step's values of `log_columns`."""
+        return {}
 
     def shipped_backbone(self) -> Dinov2Model:
         return self.backbone
@@ -44,27 +66,64 @@ class Objective(nn.Module):
         return {}
 
 
-class DinoObjective(Objective):
-    """DINO v1: a student (backbone + head) matches an EMA teacher's centered, sharpened output on
-    other views; two global crops go to both, `n_local` local crops to the student only."""
+class SelfDistillation(Objective):
+    """What DINO and DINOv2 share: a student (backbone + head) and an EMA teacher of both, multi-crop views, the
+    teacher temperature's warm-up, the teacher's targets (DINO's running center or DINOv2's Sinkhorn-Knopp) and
+    the collapse statistics of each step's teacher outputs (`log_values`). The knobs are `recipe.<name>`."""
 
-    name = "dino"
-    center: Tensor  # a buffer (registered in __init__)
+    center: Tensor  # a buffer (registered in __init__); used by `centering="center"` only
+    log_columns: tuple[str, ...] = ("teacher_entropy", "effective_prototypes")
 
     def __init__(self, backbone: Dinov2Model, recipe: ZooRecipe) -> None:
         super().__init__(backbone, recipe)
-        k = recipe.dino
-        self.head = DinoHead(
-            recipe.hidden_size, k.out_dim, k.hidden_dim, k.bottleneck_dim, n_layers=3, seed=recipe.seed
-        )
+        k = self.knobs
+        self.head = self._head(k.out_dim, recipe.seed)
         self.teacher = copy.deepcopy(backbone).requires_grad_(False)
         self.teacher_head = copy.deepcopy(self.head).requires_grad_(False)
         self.register_buffer("center", torch.zeros(k.out_dim))
         self._teacher_out: list[Tensor] = []
+        self._temp = self.teacher_temp(0, max(recipe.steps, 1))
+        self._logged: dict[str, float] = {}
 
-    def loss(self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator) -> Float[Tensor, ""]:
-        k, size = self.recipe.dino, self.recipe.image_size
-        pixels = bank.pixels(index)
+    @property
+    def knobs(self) -> DinoKnobs:
+        knobs: DinoKnobs = getattr(self.recipe, self.name)
+        return knobs
+
+    def _head(self, out_dim: int, seed: int) -> DinoHead:
+        k = self.knobs
+        return DinoHead(
+            self.recipe.hidden_size,
+            out_dim,
+            k.hidden_dim,
+            k.bottleneck_dim,
+            n_layers=3,
+            norm_last_layer=k.norm_last_layer,
+            seed=seed,
+        )
+
+    def teacher_temp(self, step: int, total: int) -> float:
+        """`warmup_teacher_temp` rising linearly to `teacher_temp` over the first `teacher_temp_warmup` of the
+        steps, then `teacher_temp` (DINO's and DINOv2's schedule)."""
+        k = self.knobs
+        warm = k.teacher_temp_warmup * total
+        if step >= warm:
+            return k.teacher_temp
+        return k.warmup_teacher_temp + (k.teacher_temp - k.warmup_teacher_temp) * step / warm
+
+    def teacher_momentum(self, step: int, total: int) -> float:
+        """DINO's cosine schedule from `teacher_momentum` to 1 over training."""
+        start = self.knobs.teacher_momentum
+        return 1 - (1 - start) * (math.cos(math.pi * step / max(total, 1)) + 1) / 2
+
+    def begin_step(self, step: int, total: int) -> None:
+        self._temp = self.teacher_temp(step, total)
+
+    def views(
+        self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator
+    ) -> tuple[Float[Tensor, "view_batch 3 height width"], list[Float[Tensor, "batch 3 side side"]]]:
+        """(both global views of every scene, stacked view by view; the local views, one tensor per view)."""
+        k, size = self.knobs, self.recipe.image_size
         plan = plan_crops(
             [(size, size)] * len(index),
             patch_size=self.recipe.patch_size,
@@ -76,36 +135,159 @@ class DinoObjective(Objective):
             local_scale=k.local_scale,
             seed=int(torch.randint(0, 2**62, (1,), generator=generator)),
         )
+        pixels = bank.pixels(index)
         views = [apply_view(pixels, plan, v) for v in range(len(plan.sides))]
-        global_views, local_views = torch.cat(views[:2]), views[2:]
-        with torch.no_grad():
-            teacher_out = self.teacher_head(self.teacher(pixel_values=global_views).pooler_output).chunk(2)
-        student_out = list(self.head(self.backbone(pixel_values=global_views).pooler_output).chunk(2))
-        if local_views:
-            student_out += self.head(self.backbone(pixel_values=torch.cat(local_views)).pooler_output).chunk(
-                len(local_views)
-            )
-        self._teacher_out = list(teacher_out)
-        return dino_loss(student_out, self._teacher_out, self.center, k.student_temp, k.teacher_temp)
+        return torch.cat(views[:2]), views[2:]
 
-    def teacher_momentum(self, step: int, total: int) -> float:
-        """DINO's cosine schedule from `teacher_momentum` to 1 over training."""
-        start = self.recipe.dino.teacher_momentum
-        return 1 - (1 - start) * (math.cos(math.pi * step / max(total, 1)) + 1) / 2
+    def local_outputs(self, local_views: list[Tensor]) -> list[Tensor]:
+        """The student head's outputs on the local views (none without them)."""
+        if not local_views:
+            return []
+        out = self.head(self.backbone(pixel_values=torch.cat(local_views)).pooler_output)
+        return list(out.chunk(len(local_views)))
+
+    def assignment_center(self) -> Tensor | None:
+        """What the teacher's logits are centered by before its softmax (Sinkhorn-Knopp: none; it acts on a batch)."""
+        return self.center if self.knobs.centering == "center" else None
+
+    def targets(self, teacher_out: list[Tensor], temp: float) -> list[Tensor]:
+        """The teacher's target distributions, view by view: centered and sharpened, or Sinkhorn-Knopp's."""
+        center = self.assignment_center()
+        if center is not None:
+            return [torch.softmax((t.float() - center) / temp, dim=-1) for t in teacher_out]
+        joint = sinkhorn_knopp(torch.cat(teacher_out), temp, self.knobs.sinkhorn_iterations)
+        return list(joint.chunk(len(teacher_out)))
+
+    def note_teacher(self, teacher_out: list[Tensor], prefix: str = "", center: Tensor | None = None) -> None:
+        """Keep the collapse statistics of this step's teacher assignments for the training log."""
+        stats = teacher_statistics(torch.cat(teacher_out).detach().float(), center, self._temp)
+        self._logged[f"{prefix}teacher_entropy"] = stats["entropy"]
+        self._logged[f"{prefix}effective_prototypes"] = stats["effective_prototypes"]
+
+    def log_values(self) -> dict[str, float]:
+        return dict(self._logged)
+
+    def ema_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(teacher, student) module pairs the EMA moves."""
+        return [(self.teacher, self.backbone), (self.teacher_head, self.head)]
 
     @torch.no_grad()
     def after_step(self, step: int, total: int) -> None:
         momentum = self.teacher_momentum(step, total)
-        ema_update(self.teacher, self.backbone, momentum)
-        ema_update(self.teacher_head, self.head, momentum)
-        self.center.copy_(update_center(self.center, self._teacher_out, self.recipe.dino.center_momentum))
+        for teacher, student in self.ema_pairs():
+            ema_update(teacher, student, momentum)
+        if self.knobs.centering == "center":
+            self.center.copy_(update_center(self.center, self._teacher_out, self.knobs.center_momentum))
 
     def shipped_backbone(self) -> Dinov2Model:
         return self.teacher
 
     def heads(self) -> dict[str, Tensor]:
         state = {f"head.{name}": t for name, t in self.teacher_head.state_dict().items()}
-        return {**state, "center": self.center.clone()}
+        return {**state, "center": self.center.clone()} if self.knobs.centering == "center" else state
+
+    @torch.no_grad()
+    def count_prototypes(self, pixels: Float[Tensor, "batch 3 height width"], usage: dict[str, PrototypeUsage]) -> None:
+        """Add the teacher's assignments of these images (its CLS through its head, centered as in training, at
+        the final teacher temperature) to `usage["cls"]`."""
+        cls = self.teacher(pixel_values=pixels).pooler_output
+        usage["cls"].add(self.teacher_head(cls), self.assignment_center(), self.knobs.teacher_temp)
+
+
+class DinoObjective(SelfDistillation):
+    """DINO v1: a student (backbone + head) matches an EMA teacher's centered, sharpened output on
+    other views; two global crops go to both, `n_local` local crops to the student only."""
+
+    name = "dino"
+
+    def loss(self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator) -> Float[Tensor, ""]:
+        global_views, local_views = self.views(bank, index, generator)
+        with torch.no_grad():
+            teacher_out = list(self.teacher_head(self.teacher(pixel_values=global_views).pooler_output).chunk(2))
+        student_out = list(self.head(self.backbone(pixel_values=global_views).pooler_output).chunk(2))
+        student_out += self.local_outputs(local_views)
+        self._teacher_out = teacher_out
+        self.note_teacher(teacher_out, center=self.assignment_center())
+        return distillation_loss(student_out, self.targets(teacher_out, self._temp), self.knobs.student_temp)
+
+
+class Dinov2Objective(SelfDistillation):
+    """DINOv2: DINO's image-level loss on global and local views with Sinkhorn-Knopp targets; the iBOT loss
+    (the student sees blockwise-masked global views, and its patch head on the masked tokens matches the
+    teacher's patch head on the unmasked view, Sinkhorn-Knopp over the batch's masked tokens); KoLeo on the
+    student's CLS tokens, each global view's batch apart. Loss = dino + ibot_weight * ibot + koleo_weight *
+    (koleo of view 1 + koleo of view 2), as DINOv2's ssl_meta_arch.py sums them."""
+
+    name = "dinov2"
+    log_columns = (
+        "dino_loss",
+        "ibot_loss",
+        "koleo_loss",
+        "teacher_entropy",
+        "effective_prototypes",
+        "patch_teacher_entropy",
+        "patch_effective_prototypes",
+    )
+
+    def __init__(self, backbone: Dinov2Model, recipe: ZooRecipe) -> None:
+        super().__init__(backbone, recipe)
+        k = recipe.dinov2
+        self.patch_head = self._head(k.patch_out_dim, recipe.seed + PATCH_HEAD_SEED)
+        self.teacher_patch_head = copy.deepcopy(self.patch_head).requires_grad_(False)
+        self.masking = BlockMasking(
+            k.mask_probability, k.mask_ratio, k.mask_min_block, k.mask_max_block, k.mask_min_aspect
+        )
+
+    def loss(self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator) -> Float[Tensor, ""]:
+        k = self.recipe.dinov2
+        global_views, local_views = self.views(bank, index, generator)
+        masks = self.masking.sample(global_views.shape[0], self.recipe.grid, generator).to(global_views.device)
+        with torch.no_grad():
+            teacher = self.teacher(pixel_values=global_views).last_hidden_state
+            teacher_out = list(self.teacher_head(teacher[:, 0]).chunk(2))
+        student = self.backbone(pixel_values=global_views, bool_masked_pos=masks).last_hidden_state
+        student_out = list(self.head(student[:, 0]).chunk(2)) + self.local_outputs(local_views)
+        self.note_teacher(teacher_out)
+        dino = distillation_loss(student_out, self.targets(teacher_out, self._temp), k.student_temp)
+        koleo = sum((koleo_loss(cls) for cls in student[:, 0].chunk(2)), torch.zeros((), device=student.device))
+        ibot = self.ibot_term(teacher, student, masks)
+        self._logged.update(dino_loss=dino.item(), ibot_loss=ibot.item(), koleo_loss=koleo.item())
+        return dino + k.ibot_weight * ibot + k.koleo_weight * koleo
+
+    def ibot_term(
+        self,
+        teacher: Float[Tensor, "view pos d_model"],
+        student: Float[Tensor, "view pos d_model"],
+        masks: Bool[Tensor, "view patch"],
+    ) -> Float[Tensor, ""]:
+        """The iBOT loss of the masked patch tokens (`pos` counts the CLS token first; `patch` does not)."""
+        if not masks.any():
+            self._logged.update(patch_teacher_entropy=math.nan, patch_effective_prototypes=math.nan)
+            return student.new_zeros(()).float()
+        with torch.no_grad():
+            teacher_patch = self.teacher_patch_head(teacher[:, 1:][masks])
+            targets = sinkhorn_knopp(teacher_patch, self._temp, self.knobs.sinkhorn_iterations)
+        self.note_teacher([teacher_patch], prefix="patch_")
+        student_patch = self.patch_head(student[:, 1:][masks])
+        return ibot_loss(student_patch, targets, masks, self.knobs.student_temp)
+
+    def ema_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [*super().ema_pairs(), (self.teacher_patch_head, self.patch_head)]
+
+    def heads(self) -> dict[str, Tensor]:
+        patch = {f"patch_head.{name}": t for name, t in self.teacher_patch_head.state_dict().items()}
+        return {**super().heads(), **patch}
+
+    @torch.no_grad()
+    def count_prototypes(self, pixels: Float[Tensor, "batch 3 height width"], usage: dict[str, PrototypeUsage]) -> None:
+        """As DINO's, and every patch token through the teacher's patch head into `usage["patch"]`."""
+        tokens = self.teacher(pixel_values=pixels).last_hidden_state
+        usage["cls"].add(self.teacher_head(tokens[:, 0]), None, self.knobs.teacher_temp)
+        usage["patch"].add(self.teacher_patch_head(tokens[:, 1:].flatten(0, 1)), None, self.knobs.teacher_temp)
+
+
+PATCH_HEAD_SEED = 1000
+"""The iBOT patch head is initialized from `recipe.seed + PATCH_HEAD_SEED` (the DINO head from `recipe.seed`)."""
 
 
 class MaeObjective(Objective):
@@ -206,7 +388,7 @@ class RandomControl(Objective):
 
 
 OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (DinoObjective, MaeObjective, SupervisedObjective, RandomControl)
+    cls.name: cls for cls in (DinoObjective, Dinov2Objective, MaeObjective, SupervisedObjective, RandomControl)
 }
 
 

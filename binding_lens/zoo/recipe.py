@@ -16,8 +16,11 @@ from ..errors import InputError, check_positive_ints
 if TYPE_CHECKING:
     from transformers import Dinov2Config
 
-OBJECTIVES = ("dino", "mae", "supervised", "random")
+OBJECTIVES = ("dino", "dinov2", "mae", "supervised", "random")
 """`random` is the control: the same architecture and seed, no training step."""
+SELF_DISTILLATION = ("dino", "dinov2")
+"""The objectives with an EMA teacher over prototypes, whose cards carry a collapse diagnostic."""
+CENTERINGS = ("center", "sinkhorn_knopp")
 
 
 @dataclass(frozen=True)
@@ -33,9 +36,47 @@ class DinoKnobs:
     local_scale: tuple[float, float] = (0.1, 0.35)
     student_temp: float = 0.1
     teacher_temp: float = 0.04
+    warmup_teacher_temp: float = 0.04
+    teacher_temp_warmup: float = 0.0
+    """Fraction of the steps over which the teacher temperature rises linearly from `warmup_teacher_temp` to
+    `teacher_temp` (DINO and DINOv2: 30 of 100 epochs; 0: `teacher_temp` throughout)."""
     teacher_momentum: float = 0.99
     """Start of the cosine schedule that takes the teacher's EMA momentum to 1 at the last step."""
+    centering: str = "center"
+    """How the teacher's targets avoid collapse: `center` (DINO's running center, `center_momentum`) or
+    `sinkhorn_knopp` (DINOv2's batch assignment, `sinkhorn_iterations`)."""
     center_momentum: float = 0.9
+    sinkhorn_iterations: int = 3
+    norm_last_layer: bool = True
+    """Keep the weight norm g of the head's last layer at 1 (DINO's default for ViT-B; it unfreezes it for ViT-S)."""
+
+
+@dataclass(frozen=True)
+class Dinov2Knobs(DinoKnobs):
+    """DINOv2 (Oquab et al. 2023, facebookresearch/dinov2 ssl_default_config.yaml, scaled down like `dino`): DINO's
+    image-level loss with Sinkhorn-Knopp targets, the teacher temperature warmed up from 0.04 to 0.07 over 30 %
+    of training, the iBOT masked-patch loss through its own patch head, and KoLeo on the student's CLS tokens.
+    Left out, as `dino` leaves them out: the photometric augmentations, layerwise rate decay, the weight-decay
+    schedule, drop path, freezing the heads' last layers in the first epoch; 4 local crops, not 8."""
+
+    teacher_temp: float = 0.07
+    teacher_temp_warmup: float = 0.3
+    teacher_momentum: float = 0.992
+    centering: str = "sinkhorn_knopp"
+    norm_last_layer: bool = False
+    """DINOv2's heads train the weight norm g of their last layer (its code never freezes it)."""
+    patch_out_dim: int = 1024
+    """Prototypes of the iBOT patch head (a head of its own, as the released ViT-L and ViT-g configs have)."""
+    ibot_weight: float = 1.0
+    koleo_weight: float = 0.1
+    mask_probability: float = 0.5
+    """Fraction of the student's global views that are masked."""
+    mask_ratio: tuple[float, float] = (0.1, 0.5)
+    """Range of the masked fraction of a view's patches, spread evenly over the masked views."""
+    mask_min_block: float = 4 / 256
+    """Smallest masking block as a fraction of the grid (DINOv2: 4 patches of 16 x 16; 2 of 12 x 12)."""
+    mask_max_block: float = 0.5
+    mask_min_aspect: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -88,6 +129,7 @@ class ZooRecipe:
     clip_grad: float = 3.0
     seed: int = 0
     dino: DinoKnobs = field(default_factory=DinoKnobs)
+    dinov2: Dinov2Knobs = field(default_factory=Dinov2Knobs)
     mae: MaeKnobs = field(default_factory=MaeKnobs)
     supervised: SupervisedKnobs = field(default_factory=SupervisedKnobs)
 
@@ -124,10 +166,8 @@ class ZooRecipe:
             raise InputError(f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}")
         if self.hidden_size % self.n_heads:
             raise InputError(f"hidden_size {self.hidden_size} must be divisible by n_heads {self.n_heads}")
-        if self.dino.local_size % self.patch_size:
-            raise InputError(
-                f"dino.local_size {self.dino.local_size} must be a multiple of patch_size {self.patch_size}"
-            )
+        for name in SELF_DISTILLATION:
+            _check_self_distillation(name, getattr(self, name), self.patch_size)
         if not 0 < self.mae.mask_ratio < 1:
             raise InputError(f"mae.mask_ratio must lie strictly between 0 and 1, got {self.mae.mask_ratio}")
         if not (self.lr > 0 and 0 <= self.min_lr <= self.lr):
@@ -162,7 +202,7 @@ class ZooRecipe:
         unknown = sorted(set(data) - known)
         if unknown:
             raise InputError(f"unknown recipe field(s) {unknown}; known: {sorted(known)}")
-        nested = {"dino": DinoKnobs, "mae": MaeKnobs, "supervised": SupervisedKnobs}
+        nested = {"dino": DinoKnobs, "dinov2": Dinov2Knobs, "mae": MaeKnobs, "supervised": SupervisedKnobs}
         values = {}
         for key, value in data.items():
             if key in nested:
@@ -175,6 +215,27 @@ class ZooRecipe:
     def with_overrides(self, **overrides: Any) -> "ZooRecipe":
         """A copy with top-level fields replaced (None values are ignored)."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _check_self_distillation(name: str, knobs: DinoKnobs, patch_size: int) -> None:
+    """Refuse knobs a DINO or DINOv2 run cannot use, naming the field as `dinov2.mask_ratio`."""
+    if knobs.local_size % patch_size:
+        raise InputError(f"{name}.local_size {knobs.local_size} must be a multiple of patch_size {patch_size}")
+    if knobs.centering not in CENTERINGS:
+        raise InputError(f"{name}.centering must be one of {', '.join(CENTERINGS)}, got {knobs.centering!r}")
+    if not (knobs.teacher_temp > 0 and knobs.warmup_teacher_temp > 0 and knobs.student_temp > 0):
+        raise InputError(f"{name}: temperatures must be positive")
+    if not 0 <= knobs.teacher_temp_warmup <= 1:
+        raise InputError(
+            f"{name}.teacher_temp_warmup is a fraction of the steps in [0, 1], got {knobs.teacher_temp_warmup}"
+        )
+    if isinstance(knobs, Dinov2Knobs):
+        low, high = knobs.mask_ratio
+        if not (0 <= knobs.mask_probability <= 1 and 0 <= low <= high < 1):
+            raise InputError(
+                f"{name}: need 0 <= mask_probability <= 1 and 0 <= mask_ratio low <= high < 1, got "
+                f"{knobs.mask_probability} and {knobs.mask_ratio}"
+            )
 
 
 COMMAND_LINE_FIELDS: dict[str, tuple[type, str]] = {
@@ -213,6 +274,7 @@ def default_recipe(objective: str, scale: str = "small") -> ZooRecipe:
 
 RECIPES: dict[str, ZooRecipe] = {
     "dino": ZooRecipe("dino", steps=1200, lr=5e-4),
+    "dinov2": ZooRecipe("dinov2", steps=1200, lr=5e-4),
     "mae": ZooRecipe("mae", steps=3000, lr=1e-3),
     "supervised": ZooRecipe("supervised", steps=2000, lr=1e-3),
     "random": ZooRecipe("random", steps=0),
@@ -236,6 +298,13 @@ GPU_RECIPES: dict[str, ZooRecipe] = {
         steps=10000,
         lr=5e-4,
         dino=DinoKnobs(out_dim=4096, hidden_dim=1024, bottleneck_dim=256, local_size=64),
+    ),
+    "dinov2": ZooRecipe(
+        "dinov2",
+        **_GPU_BACKBONE,
+        steps=10000,
+        lr=5e-4,
+        dinov2=Dinov2Knobs(out_dim=4096, patch_out_dim=4096, hidden_dim=1024, bottleneck_dim=256, local_size=64),
     ),
     "mae": ZooRecipe(
         "mae", **_GPU_BACKBONE, steps=20000, lr=1e-3, mae=MaeKnobs(decoder_dim=192, decoder_layers=4, decoder_heads=6)

@@ -46,10 +46,11 @@ def conjunction_labels(objects: list[dict], min_visible_fraction: float) -> Floa
 
 
 class SceneBank:
-    """Pre-rendered scenes: `images` [N, H, W, 3] uint8 and `labels` [N, 64] conjunction multi-hots."""
+    """Pre-rendered scenes: `images` [N, H, W, 3] uint8 and `labels` [N, 64] conjunction multi-hots (the
+    recipe's `n_scenes` of its training split, or of `split="test"`: held-out scenes of the same kind)."""
 
-    def __init__(self, recipe: ZooRecipe, progress: bool = False) -> None:
-        scenes = training_scenes(recipe)
+    def __init__(self, recipe: ZooRecipe, progress: bool = False, split: str = "train") -> None:
+        scenes = training_scenes(recipe, split)
         rendered = [scenes[i] for i in _maybe_tqdm(range(len(scenes)), progress, "rendering scenes")]
         self.images: UInt8[Tensor, "n height width 3"] = torch.from_numpy(np.stack([s.image for s in rendered]))
         self.labels: Float[Tensor, "n label"] = torch.from_numpy(

@@ -35,8 +35,9 @@ from ..io import staging_dir
 from ..training import train_for
 from ..version import __version__
 from .checkpoint import LOG, write_checkpoint
-from .objectives import Objective, make_objective
-from .recipe import CHECKPOINT_EVERY, COMMAND_LINE_FIELDS, MAX_HOURS, ZooRecipe, default_recipe
+from .collapse import COLLAPSE_SCENES, collapse_card, over_training
+from .objectives import Objective, SelfDistillation, make_objective
+from .recipe import CHECKPOINT_EVERY, COMMAND_LINE_FIELDS, MAX_HOURS, SELF_DISTILLATION, ZooRecipe, default_recipe
 from .resume import load_state, restore_state, resume_path, run_settings, save_state
 from .scenes import SceneBank, training_scenes
 
@@ -77,6 +78,7 @@ class ZooRunConfig:
     precision: str = "fp32"
     checkpoint_every: int = CHECKPOINT_EVERY
     max_hours: float | None = MAX_HOURS  # None: no limit
+    collapse_scenes: int = COLLAPSE_SCENES  # held-out scenes of the collapse diagnostic (at most n_scenes)
 
 
 def train_zoo_model(
@@ -100,7 +102,7 @@ def train_zoo_model(
         raise FileExistsError(f"{out} already exists; choose another --out or remove it first")
     if precision not in PRECISIONS:
         raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    check_positive_ints({"checkpoint_every": checkpoint_every})
+    check_positive_ints({"checkpoint_every": checkpoint_every, "collapse_scenes": config.collapse_scenes})
     _check_step_count(recipe.steps, max_hours)
     device = torch.device(config.device)
     run = _Run(run_settings(recipe, precision, device), resume, checkpoint_every, max_hours)
@@ -110,6 +112,9 @@ def train_zoo_model(
     try:
         history = _fit(objective, recipe, staging, run, progress) if recipe.steps else _History()
         card = _card(recipe, objective, history, name or out.name, command or canonical_command(recipe, out))
+        if isinstance(objective, SelfDistillation):
+            summary = over_training(objective.log_columns, history.values, recipe.steps)
+            card["collapse"] = collapse_card(objective, summary, min(config.collapse_scenes, recipe.n_scenes))
         card["environment"]["device"], card["environment"]["precision"] = _device_name(device), precision
         write_checkpoint(staging, out, objective.shipped_backbone(), objective.heads(), card)
     except BaseException as error:
@@ -146,7 +151,11 @@ class _History:
 
     losses: list[float] = field(default_factory=list)
     log_lines: list[str] = field(default_factory=list)
+    values: list[list[float]] = field(default_factory=list)
+    """Every step's extra log columns (the objective's `log_columns`), as numbers."""
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """The process's CPU time over every session (on a shared machine, the budget a run really used)."""
     resumed_at: list[int] = field(default_factory=list)
 
 
@@ -205,10 +214,11 @@ def _card(recipe: ZooRecipe, objective: Objective, history: _History, name: str,
         "steps": recipe.steps,
         "images_seen": recipe.steps * recipe.batch_size,
         "wall_time_s": round(history.seconds, 1),
+        "cpu_time_s": round(history.cpu_seconds, 1),
         "first_loss": _mean(history.losses[:20]),
         "final_loss": _mean(history.losses[-50:]),
         "command": command,
-        "shipped_network": "EMA teacher" if recipe.objective == "dino" else "the trained backbone",
+        "shipped_network": "EMA teacher" if recipe.objective in SELF_DISTILLATION else "the trained backbone",
         "environment": {
             "binding_lens": __version__,
             "torch": torch.__version__,
@@ -248,7 +258,7 @@ def canonical_command(recipe: ZooRecipe, out: Path) -> str:
 def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, progress: bool) -> _History:
     """Train (or go on training from `run.state`), logging every step and saving a training checkpoint
     every `run.every` steps; returns the history of every session."""
-    session = time.perf_counter()
+    session, cpu_session = time.perf_counter(), time.process_time()
     device = next(objective.parameters()).device
     bank = SceneBank(recipe, progress=progress).to(device)
     optimizer = _optimizer(objective, recipe)
@@ -258,16 +268,18 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
         start = run.saved = restore_state(run.state, objective, optimizer, generator, recipe.lr)
         history = _History(**run.state["history"])
         history.resumed_at.append(start)
-    before = history.seconds
+    before, cpu_before = history.seconds, history.cpu_seconds
     objective.train()
     pace = _Pace(start, recipe.steps, run.max_hours, device)
     bar = _progress_bar(recipe, start) if progress else None
     trainable = [p for p in objective.parameters() if p.requires_grad]
     precision = run.settings["precision"]
     with open(staging / LOG, "w") as log:
-        log.write("step,loss,lr,seconds\n" + "".join(history.log_lines))
+        log.write(",".join(["step", "loss", "lr", "seconds", *objective.log_columns]) + "\n")
+        log.write("".join(history.log_lines))
 
         def loss_at(step: int) -> torch.Tensor:  # the engine counts steps from 1, the recipe from 0
+            objective.begin_step(step - 1, recipe.steps)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
                 loss = objective.loss(bank, bank.sample(recipe.batch_size, generator), generator).float()
             if not torch.isfinite(loss):
@@ -278,7 +290,8 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
         def after_step(step: int) -> None:
             objective.after_step(step - 1, recipe.steps)
             history.seconds = before + time.perf_counter() - session
-            line = f"{step - 1},{history.losses[-1]:.6f},{learning_rate(recipe, step - 1):.3e},{history.seconds:.2f}\n"
+            history.cpu_seconds = cpu_before + time.process_time() - cpu_session
+            line = _log_line(step - 1, recipe, history, objective)
             history.log_lines.append(line)
             log.write(line)
             log.flush()
@@ -314,7 +327,18 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
         bar.close()
     objective.eval()
     history.seconds = before + time.perf_counter() - session
+    history.cpu_seconds = cpu_before + time.process_time() - cpu_session
     return history
+
+
+def _log_line(step: int, recipe: ZooRecipe, history: _History, objective: Objective) -> str:
+    """One row of training_log.csv (the objective's extra columns kept in `history.values` too)."""
+    logged = objective.log_values()
+    values = [float(logged.get(column, math.nan)) for column in objective.log_columns]
+    if values:
+        history.values.append(values)
+    cells = [str(step), f"{history.losses[-1]:.6f}", f"{learning_rate(recipe, step):.3e}", f"{history.seconds:.2f}"]
+    return ",".join(cells + [f"{v:.5g}" for v in values]) + "\n"
 
 
 def _progress_bar(recipe: ZooRecipe, start: int) -> Any:

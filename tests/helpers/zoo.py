@@ -28,4 +28,7 @@ def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
         recipe = replace(
             recipe, dino=replace(recipe.dino, out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16, n_local=2)
         )
+    if objective == "dinov2":
+        small = dict(out_dim=64, patch_out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16, n_local=2)
+        recipe = replace(recipe, dinov2=replace(recipe.dinov2, **small))
     return recipe

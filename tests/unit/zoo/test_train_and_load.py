@@ -343,10 +343,10 @@ def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_trainin
     assert table.files["plot"].exists() and table.files["objective_plot"].exists()
 
 
-@pytest.mark.parametrize("objective", ["dino"])  # the heaviest objective: EMA teacher, multi-crop, big head
+@pytest.mark.parametrize("objective", ["dino", "dinov2"])  # the heaviest: EMA teacher, multi-crop, big heads
 @pytest.mark.slow
 def test_the_gpu_recipe_trains_a_few_steps_on_cpu_in_bf16(objective, tmp_path):
-    """The GPU-scale recipe's code path (its architecture, its head, bf16 autocast) on this CPU: 2 steps of 2
+    """The GPU-scale recipe's code path (its architecture, its heads, bf16 autocast) on this CPU: 2 steps of 2
     scenes at 32 px (bf16 backward passes are slow on a CPU without bf16 units: 128 px took 4 minutes)."""
     from dataclasses import replace
 
@@ -360,6 +360,7 @@ def test_the_gpu_recipe_trains_a_few_steps_on_cpu_in_bf16(objective, tmp_path):
         warmup_steps=1,
         image_size=32,
         dino=replace(recipe.dino, local_size=16, n_local=2),
+        dinov2=replace(recipe.dinov2, local_size=16, n_local=2),
     )
     card = train_zoo_model(recipe, tmp_path / objective, progress=False, precision="bf16")
     assert card["architecture"]["hidden_size"] == 384 and card["architecture"]["n_layers"] == 12
