@@ -38,7 +38,7 @@ import torch
 
 from binding_lens import HookedViT
 from binding_lens.activations import ActivationStore, ExtractProfile, extract
-from binding_lens.activations.store import Shard, safetensors_chunks
+from binding_lens.activations.store import Shard, safetensors_chunks, shard_tensors
 from binding_lens.activations.writer import ShardWriter, default_writers
 from binding_lens.data import SyntheticScenes
 from binding_lens.models import ARCHITECTURES
@@ -262,14 +262,7 @@ def _timed_writer(shards: list[tuple[Shard, dict[str, Any]]], where: Path, threa
 
 def _serialized(shard: Shard) -> list[bytes | memoryview]:
     """The bytes `write_shard` writes for `shard`, in pieces (what the plain write writes too)."""
-    tensors = {f"acts.L{layer}": acts for layer, acts in shard.acts.items()}
-    tensors |= {
-        "instance": shard.instance.to(torch.int32),
-        "klass": shard.klass.to(torch.int32),
-        "patch_index": shard.patch_index.to(torch.int32),
-        "image_index": shard.image_index.to(torch.int64),
-    }
-    return safetensors_chunks(tensors)
+    return safetensors_chunks(shard_tensors(shard))
 
 
 def null_config(args: argparse.Namespace, arch: str, size: int, patches: int | None) -> dict[str, Any]:

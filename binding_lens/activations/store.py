@@ -115,8 +115,8 @@ def safetensors_chunks(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
     return [len(text).to_bytes(8, "little"), text, *buffers]
 
 
-def write_shard(root: Path, index: int, shard: Shard, record: dict[str, Any]) -> dict[str, Any]:
-    """Write the shard's tensors, then its record (with the tensors' sha256): the record marks it done."""
+def shard_tensors(shard: Shard) -> dict[str, torch.Tensor]:
+    """The tensors a shard's safetensors file holds, by name, in the dtypes it stores them in."""
     tensors = {f"acts.L{layer}": acts for layer, acts in shard.acts.items()}
     tensors |= {
         "instance": shard.instance.to(torch.int32),
@@ -124,8 +124,14 @@ def write_shard(root: Path, index: int, shard: Shard, record: dict[str, Any]) ->
         "patch_index": shard.patch_index.to(torch.int32),
         "image_index": shard.image_index.to(torch.int64),
     }
+    return tensors
+
+
+def write_shard(root: Path, index: int, shard: Shard, record: dict[str, Any]) -> dict[str, Any]:
+    """Write the shard's tensors, then its record (with the tensors' sha256): the record marks it done."""
     directory = root / "shards"
-    size, digest = write_atomic_chunks(directory / f"{shard_name(index)}.safetensors", safetensors_chunks(tensors))
+    chunks = safetensors_chunks(shard_tensors(shard))
+    size, digest = write_atomic_chunks(directory / f"{shard_name(index)}.safetensors", chunks)
     record = record | {"shard": index, "bytes": size, "sha256": digest}
     write_json_atomic(directory / f"{shard_name(index)}.json", record)
     return record

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+
+import torch
 
 from binding_lens.zoo import RECIPES, ZooRecipe
 
@@ -32,3 +35,13 @@ def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
         small = dict(out_dim=64, patch_out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16, n_local=2)
         recipe = replace(recipe, dinov2=replace(recipe.dinov2, **small))
     return recipe
+
+
+def assert_steps_lower_the_loss(loss: Callable[[], torch.Tensor], optimizer: torch.optim.Optimizer) -> None:
+    """Ten optimizer steps on `loss` (the same batch and generator each time) lower it by more than 0.05."""
+    before = loss().item()
+    for _ in range(10):
+        optimizer.zero_grad()
+        loss().backward()
+        optimizer.step()
+    assert loss().item() < before - 0.05

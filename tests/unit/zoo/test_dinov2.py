@@ -14,7 +14,7 @@ from binding_lens.zoo.checkpoint import read_card, read_heads
 from binding_lens.zoo.objectives import Dinov2Objective, make_objective
 from binding_lens.zoo.scenes import SceneBank
 
-from helpers.zoo import tiny_recipe
+from helpers.zoo import assert_steps_lower_the_loss, tiny_recipe
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -56,12 +56,7 @@ def test_dinov2_steps_lower_the_students_loss_against_a_fixed_teacher():
     def loss() -> torch.Tensor:
         return objective.loss(bank, torch.arange(8), torch.Generator().manual_seed(0))
 
-    before = loss().item()
-    for _ in range(10):
-        optimizer.zero_grad()
-        loss().backward()
-        optimizer.step()
-    assert loss().item() < before - 0.05
+    assert_steps_lower_the_loss(loss, optimizer)
     trained = {name for name, p in objective.named_parameters() if p.grad is not None}
     assert any(name.startswith("patch_head.") for name in trained) and "backbone.embeddings.mask_token" in trained
     assert not any(name.startswith(("teacher", "teacher_head", "teacher_patch_head")) for name in trained)

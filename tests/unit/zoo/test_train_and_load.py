@@ -22,7 +22,7 @@ from binding_lens.zoo.objectives import MaeObjective, make_objective
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
 from binding_lens.zoo.train import learning_rate
 
-from helpers.zoo import tiny_recipe
+from helpers.zoo import assert_steps_lower_the_loss, tiny_recipe
 
 
 def _log_losses(path: Path) -> list[float]:
@@ -54,12 +54,7 @@ def test_a_few_dino_steps_lower_the_students_loss_against_its_teacher():
     def loss() -> torch.Tensor:
         return objective.loss(bank, index, torch.Generator().manual_seed(0))
 
-    before = loss().item()
-    for _ in range(10):
-        optimizer.zero_grad()
-        loss().backward()
-        optimizer.step()
-    assert loss().item() < before - 0.05
+    assert_steps_lower_the_loss(loss, optimizer)
     assert not any(p.requires_grad for p in objective.teacher.parameters())
 
 
