@@ -32,6 +32,10 @@ class WriteError(BindingLensError, OSError):
     disk): the message names the path and what to do."""
 
 
+class FolderInUseError(BindingLensError, OSError):
+    """An output folder another run is writing (its lock names that process); see `io.lock`."""
+
+
 class DeviceUnavailableError(BindingLensError, RuntimeError):
     """A device that this machine does not have (`cuda` with no GPU, `cuda:3` with two)."""
 
@@ -61,6 +65,7 @@ __all__ = [
     "BindingLensError",
     "check_positive_ints",
     "DeviceUnavailableError",
+    "FolderInUseError",
     "InputError",
     "MissingFileError",
     "ModelUnavailableError",

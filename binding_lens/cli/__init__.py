@@ -15,7 +15,8 @@
 
 The command modules import the library inside `run`, so building the parser (and `--help`) stays
 cheap. Arguments are checked by argparse, then everything that needs no model by `preflight` (model
-specs, --run folders, whether --out can be written) before torch is imported. An expected error (a
+specs, --run folders, whether --out can be written) before torch is imported; then the command takes the
+lock on its --out folder (`preflight.output_lock`: one run per folder). An expected error (a
 `BindingLensError`: a missing file, an unsupported model, no GPU, no network) prints one line, what
 is wrong and what to do, and exits 2; `--debug` or BINDING_LENS_DEBUG=1 shows its traceback. Any
 other exception is a bug and keeps its traceback.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -32,7 +34,7 @@ from typing import Any, NoReturn
 from ..errors import BindingLensError
 from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
 from .arguments import parse_layers
-from .preflight import preflight
+from .preflight import output_lock, preflight
 
 COMMANDS = {
     "hooks": hooks,
@@ -115,11 +117,13 @@ def _add_debug_flag(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit status 0, or 2 for an expected error (message on stderr), 130 if interrupted."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(words)
     debug = getattr(args, "debug", False) or os.environ.get("BINDING_LENS_DEBUG", "") not in ("", "0")
     try:
         preflight(args)
-        return COMMANDS[args.command].run(args)
+        with output_lock(args, "binding-lens " + shlex.join(words)):
+            return COMMANDS[args.command].run(args)
     except BindingLensError as error:
         if debug:
             raise

@@ -11,17 +11,22 @@ nothing left behind. Nothing here imports torch or transformers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MissingFileError
-from ..io import check_writable_dir
+from ..io import FolderLock, check_writable_dir
 from ..spec_prefixes import check_spec, looks_like_path, spec_prefix
 from .arguments import parse_layers
 
 FILE_OUTPUTS = {"view"}
 """Commands whose --out is a file (its folder is checked); every other --out is a directory."""
+PUBLISHED_OUTPUTS = {("zoo", "train")}
+"""(Sub)commands whose --out must not exist until they publish it: their lock file goes beside it."""
 
 
 def preflight(args: argparse.Namespace) -> None:
@@ -133,3 +138,26 @@ def check_layers(args: argparse.Namespace, n_layers: int, d_model: int) -> None:
             )
     elif args.command == "sae" and layer >= n_layers:
         raise InputError(f"layer {layer} does not exist: this model has layers 0..{n_layers - 1}")
+
+
+def output_lock(args: argparse.Namespace, command: str) -> contextlib.AbstractContextManager:
+    """The lock on the run folder `--out` names (`io.FolderLock`), for the command line `command`; nothing
+    to lock for a command without one or whose --out is a file. Under torchrun only rank 0 takes it: every
+    rank of one launch writes the same folder. A lock taken over from a killed run says so on stderr."""
+    out = getattr(args, "out", None)
+    if out is None or args.command in FILE_OUTPUTS or os.environ.get("RANK", "0") != "0":
+        return contextlib.nullcontext()
+    lock = FolderLock(out, command, beside=(args.command, getattr(args, "zoo_command", None)) in PUBLISHED_OUTPUTS)
+
+    @contextlib.contextmanager
+    def held():
+        with lock:
+            if lock.taken_over:
+                print(
+                    f"binding-lens {args.command}: note: taking over {out} from {lock.taken_over}, which ended "
+                    "without releasing it (killed?)",
+                    file=sys.stderr,
+                )
+            yield
+
+    return held()

@@ -7,6 +7,7 @@ staging_dir(out) / publish_dir()  a whole directory built beside `out` and renam
 sha256_file(path)                 the checksum recorded beside what was written
 check_writable_dir(out)           refuse an output folder that cannot be written, before any compute
 file_mode() / adopt_files(dir)    the mode written files get (0o666 less the umask, as open() gives)
+FolderLock(out, command)          one run per output folder: a flock naming its holder (io/lock.py)
 
 An OS error while writing (permission, a file in the way, a full disk) raises errors.WriteError.
 """
@@ -24,10 +25,12 @@ from .atomic import (
     write_json_atomic,
     write_text_atomic,
 )
+from .lock import FolderLock
 
 __all__ = [
     "adopt_files",
     "check_writable_dir",
+    "FolderLock",
     "file_mode",
     "publish_dir",
     "sha256_bytes",

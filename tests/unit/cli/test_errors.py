@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -28,6 +29,7 @@ from PIL import Image
 
 from binding_lens.activations import ActivationStore
 from binding_lens.cli import main
+from binding_lens.io import FolderLock
 
 RUN = "{tmp}/run"
 RUN_SETTINGS = [  # the fixture sweep's settings, --out and --data aside
@@ -98,6 +100,11 @@ EARLY_INPUTS: list[tuple[str, list[str], str]] = [
         "k must be in 1..47",
     ),
     ("a hub id offline given to sweep", ["sweep", "--model", "nosuch/model", "--out", "{tmp}/o"], "HF_HUB_OFFLINE=1"),
+    (
+        "a sweep into a folder another run is writing",
+        ["sweep", "--model", "tiny:vit", "--out", "{tmp}/busy"],
+        "busy is in use by PID",
+    ),
 ]
 """Mistakes that need no model (run folders, --out, specs, bounds read from a config.json): answered before
 torch is imported."""
@@ -380,8 +387,14 @@ BEFORE_TORCH = [
 """The cases answered before torch or transformers is imported (so before any model loads): in about a second."""
 
 
+HELD: list[FolderLock] = []
+"""The locks `make_workdir` holds (on {tmp}/busy, as a run still writing it would)."""
+
+
 def make_workdir(tmp: Path) -> Path:
-    """A run of a tiny sweep, a copy missing one probe file, a file, and a bad config, in `tmp`."""
+    """A run of a tiny sweep, a copy missing one probe file, a file, a bad config, and a folder locked by
+    this process (a run in progress), in `tmp`."""
+    HELD.append(FolderLock(tmp / "busy", "binding-lens sweep --out busy").acquire())
     assert main(["sweep", *RUN_SETTINGS, "--data", "default", "--out", str(tmp / "run")]) == 0
     store = ["--model", "tiny:vit", "--n-images", "4", "--size", "32", "--layers", "0", "--out", str(tmp / "store")]
     assert main(["extract", *store]) == 0
@@ -407,8 +420,10 @@ def make_workdir(tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    return make_workdir(tmp_path_factory.mktemp("bad"))
+def workdir(tmp_path_factory) -> Iterator[Path]:
+    yield make_workdir(tmp_path_factory.mktemp("bad"))
+    while HELD:
+        HELD.pop().release()
 
 
 @pytest.fixture(scope="module")
