@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..errors import BindingLensError
+from ..threads import THREADS_HELP, use_threads
 from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
-from .arguments import parse_layers
+from .arguments import parse_layers, positive_int
 from .preflight import output_lock, preflight
 
 COMMANDS = {
@@ -97,12 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     for module in dict.fromkeys(COMMANDS.values()):
         module.add(commands)
-    _add_debug_flag(parser)
+    _add_shared_options(parser)
     return parser
 
 
-def _add_debug_flag(parser: argparse.ArgumentParser) -> None:
-    """`--debug` on every (sub)command, so it can go anywhere on the line."""
+NO_COMPUTE = {"binding-lens zoo list"}
+"""The commands that compute nothing, so take no --threads."""
+
+
+def _add_shared_options(parser: argparse.ArgumentParser) -> None:
+    """`--debug` on every (sub)command, so it can go anywhere on the line; `--threads` on every command
+    that computes (the one policy of `binding_lens.threads`)."""
     sub = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not sub:
         parser.add_argument(
@@ -111,8 +117,10 @@ def _add_debug_flag(parser: argparse.ArgumentParser) -> None:
             default=argparse.SUPPRESS,
             help="show the traceback of an error (also: BINDING_LENS_DEBUG=1)",
         )
+    if not sub and parser.prog not in NO_COMPUTE:
+        parser.add_argument("--threads", type=positive_int, default=None, help=THREADS_HELP)
     for child in dict.fromkeys(choice for action in sub for choice in action.choices.values()):
-        _add_debug_flag(child)
+        _add_shared_options(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = getattr(args, "debug", False) or os.environ.get("BINDING_LENS_DEBUG", "") not in ("", "0")
     try:
         preflight(args)
+        if hasattr(args, "threads"):
+            use_threads(args.threads)
         with output_lock(args, "binding-lens " + shlex.join(words)):
             return COMMANDS[args.command].run(args)
     except BindingLensError as error:

@@ -38,22 +38,12 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=",".join(DEFAULTS.probes),
         help="probes to sweep, comma-separated; quadratic among them (its binding subspace is the one edited)",
     )
-    demo.add_argument(
-        "--threads",
-        type=positive_int,
-        default=1,
-        help="torch CPU threads (the demo's tensors are small, and a second thread made it 5x slower while "
-        "other jobs shared the 2 cores; the numbers are the same)",
-    )
     demo.add_argument("--out", type=output_dir, default="runs/demo", help="where the report goes")
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from ..reports.demo import run_demo
 
-    torch.set_num_threads(args.threads)
     probes = tuple(name.strip() for name in args.probes.split(",") if name.strip())
     run_demo(
         args.out,

@@ -55,7 +55,6 @@ def add(commands: argparse._SubParsersAction) -> None:
         default="fp32",
         help="bf16: forward passes under bfloat16 autocast (weights and optimizer stay float32)",
     )
-    train.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument(
         "--checkpoint-every",
@@ -118,13 +117,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    import torch
-
     from ..zoo.recipe import default_recipe
     from ..zoo.train import train_zoo_model
 
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     overrides = {field: getattr(args, field) for field in COMMAND_LINE_FIELDS}
     recipe = default_recipe(args.objective, args.scale).with_overrides(**overrides)
     command = "binding-lens " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["zoo"] else None

@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "binding_lens"
 
 LAYERS: list[set[str]] = [
-    {"version", "errors", "lazy"},
+    {"version", "errors", "lazy", "threads"},
     {"io", "spec_prefixes", "stats", "training"},
     {"data", "hooks", "figures"},
     {"models"},
