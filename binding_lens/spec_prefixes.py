@@ -16,6 +16,7 @@ directory or config, a hub id neither cached nor reachable), so the command line
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import socket
 from collections.abc import Callable
@@ -126,12 +127,34 @@ def check_spec(spec: str) -> None:
         if prefix == "config:" and not path.exists():
             raise MissingFileError(f"no HF config at {path} (from {spec!r}); pass config:<path to config.json>")
     elif looks_like_path(spec):
-        if not Path(spec).expanduser().is_dir():
-            raise MissingFileError(
-                f"no model directory at {spec}: give a save_pretrained directory, a hub id "
-                "(org/name), zoo:<name>, random:<arch>, config:<config.json> or tiny:<name>"
-            )
+        check_model_dir(Path(spec).expanduser(), spec)
     elif not hub_reachable() and not hub_cached(spec):
         raise ModelUnavailableError(
             f"{spec} is not in the local Hugging Face cache and the hub cannot be reached; " + OFFLINE_HINT
         )
+
+
+def check_model_dir(path: Path, spec: str) -> None:
+    """A local model must be a save_pretrained directory (with its config.json): a missing folder, a
+    sweep's run folder (summary.json: its model is named) and any other folder are each said as such."""
+    if not path.is_dir():
+        raise MissingFileError(
+            f"no model directory at {spec}: give a save_pretrained directory, a hub id "
+            "(org/name), zoo:<name>, random:<arch>, config:<config.json> or tiny:<name>"
+        )
+    if (path / "config.json").is_file():
+        return
+    if (path / "summary.json").is_file():
+        try:
+            source = json.loads((path / "summary.json").read_text())["model"]["source"]
+        except (OSError, ValueError, KeyError, TypeError):
+            source = None
+        model = f"; its model is --model {source}" if isinstance(source, str) else ""
+        raise InputError(
+            f"{spec} is a run folder written by `binding-lens sweep`, not a model{model} "
+            "(commands that read a run take it as --run)"
+        )
+    raise InputError(
+        f"{spec} has no config.json, so it is not a save_pretrained model directory; give the folder "
+        "save_pretrained wrote, a hub id (org/name), zoo:<name> or random:<arch>"
+    )

@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 
 from ..errors import BindingLensError
 from ..threads import THREADS_HELP, use_threads
+from ..version import __version__
 from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
 from .arguments import parse_layers, positive_int
 from .preflight import output_lock, preflight
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="binding-lens", description="Does a vision transformer know which patches belong to the same object?"
     )
+    parser.add_argument("--version", action="version", version=f"binding-lens {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in dict.fromkeys(COMMANDS.values()):
         module.add(commands)

@@ -76,6 +76,12 @@ def check_run_folder(run: str) -> None:
         )
     if not path.is_dir():
         raise InputError(f"--run {run} is a file; give a run directory written by `binding-lens sweep --out`")
+    runs = sorted(f"{child.name}/" for child in path.iterdir() if (child / "summary.json").is_file())
+    if not (path / "summary.json").is_file() and runs:
+        raise InputError(
+            f"{run} holds {len(runs)} runs, not one: {', '.join(runs)}; give one of them "
+            f"(--run {path / runs[0].rstrip('/')})"
+        )
     if not (path / "summary.json").is_file():
         raise MissingFileError(
             f"{run} has no summary.json: not a run directory written by `binding-lens sweep --out`, or its "

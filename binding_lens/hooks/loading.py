@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from ..errors import DeviceUnavailableError, InputError, MissingFileError, ModelUnavailableError
-from ..spec_prefixes import OFFLINE_HINT, hub_reachable, looks_like_path
+from ..errors import DeviceUnavailableError, InputError, ModelUnavailableError
+from ..spec_prefixes import OFFLINE_HINT, check_model_dir, hub_reachable, looks_like_path
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -42,12 +42,7 @@ def loading_kwargs(name: str, hf_kwargs: dict[str, Any]) -> dict[str, Any]:
     hub cannot be reached (a miss then fails at once instead of retrying). A missing directory raises."""
     kwargs = {"dtype": torch.float32, **hf_kwargs}
     if looks_like_path(name):
-        path = Path(name).expanduser()
-        if not path.is_dir():
-            raise MissingFileError(
-                f"no model directory at {name}: give a save_pretrained directory, a hub id "
-                "(org/name), zoo:<name>, random:<arch>, config:<config.json> or tiny:<name>"
-            )
+        check_model_dir(Path(name).expanduser(), name)
     elif not kwargs.get("local_files_only") and not hub_reachable():
         kwargs["local_files_only"] = True
     return kwargs

@@ -101,6 +101,21 @@ EARLY_INPUTS: list[tuple[str, list[str], str]] = [
     ),
     ("a hub id offline given to sweep", ["sweep", "--model", "nosuch/model", "--out", "{tmp}/o"], "HF_HUB_OFFLINE=1"),
     (
+        "a model folder without config.json",
+        ["hooks", "--model", "{tmp}/corrupt"],
+        "corrupt has no config.json, so it is not a save_pretrained model directory",
+    ),
+    (
+        "a run folder given as a model",
+        ["sweep", "--model", RUN, "--out", "{tmp}/o"],
+        "is a run folder written by `binding-lens sweep`, not a model; its model is --model tiny:vit",
+    ),
+    (
+        "view on the folder above the runs",
+        ["view", "--run", "{tmp}", "--out", "{tmp}/v.html"],
+        "holds 2 runs, not one: damaged/, run/; give one of them",
+    ),
+    (
         "a sweep into a folder another run is writing",
         ["sweep", "--model", "tiny:vit", "--out", "{tmp}/busy"],
         "busy is in use by PID",

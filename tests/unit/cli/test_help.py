@@ -78,3 +78,18 @@ def test_help_is_printed_by_each_command(capsys):
             main(argv)
         assert exit_.value.code == 0
         assert parser.description.split()[0] in capsys.readouterr().out
+
+
+def test_version_prints_the_package_version(capsys):
+    from binding_lens.version import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"binding-lens {__version__}"
+
+
+def test_the_model_help_names_every_spec_prefix():
+    from binding_lens.cli.arguments import MODEL_HELP
+
+    for prefix in ("zoo:", "random:", "config:", "tiny:", "timm:", "open_clip:"):
+        assert prefix in MODEL_HELP
