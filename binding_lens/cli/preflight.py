@@ -1,11 +1,12 @@
 """What every command checks before it imports torch or loads a model, so a mistake costs a second, not a run.
 
 `preflight(args)` runs in `main` between argparse and the command: the model specs (`--model`,
-`--models`: an unknown prefix, a missing directory or config, a zoo name, a hub id neither cached nor
-reachable), the `--run` folders, the layer and `--k` bounds where the model's config.json can be read
-without loading it (zoo:, config:, a local directory, a cached hub id), and `--out`: created, written
-and cleaned up again, so an output path that cannot be written is refused before any compute, with
-nothing left behind. Nothing here imports torch or transformers.
+`--models`: an unknown prefix, a missing directory or config, a folder that is no model, a zoo name, a
+hub id neither cached nor reachable), the `--run` folders, a `--data` folder that does not exist, the
+layer and `--k` bounds where the model's config.json can be read without loading it (zoo:, config:, a
+local directory, a cached hub id), and `--out`: created, written and cleaned up again, so an output path
+that cannot be written is refused before any compute, with nothing left behind. Nothing here imports
+torch or transformers. `output_lock` then takes the --out folder for the command (one run per folder).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def preflight(args: argparse.Namespace) -> None:
         check_model_spec(spec)
     for run in run_folders(args):
         check_run_folder(run)
+    check_data_root(getattr(args, "data", None))
     model = getattr(args, "model", None)
     shape = model_shape(model) if model else None
     if shape is not None:
@@ -87,6 +89,19 @@ def check_run_folder(run: str) -> None:
             f"{run} has no summary.json: not a run directory written by `binding-lens sweep --out`, or its "
             "sweep did not finish (re-run the same sweep command to finish it)"
         )
+
+
+def check_data_root(spec: str | None) -> None:
+    """A folder: or ade20k: dataset whose path does not exist, or a folder: path that is a file (the
+    dataset's own checks say what is missing inside an existing folder, and which files ADE20K accepts)."""
+    kind, _, rest = (spec or "").partition(":")
+    if kind not in ("folder", "ade20k") or not rest:
+        return
+    root = Path(rest).expanduser()
+    if not root.exists():
+        raise MissingFileError(f"--data {spec}: no such folder {root}; give the path of the dataset's folder")
+    if kind == "folder" and not root.is_dir():
+        raise InputError(f"--data {spec}: {root} is a file; folder: takes a folder holding images/ and masks/")
 
 
 def model_shape(spec: str) -> tuple[int, int] | None:

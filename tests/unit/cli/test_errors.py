@@ -101,6 +101,16 @@ EARLY_INPUTS: list[tuple[str, list[str], str]] = [
     ),
     ("a hub id offline given to sweep", ["sweep", "--model", "nosuch/model", "--out", "{tmp}/o"], "HF_HUB_OFFLINE=1"),
     (
+        "a folder dataset that is a file",
+        ["sweep", "--model", "tiny:vit", "--data", "folder:{tmp}/afile", "--out", "{tmp}/o"],
+        "afile is a file; folder: takes a folder holding images/ and masks/",
+    ),
+    (
+        "an ADE20K root that does not exist",
+        ["sweep", "--model", "tiny:vit", "--data", "ade20k:{tmp}/nope", "--out", "{tmp}/o"],
+        "no such folder",
+    ),
+    (
         "a model folder without config.json",
         ["hooks", "--model", "{tmp}/corrupt"],
         "corrupt has no config.json, so it is not a save_pretrained model directory",
@@ -383,6 +393,7 @@ OUTPUTS = ("o", "z", "a", "d", "s", "b", "c")
 """The --out folders of the cases: each must be absent or empty after a refused command."""
 BEFORE_TORCH = [
     "--out is a file",
+    "a folder dataset that does not exist",
     "view --out is a directory",
     "a local model path that does not exist",
     "a hub id with no network",
