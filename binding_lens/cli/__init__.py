@@ -16,7 +16,8 @@
 The command modules import the library inside `run`, so building the parser (and `--help`) stays
 cheap. Arguments are checked by argparse, then everything that needs no model by `preflight` (model
 specs, --run folders, whether --out can be written) before torch is imported; then the command takes the
-lock on its --out folder (`preflight.output_lock`: one run per folder). An expected error (a
+lock on its --out folder (`preflight.output_lock`: one run per folder) and computes with the threads of
+`binding_lens.threads` (`--threads` on every command that computes). An expected error (a
 `BindingLensError`: a missing file, an unsupported model, no GPU, no network) prints one line, what
 is wrong and what to do, and exits 2; `--debug` or BINDING_LENS_DEBUG=1 shows its traceback. Any
 other exception is a bug and keeps its traceback.

@@ -144,7 +144,7 @@ def image_size(text: str) -> tuple[int, int]:
 
 def default_device(device: str | None) -> str:
     """The device to run on, checked against this machine (cuda when there is a GPU, else cpu)."""
-    from ..hooks.loading import resolve_device
+    from ..devices import resolve_device
 
     return str(resolve_device(device))
 

@@ -5,8 +5,9 @@
 hub id neither cached nor reachable), the `--run` folders, a `--data` folder that does not exist, the
 layer and `--k` bounds where the model's config.json can be read without loading it (zoo:, config:, a
 local directory, a cached hub id), and `--out`: created, written and cleaned up again, so an output path
-that cannot be written is refused before any compute, with nothing left behind. Nothing here imports
-torch or transformers. `output_lock` then takes the --out folder for the command (one run per folder).
+that cannot be written is refused before any compute, with nothing left behind; last, a `--device`
+given, checked against this machine. Nothing but that device check imports torch, and nothing imports
+transformers. `output_lock` then takes the --out folder for the command (one run per folder).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from ..errors import InputError, MissingFileError
 from ..io import FolderLock, check_writable_dir
 from ..spec_prefixes import check_spec, looks_like_path, spec_prefix
-from .arguments import parse_layers
+from .arguments import default_device, parse_layers
 
 FILE_OUTPUTS = {"view"}
 """Commands whose --out is a file (its folder is checked); every other --out is a directory."""
@@ -44,6 +45,8 @@ def preflight(args: argparse.Namespace) -> None:
     out = getattr(args, "out", None)
     if out is not None:
         check_writable_dir(Path(out).parent if args.command in FILE_OUTPUTS else out)
+    if getattr(args, "device", None) is not None:  # last: it imports torch (not transformers)
+        default_device(args.device)
 
 
 def model_specs(args: argparse.Namespace) -> list[str]:

@@ -1,8 +1,9 @@
 """Where a model comes from and where it runs: devices this machine has, hub ids with and without network.
 
-`resolve_device("cuda")` on a machine without a GPU, a hub id with no network, a local path that
-does not exist: each ends in one clear `BindingLensError` (what is wrong, what to do) before any
-work starts, instead of torch's AssertionError or 30 s of hub retries and HF's traceback.
+`resolve_device("cuda")` on a machine without a GPU (its home is `binding_lens.devices`), a hub id with
+no network, a local path that does not exist or holds no model: each ends in one clear
+`BindingLensError` (what is wrong, what to do) before any work starts, instead of torch's
+AssertionError or 30 s of hub retries and HF's traceback.
 """
 
 from __future__ import annotations
@@ -12,29 +13,9 @@ from typing import Any
 
 import torch
 
-from ..errors import DeviceUnavailableError, InputError, ModelUnavailableError
+from ..devices import resolve_device as resolve_device  # its home is binding_lens.devices
+from ..errors import ModelUnavailableError
 from ..spec_prefixes import OFFLINE_HINT, check_model_dir, hub_reachable, looks_like_path
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """`device` checked against this machine (None: cuda when there is a GPU, else cpu)."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise InputError(f"device {device!r} is not a torch device; use cpu, cuda or cuda:<index>") from None
-    if resolved.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise DeviceUnavailableError(f"device {device!r}: this machine has no CUDA GPU; use --device cpu")
-        if resolved.index is not None and resolved.index >= count:
-            raise DeviceUnavailableError(
-                f"device {device!r}: this machine has {count} GPU(s), cuda:0..cuda:{count - 1}"
-            )
-    if resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise DeviceUnavailableError(f"device {device!r}: MPS is not available here; use --device cpu")
-    return resolved
 
 
 def loading_kwargs(name: str, hf_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "binding_lens"
 
 LAYERS: list[set[str]] = [
     {"version", "errors", "lazy", "threads"},
-    {"io", "spec_prefixes", "stats", "training"},
+    {"io", "spec_prefixes", "stats", "training", "devices"},
     {"data", "hooks", "figures"},
     {"models"},
     {"losses", "activations"},

@@ -572,6 +572,18 @@ def test_mistakes_that_need_no_model_are_answered_before_torch_is_imported(workd
     assert max(seconds for _, _, seconds in answers) < 10  # about 0.05 s each here; the hub check at most 1.5 s
 
 
+@pytest.mark.parametrize("device, phrase", [("cdua", "not a torch device"), ("cuda:7", "cuda")])
+def test_a_device_this_machine_lacks_is_refused_before_transformers_is_imported(device, phrase, tmp_path):
+    code = (
+        "import sys; from binding_lens.cli import main\n"
+        f"status = main(['sweep', '--model', 'tiny:vit', '--device', {device!r}, '--out', {str(tmp_path / 'o')!r}])\n"
+        "print(status, 'transformers' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "2 False" and phrase in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "o").exists()
+
+
 def spy_on_model_loading():
     """A patch that fails the test if any command loads a model."""
 
