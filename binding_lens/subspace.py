@@ -1,5 +1,6 @@
 """Moved: `binding_lens.subspace` was the path before the `binding` package; the home is `binding_lens.binding`."""
 
 raise ImportError(
-    "binding_lens.subspace has moved: import BindingSubspace, SubspaceProbe and accuracy_by_k from binding_lens.binding"
+    "binding_lens.subspace has moved: `from binding_lens.binding import BindingSubspace, accuracy_by_k` and "
+    "`from binding_lens.binding.subspace import SubspaceProbe`"
 )
