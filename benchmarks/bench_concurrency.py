@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,15 +60,20 @@ def _run_at_once(commands: list[list[str]]) -> list[float]:
         for command, log in zip(commands, logs)
     ]
     seconds: dict[int, float] = {}
-    while len(seconds) < len(processes):
-        for index, process in enumerate(processes):
-            if index not in seconds and process.poll() is not None:
-                seconds[index] = time.perf_counter() - start
-                if process.returncode != 0:
-                    logs[index].seek(0)
-                    err = logs[index].read().decode(errors="replace")
-                    raise SystemExit(f"a sweep failed ({process.returncode}): {err[-2000:]}")
-        time.sleep(0.05)
+    try:
+        while len(seconds) < len(processes):
+            for index, process in enumerate(processes):
+                if index not in seconds and process.poll() is not None:
+                    seconds[index] = time.perf_counter() - start
+                    if process.returncode != 0:
+                        logs[index].seek(0)
+                        err = logs[index].read().decode(errors="replace")
+                        raise SystemExit(f"a sweep failed ({process.returncode}): {err[-2000:]}")
+            time.sleep(0.05)
+    finally:  # interrupted (or timed out): no sweep outlives the benchmark
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
     return [seconds[index] for index in range(len(processes))]
 
 
@@ -92,16 +98,25 @@ def main() -> None:
     parser.add_argument("--n-images", type=int, default=100, help="images per sweep")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` too ends the sweeps (the finally above)
+    if not args.json:
+        print(f"{'mode':<8} {'alone s':>8} {'two at once s':>16} {'slower / alone':>15} {'load at start':>14}")
+    results = []
     with tempfile.TemporaryDirectory() as name:
-        results = [measure(mode.strip(), args.n_images, Path(name)) for mode in args.modes.split(",")]
+        for mode in args.modes.split(","):  # each row as soon as it is measured: a slow mode can be stopped
+            row = measure(mode.strip(), args.n_images, Path(name))
+            results.append(row)
+            if not args.json:
+                pair = ", ".join(f"{s:.1f}" for s in row["pair_s"])
+                print(
+                    f"{row['mode']:<8} {row['alone_s']:>8.1f} {pair:>16} {row['ratio']:>15.2f} "
+                    f"{row['load_at_start']:>14.2f}",
+                    flush=True,
+                )
     if args.json:
         print(json.dumps(results, indent=2))
-        return
-    print(f"{'mode':<8} {'alone s':>8} {'two at once s':>16} {'slower / alone':>15} {'load at start':>14}")
-    for row in results:
-        pair = ", ".join(f"{s:.1f}" for s in row["pair_s"])
-        print(f"{row['mode']:<8} {row['alone_s']:>8.1f} {pair:>16} {row['ratio']:>15.2f} {row['load_at_start']:>14.2f}")
-    print(f"({results[0]['cores']} cores; target: two at once <= 2.3x one alone on 2 cores)")
+    else:
+        print(f"({results[0]['cores']} cores; target: two at once <= 2.3x one alone on 2 cores)")
 
 
 if __name__ == "__main__":
