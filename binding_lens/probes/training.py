@@ -35,6 +35,7 @@ from .base import PairProbe
 from .data import ProbeData
 from .evaluation import auroc_interval, evaluate, score_pairs
 from .metrics import calibrated_threshold
+from .pair_context import PAIR_OFFSETS, matched_batch_pairs
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches
 
 SELECTION = {"accuracy": 1.0, "balanced_accuracy": 1.0, "auroc": 1.0, "loss": -1.0}  # +1: higher is better
@@ -81,6 +82,7 @@ class ProbeTrainingConfig:
     eval_seed: int = 0
     init_scalar_probes: bool = True
     device: str | None = None
+    pair_offsets: str = "all"  # 'matched': each batch supervises offset-matched pairs (needs ProbeData.positions)
 
     @classmethod
     def paper(cls, **overrides: Any) -> "ProbeTrainingConfig":
@@ -130,6 +132,8 @@ class ProbeTrainingConfig:
             )
         if self.select_by not in SELECTION:
             raise InputError(f"select_by must be one of {sorted(SELECTION)}, got {self.select_by!r}")
+        if self.pair_offsets not in PAIR_OFFSETS:
+            raise InputError(f"pair_offsets must be one of {', '.join(PAIR_OFFSETS)}, got {self.pair_offsets!r}")
         if self.schedule not in SCHEDULES:
             raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
 
@@ -313,6 +317,8 @@ def train_probes(
         raise TypeError("probes must be a non-empty sequence of PairProbe")
     train = ProbeData.coerce(train, "train")
     _check_training_data(probes, train, "train")
+    if config.pair_offsets == "matched" and train.positions is None:
+        raise InputError("pair_offsets='matched' trains on offset-matched pairs: give train its positions")
     if val is not None:
         val, val_pairs = _prepare_val(probes, val, val_pairs, config)
     device = torch.device(config.device) if config.device else next(probes[0].parameters()).device
@@ -323,11 +329,17 @@ def train_probes(
     rule = stopping_rule(config, steps_per_epoch)
     optimizer, tracks = _tracks(probes, config)
     batches = _batches(train, config, torch.Generator().manual_seed(config.seed))
+    matching = torch.Generator().manual_seed(config.seed + 1)
     sign = SELECTION[config.select_by]
 
     def losses(step: int, active: list[int]) -> list[Tensor]:
         images, sample = next(batches)
-        batch = sample.batch(train.instance, images, train.klass).to(device)
+        batch = sample.batch(train.instance, images, train.klass)
+        if config.pair_offsets == "matched":
+            assert train.positions is not None  # checked above
+            positions = train.positions[images[:, None], sample.patches[images]]
+            batch = batch.selecting(matched_batch_pairs(positions, batch, matching))
+        batch = batch.to(device)
         xs = {i: train.tokens(i, images, sample.patches[images], device=device) for i in active}
         if step == 1 and config.init_scalar_probes:
             for i in active:
