@@ -227,6 +227,7 @@ class SweepResult:
             [
                 "probe",
                 "peak_layer",
+                "peak_layer_normalized",
                 "accuracy [95% CI]",
                 "balanced_accuracy",
                 "AUROC [95% CI]",
