@@ -2,8 +2,8 @@
 
 Every component here computes with the weights of Hugging Face submodules it is handed
 (the weights stay in the HF model) and passes each intermediate tensor through a
-TransformerLens `HookPoint`, so that a hook can read or replace it and whatever it
-returns is what the rest of the forward pass uses.
+TransformerLens `HookPoint` (an `OwnedHookPoint`), so that a hook can read, replace or edit
+it in place, and whatever it leaves is what the rest of the forward pass uses.
 
 The HF submodules are held as plain attributes, not registered children: the HF model
 is registered once, on `HookedViT.hf_model`, so parameters and `state_dict` keys keep
@@ -57,6 +57,18 @@ def is_hooked(*hook_points: HookPoint) -> bool:
     )
 
 
+class OwnedHookPoint(HookPoint):
+    """A `HookPoint` whose hooks receive an activation of their own: while anything can observe it
+    (`is_hooked`) it passes on a copy. So an in-place edit in a hook (`z[:] = 0`, or nnsight's
+    `.output[:] = 0`) reaches no weight the activation is a view of (a position embedding at its native
+    size), no other batch element of a broadcast one, and no tensor autograd saved for the backward
+    pass (softmax's pattern, the LayerNorm scale's sqrt): it changes the forward exactly as returning the
+    edited tensor would. Unobserved it is the identity, so a run without hooks copies nothing."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.clone() if is_hooked(self) else x
+
+
 class HookedLayerNorm(nn.Module):
     """LayerNorm written out so its scale and output are hook points (TransformerLens names).
 
@@ -70,8 +82,8 @@ class HookedLayerNorm(nn.Module):
     def __init__(self, layer_norm: nn.LayerNorm):
         super().__init__()
         hold(self, "hf_layer_norm", layer_norm)
-        self.hook_scale = HookPoint()
-        self.hook_normalized = HookPoint()
+        self.hook_scale = OwnedHookPoint()
+        self.hook_normalized = OwnedHookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         ln = self.hf_layer_norm
@@ -94,7 +106,7 @@ class HookedSplitLayerNorm(nn.Module):
     def __init__(self, layer_norm: nn.LayerNorm):
         super().__init__()
         hold(self, "hf_layer_norm", layer_norm)
-        self.hook_scale = HookPoint()
+        self.hook_scale = OwnedHookPoint()
 
     def forward(
         self, embed: Float[Tensor, "batch pos d_model"], pos: Float[Tensor, "batch pos d_model"]
@@ -202,16 +214,16 @@ class HookedAttention(nn.Module):
         self.d_head = d_head
         self.fused = False
         self.use_attn_result = False
-        self.hook_q = HookPoint()
-        self.hook_k = HookPoint()
-        self.hook_v = HookPoint()
+        self.hook_q = OwnedHookPoint()
+        self.hook_k = OwnedHookPoint()
+        self.hook_v = OwnedHookPoint()
         if rotary:
-            self.hook_rot_q = HookPoint()
-            self.hook_rot_k = HookPoint()
-        self.hook_attn_scores = HookPoint()
-        self.hook_pattern = HookPoint()
-        self.hook_z = HookPoint()
-        self.hook_result = HookPoint()
+            self.hook_rot_q = OwnedHookPoint()
+            self.hook_rot_k = OwnedHookPoint()
+        self.hook_attn_scores = OwnedHookPoint()
+        self.hook_pattern = OwnedHookPoint()
+        self.hook_z = OwnedHookPoint()
+        self.hook_result = OwnedHookPoint()
 
     def _split_heads(self, x: Float[Tensor, "batch pos hd"]) -> Float[Tensor, "batch pos head_index d_head"]:
         return x.unflatten(-1, (self.n_heads, self.d_head))
@@ -311,10 +323,10 @@ class HookedMLP(nn.Module):
         hold(self, "fc_out", parts.fc_out)
         hold(self, "fc_linear", parts.fc_linear)
         hold(self, "act", parts.act)
-        self.hook_pre = HookPoint()
+        self.hook_pre = OwnedHookPoint()
         if parts.fc_linear is not None:
-            self.hook_pre_linear = HookPoint()
-        self.hook_post = HookPoint()
+            self.hook_pre_linear = OwnedHookPoint()
+        self.hook_post = OwnedHookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         pre = self.hook_pre(self.fc_in(x))
@@ -354,15 +366,15 @@ class HookedBlock(nn.Module):
     def __init__(self, parts: BlockParts, n_heads: int, d_head: int, rotary: bool = False):
         super().__init__()
         hold(self, "layer_scale_mlp", parts.layer_scale_mlp)
-        self.hook_resid_pre = HookPoint()
+        self.hook_resid_pre = OwnedHookPoint()
         self.ln1 = HookedLayerNorm(parts.ln1)
         self.attn = HookedAttention(parts.attention, n_heads, d_head, parts.layer_scale_attn, rotary)
-        self.hook_attn_out = HookPoint()
-        self.hook_resid_mid = HookPoint()
+        self.hook_attn_out = OwnedHookPoint()
+        self.hook_resid_mid = OwnedHookPoint()
         self.ln2 = HookedLayerNorm(parts.ln2)
         self.mlp = HookedMLP(parts.mlp)
-        self.hook_mlp_out = HookPoint()
-        self.hook_resid_post = HookPoint()
+        self.hook_mlp_out = OwnedHookPoint()
+        self.hook_resid_post = OwnedHookPoint()
 
     def forward(
         self, resid_pre: Float[Tensor, "batch pos d_model"], rotary: Rotary | None = None

@@ -7,7 +7,9 @@
 
 The forward pass is written out once (embeddings -> blocks -> ln_final) over the HF model's own
 submodules, which a per-family adapter locates; every hook point is a place in that computation,
-so a hook that returns a tensor changes everything downstream.
+so a hook that returns a tensor changes everything downstream. A hook's tensor is its own (a copy,
+made only while something observes the hook point): an in-place edit changes this forward alone,
+never a weight or another batch element.
 
 Hook points (TransformerLens names):
     hook_embed, hook_pos_embed                     [batch pos d_model] token / position embeddings
@@ -35,7 +37,6 @@ import transformers
 from jaxtyping import Float
 from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
-from transformer_lens.hook_points import HookPoint
 from transformers import AutoConfig
 
 from ..errors import BindingLensError, InputError
@@ -43,7 +44,7 @@ from ..spec_prefixes import SPEC_LOADERS, loader_for
 from . import images as image_utils
 from .adapters import FamilyAdapter, adapter_for, vision_tower
 from .adapters.base import ForeignTower, model_config
-from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
+from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm, OwnedHookPoint
 from .config import HookedViTConfig
 from .loading import loading_kwargs, resolve_device, unavailable
 
@@ -85,8 +86,8 @@ class HookedViT(HookedRootModule):
             self.cfg.source = f"{hf_model.config.name} ({adapter.family})"  # not the wrapper's class name
             self.cfg.extra["revision"] = "unknown: a model built by the caller"
 
-        self.hook_embed = HookPoint()
-        self.hook_pos_embed = HookPoint()
+        self.hook_embed = OwnedHookPoint()
+        self.hook_pos_embed = OwnedHookPoint()
         pre_norm = adapter.pre_norm(hf_model)
         self.ln_pre = HookedSplitLayerNorm(pre_norm) if pre_norm is not None else None
         rotary = self.cfg.positional_embedding_type == "rotary"
