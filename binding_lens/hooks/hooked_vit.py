@@ -37,6 +37,7 @@ import transformers
 from jaxtyping import Float
 from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens.hook_points import HookPoint
 from transformers import AutoConfig
 
 from ..errors import BindingLensError, InputError
@@ -56,6 +57,15 @@ class UnknownHookPointError(BindingLensError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class DisabledHookPointError(InputError):
+    """A hook on a hook point that only runs under a flag which is off (`attn.hook_result` without
+    `set_use_attn_result(True)`): it would never fire, so it is refused, as in TransformerLens."""
+
+
+GATED_HOOK_POINTS: dict[str, str] = {".attn.hook_result": "use_attn_result"}
+"""Hook points that run only while a config flag is on (name ending -> flag), as in TransformerLens."""
 
 
 class HookedViT(HookedRootModule):
@@ -217,12 +227,8 @@ class HookedViT(HookedRootModule):
         self, *model_args: Any, names_filter: Any = None, return_cache_object: bool = True, **kwargs: Any
     ) -> tuple[Tensor, ActivationCache | dict[str, Tensor]]:
         """As TransformerLens: returns (output, ActivationCache). `names_filter` may be a name, a list
-        of names (each checked to exist) or a predicate on names."""
-        if isinstance(names_filter, str):
-            self.check_hook_name(names_filter)
-        elif isinstance(names_filter, (list, tuple)):
-            for name in names_filter:
-                self.check_hook_name(name)
+        of names (each checked to exist and to fire) or a predicate on names (see `firing`)."""
+        if isinstance(names_filter, tuple):
             names_filter = list(names_filter)
         out, cache_dict = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
         if not return_cache_object:
@@ -240,13 +246,65 @@ class HookedViT(HookedRootModule):
             f"numbered 0..{self.cfg.n_layers - 1}).{hint} All names: model.hook_dict.keys()."
         )
 
+    def check_hook_fires(self, name: str) -> None:
+        """Raise `DisabledHookPointError` naming the flag when hook point `name` is off (TL's `check_hooks_to_add`)."""
+        flag = self.disabling_flag(name)
+        if flag is not None:
+            raise DisabledHookPointError(
+                f"{name!r} never fires while {flag} is off: call model.set_{flag}(True) before hooking it"
+            )
+
+    def disabling_flag(self, name: str) -> str | None:
+        """The config flag that is off and keeps hook point `name` from running, or None when it runs."""
+        for ending, flag in GATED_HOOK_POINTS.items():
+            if name.endswith(ending) and not getattr(self.cfg, flag):
+                return flag
+        return None
+
+    def firing(self, names_filter: Any, api: str) -> Callable[[str], bool]:
+        """`names_filter` (None, a name, a list of names or a predicate) as a predicate without the hook
+        points that cannot fire: a name asked for explicitly raises, one a predicate matched is skipped
+        with a warning (as TransformerLens's bridge does), and None (every hook point) skips them quietly."""
+        if names_filter is None:
+            return lambda name: self.disabling_flag(name) is None
+        if isinstance(names_filter, str | list | tuple):
+            names = [names_filter] if isinstance(names_filter, str) else list(names_filter)
+            for name in names:
+                self.check_hook_name(name)
+                self.check_hook_fires(name)
+            return lambda name: name in names
+        skipped: dict[str, list[str]] = {}
+        for name in filter(names_filter, self.hook_dict):
+            flag = self.disabling_flag(name)
+            if flag is not None:
+                skipped.setdefault(flag, []).append(name)
+        if skipped:
+            listed = "; ".join(f"{', '.join(names)} (call model.set_{flag}(True))" for flag, names in skipped.items())
+            warnings.warn(f"{api}: skipped the hook points that never fire while a flag is off: {listed}", stacklevel=3)
+        return lambda name: bool(names_filter(name)) and self.disabling_flag(name) is None
+
+    def check_hooks_to_add(self, hook_point: HookPoint, hook_point_name: str, *args: Any, **kwargs: Any) -> None:
+        self.check_hook_fires(hook_point_name)
+
     def add_hook(self, name: str | Callable[[str], bool], hook: Callable, *args: Any, **kwargs: Any) -> None:
         if isinstance(name, str):
             self.check_hook_name(name)
+        else:
+            name = self.firing(name, "add_hook")
         super().add_hook(name, hook, *args, **kwargs)
 
-    def _enable_hook_with_name(self, name: str, hook: Callable, dir: Any) -> None:  # used by hooks()/run_with_hooks
+    def get_caching_hooks(self, names_filter: Any = None, *args: Any, **kwargs: Any) -> tuple[dict, list, list]:
+        return super().get_caching_hooks(self.firing(names_filter, "run_with_cache"), *args, **kwargs)
+
+    def add_caching_hooks(self, names_filter: Any = None, *args: Any, **kwargs: Any) -> dict:
+        return super().add_caching_hooks(self.firing(names_filter, "add_caching_hooks"), *args, **kwargs)
+
+    def _enable_hook(self, name: str | Callable, hook: Callable, dir: Any) -> None:  # used by hooks()/run_with_hooks
+        super()._enable_hook(name if isinstance(name, str) else self.firing(name, "hooks"), hook, dir)
+
+    def _enable_hook_with_name(self, name: str, hook: Callable, dir: Any) -> None:
         self.check_hook_name(name)
+        self.check_hook_fires(name)
         super()._enable_hook_with_name(name, hook, dir)
 
     # --- images and the patch grid -------------------------------------------------------------
