@@ -10,7 +10,7 @@ from torch import Tensor
 
 from binding_lens import HookedViT
 
-from helpers.models import build, pixels
+from helpers.models import build, every_hook_point_on, pixels
 
 
 def _edited(t: Tensor) -> Tensor:
@@ -50,7 +50,7 @@ def _hook_points(model: HookedViT) -> list[str]:
 
 def test_in_place_edits_at_every_hook_point_stay_in_their_forward(family, one_thread):
     _, model = build(family)
-    model.set_use_attn_result(True)  # so that attn.hook_result fires too
+    every_hook_point_on(model)  # so that the hook points behind a flag run too
     weights = _weights(model)
     native, other = pixels(family.native), pixels(family.other)  # at the native size pos is the Parameter itself
     with torch.no_grad():
