@@ -366,7 +366,7 @@ class HookedViT(HookedRootModule):
         self, *model_args: Any, names_filter: Any = None, return_cache_object: bool = True, **kwargs: Any
     ) -> tuple[Tensor, ActivationCache | dict[str, Tensor]]:
         """As TransformerLens: returns (output, ActivationCache). `names_filter` may be a name, a list
-        of names (each checked to exist and to fire) or a predicate on names (see `firing`)."""
+        of names (each checked to exist and to fire) or a predicate on names (see `_firing`)."""
         if isinstance(names_filter, tuple):
             names_filter = list(names_filter)
         out, cache_dict = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
@@ -400,7 +400,7 @@ class HookedViT(HookedRootModule):
                 return flag
         return None
 
-    def firing(self, names_filter: Any, api: str) -> Callable[[str], bool]:
+    def _firing(self, names_filter: Any, api: str) -> Callable[[str], bool]:
         """`names_filter` (None, a name, a list of names or a predicate) as a predicate without the hook
         points that cannot fire: a name asked for explicitly raises, one a predicate matched is skipped
         with a warning (as TransformerLens's bridge does), and None (every hook point) skips them quietly."""
@@ -431,17 +431,17 @@ class HookedViT(HookedRootModule):
         if isinstance(name, str):
             self.check_hook_name(name)
         else:
-            name = self.firing(name, "add_hook")
+            name = self._firing(name, "add_hook")
         super().add_hook(name, hook, *args, **kwargs)
 
     def get_caching_hooks(self, names_filter: Any = None, *args: Any, **kwargs: Any) -> tuple[dict, list, list]:
-        return super().get_caching_hooks(self.firing(names_filter, "run_with_cache"), *args, **kwargs)
+        return super().get_caching_hooks(self._firing(names_filter, "run_with_cache"), *args, **kwargs)
 
     def add_caching_hooks(self, names_filter: Any = None, *args: Any, **kwargs: Any) -> dict:
-        return super().add_caching_hooks(self.firing(names_filter, "add_caching_hooks"), *args, **kwargs)
+        return super().add_caching_hooks(self._firing(names_filter, "add_caching_hooks"), *args, **kwargs)
 
     def _enable_hook(self, name: str | Callable, hook: Callable, dir: Any) -> None:  # used by hooks()/run_with_hooks
-        super()._enable_hook(name if isinstance(name, str) else self.firing(name, "hooks"), hook, dir)
+        super()._enable_hook(name if isinstance(name, str) else self._firing(name, "hooks"), hook, dir)
 
     def _enable_hook_with_name(self, name: str, hook: Callable, dir: Any) -> None:
         self.check_hook_name(name)

@@ -36,6 +36,7 @@ def test_a_hook_point_that_cannot_fire_is_refused_naming_its_flag(ending, flag):
             lambda: model.run_with_hooks(x, fwd_hooks=[(name, record)]),
             lambda: model.run_with_cache(x, names_filter=[name]),
             lambda: model.run_with_cache(x, names_filter=name),
+            lambda: model.add_caching_hooks(names_filter=[name]),
         ):
             with pytest.raises(DisabledHookPointError, match=rf"{flag} is off: call model\.set_{flag}\(True\)"):
                 refused()

@@ -4,6 +4,7 @@ works with gradients on and equals the same edit returned as a new tensor."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from nnsight import NNsight
 from torch import Tensor
@@ -37,37 +38,47 @@ def _assert_weights_unchanged(model: HookedViT, weights: dict[str, Tensor], name
         assert torch.equal(tensor, weights[key]), f"an in-place edit at {name} changed the weight {key}"
 
 
-def _input_gradient(model: HookedViT, x: Tensor, name: str, hook) -> Tensor:
-    x = x.clone().requires_grad_()
-    out = model.run_with_hooks(x, fwd_hooks=[(name, hook)])
-    return torch.autograd.grad(out.square().sum(), x)[0]
+def _run(model: HookedViT, x: Tensor, fwd_hooks: list, grad: bool) -> tuple[Tensor, Tensor | None]:
+    """The output, and with `grad` the gradient of its squared sum with respect to the pixels."""
+    with torch.set_grad_enabled(grad):
+        x = x.clone().requires_grad_(grad)
+        out = model.run_with_hooks(x, fwd_hooks=fwd_hooks)
+        return out.detach(), torch.autograd.grad(out.square().sum(), x)[0] if grad else None
 
 
-def _hook_points(model: HookedViT) -> list[str]:
-    """The hook points outside the blocks and those of block 0 (the other blocks run the same code)."""
-    return [name for name in model.hook_dict if not name.startswith("blocks.") or name.startswith("blocks.0.")]
+def _check_in_place_edits(model: HookedViT, names: list[str], x: Tensor) -> None:
+    """Edit batch element 1 at every hook point of `names` at once, in place and returned as a tensor."""
+    where = names[0] if len(names) == 1 else "the hook points"
+    weights = _weights(model)
+    clean, _ = _run(model, x, [(name, lambda t, hook: None) for name in names], grad=False)  # the same kernels
+    in_place, _ = _run(model, x, [(name, _edit_in_place) for name in names], grad=False)
+    _assert_weights_unchanged(model, weights, where)
+    assert torch.equal(in_place[0], clean[0]), f"an in-place edit of batch element 1 at {where} changed element 0"
+    assert not torch.allclose(in_place[1], clean[1]), f"an in-place edit at {where} changed nothing"
+    with_grad, gradient = _run(model, x, [(name, _edit_in_place) for name in names], grad=True)
+    returned, returned_gradient = _run(model, x, [(name, _edit_returned) for name in names], grad=True)
+    _assert_weights_unchanged(model, weights, where)
+    for edited in (in_place, with_grad):
+        torch.testing.assert_close(edited, returned, atol=0, rtol=0, msg=where)
+    torch.testing.assert_close(gradient, returned_gradient, msg=where)
+    assert torch.isfinite(returned).all() and torch.isfinite(returned_gradient).all()
 
 
-def test_in_place_edits_at_every_hook_point_stay_in_their_forward(family, one_thread):
+@pytest.mark.parametrize("which_size", ["native", "other"])  # native: pos is the Parameter itself
+def test_in_place_edits_at_every_hook_point_stay_in_their_forward(family, which_size, one_thread):
     _, model = build(family)
     every_hook_point_on(model)  # so that the hook points behind a flag run too
-    weights = _weights(model)
-    native, other = pixels(family.native), pixels(family.other)  # at the native size pos is the Parameter itself
-    with torch.no_grad():
-        clean = model(native)
-    for name in _hook_points(model):
-        with torch.no_grad():
-            in_place = model.run_with_hooks(native, fwd_hooks=[(name, _edit_in_place)])
-            returned = model.run_with_hooks(native, fwd_hooks=[(name, _edit_returned)])
-        _assert_weights_unchanged(model, weights, name)
-        # equal to the returned edit, which leaves element 0 alone: so element 0 shared no memory with element 1
-        torch.testing.assert_close(in_place, returned, atol=0, rtol=0, msg=name)
-        torch.testing.assert_close(in_place[0], clean[0], msg=name)  # up to a hooked LayerNorm's rounding
-        assert not torch.allclose(in_place[1], clean[1]), name
-        with torch.enable_grad():  # the other size: position embeddings interpolated, then broadcast
-            gradient = _input_gradient(model, other, name, _edit_in_place)
-            torch.testing.assert_close(gradient, _input_gradient(model, other, name, _edit_returned), msg=name)
-        _assert_weights_unchanged(model, weights, name)
+    x = pixels(family.native if which_size == "native" else family.other)
+    names = list(model.hook_dict)
+    try:
+        _check_in_place_edits(model, names, x)  # all at once: a few runs whatever the number of hook points
+    except (AssertionError, RuntimeError):
+        for name in names:  # name the first hook point that fails on its own
+            try:
+                _check_in_place_edits(model, [name], x)
+            except RuntimeError as error:  # autograd's complaint, which names no hook point
+                raise AssertionError(f"an in-place edit at {name}: {error}") from error
+        raise
 
 
 def test_nnsight_in_place_edit_of_the_position_embedding_stays_in_its_forward(family):
