@@ -32,6 +32,7 @@ from torch import Tensor
 from ..errors import InputError, check_positive_ints
 from ..training import Evaluation, StoppingRule, Track, TrainingOutcome, run_training
 from .base import PairProbe
+from .batch import PairBatch
 from .data import ProbeData
 from .evaluation import auroc_interval, evaluate, score_pairs
 from .metrics import calibrated_threshold
@@ -277,6 +278,19 @@ def _batches(
             yield order[first : first + config.batch_images], sample
 
 
+def _training_batch(
+    train: ProbeData, images: Tensor, sample: PairSet, config: ProbeTrainingConfig, matching: torch.Generator
+) -> PairBatch:
+    """The labels of one step's batch; with `pair_offsets="matched"` only offset-matched pairs are supervised."""
+    batch = sample.batch(train.instance, images, train.klass)
+    if config.pair_offsets != "matched":
+        return batch
+    if train.positions is None:
+        raise InputError("pair_offsets='matched' trains on offset-matched pairs: give train its positions")
+    positions = train.positions[images[:, None], sample.patches[images]]
+    return batch.selecting(matched_batch_pairs(positions, batch, matching))
+
+
 def stopping_rule(config: ProbeTrainingConfig, steps_per_epoch: int) -> StoppingRule:
     """The engine's rule for `config`: `epochs` and `max_steps` become one step limit."""
     limits = [limit for limit in (config.max_steps, config.epochs and config.epochs * steps_per_epoch) if limit]
@@ -317,8 +331,6 @@ def train_probes(
         raise TypeError("probes must be a non-empty sequence of PairProbe")
     train = ProbeData.coerce(train, "train")
     _check_training_data(probes, train, "train")
-    if config.pair_offsets == "matched" and train.positions is None:
-        raise InputError("pair_offsets='matched' trains on offset-matched pairs: give train its positions")
     if val is not None:
         val, val_pairs = _prepare_val(probes, val, val_pairs, config)
     device = torch.device(config.device) if config.device else next(probes[0].parameters()).device
@@ -334,12 +346,7 @@ def train_probes(
 
     def losses(step: int, active: list[int]) -> list[Tensor]:
         images, sample = next(batches)
-        batch = sample.batch(train.instance, images, train.klass)
-        if config.pair_offsets == "matched":
-            assert train.positions is not None  # checked above
-            positions = train.positions[images[:, None], sample.patches[images]]
-            batch = batch.selecting(matched_batch_pairs(positions, batch, matching))
-        batch = batch.to(device)
+        batch = _training_batch(train, images, sample, config, matching).to(device)
         xs = {i: train.tokens(i, images, sample.patches[images], device=device) for i in active}
         if step == 1 and config.init_scalar_probes:
             for i in active:

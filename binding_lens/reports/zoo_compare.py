@@ -314,14 +314,24 @@ def objective_summary(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
     return summary, differences
 
 
+def _check_request(models: Sequence[str], peak_by: str, data: str | None) -> None:
+    """Refuse, before any model loads, what `binding_by_objective` cannot compare."""
+    unknown = [m for m in models if not m.startswith(PREFIX)]
+    if unknown:
+        raise InputError(f"binding_by_objective compares zoo models (zoo:<name>); got {unknown}")
+    if peak_by not in PEAK_RULES:
+        raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {peak_by!r}")
+    if data is not None and data not in PRESETS:
+        raise InputError(f"--data {data!r} is not a synthetic preset; choose one of {', '.join(PRESETS)}")
+
+
 def binding_by_objective(
     models: Sequence[str],
     out: str | Path,
     *,
     n_scenes: int = 400,
     training: ProbeTrainingConfig | None = None,
-    seed: int = 0,
-    seeds: Sequence[int] | None = None,
+    seeds: Sequence[int] = (0,),
     peak_by: str = "val",
     progress: bool = True,
     data: str | None = None,
@@ -330,16 +340,11 @@ def binding_by_objective(
     module docstring) and write `objective_table.csv/.json/.md`, `objectives.json`,
     `quadratic_by_objective.png` (each objective's mean curve and its interval across training seeds),
     `quadratic_by_model.png` and each model's sweep under `out/<name>/`. `data`: a synthetic preset to
-    measure on instead of each model's training preset (e.g. 'matched'), at the model's training size."""
+    measure on instead of each model's training preset (e.g. 'matched'), at the model's training size.
+    `seeds`: each model's sweep is repeated over these (scene draw, split, probe init) and its rows are the means."""
     out = Path(out)
-    unknown = [m for m in models if not m.startswith(PREFIX)]
-    if unknown:
-        raise InputError(f"binding_by_objective compares zoo models (zoo:<name>); got {unknown}")
-    if peak_by not in PEAK_RULES:
-        raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {peak_by!r}")
-    if data is not None and data not in PRESETS:
-        raise InputError(f"--data {data!r} is not a synthetic preset; choose one of {', '.join(PRESETS)}")
-    seeds = list(seeds) if seeds else [seed]
+    _check_request(models, peak_by, data)
+    seeds = list(seeds)
     training = training or ProbeTrainingConfig(seed=seeds[0])
     cards = {spec: zoo_card(spec) for spec in models}  # unknown names fail before any sweep
     rows, sweeps, all_rows = [], {}, []
