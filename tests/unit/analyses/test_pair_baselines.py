@@ -52,10 +52,7 @@ def test_on_matched_scenes_both_baselines_are_at_chance_and_contours_are_not(mat
     # an observer following contours in the image (no network) scores the same kept test pairs well above
     test = splits[2]
     components = torch.stack(
-        [
-            torch.as_tensor(_patch_components(dataset[kept[int(image)]].image)).flatten()
-            for image in test
-        ]
+        [torch.as_tensor(_patch_components(dataset[kept[int(image)]].image)).flatten() for image in test]
     ).float()
     data = ProbeData([components[..., None]], instance[test])
     same, labels = pair_values(lambda x: (x[:, :, None, 0] == x[:, None, :, 0]).float(), data, baselines.test.pairs)

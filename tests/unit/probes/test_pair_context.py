@@ -44,7 +44,9 @@ def test_stratified_bootstrap_replicates_weigh_images_as_drawn():
     got = auroc_replicates(scores, labels, images, counts, strata)
     for row, draw in zip(got, counts):
         weights = [float(draw[image]) for image in images]
-        assert float(row) == pytest.approx(slow_stratified_auroc(scores.tolist(), labels.tolist(), strata.tolist(), weights))
+        assert float(row) == pytest.approx(
+            slow_stratified_auroc(scores.tolist(), labels.tolist(), strata.tolist(), weights)
+        )
 
 
 def test_balance_by_offset_keeps_as_many_negatives_as_positives_at_every_offset():
