@@ -1,11 +1,13 @@
 """Analyses that produce the paper's tables and figures from a hooked model and a dataset.
 
     result = layer_sweep(model, SyntheticScenes("default", n=400), "runs/sweep")   # or config=SweepConfig(...)
+    baselines = scene_baselines(SyntheticScenes("matched", n=200, size=96), patch_size=8)  # no network at all
     table = compare_subspaces(model, held_out_scenes("zoo:dino", 600), layer=3, k=8)
 
 The rest lives in its module: the sweep in stages (`plan_sweep`, `compute_sweep`, `write_sweep`, `ALL_PROBES`)
 in `layer_sweep`, the result types in theirs (`HeadMap` in `heads`, `PairAttribution` in
-`gradient_attribution`, `SubspaceComparison` in `causal_subspace`), report tables in `report`; the ablation
+`gradient_attribution`, `SubspaceComparison` in `causal_subspace`), report tables in `report`, the network-free
+baselines every probe is judged against in `pair_baselines`; the ablation
 study, SAE binding features, code-probe bits and the toy experiments in `ablation`, `sae_binding`, `bits`, `toy`.
 """
 
@@ -15,6 +17,7 @@ from .gradient_attribution import pair_attribution
 from .heads import head_ablation_map
 from .layer_probes import fit_layer_probes
 from .layer_sweep import SweepConfig, SweepResult, layer_sweep
+from .pair_baselines import scene_baselines
 from .seed_sweep import layer_sweep_over_seeds
 
 # Exported here before issue 30: `from binding_lens.analyses import plan_sweep` says where each name lives now.
@@ -47,4 +50,5 @@ __all__ = [
     "layer_sweep",
     "layer_sweep_over_seeds",
     "pair_attribution",
+    "scene_baselines",
 ]

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from ..activations import ExtractionPlan, extract, extract_to_memory, plan_extraction, ranks
 from ..activations.budget import choose_store, layer_groups
 from ..activations.budget import memory_budget as activation_budget
+from ..activations.context import slot_context
 from ..activations.extract import request_differences
 from ..activations.store import Shard
 from ..data import Scene
@@ -48,7 +49,6 @@ from ..probes import (
     ProbeData,
     ProbeTrainingConfig,
     TrainResult,
-    evaluate,
     make_probe,
     save_probe,
     split_by_image,
@@ -56,7 +56,9 @@ from ..probes import (
 )
 from ..probes.batch import label_space
 from ..probes.evaluation import ScoredPairs, score_pairs
-from .report import Row, format_table, interval_text, peak_layers, write_table
+from ..probes.pair_context import PAIR_OFFSETS
+from .pair_baselines import Baselines, fit_baselines, judge, verdict
+from .report import Row, difference_text, format_table, interval_text, peak_layers, write_table
 from .run import RunDirectory, RunSettingsError
 
 ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
@@ -64,7 +66,8 @@ ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
 
 @dataclass(frozen=True)
 class HeldOutMetrics:
-    """A sweep probe's metrics on the test images (`probes.evaluate` with bootstrap intervals)."""
+    """A sweep probe's metrics on the test images (`probes.evaluate` with bootstrap intervals), within
+    distance strata and on hard negatives, and against the strongest baseline (`pair_baselines.judge`)."""
 
     accuracy: float
     accuracy_low: float
@@ -79,6 +82,18 @@ class HeldOutMetrics:
     positive_rate: float
     majority_baseline: float
     n_pairs: int
+    auroc_within_distance: float
+    auroc_within_distance_low: float
+    auroc_within_distance_high: float
+    auroc_hard_negatives: float
+    auroc_hard_negatives_low: float
+    auroc_hard_negatives_high: float
+    n_hard_negatives: int
+    baseline: str  # the strongest network-free baseline (on validation), which every probe must beat
+    baseline_auroc: float
+    vs_baseline: float  # AUROC - the baseline's, on the same test pairs
+    vs_baseline_low: float
+    vs_baseline_high: float
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, float | int]) -> HeldOutMetrics:
@@ -94,31 +109,41 @@ METRICS = tuple(f.name for f in fields(HeldOutMetrics))
 
 @dataclass(frozen=True)
 class TrainingRecord:
-    """How a sweep probe trained: steps, why it stopped, and whether its validation AUROC is above chance."""
+    """How a sweep probe trained: steps, why it stopped, whether its validation AUROC is above chance
+    (`above_chance`) and whether it beats the strongest baseline on validation beyond the noise (`learnt`)."""
 
     best_step: int
     steps: int
     stopped: str
     learnt: bool | None
+    above_chance: bool | None = None
     val_auroc: float | None = None  # with its 95 % interval; None (and no columns) without validation data
     val_auroc_low: float | None = None
     val_auroc_high: float | None = None
 
     @classmethod
-    def from_result(cls, result: TrainResult) -> TrainingRecord:
-        auroc = result.val_auroc or {}
+    def from_result(cls, result: TrainResult, judged: Mapping[str, Any]) -> TrainingRecord:
+        """The training record, with `learnt` and the validation AUROC from `pair_baselines.judge` (on the
+        pairs that are scored: the offset-matched ones where the data asks for them)."""
         return cls(
             best_step=result.best_step,
             steps=result.steps,
             stopped=result.stopped,
-            learnt=result.learnt,
-            val_auroc=auroc.get("auroc"),
-            val_auroc_low=auroc.get("low"),
-            val_auroc_high=auroc.get("high"),
+            learnt=judged["learnt"],
+            above_chance=result.learnt,
+            val_auroc=judged["val_auroc"],
+            val_auroc_low=judged["val_auroc_low"],
+            val_auroc_high=judged["val_auroc_high"],
         )
 
     def to_row(self) -> Row:
-        row: Row = {"best_step": self.best_step, "steps": self.steps, "stopped": self.stopped, "learnt": self.learnt}
+        row: Row = {
+            "best_step": self.best_step,
+            "steps": self.steps,
+            "stopped": self.stopped,
+            "learnt": self.learnt,
+            "above_chance": self.above_chance,
+        }
         if self.val_auroc is not None:
             row |= {
                 "val_auroc": self.val_auroc,
@@ -158,24 +183,44 @@ PEAK_RULES = {
 
 @dataclass
 class SweepResult:
-    """A written sweep report: its rows and each probe's peak as the tables hold them, the files, the summary."""
+    """A written sweep report: its rows, each probe's peak and the baselines as the tables hold them, the
+    files, the summary."""
 
     rows: list[Row]
     peaks: dict[str, Row]
     out: Path
     files: dict[str, Path] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
+    baselines: list[Row] = field(default_factory=list)
 
     def table(self) -> str:
-        """Peak layer and test metrics of each probe, as text."""
+        """Peak layer and test metrics of each probe, its stratified AUROCs and its difference from the
+        strongest baseline; then the baselines' own rows on the same pairs, as text."""
         rows = [
             row
             | {
                 "probe": probe,
                 "accuracy [95% CI]": interval_text(row, "accuracy"),
                 "AUROC [95% CI]": interval_text(row, "auroc"),
+                "within distance": interval_text(row, "auroc_within_distance"),
+                "hard negatives": interval_text(row, "auroc_hard_negatives"),
+                "vs baseline [95% CI]": difference_text(
+                    row["vs_baseline"], row["vs_baseline_low"], row["vs_baseline_high"]
+                ),
+                "verdict": verdict(row),
             }
             for probe, row in self.peaks.items()
+        ]
+        rows += [
+            row
+            | {
+                "accuracy [95% CI]": interval_text(row, "accuracy"),
+                "AUROC [95% CI]": interval_text(row, "auroc"),
+                "within distance": interval_text(row, "auroc_within_distance"),
+                "hard negatives": interval_text(row, "auroc_hard_negatives"),
+                "verdict": "strongest baseline" if row["strongest"] else "",
+            }
+            for row in self.baselines
         ]
         return format_table(
             rows,
@@ -184,24 +229,28 @@ class SweepResult:
                 "peak_layer",
                 "peak_layer_normalized",
                 "accuracy [95% CI]",
-                "accuracy_at_half",
                 "balanced_accuracy",
                 "AUROC [95% CI]",
+                "within distance",
+                "hard negatives",
+                "vs baseline [95% CI]",
                 "majority_baseline",
-                "learnt",
+                "verdict",
             ],
         )
 
     def problems(self) -> list[str]:
-        """One line per (probe, layer) that did not converge or learnt nothing measurable on validation."""
+        """One line per (probe, layer) that did not converge, or is no better than the strongest baseline on
+        validation (`learnt` False)."""
         if "training_problems" in self.summary and "seeds" in self.summary:  # across seeds: each run's own lines
             return list(self.summary["training_problems"])
+        strongest = self.summary.get("baselines", {}).get("strongest", "the strongest baseline")
         lines = []
         for row in self.rows:
             issues = [
                 text
                 for flag, text in (
-                    (row["learnt"] is False, "learnt nothing measurable"),
+                    (row["learnt"] is False, f"no better than the {strongest} baseline on validation"),
                     (row["stopped"] == "max_steps", "stopped at max_steps"),
                 )
                 if flag
@@ -267,6 +316,7 @@ class SweepConfig:
     store: str = "auto"
     memory_budget: int | None = None  # bytes
     progress: bool = True
+    pair_offsets: str = "auto"  # 'all', 'matched' (`probes.pair_context`), 'auto': what the dataset asks for
 
 
 @dataclass(frozen=True)
@@ -286,6 +336,7 @@ class SweepPlan:
     rank_id: int  # this process's rank under torchrun (0 alone)
     started: float  # time.perf_counter() when planned: the summary's seconds count from here
     world_size: int = 1  # processes under torchrun: each trains the probes of its share of the layers
+    pair_offsets: str = "all"  # the held-out pairs scored: all, or offset-matched (the dataset's `pair_offsets`)
 
     @property
     def my_layers(self) -> list[int]:
@@ -335,6 +386,8 @@ class SweepComputation:
     n_classes: int
     n_queries: int
     extract_seconds: float
+    baselines: list[Row] = field(default_factory=list)  # one row per network-free baseline, same test pairs
+    strongest_baseline: str = ""
 
 
 def layer_sweep(
@@ -381,6 +434,12 @@ def plan_sweep(model: HookedViT, dataset: Sequence[Scene], out: str | Path, conf
     if config.memory_budget is None and world_size > 1:  # the ranks of a machine each hold their layers there
         budget = min(budget, activation_budget("cpu") // ranks.local_world_size())
     mode, why = choose_store(config.store, extraction.bytes_per_layer * len(layers), budget, world_size)
+    pair_offsets = config.pair_offsets
+    if pair_offsets == "auto":
+        pair_offsets = getattr(dataset, "pair_offsets", "all")
+    if pair_offsets not in PAIR_OFFSETS:
+        raise InputError(f"pair_offsets must be 'auto' or one of {', '.join(PAIR_OFFSETS)}, got {pair_offsets!r}")
+    training = replace(training, pair_offsets=pair_offsets)  # probes train on the pairs they are scored on
     request, earlier = extraction.request, RunDirectory(out).request()
     if earlier is not None and earlier != request:
         raise RunSettingsError(
@@ -404,6 +463,7 @@ def plan_sweep(model: HookedViT, dataset: Sequence[Scene], out: str | Path, conf
         rank_id,
         started,
         world_size,
+        pair_offsets,
     )
 
 
@@ -457,10 +517,12 @@ class _ProbeSetup:
     n_queries: int
     initial: dict[str, dict[int, PairProbe]]
     dataset_indices: dict[str, list[int]]  # each split's images as indices into the dataset
+    positions: tuple[Tensor, Tensor, Tensor]  # each split's slots' (row, col): offset-matched training pairs
+    baselines: Baselines  # fitted on the same split, scored on the same pairs as the probes
 
 
-def _setup(model: HookedViT, plan: SweepPlan, stored: Shard) -> _ProbeSetup:
-    """The split, label space and initial probes, from the first layer group's labels."""
+def _setup(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> _ProbeSetup:
+    """The split, label space, initial probes and fitted baselines, from the first layer group's labels."""
     n_images = stored.instance.shape[0]
     train, val, test = split_by_image(n_images, fractions=plan.config.split, seed=plan.config.seed)
     n_classes, n_queries = label_space(stored.instance, stored.klass)
@@ -477,7 +539,35 @@ def _setup(model: HookedViT, plan: SweepPlan, stored: Shard) -> _ProbeSetup:
     dataset_indices = {
         name: kept[split.to(kept.device)].tolist() for name, split in zip(("train", "val", "test"), (train, val, test))
     }
-    return _ProbeSetup((train, val, test), n_images, n_classes, n_queries, initial, dataset_indices)
+    preparation = plan.extraction.preparation
+    context = slot_context(
+        dataset,
+        kept.cpu(),
+        stored.patch_index.cpu(),
+        stored.instance.cpu(),
+        patch_size=preparation.patch_size,
+        size=preparation.size,
+    )
+    baselines = fit_baselines(
+        context,
+        stored.instance.cpu(),
+        stored.klass.cpu(),
+        (train, val, test),
+        replace(plan.training, device=None),
+        pair_offsets=plan.pair_offsets,
+        n_boot=plan.config.n_boot,
+    )
+    positions = (context.features[train, :, :2], context.features[val, :, :2], context.features[test, :, :2])
+    return _ProbeSetup(
+        (train, val, test),
+        n_images,
+        n_classes,
+        n_queries,
+        initial,
+        dataset_indices,
+        positions,
+        baselines,
+    )
 
 
 def _train_probe(
@@ -493,31 +583,23 @@ def _train_probe(
     if not probe_layers:
         return []
     train, val, test = (
-        ProbeData([acts[layer] for layer in probe_layers], instance, klass) for acts, instance, klass in splits
+        ProbeData([acts[layer] for layer in probe_layers], instance, klass, positions)
+        for (acts, instance, klass), positions in zip(splits, setup.positions)
     )
     training = plan.training
     trained = train_probes([setup.initial[name][layer] for layer in probe_layers], train, val, training, warn=False)
     found = []
     for index, (layer, result) in enumerate(zip(probe_layers, trained)):
         assert result.threshold is not None  # trained with validation data: calibrated on it
-        metrics = evaluate(
-            result.probe,
-            test,
-            layer=index,
-            threshold=result.threshold,
-            intervals=True,
-            n_boot=plan.config.n_boot,
-            patches_per_image=training.eval_patches_per_image,
-            seed=training.eval_seed,
-        )
+        judged = judge(result.probe, val, test, result.threshold, setup.baselines, layer=index)
         normalized = layer / max(model.cfg.n_layers - 1, 1)
         row = SweepRow(
             model.cfg.source,
             layer,
             normalized,
             name,
-            HeldOutMetrics.from_metrics(metrics),
-            TrainingRecord.from_result(result),
+            HeldOutMetrics.from_metrics(judged),
+            TrainingRecord.from_result(result, judged),
         )
         found.append((row, result.probe))
     return found
@@ -530,7 +612,7 @@ def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -
     on the other ranks."""
     activations = _extract(model, dataset, plan)
     extract_seconds = time.perf_counter() - plan.started
-    rows, probes, setup = _train_groups(model, plan, activations)
+    rows, probes, setup = _train_groups(model, dataset, plan, activations)
     if plan.world_size > 1:
         mine = (rows, {key: probe.to("cpu") for key, probe in probes.items()})
         gathered = ranks.gather(mine if plan.rank_id else None)  # rank 0 keeps its own where they are
@@ -544,7 +626,16 @@ def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -
     images = SweepImages(setup.n_images, activations.skipped, train, val, test, setup.dataset_indices)
     groups = activations.groups if plan.world_size == 1 else plan_layer_groups(plan)
     return SweepComputation(
-        plan, tuple(rows), probes, groups, images, setup.n_classes, setup.n_queries, extract_seconds
+        plan,
+        tuple(rows),
+        probes,
+        groups,
+        images,
+        setup.n_classes,
+        setup.n_queries,
+        extract_seconds,
+        setup.baselines.rows,
+        setup.baselines.strongest,
     )
 
 
@@ -560,7 +651,7 @@ def plan_layer_groups(plan: SweepPlan) -> list[list[int]]:
 
 
 def _train_groups(
-    model: HookedViT, plan: SweepPlan, activations: _Activations
+    model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan, activations: _Activations
 ) -> tuple[list[SweepRow], dict[tuple[str, int], PairProbe], _ProbeSetup]:
     """This rank's probes trained and tested, one layer group of activations at a time: (rows, probes, the
     split and label space every group shares)."""
@@ -576,8 +667,8 @@ def _train_groups(
     )
     for group in activations.groups:
         stored = activations.load(group)
-        if setup is None:  # labels are the same in every group: split and label space fixed once
-            setup = _setup(model, plan, stored)
+        if setup is None:  # labels are the same in every group: split, label space and baselines fixed once
+            setup = _setup(model, dataset, plan, stored)
         splits = _split_in_place(stored, setup.splits)
         for name in plan.probes:
             found = _train_probe(model, plan, setup, name, group, splits)
@@ -634,17 +725,21 @@ def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
     peaks = {
         probe: row | {"peak_chosen_on": rule} for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
     }
-    peak_columns = ("peak_layer", "peak_layer_normalized", "peak_chosen_on", *METRICS, "val_auroc", "learnt")
+    peak_columns = ("peak_layer", "peak_layer_normalized", "peak_chosen_on", *METRICS, "val_auroc", "learnt", "verdict")
+    peaks = {probe: row | {"verdict": verdict(row)} for probe, row in peaks.items()}
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
     files["peaks_csv"], files["peaks_json"] = write_table(
         [{"probe": probe} | {k: row[k] for k in peak_columns} for probe, row in peaks.items()], run.peaks_stem
     )
+    files["baselines_csv"], files["baselines_json"] = write_table(computed.baselines, run.baselines_stem)
     files["plot"] = accuracy_by_layer(
         rows, run.plot_path, title=f"IsSameObject by layer (test images, 95% bootstrap bands)\n{weights_note(model)}"
     )
     summary = _summary(model, computed)
-    result = SweepResult(rows=rows, peaks=peaks, out=plan.out, files=files, summary=summary)
+    result = SweepResult(
+        rows=rows, peaks=peaks, out=plan.out, files=files, summary=summary, baselines=computed.baselines
+    )
     summary["training_problems"] = result.problems()
     files["summary"] = run.summary_path
     write_json_atomic(files["summary"], summary)
@@ -676,6 +771,7 @@ def _summary(model: HookedViT, computed: SweepComputation) -> dict[str, Any]:
         "training_problems": None,
         "rank": plan.config.rank,
         "peak_by": plan.config.peak_by,
+        "baselines": {"strongest": computed.strongest_baseline, "pair_offsets": plan.pair_offsets},
         "n_boot": plan.config.n_boot,
         "n_queries": computed.n_queries,
         "n_classes": computed.n_classes,

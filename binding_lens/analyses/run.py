@@ -3,6 +3,7 @@
     RUN/summary.json                       what was run, on what, how long (model config, dataset identity, ...)
     RUN/sweep.csv, sweep.json              the tidy rows: model, layer, probe, metrics
     RUN/peaks.csv, peaks.json              each probe's best layer
+    RUN/baselines.csv, baselines.json      the network-free baselines (distance, pixel_position) on the same pairs
     RUN/accuracy_by_layer.png, .svg        the paper's Figure 3
     RUN/probes/L{layer:02d}_{probe}.safetensors
     RUN/activations/                       the resumable activation store (manifest.json, shards/); absent when
@@ -71,6 +72,10 @@ class RunDirectory:
     @property
     def peaks_stem(self) -> Path:
         return self.root / "peaks"
+
+    @property
+    def baselines_stem(self) -> Path:
+        return self.root / "baselines"
 
     @property
     def plot_path(self) -> Path:

@@ -27,7 +27,8 @@ from ..io import write_json_atomic
 from ..probes import ProbeTrainingConfig
 from ..stats import aggregate_rows, distinct_seeds
 from .layer_sweep import PEAK_RULES, SweepResult, layer_sweep, weights_note
-from .report import peak_layers, write_table
+from .pair_baselines import verdict
+from .report import Row, peak_layers, write_table
 
 SEED_METRICS = (
     "accuracy",
@@ -37,6 +38,19 @@ SEED_METRICS = (
     "auroc",
     "pair_bits",
     "positive_rate",
+    "majority_baseline",
+    "val_auroc",
+    "auroc_within_distance",
+    "auroc_hard_negatives",
+    "baseline_auroc",
+    "vs_baseline",
+)
+BASELINE_METRICS = (
+    "accuracy",
+    "balanced_accuracy",
+    "auroc",
+    "auroc_within_distance",
+    "auroc_hard_negatives",
     "majority_baseline",
     "val_auroc",
 )
@@ -95,14 +109,16 @@ def layer_sweep_over_seeds(
         row.pop("seed", None)
     metric, rule = PEAK_RULES[peak_by]
     peaks = {
-        probe: row | {"peak_chosen_on": f"{rule}, mean over {len(seeds)} seeds"}
+        probe: row | {"peak_chosen_on": f"{rule}, mean over {len(seeds)} seeds", "verdict": verdict(row)}
         for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
     }
+    baselines = _baselines_over_seeds(runs)
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, out / "sweep")
     files["peaks_csv"], files["peaks_json"] = write_table(
         [{"probe": probe} | row for probe, row in peaks.items()], out / "peaks"
     )
+    files["baselines_csv"], files["baselines_json"] = write_table(baselines, out / "baselines")
     files["plot"] = accuracy_by_layer(
         rows,
         out / "accuracy_by_layer.png",
@@ -119,4 +135,19 @@ def layer_sweep_over_seeds(
     }
     files["summary"] = out / "summary.json"
     write_json_atomic(files["summary"], summary)
-    return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary)
+    return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary, baselines=baselines)
+
+
+def _baselines_over_seeds(runs: Sequence[SweepResult]) -> list[Row]:
+    """Each baseline's rows over the seeds' runs, as means with their interval across seeds; `strongest`
+    where it was the strongest in most seeds."""
+    rows = aggregate_rows(
+        [row for run in runs for row in run.baselines],
+        by=("probe",),
+        metrics=BASELINE_METRICS,
+        keep_single_intervals=False,
+    )
+    for row in rows:
+        wins = sum(bool(r["strongest"]) for run in runs for r in run.baselines if r["probe"] == row["probe"])
+        row["strongest"] = wins > len(runs) / 2
+    return rows

@@ -13,6 +13,8 @@ model's ordinary scenes (the `default` preset), is read on them:
 - `kde.png`: per layer, the densities of the probe's P(same) for pairs within one twin (same object),
   across the twins, twin-similar and twin-other. `separation` rows: per layer, AUROC of same-object
   pairs against each other kind, with 95 % bootstrap intervals over scenes; 0.5 = not told apart.
+  `vs_twin_at_equal_distance` compares same-object and cross-twin pairs only at equal grid distance, so
+  position cannot decide (pooled `vs_twin` is mostly distance: the twins lie apart).
 - `twin_pca.png`: PCA of the residual differences x_A(p) - x_B(p) between corresponding patches of the
   twins. `pca` rows: per layer, the variance share of the first three components, and how
   consistently the first component splits the twins within a scene (|mean sign of the projection| over
@@ -41,7 +43,6 @@ from ..figures import lines_by_layer, query_maps, score_kde, twin_pca
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, split_by_image
-from ..probes.metrics import auroc as auroc_of
 from ..probes.metrics import auroc_replicates
 from ..stats import bootstrap_counts, bootstrap_mean, percentile_interval
 from .ablation import Labeled, label_images
@@ -49,6 +50,7 @@ from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table, interval_text, write_table
 
 PAIR_KINDS = ("same object", "twin", "similar", "other class")
+SEPARATIONS = ("vs_twin", "vs_twin_at_equal_distance", "vs_similar", "vs_other")
 N_BOOT = 1000
 
 
@@ -68,8 +70,8 @@ class ToyResult:
 
     def text(self) -> str:
         sep = format_table(
-            [r | {k: interval_text(r, k) for k in ("vs_twin", "vs_similar", "vs_other")} for r in self.separation],
-            ["layer", "vs_twin", "vs_similar", "vs_other"],
+            [r | {k: interval_text(r, k) for k in SEPARATIONS} for r in self.separation],
+            ["layer", *SEPARATIONS],
         )
         pca = format_table(
             [r | {"consistency": interval_text(r, "consistency")} for r in self.pca],
@@ -284,13 +286,13 @@ def _measure_layer(data: _ToyData, plan: _ToyPlan, layer: int, training: ProbeTr
     ).probe
     with torch.inference_mode():
         probability = probe.scores_to_probabilities(probe.pair_scores(data.twin_tokens[layer])).float()
-    values, groups = _probabilities_by_kind(probability, data.kinds)
+    values, groups, distances = _probabilities_by_kind(probability, data.kinds, plan.grid[1])
     kde = (
         np.concatenate([values[k].numpy() for k in PAIR_KINDS]),
         np.concatenate([np.full(len(values[k]), k) for k in PAIR_KINDS]),
     )
     ordinary = data.ordinary_tokens[layer]
-    separation, separation_replicates = _separation_row(layer, values, groups, plan.seed)
+    separation, separation_replicates = _separation_row(layer, values, groups, distances, plan.seed)
     position, position_reps = position_replicates(ordinary[train], ordinary[test], plan.grid, shuffle_seed=plan.seed)
     return _LayerMeasures(
         separation=separation,
@@ -304,34 +306,52 @@ def _measure_layer(data: _ToyData, plan: _ToyPlan, layer: int, training: ProbeTr
 
 
 def _probabilities_by_kind(
-    probability: Float[Tensor, "image query_pos key_pos"], kinds: list[dict[str, tuple[Tensor, Tensor]]]
-) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """P(same) of every pair of each kind over all twin scenes, and the scene each pair comes from."""
+    probability: Float[Tensor, "image query_pos key_pos"], kinds: list[dict[str, tuple[Tensor, Tensor]]], cols: int
+) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[str, Tensor]]:
+    """P(same) of every pair of each kind over all twin scenes, the scene each pair comes from, and the pair's
+    distance on the patch grid (`cols` patches across), rounded: the strata where position cannot decide."""
     values: dict[str, list[Tensor]] = {kind: [] for kind in PAIR_KINDS}
     groups: dict[str, list[Tensor]] = {kind: [] for kind in PAIR_KINDS}
+    distances: dict[str, list[Tensor]] = {kind: [] for kind in PAIR_KINDS}
     for image, image_kinds in enumerate(kinds):
         for kind, (p, q) in image_kinds.items():
             values[kind].append(probability[image, p, q])
             groups[kind].append(torch.full((len(p),), image))
-    return {k: torch.cat(v) for k, v in values.items()}, {k: torch.cat(v) for k, v in groups.items()}
+            offset = torch.stack([p // cols - q // cols, p % cols - q % cols], 1).double()
+            distances[kind].append(offset.square().sum(1).sqrt().round().long())
+    return tuple({k: torch.cat(v) for k, v in d.items()} for d in (values, groups, distances))  # type: ignore[return-value]
 
 
 def _separation_row(
-    layer: int, values: dict[str, Tensor], groups: dict[str, Tensor], seed: int
+    layer: int, values: dict[str, Tensor], groups: dict[str, Tensor], distances: dict[str, Tensor], seed: int
 ) -> tuple[Row, dict[str, Tensor]]:
     """AUROC of same-object pairs against each other kind, with intervals over scenes, and the bootstrap
-    replicates behind them (drawn with one seed over the same scenes at every layer: paired)."""
+    replicates behind them (drawn with one seed over the same scenes at every layer: paired).
+    `vs_twin_at_equal_distance` compares same-object and cross-twin pairs only at the same (rounded) grid
+    distance, where position cannot tell them apart (pooled, the twins lie farther apart than an object is
+    wide, so distance alone separates them)."""
     row: Row = {"layer": layer}
     replicates: dict[str, Tensor] = {}
     same = values["same object"]
-    for kind, key in (("twin", "vs_twin"), ("similar", "vs_similar"), ("other class", "vs_other")):
+    measures = (
+        ("twin", "vs_twin", False),
+        ("similar", "vs_similar", False),
+        ("other class", "vs_other", False),
+        ("twin", "vs_twin_at_equal_distance", True),
+    )
+    for kind, key, stratified in measures:
         scores = torch.cat([same, values[kind]])
         labels = torch.cat([torch.ones(len(same), dtype=torch.bool), torch.zeros(len(values[kind]), dtype=torch.bool)])
         images = torch.cat([groups["same object"], groups[kind]])
-        row[key] = auroc_of(scores, labels)
+        strata = torch.cat([distances["same object"], distances[kind]]) if stratified else None
+        whole = auroc_replicates(scores, labels, torch.zeros_like(images), torch.ones(1, 1), strata)
+        row[key] = float(whole[0])
         counts = bootstrap_counts(int(images.unique().numel()), N_BOOT, seed)
-        replicates[key] = auroc_replicates(scores, labels, images, counts)
-        row[f"{key}_low"], row[f"{key}_high"] = percentile_interval(replicates[key][replicates[key].isfinite()], 0.95)
+        replicates[key] = auroc_replicates(scores, labels, images, counts, strata)
+        finite = replicates[key][replicates[key].isfinite()]
+        row[f"{key}_low"], row[f"{key}_high"] = (
+            percentile_interval(finite, 0.95) if finite.numel() else (float("nan"), float("nan"))
+        )
     row["mean_p_same"] = float(same.mean())
     row["mean_p_twin"] = float(values["twin"].mean())
     return row, replicates

@@ -10,7 +10,10 @@ from pathlib import Path
 
 from ..errors import InputError
 
-DATA_HELP = "a synthetic preset: default, twins, colorshape or balanced (no download); ade20k:<path>; folder:<path>"
+DATA_HELP = (
+    "a synthetic preset: default, twins, colorshape, balanced or matched (proximity and appearance at chance; "
+    "no download); ade20k:<path>; folder:<path>"
+)
 MODEL_HELP = (
     "a hub id (facebook/dinov2-small) or a local save_pretrained directory (holding config.json); zoo:<name> "
     "(models trained here: `binding-lens zoo list`); random:<arch> (a known architecture with random weights, "

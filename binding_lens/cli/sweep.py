@@ -382,8 +382,14 @@ def _print_report(args: argparse.Namespace, result: SweepResult) -> None:
     problems = result.problems()
     if problems:
         print(
-            f"\n{len(problems)} of {len(result.rows)} probes are not to be read as results "
-            f"(learnt False: the 95% interval of the validation AUROC includes chance):"
+            f"\n{len(problems)} of {len(result.rows)} probes are not to be read as binding (learnt False: on "
+            "validation they do not beat the strongest network-free baseline beyond the noise) or did not converge:"
         )
         print("\n".join(f"  {line}" for line in problems))
-    print(f"\nreport: {result.files['table_csv']}, {result.files['plot']}, {result.files['summary']}")
+    offsets = result.summary.get("baselines", {}).get("pair_offsets")
+    if offsets == "matched":
+        print("\nscored on offset-matched pairs: at every grid offset as many negatives as positives")
+    print(
+        f"\nreport: {result.files['table_csv']}, {result.files['baselines_csv']}, {result.files['plot']}, "
+        f"{result.files['summary']}"
+    )

@@ -86,6 +86,12 @@ def _add_list_and_compare(actions: argparse._SubParsersAction) -> None:
     compare.add_argument("--models", default=None, help="comma list of zoo:<name> (default: every shipped model)")
     compare.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model")
     compare.add_argument(
+        "--data",
+        default=None,
+        help="a synthetic preset to measure on, e.g. matched (default: each model's training preset), "
+        "held-out scenes at the model's training size",
+    )
+    compare.add_argument(
         "--seed", type=non_negative_int, default=0, help="first seed of the scene draw, split and probes"
     )
     compare.add_argument(
@@ -191,6 +197,7 @@ def _compare(args: argparse.Namespace) -> int:
         seeds=range(args.seed, args.seed + args.seeds),
         peak_by=args.peak_by,
         training=ProbeTrainingConfig(seed=args.seed),
+        data=args.data,
     )
     print("\n" + table.text())
     print(f"\nreport: {table.files['markdown']}, {table.files['plot']}, {table.files['objective_plot']}")

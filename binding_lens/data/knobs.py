@@ -15,7 +15,7 @@ from .palette import COLORS
 from .shapes import SHAPES
 from .textures import BACKGROUNDS, TEXTURES
 
-COMPOSITIONS = ("random", "twins", "colorshape")
+COMPOSITIONS = ("random", "twins", "colorshape", "matched")
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,8 @@ class SceneKnobs:
     composition: `random` (free objects with optional twins and same-look distractors),
         `twins` (SPEC section 7: two identical objects, a similar one of the same class,
         one of another class, all one color), `colorshape` (SPEC section 8: objects with
-        distinct color x shape conjunctions, O and F codes recorded).
+        distinct color x shape conjunctions, O and F codes recorded), `matched` (`data.tiling`:
+        identical-looking regions that tile the image, told apart only by thin contours).
     n_objects: inclusive (min, max) objects per scene (`random`, `colorshape`).
     object_patches: inclusive (min, max) side of an object's bounding box, in patches of a
         `reference_grid` x `reference_grid` grid over the image (16 -> 14 px patches at 224 px).
@@ -190,9 +191,22 @@ PRESETS: dict[str, SceneKnobs] = {
         snap_to_grid=True,
     ),
     "colorshape": _FLAT_COLORSHAPE,
+    "matched": SceneKnobs(
+        composition="matched",
+        n_objects=(4, 7),
+        p_twin=0.0,
+        p_same_look=0.0,
+        texture="mixed",
+        texture_contrast=30.0,
+        background="flat",
+        clutter=0,
+        max_occlusion=0.0,
+        rotate=False,
+    ),
     "balanced": replace(_FLAT_COLORSHAPE, features_per_scene=(6, 6), n_objects=(8, 8), object_patches=(3.0, 4.0)),
 }
-"""Named knob sets: `default`, `twins` (SPEC section 7), `colorshape` and `balanced` (SPEC section 8).
+"""Named knob sets: `default`, `twins` (SPEC section 7), `colorshape` and `balanced` (SPEC section 8), and
+`matched` (binding with proximity and appearance taken away: `data.tiling`).
 
 `balanced` is the second paper's ColorShape in form (6 of 8 colors x 6 of 8 shapes per scene, objects
 covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (a 12 x 12 patch grid)

@@ -21,12 +21,14 @@ from .render import Canvas, Sprite, make_sprite
 from .scene import Scene
 from .shapes import SHAPES
 from .textures import background
+from .tiling import REGION_CLASS, render_matched
 
 GENERATOR_VERSION = 1
 """Bumped whenever the same (seed, index, knobs) would render differently."""
 
 CLASS_IDS: dict[str, int] = {name: i + 1 for i, name in enumerate(SHAPES)}
 CLASS_NAMES: dict[int, str] = {i: name for name, i in CLASS_IDS.items()}
+REGION_CLASS_ID = len(SHAPES) + 1  # the one class of `matched` scenes' regions
 _SPLIT_CODE = {None: 0, "train": 1, "val": 2, "test": 3}
 _SPLIT_ALIASES = {"training": "train", "validation": "val"}
 _PLACE_TRIES = 60
@@ -76,6 +78,14 @@ class SyntheticScenes(Sequence):
         if self.knobs.object_patches[1] * self.patch_px > min(self.hw):
             raise InputError(f"object_patches max {self.knobs.object_patches[1]} does not fit in a {self.hw} image")
         self.class_names: dict[int, str] = dict(CLASS_NAMES)
+        if self.knobs.composition == "matched":
+            self.class_names = {REGION_CLASS_ID: REGION_CLASS}
+
+    @property
+    def pair_offsets(self) -> str:
+        """'matched' where positives and negatives must be compared at equal grid offsets (the `matched`
+        preset: `probes.pair_context.offset_matched`), else 'all'."""
+        return "matched" if self.knobs.composition == "matched" else "all"
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -110,6 +120,8 @@ class SyntheticScenes(Sequence):
             raise InputError(f"scene index must be a non-negative integer, got {i!r}")
         rng = np.random.default_rng([self.seed, _SPLIT_CODE[self.split], int(i)])
         k = self.knobs
+        if k.composition == "matched":
+            return self._render_matched(rng, int(i))
         extra: dict[str, Any] = {}
         if k.composition == "twins":
             plan = plan_twins(rng, k, self.patch_px)
@@ -139,6 +151,23 @@ class SyntheticScenes(Sequence):
             **extra,
         }
         return Scene(canvas.image, canvas.instance, canvas.classes, self.class_names, metadata)
+
+    def _render_matched(self, rng: np.random.Generator, i: int) -> Scene:
+        """A `matched` scene (`data.tiling`): identical-looking regions, contours between them."""
+        image, instance, objects = render_matched(rng, self.knobs, self.hw, self.patch_px, REGION_CLASS_ID)
+        metadata = {
+            "source": "synthetic",
+            "preset": self.preset,
+            "index": i,
+            "seed": self.seed,
+            "split": self.split,
+            "objects": objects,
+            "n_objects": len(objects),
+            "n_dropped": 0,
+            "patch_px": self.patch_px,
+        }
+        classes = np.where(instance > 0, REGION_CLASS_ID, 0)
+        return Scene(image, instance, classes, self.class_names, metadata)
 
     def _layout(self, rng: np.random.Generator, plan: list[ObjectSpec], sprites: list[Sprite]) -> tuple[Canvas, list]:
         """Paint background, clutter and objects. `random` scenes may drop an object that fits

@@ -9,12 +9,13 @@ extension point that lets `from_pretrained` take `zoo:`/`random:`/... specs regi
 from . import names
 from .adapters import ADAPTERS, FamilyAdapter, UnsupportedArchitectureError, register_adapter
 from .config import HookedViTConfig
-from .hooked_vit import HookedViT, UnknownHookPointError
+from .hooked_vit import DisabledHookPointError, HookedViT, UnknownHookPointError
 from .images import ImageSizeError, patch_grid, preprocess, token_index, token_to_patch
 
 __all__ = [
     "names",
     "ADAPTERS",
+    "DisabledHookPointError",
     "FamilyAdapter",
     "HookedViT",
     "HookedViTConfig",

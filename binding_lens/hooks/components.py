@@ -2,8 +2,8 @@
 
 Every component here computes with the weights of Hugging Face submodules it is handed
 (the weights stay in the HF model) and passes each intermediate tensor through a
-TransformerLens `HookPoint`, so that a hook can read or replace it and whatever it
-returns is what the rest of the forward pass uses.
+TransformerLens `HookPoint` (an `OwnedHookPoint`), so that a hook can read, replace or edit
+it in place, and whatever it leaves is what the rest of the forward pass uses.
 
 The HF submodules are held as plain attributes, not registered children: the HF model
 is registered once, on `HookedViT.hf_model`, so parameters and `state_dict` keys keep
@@ -29,15 +29,18 @@ def hold(owner: nn.Module, name: str, value: object) -> None:
     object.__setattr__(owner, name, value)
 
 
-def layer_norm_scale(x: Float[Tensor, "batch pos d_model"], eps: float) -> Float[Tensor, "batch pos 1"]:
+def layer_norm_scale(x: Float[Tensor, "batch pos *head d_model"], eps: float) -> Float[Tensor, "batch pos *head 1"]:
     """sqrt(var(x) + eps) over d_model: the divisor of a LayerNorm."""
     centered = x - x.mean(-1, keepdim=True)
     return (centered.pow(2).mean(-1, keepdim=True) + eps).sqrt()
 
 
 def layer_norm_with_scale(
-    x: Float[Tensor, "batch pos d_model"], scale: Float[Tensor, "batch pos 1"], ln: nn.LayerNorm, add_bias: bool = True
-) -> Float[Tensor, "batch pos d_model"]:
+    x: Float[Tensor, "batch pos *head d_model"],
+    scale: Float[Tensor, "batch pos *head 1"],
+    ln: nn.LayerNorm,
+    add_bias: bool = True,
+) -> Float[Tensor, "batch pos *head d_model"]:
     """(x - mean x) / scale * weight (+ bias): a LayerNorm whose scale is given, hence linear in x."""
     x = (x - x.mean(-1, keepdim=True)) / scale
     if ln.weight is not None:
@@ -57,6 +60,18 @@ def is_hooked(*hook_points: HookPoint) -> bool:
     )
 
 
+class OwnedHookPoint(HookPoint):
+    """A `HookPoint` whose hooks receive an activation of their own: while anything can observe it
+    (`is_hooked`) it passes on a copy. So an in-place edit in a hook (`z[:] = 0`, or nnsight's
+    `.output[:] = 0`) reaches no weight the activation is a view of (a position embedding at its native
+    size), no other batch element of a broadcast one, and no tensor autograd saved for the backward
+    pass (softmax's pattern, the LayerNorm scale's sqrt): it changes the forward exactly as returning the
+    edited tensor would. Unobserved it is the identity, so a run without hooks copies nothing."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.clone() if is_hooked(self) else x
+
+
 class HookedLayerNorm(nn.Module):
     """LayerNorm written out so its scale and output are hook points (TransformerLens names).
 
@@ -70,10 +85,10 @@ class HookedLayerNorm(nn.Module):
     def __init__(self, layer_norm: nn.LayerNorm):
         super().__init__()
         hold(self, "hf_layer_norm", layer_norm)
-        self.hook_scale = HookPoint()
-        self.hook_normalized = HookPoint()
+        self.hook_scale = OwnedHookPoint()
+        self.hook_normalized = OwnedHookPoint()
 
-    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    def forward(self, x: Float[Tensor, "batch pos *head d_model"]) -> Float[Tensor, "batch pos *head d_model"]:
         ln = self.hf_layer_norm
         if not is_hooked(self.hook_scale, self.hook_normalized):
             return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
@@ -94,7 +109,7 @@ class HookedSplitLayerNorm(nn.Module):
     def __init__(self, layer_norm: nn.LayerNorm):
         super().__init__()
         hold(self, "hf_layer_norm", layer_norm)
-        self.hook_scale = HookPoint()
+        self.hook_scale = OwnedHookPoint()
 
     def forward(
         self, embed: Float[Tensor, "batch pos d_model"], pos: Float[Tensor, "batch pos d_model"]
@@ -146,6 +161,10 @@ class AttentionParts:
     v_proj: nn.Linear | LinearSlice
     o_proj: nn.Linear
 
+
+PerHead = Float[Tensor, "batch pos head_index d_model"]
+"""A residual-stream input repeated per head, so each head's copy can be hooked on its own (TL's
+`use_split_qkv_input` / `use_attn_in`)."""
 
 Rotary = tuple[Float[Tensor, "n_patches d_head"], Float[Tensor, "n_patches d_head"]]
 """(cos, sin) of a rotary position embedding, one row per patch token (prefix tokens are not rotated)."""
@@ -202,26 +221,34 @@ class HookedAttention(nn.Module):
         self.d_head = d_head
         self.fused = False
         self.use_attn_result = False
-        self.hook_q = HookPoint()
-        self.hook_k = HookPoint()
-        self.hook_v = HookPoint()
+        self.hook_q = OwnedHookPoint()
+        self.hook_k = OwnedHookPoint()
+        self.hook_v = OwnedHookPoint()
         if rotary:
-            self.hook_rot_q = HookPoint()
-            self.hook_rot_k = HookPoint()
-        self.hook_attn_scores = HookPoint()
-        self.hook_pattern = HookPoint()
-        self.hook_z = HookPoint()
-        self.hook_result = HookPoint()
+            self.hook_rot_q = OwnedHookPoint()
+            self.hook_rot_k = OwnedHookPoint()
+        self.hook_attn_scores = OwnedHookPoint()
+        self.hook_pattern = OwnedHookPoint()
+        self.hook_z = OwnedHookPoint()
+        self.hook_result = OwnedHookPoint()
 
-    def _split_heads(self, x: Float[Tensor, "batch pos hd"]) -> Float[Tensor, "batch pos head_index d_head"]:
-        return x.unflatten(-1, (self.n_heads, self.d_head))
+    def _project(
+        self, linear: nn.Linear | LinearSlice, x: Float[Tensor, "batch pos d_model"] | PerHead
+    ) -> Float[Tensor, "batch pos head_index d_head"]:
+        """One projection to heads, of an input shared by the heads or of each head's own (TL's split
+        q/k/v inputs, [batch pos head_index d_model])."""
+        if x.ndim == 3:
+            return linear(x).unflatten(-1, (self.n_heads, self.d_head))
+        return einops.einsum(x, self._weight(linear), "b p h d, h d dh -> b p h dh") + self._bias(linear)
 
     def forward(
-        self, x: Float[Tensor, "batch pos d_model"], rotary: Rotary | None = None
+        self, inputs: tuple[Tensor, Tensor, Tensor], rotary: Rotary | None = None
     ) -> Float[Tensor, "batch pos d_model"]:
-        q = self.hook_q(self._split_heads(self.q_proj(x)))
-        k = self.hook_k(self._split_heads(self.k_proj(x)))
-        v = self.hook_v(self._split_heads(self.v_proj(x)))
+        """`inputs`: the normalized inputs of queries, keys and values, [batch pos d_model] each, or
+        [batch pos head_index d_model] when the block splits them per head."""
+        q = self.hook_q(self._project(self.q_proj, inputs[0]))
+        k = self.hook_k(self._project(self.k_proj, inputs[1]))
+        v = self.hook_v(self._project(self.v_proj, inputs[2]))
         if rotary is not None:
             q = self.hook_rot_q(rotate_patches(q, rotary))
             k = self.hook_rot_k(rotate_patches(k, rotary))
@@ -241,17 +268,20 @@ class HookedAttention(nn.Module):
 
     # Weights in TransformerLens layout, read from the HF projections (views, not copies; W_O and b_O
     # are computed with the LayerScale folded in when the family has one).
+    def _weight(self, linear: nn.Linear | LinearSlice) -> Float[Tensor, "head_index d_model d_head"]:
+        return einops.rearrange(linear.weight, "(h dh) d -> h d dh", h=self.n_heads)
+
     @property
     def W_Q(self) -> Float[Tensor, "head_index d_model d_head"]:
-        return einops.rearrange(self.q_proj.weight, "(h dh) d -> h d dh", h=self.n_heads)
+        return self._weight(self.q_proj)
 
     @property
     def W_K(self) -> Float[Tensor, "head_index d_model d_head"]:
-        return einops.rearrange(self.k_proj.weight, "(h dh) d -> h d dh", h=self.n_heads)
+        return self._weight(self.k_proj)
 
     @property
     def W_V(self) -> Float[Tensor, "head_index d_model d_head"]:
-        return einops.rearrange(self.v_proj.weight, "(h dh) d -> h d dh", h=self.n_heads)
+        return self._weight(self.v_proj)
 
     @property
     def W_O(self) -> Float[Tensor, "head_index d_head d_model"]:
@@ -260,9 +290,7 @@ class HookedAttention(nn.Module):
         return W_O * self.layer_scale if self.layer_scale is not None else W_O
 
     def _bias(self, linear: nn.Linear | LinearSlice) -> Float[Tensor, "head_index d_head"]:
-        if linear.bias is None:
-            return linear.weight.new_zeros(self.n_heads, self.d_head)
-        return linear.bias.view(self.n_heads, self.d_head)
+        return _bias_or_zeros(linear).view(self.n_heads, self.d_head)
 
     @property
     def b_Q(self) -> Float[Tensor, "head_index d_head"]:
@@ -279,9 +307,7 @@ class HookedAttention(nn.Module):
     @property
     def b_O(self) -> Float[Tensor, " d_model"]:
         """The output bias as it joins the residual stream (LayerScale included)."""
-        bias = self.o_proj.bias
-        if bias is None:
-            return self.o_proj.weight.new_zeros(self.o_proj.out_features)
+        bias = _bias_or_zeros(self.o_proj)
         return bias * self.layer_scale if self.layer_scale is not None else bias
 
 
@@ -289,39 +315,84 @@ class HookedAttention(nn.Module):
 class MLPParts:
     """The HF layers of one MLP: `fc_in` -> act -> `fc_out`, or SwiGLU act(`fc_in`) * `fc_gate_linear` -> `fc_out`."""
 
-    fc_in: nn.Module
+    fc_in: nn.Linear | LinearSlice
     act: Callable[[Tensor], Tensor]
     fc_out: nn.Linear
-    fc_linear: nn.Module | None = None  # the un-activated ("up") branch of a gated MLP
+    fc_linear: nn.Linear | LinearSlice | None = None  # the un-activated ("up") branch of a gated MLP
 
 
 class HookedMLP(nn.Module):
     """The MLP with `hook_pre` (pre-activation), `hook_post` (into the output projection) and,
-    for gated (SwiGLU) MLPs, `hook_pre_linear` (the linear branch), as in TransformerLens."""
+    for gated (SwiGLU) MLPs, `hook_pre_linear` (the linear branch), as in TransformerLens.
+
+    Its output is what joins the residual stream: fc_out(post), times the branch's LayerScale when the
+    family has one, so `W_out` and `b_out` include LayerScale (as `W_O` and `b_O` do) and each neuron's
+    result, post * W_out row, sums with `b_out` to `hook_mlp_out`."""
 
     # held, not registered (see `hold`)
-    fc_in: nn.Module
+    fc_in: nn.Linear | LinearSlice
     fc_out: nn.Linear
-    fc_linear: nn.Module | None
+    fc_linear: nn.Linear | LinearSlice | None
     act: Callable[[Tensor], Tensor]
+    layer_scale: nn.Parameter | None
 
-    def __init__(self, parts: MLPParts):
+    def __init__(self, parts: MLPParts, layer_scale: nn.Parameter | None = None):
         super().__init__()
         hold(self, "fc_in", parts.fc_in)
         hold(self, "fc_out", parts.fc_out)
         hold(self, "fc_linear", parts.fc_linear)
         hold(self, "act", parts.act)
-        self.hook_pre = HookPoint()
+        hold(self, "layer_scale", layer_scale)
+        self.hook_pre = OwnedHookPoint()
         if parts.fc_linear is not None:
-            self.hook_pre_linear = HookPoint()
-        self.hook_post = HookPoint()
+            self.hook_pre_linear = OwnedHookPoint()
+        self.hook_post = OwnedHookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         pre = self.hook_pre(self.fc_in(x))
         post = self.act(pre)
         if self.fc_linear is not None:
             post = post * self.hook_pre_linear(self.fc_linear(x))
-        return self.fc_out(self.hook_post(post))
+        out = self.fc_out(self.hook_post(post))
+        return out * self.layer_scale if self.layer_scale is not None else out
+
+    # Weights in TransformerLens layout (for a gated MLP, TL's W_gate is the activated branch, `hook_pre`,
+    # and W_in the linear one, `hook_pre_linear`); W_out and b_out with the LayerScale folded in.
+    @property
+    def W_in(self) -> Float[Tensor, "d_model d_mlp"]:
+        return (self.fc_linear or self.fc_in).weight.T
+
+    @property
+    def b_in(self) -> Float[Tensor, " d_mlp"]:
+        return _bias_or_zeros(self.fc_linear or self.fc_in)
+
+    @property
+    def W_gate(self) -> Float[Tensor, "d_model d_mlp"]:
+        """The activated branch of a gated MLP (TL's name); a plain MLP has none."""
+        if self.fc_linear is None:
+            raise AttributeError("W_gate: this MLP is not gated (its input weight is W_in)")
+        return self.fc_in.weight.T
+
+    @property
+    def b_gate(self) -> Float[Tensor, " d_mlp"]:
+        if self.fc_linear is None:
+            raise AttributeError("b_gate: this MLP is not gated (its input bias is b_in)")
+        return _bias_or_zeros(self.fc_in)
+
+    @property
+    def W_out(self) -> Float[Tensor, "d_mlp d_model"]:
+        """What each neuron's activation writes into the residual stream (LayerScale included)."""
+        W_out = self.fc_out.weight.T
+        return W_out * self.layer_scale if self.layer_scale is not None else W_out
+
+    @property
+    def b_out(self) -> Float[Tensor, " d_model"]:
+        bias = _bias_or_zeros(self.fc_out)
+        return bias * self.layer_scale if self.layer_scale is not None else bias
+
+
+def _bias_or_zeros(linear: nn.Linear | LinearSlice) -> Float[Tensor, " d_out"]:
+    return linear.bias if linear.bias is not None else linear.weight.new_zeros(linear.weight.shape[0])
 
 
 @dataclass(frozen=True)
@@ -346,31 +417,54 @@ class HookedBlock(nn.Module):
         resid_post = resid_mid + LayerScale2(mlp(ln2(resid_mid)))
 
     `hook_attn_out` and `hook_mlp_out` are taken after LayerScale, i.e. they are exactly what joins
-    the residual stream (so `ActivationCache.decompose_resid` sums to the residual). The attention's
-    LayerScale is applied inside `HookedAttention`, so that its per-head results sum to its output."""
+    the residual stream (so `ActivationCache.decompose_resid` sums to the residual). Each LayerScale is
+    applied inside its branch (`HookedAttention`, `HookedMLP`), so per-head and per-neuron results sum to
+    the branch's output.
 
-    layer_scale_mlp: nn.Parameter | None  # held, not registered (see `hold`)
+    TransformerLens's optional inputs, each off until its flag is set (`HookedViT.set_use_*`):
+    `hook_attn_in` (`use_attn_in`) and `hook_q_input` / `hook_k_input` / `hook_v_input`
+    (`use_split_qkv_input`) hold the residual stream repeated per head, [batch pos head_index d_model],
+    before ln1, so one head's input can be patched alone; `hook_mlp_in` (`use_hook_mlp_in`) is the MLP's
+    input before ln2."""
 
     def __init__(self, parts: BlockParts, n_heads: int, d_head: int, rotary: bool = False):
         super().__init__()
-        hold(self, "layer_scale_mlp", parts.layer_scale_mlp)
-        self.hook_resid_pre = HookPoint()
+        self.use_attn_in = self.use_split_qkv_input = self.use_hook_mlp_in = False
+        self.hook_resid_pre = OwnedHookPoint()
+        self.hook_attn_in = OwnedHookPoint()
+        self.hook_q_input = OwnedHookPoint()
+        self.hook_k_input = OwnedHookPoint()
+        self.hook_v_input = OwnedHookPoint()
         self.ln1 = HookedLayerNorm(parts.ln1)
         self.attn = HookedAttention(parts.attention, n_heads, d_head, parts.layer_scale_attn, rotary)
-        self.hook_attn_out = HookPoint()
-        self.hook_resid_mid = HookPoint()
+        self.hook_attn_out = OwnedHookPoint()
+        self.hook_resid_mid = OwnedHookPoint()
+        self.hook_mlp_in = OwnedHookPoint()
         self.ln2 = HookedLayerNorm(parts.ln2)
-        self.mlp = HookedMLP(parts.mlp)
-        self.hook_mlp_out = HookPoint()
-        self.hook_resid_post = HookPoint()
+        self.mlp = HookedMLP(parts.mlp, parts.layer_scale_mlp)
+        self.hook_mlp_out = OwnedHookPoint()
+        self.hook_resid_post = OwnedHookPoint()
 
     def forward(
         self, resid_pre: Float[Tensor, "batch pos d_model"], rotary: Rotary | None = None
     ) -> Float[Tensor, "batch pos d_model"]:
         resid_pre = self.hook_resid_pre(resid_pre)
-        attn_out = self.attn(self.ln1(resid_pre), rotary)
+        attn_out = self.attn(self._attention_inputs(resid_pre), rotary)
         resid_mid = self.hook_resid_mid(resid_pre + self.hook_attn_out(attn_out))
-        mlp_out = self.mlp(self.ln2(resid_mid))
-        if self.layer_scale_mlp is not None:
-            mlp_out = mlp_out * self.layer_scale_mlp
-        return self.hook_resid_post(resid_mid + self.hook_mlp_out(mlp_out))
+        mlp_in = self.hook_mlp_in(resid_mid) if self.use_hook_mlp_in else resid_mid
+        return self.hook_resid_post(resid_mid + self.hook_mlp_out(self.mlp(self.ln2(mlp_in))))
+
+    def _attention_inputs(self, resid_pre: Float[Tensor, "batch pos d_model"]) -> tuple[Tensor, Tensor, Tensor]:
+        """ln1 of the queries', keys' and values' inputs: the residual stream, or with `use_attn_in` /
+        `use_split_qkv_input` its per-head copies after their hook points."""
+        if not (self.use_attn_in or self.use_split_qkv_input):
+            normalized = self.ln1(resid_pre)
+            return normalized, normalized, normalized
+        per_head = resid_pre.unsqueeze(-2).expand(-1, -1, self.attn.n_heads, -1)
+        if self.use_attn_in:
+            per_head = self.hook_attn_in(per_head)
+        if not self.use_split_qkv_input:
+            normalized = self.ln1(per_head)
+            return normalized, normalized, normalized
+        inputs = self.hook_q_input(per_head), self.hook_k_input(per_head), self.hook_v_input(per_head)
+        return self.ln1(inputs[0]), self.ln1(inputs[1]), self.ln1(inputs[2])

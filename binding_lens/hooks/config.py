@@ -38,6 +38,9 @@ class HookedViTConfig:
     image_std: tuple[float, ...] = (0.229, 0.224, 0.225)
     fused_attention: bool = False
     use_attn_result: bool = False  # per-head results at attn.hook_result (`HookedViT.set_use_attn_result`)
+    use_split_qkv_input: bool = False  # per-head query/key/value inputs at hook_q_input/... (`set_use_split_qkv_input`)
+    use_attn_in: bool = False  # the per-head attention input at hook_attn_in (`set_use_attn_in`)
+    use_hook_mlp_in: bool = False  # the MLP input at hook_mlp_in (`set_use_hook_mlp_in`)
     normalization_type: str = "LN"
     positional_embedding_type: str = "standard"  # or "rotary" (DINOv3): see FamilyAdapter
     attn_only: bool = False

@@ -7,7 +7,9 @@
 
 The forward pass is written out once (embeddings -> blocks -> ln_final) over the HF model's own
 submodules, which a per-family adapter locates; every hook point is a place in that computation,
-so a hook that returns a tensor changes everything downstream.
+so a hook that returns a tensor changes everything downstream. A hook's tensor is its own (a copy,
+made only while something observes the hook point): an in-place edit changes this forward alone,
+never a weight or another batch element.
 
 Hook points (TransformerLens names):
     hook_embed, hook_pos_embed                     [batch pos d_model] token / position embeddings
@@ -18,14 +20,24 @@ Hook points (TransformerLens names):
     blocks.{l}.attn.hook_rot_q / hook_rot_k             (rotary families: q, k after the rotation)
     blocks.{l}.attn.hook_attn_scores / hook_pattern     [batch head_index query_pos key_pos]
     blocks.{l}.attn.hook_result                         [batch pos head_index d_model] (set_use_attn_result)
+    blocks.{l}.hook_attn_in, hook_q_input / hook_k_input / hook_v_input   [batch pos head_index d_model]
+                                                        (set_use_attn_in, set_use_split_qkv_input)
+    blocks.{l}.hook_mlp_in                              [batch pos d_model] (set_use_hook_mlp_in)
     blocks.{l}.mlp.hook_pre / hook_post (and hook_pre_linear for SwiGLU)
     ln_final.hook_scale, ln_final.hook_normalized
+A hook on a point whose flag is off is refused (`DisabledHookPointError`), as in TransformerLens.
+
+Weights in TransformerLens layout (`blocks[l].attn.W_Q`..., `blocks[l].mlp.W_in/W_out`..., and stacked over
+the blocks on the model, `model.W_Q` [n_layers head_index d_model d_head]...), LayerScale folded into
+`W_O`, `b_O`, `W_out` and `b_out`, where the branches join the residual stream; `accumulated_bias`,
+so `ActivationCache.get_full_resid_decomposition` and `stack_neuron_results` sum to the residual stream.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -43,7 +55,7 @@ from ..spec_prefixes import SPEC_LOADERS, loader_for
 from . import images as image_utils
 from .adapters import FamilyAdapter, adapter_for, vision_tower
 from .adapters.base import ForeignTower, model_config
-from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm
+from .components import BlockParts, HookedBlock, HookedLayerNorm, HookedSplitLayerNorm, OwnedHookPoint, Rotary
 from .config import HookedViTConfig
 from .loading import loading_kwargs, resolve_device, unavailable
 
@@ -55,6 +67,22 @@ class UnknownHookPointError(BindingLensError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class DisabledHookPointError(InputError):
+    """A hook on a hook point that only runs under a flag which is off (`attn.hook_result` without
+    `set_use_attn_result(True)`): it would never fire, so it is refused, as in TransformerLens."""
+
+
+GATED_HOOK_POINTS: dict[str, str] = {
+    ".attn.hook_result": "use_attn_result",
+    ".hook_q_input": "use_split_qkv_input",
+    ".hook_k_input": "use_split_qkv_input",
+    ".hook_v_input": "use_split_qkv_input",
+    ".hook_attn_in": "use_attn_in",
+    ".hook_mlp_in": "use_hook_mlp_in",
+}
+"""Hook points that run only while a config flag is on (name ending -> flag), as in TransformerLens."""
 
 
 class HookedViT(HookedRootModule):
@@ -85,8 +113,8 @@ class HookedViT(HookedRootModule):
             self.cfg.source = f"{hf_model.config.name} ({adapter.family})"  # not the wrapper's class name
             self.cfg.extra["revision"] = "unknown: a model built by the caller"
 
-        self.hook_embed = HookPoint()
-        self.hook_pos_embed = HookPoint()
+        self.hook_embed = OwnedHookPoint()
+        self.hook_pos_embed = OwnedHookPoint()
         pre_norm = adapter.pre_norm(hf_model)
         self.ln_pre = HookedSplitLayerNorm(pre_norm) if pre_norm is not None else None
         rotary = self.cfg.positional_embedding_type == "rotary"
@@ -175,53 +203,171 @@ class HookedViT(HookedRootModule):
         """As TransformerLens: compute each head's contribution to the residual stream at
         `blocks.{l}.attn.hook_result` [batch pos head_index d_model] (LayerScale included, so a layer's
         heads plus `b_O` sum to `hook_attn_out`). Costs n_heads x the memory of the attention output."""
-        self.cfg.use_attn_result = bool(use_attn_result)
-        for block in self.blocks:
-            cast(HookedBlock, block).attn.use_attn_result = bool(use_attn_result)
+        self._set_flag("use_attn_result", use_attn_result, [cast(HookedBlock, block).attn for block in self.blocks])
+
+    def set_use_split_qkv_input(self, use_split_qkv_input: bool) -> None:
+        """As TransformerLens: feed each head's queries, keys and values from its own copy of the
+        residual stream, `blocks.{l}.hook_q_input` / `hook_k_input` / `hook_v_input` [batch pos
+        head_index d_model] (before ln1), so one head's input can be patched alone. Costs 3 x n_heads x
+        the memory of the residual stream."""
+        self._set_flag("use_split_qkv_input", use_split_qkv_input, list(self.blocks))
+
+    def set_use_attn_in(self, use_attn_in: bool) -> None:
+        """As TransformerLens: the attention's input, repeated per head, at `blocks.{l}.hook_attn_in`
+        [batch pos head_index d_model] (before ln1)."""
+        self._set_flag("use_attn_in", use_attn_in, list(self.blocks))
+
+    def set_use_hook_mlp_in(self, use_hook_mlp_in: bool) -> None:
+        """As TransformerLens: the MLP's input at `blocks.{l}.hook_mlp_in` [batch pos d_model] (before ln2)."""
+        self._set_flag("use_hook_mlp_in", use_hook_mlp_in, list(self.blocks))
+
+    def _set_flag(self, flag: str, value: bool, modules: list[nn.Module]) -> None:
+        """Set a TransformerLens flag in the config and on the modules that read it."""
+        setattr(self.cfg, flag, bool(value))
+        for module in modules:
+            setattr(module, flag, bool(value))
 
     # --- forward -----------------------------------------------------------------------------
     def forward(
         self,
-        pixel_values: Float[Tensor, "batch channels height width"],
+        pixel_values: Float[Tensor, "batch channels height width"] | Float[Tensor, "batch pos d_model"],
         stop_at_layer: int | None = None,
         return_type: str | None = "embeddings",
+        start_at_layer: int | None = None,
+        grid: tuple[int, int] | None = None,
     ) -> Float[Tensor, "batch pos d_model"] | None:
         """The final normalized residual stream (after `ln_final`), or with `stop_at_layer=k` the
-        un-normalized residual stream entering block k (no later block runs). `return_type=None`
-        returns nothing, as in TransformerLens, for runs that only hooks read; a ViT backbone has no
-        logits, so "logits" and "loss" are refused."""
+        un-normalized residual stream entering block k (no later block runs). With `start_at_layer=k`
+        the input is the residual stream entering block k instead of pixels ([batch pos d_model], e.g. a
+        cached `blocks.{k}.hook_resid_pre`): the embeddings and earlier blocks are skipped, as in
+        TransformerLens; a rotary family (DINOv3) then needs the patch `grid` (rows, cols) unless it is
+        square. `return_type=None` returns nothing, as in TransformerLens, for runs that only hooks read;
+        a ViT backbone has no logits, so "logits" and "loss" are refused."""
         if return_type not in RETURN_TYPES:
             raise InputError(
                 f"return_type {return_type!r}: a {self.cfg.family} backbone has no logits or loss; use "
                 f"return_type='embeddings' (the normalized residual stream, the default) or None"
             )
+        if start_at_layer is None:
+            resid, rotary = self._embed(pixel_values)
+        else:
+            resid, rotary = pixel_values, self._rotary_of_stream(pixel_values, grid)
+        for block in self.blocks[start_at_layer:stop_at_layer]:
+            resid = block(resid, rotary)
+        if stop_at_layer is None:
+            resid = self.ln_final(resid)
+        return resid if return_type is not None else None
+
+    def _embed(self, pixel_values: Float[Tensor, "batch channels height width"]) -> tuple[Tensor, Rotary | None]:
+        """The residual stream entering block 0, and the rotary embedding of the patches (or None)."""
         image_utils.check_pixel_values(pixel_values, self.cfg.patch_size, self.cfg.num_channels)
         tokens, pos = self.adapter.embed(self.hf_model, pixel_values)
         rotary = self.adapter.rotary(self.hf_model, pixel_values)
         pos = pos.expand_as(tokens)
         if self.ln_pre is None:
-            resid = self.hook_embed(tokens) + self.hook_pos_embed(pos)
-        else:  # CLIP: the parts of ln_pre(tokens + pos) that come from each, summing to it exactly
-            embed, pos = self.ln_pre(tokens, pos)
-            resid = self.hook_embed(embed) + self.hook_pos_embed(pos)
-        for block in self.blocks[:stop_at_layer]:
-            resid = block(resid, rotary)
-        if stop_at_layer is not None:
-            return resid if return_type is not None else None
-        out = self.ln_final(resid)
-        return out if return_type is not None else None
+            return self.hook_embed(tokens) + self.hook_pos_embed(pos), rotary
+        embed, pos = self.ln_pre(tokens, pos)  # CLIP: the parts of ln_pre(tokens + pos) from each, summing to it
+        return self.hook_embed(embed) + self.hook_pos_embed(pos), rotary
+
+    def _rotary_of_stream(self, resid: Tensor, grid: tuple[int, int] | None) -> Rotary | None:
+        """The rotary embedding for a residual stream given to `start_at_layer`, from its patch grid."""
+        if resid.ndim != 3 or resid.shape[-1] != self.cfg.d_model:
+            raise InputError(
+                f"with start_at_layer the input is a residual stream [batch pos {self.cfg.d_model}], got "
+                f"shape {tuple(resid.shape)}"
+            )
+        if self.cfg.positional_embedding_type != "rotary":
+            return None
+        n_patches = resid.shape[1] - self.cfg.n_prefix_tokens
+        side = math.isqrt(n_patches)
+        rows, cols = grid if grid is not None else (side, side)
+        if rows * cols != n_patches:
+            raise InputError(
+                f"start_at_layer on a {self.cfg.family} model (rotary positions) with {n_patches} patch tokens: "
+                f"pass grid=(rows, cols) with rows * cols = {n_patches}"
+            )
+        size = resid.new_empty(0, 0, rows * self.cfg.patch_size, cols * self.cfg.patch_size)  # only its shape is read
+        return self.adapter.rotary(self.hf_model, size)
+
+    # --- weights in TransformerLens layout, stacked over the blocks ------------------------------
+    def _stacked(self, part: str, name: str) -> Tensor:
+        return torch.stack([getattr(getattr(block, part), name) for block in self.blocks])
+
+    @property
+    def W_Q(self) -> Float[Tensor, "n_layers head_index d_model d_head"]:
+        return self._stacked("attn", "W_Q")
+
+    @property
+    def W_K(self) -> Float[Tensor, "n_layers head_index d_model d_head"]:
+        return self._stacked("attn", "W_K")
+
+    @property
+    def W_V(self) -> Float[Tensor, "n_layers head_index d_model d_head"]:
+        return self._stacked("attn", "W_V")
+
+    @property
+    def W_O(self) -> Float[Tensor, "n_layers head_index d_head d_model"]:
+        return self._stacked("attn", "W_O")
+
+    @property
+    def b_Q(self) -> Float[Tensor, "n_layers head_index d_head"]:
+        return self._stacked("attn", "b_Q")
+
+    @property
+    def b_K(self) -> Float[Tensor, "n_layers head_index d_head"]:
+        return self._stacked("attn", "b_K")
+
+    @property
+    def b_V(self) -> Float[Tensor, "n_layers head_index d_head"]:
+        return self._stacked("attn", "b_V")
+
+    @property
+    def b_O(self) -> Float[Tensor, "n_layers d_model"]:
+        return self._stacked("attn", "b_O")
+
+    @property
+    def W_in(self) -> Float[Tensor, "n_layers d_model d_mlp"]:
+        return self._stacked("mlp", "W_in")
+
+    @property
+    def b_in(self) -> Float[Tensor, "n_layers d_mlp"]:
+        return self._stacked("mlp", "b_in")
+
+    @property
+    def W_gate(self) -> Float[Tensor, "n_layers d_model d_mlp"]:
+        return self._stacked("mlp", "W_gate")
+
+    @property
+    def W_out(self) -> Float[Tensor, "n_layers d_mlp d_model"]:
+        return self._stacked("mlp", "W_out")
+
+    @property
+    def b_out(self) -> Float[Tensor, "n_layers d_model"]:
+        return self._stacked("mlp", "b_out")
+
+    def accumulated_bias(
+        self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True
+    ) -> Float[Tensor, " d_model"]:
+        """As TransformerLens: the sum of the output biases (`b_O`, and `b_out` unless
+        `include_mlp_biases` is False) of the blocks before `layer` (0..n_layers), plus block `layer`'s
+        `b_O` with `mlp_input`; LayerScale included. The "bias" term of `get_full_resid_decomposition`."""
+        if mlp_input and layer >= self.cfg.n_layers:
+            raise InputError(f"mlp_input=True needs a block: layer must be below {self.cfg.n_layers}, got {layer}")
+        blocks = cast(list[HookedBlock], list(self.blocks))
+        total = blocks[0].attn.b_O.new_zeros(self.cfg.d_model)
+        for index, block in enumerate(blocks[: layer + int(mlp_input)]):
+            total = total + block.attn.b_O
+            if include_mlp_biases and index < layer:
+                total = total + block.mlp.b_out
+        return total
 
     # --- TransformerLens API with checked names ----------------------------------------------
     def run_with_cache(
         self, *model_args: Any, names_filter: Any = None, return_cache_object: bool = True, **kwargs: Any
     ) -> tuple[Tensor, ActivationCache | dict[str, Tensor]]:
         """As TransformerLens: returns (output, ActivationCache). `names_filter` may be a name, a list
-        of names (each checked to exist) or a predicate on names."""
-        if isinstance(names_filter, str):
-            self.check_hook_name(names_filter)
-        elif isinstance(names_filter, (list, tuple)):
-            for name in names_filter:
-                self.check_hook_name(name)
+        of names (each checked to exist and to fire) or a predicate on names (see `_firing`)."""
+        if isinstance(names_filter, tuple):
             names_filter = list(names_filter)
         out, cache_dict = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
         if not return_cache_object:
@@ -239,13 +385,67 @@ class HookedViT(HookedRootModule):
             f"numbered 0..{self.cfg.n_layers - 1}).{hint} All names: model.hook_dict.keys()."
         )
 
+    def check_hook_fires(self, name: str) -> None:
+        """Raise `DisabledHookPointError` naming the flag when hook point `name` is off (TL's `check_hooks_to_add`)."""
+        flag = self.disabling_flag(name)
+        if flag is not None:
+            raise DisabledHookPointError(
+                f"{name!r} never fires while {flag} is off: call model.set_{flag}(True) before hooking it"
+            )
+
+    def disabling_flag(self, name: str) -> str | None:
+        """The config flag that is off and keeps hook point `name` from running, or None when it runs."""
+        for ending, flag in GATED_HOOK_POINTS.items():
+            if name.endswith(ending) and not getattr(self.cfg, flag):
+                return flag
+        return None
+
+    def _firing(self, names_filter: Any, api: str) -> Callable[[str], bool]:
+        """`names_filter` (None, a name, a list of names or a predicate) as a predicate without the hook
+        points that cannot fire: a name asked for explicitly raises, one a predicate matched is skipped
+        with a warning (as TransformerLens's bridge does), and None (every hook point) skips them quietly."""
+        if names_filter is None:
+            return lambda name: self.disabling_flag(name) is None
+        if isinstance(names_filter, str | list | tuple):
+            names = [names_filter] if isinstance(names_filter, str) else list(names_filter)
+            for name in names:
+                self.check_hook_name(name)
+                self.check_hook_fires(name)
+            return lambda name: name in names
+        skipped: dict[str, list[str]] = {}
+        for name in filter(names_filter, self.hook_dict):
+            flag = self.disabling_flag(name)
+            if flag is not None:
+                skipped.setdefault(flag, []).append(name)
+        if skipped:
+            listed = ", ".join(f"{len(names)} under {flag} (set_{flag}(True))" for flag, names in skipped.items())
+            warnings.warn(
+                f"{api}: skipped the hook points that cannot fire while their flag is off: {listed}", stacklevel=3
+            )
+        return lambda name: bool(names_filter(name)) and self.disabling_flag(name) is None
+
+    def check_hooks_to_add(self, hook_point: HookPoint, hook_point_name: str, *args: Any, **kwargs: Any) -> None:
+        self.check_hook_fires(hook_point_name)
+
     def add_hook(self, name: str | Callable[[str], bool], hook: Callable, *args: Any, **kwargs: Any) -> None:
         if isinstance(name, str):
             self.check_hook_name(name)
+        else:
+            name = self._firing(name, "add_hook")
         super().add_hook(name, hook, *args, **kwargs)
 
-    def _enable_hook_with_name(self, name: str, hook: Callable, dir: Any) -> None:  # used by hooks()/run_with_hooks
+    def get_caching_hooks(self, names_filter: Any = None, *args: Any, **kwargs: Any) -> tuple[dict, list, list]:
+        return super().get_caching_hooks(self._firing(names_filter, "run_with_cache"), *args, **kwargs)
+
+    def add_caching_hooks(self, names_filter: Any = None, *args: Any, **kwargs: Any) -> dict:
+        return super().add_caching_hooks(self._firing(names_filter, "add_caching_hooks"), *args, **kwargs)
+
+    def _enable_hook(self, name: str | Callable, hook: Callable, dir: Any) -> None:  # used by hooks()/run_with_hooks
+        super()._enable_hook(name if isinstance(name, str) else self._firing(name, "hooks"), hook, dir)
+
+    def _enable_hook_with_name(self, name: str, hook: Callable, dir: Any) -> None:
         self.check_hook_name(name)
+        self.check_hook_fires(name)
         super()._enable_hook_with_name(name, hook, dir)
 
     # --- images and the patch grid -------------------------------------------------------------

@@ -37,6 +37,7 @@ class PairBatch:
     instance: Int[Tensor, "image k"]
     valid: Bool[Tensor, "image k"]
     klass: Int[Tensor, "image k"] | None = None
+    keep: Bool[Tensor, "image k k"] | None = None  # a further selection of pairs (e.g. offset-matched ones)
 
     def __post_init__(self) -> None:
         if self.instance.shape != self.valid.shape or self.instance.ndim != 2:
@@ -52,14 +53,19 @@ class PairBatch:
         def move(t):
             return None if t is None else t.to(device)
 
-        return PairBatch(move(self.instance), move(self.valid), move(self.klass))
+        return PairBatch(move(self.instance), move(self.valid), move(self.klass), move(self.keep))
+
+    def selecting(self, keep: Bool[Tensor, "image k k"]) -> "PairBatch":
+        """The same labels with only the pairs where `keep` holds supervised (`pair_mask`)."""
+        return PairBatch(self.instance, self.valid, self.klass, keep)
 
     @cached_property
     def pair_mask(self) -> Bool[Tensor, "image k k"]:
-        """The supervised pairs: strict upper triangle, both patches valid."""
+        """The supervised pairs: strict upper triangle, both patches valid (and kept, with `keep`)."""
         k = self.valid.shape[1]
         upper = torch.ones(k, k, dtype=torch.bool, device=self.valid.device).triu(1)
-        return self.valid[:, :, None] & self.valid[:, None, :] & upper
+        mask = self.valid[:, :, None] & self.valid[:, None, :] & upper
+        return mask if self.keep is None else mask & self.keep
 
     @cached_property
     def same(self) -> Bool[Tensor, "image k k"]:

@@ -1,5 +1,8 @@
 """The probe's view of the activation store: tokens of one or more layers and per-patch labels.
 
+`positions` (optional) are the patches' (row, col) on the grid, for training on offset-matched pairs
+(`ProbeTrainingConfig.pair_offsets`).
+
 `acts` is `[image, patch, d_model]` (any float dtype; gathered batches are cast to float32), or a
 sequence of such tensors / a `[layer, image, patch, d_model]` tensor for several layers sharing
 the labels. `instance` and `klass` are `[image, patch]` integer ids; a value < 0 excludes the slot
@@ -36,6 +39,7 @@ class ProbeData:
     acts: Any
     instance: Int[Tensor, "image patch"]
     klass: Int[Tensor, "image patch"] | None = None
+    positions: Float[Tensor, "image patch 2"] | None = None  # (row, col) on the grid: for offset-matched pairs
 
     def __post_init__(self) -> None:
         layers = self.acts
@@ -69,6 +73,8 @@ class ProbeData:
             if klass.shape != instance.shape:
                 raise InputError(f"klass {tuple(klass.shape)} must match instance {tuple(instance.shape)}")
             object.__setattr__(self, "klass", klass)
+        if self.positions is not None and self.positions.shape != (*instance.shape, 2):
+            raise InputError(f"positions {tuple(self.positions.shape)} must be [image, patch, 2] like instance")
 
     @classmethod
     def coerce(cls, data: Any, name: str = "data") -> "ProbeData":
@@ -97,6 +103,7 @@ class ProbeData:
             tuple(a[images] for a in self.acts),
             self.instance[images],
             None if self.klass is None else self.klass[images],
+            None if self.positions is None else self.positions[images],
         )
 
     def tokens(

@@ -5,6 +5,7 @@ threshold calibrated on validation pairs (`fit_threshold`), and image-bootstrap 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,8 +21,32 @@ from .data import ProbeData
 from .metrics import auroc, bootstrap_accuracy, bootstrap_auroc, calibrated_threshold, pair_metrics
 from .sampling import PairSet, fixed_pairs
 
+PairFunction = Callable[[Float[Tensor, "batch k d_model"]], Float[Tensor, "batch k k"]]
+
 
 @torch.no_grad()
+def pair_values(
+    score: PairFunction,
+    data: ProbeData,
+    pairs: PairSet,
+    layer: int = 0,
+    batch_images: int = 256,
+    device: torch.device | None = None,
+) -> tuple[Float[Tensor, " pair"], Bool[Tensor, " pair"]]:
+    """(score(tokens)[pair], IsSameObject) of every pair of `pairs`, image by image in order, i < j: the one
+    pair order every probe score, baseline and pair annotation (`pair_context`) shares."""
+    pairs.check_against(data.instance)
+    values, labels = [], []
+    for start in range(0, data.n_images, batch_images):
+        images = torch.arange(start, min(start + batch_images, data.n_images))
+        batch = pairs.batch(data.instance, images)
+        x = data.tokens(layer, images, pairs.patches[images], device=device)
+        mask = batch.pair_mask.to(x.device)
+        values.append(score(x)[mask].float().cpu())
+        labels.append(batch.same.to(x.device)[mask].cpu())
+    return torch.cat(values), torch.cat(labels)
+
+
 def pair_outputs(
     probe: PairProbe,
     data: ProbeData,
@@ -30,17 +55,8 @@ def pair_outputs(
     batch_images: int = 256,
 ) -> tuple[Float[Tensor, " pair"], Bool[Tensor, " pair"]]:
     """(pair_scores, IsSameObject) of every pair of `pairs`, image by image in order, i < j."""
-    pairs.check_against(data.instance)
     device = next((t.device for t in (*probe.parameters(), *probe.buffers())), torch.device("cpu"))
-    scores, labels = [], []
-    for start in range(0, data.n_images, batch_images):
-        images = torch.arange(start, min(start + batch_images, data.n_images))
-        batch = pairs.batch(data.instance, images)
-        x = data.tokens(layer, images, pairs.patches[images], device=device)
-        mask = batch.pair_mask.to(device)
-        scores.append(probe.pair_scores(x)[mask].float().cpu())
-        labels.append(batch.same.to(device)[mask].cpu())
-    return torch.cat(scores), torch.cat(labels)
+    return pair_values(probe.pair_scores, data, pairs, layer, batch_images, device)
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,12 @@ class ScoredPairs:
     labels: Bool[Tensor, " pair"]
     images: Int[Tensor, " pair"]
     n_images: int
+
+    def select(self, keep: Bool[Tensor, " pair"]) -> ScoredPairs:
+        """The pairs where `keep` holds (e.g. offset-matched ones: `pair_context.offset_matched`)."""
+        return ScoredPairs(
+            self.scores[keep], self.probabilities[keep], self.labels[keep], self.images[keep], self.n_images
+        )
 
 
 def score_pairs(
@@ -120,6 +142,12 @@ def evaluate(
         seed=config.seed,
         batch_images=config.batch_images,
     )
+    return scored_metrics(probe, scored, config)
+
+
+def scored_metrics(probe: PairProbe, scored: ScoredPairs, config: EvaluationConfig) -> dict[str, float | int]:
+    """`evaluate`'s metrics of pairs the probe has scored (all of a pair set, or a selection of them:
+    `ScoredPairs.select`); `config` gives the threshold and the intervals."""
     scores, probabilities, labels = scored.scores, scored.probabilities, scored.labels
     metrics = pair_metrics(probabilities, labels, scores, threshold=config.threshold)
     metrics["threshold"] = config.threshold

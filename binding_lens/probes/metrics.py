@@ -71,14 +71,25 @@ def bootstrap_auroc(
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    strata: Int[Tensor, " pair"] | None = None,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the AUROC, resampling whole `groups` (e.g. images) with replacement
-    (`auroc_replicates` with `bootstrap_counts(n_groups, n_boot, seed)`; replicates without a positive or a
-    negative are dropped)."""
+    """Percentile bootstrap interval of the AUROC (within `strata` if given), resampling whole `groups`
+    (e.g. images) with replacement (`auroc_replicates` with `bootstrap_counts(n_groups, n_boot, seed)`;
+    replicates without a positive or a negative are dropped)."""
     check_bootstrap(n_boot, level)
     _, n_groups = unit_index(groups.flatten())
-    boot = auroc_replicates(scores, labels, groups, bootstrap_counts(n_groups, n_boot, seed))
-    return percentile_interval(boot[torch.isfinite(boot)], level)
+    boot = auroc_replicates(scores, labels, groups, bootstrap_counts(n_groups, n_boot, seed), strata)
+    boot = boot[torch.isfinite(boot)]
+    return percentile_interval(boot, level) if boot.numel() else (math.nan, math.nan)
+
+
+def stratified_auroc(
+    scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"], strata: Int[Tensor, " pair"]
+) -> float:
+    """AUROC pooled within strata: P(score of a positive > score of a negative of the same stratum), ties
+    1/2, over all such (positive, negative) pairs; NaN when no stratum holds both labels."""
+    whole = torch.ones(1, 1, dtype=torch.float64)
+    return float(auroc_replicates(scores, labels, torch.zeros_like(strata), whole, strata)[0])
 
 
 def auroc_replicates(
@@ -86,17 +97,20 @@ def auroc_replicates(
     labels: Bool[Tensor, " pair"],
     groups: Int[Tensor, " pair"],
     counts: Float[Tensor, "replicate group"],
+    strata: Int[Tensor, " pair"] | None = None,
 ) -> Float[Tensor, " replicate"]:
     """The AUROC in each bootstrap replicate given by `counts` (how often each group, in `torch.unique`
     order of `groups`, is drawn); NaN where a replicate has no positive or no negative pair. Replicates of
     several score sets on the same pairs with one `counts` are paired: their difference is the replicate
-    of the AUROC difference.
+    of the AUROC difference. With `strata`, a positive is compared only with the negatives of its own
+    stratum (e.g. its distance on the grid), pooled over strata: sum_s M_s / sum_s P_s N_s.
 
     The AUROC counts (positive, negative) pairs that are ordered correctly (ties 1/2). Grouped, that is
     sum_ij c_i c_j M_ij / (sum_i c_i P_i)(sum_j c_j N_j), where M_ij counts the correctly ordered
     pairs of a positive of group i and a negative of group j, P and N count positives and negatives,
     and c_i is how often a replicate drew group i. M is computed once (`_ordered_pairs`), so every
-    replicate costs a [groups x groups] product.
+    replicate costs a [groups x groups] product. Strata are one pass too: sorted by (stratum, score), a
+    positive lies above every negative of a lower stratum, a count that is subtracted from M.
     """
     labels = labels.bool().flatten()
     _check(labels, scores)
@@ -105,10 +119,17 @@ def auroc_replicates(
     if counts.shape[-1] != n_groups:
         raise InputError(f"counts draw {counts.shape[-1]} groups but the pairs come from {n_groups}")
     counts = counts.double()
-    ordered = _ordered_pairs(s, labels, group, n_groups)
-    n_pos = torch.bincount(group[labels], minlength=n_groups).double()
-    n_neg = torch.bincount(group[~labels], minlength=n_groups).double()
-    denominator = (counts @ n_pos) * (counts @ n_neg)
+    stratum, n_strata = unit_index(torch.zeros_like(group) if strata is None else strata.flatten())
+    _, tie = torch.unique(s, return_inverse=True)
+    ordered = _ordered_pairs((stratum * (int(tie.max()) + 1) + tie).double(), labels, group, n_groups)
+    positives = torch.zeros(n_strata, n_groups, dtype=torch.float64).index_put_(
+        (stratum[labels], group[labels]), torch.ones(int(labels.sum()), dtype=torch.float64), True
+    )
+    negatives = torch.zeros(n_strata, n_groups, dtype=torch.float64).index_put_(
+        (stratum[~labels], group[~labels]), torch.ones(int((~labels).sum()), dtype=torch.float64), True
+    )
+    ordered -= positives.T @ (negatives.cumsum(0) - negatives)  # the negatives of lower strata
+    denominator = ((counts @ positives.T) * (counts @ negatives.T)).sum(1)
     numerator = ((counts @ ordered) * counts).sum(1)
     return torch.where(denominator > 0, numerator / denominator.clamp_min(1), torch.nan)
 

@@ -24,30 +24,29 @@ from .base import PairProbe
 from .batch import PairBatch
 
 
-def fit_logistic_1d(
-    z: Float[Tensor, " n"], target: Bool[Tensor, " n"], l2: float = 1e-6, max_iter: int = 50
-) -> tuple[float, float]:
-    """(a, b) minimizing the mean BCE of sigma(a z + b) against `target` (+ l2 |(a, b)|^2 / 2).
-
-    Newton's method with step halving, in float64; the small ridge keeps a separable set finite.
-    """
-    z = z.detach().double().flatten()
+def fit_logistic(
+    features: Float[Tensor, "n feature"], target: Bool[Tensor, " n"], l2: float = 1e-6, max_iter: int = 50
+) -> Float[Tensor, " weight"]:
+    """Weights (one per feature, then the bias) minimizing the mean BCE of sigma(features @ w + b) against
+    `target` (+ l2 |(w, b)|^2 / 2): Newton's method with step halving in float64; the small ridge keeps a
+    separable set finite."""
     t = target.detach().double().flatten()
-    if z.numel() == 0:
-        raise InputError("cannot fit a scalar probe on zero pairs; the batch has no labeled pair")
+    if t.numel() == 0:
+        raise InputError("cannot fit a logistic baseline on zero pairs; the batch has no labeled pair")
+    design = torch.cat([features.detach().double().reshape(t.numel(), -1), torch.ones(t.numel(), 1).double()], 1)
     rate = float(t.mean().clamp(1e-6, 1 - 1e-6))
-    theta = torch.tensor([0.0, float(torch.logit(torch.tensor(rate)))], dtype=torch.float64)
-    features = torch.stack([z, torch.ones_like(z)], dim=1)
+    theta = torch.zeros(design.shape[1], dtype=torch.float64)
+    theta[-1] = float(torch.logit(torch.tensor(rate)))
+    ridge = l2 * torch.eye(design.shape[1], dtype=torch.float64)
 
     def loss(th: Tensor) -> Tensor:
-        logits = features @ th
-        return torch.nn.functional.binary_cross_entropy_with_logits(logits, t) + 0.5 * l2 * th.dot(th)
+        return torch.nn.functional.binary_cross_entropy_with_logits(design @ th, t) + 0.5 * l2 * th.dot(th)
 
     current = loss(theta)
     for _ in range(max_iter):
-        p = torch.sigmoid(features @ theta)
-        grad = features.T @ (p - t) / z.numel() + l2 * theta
-        hess = (features * (p * (1 - p))[:, None]).T @ features / z.numel() + l2 * torch.eye(2, dtype=torch.float64)
+        p = torch.sigmoid(design @ theta)
+        grad = design.T @ (p - t) / t.numel() + l2 * theta
+        hess = (design * (p * (1 - p))[:, None]).T @ design / t.numel() + ridge
         step = torch.linalg.solve(hess, grad)
         scale = 1.0
         while scale > 1e-6:
@@ -61,7 +60,17 @@ def fit_logistic_1d(
         theta, previous, current = candidate, current, value
         if float(previous - current) < 1e-12:
             break
-    return float(theta[0]), float(theta[1])
+    return theta
+
+
+def fit_logistic_1d(
+    z: Float[Tensor, " n"], target: Bool[Tensor, " n"], l2: float = 1e-6, max_iter: int = 50
+) -> tuple[float, float]:
+    """(a, b) minimizing the mean BCE of sigma(a z + b) against `target` (`fit_logistic` of one feature)."""
+    if z.numel() == 0:
+        raise InputError("cannot fit a scalar probe on zero pairs; the batch has no labeled pair")
+    a, b = fit_logistic(z.detach().reshape(-1, 1), target, l2, max_iter).tolist()
+    return float(a), float(b)
 
 
 class ScalarScoreProbe(PairProbe):

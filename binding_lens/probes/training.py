@@ -32,9 +32,11 @@ from torch import Tensor
 from ..errors import InputError, check_positive_ints
 from ..training import Evaluation, StoppingRule, Track, TrainingOutcome, run_training
 from .base import PairProbe
+from .batch import PairBatch
 from .data import ProbeData
 from .evaluation import auroc_interval, evaluate, score_pairs
 from .metrics import calibrated_threshold
+from .pair_context import PAIR_OFFSETS, matched_batch_pairs
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches
 
 SELECTION = {"accuracy": 1.0, "balanced_accuracy": 1.0, "auroc": 1.0, "loss": -1.0}  # +1: higher is better
@@ -81,6 +83,7 @@ class ProbeTrainingConfig:
     eval_seed: int = 0
     init_scalar_probes: bool = True
     device: str | None = None
+    pair_offsets: str = "all"  # 'matched': each batch supervises offset-matched pairs (needs ProbeData.positions)
 
     @classmethod
     def paper(cls, **overrides: Any) -> "ProbeTrainingConfig":
@@ -130,6 +133,8 @@ class ProbeTrainingConfig:
             )
         if self.select_by not in SELECTION:
             raise InputError(f"select_by must be one of {sorted(SELECTION)}, got {self.select_by!r}")
+        if self.pair_offsets not in PAIR_OFFSETS:
+            raise InputError(f"pair_offsets must be one of {', '.join(PAIR_OFFSETS)}, got {self.pair_offsets!r}")
         if self.schedule not in SCHEDULES:
             raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
 
@@ -273,6 +278,19 @@ def _batches(
             yield order[first : first + config.batch_images], sample
 
 
+def _training_batch(
+    train: ProbeData, images: Tensor, sample: PairSet, config: ProbeTrainingConfig, matching: torch.Generator
+) -> PairBatch:
+    """The labels of one step's batch; with `pair_offsets="matched"` only offset-matched pairs are supervised."""
+    batch = sample.batch(train.instance, images, train.klass)
+    if config.pair_offsets != "matched":
+        return batch
+    if train.positions is None:
+        raise InputError("pair_offsets='matched' trains on offset-matched pairs: give train its positions")
+    positions = train.positions[images[:, None], sample.patches[images]]
+    return batch.selecting(matched_batch_pairs(positions, batch, matching))
+
+
 def stopping_rule(config: ProbeTrainingConfig, steps_per_epoch: int) -> StoppingRule:
     """The engine's rule for `config`: `epochs` and `max_steps` become one step limit."""
     limits = [limit for limit in (config.max_steps, config.epochs and config.epochs * steps_per_epoch) if limit]
@@ -323,11 +341,12 @@ def train_probes(
     rule = stopping_rule(config, steps_per_epoch)
     optimizer, tracks = _tracks(probes, config)
     batches = _batches(train, config, torch.Generator().manual_seed(config.seed))
+    matching = torch.Generator().manual_seed(config.seed + 1)
     sign = SELECTION[config.select_by]
 
     def losses(step: int, active: list[int]) -> list[Tensor]:
         images, sample = next(batches)
-        batch = sample.batch(train.instance, images, train.klass).to(device)
+        batch = _training_batch(train, images, sample, config, matching).to(device)
         xs = {i: train.tokens(i, images, sample.patches[images], device=device) for i in active}
         if step == 1 and config.init_scalar_probes:
             for i in active:

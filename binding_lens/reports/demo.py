@@ -164,6 +164,20 @@ def _comparison(sweeps: dict[str, SweepResult], scored: dict[str, dict], probes:
                 "high": difference.high,
                 "beyond_noise": difference.beyond_noise,
                 **{f"{spec} learnt": peaks[spec]["learnt"] for spec in (model, twin)},
+                **{
+                    f"{spec} {key}": peaks[spec][key]
+                    for spec in (model, twin)
+                    for key in (
+                        "auroc_within_distance",
+                        "auroc_within_distance_low",
+                        "auroc_within_distance_high",
+                        "baseline",
+                        "baseline_auroc",
+                        "vs_baseline",
+                        "vs_baseline_low",
+                        "vs_baseline_high",
+                    )
+                },
             }
         )
     return rows
@@ -256,16 +270,35 @@ def sweep_text(sweeps: dict[str, SweepResult], comparison: list[Row]) -> str:
             },
             f"{names[model]} - {names[twin]} [95% CI]": difference_text(row["difference"], row["low"], row["high"]),
             "verdict": verdict(_interval(row)),
+            **{
+                f"{name} within distance": interval_text(row, f"{spec} auroc_within_distance")
+                for spec, name in names.items()
+            },
+            **{
+                f"{name} - baseline": difference_text(
+                    row[f"{spec} vs_baseline"], row[f"{spec} vs_baseline_low"], row[f"{spec} vs_baseline_high"]
+                )
+                for spec, name in names.items()
+            },
             f"learnt ({'/'.join(names.values())})": "/".join("yes" if row[f"{s} learnt"] else "no" for s in names),
         }
         for row in comparison
+    ]
+    baselines = [
+        {"baseline (no network)": row["probe"].removeprefix("baseline:"), "AUROC [95% CI]": interval_text(row, "auroc")}
+        | {"within distance": interval_text(row, "auroc_within_distance")}
+        for row in sweeps[model].baselines
     ]
     return (
         f"IsSameObject, model beside twin ({images['train']} train / {images['val']} val / {images['test']} test "
         "images; each probe's peak layer chosen on validation AUROC; AUROC on the test pairs with its 95% bootstrap "
         f"interval over the {images['test']} test images; difference {model} - {twin} on the same pairs, paired by "
-        "image; learnt: the validation AUROC's interval lies above 0.5):\n"
+        "image; within distance: AUROC comparing pairs only at the same grid distance; - baseline: AUROC minus the "
+        "strongest network-free baseline's on the same pairs; learnt: above that baseline on validation, beyond "
+        "the noise):\n"
         + format_table(rows, list(rows[0]))
+        + "\n\nWhat position and pixels alone achieve on the same test pairs:\n"
+        + format_table(baselines, list(baselines[0]))
         + "\n"
         + sweep_meaning(comparison, model, twin)
     )
@@ -291,9 +324,10 @@ def sweep_meaning(comparison: list[Row], model: str, twin: str) -> str:
             f"What it means: {model} cannot be told from its untrained twin ({numbers}, within noise): what its "
             "quadratic probe reads comes from the architecture and the scenes (color, position), not from training."
         )
+    text += " " + _beyond_baseline(row, model)
     nothing = [f"{row['probe']} in {spec}" for row in comparison for spec in (model, twin) if not row[f"{spec} learnt"]]
     if nothing:
-        text += f" Learnt nothing measurable: {', '.join(nothing)}"
+        text += f" No better than the strongest baseline on validation: {', '.join(nothing)}"
         linear = any(name.startswith("linear ") for name in nothing)
         text += (
             " (a linear probe scores each patch alone, so it cannot tell whether two belong together)."
@@ -301,6 +335,26 @@ def sweep_meaning(comparison: list[Row], model: str, twin: str) -> str:
             else "."
         )
     return text
+
+
+def _beyond_baseline(row: Row, model: str) -> str:
+    """A sentence on what survives of the quadratic probe against position and pixels alone."""
+    d = Interval(row[f"{model} vs_baseline"], row[f"{model} vs_baseline_low"], row[f"{model} vs_baseline_high"])
+    numbers = (
+        f"AUROC {row[f'{model} auroc']:.3f} against {row[f'{model} baseline_auroc']:.3f} for "
+        f"{row[f'{model} baseline']} alone, {_text(d)}"
+    )
+    if d.beyond_noise and d.estimate > 0:
+        return f"Against the pair's position and pixels alone, {model}'s quadratic probe keeps an edge ({numbers})."
+    if d.beyond_noise:
+        return (
+            f"Against the pair's position and pixels alone, {model}'s quadratic probe falls short ({numbers}): on "
+            "these scenes its number measures proximity and color more than binding."
+        )
+    return (
+        f"Against the pair's position and pixels alone, {model}'s quadratic probe is within noise ({numbers}): on "
+        "these scenes its number measures proximity and color more than binding."
+    )
 
 
 def _change(effect: ShuffleEffect, measure: str, condition: str) -> float:

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ..analyses.layer_sweep import PEAK_RULES, SweepResult
-from ..analyses.report import Row, format_table, interval_text, write_table
+from ..analyses.report import Row, difference_text, format_table, interval_text, write_table
 from ..analyses.seed_sweep import layer_sweep_over_seeds
-from ..data import SyntheticScenes
+from ..data import PRESETS, SyntheticScenes
 from ..errors import InputError
 from ..figures import accuracy_by_model
 from ..hooks import HookedViT
@@ -51,6 +51,11 @@ COLUMNS = (
     "linear",
     "diag_quadratic",
     "majority_baseline",
+    "quadratic_within_distance",
+    "quadratic_hard_negatives",
+    "baseline",
+    "baseline_auroc",
+    "quadratic_vs_baseline",
     "learnt",
 )
 OBJECTIVE_METRICS = (
@@ -61,17 +66,23 @@ OBJECTIVE_METRICS = (
     "diag_quadratic",
     "majority_baseline",
     "quadratic_layer_normalized",
+    "quadratic_within_distance",
+    "quadratic_hard_negatives",
+    "baseline_auroc",
+    "quadratic_vs_baseline",
 )
 ORDER_METRIC = "quadratic_auroc"
 SCENES_PER_TRAINING_SEED = 1000
 """Training seed t of an objective is measured on held-out scenes drawn with seed + 1000 t."""
 
 
-def training_scenes_for(spec: str, n_scenes: int) -> Callable[[int], SyntheticScenes]:
-    """Seed -> the zoo model's held-out scenes: for training seed t, the draw seed + 1000 t (seed 0 models keep
-    the draw they always had; the others each get their own images)."""
+def training_scenes_for(spec: str, n_scenes: int, preset: str | None = None) -> Callable[[int], SyntheticScenes]:
+    """Seed -> the zoo model's held-out scenes (of its training preset, or `preset`): for training seed t, the
+    draw seed + 1000 t (seed 0 models keep the draw they always had; the others each get their own images)."""
     training_seed = zoo_card(spec)["recipe"].get("seed") or 0
-    return lambda seed: held_out_scenes(spec, n_scenes, seed=seed + SCENES_PER_TRAINING_SEED * training_seed)
+    return lambda seed: held_out_scenes(
+        spec, n_scenes, seed=seed + SCENES_PER_TRAINING_SEED * training_seed, preset=preset
+    )
 
 
 @dataclass
@@ -94,6 +105,10 @@ class ObjectiveTable:
             "acc. at 0.5",
             "balanced acc.",
             "AUROC [95% CI]",
+            "within distance",
+            "hard negatives",
+            "strongest baseline",
+            "vs baseline [95% CI]",
             "linear",
             "diag_quadratic",
             "majority baseline",
@@ -109,6 +124,10 @@ class ObjectiveTable:
                 _cell(r["quadratic_at_half"]),
                 _cell(r["quadratic_balanced"]),
                 interval_text(r, "quadratic_auroc"),
+                interval_text(r, "quadratic_within_distance"),
+                interval_text(r, "quadratic_hard_negatives"),
+                f"{r['baseline']} {r['baseline_auroc']:.3f}",
+                _vs_baseline(r),
                 _cell(r["linear"]),
                 _cell(r["diag_quadratic"]),
                 _cell(r["majority_baseline"]),
@@ -121,6 +140,9 @@ class ObjectiveTable:
             "training seeds",
             "quadratic accuracy",
             "quadratic AUROC",
+            "within distance",
+            "strongest baseline AUROC",
+            "quadratic - baseline",
             "peak depth (0-1)",
             "linear",
             "majority baseline",
@@ -131,6 +153,9 @@ class ObjectiveTable:
                 o["n_seeds"],
                 interval_text(o, "quadratic"),
                 interval_text(o, "quadratic_auroc"),
+                interval_text(o, "quadratic_within_distance"),
+                interval_text(o, "baseline_auroc"),
+                _vs_baseline(o),
                 interval_text(o, "quadratic_layer_normalized"),
                 interval_text(o, "linear"),
                 _cell(o["majority_baseline"]),
@@ -155,6 +180,9 @@ class ObjectiveTable:
             | {
                 "accuracy [95% CI]": interval_text(r, "quadratic"),
                 "AUROC [95% CI]": interval_text(r, "quadratic_auroc"),
+                "within distance": interval_text(r, "quadratic_within_distance"),
+                "baseline AUROC": f"{r['baseline']} {r['baseline_auroc']:.3f}",
+                "vs baseline [95% CI]": _vs_baseline(r),
             }
             for r in self.rows
         ]
@@ -166,25 +194,41 @@ class ObjectiveTable:
                 "training_seed",
                 "quadratic_layer",
                 "accuracy [95% CI]",
-                "quadratic_at_half",
                 "AUROC [95% CI]",
+                "within distance",
+                "baseline AUROC",
+                "vs baseline [95% CI]",
                 "linear",
-                "diag_quadratic",
                 "majority_baseline",
                 "learnt",
             ],
         )
         objectives = format_table(
             [
-                o | {"accuracy": interval_text(o, "quadratic"), "AUROC": interval_text(o, "quadratic_auroc")}
+                o
+                | {
+                    "accuracy": interval_text(o, "quadratic"),
+                    "AUROC": interval_text(o, "quadratic_auroc"),
+                    "within distance": interval_text(o, "quadratic_within_distance"),
+                    "baseline AUROC": interval_text(o, "baseline_auroc"),
+                    "vs baseline": _vs_baseline(o),
+                }
                 for o in self.objectives
             ],
-            ["objective", "n_seeds", "accuracy", "AUROC", "majority_baseline"],
+            ["objective", "n_seeds", "accuracy", "AUROC", "within distance", "baseline AUROC", "vs baseline"],
         )
         differences = "\n".join(d["text"] for d in self.differences)
         return f"{model}\n\nacross training seeds (mean [95% t interval]):\n{objectives}" + (
             f"\n\nquadratic AUROC differences:\n{differences}" if differences else ""
         )
+
+
+def _vs_baseline(row: Row) -> str:
+    """The quadratic probe's AUROC minus the strongest baseline's, with its interval where there is one."""
+    low, high = row.get("quadratic_vs_baseline_low"), row.get("quadratic_vs_baseline_high")
+    if low is None or high is None:
+        return f"{row['quadratic_vs_baseline']:+.3f}"
+    return difference_text(row["quadratic_vs_baseline"], low, high, star=True)
 
 
 def _cell(value: Any) -> str:
@@ -220,6 +264,17 @@ def objective_row(spec: str, card: dict[str, Any], sweep: SweepResult) -> Row:
         "linear": by[("linear", layer)]["accuracy"],
         "diag_quadratic": by[("diag_quadratic", layer)]["accuracy"],
         "majority_baseline": peak["majority_baseline"],
+        "quadratic_within_distance": peak["auroc_within_distance"],
+        "quadratic_within_distance_low": peak.get("auroc_within_distance_low"),
+        "quadratic_within_distance_high": peak.get("auroc_within_distance_high"),
+        "quadratic_hard_negatives": peak["auroc_hard_negatives"],
+        "quadratic_hard_negatives_low": peak.get("auroc_hard_negatives_low"),
+        "quadratic_hard_negatives_high": peak.get("auroc_hard_negatives_high"),
+        "baseline": peak.get("baseline", "/".join(r["probe"] for r in sweep.baselines if r["strongest"])),
+        "baseline_auroc": peak["baseline_auroc"],
+        "quadratic_vs_baseline": peak["vs_baseline"],
+        "quadratic_vs_baseline_low": peak.get("vs_baseline_low"),
+        "quadratic_vs_baseline_high": peak.get("vs_baseline_high"),
         "learnt": peak["learnt"],
         "peak_chosen_on": peak["peak_chosen_on"],
     }
@@ -259,28 +314,37 @@ def objective_summary(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
     return summary, differences
 
 
+def _check_request(models: Sequence[str], peak_by: str, data: str | None) -> None:
+    """Refuse, before any model loads, what `binding_by_objective` cannot compare."""
+    unknown = [m for m in models if not m.startswith(PREFIX)]
+    if unknown:
+        raise InputError(f"binding_by_objective compares zoo models (zoo:<name>); got {unknown}")
+    if peak_by not in PEAK_RULES:
+        raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {peak_by!r}")
+    if data is not None and data not in PRESETS:
+        raise InputError(f"--data {data!r} is not a synthetic preset; choose one of {', '.join(PRESETS)}")
+
+
 def binding_by_objective(
     models: Sequence[str],
     out: str | Path,
     *,
     n_scenes: int = 400,
     training: ProbeTrainingConfig | None = None,
-    seed: int = 0,
-    seeds: Sequence[int] | None = None,
+    seeds: Sequence[int] = (0,),
     peak_by: str = "val",
     progress: bool = True,
+    data: str | None = None,
 ) -> ObjectiveTable:
     """Sweep `linear`, `diag_quadratic` and `quadratic` over every layer of each zoo model (see the
     module docstring) and write `objective_table.csv/.json/.md`, `objectives.json`,
     `quadratic_by_objective.png` (each objective's mean curve and its interval across training seeds),
-    `quadratic_by_model.png` and each model's sweep under `out/<name>/`."""
+    `quadratic_by_model.png` and each model's sweep under `out/<name>/`. `data`: a synthetic preset to
+    measure on instead of each model's training preset (e.g. 'matched'), at the model's training size.
+    `seeds`: each model's sweep is repeated over these (scene draw, split, probe init) and its rows are the means."""
     out = Path(out)
-    unknown = [m for m in models if not m.startswith(PREFIX)]
-    if unknown:
-        raise InputError(f"binding_by_objective compares zoo models (zoo:<name>); got {unknown}")
-    if peak_by not in PEAK_RULES:
-        raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {peak_by!r}")
-    seeds = list(seeds) if seeds else [seed]
+    _check_request(models, peak_by, data)
+    seeds = list(seeds)
     training = training or ProbeTrainingConfig(seed=seeds[0])
     cards = {spec: zoo_card(spec) for spec in models}  # unknown names fail before any sweep
     rows, sweeps, all_rows = [], {}, []
@@ -289,7 +353,7 @@ def binding_by_objective(
         model = HookedViT.from_pretrained(spec)
         sweep = layer_sweep_over_seeds(
             model,
-            training_scenes_for(spec, n_scenes),
+            training_scenes_for(spec, n_scenes, data),
             out / spec.removeprefix(PREFIX),
             seeds,
             probes=TABLE_PROBES,
@@ -330,6 +394,7 @@ def binding_by_objective(
         {
             "models": list(models),
             "n_scenes": n_scenes,
+            "data": data or "each model's training preset",
             "seeds": seeds,
             "peak_by": peak_by,
             "seconds": round(time.perf_counter() - started, 1),

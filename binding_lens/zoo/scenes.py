@@ -29,11 +29,13 @@ def training_scenes(recipe: ZooRecipe, split: str = "train") -> SyntheticScenes:
     return SyntheticScenes(recipe.preset, n=recipe.n_scenes, size=recipe.image_size, seed=recipe.data_seed, split=split)
 
 
-def held_out_scenes(spec: str, n: int, seed: int = 0) -> SyntheticScenes:
-    """Scenes of the model's training preset and size from the `test` split (never trained on); `seed`
-    draws another set of them."""
+def held_out_scenes(spec: str, n: int, seed: int = 0, preset: str | None = None) -> SyntheticScenes:
+    """Scenes of the model's training preset (or `preset`, e.g. 'matched') at its training size from the
+    `test` split (never trained on); `seed` draws another set of them."""
     recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])
-    return SyntheticScenes(recipe.preset, n=n, size=recipe.image_size, seed=recipe.data_seed + seed, split="test")
+    return SyntheticScenes(
+        preset or recipe.preset, n=n, size=recipe.image_size, seed=recipe.data_seed + seed, split="test"
+    )
 
 
 def conjunction_labels(objects: list[dict], min_visible_fraction: float) -> Float[np.ndarray, " label"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from binding_lens import HookedViT
+from binding_lens.hooks.hooked_vit import GATED_HOOK_POINTS
 from binding_lens.models import TinyCase, tiny_hf_model
 
 
@@ -24,3 +25,10 @@ def hf_reference(hooked: HookedViT, pixel_values: torch.Tensor):
 def pixels(size: tuple[int, int], batch: int = 2, seed: int = 1) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randn(batch, 3, *size, generator=generator)
+
+
+def every_hook_point_on(model: HookedViT) -> HookedViT:
+    """Turn on every flag a hook point waits for (`set_use_attn_result`, ...), so that all of them run."""
+    for flag in set(GATED_HOOK_POINTS.values()):
+        getattr(model, f"set_{flag}")(True)
+    return model

@@ -231,3 +231,31 @@ def test_a_sweep_in_stages_is_the_sweep(tmp_path):
     assert keywords.rows == whole.rows  # keywords override the config's fields
     with pytest.raises(TypeError, match="layer"):
         layer_sweep(model, scenes, tmp_path / "x", config, layer=[1])
+
+
+def test_every_probe_stands_beside_the_baselines_on_the_same_pairs(tmp_path, capsys):
+    """The sweep writes the network-free baselines (same test pairs: same pair count), every row carries its
+    stratified AUROCs and its difference from the strongest baseline, and `matched` data is scored on
+    offset-matched pairs (equal positives and negatives, the distance baseline at chance)."""
+    out = tmp_path / "matched"
+    args = ["sweep", "--model", "tiny:vit", "--data", "matched", "--n-images", "40", "--size", "64"]
+    args += ["--layers", "0-1", "--probes", "quadratic,cosine_similarity", "--epochs", "2", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "baseline:pixel_position" in printed and "vs baseline" in printed and "offset-matched" in printed
+    rows = json.loads((out / "sweep.json").read_text())
+    baselines = {row["probe"]: row for row in json.loads((out / "baselines.json").read_text())}
+    assert set(baselines) == {"baseline:distance", "baseline:pixel_position"}
+    assert sum(row["strongest"] for row in baselines.values()) == 1
+    assert baselines["baseline:distance"]["auroc"] == pytest.approx(0.5, abs=1e-9)  # offsets matched exactly
+    for row in rows:
+        assert row["n_pairs"] == baselines["baseline:distance"]["n_pairs"]
+        assert row["positive_rate"] == pytest.approx(0.5)
+        strongest = baselines["baseline:" + row["baseline"]]
+        assert strongest["strongest"] and row["baseline_auroc"] == pytest.approx(strongest["auroc"])
+        assert row["vs_baseline"] == pytest.approx(row["auroc"] - row["baseline_auroc"])
+        assert row["vs_baseline_low"] <= row["vs_baseline"] <= row["vs_baseline_high"]
+        assert row["auroc_within_distance_low"] <= row["auroc_within_distance"] <= row["auroc_within_distance_high"]
+        assert row["learnt"] in (True, False) and row["above_chance"] in (True, False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["baselines"]["pair_offsets"] == "matched"

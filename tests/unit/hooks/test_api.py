@@ -16,7 +16,7 @@ from binding_lens.hooks import ImageSizeError, UnknownHookPointError, Unsupporte
 from binding_lens.models import TINY_CASES
 
 from helpers.checks import unchecked
-from helpers.models import build, pixels
+from helpers.models import build, every_hook_point_on, pixels
 
 
 def _no_hooks_left(model: HookedViT) -> bool:
@@ -119,12 +119,12 @@ def test_stop_at_layer_returns_the_stream_entering_that_block():
 
 def test_a_write_at_every_hook_point_changes_the_output(family):
     _, model = build(family)
-    model.set_use_attn_result(True)  # so that attn.hook_result runs too
+    every_hook_point_on(model)  # so that the hook points behind a flag run too
     x = pixels(family.native)
     generator = torch.Generator().manual_seed(0)
 
     def perturb(tensor, hook):  # element-wise random change: no LayerNorm or softmax is invariant to it
-        return tensor * (1 + 0.5 * torch.rand(tensor.shape, generator=generator)) + 0.05 * torch.rand(
+        return tensor * (1 + 0.5 * torch.rand(tensor.shape, generator=generator)) + 0.5 * torch.rand(
             tensor.shape, generator=generator
         )
 

@@ -37,9 +37,13 @@ def test_the_edited_layer_is_a_middle_one_with_a_next_block():
     assert [intervention_layer(n) for n in (2, 3, 6, 12, 24)] == [0, 1, 3, 6, 12]
 
 
-def comparison(difference: float, low: float, high: float, learnt: bool = True) -> list[dict]:
+def comparison(
+    difference: float, low: float, high: float, learnt: bool = True, vs_baseline: tuple = (-0.02, -0.03, -0.01)
+) -> list[dict]:
     row = {"probe": "quadratic", "zoo:a auroc": 0.9, "zoo:b auroc": 0.9 - difference}
     row |= {"difference": difference, "low": low, "high": high, "zoo:a learnt": True, "zoo:b learnt": True}
+    row |= {"zoo:a baseline": "pixel_position", "zoo:a baseline_auroc": 0.9 - vs_baseline[0]}
+    row |= dict(zip(("zoo:a vs_baseline", "zoo:a vs_baseline_low", "zoo:a vs_baseline_high"), vs_baseline))
     linear = {**row, "probe": "linear", "zoo:a learnt": learnt, "zoo:b learnt": learnt}
     return [row, linear]
 
@@ -47,12 +51,22 @@ def comparison(difference: float, low: float, high: float, learnt: bool = True) 
 def test_the_sweep_sentence_says_beyond_or_within_noise_and_names_probes_that_learnt_nothing():
     beyond = sweep_meaning(comparison(0.19, 0.15, 0.22), "zoo:a", "zoo:b")
     assert "better than its untrained twin's" in beyond and "+0.190 [+0.150, +0.220], beyond noise" in beyond
-    assert "Learnt nothing" not in beyond
+    assert "No better than the strongest baseline" not in beyond
     within = sweep_meaning(comparison(0.01, -0.02, 0.04, learnt=False), "zoo:a", "zoo:b")
     assert "cannot be told from its untrained twin" in within and "within noise" in within
-    assert "Learnt nothing measurable: linear in zoo:a, linear in zoo:b (a linear probe" in within
+    assert "No better than the strongest baseline on validation: linear in zoo:a, linear in zoo:b (a linear" in within
     below = sweep_meaning(comparison(-0.05, -0.08, -0.02), "zoo:a", "zoo:b")
     assert "reads less than its untrained twin" in below
+
+
+def test_the_sweep_sentence_says_what_survives_against_position_and_pixels_alone():
+    short = sweep_meaning(comparison(0.19, 0.15, 0.22), "zoo:a", "zoo:b")
+    assert "falls short (AUROC 0.900 against 0.920 for pixel_position alone, -0.020 [-0.030, -0.010])" in short
+    assert "measures proximity and color more than binding" in short
+    edge = sweep_meaning(comparison(0.19, 0.15, 0.22, vs_baseline=(0.03, 0.01, 0.05)), "zoo:a", "zoo:b")
+    assert "keeps an edge (AUROC 0.900 against 0.870" in edge and "more than binding" not in edge
+    noise = sweep_meaning(comparison(0.19, 0.15, 0.22, vs_baseline=(0.01, -0.01, 0.03)), "zoo:a", "zoo:b")
+    assert "is within noise" in noise
 
 
 def effect(attention: tuple[float, float, float], auroc: tuple[float, float, float], noise: float) -> ShuffleEffect:
