@@ -1,6 +1,6 @@
 """The demo's figure: the story at a glance. Top, each probe's AUROC by layer in a model and beside it in its
-untrained twin (same axes, intervals shaded, chance dotted); bottom, one intervention beside its control as
-bars (a measure under each condition, with its interval and a note).
+untrained twin (same axes, intervals shaded, chance dotted, a network-free baseline dash-dotted); bottom,
+one intervention beside its control as bars (a measure under each condition, with its interval and a note).
 
     demo_figure(rows, {"zoo:mae": "zoo:mae (trained)", "zoo:random": "zoo:random (untrained twin)"},
                 [Bars("own-object attention", ["clean", "binding", "random"], [0.22, 0.12, 0.20])], "demo")
@@ -96,10 +96,13 @@ def demo_figure(
     probes: Sequence[str] | None = None,
     mark: tuple[str, int, str] | None = None,
     footnote: str = "",
+    baseline: tuple[float, str] | None = None,
 ) -> Path:
     """Top: a panel per model of `panels` ({model: panel title}, in order) with the AUROC of each of `probes`
     (default: every probe in `rows`) by layer; `mark` = (model, layer, label) draws a dashed line at that
-    layer of that model's panel. Bottom: one panel per `bars`; `footnote`: a line under them."""
+    layer of that model's panel; `baseline` = (AUROC, label) a dash-dotted line in every panel (what a
+    network-free baseline achieves on the same pairs). Bottom: one panel per `bars`; `footnote`: a line
+    under them."""
     rows = check_rows(rows, ("model", "layer", "probe", "auroc"), "demo_figure")
     if not panels or not bars:
         raise InputError("demo_figure needs at least one model panel and one bar panel")
@@ -113,6 +116,8 @@ def demo_figure(
         _sweep_panel(ax, [row for row in rows if row["model"] == model], probes, panel_title)
         if mark is not None and mark[0] == model:
             ax.axvline(mark[1], color="#555", ls="--", lw=1, label=mark[2])
+        if baseline is not None:
+            ax.axhline(baseline[0], color="#7a1f5c", ls="-.", lw=1.2, label=baseline[1])
         ax.sharey(top[0])
     top[0].set_ylabel("IsSameObject AUROC (test pairs)")
     top[0].set_ylim(0.4, 1.0)

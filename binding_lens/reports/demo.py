@@ -459,7 +459,8 @@ def _figure(sweeps: dict[str, SweepResult], comparison: list[Row], effect: Shuff
     edit, control = (_change(effect, "own_object_attention", condition) for condition in (EDIT, CONTROL))
     title = (
         f"{model} beside its untrained twin: quadratic probe AUROC {row[f'{model} auroc']:.3f} vs "
-        f"{row[f'{twin} auroc']:.3f} ({verdict(_interval(row))}). Shuffling its binding subspace at layer {layer} "
+        f"{row[f'{twin} auroc']:.3f} ({verdict(_interval(row))}); {row[f'{model} baseline']} alone, no network: "
+        f"{row[f'{model} baseline_auroc']:.3f}. Shuffling its binding subspace at layer {layer} "
         f"changes own-object attention at layer {after} by {edit:+.0%}, a random subspace by {control:+.0%}"
     )
     footnote = (
@@ -476,6 +477,7 @@ def _figure(sweeps: dict[str, SweepResult], comparison: list[Row], effect: Shuff
         probes=[row["probe"] for row in comparison],
         mark=(model, layer, f"layer {layer}: edited"),
         footnote=footnote,
+        baseline=(row[f"{model} baseline_auroc"], f"{row[f'{model} baseline']} baseline (no network)"),
     )
 
 

@@ -132,12 +132,22 @@ def draw_demo(path, title="demo"):
     ]
     rows = [dict(row, auroc_low=row["auroc"] - 0.03, auroc_high=row["auroc"] + 0.02) for row in sweep_rows()]
     panels = {"clip-vit-b16": "clip (trained)", "dinov2-small": "dinov2 (untrained twin)"}
-    return demo_figure(rows, panels, bars, path, title, mark=("clip-vit-b16", 3, "layer 3: edited"), footnote="note")
+    return demo_figure(
+        rows,
+        panels,
+        bars,
+        path,
+        title,
+        mark=("clip-vit-b16", 3, "layer 3: edited"),
+        footnote="note",
+        baseline=(0.97, "pixel_position baseline (no network)"),
+    )
 
 
 def test_demo_figure_puts_model_and_twin_side_by_side_above_the_intervention(tmp_path):
     svg = check_written(draw_demo(tmp_path / "demo"))
-    for text in ("clip (trained)", "dinov2 (untrained twin)", "layer 3: edited", "-0.105 (-47%)", "chance", "note"):
+    texts = ("clip (trained)", "dinov2 (untrained twin)", "layer 3: edited", "-0.105 (-47%)", "chance", "note")
+    for text in (*texts, "pixel_position baseline (no network)"):
         assert text in svg
     with pytest.raises(ValueError, match="at least one model panel"):
         demo_figure(sweep_rows(), {}, [], tmp_path / "none")
