@@ -43,6 +43,16 @@ class Bars:
     colors: Sequence[str] = field(default=BAR_COLORS)
 
 
+@dataclass(frozen=True)
+class SweepMarks:
+    """Lines on the sweep panels: `edited` = (model, layer, label), dashed at that layer of that model's panel;
+    `baseline` = (AUROC, label), dash-dotted in every panel (what a network-free baseline achieves on the
+    same pairs)."""
+
+    edited: tuple[str, int, str] | None = None
+    baseline: tuple[float, str] | None = None
+
+
 def _sweep_panel(ax: Any, rows: Sequence[dict[str, Any]], probes: Sequence[str], title: str) -> None:
     """AUROC against layer, a line per probe with its interval shaded, chance dotted."""
     for probe, color, (style, marker) in zip(probes, COLORS, STYLES):
@@ -94,15 +104,12 @@ def demo_figure(
     path: str | os.PathLike,
     title: str = "",
     probes: Sequence[str] | None = None,
-    mark: tuple[str, int, str] | None = None,
+    marks: SweepMarks | None = None,
     footnote: str = "",
-    baseline: tuple[float, str] | None = None,
 ) -> Path:
     """Top: a panel per model of `panels` ({model: panel title}, in order) with the AUROC of each of `probes`
-    (default: every probe in `rows`) by layer; `mark` = (model, layer, label) draws a dashed line at that
-    layer of that model's panel; `baseline` = (AUROC, label) a dash-dotted line in every panel (what a
-    network-free baseline achieves on the same pairs). Bottom: one panel per `bars`; `footnote`: a line
-    under them."""
+    (default: every probe in `rows`) by layer, and the lines of `marks`. Bottom: one panel per `bars`;
+    `footnote`: a line under them."""
     rows = check_rows(rows, ("model", "layer", "probe", "auroc"), "demo_figure")
     if not panels or not bars:
         raise InputError("demo_figure needs at least one model panel and one bar panel")
@@ -114,10 +121,11 @@ def demo_figure(
     top = [fig.add_subplot(grid[0, i * width_top : (i + 1) * width_top]) for i in range(len(panels))]
     for ax, (model, panel_title) in zip(top, panels.items()):
         _sweep_panel(ax, [row for row in rows if row["model"] == model], probes, panel_title)
-        if mark is not None and mark[0] == model:
-            ax.axvline(mark[1], color="#555", ls="--", lw=1, label=mark[2])
-        if baseline is not None:
-            ax.axhline(baseline[0], color="#7a1f5c", ls="-.", lw=1.2, label=baseline[1])
+        marks = marks or SweepMarks()
+        if marks.edited is not None and marks.edited[0] == model:
+            ax.axvline(marks.edited[1], color="#555", ls="--", lw=1, label=marks.edited[2])
+        if marks.baseline is not None:
+            ax.axhline(marks.baseline[0], color="#7a1f5c", ls="-.", lw=1.2, label=marks.baseline[1])
         ax.sharey(top[0])
     top[0].set_ylabel("IsSameObject AUROC (test pairs)")
     top[0].set_ylim(0.4, 1.0)

@@ -39,7 +39,7 @@ from ..analyses.shuffle_effect import ShuffleEffect, ShuffleEffectConfig, shuffl
 from ..data import Scene, SyntheticScenes
 from ..data.scene import Scenes
 from ..errors import InputError
-from ..figures.demo import Bars, demo_figure
+from ..figures.demo import Bars, SweepMarks, demo_figure
 from ..hooks import HookedViT
 from ..hooks.parity import hf_parity
 from ..probes import ProbeTrainingConfig, load_probe
@@ -475,9 +475,11 @@ def _figure(sweeps: dict[str, SweepResult], comparison: list[Row], effect: Shuff
         out / "demo.png",
         title,
         probes=[row["probe"] for row in comparison],
-        mark=(model, layer, f"layer {layer}: edited"),
+        marks=SweepMarks(
+            edited=(model, layer, f"layer {layer}: edited"),
+            baseline=(row[f"{model} baseline_auroc"], f"{row[f'{model} baseline']} baseline (no network)"),
+        ),
         footnote=footnote,
-        baseline=(row[f"{model} baseline_auroc"], f"{row[f'{model} baseline']} baseline (no network)"),
     )
 
 

@@ -19,7 +19,7 @@ from binding_lens.figures import (
     principal_components,
     score_kde,
 )
-from binding_lens.figures.demo import Bars
+from binding_lens.figures.demo import Bars, SweepMarks
 
 from helpers.checks import unchecked
 
@@ -138,9 +138,8 @@ def draw_demo(path, title="demo"):
         bars,
         path,
         title,
-        mark=("clip-vit-b16", 3, "layer 3: edited"),
+        marks=SweepMarks(("clip-vit-b16", 3, "layer 3: edited"), (0.97, "pixel_position baseline (no network)")),
         footnote="note",
-        baseline=(0.97, "pixel_position baseline (no network)"),
     )
 
 
