@@ -29,7 +29,8 @@ images (`effects.attention.attention_follows_scores`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..binding import BindingSubspace, Inject, Shuffle
+from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..binding.interventions import InjectByProbe, Intervention
 from ..data import Scene, patch_labels
 from ..effects.attention import (
@@ -77,10 +79,18 @@ class AblationSettings:
     inject_alphas: tuple[float, ...] = (0.5, 0.0)
     """Ratio 0 and alpha 1 leave the model clean: the clean row is always measured."""
     control: bool = True
+    control_draws: int = 20
+    """Draws of the random subspace (and of every shuffle's permutation) for the measures that need only a
+    forward pass (attention at l+1, the DINO loss on the first `head_seeds` draws): their spread is inside
+    the "binding - random" intervals."""
+    matched_energy: bool = True
+    """Draw the random subspace with the binding subspace's share of the within-image token variance at the
+    layer (`binding.energy`); False: uniformly random (it moves far less of the tokens)."""
     head_refit: bool = True
     """Also compare the clean run's heads of two seeds (what retraining alone moves)."""
-    head_seeds: int = 3
-    """Segmentation heads trained per condition (seeds seed, seed + 1, ...): their spread is in the intervals."""
+    head_seeds: int = 5
+    """Segmentation heads trained per condition: draw j < head_seeds gets head seed seed + j (so the heads of
+    the first `head_seeds` draws, with their spread, are in the intervals of the head measures)."""
     inject_by_probe: bool = True
     """Also inject toward the probe's own groups (`InjectByProbe`) at `inject_alphas`."""
     n_boot: int = 1000
@@ -121,18 +131,37 @@ def label_images(model: HookedViT, scenes: Sequence[Scene], size: int | None) ->
     return Labeled(pixels, instance, klass, [scene.image for scene in scenes])
 
 
-def _run(model: HookedViT, data: Labeled, layer: int, make_hooks: Callable[[slice], list], batch_size: int):
-    """Final patch features and layer l+1's patch attention under the interventions."""
+@dataclass(frozen=True)
+class Forward:
+    """One run over some of the images: final patch features, layer l+1's patch attention and (on the clean
+    run) the patch tokens at l."""
+
+    features: Tensor
+    pattern: Tensor
+    tokens: Tensor | None = None
+
+
+def _run(
+    model: HookedViT,
+    data: Labeled,
+    layer: int,
+    make_hooks: Callable[[Tensor], list],
+    batch_size: int,
+    images: Tensor | None = None,
+) -> Forward:
+    """The images (`images`: their indices; all by default) run under the hooks `make_hooks(batch indices)`."""
     n_prefix = model.cfg.n_prefix_tokens
-    pattern_name = names.pattern(layer + 1)
-    features, patterns = [], []
-    for start in range(0, data.pixels.shape[0], batch_size):
-        batch = slice(start, start + batch_size)
+    pattern_name, tokens_name = names.pattern(layer + 1), names.resid_post(layer)
+    indices = torch.arange(data.pixels.shape[0]) if images is None else images
+    features, patterns, tokens = [], [], []
+    for start in range(0, len(indices), batch_size):
+        batch = indices[start : start + batch_size]
         with torch.inference_mode(), model.hooks(fwd_hooks=make_hooks(batch)):
-            out, cache = model.run_with_cache(data.pixels[batch], names_filter=pattern_name)
+            out, cache = model.run_with_cache(data.pixels[batch], names_filter=[pattern_name, tokens_name])
         features.append(out[:, n_prefix:].float())
         patterns.append(cache[pattern_name][:, :, n_prefix:, n_prefix:].float())
-    return torch.cat(features), torch.cat(patterns)
+        tokens.append(model.patch_tokens(cache[tokens_name]).float())
+    return Forward(torch.cat(features), torch.cat(patterns), torch.cat(tokens))
 
 
 @dataclass
@@ -283,7 +312,8 @@ class _AblationPlan:
     data: Labeled
     split: tuple[Tensor, Tensor]
     label_counts: tuple[int, int]
-    subspaces: dict[str, BindingSubspace]
+    subspaces: dict[str, list[BindingSubspace]]
+    """"binding": [the probe's]; "random": one per draw (`_with_controls`, after the clean run)."""
     conditions: list[tuple[str, str, float]]
     probe: PairProbe
 
@@ -305,14 +335,16 @@ def _plan(
     data = label_images(model, scenes, size)
     label_counts = label_space(data.instance, data.klass)
     train, _, test = split_by_image(len(scenes), fractions=(0.7, 0.0, 0.3), seed=settings.seed)
-    subspaces = {"binding": BindingSubspace.from_probe(probe, settings.k)}
-    if settings.control:
-        subspaces["random"] = BindingSubspace.random(model.cfg.d_model, settings.k, seed=settings.seed)
-    if settings.head_seeds < 1:
-        raise InputError(f"head_seeds must be >= 1, got {settings.head_seeds}")
+    subspaces = {"binding": [BindingSubspace.from_probe(probe, settings.k)]}
+    if settings.head_seeds < 1 or settings.control_draws < settings.head_seeds:
+        raise InputError(
+            f"need 1 <= head_seeds <= control_draws, got head_seeds {settings.head_seeds} and control_draws "
+            f"{settings.control_draws}"
+        )
     edits = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
     edits += [("inject_probe", a) for a in settings.inject_alphas] if settings.inject_by_probe else []
-    conditions = [(name, kind, strength) for name in subspaces for kind, strength in edits]
+    names_ = ["binding", "random"] if settings.control else ["binding"]
+    conditions = [(name, kind, strength) for name in names_ for kind, strength in edits]
     return _AblationPlan(data, (train, test), label_counts, subspaces, conditions, probe)
 
 
@@ -320,47 +352,72 @@ def _head_seeds(settings: AblationSettings) -> list[int]:
     return [settings.seed + i for i in range(settings.head_seeds)]
 
 
-def _measure(
-    plan: _AblationPlan,
-    settings: AblationSettings,
-    features: Tensor,
-    pattern: Tensor,
-    clean_pattern: Tensor,
-    head_seeds: Sequence[int],
-) -> dict[str, Tensor]:
-    """Heads retrained on these features (once per head seed), every measure on the test images, per image:
-    measure -> [head seed, image, ...] (the attention measures, which train no head, have one seed)."""
-    data, (train, test), (n_classes, n_queries) = plan.data, plan.split, plan.label_counts
-    semantic, instance = [], []
-    for seed in head_seeds:
-        head = fit_semantic_head(
-            features[train], data.klass[train], n_classes, epochs=settings.segmentation_epochs, seed=seed
-        )
-        instance_head = fit_instance_head(
-            features[train], data.instance[train], n_queries, epochs=settings.segmentation_epochs, seed=seed
-        )
-        predicted = predict_classes(head, features[test])
-        predicted_instances = instance_head.predict(features[test])
-        semantic.append(semantic_confusions(predicted, data.klass[test].to(predicted.device), n_classes))
-        instance.append(instance_iou_sums(predicted_instances, data.instance[test].to(predicted_instances.device)))
-    return {
-        "semantic_miou": torch.stack(semantic),
-        "instance_miou": torch.stack(instance),
-        "own_object_attention": own_object_attention_sums(pattern[test], data.instance[test])[None],
-        "attention_kl_to_clean": attention_kl_sums(clean_pattern[test], pattern[test], data.instance[test])[None],
+def _with_controls(plan: _AblationPlan, settings: AblationSettings, tokens: Tensor) -> tuple[_AblationPlan, Row]:
+    """The random subspaces of every draw (draw j seeded with seed + j), each with the binding subspace's
+    share of the within-image variance of the clean tokens at the layer (`settings.matched_energy`), and
+    the energy of both (`energy`: what the report prints beside the effects)."""
+    covariance = within_image_covariance(tokens)
+    binding = plan.subspaces["binding"][0]
+    share = variance_share(binding.basis, covariance)
+    seeds = [settings.seed + j for j in range(settings.control_draws)] if settings.control else []
+    if settings.matched_energy:
+        random = [matched_random_subspace(covariance, settings.k, share, seed) for seed in seeds]
+    else:
+        random = [BindingSubspace.random(binding.d_model, settings.k, seed=seed) for seed in seeds]
+    shares = [variance_share(r.basis, covariance) for r in random]
+    energy = {
+        "measure": "share of the within-image variance of the clean patch tokens at the layer",
+        "binding": share,
+        "random": shares,
+        "random_mean": sum(shares) / len(shares) if shares else None,
+        "matched": settings.matched_energy,
+        "draws": len(random),
+        "head_draws": settings.head_seeds if random else 0,
     }
+    subspaces = plan.subspaces | ({"random": random} if random else {})
+    return replace(plan, subspaces=subspaces), energy
+
+
+def _head_parts(plan: _AblationPlan, settings: AblationSettings, features: Tensor, seed: int) -> dict[str, Tensor]:
+    """Segmentation heads of one seed retrained on these features (all images): semantic and instance
+    measures on the test images, per image."""
+    data, (train, test), (n_classes, n_queries) = plan.data, plan.split, plan.label_counts
+    epochs = settings.segmentation_epochs
+    head = fit_semantic_head(features[train], data.klass[train], n_classes, epochs=epochs, seed=seed)
+    instance_head = fit_instance_head(features[train], data.instance[train], n_queries, epochs=epochs, seed=seed)
+    predicted = predict_classes(head, features[test])
+    predicted_instances = instance_head.predict(features[test])
+    return {
+        "semantic_miou": semantic_confusions(predicted, data.klass[test].to(predicted.device), n_classes),
+        "instance_miou": instance_iou_sums(predicted_instances, data.instance[test].to(predicted_instances.device)),
+    }
+
+
+def _attention_parts(plan: _AblationPlan, pattern: Tensor, clean_pattern: Tensor) -> dict[str, Tensor]:
+    """Attention at l+1 on the test images (both patterns hold only those), per image."""
+    instance = plan.data.instance[plan.split[1]]
+    return {
+        "own_object_attention": own_object_attention_sums(pattern, instance),
+        "attention_kl_to_clean": attention_kl_sums(clean_pattern, pattern, instance),
+    }
+
+
+def _stacked(per_unit: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """[{measure: [image, ...]}] per unit (draw or head seed) -> {measure: [unit, image, ...]}."""
+    return {name: torch.stack([unit[name] for unit in per_unit]) for name in per_unit[0]} if per_unit else {}
 
 
 def _clean_runs(
     plan: _AblationPlan,
     settings: AblationSettings,
-    features: Tensor,
-    pattern: Tensor,
+    clean: Forward,
     dino: DinoMeasurement | None,
 ) -> list[Condition]:
     """The clean run (heads of every head seed) and, with `settings.head_refit`, the head refit: the clean
     features read by heads of the second seed, set against the first (fitted here when there is one seed)."""
-    parts = _measure(plan, settings, features, pattern, pattern, _head_seeds(settings))
+    test_pattern = clean.pattern[plan.split[1]]
+    parts = _stacked([_head_parts(plan, settings, clean.features, seed) for seed in _head_seeds(settings)])
+    parts |= _stacked([_attention_parts(plan, test_pattern, test_pattern)])
     if dino is not None:
         parts["dino_loss"] = dino.losses([])[None]
     runs = [Condition("-", "clean", None, parts)]
@@ -368,7 +425,7 @@ def _clean_runs(
         refit = (
             {name: parts[name][1:2] for name in HEAD_MEASURES}
             if settings.head_seeds > 1
-            else _measure(plan, settings, features, pattern, pattern, [settings.seed + 1])
+            else _stacked([_head_parts(plan, settings, clean.features, settings.seed + 1)])
         )
         runs.append(Condition("-", "head refit", None, {name: refit[name] for name in HEAD_MEASURES}))
     return runs
@@ -382,36 +439,50 @@ def _intervened(
     clean_pattern: Tensor,
     dino: DinoMeasurement | None,
 ) -> Condition:
-    """One (subspace, intervention, strength): the intervention applied mid-forward, heads retrained, every
-    measure taken."""
+    """One (subspace, intervention, strength), applied mid-forward once per draw: draw j edits random subspace j
+    (and a shuffle draws permutation j); the first `head_seeds` draws run on every image and retrain the heads
+    (head seed seed + j), the others run on the test images for the attention measures only. An intervention
+    that no draw changes (an injection into the binding subspace) runs once, its heads with every head seed."""
     (subspace_name, kind, strength), data = condition, plan.data
-    subspace, layer, n_prefix = plan.subspaces[subspace_name], settings.layer, model.cfg.n_prefix_tokens
-
-    def make(batch: slice) -> list:
-        edit = _intervention(kind, strength, subspace, n_prefix, data.instance[batch], plan.probe, settings.seed)
-        return [edit.at(layer)]
-
-    features, pattern = _run(model, data, layer, make, settings.batch_size)
-    parts = _measure(plan, settings, features, pattern, clean_pattern, _head_seeds(settings))
-    if dino is not None and kind == "shuffle":  # informed injection is undefined under local crops
-        parts["dino_loss"] = dino.losses([Shuffle(subspace, strength, n_prefix, settings.seed).at(layer)])[None]
+    layer, n_prefix, test = settings.layer, model.cfg.n_prefix_tokens, plan.split[1]
+    varies = subspace_name != "binding" or kind == "shuffle"
+    heads, attention, losses = [], [], []
+    for j in range(settings.control_draws if varies else 1):
+        subspace = plan.subspaces[subspace_name][j if subspace_name != "binding" else 0]
+        edit = partial(_intervention, kind, strength, subspace, n_prefix, probe=plan.probe, seed=settings.seed + j)
+        make = lambda batch, edit=edit: [edit(data.instance[batch]).at(layer)]  # noqa: E731
+        with_heads = j < settings.head_seeds
+        run = _run(model, data, layer, make, settings.batch_size, images=None if with_heads else test)
+        attention.append(_attention_parts(plan, run.pattern[test] if with_heads else run.pattern, clean_pattern))
+        if with_heads:
+            seeds = [settings.seed + j] if varies else _head_seeds(settings)
+            heads += [_head_parts(plan, settings, run.features, seed) for seed in seeds]
+        if dino is not None and kind == "shuffle" and with_heads:  # informed injection is undefined under local crops
+            losses.append(dino.losses([Shuffle(subspace, strength, n_prefix, settings.seed + j).at(layer)]))
+    parts = _stacked(heads) | _stacked(attention) | ({"dino_loss": torch.stack(losses)} if losses else {})
     return Condition(subspace_name, kind, strength, parts)
 
 
 def compare_parts(
-    condition: Tensor, reference: Tensor, reduce: Reduce, counts: Tensor, level: float = LEVEL
+    condition: Tensor,
+    reference: Tensor,
+    reduce: Reduce,
+    counts: Tensor,
+    level: float = LEVEL,
+    units: str = "head",
 ) -> tuple[float, float, Interval, float]:
     """A measure under a condition minus the same measure under a reference, both kept per image as
-    [head seed, image, ...] parts on the same images (and, with several head seeds, the same seeds): (value,
-    reference value, the difference's `Interval`, its p-value). Paired by image (one `counts` for both
-    sides) and by head seed; with several head seeds the interval is `two_level_interval`, with one the
+    [unit, image, ...] parts on the same images, unit j of one paired with unit j of the other (head seeds,
+    or draws of a control; a side with one unit is set against every unit of the other): (value, reference
+    value, the difference's `Interval`, its p-value). Paired by image (one `counts` for both sides) and by
+    unit; with several units the interval is `two_level_interval` (their spread inside), with one the
     percentile interval of the paired replicates."""
     value, value_replicates = seeded_replicates(condition, reduce, counts)
     base, base_replicates = seeded_replicates(reference, reduce, counts)
     per_seed, replicates = value - base, (value_replicates - base_replicates).mean(1)
     estimate, n = float(per_seed.mean()), condition.shape[1]
-    if condition.shape[0] > 1 and torch.isfinite(replicates).sum() > 1:
-        interval, p = two_level_interval(estimate, replicates, per_seed.tolist(), n=n, level=level)
+    if per_seed.numel() > 1 and torch.isfinite(replicates).sum() > 1:
+        interval, p = two_level_interval(estimate, replicates, per_seed.tolist(), n=n, level=level, seeds_of=units)
     else:
         interval = replicate_interval(estimate, replicates, n=n, level=level)
         p = bootstrap_p_value(estimate, replicates)
@@ -438,8 +509,9 @@ def _differences(conditions: Sequence[Condition], clean: Condition, settings: Ab
     for condition, reference, against in _comparisons(conditions, clean):
         for name, parts in condition.parts.items():
             counts = bootstrap_counts(parts.shape[1], settings.n_boot, settings.seed)  # DINO: its own images
+            units = "head" if name in HEAD_MEASURES else "draw"
             value, base, difference, p = compare_parts(
-                parts, reference.parts[name], REDUCERS[name], counts, settings.level
+                parts, reference.parts[name], REDUCERS[name], counts, settings.level, units
             )
             rows.append(
                 {
@@ -487,10 +559,13 @@ class AblationResult:
     model: str
     images: dict[str, int]  # train, test
     eigenvalues: list[float]  # of the binding subspace
+    energy: dict[str, Any] = field(default_factory=dict)
+    """The within-image variance share of the binding subspace and of each random draw (`_with_controls`)."""
 
     def summary(self) -> dict[str, Any]:
         """`ablation_summary.json`: everything but the two tables."""
         return {
+            "energy": self.energy,
             "attention_vs_probe": self.attention_vs_probe,
             "settings": asdict(self.settings),
             "dino_head": self.dino_head,
@@ -520,8 +595,10 @@ def ablation_study(
     without a head, one is fitted on clean features (the result's `dino_head` says which).
     """
     plan = _plan(model, scenes, probe, settings, size)
-    clean_features, clean_pattern = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size)
-    correlation = _attention_vs_probe(model, plan.data, probe, settings.layer, plan.split[1], clean_pattern, settings)
+    clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size)
+    assert clean.tokens is not None
+    plan, energy = _with_controls(plan, settings, clean.tokens)
+    correlation = _attention_vs_probe(model, plan.data, probe, settings.layer, plan.split[1], clean.pattern, settings)
     measurement = (
         DinoMeasurement.prepare(
             model,
@@ -534,21 +611,23 @@ def ablation_study(
         if settings.dino
         else None
     )
-    clean, *conditions = _clean_runs(plan, settings, clean_features, clean_pattern, measurement)
+    clean_run, *conditions = _clean_runs(plan, settings, clean, measurement)
+    clean_pattern = clean.pattern[plan.split[1]]
     for condition in tqdm(
         plan.conditions, desc=f"ablate layer {settings.layer}", unit="condition", disable=not progress
     ):
         conditions.append(_intervened(model, plan, settings, condition, clean_pattern, measurement))
     result = AblationResult(
-        rows=[condition.row(settings) for condition in [clean, *conditions]],
-        differences=_differences(conditions, clean, settings),
+        rows=[condition.row(settings) for condition in [clean_run, *conditions]],
+        differences=_differences(conditions, clean_run, settings),
         attention_vs_probe=correlation,
         settings=settings,
         dino_head=measurement.head_source if measurement is not None else None,
         probe=probe.name,
         model=model.cfg.source,
         images={"train": len(plan.split[0]), "test": len(plan.split[1])},
-        eigenvalues=_eigenvalues(plan.subspaces["binding"]),
+        eigenvalues=_eigenvalues(plan.subspaces["binding"][0]),
+        energy=energy,
     )
     if out is not None:
         _write(result, Path(out))

@@ -240,8 +240,8 @@ class SweepResult:
         )
 
     def problems(self) -> list[str]:
-        """One line per (probe, layer) that did not converge, or is no better than the strongest baseline on
-        validation (`learnt` False)."""
+        """One line per (probe, layer) that did not converge (a step or epoch limit, or the learning-rate floor
+        came first), or is no better than the strongest baseline on validation (`learnt` False)."""
         if "training_problems" in self.summary and "seeds" in self.summary:  # across seeds: each run's own lines
             return list(self.summary["training_problems"])
         strongest = self.summary.get("baselines", {}).get("strongest", "the strongest baseline")
@@ -252,6 +252,8 @@ class SweepResult:
                 for flag, text in (
                     (row["learnt"] is False, f"no better than the {strongest} baseline on validation"),
                     (row["stopped"] == "max_steps", "stopped at max_steps"),
+                    (row["stopped"] == "epochs", "stopped at its epoch limit"),
+                    (row["stopped"] == "lr_floor", "stopped with its learning rate on the floor (not converged)"),
                 )
                 if flag
             ]

@@ -51,8 +51,20 @@ def add(commands: argparse._SubParsersAction) -> None:
     ablate.add_argument(
         "--head-seeds",
         type=positive_int,
-        default=3,
+        default=5,
         help="segmentation heads trained per condition (their spread is in every interval)",
+    )
+    ablate.add_argument(
+        "--control-draws",
+        type=positive_int,
+        default=20,
+        help="draws of the random subspace and of the shuffle permutation (attention measures; the first "
+        "--head-seeds of them also retrain the heads)",
+    )
+    ablate.add_argument(
+        "--unmatched-control",
+        action="store_true",
+        help="draw the random subspace uniformly instead of with the binding subspace's share of the token variance",
     )
     ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
     ablate.add_argument("--device", default=None, help=DEVICE_HELP)
@@ -93,7 +105,14 @@ def run(args: argparse.Namespace) -> int:
     model = HookedViT.from_pretrained(model_spec, device=device)
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
-    settings = AblationSettings(layer=args.layer, k=args.k, dino=not args.no_dino, head_seeds=args.head_seeds)
+    settings = AblationSettings(
+        layer=args.layer,
+        k=args.k,
+        dino=not args.no_dino,
+        head_seeds=args.head_seeds,
+        control_draws=max(args.control_draws, args.head_seeds),
+        matched_energy=not args.unmatched_control,
+    )
     dino = None
     if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
         settings, dino = _zoo_dino(model, model_spec, settings, device)
@@ -107,6 +126,15 @@ def run(args: argparse.Namespace) -> int:
         dino=dino,
     )
     print(ablation_table(result.rows))
+    energy = result.energy
+    if energy.get("draws"):
+        shares = energy["random"]
+        print(
+            f"\nshare of the within-image token variance at layer {args.layer}: binding subspace "
+            f"{energy['binding']:.3f}; random subspaces ({energy['draws']} draws, "
+            f"{'energy-matched' if energy['matched'] else 'uniform'}) {energy['random_mean']:.3f} "
+            f"({min(shares):.3f} to {max(shares):.3f})"
+        )
     print(
         f"\nminus the clean run (binding - random: minus the random subspace's same condition), on the same "
         f"{result.images['test']} test images (95 %, paired by image and head seed; intervals over images and "

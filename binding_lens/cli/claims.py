@@ -37,7 +37,13 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
     claims.add_argument("--seeds", type=positive_int, default=1, help="probe seeds and scene draws per model")
     claims.add_argument(
-        "--head-seeds", type=positive_int, default=3, help="segmentation heads trained per intervention condition"
+        "--head-seeds", type=positive_int, default=5, help="segmentation heads trained per intervention condition"
+    )
+    claims.add_argument(
+        "--control-draws",
+        type=positive_int,
+        default=20,
+        help="draws of the energy-matched random subspace and of the shuffle permutation per model",
     )
     claims.add_argument(
         "--probe-seeds",
@@ -84,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         toy_train=args.toy_train,
         ablation_images=args.ablation_images,
         head_seeds=args.head_seeds,
+        control_draws=max(args.control_draws, args.head_seeds),
         probe_seeds=args.probe_seeds,
         n_boot=args.n_boot,
         labels="shuffled" if args.shuffled_labels else "true",

@@ -23,7 +23,7 @@ from torch import Tensor
 from ..errors import InputError
 from ..hooks import HookedViT, names
 from ..stats import Interval, bootstrap_counts
-from ..stats.correlation import partial_correlation, stratum_moments
+from ..stats.correlation import cell_comoments, partial_correlation, partial_from_comoments, stratum_moments
 from ..stats.inference import bootstrap_p_value, replicate_interval
 
 
@@ -179,10 +179,14 @@ def attention_follows_draws(
     instance: Int[Tensor, "batch n"],
     grid: tuple[int, int],
     counts: Float[Tensor, "replicate batch"],
+    cosine: Float[Tensor, "batch query_pos key_pos"] | None = None,
 ) -> dict[str, tuple[float, Tensor]]:
     """{"partial": (r given patch distance, its replicates), "plain": (r, its replicates)} over ordered pairs
     (i != j) of labeled patches, each replicate drawing images by `counts` (`stats.bootstrap_counts`): one
-    `counts` for several probes' scores makes their replicates paired."""
+    `counts` for several probes' scores makes their replicates paired. With `cosine` (the tokens' cosine
+    similarity per pair) also "strict": r given the tokens' cosine similarity, within each image and patch
+    distance (pairs centered on their own image's mean at their distance), so neither which image, nor how
+    far apart, nor how alike two tokens are counts as following the probe."""
     instance = instance.to(pattern.device)
     pairs, distance = _ordered_pairs(instance, grid)
     image = torch.arange(pattern.shape[0], device=pattern.device)[:, None, None].expand_as(pairs)[pairs]
@@ -193,6 +197,11 @@ def attention_follows_draws(
         moments = stratum_moments(attention, score, stratum, image, n_images, n_strata)
         replicates = partial_correlation(torch.einsum("bi,isk->bsk", counts.double().to(moments.device), moments))
         found[name] = (float(partial_correlation(moments.sum(0))), replicates.cpu())
+    if cosine is not None:
+        values = torch.stack([attention, score, cosine.to(pattern)[pairs]], -1)
+        per_image = cell_comoments(values, distance.expand_as(pairs)[pairs], image, n_images, n_strata)
+        weighted = torch.einsum("bi,ivw->bvw", counts.double().to(per_image.device), per_image)
+        found["strict"] = (float(partial_from_comoments(per_image.sum(0))), partial_from_comoments(weighted).cpu())
     return found
 
 

@@ -42,8 +42,10 @@ from ..hooks import HookedViT, names
 from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, evaluate, make_probe, train_probes
 from ..probes.evaluation import score_pairs
 from ..probes.metrics import auroc, auroc_replicates
+from ..probes.training import TrainResult
 from ..stats import Interval, bootstrap_counts, difference_interval
 from ..stats.inference import bootstrap_p_value, replicate_interval, two_level_interval, welch_p_value
+from ..training.stopping import CONVERGED
 
 Measure = dict[str, Any]
 DECODING_PROBES = ("linear", "diag_quadratic", "quadratic")
@@ -135,7 +137,7 @@ Key = tuple[str, int]
 
 def refit_probes(
     splits: SweepSplits, wanted: Sequence[Key], training: ProbeTrainingConfig, seed: int, shuffled: bool = False
-) -> dict[Key, PairProbe]:
+) -> dict[Key, TrainResult]:
     """The sweep's probes `wanted` ((name, layer)) trained again as it trained them, with another `seed`:
     on a bootstrap resample of its training images (drawn with `seed`: which images a probe learns from is
     most of what makes two probes differ; the initial weights and batches alone barely move a probe that
@@ -159,7 +161,116 @@ def refit_probes(
         replace(training, seed=seed),
         warn=False,
     )
-    return {key: result.probe for key, result in zip(wanted, results)}
+    return dict(zip(wanted, results))
+
+
+def oriented_cosine(splits: SweepSplits, layer: int, training: ProbeTrainingConfig) -> PairProbe:
+    """The cosine similarity of the raw tokens at `layer` as a pair score, its sign chosen on the sweep's
+    training pairs (where dissimilar tokens are the same object more often, as on shuffled labels, it is
+    turned round): the best a fixed similarity does, so "quadratic beats cosine" cannot be won against a
+    score read the wrong way round."""
+    probe = make_probe("cosine_similarity", splits.data["train"].d_model(layer))
+    train = score_pairs(
+        probe,
+        splits.data["train"],
+        layer=layer,
+        patches_per_image=training.eval_patches_per_image,
+        seed=training.eval_seed,
+    )
+    if auroc(train.scores, train.labels) < 0.5:
+        scale = probe.get_parameter("a")
+        with torch.no_grad():
+            scale.fill_(-1.0)
+    return probe
+
+
+# --- every fit's health travels with the numbers it feeds -----------------------------------------
+STOPS = {
+    "max_steps": "stopped on its step limit",
+    "epochs": "stopped on its epoch limit",
+    "lr_floor": "stopped with its learning rate on the floor",
+}
+
+
+def fit_record(key: Key, kind: str, seed: int, stopped: str, beats_baseline: bool | None) -> dict[str, Any]:
+    """One probe fit behind a claim: which (probe, layer), what kind ("sweep", "refit", "shuffled-label
+    null"), its seed, why its training stopped and whether it beat the strongest baseline on validation (the
+    sweep's judgment of that probe and layer; None where it does not apply: a null should learn nothing)."""
+    name, layer = key
+    record = {"probe": name, "layer": layer, "kind": kind, "seed": seed, "stopped": stopped}
+    return record | {"converged": stopped == CONVERGED, "beats_baseline": beats_baseline}
+
+
+def sweep_fits(sweep: SweepResult, seed: int) -> dict[Key, dict[str, Any]]:
+    """The health of the sweep's own probes, from its rows."""
+    return {
+        (row["probe"], row["layer"]): fit_record(
+            (row["probe"], row["layer"]), "sweep", seed, row["stopped"], row.get("learnt")
+        )
+        for row in sweep.rows
+    }
+
+
+def refit_records(
+    results: dict[Key, TrainResult], kind: str, seed: int, sweep: dict[Key, dict[str, Any]]
+) -> dict[Key, dict[str, Any]]:
+    """The health of refits (`kind` "refit": judged against the baseline as the sweep judged that probe and
+    layer; "shuffled-label null": convergence only)."""
+    return {
+        key: fit_record(
+            key, kind, seed, result.stopped, sweep.get(key, {}).get("beats_baseline") if kind == "refit" else None
+        )
+        for key, result in results.items()
+    }
+
+
+def fit_problems(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per fit a reader must know about: it did not converge (and why it stopped), or it is no
+    better than the strongest network-free baseline."""
+    lines = []
+    for r in records:
+        where = f"{r['kind']} {r['probe']} at layer {r['layer']} (seed {r['seed']})"
+        if not r["converged"]:
+            lines.append(f"{where}: {STOPS.get(r['stopped'], 'stopped: ' + str(r['stopped']))}")
+        if r["beats_baseline"] is False:
+            lines.append(f"{where}: no better than the strongest baseline on validation")
+    return list(dict.fromkeys(lines))
+
+
+def with_fits(measure: Measure, records: Sequence[dict[str, Any]]) -> Measure:
+    """The measure with the fits it is fed by (`fits`) and their problems (`fit_problems`)."""
+    return measure | {"fits": list(records), "fit_problems": fit_problems(records)}
+
+
+def fits_of(
+    health: dict[str, list[dict[str, Any]]], key: Key, refits: bool = True, nulls: bool = False
+) -> list[dict[str, Any]]:
+    """The records of the fits of (probe, layer) `key`: the sweep's, its refits (`refits`) and the
+    shuffled-label nulls at that layer (`nulls`)."""
+    kinds = ["sweep"] + (["refit"] if refits else []) + (["null"] if nulls else [])
+    return [r for kind in kinds for r in health[kind] if (r["probe"], r["layer"]) == key]
+
+
+def attach_fits(
+    measures: dict[str, Measure], health: dict[str, list[dict[str, Any]]], sweep: SweepResult, n_layers: int
+) -> dict[str, Measure]:
+    """Each decoding measure with the fits it is fed by (`with_fits`)."""
+    peak, middle, last = sweep.peaks["quadratic"]["layer"], middle_layer(n_layers), n_layers - 1
+    best = best_middle(sweep, n_layers)
+    feeds: dict[str, list[Key]] = {
+        "quadratic_beats_diagonal": [("quadratic", peak), ("diag_quadratic", peak)],
+        "quadratic_beats_linear": [("quadratic", peak), ("linear", peak)],
+        "quadratic_beats_cosine": [("quadratic", peak)],
+        "middle_layers": [("quadratic", layer) for layer in sorted({0, best, last})],
+        "middle_signal": [("quadratic", middle)],
+    }
+    out = dict(measures)
+    for claim, keys in feeds.items():
+        if claim in out:
+            out[claim] = with_fits(out[claim], [r for key in keys for r in fits_of(health, key)])
+    if "low_dimensional" in out:
+        out["low_dimensional"] = with_fits(out["low_dimensional"], fits_of(health, ("quadratic", middle), nulls=True))
+    return out
 
 
 @dataclass(frozen=True)
@@ -175,10 +286,20 @@ class AurocDraws:
         return len(self.values[key])
 
     def difference(self, a: Key, b: Key) -> tuple[list[float], Tensor]:
-        """a - b with each seed (the seeds both have): per-seed values, and replicates of their mean."""
-        n = min(self.seeds(a), self.seeds(b))
-        per_seed = [x - y for x, y in zip(self.values[a][:n], self.values[b][:n])]
-        return per_seed, (self.replicates[a][:n] - self.replicates[b][:n]).mean(0)
+        """a - b with each seed (the seeds both have; a side with one value, a fixed score such as the cosine
+        similarity, is set against every seed of the other): per-seed values, and replicates of their mean."""
+        n = (
+            max(self.seeds(a), self.seeds(b))
+            if 1 in (self.seeds(a), self.seeds(b))
+            else min(self.seeds(a), self.seeds(b))
+        )
+
+        def spread(key: Key) -> tuple[list[float], Tensor]:
+            values, replicates = self.values[key], self.replicates[key]
+            return (values * n, replicates.expand(n, -1)) if len(values) == 1 else (values[:n], replicates[:n])
+
+        (va, ra), (vb, rb) = spread(a), spread(b)
+        return [x - y for x, y in zip(va, vb)], (ra - rb).mean(0)
 
 
 def auroc_draws(
@@ -186,10 +307,11 @@ def auroc_draws(
     probes: Sequence[dict[Key, PairProbe]],
     training: ProbeTrainingConfig,
     counts: Float[Tensor, "replicate image"],
+    split: str = "test",
 ) -> AurocDraws:
-    """Each seed's probes (`probes[s]`: (name, layer) -> probe) scored on the sweep's test pairs (its
+    """Each seed's probes (`probes[s]`: (name, layer) -> probe) scored on the sweep's `split` pairs (its
     evaluation's patches and seed) and resampled with one draw of images."""
-    test = splits.data["test"]
+    test = splits.data[split]
     values: dict[Key, list[float]] = {}
     replicates: dict[Key, list[Tensor]] = {}
     for by_key in probes:
@@ -244,26 +366,34 @@ def _both_ways(rise: Measure, fall: Measure) -> Measure:
     return min(gaps, key=lambda g: g["value"])
 
 
-def decoding_measures(draws: AurocDraws, sweep: SweepResult, n_layers: int) -> dict[str, Measure]:
-    """`quadratic_beats_diagonal`, the floor `quadratic_beats_linear`, `middle_layers` (with the peak depth)
-    and the middle-layer signal: on the sweep's test images, paired, with the probes' seeds inside."""
+def decoding_measures(
+    draws: AurocDraws, sweep: SweepResult, n_layers: int, val: AurocDraws | None = None
+) -> dict[str, Measure]:
+    """`quadratic_beats_diagonal`, `quadratic_beats_cosine` (the cosine similarity of the raw tokens, a fixed
+    score), the floor `quadratic_beats_linear`, `middle_layers` (with the peak depth: chosen on validation,
+    its interval from a bootstrap of the validation images when `val` holds the quadratic probe's validation
+    draws) and the middle-layer signal: on the sweep's test images, paired, with the probes' seeds inside."""
     n, peak, middle, last = draws.n_images, sweep.peaks["quadratic"]["layer"], middle_layer(n_layers), n_layers - 1
     measures = {
         f"quadratic_beats_{other}": seeded_measure(*draws.difference(("quadratic", peak), (probe, peak)), n, layer=peak)
-        for other, probe in (("diagonal", "diag_quadratic"), ("linear", "linear"))
+        for other, probe in (("diagonal", "diag_quadratic"), ("linear", "linear"), ("cosine", "cosine_similarity"))
+        if (probe, peak) in draws.values
     }
     best = best_middle(sweep, n_layers)
     rise = seeded_measure(*draws.difference(("quadratic", best), ("quadratic", 0)), n)
     fall = seeded_measure(*draws.difference(("quadratic", best), ("quadratic", last)), n)
-    by_layer = torch.stack([draws.replicates["quadratic", layer][0] for layer in range(n_layers)], -1)
+    chosen = val or draws
+    by_layer = torch.stack([chosen.replicates["quadratic", layer][0] for layer in range(n_layers)], -1)
     depth = torch.nan_to_num(by_layer, nan=-1.0).argmax(-1).double() / max(n_layers - 1, 1)
-    top = max(range(n_layers), key=lambda layer: draws.values["quadratic", layer][0]) / max(n_layers - 1, 1)
+    top = peak / max(n_layers - 1, 1)
     decided = _both_ways(rise, fall)
     measures["middle_layers"] = {k: v for k, v in decided.items() if k not in ("layers",)} | {
         "layers": (0, best, last),
         "rise": rise,
         "fall": fall,
-        "peak_depth": _interval_row(replicate_interval(top, depth, n=n, method="bootstrap over images")),
+        "peak_depth": _interval_row(
+            replicate_interval(top, depth, n=chosen.n_images, method="bootstrap over validation images")
+        ),
     }
     signal = [v - 0.5 for v in draws.values["quadratic", middle]]
     measures["middle_signal"] = seeded_measure(signal, draws.replicates["quadratic", middle].mean(0) - 0.5, n)
@@ -348,6 +478,12 @@ class AttentionSettings:
     seed: int
 
 
+def token_cosines(tokens: Float[Tensor, "image n d_model"]) -> Float[Tensor, "image n n"]:
+    """The cosine similarity of every pair of raw tokens of an image."""
+    unit = torch.nn.functional.normalize(tokens.float(), dim=-1)
+    return unit @ unit.transpose(-1, -2)
+
+
 def attention_measure(
     model: HookedViT,
     probes: Sequence[PairProbe],
@@ -355,20 +491,23 @@ def attention_measure(
     test: TestImages,
     settings: AttentionSettings,
 ) -> Measure:
-    """Partial r (given patch distance) of attention at layer + 1 with the scores at `layer` of the probe
-    trained with each seed, minus the same r for the probe trained the same way on shuffled labels (a
-    quadratic form fitted to noise on these tokens correlates with attention too): paired by image (one draw
-    for every probe) and by seed, the probe seeds' spread inside. Beside it: the probes' own partial r, the
-    r without the distance control, and the paper's r over pairs with its permutation p (pairs treated as
-    independent), for the first probe."""
+    """Partial r of attention at layer + 1 with the scores at `layer` of the probe trained with each seed,
+    within each image and patch distance and given the tokens' cosine similarity (the strict r: neither
+    proximity nor plain similarity counts), minus the same r for the probe trained the same way on shuffled
+    labels (a quadratic form fitted to noise on these tokens correlates with attention too): paired by image
+    (one draw for every probe) and by seed, the probe seeds' spread inside. Beside it: the probes' own strict
+    r, the r given distance only, the r without any control, and the paper's r over pairs with its
+    permutation p (pairs treated as independent), for the first probe."""
     grid = model.patch_grid(test.data.pixels[:1])
     counts = bootstrap_counts(test.tokens.shape[0], settings.n_boot, settings.seed)
+    cosine = token_cosines(test.tokens)
     found: dict[str, list[tuple[float, Tensor]]] = {}
     for kind, group in (("true", probes), ("null", null)):
         for probe in group:
             with torch.inference_mode():
                 scores = probe.pair_logits(test.tokens)
-            for name, draw in attention_follows_draws(test.pattern, scores, test.data.instance, grid, counts).items():
+            draws = attention_follows_draws(test.pattern, scores, test.data.instance, grid, counts, cosine)
+            for name, draw in draws.items():
                 found.setdefault(f"{kind} {name}", []).append(draw)
     n = test.tokens.shape[0]
 
@@ -383,11 +522,13 @@ def attention_measure(
     with torch.inference_mode():
         first = probes[0].pair_logits(test.tokens)
     paper = attention_score_correlation(test.pattern, first, test.data.instance, settings.permutations, settings.seed)
-    own, shuffled, plain = combined("true partial"), combined("null partial"), combined("true plain")
-    return combined("true partial", minus="null partial") | {
+    own, shuffled = combined("true strict"), combined("null strict")
+    distance_only, plain = combined("true partial"), combined("true plain")
+    return combined("true strict", minus="null strict") | {
         "layer": test.layer,
         "probe_r": _interval_row(Interval(own["value"], own["low"], own["high"])),
         "shuffled_r": _interval_row(Interval(shuffled["value"], shuffled["low"], shuffled["high"])),
+        "given_distance": _interval_row(Interval(distance_only["value"], distance_only["low"], distance_only["high"])),
         "plain": _interval_row(Interval(plain["value"], plain["low"], plain["high"])),
         "pair_level": {"r": paper["r"], "p_value": paper["p_value"], "n_pairs": paper["n_pairs"]},
         "r_ground_truth": paper["r_ground_truth"],
@@ -403,10 +544,13 @@ INTERVENTION_CLAIMS = {
 """claim -> (intervention, strength, sign): the claim's value is sign x (binding - random) instance mIoU."""
 
 
-def intervention_measures(differences: Sequence[dict[str, Any]], measure: str = "instance_miou") -> dict[str, Measure]:
+def intervention_measures(
+    differences: Sequence[dict[str, Any]], energy: dict[str, Any] | None = None, measure: str = "instance_miou"
+) -> dict[str, Measure]:
     """The intervention claims from an ablation study's differences: binding minus random subspace, paired by
-    image and head seed (a shuffle's fall counted as positive), with each side's change from the clean run
-    and the head refit (the noise floor of one head seed) for context."""
+    image and by draw of the control (each with its own head seed; a shuffle's fall counted as positive),
+    with each side's change from the clean run, the head refit (the noise floor of one head seed) and the
+    energy of both subspaces (`energy`: their shares of the within-image token variance) for context."""
     found = {
         (d["subspace"], d["intervention"], d["strength"], d.get("reference", "clean")): d
         for d in differences
@@ -432,6 +576,9 @@ def intervention_measures(differences: Sequence[dict[str, Any]], measure: str = 
             }
             | {"head refit": _difference_row(refit)},
         }
+        if energy:
+            row["energy"] = {key: energy[key] for key in ("binding", "random_mean", "draws", "head_draws", "matched")}
+            row["energy"]["random_range"] = [min(energy["random"]), max(energy["random"])] if energy["random"] else None
         out[claim] = flipped(row) if sign < 0 else row
     return out
 

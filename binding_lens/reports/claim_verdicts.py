@@ -13,18 +13,22 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..stats import difference_interval, holm, mean_interval
-from ..stats.inference import t_p_value, welch_p_value
+from ..stats import holm, mean_interval
+from ..stats.inference import seed_difference, t_p_value
 
 Row = dict[str, Any]
 
 CLAIMS: dict[str, str] = {
     "quadratic_beats_diagonal": "the full quadratic probe reads IsSameObject better than the diagonal one "
     "(test AUROC at the quadratic peak, full minus diagonal; paired over test images, 3 probe seeds inside)",
+    "quadratic_beats_cosine": "the quadratic probe reads IsSameObject better than the cosine similarity of the raw "
+    "tokens (test AUROC at the quadratic peak, quadratic minus cosine; paired over test images, 3 probe seeds "
+    "inside): binding beyond plain similarity",
     "middle_layers": "binding emerges in the middle layers and is then lost: the best mid-depth layer "
     "(chosen on validation) above the first layer and above the last (the smaller of the two AUROC gaps)",
-    "ordering": "the ordering across objectives: DINO > supervised > MAE (quadratic AUROC at the peak, Welch "
-    "across training seeds; holds only if every step does)",
+    "ordering": "the paper's ordering across objectives: DINOv2 > supervised > MAE, and the same with DINO v1 "
+    "(quadratic AUROC at the peak; each step a paired difference over training seeds; holds only if every step "
+    "does)",
     "low_dimensional": "the binding subspace is low-dimensional: its top d/8 eigenvalues hold more of "
     "‖W‖² than those of probes trained the same way on shuffled labels (3 probe seeds each, Welch)",
     "shuffle_hurts": "shuffling the binding subspace hurts downstream more than shuffling a random subspace of "
@@ -48,14 +52,17 @@ FLOORS: dict[str, str] = {
 }
 FAMILIES: dict[str, str] = {
     "models": "every primary claim on every model",
-    "objectives": "every primary claim on every objective with two or more training seeds",
-    "against the control": "every primary claim's objective value minus the untrained control's (Welch)",
+    "objectives": "every primary claim on every trained objective with two or more training seeds (the "
+    "untrained control's own rows are reported raw, outside every family: no question of the report is about them)",
+    "against the control": "every primary claim's objective value minus the untrained control's (paired over "
+    "the training seeds both share, Welch otherwise)",
 }
 """The families whose family-wise error Holm's adjustment controls (the ordering is an intersection-union
 test of its three steps, each at 5 %: it needs no adjustment)."""
 ADJUSTMENT = "holm"
 ALPHA = 0.05
-PAPER_ORDER = ("dino", "supervised", "mae")
+PAPER_ORDERS = (("dinov2", "supervised", "mae"), ("dino", "supervised", "mae"))
+"""The paper's ordering on its own objective (DINOv2) and on DINO v1: each tested as an ordered claim."""
 CONTROL = "random"
 """The untrained objective: each other objective's claim values are compared with its."""
 MEASURED = [claim for claim in (*CLAIMS, *FLOORS) if claim != "ordering"]
@@ -79,8 +86,13 @@ def adjusted_verdict(value: float | None, p_adjusted: float | None) -> str:
     return "holds" if value > 0 else "fails" if value < 0 else "cannot tell"
 
 
+FIT_MARK = "†"
+"""Beside a verdict fed by a probe fit that did not converge or is no better than the strongest baseline."""
+
+
 def _row(claim: str, on: str, level: str, measure: Row, family: str | None) -> Row:
     applicable = measure.get("applicable", True)
+    problems = list(measure.get("fit_problems") or [])
     return {
         "claim": claim,
         "on": on,
@@ -93,7 +105,9 @@ def _row(claim: str, on: str, level: str, measure: Row, family: str | None) -> R
         "applicable": applicable,
         "verdict": verdict(measure.get("low"), measure.get("high")) if applicable else "not applicable",
         "family": family if applicable and measure.get("p_value") is not None else None,
-        "text": measure_text(measure),
+        "text": measure_text(measure)
+        + (f"; {FIT_MARK} fed by a fit that needs a look: {'; '.join(problems)}" if problems else ""),
+        "fit_problems": problems,
     }
 
 
@@ -115,13 +129,14 @@ def _groups(models: Sequence[Row]) -> dict[str, list[Row]]:
     return groups
 
 
-def _values(claim: str, members: Sequence[Row]) -> list[float] | None:
-    """The members' values of `claim`; None when it is not applicable on one of them (or has no value)."""
-    measures = [m["measures"].get(claim) for m in members]
-    if any(x is None or not x.get("applicable", True) or x.get("value") is None for x in measures):
+def _values(claim: str, members: Sequence[Row]) -> dict[Any, float] | None:
+    """The members' values of `claim` by training seed; None when it is not applicable on one of them (or
+    has no value)."""
+    measures = {m.get("training_seed", i): m["measures"].get(claim) for i, m in enumerate(members)}
+    if any(x is None or not x.get("applicable", True) or x.get("value") is None for x in measures.values()):
         return None
-    values = [float(x["value"]) for x in measures if x is not None]
-    return None if any(math.isnan(v) for v in values) else values
+    values = {seed: float(x["value"]) for seed, x in measures.items() if x is not None}
+    return None if any(math.isnan(v) for v in values.values()) else values
 
 
 def objective_rows(models: Sequence[Row]) -> list[Row]:
@@ -130,8 +145,8 @@ def objective_rows(models: Sequence[Row]) -> list[Row]:
     objective, its difference from the untrained control (Welch)."""
     groups, rows = _groups(models), []
     for claim in MEASURED:
-        family = "objectives" if claim in CLAIMS else None
         for objective, members in groups.items():
+            family = "objectives" if claim in CLAIMS and objective != CONTROL else None
             if len(members) < 2:
                 continue
             on = f"{objective} ({len(members)} seeds)"
@@ -142,61 +157,75 @@ def objective_rows(models: Sequence[Row]) -> list[Row]:
                     _row(claim, on, "objective", {"applicable": False, "why": why}, family) | {"objective": objective}
                 )
                 continue
-            summary = mean_interval(values)
-            measure = {
+            summary = mean_interval(values.values())
+            measure: Row = {
                 "value": summary.estimate,
                 "low": summary.low,
                 "high": summary.high,
-                "p_value": t_p_value(values),
+                "p_value": t_p_value(values.values()),
                 "method": f"t across {len(values)} training seeds",
-                "seeds": values,
+                "seeds": list(values.values()),
             }
+            measure["fit_problems"] = [
+                f"{m['model']}: {line}" for m in members for line in m["measures"][claim].get("fit_problems") or []
+            ]
             row = _row(claim, on, "objective", measure, family) | {"objective": objective}
             rows.append(row | _against_control(claim, objective, values, groups))
     return rows
 
 
-def _against_control(claim: str, objective: str, values: list[float], groups: dict[str, list[Row]]) -> Row:
-    """The objective's value minus the untrained control's (Welch across training seeds); empty for the
-    control itself or without a control of two seeds."""
+def _against_control(claim: str, objective: str, values: dict[Any, float], groups: dict[str, list[Row]]) -> Row:
+    """The objective's value minus the untrained control's (paired over the training seeds both share, else
+    Welch: `stats.inference.seed_difference`); empty for the control itself or without a control of two seeds."""
     control = _values(claim, groups.get(CONTROL, []))
     if objective == CONTROL or control is None or len(control) < 2:
         return {}
-    d = difference_interval(values, control)
+    d, p = seed_difference(values, control)
     return {
         "vs_control": {
             "value": d.estimate,
             "low": d.low,
             "high": d.high,
-            "p_value": welch_p_value(values, control),
+            "p_value": p,
+            "method": d.method,
             "family": "against the control" if claim in CLAIMS else None,
             "verdict": verdict(d.low, d.high),
         }
     }
 
 
-def ordering_row(models: Sequence[Row]) -> Row:
-    """The paper's ordering DINO > supervised > MAE on quadratic AUROC (Welch across training seeds): holds
-    when every step holds, fails when one fails (an intersection-union test: no adjustment needed)."""
+def ordering_rows(models: Sequence[Row]) -> list[Row]:
+    """The paper's ordering on quadratic AUROC, once per order in `PAPER_ORDERS` (DINOv2 > supervised > MAE;
+    DINO > supervised > MAE): every step a difference over training seeds (paired where the objectives share
+    their seeds); an ordered claim holds when every step holds, fails when one fails (an intersection-union
+    test: no adjustment needed)."""
     groups = _groups(models)
-    values = {o: [m["row"]["quadratic_auroc"] for m in groups[o]] for o in PAPER_ORDER if o in groups}
+    values = {
+        objective: {m.get("training_seed", i): m["row"]["quadratic_auroc"] for i, m in enumerate(members)}
+        for objective, members in groups.items()
+    }
+    return [_ordering_row(order, values) for order in PAPER_ORDERS]
+
+
+def _ordering_row(order: Sequence[str], values: dict[str, dict[Any, float]]) -> Row:
     parts, verdicts = [], []
-    for i, a in enumerate(PAPER_ORDER):
-        for b in PAPER_ORDER[i + 1 :]:
-            if a not in values or b not in values:
+    missing = [o for o in order if o not in values]
+    for i, a in enumerate(order):
+        for b in order[i + 1 :]:
+            if missing:
                 continue
-            d = difference_interval(values[a], values[b])
+            d, _ = seed_difference(values[a], values[b])
             interval = "" if d.low is None else f" [{d.low:+.3f}, {d.high:+.3f}]"
-            parts.append(f"{a} - {b}: {d.estimate:+.3f}{interval}")
+            parts.append(f"{a} - {b}: {d.estimate:+.3f}{interval} ({d.method})")
             verdicts.append(verdict(d.low, d.high))
     if not parts:
-        text, overall = "needs two of dino, supervised, mae", "cannot tell"
+        text, overall = f"needs {', '.join(order)} (missing: {', '.join(missing)})", "cannot tell"
     else:
         text = "; ".join(parts)
         overall = "fails" if "fails" in verdicts else "holds" if all(v == "holds" for v in verdicts) else "cannot tell"
     return {
         "claim": "ordering",
-        "on": "objectives",
+        "on": " > ".join(order),
         "level": "objective",
         "text": text,
         "verdict": overall,
@@ -311,8 +340,8 @@ def model_grid(rows: Sequence[Row]) -> str:
                 row.append("-")
                 continue
             text = SYMBOLS[found["verdict_adjusted"]]
-            row.append(
-                text if found["verdict"] == found["verdict_adjusted"] else f"{text} ({SYMBOLS[found['verdict']]})"
-            )
+            if found["verdict"] != found["verdict_adjusted"]:
+                text += f" ({SYMBOLS[found['verdict']]})"
+            row.append(text + (f" {FIT_MARK}" if found.get("fit_problems") else ""))
         lines.append(f"| `{claim}` | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

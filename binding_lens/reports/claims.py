@@ -51,13 +51,14 @@ from .claim_verdicts import (
     CLAIMS,
     CONTROL,
     FAMILIES,
+    FIT_MARK,
     FLOORS,
     adjust,
     family_sizes,
     interval_text,
     model_rows,
     objective_rows,
-    ordering_row,
+    ordering_rows,
 )
 from .provenance import code_digest, code_fingerprint, environment
 from .zoo_compare import (
@@ -83,7 +84,8 @@ class ClaimsConfig:
     toy_train: int = 200
     ablation_images: int = 160
     training: ProbeTrainingConfig | None = None  # None: ProbeTrainingConfig(seed=seeds[0])
-    head_seeds: int = 3  # segmentation heads per intervention condition
+    head_seeds: int = 5  # segmentation heads per intervention condition (the first draws of the control)
+    control_draws: int = 20  # draws of the energy-matched random subspace and the shuffle permutation per model
     probe_seeds: int = (
         3  # each probe the claims compare: the sweep's and refits with more seeds (and on shuffled labels)
     )
@@ -123,11 +125,8 @@ class ClaimsReport:
         for claim in [c for c in (*CLAIMS, *FLOORS) if c != "ordering"]:
             cells = [_cell(by.get((claim, o))) for o in objectives]
             lines.append(f"| `{claim}` | " + " | ".join(cells) + " |")
-        ordering = next((r for r in self.verdicts if r["claim"] == "ordering"), None)
-        if ordering is not None:
-            lines.append(
-                f"\nThe paper's ordering (DINO > supervised > MAE) **{ordering['verdict']}**: {ordering['text']}."
-            )
+        for ordering in (r for r in self.verdicts if r["claim"] == "ordering"):
+            lines.append(f"\nThe paper's ordering {ordering['on']} **{ordering['verdict']}**: {ordering['text']}.")
         return "\n".join(lines) + "\n"
 
     def markdown(self) -> str:
@@ -147,9 +146,10 @@ class ClaimsReport:
             )
         return (
             f"{claims}\n\nFloor rows (in no family):\n{floors}\n\nFamilies ({ADJUSTMENT.title()}-adjusted within "
-            f"each, at 5 %):\n{families}\n\n## By objective\n\n{self.readme_table()}\n## Every row\n\n"
-            + "\n".join(lines)
-            + "\n"
+            f"each, at 5 %):\n{families}\n\n{FIT_MARK}: fed by a probe fit that did not converge (it stopped on its "
+            "step limit or its learning-rate floor) or is no better than the strongest network-free baseline on "
+            f"validation; each row's text and claims.json's `fit_problems` name the fits.\n\n## By objective\n\n"
+            f"{self.readme_table()}\n## Every row\n\n" + "\n".join(lines) + "\n"
         )
 
 
@@ -177,6 +177,8 @@ def _cell(row: Row | None) -> str:
     text = f"{interval_text(row)} **{row['verdict_adjusted']}**"
     if row["verdict"] != row["verdict_adjusted"]:
         text += f" (raw: {row['verdict']})"
+    if row.get("fit_problems"):
+        text += f" {FIT_MARK}"
     control = row.get("vs_control")
     return text + (f"; {_side(control)} {CONTROL}" if control else "")
 
@@ -224,12 +226,19 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     )
     run = RunDirectory(sweep.out if len(config.seeds) == 1 else sweep.out / f"seed-{seed}")
     n_layers, middle = model.cfg.n_layers, measures_of.middle_layer(model.cfg.n_layers)
-    found, probes, null = _decoding(model, scenes(seed), run, sweep, config)
+    found, probes, null, health = _decoding(model, scenes(seed), run, sweep, config)
     test = measures_of.test_images(model, scenes(seed), run.split_indices()["test"], middle)
     attention = measures_of.AttentionSettings(config.n_boot, config.permutations, seed)
-    found["attention_follows"] = measures_of.attention_measure(model, probes, null, test, attention)
+    found["attention_follows"] = measures_of.with_fits(
+        measures_of.attention_measure(model, probes, null, test, attention),
+        measures_of.fits_of(health, ("quadratic", middle), nulls=True),
+    )
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
-    found |= _interventions(model, probes[0], scenes, out / "ablation" / name, config, middle, k)
+    interventions = _interventions(
+        model, probes[0], scenes, out / "ablation" / name, config, middle, k, control_seed(spec, config)
+    )
+    sweep_fit = measures_of.fits_of(health, ("quadratic", middle), refits=False)
+    found |= {claim: measures_of.with_fits(m, sweep_fit) for claim, m in interventions.items()}
     toy_seed = seed + SCENES_PER_TRAINING_SEED * (_card(spec)["recipe"].get("seed") or 0)  # its own twin scenes
     toy = toy_experiments(
         model,
@@ -250,6 +259,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         "test_indices": run.split_indices()["test"],
         "sweep_run": str(run.root),
         "toy_files": {key: str(value) for key, value in toy.files.items()},
+        "fits": health,
     }
 
 
@@ -257,36 +267,61 @@ def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config
     """The decoding claims and `low_dimensional` from the sweep's probes and their refits with
     `config.probe_seeds - 1` more seeds on its own images; also the middle layer's quadratic probes (the
     sweep's first, which defines the binding subspace) and those trained on shuffled labels, which the
-    attention claim reads."""
+    attention claim reads, and every fit's health (`claim_measures.with_fits`)."""
     seed = list(config.seeds)[0]
     training = replace(config.training or ProbeTrainingConfig(), seed=seed)
     n_layers, middle = model.cfg.n_layers, measures_of.middle_layer(model.cfg.n_layers)
+    peak = sweep.peaks["quadratic"]["layer"]
     splits = measures_of.sweep_splits(model, scenes, run)
     own = {
         (probe, layer): trained
         for probe, by_layer in run.load_probes(measures_of.DECODING_PROBES).items()
         for layer, trained in by_layer.items()
     }
+    own[("cosine_similarity", peak)] = measures_of.oriented_cosine(splits, peak, training)  # a fixed score
     wanted = measures_of.refit_keys(sweep, n_layers)
     refits = [measures_of.refit_probes(splits, wanted, training, seed + i) for i in range(1, config.probe_seeds)]
-    counts = bootstrap_counts(len(splits.indices["test"]), config.n_boot, seed)
-    found = measures_of.decoding_measures(
-        measures_of.auroc_draws(splits, [own, *refits], training, counts), sweep, n_layers
-    )
-    probes = [own["quadratic", middle], *(refit["quadratic", middle] for refit in refits)]
-    null = [
-        measures_of.refit_probes(splits, [("quadratic", middle)], training, seed + i, shuffled=True)[
-            "quadratic", middle
-        ]
+    nulls = [
+        measures_of.refit_probes(splits, [("quadratic", middle)], training, seed + i, shuffled=True)
         for i in range(config.probe_seeds)
     ]
+    fitted = [own, *({key: r.probe for key, r in refit.items()} for refit in refits)]
+    counts = bootstrap_counts(len(splits.indices["test"]), config.n_boot, seed)
+    val_counts = bootstrap_counts(len(splits.indices["val"]), config.n_boot, seed)
+    quadratic = [{key: p for key, p in own.items() if key[0] == "quadratic"}]
+    found = measures_of.decoding_measures(
+        measures_of.auroc_draws(splits, fitted, training, counts),
+        sweep,
+        n_layers,
+        measures_of.auroc_draws(splits, quadratic, training, val_counts, split="val"),
+    )
+    probes = [own["quadratic", middle], *(refit["quadratic", middle].probe for refit in refits)]
+    null = [result["quadratic", middle].probe for result in nulls]
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
     found["low_dimensional"] = measures_of.low_dimensional_measure(splits, probes, null, k, middle)
-    return found, probes, null
+    health = _health(sweep, refits, nulls, seed)
+    return measures_of.attach_fits(found, health, sweep, n_layers), probes, null, health
 
 
-def _ablation_settings(config: ClaimsConfig, layer: int, k: int) -> AblationSettings:
-    seed = list(config.seeds)[0]
+def _health(sweep, refits, nulls, seed: int) -> dict[str, list[dict[str, Any]]]:
+    """Every fit's record, by what it is: the sweep's probes, their refits, the shuffled-label nulls."""
+    sweep_records = measures_of.sweep_fits(sweep, seed)
+    records: dict[str, list[dict[str, Any]]] = {"sweep": list(sweep_records.values()), "refit": [], "null": []}
+    for i, refit in enumerate(refits, 1):
+        records["refit"] += measures_of.refit_records(refit, "refit", seed + i, sweep_records).values()
+    for i, null in enumerate(nulls):
+        records["null"] += measures_of.refit_records(null, "shuffled-label null", seed + i, sweep_records).values()
+    return records
+
+
+def control_seed(spec: str, config: ClaimsConfig) -> int:
+    """The seed of a model's controls (random subspaces, shuffle permutations, head seeds): its training seed's
+    own (seed + 1000 t, as its scenes), so the models of an objective never share one draw."""
+    training_seed = _card(spec)["recipe"].get("seed") or 0
+    return list(config.seeds)[0] + SCENES_PER_TRAINING_SEED * training_seed
+
+
+def _ablation_settings(config: ClaimsConfig, layer: int, k: int, seed: int) -> AblationSettings:
     return AblationSettings(
         layer=layer,
         k=k,
@@ -295,24 +330,27 @@ def _ablation_settings(config: ClaimsConfig, layer: int, k: int) -> AblationSett
         dino=False,
         seed=seed,
         head_seeds=config.head_seeds,
+        control_draws=max(config.control_draws, config.head_seeds),
         n_boot=config.n_boot,
         attention_permutations=config.permutations,
     )
 
 
-def _interventions(model, probe, scenes, out: Path, config: ClaimsConfig, layer: int, k: int) -> dict[str, Row]:
-    """The ablation study at the middle layer on fresh scenes (seed + 1: never the probe's)."""
-    seed = list(config.seeds)[0]
-    fresh = scenes(seed + 1, config.ablation_images)
+def _interventions(
+    model, probe, scenes, out: Path, config: ClaimsConfig, layer: int, k: int, seed: int
+) -> dict[str, Row]:
+    """The ablation study at the middle layer on fresh scenes (seed + 1: never the probe's), its controls drawn
+    with the model's own `seed` (`control_seed`)."""
+    fresh = scenes(list(config.seeds)[0] + 1, config.ablation_images)
     ablation = ablation_study(
         model,
         [fresh[i] for i in range(len(fresh))],
         probe,
-        _ablation_settings(config, layer, k),
+        _ablation_settings(config, layer, k, seed),
         out,
         progress=config.progress,
     )
-    return measures_of.intervention_measures(ablation.differences)
+    return measures_of.intervention_measures(ablation.differences, ablation.energy)
 
 
 def _measured_once(spec: str, out: Path, key: Row, started: Row, measure: Callable[[], Row]) -> Row:
@@ -364,7 +402,7 @@ def claims_report(
         _measured_once(spec, out, _key(spec, config), started_in, partial(measure_model, spec, out, config))
         for spec in models
     ]
-    verdicts = adjust(model_rows(measured) + objective_rows(measured) + [ordering_row(measured)])
+    verdicts = adjust(model_rows(measured) + objective_rows(measured) + ordering_rows(measured))
     order = [*CLAIMS, *FLOORS]
     verdicts.sort(key=lambda row: (order.index(row["claim"]), row["level"] == "model"))
     report = ClaimsReport(measured, verdicts, out)
@@ -382,7 +420,8 @@ def _write(report: ClaimsReport, config: ClaimsConfig, provenance: Row, seconds:
     objectives, differences = objective_summary(rows)
     write_text_atomic(out / "objective_table.md", ObjectiveTable(rows, {}, out, objectives, differences).markdown())
     settings = config.settings() | {
-        "ablation": asdict(_ablation_settings(config, -1, -1)) | {"layer": "the middle layer", "k": "d_model / 8"},
+        "ablation": asdict(_ablation_settings(config, -1, -1, -1))
+        | {"layer": "the middle layer", "k": "d_model / 8", "seed": "seeds[0] + 1000 x the training seed"},
         "middle_layer": "round((n_layers - 1) / 2), fixed for every model",
         "scenes": f"training seed t: held-out draw seed + {SCENES_PER_TRAINING_SEED} t",
     }

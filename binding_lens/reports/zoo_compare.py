@@ -11,8 +11,10 @@ probe at its peak layer (chosen on validation AUROC, reported on test, with 95 %
 over test images; `peak_by="test"` is the paper's optimistic rule), and `linear` and `diag_quadratic`
 at that same layer, beside the majority baseline. Models of one objective trained from different
 seeds (`zoo:dino`, `zoo:dino@1`, ...) are then pooled: each objective's mean with its 95 % interval
-across training seeds, and every pair of objectives' difference, marked "within noise" when its
-interval includes 0. With `seeds`, each model's sweep is itself repeated over probe seeds and scene
+across training seeds, and every pair of objectives' difference: paired over the training seeds both
+share (seed t of every objective shares its initialization, its training data and its held-out draw, so
+their AUROCs move together), Welch's otherwise, "beyond noise" only when its Holm-adjusted p-value over
+all the differences is at most 5 %. With `seeds`, each model's sweep is itself repeated over probe seeds and scene
 draws and its rows are those means.
 """
 
@@ -34,7 +36,8 @@ from ..figures import accuracy_by_model
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig
-from ..stats import aggregate_rows, difference_interval
+from ..stats import Interval, aggregate_rows, holm
+from ..stats.inference import seed_difference
 from ..zoo import held_out_scenes
 from ..zoo.registry import PREFIX, zoo_card
 
@@ -72,6 +75,12 @@ OBJECTIVE_METRICS = (
     "quadratic_vs_baseline",
 )
 ORDER_METRIC = "quadratic_auroc"
+DIFFERENCES_HEADING = (
+    "Differences in quadratic AUROC between objectives (95% interval: paired t over the training seeds both "
+    "share, Welch otherwise; the verdict Holm-adjusted over every difference listed):"
+)
+ALPHA = 0.05
+"""The family-wise error of the differences between objectives (Holm)."""
 SCENES_PER_TRAINING_SEED = 1000
 """Training seed t of an objective is measured on held-out scenes drawn with seed + 1000 t."""
 
@@ -170,7 +179,7 @@ class ObjectiveTable:
             _markdown(objective_columns, objective_rows),
         ]
         if self.differences:
-            lines += ["", "Differences in quadratic AUROC between objectives (Welch 95% interval across seeds):", ""]
+            lines += ["", DIFFERENCES_HEADING, ""]
             lines += [f"- {d['text']}" for d in self.differences]
         return "\n".join(lines) + "\n"
 
@@ -288,30 +297,46 @@ def objective_summary(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
         row["models"] = [r["model"] for r in rows if r["objective"] == row["objective"]]
     summary.sort(key=lambda row: -row[ORDER_METRIC])
     values = {
-        row["objective"]: [r[ORDER_METRIC] for r in rows if r["objective"] == row["objective"]] for row in summary
+        row["objective"]: {r["training_seed"]: r[ORDER_METRIC] for r in rows if r["objective"] == row["objective"]}
+        for row in summary
     }
-    differences = []
-    for first, second in itertools.combinations([row["objective"] for row in summary], 2):
-        d = difference_interval(values[first], values[second])
-        if d.beyond_noise is None:
-            verdict = "cannot tell (one training seed on a side: no interval)"
-        else:
-            verdict = "beyond noise" if d.beyond_noise else "within noise"
-        interval = "" if d.low is None else f" [{d.low:+.3f}, {d.high:+.3f}]"
-        differences.append(
-            {
-                "first": first,
-                "second": second,
-                "mean": d.estimate,
-                "low": d.low,
-                "high": d.high,
-                "n": d.n,
-                "beyond_noise": d.beyond_noise,
-                "verdict": verdict,
-                "text": f"{first} - {second}: {d.estimate:+.3f}{interval}, {verdict}",
-            }
-        )
+    differences = [
+        _difference(first, second, *seed_difference(values[first], values[second]))
+        for first, second in itertools.combinations([row["objective"] for row in summary], 2)
+    ]
+    tested = [d for d in differences if d["p_value"] is not None]
+    for d, p in zip(tested, holm([d["p_value"] for d in tested])):
+        d["p_adjusted"] = p
+    for d in differences:
+        _judge_difference(d)
     return summary, differences
+
+
+def _difference(first: str, second: str, d: Interval, p: float | None) -> Row:
+    return {
+        "first": first,
+        "second": second,
+        "mean": d.estimate,
+        "low": d.low,
+        "high": d.high,
+        "n": d.n,
+        "method": d.method,
+        "p_value": p,
+        "p_adjusted": None,
+        "beyond_noise": d.beyond_noise,
+    }
+
+
+def _judge_difference(d: Row) -> None:
+    """The verdict of one objective difference: Holm-adjusted over all the differences of the table (the raw
+    interval beside it), so "beyond noise" controls the family-wise error of the whole comparison."""
+    if d["p_adjusted"] is None:
+        d["verdict"] = "cannot tell (one training seed on a side: no interval)"
+    else:
+        d["verdict"] = "beyond noise" if d["p_adjusted"] <= ALPHA else "within noise"
+    interval = "" if d["low"] is None else f" [{d['low']:+.3f}, {d['high']:+.3f}]"
+    adjusted = "" if d["p_adjusted"] is None else f", p {d['p_value']:.2g}, Holm p {d['p_adjusted']:.2g}"
+    d["text"] = f"{d['first']} - {d['second']}: {d['mean']:+.3f}{interval} ({d['method']}{adjusted}), {d['verdict']}"
 
 
 def _check_request(models: Sequence[str], peak_by: str, data: str | None) -> None:

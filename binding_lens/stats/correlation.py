@@ -50,3 +50,42 @@ def partial_correlation(moments: Float[Tensor, "*batch stratum 6"]) -> Float[Ten
     cyy = (syy - sy * sy / safe).sum(-1).clamp_min(0)
     denominator = (cxx * cyy).sqrt()
     return torch.where(denominator > 0, cxy / denominator.clamp_min(1e-300), torch.full_like(cxy, float("nan")))
+
+
+def cell_comoments(
+    values: Float[Tensor, "item variable"],
+    cell: Int[Tensor, " item"],
+    unit: Int[Tensor, " item"],
+    n_units: int,
+    n_cells: int,
+) -> Float[Tensor, "unit variable variable"]:
+    """Per unit: the co-moment matrix of `values` centered within each (unit, cell), summed over its cells
+    (float64). Centering within the unit's own cells (an image's pairs at one patch distance, say) makes the
+    units' matrices additive, so a bootstrap over units is a weighted sum of them, and whatever differs
+    between units or between cells does not count."""
+    if values.ndim != 2 or not values.shape[0] == cell.shape[0] == unit.shape[0]:
+        raise InputError(
+            f"values must be [item, variable] with one cell and unit per item, got {tuple(values.shape)}, "
+            f"{tuple(cell.shape)} and {tuple(unit.shape)}"
+        )
+    values = values.double()
+    n_variables = values.shape[1]
+    key = unit.long() * n_cells + cell.long()
+    size = n_units * n_cells
+    count = torch.zeros(size, dtype=torch.float64, device=values.device).index_add_(
+        0, key, torch.ones_like(values[:, 0])
+    )
+    sums = torch.zeros(size, n_variables, dtype=torch.float64, device=values.device).index_add_(0, key, values)
+    products = values[:, :, None] * values[:, None, :]
+    squares = torch.zeros(size, n_variables, n_variables, dtype=torch.float64, device=values.device)
+    squares.index_add_(0, key, products)
+    centered = squares - sums[:, :, None] * sums[:, None, :] / count.clamp_min(1)[:, None, None]
+    return centered.reshape(n_units, n_cells, n_variables, n_variables).sum(1)
+
+
+def partial_from_comoments(comoments: Float[Tensor, "*batch variable variable"]) -> Float[Tensor, "*batch"]:
+    """The partial correlation of variables 0 and 1 given all the others, from (summed) `cell_comoments`:
+    -P01 / sqrt(P00 P11) with P the inverse co-moment matrix (NaN where it is singular)."""
+    precision, info = torch.linalg.inv_ex(comoments)
+    r = -precision[..., 0, 1] / (precision[..., 0, 0] * precision[..., 1, 1]).clamp_min(1e-300).sqrt()
+    return torch.where(info == 0, r, torch.full_like(r, float("nan")))

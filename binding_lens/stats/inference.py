@@ -16,7 +16,8 @@ interval and one read from the p-value (e.g. after `holm`) never disagree before
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -26,6 +27,7 @@ from torch import Tensor
 from ..errors import InputError
 from .bootstrap import percentile_interval
 from .interval import LEVEL, Interval
+from .means import difference_interval
 
 
 def _finite(replicates: Tensor) -> Tensor:
@@ -91,6 +93,30 @@ def welch_p_value(a: Iterable[float], b: Iterable[float]) -> float | None:
         return 0.0 if ma != mb else 1.0
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
     return float(2 * stats.t.sf(abs(ma - mb) / math.sqrt(va + vb), df))
+
+
+def seed_difference(
+    a: Mapping[Any, float], b: Mapping[Any, float], *, level: float = LEVEL
+) -> tuple[Interval, float | None]:
+    """mean(a) - mean(b) across training seeds (seed -> value), paired where the design pairs them.
+
+    When both groups hold the same seeds (two or more), seed t of each shares what a seed decides (the
+    initialization, the training data, the held-out draw), so their values move together: the interval is
+    the paired t over the per-seed differences (each difference measured on its seed's own images, so the
+    images' variation is inside). Otherwise the groups are independent: Welch's interval. Returns the
+    `Interval` (its `method` says which) and the two-sided p-value that agrees with it (None without an
+    interval)."""
+    shared = sorted(a) == sorted(b) and len(a) > 1
+    if shared:
+        keys = sorted(a)
+        differences = [float(a[key]) - float(b[key]) for key in keys]
+        return (
+            difference_interval([a[key] for key in keys], [b[key] for key in keys], paired=True, level=level),
+            t_p_value(differences),
+        )
+    return difference_interval(list(a.values()), list(b.values()), level=level), welch_p_value(
+        list(a.values()), list(b.values())
+    )
 
 
 def two_level_interval(

@@ -1,8 +1,11 @@
 """The model zoo: small ViTs the project trains itself on its synthetic scenes, shipped offline.
 
-Same backbone (an HF `Dinov2Model`), same scenes, only the objective changes (DINO, DINOv2, MAE,
-supervised color x shape conjunctions) beside a random-init twin, so whether binding depends on
-the objective (SPEC section 4) can be tested under control.
+Same backbone (an HF `Dinov2Model`), same kind of scenes, only the objective changes (DINO, DINOv2,
+MAE, supervised color x shape conjunctions) beside a random-init twin, so whether binding depends on
+the objective (SPEC section 4) can be tested under control. Training seed t of every objective shares
+its initialization and its training scenes (a new training draws them with seed 1 + t, `ZooRecipe.data_seed`;
+the shipped models all trained on draw 1, which their cards record), so objectives are compared paired
+over seeds.
 
     HookedViT.from_pretrained("zoo:dino")                  # shipped checkpoints, no download
     list_zoo()                                              # their model cards

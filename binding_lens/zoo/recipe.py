@@ -101,6 +101,10 @@ class SupervisedKnobs:
     """An object counts as present when at least this fraction of its pixels is visible."""
 
 
+DATA_SEED_BASE = 1
+"""Training seed t draws its training scenes with seed 1 + t unless the recipe fixes `data_seed`."""
+
+
 @dataclass(frozen=True)
 class ZooRecipe:
     """Everything that determines a zoo model (with the package version): see the module docstring."""
@@ -112,7 +116,9 @@ class ZooRecipe:
     preset: str = "default"
     image_size: int = 96
     n_scenes: int = 6000
-    data_seed: int = 1
+    data_seed: int | None = None
+    """The training scenes' seed; None: `DATA_SEED_BASE` + `seed`, so each training seed trains on its own
+    draw of scenes (seed 0 on the draw every shipped model has, data seed 1). Cards record the resolved value."""
     # backbone (HF Dinov2Model)
     patch_size: int = 8
     hidden_size: int = 96
@@ -192,8 +198,14 @@ class ZooRecipe:
             drop_path_rate=0.0,
         )
 
+    @property
+    def scenes_seed(self) -> int:
+        """The seed of the scenes this recipe trains on (`data_seed`, or drawn from the training seed)."""
+        return self.data_seed if self.data_seed is not None else DATA_SEED_BASE + self.seed
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The recipe as JSON-ready fields, the training scenes' seed resolved (what the card records)."""
+        return asdict(self) | {"data_seed": self.scenes_seed}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ZooRecipe":

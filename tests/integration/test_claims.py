@@ -38,6 +38,8 @@ SMALL = [
     "16",
     "--head-seeds",
     "2",
+    "--control-draws",
+    "3",
     "--probe-seeds",
     "2",
     "--n-boot",
@@ -77,6 +79,14 @@ def test_claims_command_records_traces_and_resumes(tmp_path, monkeypatch, capsys
         full = m["measures"]["quadratic_beats_diagonal"]
         assert full["seeds"][0] == pytest.approx(sweep["quadratic", peak] - sweep["diag_quadratic", peak])
         assert len(full["seeds"]) == 2 and "2 probe seeds" in full["method"]  # the sweep's probes, then a refit
+        # every fit's health travels with the numbers (the probes here train 10 steps: limits are marked)
+        assert {f["kind"] for f in full["fits"]} == {"sweep", "refit"} and isinstance(full["fit_problems"], list)
+        assert set(m["fits"]) == {"sweep", "refit", "null"}
+        # the random control carries the binding subspace's share of the token variance, one draw per unit
+        energy = m["measures"]["shuffle_hurts"]["energy"]
+        assert energy["draws"] == 3 and energy["head_draws"] == 2 and energy["matched"]
+        low, high = energy["random_range"]
+        assert abs(low - energy["binding"]) <= 0.01 * energy["binding"] >= abs(high - energy["binding"])
     verdicts = record["verdicts"]
     assert {row["claim"] for row in verdicts} == set(CLAIMS) | set(FLOORS)
     assert all(row["verdict_adjusted"] in ("holds", "fails", "cannot tell", "not applicable") for row in verdicts)
@@ -111,7 +121,8 @@ def test_no_claim_holds_on_random_init_networks_with_shuffled_labels(tmp_path, m
     assert main(["claims", *null, "--out", str(out)]) == 0
     verdicts = json.loads((out / "claims.json").read_text())["verdicts"]
     primary = [row for row in verdicts if row["claim"] in CLAIMS and row["claim"] != "ordering"]
-    assert not [row["claim"] for row in primary if row["verdict_adjusted"] == "holds"]
+    tested = [row for row in primary if row["family"]]  # the control's own objective rows are reported raw
+    assert tested and not [row["claim"] for row in tested if row["verdict_adjusted"] == "holds"]
     raw_holds = [row for row in primary if row["verdict"] == "holds"]
     assert len(raw_holds) <= 1, [(row["claim"], row["on"], row["text"]) for row in raw_holds]  # each at 5 %
     toy = [row for row in primary if row["claim"] in ("twins", "position_falls")]

@@ -15,7 +15,15 @@ from binding_lens.probes import save_probe
 
 from helpers.probes import random_quadratic
 
-FAST = dict(segmentation_epochs=3, dino_images=6, dino_head_steps=2, dino_local_crops=2, attention_permutations=49)
+FAST = dict(
+    segmentation_epochs=3,
+    dino_images=6,
+    dino_head_steps=2,
+    dino_local_crops=2,
+    attention_permutations=49,
+    head_seeds=3,
+    control_draws=4,
+)
 
 
 def test_ablation_rows_identities_control_and_paired_differences():
@@ -65,6 +73,14 @@ def test_ablation_rows_identities_control_and_paired_differences():
         "semantic_miou",
         "instance_miou",
     }
+    # the random control: one subspace per draw, each with the binding subspace's share of the token variance
+    energy = result.energy
+    assert energy["draws"] == 4 and energy["head_draws"] == 3 and len(energy["random"]) == 4
+    assert all(abs(share - energy["binding"]) <= 0.01 * energy["binding"] for share in energy["random"])
+    attention_contrasts = [
+        d for d in result.differences if d["reference"] == "random" and d["measure"] == "own_object_attention"
+    ]
+    assert all("4 draw seeds" in d["method"] for d in attention_contrasts if d["strength"] == 1.0)
     contrasts = {(d["intervention"], d["strength"]) for d in result.differences if d["reference"] == "random"}
     assert contrasts == {(kind, s) for kind in ("shuffle", "inject", "inject_probe") for s in (0.0, 1.0)}
     shuffled = {

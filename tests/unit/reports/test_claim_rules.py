@@ -26,7 +26,7 @@ from binding_lens.reports.claim_verdicts import (
     adjusted_verdict,
     model_rows,
     objective_rows,
-    ordering_row,
+    ordering_rows,
     verdict,
 )
 from binding_lens.stats import difference_interval, holm
@@ -44,20 +44,21 @@ def _model(objective: str, seed: int, p: float, value: float = 0.05, applicable:
     return {
         "model": f"zoo:{objective}@{seed}",
         "objective": objective,
+        "training_seed": seed,
         "measures": {claim: dict(measure) for claim in (*CLAIMS, *FLOORS) if claim != "ordering"},
         "row": {"quadratic_auroc": 0.8},
     }
 
 
 def test_holm_runs_within_each_family_as_by_hand():
-    """Three models, each with p = 0.001, 0.02 or 0.04 on all 9 primary claims: a family of 27 tests. By hand:
-    the nine 0.001s are ranks 0-8, adjusted 27 x 0.001 = 0.027 (monotone over the nine); the 0.02s, ranks
-    9-17, 18 x 0.02 = 0.36; the 0.04s, ranks 18-26, 9 x 0.04 = 0.36."""
+    """Three models, each with p = 0.001, 0.02 or 0.04 on all 10 primary claims: a family of 30 tests. By hand:
+    the ten 0.001s are ranks 0-9, adjusted 30 x 0.001 = 0.03 (monotone over the ten); the 0.02s, ranks
+    10-19, 20 x 0.02 = 0.4; the 0.04s, ranks 20-29, 10 x 0.04 = 0.4."""
     models = [_model("mae", s, p) for s, p in enumerate((0.001, 0.02, 0.04))]
     rows = adjust(model_rows(models))
     tested = [r for r in rows if r["family"] == "models"]
-    assert len(tested) == 27  # every primary claim on every model; the floor is in no family
-    by_hand = {"`zoo:mae@0`": 0.027, "`zoo:mae@1`": 0.36, "`zoo:mae@2`": 0.36}
+    assert len(tested) == 30  # every primary claim on every model; the floor is in no family
+    by_hand = {"`zoo:mae@0`": 0.03, "`zoo:mae@1`": 0.4, "`zoo:mae@2`": 0.4}
     assert [r["p_adjusted"] for r in tested] == pytest.approx([by_hand[r["on"]] for r in tested])
     assert [r["p_adjusted"] for r in tested] == pytest.approx(holm([r["p_value"] for r in tested]))
     assert {r["verdict_adjusted"] for r in tested if r["on"] == "`zoo:mae@0`"} == {"holds"}
@@ -68,23 +69,37 @@ def test_holm_runs_within_each_family_as_by_hand():
     assert floor["family"] is None and floor["p_adjusted"] is None and floor["verdict_adjusted"] == floor["verdict"]
 
 
-def test_each_objective_is_set_against_the_untrained_control_by_welch():
+def test_each_objective_is_set_against_the_untrained_control_paired_over_shared_seeds():
+    mae_values, random_values = [0.5, 0.53, 0.51], [0.1, 0.12, 0.115]
     models = (
-        [_model("mae", s, 0.01, 0.5 + 0.01 * s) for s in range(3)]
+        [_model("mae", s, 0.01, v) for s, v in enumerate(mae_values)]
         + [_model("dino", s, 0.01, 0.1 + 0.01 * s) for s in range(3)]
-        + [_model("random", s, 0.01, 0.1 + 0.01 * s) for s in range(3)]
+        + [_model("random", s, 0.01, v) for s, v in enumerate(random_values)]
     )
     rows = adjust(objective_rows(models))
     by = {(r["claim"], r["objective"]): r for r in rows}
-    expected = difference_interval([0.5, 0.51, 0.52], [0.1, 0.11, 0.12])
+    expected = difference_interval(mae_values, random_values, paired=True)
     control = by["middle_layers", "mae"]["vs_control"]
     assert (control["value"], control["low"], control["high"]) == pytest.approx(
         (expected.estimate, expected.low, expected.high)
     )
+    assert control["method"] == "paired t"
     assert control["verdict_adjusted"] == "holds" and control["family"] == "against the control"
-    assert by["middle_layers", "dino"]["vs_control"]["verdict_adjusted"] == "cannot tell"  # same as the control
+    assert by["middle_layers", "dino"]["vs_control"]["verdict_adjusted"] == "cannot tell"  # near the control
     assert "vs_control" not in by["middle_layers", "random"]
     assert by["middle_layers", "mae"]["method"] == "t across 3 training seeds"
+    # the control's own rows are reported raw, outside the objectives' family
+    assert by["middle_layers", "random"]["family"] is None and by["middle_layers", "mae"]["family"] == "objectives"
+
+
+def test_objectives_on_different_seeds_are_compared_by_welch():
+    models = [_model("mae", s, 0.01, 0.5 + 0.01 * s) for s in range(3)] + [
+        _model("random", s, 0.01, 0.1 + 0.01 * s) for s in (5, 6, 7)
+    ]
+    control = [r for r in objective_rows(models) if r["claim"] == "middle_layers" and r["objective"] == "mae"][0]
+    expected = difference_interval([0.5, 0.51, 0.52], [0.15, 0.16, 0.17])
+    assert control["vs_control"]["method"] == "welch"
+    assert control["vs_control"]["low"] == pytest.approx(expected.low)
 
 
 def test_an_objective_row_is_not_applicable_when_one_seed_is_not():
@@ -101,11 +116,32 @@ def test_the_paper_ordering_needs_every_step_beyond_noise():
             for s, a in enumerate(values)
         ]
 
-    holds = ordering_row(models({"dino": [0.9, 0.91, 0.92], "supervised": [0.8, 0.81, 0.82], "mae": [0.7, 0.71]}))
-    assert holds["verdict"] == "holds"
-    fails = ordering_row(models({"dino": [0.7, 0.71, 0.72], "mae": [0.9, 0.91, 0.9]}))
-    assert fails["verdict"] == "fails" and fails["text"].startswith("dino - mae: -0.193")
-    assert ordering_row(models({"dino": [0.7, 0.8], "mae": [0.75, 0.74]}))["verdict"] == "cannot tell"
+    dinov2, dino = ordering_rows(
+        models({"dino": [0.9, 0.91, 0.92], "supervised": [0.8, 0.81, 0.82], "mae": [0.7, 0.71]})
+    )
+    assert dino["verdict"] == "holds" and dino["on"] == "dino > supervised > mae"
+    assert dinov2["verdict"] == "cannot tell" and "missing: dinov2" in dinov2["text"]
+    _, fails = ordering_rows(
+        models({"dino": [0.7, 0.71, 0.72], "supervised": [0.8, 0.81, 0.8], "mae": [0.9, 0.91, 0.9]})
+    )
+    assert fails["verdict"] == "fails" and "dino - mae: -0.193" in fails["text"]
+    assert "(paired t)" in fails["text"]  # the two objectives share seeds 0, 1, 2
+    close = models({"dino": [0.7, 0.8], "supervised": [0.72, 0.79], "mae": [0.75, 0.74]})
+    assert ordering_rows(close)[1]["verdict"] == "cannot tell"
+
+
+def test_the_paper_ordering_is_tested_on_dinov2_too():
+    rows = [
+        {"model": f"zoo:{o}@{s}", "objective": o, "training_seed": s, "measures": {}, "row": {"quadratic_auroc": a}}
+        for o, values in {
+            "dinov2": [0.95, 0.96, 0.94],
+            "supervised": [0.85, 0.87, 0.83],
+            "mae": [0.7, 0.72, 0.7],
+        }.items()
+        for s, a in enumerate(values)
+    ]
+    dinov2, _ = ordering_rows(rows)
+    assert dinov2["on"] == "dinov2 > supervised > mae" and dinov2["verdict"] == "holds"
 
 
 def _sweep(aurocs: list[float]) -> SweepResult:

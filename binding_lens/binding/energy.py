@@ -1,0 +1,115 @@
+"""How much of the tokens a subspace carries, and a random control that carries as much.
+
+An intervention on a subspace moves the tokens in proportion to the variance the subspace holds: shuffling
+a subspace that carries 70 % of the within-image variance moves far more than shuffling one that carries
+13 %, whatever either means. So the control of "this subspace matters" is a random subspace of the same
+dimension *and* the same energy:
+
+    covariance = within_image_covariance(tokens, valid)        # pooled, each image centered on its own mean
+    variance_share(binding.basis, covariance)                  # 0.68, say
+    control = matched_random_subspace(covariance, k=12, share=0.68, seed=3)
+    variance_share(control.basis, covariance)                  # 0.68 (to `tolerance`), random directions
+
+`matched_random_subspace` draws Gaussian directions shaped by the covariance, G -> C^(a/2) G, and picks the
+exponent a (by bisection, for this draw of G) at which the orthonormalized span holds the target share:
+a = 0 is a uniformly random subspace, a > 0 leans towards high-variance directions, a < 0 towards
+low-variance ones. Every share between the bottom-k and the top-k principal components is reachable (the
+binding subspace's always is), and each seed gives a different subspace.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from ..errors import InputError
+from .subspace import BindingSubspace
+
+SHARE_TOLERANCE = 0.01
+"""Relative: a matched control's share is within 1 % of its target."""
+_EXPONENT_LIMIT = 64.0
+
+
+def within_image_covariance(
+    tokens: Float[Tensor, "image n d_model"], valid: Bool[Tensor, "image n"] | None = None
+) -> Float[Tensor, "d_model d_model"]:
+    """The pooled within-image covariance of the tokens: each image's (valid) tokens centered on that image's
+    mean, outer products summed over images and divided by their count (float64). What an intervention
+    inside an image can move: the image's mean is the same for every patch of it."""
+    tokens = tokens.double()
+    mask = torch.ones(tokens.shape[:2], dtype=torch.bool) if valid is None else valid.bool().cpu()
+    mask = mask.to(tokens.device)
+    weights = mask.double()[..., None]
+    counts = weights.sum(1, keepdim=True)
+    if int(counts.gt(1).sum()) == 0:
+        raise InputError("a within-image covariance needs an image with two or more valid tokens")
+    means = (tokens * weights).sum(1, keepdim=True) / counts.clamp_min(1)
+    centered = (tokens - means) * weights
+    total = centered.flatten(0, 1)
+    return total.T @ total / weights.sum()
+
+
+def variance_share(basis: Float[Tensor, "d_model k"], covariance: Float[Tensor, "d_model d_model"]) -> float:
+    """trace(Q^T C Q) / trace(C): the share of the within-image variance the span of `basis` (orthonormal
+    columns) holds."""
+    basis, covariance = basis.double().to(covariance.device), covariance.double()
+    total = float(torch.trace(covariance))
+    if total <= 0:
+        return math.nan
+    return float(torch.einsum("dk,de,ek->", basis, covariance, basis)) / total
+
+
+def principal_shares(covariance: Float[Tensor, "d_model d_model"], k: int) -> tuple[float, float]:
+    """(bottom-k, top-k) principal components' shares: the range any k-dimensional subspace's share lies in."""
+    values = torch.linalg.eigvalsh(covariance.double()).clamp_min(0)
+    total = float(values.sum())
+    return float(values[:k].sum()) / total, float(values[-k:].sum()) / total
+
+
+def matched_random_subspace(
+    covariance: Float[Tensor, "d_model d_model"],
+    k: int,
+    share: float,
+    seed: int,
+    tolerance: float = SHARE_TOLERANCE,
+) -> BindingSubspace:
+    """A random k-dimensional subspace whose `variance_share` is `share` (to `tolerance`, relative): the
+    span of C^(a/2) G for a Gaussian G drawn with `seed` and the exponent a that hits the share (module
+    docstring). Raises `InputError` when no k-dimensional subspace can hold `share`."""
+    covariance = covariance.double().cpu()
+    d_model = covariance.shape[0]
+    if not 0 < k <= d_model:
+        raise InputError(f"k must be in 1..{d_model}, got {k}")
+    low_share, high_share = principal_shares(covariance, k)
+    if not low_share - 1e-9 <= share <= high_share + 1e-9:
+        raise InputError(
+            f"no {k}-dimensional subspace holds a within-image variance share of {share:.3f}: the range is "
+            f"{low_share:.3f} (bottom {k} principal components) to {high_share:.3f} (top {k})"
+        )
+    values, vectors = torch.linalg.eigh(covariance)
+    scale = values.clamp_min(values.max() * 1e-12) / values.max()
+    gaussian = torch.randn(d_model, k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    rotated = vectors.T @ gaussian
+
+    def span(exponent: float) -> Tensor:
+        return torch.linalg.qr(vectors @ (scale[:, None] ** (exponent / 2) * rotated)).Q[:, :k]
+
+    low, high = -_EXPONENT_LIMIT, _EXPONENT_LIMIT
+    basis = span(0.0)
+    for _ in range(80):
+        exponent = (low + high) / 2
+        basis = span(exponent)
+        found = variance_share(basis, covariance)
+        if abs(found - share) <= tolerance * share / 4:
+            break
+        low, high = (exponent, high) if found < share else (low, exponent)
+    found = variance_share(basis, covariance)
+    if abs(found - share) > tolerance * share:
+        raise InputError(
+            f"could not match a within-image variance share of {share:.4f} with seed {seed} (got {found:.4f}); "
+            "try another seed"
+        )
+    return BindingSubspace(basis=basis.float(), eigenvalues=None, source=f"random, energy-matched (seed {seed})")

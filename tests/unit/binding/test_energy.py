@@ -1,0 +1,77 @@
+"""Energy-matched random controls on planted tokens whose variance shares are known."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from binding_lens.binding import BindingSubspace
+from binding_lens.binding.diagnostics import principal_angles
+from binding_lens.binding.energy import (
+    matched_random_subspace,
+    principal_shares,
+    variance_share,
+    within_image_covariance,
+)
+from binding_lens.errors import InputError
+
+
+def _planted(d: int = 32, n_images: int = 40, n: int = 50, seed: int = 0):
+    """Tokens whose within-image variance along axis i is variances[i], plus a per-image offset (which a
+    within-image covariance must ignore)."""
+    generator = torch.Generator().manual_seed(seed)
+    variances = torch.linspace(4.0, 0.1, d)
+    tokens = torch.randn(n_images, n, d, generator=generator) * variances.sqrt()
+    tokens = tokens + 50 * torch.randn(n_images, 1, d, generator=generator)  # image means: not within-image
+    return tokens, variances
+
+
+def test_the_within_image_covariance_ignores_image_means_and_finds_the_planted_variances():
+    tokens, variances = _planted()
+    covariance = within_image_covariance(tokens)
+    slow = torch.zeros(tokens.shape[-1], tokens.shape[-1], dtype=torch.float64)
+    count = 0
+    for image in tokens.double():
+        centered = image - image.mean(0)
+        slow += centered.T @ centered
+        count += image.shape[0]
+    assert torch.allclose(covariance, slow / count)
+    assert torch.allclose(torch.diagonal(covariance).float(), variances, rtol=0.15)
+
+
+def test_a_planted_subspace_of_known_energy_is_matched_by_random_draws():
+    tokens, variances = _planted()
+    covariance = within_image_covariance(tokens)
+    k = 4
+    planted = torch.eye(32, dtype=torch.float64)[:, [0, 5, 12, 30]]  # axes of known variance
+    share = variance_share(planted, covariance)
+    assert share == pytest.approx(float(variances[[0, 5, 12, 30]].sum() / variances.sum()), rel=0.1)
+    draws = [matched_random_subspace(covariance, k, share, seed) for seed in range(5)]
+    for draw in draws:
+        assert draw.k == k and draw.eigenvalues is None
+        assert variance_share(draw.basis, covariance) == pytest.approx(share, rel=0.01)
+        assert torch.allclose(draw.basis.T @ draw.basis, torch.eye(k), atol=1e-5)
+    # different seeds: different subspaces (not one subspace drawn five times)
+    angles = principal_angles(draws[0].basis, draws[1].basis)
+    assert float(angles.max()) > 20
+    low, high = principal_shares(covariance, k)
+    assert low < share < high
+
+
+def test_a_high_energy_subspace_is_matched_where_a_uniform_draw_falls_short():
+    tokens, _ = _planted()
+    covariance = within_image_covariance(tokens)
+    top = torch.eye(32, dtype=torch.float64)[:, :4]  # the four highest-variance axes
+    share = variance_share(top, covariance)
+    plain = [variance_share(BindingSubspace.random(32, 4, seed=s).basis, covariance) for s in range(20)]
+    assert sum(plain) / len(plain) < 0.7 * share  # the unmatched control moves much less of the tokens
+    matched = [variance_share(matched_random_subspace(covariance, 4, share, s).basis, covariance) for s in range(20)]
+    assert max(abs(m - share) / share for m in matched) <= 0.01
+
+
+def test_a_share_no_subspace_can_hold_is_refused():
+    tokens, _ = _planted()
+    covariance = within_image_covariance(tokens)
+    _, high = principal_shares(covariance, 2)
+    with pytest.raises(InputError, match="no 2-dimensional subspace"):
+        matched_random_subspace(covariance, 2, high * 1.2, seed=0)
