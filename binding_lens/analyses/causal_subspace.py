@@ -5,7 +5,9 @@
 
 On the train images: quadratic probes at l and l + 1 (default, converged training) and the DAS
 subspace at l trained against the probe at l + 1. On the held-out images, at equal k, for the DAS
-subspace, the probe's top-k eigen-subspace at l and `n_random` random subspaces (the control):
+subspace, the probe's top-k eigen-subspace at l and `n_random` random subspaces (the control), each
+drawn with the probe eigen-subspace's share of the within-image token variance at l on the train images
+(`binding.energy`; `variance_share` is every row's), so a control moves as much of the tokens:
 
 - principal angles to the DAS subspace (mean and smallest), beside what random subspaces give;
 - the interchange effect (`binding.das.swap_effect`): the share of edited patches that group with
@@ -29,6 +31,7 @@ from torch import Tensor
 from ..binding import BindingSubspace, Shuffle
 from ..binding.das import Readout, model_readout, residual_at, swap_effect, train_das
 from ..binding.diagnostics import principal_angles, random_angles
+from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks import HookedViT
@@ -41,6 +44,7 @@ from .report import Row, format_table
 COLUMNS = (
     "subspace",
     "k",
+    "variance_share",
     "mean_angle_to_das",
     "min_angle_to_das",
     "swap_rate",
@@ -128,12 +132,13 @@ def compare_subspaces(
     das_options = config.das_options or {}
     das = train_das(model, pixels[train_idx], labels[train_idx], layer, probe_next, k, seed=seed, **das_options)
     subspaces = {"DAS": das.subspace, "probe eigen-subspace": BindingSubspace.from_probe(probes[layer].probe, k)}
-    subspaces |= {
-        f"random {s}": BindingSubspace.random(model.cfg.d_model, k, seed=seed + 1 + s) for s in range(config.n_random)
-    }
-
     held_out = residual_at(model, data.pixels[test_idx], layer)
     tokens, instance = held_out[:, n_prefix:], data.instance[test_idx]
+    covariance = within_image_covariance(residual_at(model, data.pixels[train_idx], layer)[:, n_prefix:])
+    share = variance_share(subspaces["probe eigen-subspace"].basis, covariance)
+    subspaces |= {
+        f"random {s}": matched_random_subspace(covariance, k, share, seed=seed + 1 + s) for s in range(config.n_random)
+    }
     readout = model_readout(model, held_out, layer, probe_next)
     clean = readout_auroc(tokens, instance, readout)
     measured: list[dict[str, Any]] = []
@@ -145,6 +150,7 @@ def compare_subspaces(
             {
                 "subspace": name,
                 "k": k,
+                "variance_share": variance_share(sub.basis, covariance),
                 "mean_angle_to_das": float(angles.mean()),
                 "min_angle_to_das": float(angles.min()),
                 "swap_rate": swap["swap_rate"],

@@ -26,7 +26,9 @@ _CONJUNCTION_INDEX = {name: i for i, name in enumerate(CONJUNCTIONS)}
 
 def training_scenes(recipe: ZooRecipe, split: str = "train") -> SyntheticScenes:
     """The scene source a recipe trains on (`split='test'` gives held-out scenes of the same kind)."""
-    return SyntheticScenes(recipe.preset, n=recipe.n_scenes, size=recipe.image_size, seed=recipe.scenes_seed, split=split)
+    return SyntheticScenes(
+        recipe.preset, n=recipe.n_scenes, size=recipe.image_size, seed=recipe.scenes_seed, split=split
+    )
 
 
 def held_out_scenes(spec: str, n: int, seed: int = 0, preset: str | None = None) -> SyntheticScenes:

@@ -151,6 +151,8 @@ def test_compare_subspaces_rows_and_controls():
     assert das["mean_angle_to_das"] < 1e-3 and probe["min_angle_to_das"] <= probe["mean_angle_to_das"] <= 90
     low, high = random["swap_rate_range"]
     assert low <= random["swap_rate"] <= high
+    low, high = random["variance_share_range"]  # every random draw carries the probe subspace's energy
+    assert abs(low - probe["variance_share"]) <= 0.01 * probe["variance_share"] >= abs(high - probe["variance_share"])
     assert len({row["next_auroc_clean"] for row in table.rows}) == 1  # one clean reference for all
     assert all(set(COLUMNS) <= set(row) for row in table.rows) and "| DAS | 4 |" in table.markdown()
     with pytest.raises(ValueError, match="layer must be in 0..4"):
