@@ -96,11 +96,15 @@ def run(args: argparse.Namespace) -> int:
         labels="shuffled" if args.shuffled_labels else "true",
         training=ProbeTrainingConfig(max_steps=args.max_steps, min_steps=min(200, args.max_steps), seed=args.seed),
     )
-    from ..reports.claim_verdicts import model_grid
+    from ..reports.claim_verdicts import energy_grid, model_grid
 
     print(report.markdown())
     grid = model_grid(report.verdicts)
     print(f"Per model (Holm-adjusted verdict; raw in brackets where it differs; · = cannot tell):\n\n{grid}")
+    print(
+        "Share of the within-image token variance at the middle layer, binding subspace against its random "
+        f"control (the intervention claims):\n\n{energy_grid(report.measurements)}"
+    )
     seconds = ", ".join(
         f"{m['model']} {m['seconds']:.0f} s" + (" (resumed)" if m.get("resumed") else "") for m in report.measurements
     )

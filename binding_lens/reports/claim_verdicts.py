@@ -305,13 +305,20 @@ def _context(m: Row) -> str:
     if "pair_level" in m:
         level = m["pair_level"]
         parts.append(
-            f"layer {m['layer']} -> {m['layer'] + 1}; the probe's r {interval_text(m['probe_r'])}, on shuffled "
-            f"labels {interval_text(m['shuffled_r'])}; without the distance control {interval_text(m['plain'])}; "
+            f"layer {m['layer']} -> {m['layer'] + 1}; the probe's r given image, distance and cosine "
+            f"{interval_text(m['probe_r'])}, on shuffled labels {interval_text(m['shuffled_r'])}; given distance "
+            f"only {interval_text(m.get('given_distance', {}))}; without any control {interval_text(m['plain'])}; "
             f"the paper's r over {level['n_pairs']} pairs {level['r']:+.3f}, permutation p {level['p_value']:.3g}"
         )
     if "beside" in m:
         beside = "; ".join(f"{name} {interval_text(d)}" for name, d in m["beside"].items() if d is not None)
         parts.append(f"clean {m['clean']:.3f}; {beside}")
+    if m.get("energy"):
+        energy = m["energy"]
+        parts.append(
+            f"token variance share: binding {energy['binding']:.3f}, random {energy['random_mean']:.3f} "
+            f"({energy['draws']} draws, {energy['head_draws']} with heads)"
+        )
     if "layers" in m and "rise" not in m:
         parts.append(f"layer {m['layers'][0]} vs {m['layers'][1]}")
     if "seeds" in m:
@@ -344,4 +351,26 @@ def model_grid(rows: Sequence[Row]) -> str:
                 text += f" ({SYMBOLS[found['verdict']]})"
             row.append(text + (f" {FIT_MARK}" if found.get("fit_problems") else ""))
         lines.append(f"| `{claim}` | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def energy_grid(models: Sequence[Row]) -> str:
+    """Per model: the share of the within-image token variance at the middle layer that the binding subspace
+    and the random control's draws carry (mean [min, max]), and the draws behind the intervention claims, as
+    markdown: a reader checks here that the control moves as much of the tokens as what it controls."""
+    lines = [
+        "| model | binding subspace | random control: mean [min, max] | random / binding | draws (with heads) |",
+        "|---|---|---|---|---|",
+    ]
+    for m in models:
+        energy = next(
+            (x.get("energy") for x in m["measures"].values() if isinstance(x, dict) and x.get("energy")), None
+        )
+        if not energy:
+            continue
+        low, high = energy["random_range"]
+        lines.append(
+            f"| `{m['model']}` | {energy['binding']:.3f} | {energy['random_mean']:.3f} [{low:.3f}, {high:.3f}] | "
+            f"{energy['random_mean'] / energy['binding']:.3f} | {energy['draws']} ({energy['head_draws']}) |"
+        )
     return "\n".join(lines) + "\n"

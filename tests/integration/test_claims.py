@@ -63,6 +63,7 @@ def test_claims_command_records_traces_and_resumes(tmp_path, monkeypatch, capsys
     assert main([*args, "--max-steps", "10"]) == 0
     printed = capsys.readouterr().out
     assert "| claim | mae (2 seeds) |" in printed and "measuring time per model: zoo:mae" in printed
+    assert "| model | binding subspace | random control: mean [min, max] |" in printed
     record = json.loads((out / "claims.json").read_text())
     assert [m["model"] for m in record["models"]] == ["zoo:mae", "zoo:mae@1"]
     assert set(record["environment"]) >= {"commit", "dirty", "torch", "transformers", "threads", "device"}
