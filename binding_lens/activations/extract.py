@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -331,6 +332,9 @@ def extract(
     store = _open(out, manifest)
     todo = ranks.broadcast(_shards_to_do(store, plan.n_shards) if rank == 0 else None)
     mine = todo[rank::world_size]
+    note = resume_note(plan, todo, out) if store is not None and rank == 0 and config.progress else ""
+    if note:
+        tqdm.write(note, file=sys.stderr)
     profile = profile if profile is not None else ExtractProfile()
 
     def write_manifest() -> None:
@@ -410,6 +414,18 @@ def extract_to_memory(
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return stored, {"request": plan.request, "skipped": skipped}
+
+
+def resume_note(plan: ExtractionPlan, todo: Sequence[int], out: Path) -> str:
+    """What a store made by an earlier run with the same settings already holds, and what is left ('' when
+    it holds no image yet)."""
+    total = plan.n_images
+    stored = total - sum(len(plan.shard_images(index)) for index in todo)
+    if not stored:
+        return ""
+    if stored == total:
+        return f"resuming: all {total} images already stored in {out}; nothing left to extract"
+    return f"resuming: {stored} of {total} images already stored in {out}; extracting the other {total - stored}"
 
 
 def _shards_to_do(store: ActivationStore | None, n_shards: int) -> list[int]:

@@ -152,8 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 INTERRUPTED = {
     "extract": "the shards already written are kept; the same command resumes after them",
-    "sweep": "activations already in the run's store are kept and the same command resumes after them "
-    "(a sweep that held its activations in memory starts over)",
+    "sweep": "the probes fitted so far and the activations already in the run's store are kept; the same "
+    "command resumes after them (a sweep that held its activations in memory extracts them again)",
     "claims": "the measurements already written are kept; the same command resumes after them",
 }
 """What an interrupted command keeps, for those that resume; `zoo train` says what it kept in its
