@@ -80,3 +80,21 @@ def test_a_sweep_held_in_memory_killed_midway_resumes_with_the_numbers_of_a_whol
     for name in probes:
         again, fresh = load_file(killed / "probes" / name), load_file(whole / "probes" / name)
         assert again.keys() == fresh.keys() and all(torch.equal(again[k], fresh[k]) for k in fresh), name
+
+
+def test_a_resumed_extract_says_how_many_images_it_found(tmp_path, one_thread):
+    out = tmp_path / "store"
+    extract = ["extract", "--model", "tiny:vit", "--n-images", "20", "--size", "32", "--layers", "0"]
+    extract += ["--shard-size", "8", "--threads", "1", "--out", str(out)]
+
+    def run() -> str:
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            assert main(extract) == 0
+        return err.getvalue()
+
+    assert "resuming" not in run()
+    for path in (out / "shards").glob("shard-00001.*"):  # the second shard of three (8 + 8 + 4 images)
+        path.unlink()
+    assert f"resuming: 12 of 20 images already stored in {out}; extracting the other 8" in run()
+    assert f"resuming: all 20 images already stored in {out}; nothing left to extract" in run()
