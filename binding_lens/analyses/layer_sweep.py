@@ -41,6 +41,7 @@ from ..activations.budget import choose_store, layer_groups
 from ..activations.budget import memory_budget as activation_budget
 from ..activations.context import slot_context
 from ..activations.extract import request_differences
+from ..activations.prepare import resize_policy
 from ..activations.store import Shard
 from ..data import Scene
 from ..errors import InputError
@@ -385,10 +386,11 @@ class SweepImages:
     val: int
     test: int
     indices: dict[str, list[int]] = field(default_factory=dict)
+    resize: dict[str, Any] = field(default_factory=dict)  # the policy, and how many kept images changed aspect
 
     def to_row(self) -> Row:
         counts = {"kept": self.kept, "skipped": self.skipped, "train": self.train, "val": self.val, "test": self.test}
-        return counts | {"split_indices": self.indices}
+        return counts | {"split_indices": self.indices, "resize": self.resize}
 
 
 @dataclass(frozen=True)
@@ -493,6 +495,7 @@ class _Activations:
     groups: list[list[int]]
     skipped: dict[str, int]
     load: Callable[[list[int]], Shard]
+    resize: dict[str, Any]  # the resize policy, and how many kept images it fed at another aspect
 
 
 def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations:
@@ -510,7 +513,7 @@ def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Ac
             progress=progress,
             **plan.extract_kwargs,
         )
-        return _Activations([plan.layers], extraction["skipped"], lambda group: held)
+        return _Activations([plan.layers], extraction["skipped"], lambda group: held, extraction["resize"])
     disk = extract(
         model,
         dataset,
@@ -522,7 +525,12 @@ def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Ac
         **plan.extract_kwargs,
     )
     groups = layer_groups(plan.my_layers, plan.extraction.bytes_per_layer, plan.budget)
-    return _Activations(groups or [[]], disk.skip_summary(), disk.load)  # [[]]: the labels alone
+    resize = {
+        "policy": resize_policy(plan.extraction.preparation.size),
+        "aspect_changed": disk.aspect_changed(),
+        "of_images": disk.kept_images(),
+    }
+    return _Activations(groups or [[]], disk.skip_summary(), disk.load, resize)  # [[]]: the labels alone
 
 
 @dataclass(frozen=True)
@@ -678,7 +686,9 @@ def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -
             probes |= part[1]
     rows.sort(key=lambda row: (plan.probes.index(row.probe), row.layer))
     train, val, test = (len(split) for split in setup.splits)
-    images = SweepImages(setup.n_images, activations.skipped, train, val, test, setup.dataset_indices)
+    images = SweepImages(
+        setup.n_images, activations.skipped, train, val, test, setup.dataset_indices, activations.resize
+    )
     groups = activations.groups if plan.world_size == 1 else plan_layer_groups(plan)
     return SweepComputation(
         plan,
