@@ -734,26 +734,26 @@ def _train_groups(
     where = f" (rank {plan.rank_id})" if plan.world_size > 1 else ""
     progress = FitProgress(len(todo), f"probes of {model.cfg.source}{where}", plan.config.progress)
     setup = None
-    for group in activations.groups:
-        waiting = [(name, layer) for name, layer in todo if layer in group]
-        if setup is not None and not waiting:
-            continue
-        stored = activations.load(group if waiting else [])
-        if setup is None:  # labels are the same in every group: split, label space and baselines fixed once
-            setup = _setup(model, dataset, plan, stored)
-            steps_per_epoch = -(-len(setup.splits[0]) // plan.training.batch_images)
-            progress.limit = stopping_rule(plan.training, steps_per_epoch).max_steps
-        splits = _split_in_place(stored, setup.splits) if waiting else []
-        for name, layer in waiting:
-            progress.start(f"{name} at layer {layer}")
-            row, probe = _train_probe(model, plan, setup, name, layer, splits, progress)
-            fits.save(name, layer, row.to_dict(), probe)
-            rows.append(row)
-            probes[(name, layer)] = probe
-            best = max((row for row in rows if row.probe == name), key=lambda row: row.to_row()[metric])
-            progress.done(f"{name}: peak at layer {best.layer}, test accuracy {best.test.accuracy:.3f}")
-        del stored, splits
-    progress.close()
+    with progress:  # closed on an error too, so the error's line starts a line of its own
+        for group in activations.groups:
+            waiting = [(name, layer) for name, layer in todo if layer in group]
+            if setup is not None and not waiting:
+                continue
+            stored = activations.load(group if waiting else [])
+            if setup is None:  # labels are the same in every group: split, label space and baselines fixed once
+                setup = _setup(model, dataset, plan, stored)
+                steps_per_epoch = -(-len(setup.splits[0]) // plan.training.batch_images)
+                progress.limit = stopping_rule(plan.training, steps_per_epoch).max_steps
+            splits = _split_in_place(stored, setup.splits) if waiting else []
+            for name, layer in waiting:
+                progress.start(f"{name} at layer {layer}")
+                row, probe = _train_probe(model, plan, setup, name, layer, splits, progress)
+                fits.save(name, layer, row.to_dict(), probe)
+                rows.append(row)
+                probes[(name, layer)] = probe
+                best = max((row for row in rows if row.probe == name), key=lambda row: row.to_row()[metric])
+                progress.done(f"{name}: peak at layer {best.layer}, test accuracy {best.test.accuracy:.3f}")
+            del stored, splits
     assert setup is not None  # there is at least one group (of no layer on a rank with none: the labels alone)
     return rows, probes, setup
 

@@ -78,13 +78,13 @@ class SweepFits:
         return found
 
     def save(self, name: str, layer: int, row: dict[str, Any], probe: PairProbe) -> None:
-        """Keep one finished fit: its probe, then its row (which marks it done)."""
-        if not self.run.fits_request_path.is_file():
-            write_json_atomic(self.run.fits_request_path, self.request)
+        """Keep one finished fit: its probe, then its row (which marks it done), then (once) the request."""
         self.run.fit_path(layer, name).unlink(missing_ok=True)  # an earlier fit's row never names this probe
         save_probe(probe, self.run.probe_path(layer, name))
         record = {"format": FITS_FORMAT, "key": self.key, "probe": name, "layer": layer, "row": row}
         write_json_atomic(self.run.fit_path(layer, name), record)
+        if not self.run.fits_request_path.is_file():
+            write_json_atomic(self.run.fits_request_path, self.request)
 
 
 def drop_fits(run: RunDirectory) -> None:
@@ -129,6 +129,12 @@ class FitProgress:
 
     def close(self) -> None:
         self.bar.close()
+
+    def __enter__(self) -> FitProgress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def _show(self, step: int) -> None:
         self.shown = time.monotonic()
