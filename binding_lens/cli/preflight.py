@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import InputError, MissingFileError
 from ..io import FolderLock, check_writable_dir
 from ..spec_prefixes import check_spec, looks_like_path, spec_prefix
+from . import view
 from .arguments import default_device, parse_layers
 
 FILE_OUTPUTS = {"view"}
@@ -42,7 +43,7 @@ def preflight(args: argparse.Namespace) -> None:
     shape = model_shape(model) if model else None
     if shape is not None:
         check_layers(args, *shape)
-    out = getattr(args, "out", None)
+    out = view.out_path(args) if args.command == "view" else getattr(args, "out", None)
     if out is not None:
         check_writable_dir(Path(out).parent if args.command in FILE_OUTPUTS else out)
     if getattr(args, "device", None) is not None:  # last: it imports torch (not transformers)
