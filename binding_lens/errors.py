@@ -19,6 +19,51 @@ class InputError(BindingLensError, ValueError):
     """A value that cannot be used: a count of 0, a size the patch grid does not divide, NaN pixels..."""
 
 
+class GridSizeError(InputError):
+    """An image size that a grid does not divide (the patch size, the grid synthetic scenes are drawn on).
+    `size` (height, width), `multiple` and `grid` (what must divide it, in words: 'the patch size 16') let
+    a caller such as the command line say it with its own flag (`restated`); `size` is None where the
+    error is about something else (a subclass's channels, say)."""
+
+    def __init__(
+        self, message: str, size: tuple[int, int] | None = None, multiple: int | None = None, grid: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.size, self.multiple, self.grid = size, multiple, grid
+
+    def restated(self, flag: str, chosen: str = "") -> str:
+        """'--size 100 is not a multiple of the patch size 16; use --size 96 or 112'; for a size the
+        command chose (`chosen`: why, e.g. "the model's native size"), the same naming it and `flag`."""
+        assert self.size is not None and self.multiple is not None, "restated needs the size and the multiple"
+        (height, width), multiple = self.size, self.multiple
+
+        def near(side: int) -> list[int]:
+            if side % multiple:
+                below = max(multiple, side // multiple * multiple)
+                return [below, below + multiple]
+            return [side, side]
+
+        shown = str(height) if height == width else f"{height}x{width}"
+        options = dict.fromkeys(str(h) if height == width else f"{h}x{w}" for h, w in zip(near(height), near(width)))
+        use = f"{flag} " + " or ".join(options)
+        if chosen:
+            return f"the image size {shown} ({chosen}) is not a multiple of {self.grid}; give {use}"
+        return f"{flag} {shown} is not a multiple of {self.grid}; use {use}"
+
+
+class KnobError(InputError):
+    """A setting out of its range, named as the Python API names it (`knob`, `value`), with what is
+    `allowed` in words, so a caller such as the command line can say it with its own flag (`restated`)."""
+
+    def __init__(self, message: str, knob: str, value: Any, allowed: str) -> None:
+        super().__init__(message)
+        self.knob, self.value, self.allowed = knob, value, allowed
+
+    def restated(self, flag: str) -> str:
+        """'--split foo: synthetic scenes have the splits train, val and test (...)'."""
+        return f"{flag} {self.value}: {self.allowed}"
+
+
 class MissingFileError(BindingLensError, FileNotFoundError):
     """A file or directory that should exist does not (a run, a probe, a mask, an index)."""
 
@@ -66,7 +111,9 @@ __all__ = [
     "check_positive_ints",
     "DeviceUnavailableError",
     "FolderInUseError",
+    "GridSizeError",
     "InputError",
+    "KnobError",
     "MissingFileError",
     "ModelUnavailableError",
     "SettingsMismatchError",

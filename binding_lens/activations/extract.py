@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -33,7 +34,16 @@ from ..io import write_json_atomic
 from ..version import __version__
 from . import ranks
 from .budget import available_memory
-from .prepare import BatchJobs, Preparation, PreparedBatch, batch_jobs, loader, target_size
+from .prepare import (
+    BatchJobs,
+    Preparation,
+    PreparedBatch,
+    aspect_note,
+    batch_jobs,
+    loader,
+    resize_policy,
+    target_size,
+)
 from .profile import ExtractProfile
 from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, StoreSettingsError
 from .writer import ShardWriter, default_writers
@@ -52,9 +62,13 @@ def weights_fingerprint(model: HookedViT) -> str:
 def build_manifest(
     model: HookedViT, dataset: Scenes, request: dict[str, Any], n_shards: int, dataset_identity: Any
 ) -> dict[str, Any]:
+    """The store's manifest; `resize` says what was done to each image's shape, and (once the extraction
+    has finished) how many kept images were fed at another aspect than their own."""
+    size = request["preprocessing"]["size"]
     return {
         "format_version": FORMAT_VERSION,
         "request": request,
+        "resize": {"policy": resize_policy(size if size is None or isinstance(size, int) else tuple(size))},
         "n_images": len(dataset),
         "n_shards": n_shards,
         "model_config": model.cfg.to_dict(),
@@ -331,6 +345,9 @@ def extract(
     store = _open(out, manifest)
     todo = ranks.broadcast(_shards_to_do(store, plan.n_shards) if rank == 0 else None)
     mine = todo[rank::world_size]
+    note = resume_note(plan, todo, out) if store is not None and rank == 0 and config.progress else ""
+    if note:
+        tqdm.write(note, file=sys.stderr)
     profile = profile if profile is not None else ExtractProfile()
 
     def write_manifest() -> None:
@@ -357,7 +374,22 @@ def extract(
         raise
     writer.close()
     ranks.barrier()  # every rank's shards are on disk before anyone reads the store
-    return ActivationStore(out)
+    finished = ActivationStore(out)
+    if rank == 0:
+        _record_aspect(finished, manifest, plan, config.progress)
+    return finished
+
+
+def _record_aspect(store: ActivationStore, manifest: dict[str, Any], plan: ExtractionPlan, say: bool) -> None:
+    """Count the images fed at another aspect than their own into the manifest, and say so once (`say`)."""
+    changed, kept = store.aspect_changed(), store.kept_images()
+    if store.manifest.get("resize", {}).get("aspect_changed") != changed:
+        recorded = store.manifest | {"resize": manifest["resize"] | {"aspect_changed": changed, "of_images": kept}}
+        write_json_atomic(store.root / MANIFEST, recorded)
+        store.manifest = recorded
+    note = aspect_note(plan.preparation.size, changed, kept)
+    if note and say:
+        tqdm.write(note, file=sys.stderr)
 
 
 def extract_to_memory(
@@ -409,7 +441,24 @@ def extract_to_memory(
             skipped[reason] = skipped.get(reason, 0) + 1
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return stored, {"request": plan.request, "skipped": skipped}
+    changed = sum(len(shard.reshaped) for shard in finished)
+    note = aspect_note(plan.preparation.size, changed, offset)
+    if note and config.progress:
+        tqdm.write(note, file=sys.stderr)
+    resize = {"policy": resize_policy(plan.preparation.size), "aspect_changed": changed, "of_images": offset}
+    return stored, {"request": plan.request, "skipped": skipped, "resize": resize}
+
+
+def resume_note(plan: ExtractionPlan, todo: Sequence[int], out: Path) -> str:
+    """What a store made by an earlier run with the same settings already holds, and what is left ('' when
+    it holds no image yet)."""
+    total = plan.n_images
+    stored = total - sum(len(plan.shard_images(index)) for index in todo)
+    if not stored:
+        return ""
+    if stored == total:
+        return f"resuming: all {total} images already stored in {out}; nothing left to extract"
+    return f"resuming: {stored} of {total} images already stored in {out}; extracting the other {total - stored}"
 
 
 def _shards_to_do(store: ActivationStore | None, n_shards: int) -> list[int]:
@@ -431,11 +480,13 @@ class _ShardInProgress:
         self.index, self.acts, self.device = index, acts, device
         self.rows = 0
         self.kept: list[int] = []
+        self.reshaped: list[int] = []
         self.skipped: dict[int, str] = {}
         self.labels: list[PreparedBatch] = []
 
     def add(self, batch: PreparedBatch) -> None:
         self.kept += batch.kept
+        self.reshaped += batch.reshaped
         self.skipped |= batch.skipped
         self.labels.append(batch)
 
@@ -461,6 +512,7 @@ class _ShardInProgress:
         return {
             "images": [images.start, images.stop],
             "kept": len(self.kept),
+            "aspect_changed": len(self.reshaped),
             "skipped": {str(image): reason for image, reason in self.skipped.items()},
             "skip_summary": skips.summary(),
         }

@@ -35,6 +35,24 @@ def target_size(scene: Scene | None, size: int | tuple[int, int] | None) -> tupl
     return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
 
+def resize_policy(size: int | tuple[int, int] | None) -> str:
+    """What extraction does to an image's shape at `size`, in words (manifests and summaries record it)."""
+    if size is None:
+        return "each image at its own size (aspect kept)"
+    height, width = target_size(None, size)
+    return f"every image resized to {height}x{width} (aspect changed where it differs)"
+
+
+def aspect_note(size: int | tuple[int, int] | None, changed: int, images: int) -> str:
+    """'3 of 40 images were not square; resized to 224x224 (aspect changed)', or '' when none changed."""
+    if not changed or size is None:
+        return ""
+    height, width = target_size(None, size)
+    if height == width:
+        return f"{changed} of {images} images were not square; resized to {height}x{width} (aspect changed)"
+    return f"{changed} of {images} images had another aspect than {height}x{width}; resized to it (aspect changed)"
+
+
 def choose_slots(instance: np.ndarray, patches_per_image: int | None, seed: int, image_index: int) -> np.ndarray:
     """Flat patch indices to store: all patches, or a sample of labeled ones (sorted) drawn with a
     generator seeded by (seed, image index), so a store does not depend on batch size or shard order."""
@@ -61,6 +79,7 @@ class PreparedBatch:
     images: range
     kept: list[int] = field(default_factory=list)
     skipped: dict[int, str] = field(default_factory=dict)
+    reshaped: list[int] = field(default_factory=list)  # kept images fed at another aspect than their own
     groups: list[PixelGroup] = field(default_factory=list)
     instance: Int[Tensor, "kept slot"] | None = None
     klass: Int[Tensor, "kept slot"] | None = None
@@ -145,6 +164,8 @@ def _prepare(dataset: Scenes, images: range, how: Preparation, batch: PreparedBa
         instance[: chosen.size] = np.where(valid[chosen], labels.instance.reshape(-1)[chosen], -1)
         klass[: chosen.size] = np.where(valid[chosen], labels.classes.reshape(-1)[chosen], -1)
         batch.kept.append(image_index)
+        if scene.hw[0] * hw[1] != scene.hw[1] * hw[0]:  # resized to another aspect: stretched or squashed
+            batch.reshaped.append(image_index)
         rows.append((slots, instance, klass))
         if hw != pending_hw:
             flush()

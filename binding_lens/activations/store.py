@@ -324,6 +324,11 @@ class ActivationStore:
         """Images stored, over all finished shards (from their records: no tensor is read)."""
         return sum(int((self.record(index) or {}).get("kept", 0)) for index in range(self.n_shards))
 
+    def aspect_changed(self) -> int:
+        """Stored images fed at another aspect than their own (resized to a fixed size), over all finished
+        shards (from their records; 0 for shards recorded before it was counted)."""
+        return sum(int((self.record(index) or {}).get("aspect_changed", 0)) for index in range(self.n_shards))
+
     def skip_summary(self) -> dict[str, int]:
         """Skipped images by reason, over all finished shards."""
         counts: dict[str, int] = {}

@@ -17,11 +17,15 @@ test (`peak_by="test"` picks the best test accuracy instead, as the paper's Tabl
 
 Writes a run directory under `out` (its layout: `binding_lens.analyses.run.RunDirectory`): the
 resumable activation store, the trained probes, the rows and peaks as CSV and JSON, the paper's
-Figure 3 and `summary.json` (what was run, on what, and how long it took).
+Figure 3 and `summary.json` (what was run, on what, and how long it took). Each probe trains alone at
+each layer and is kept as soon as it is tested (`sweep_fits`), so a sweep stopped midway, even one
+holding its activations in memory, fits only what is missing when run again; its progress bar counts
+those fits, with the one under way, its step and the time left.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -37,6 +41,7 @@ from ..activations.budget import choose_store, layer_groups
 from ..activations.budget import memory_budget as activation_budget
 from ..activations.context import slot_context
 from ..activations.extract import request_differences
+from ..activations.prepare import resize_policy
 from ..activations.store import Shard
 from ..data import Scene
 from ..errors import InputError
@@ -57,9 +62,11 @@ from ..probes import (
 from ..probes.batch import label_space
 from ..probes.evaluation import ScoredPairs, score_pairs
 from ..probes.pair_context import PAIR_OFFSETS
+from ..probes.training import stopping_rule
 from .pair_baselines import Baselines, fit_baselines, judge, verdict
 from .report import Row, difference_text, format_table, interval_text, peak_layers, write_table
 from .run import RunDirectory, RunSettingsError
+from .sweep_fits import FitProgress, SweepFits, drop_fits, resume_note
 
 ALL_PROBES = tuple(PROBES)  # the paper's ten, in its order
 
@@ -172,6 +179,18 @@ class SweepRow:
             "probe": self.probe,
         }
         return head | self.test.to_row() | self.training.to_row()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as JSON can hold it, nested as the dataclasses are (`from_dict` reads it back)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> SweepRow:
+        return cls(
+            **{k: record[k] for k in ("model", "layer", "layer_normalized", "probe")},
+            test=HeldOutMetrics(**record["test"]),
+            training=TrainingRecord(**record["training"]),
+        )
 
 
 PEAK_RULES = {
@@ -369,27 +388,29 @@ class SweepImages:
     val: int
     test: int
     indices: dict[str, list[int]] = field(default_factory=dict)
+    resize: dict[str, Any] = field(default_factory=dict)  # the policy, and how many kept images changed aspect
 
     def to_row(self) -> Row:
         counts = {"kept": self.kept, "skipped": self.skipped, "train": self.train, "val": self.val, "test": self.test}
-        return counts | {"split_indices": self.indices}
+        return counts | {"split_indices": self.indices, "resize": self.resize}
 
 
 @dataclass(frozen=True)
 class SweepComputation:
-    """What `compute_sweep` found, before anything but the activation store is written: one row per
-    (probe, layer) in probe then layer order, and the trained probes, for `write_sweep`."""
+    """What `compute_sweep` found, before anything but the activation store and the kept fits is written:
+    one row per (probe, layer) in probe then layer order, and the trained probes, for `write_sweep`."""
 
     plan: SweepPlan
     rows: tuple[SweepRow, ...]
     probes: Mapping[tuple[str, int], PairProbe]  # (probe name, layer) -> trained probe
-    layer_groups: list[list[int]]  # the layers trained together, one group of activations in memory at a time
+    layer_groups: list[list[int]]  # the layers whose activations are in memory together, one group at a time
     images: SweepImages
     n_classes: int
     n_queries: int
     extract_seconds: float
     baselines: list[Row] = field(default_factory=list)  # one row per network-free baseline, same test pairs
     strongest_baseline: str = ""
+    reused_fits: int | None = None  # (probe, layer)s kept by an earlier run stopped midway (None: several ranks)
 
 
 def layer_sweep(
@@ -476,6 +497,7 @@ class _Activations:
     groups: list[list[int]]
     skipped: dict[str, int]
     load: Callable[[list[int]], Shard]
+    resize: dict[str, Any]  # the resize policy, and how many kept images it fed at another aspect
 
 
 def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations:
@@ -493,7 +515,7 @@ def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Ac
             progress=progress,
             **plan.extract_kwargs,
         )
-        return _Activations([plan.layers], extraction["skipped"], lambda group: held)
+        return _Activations([plan.layers], extraction["skipped"], lambda group: held, extraction["resize"])
     disk = extract(
         model,
         dataset,
@@ -505,7 +527,12 @@ def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Ac
         **plan.extract_kwargs,
     )
     groups = layer_groups(plan.my_layers, plan.extraction.bytes_per_layer, plan.budget)
-    return _Activations(groups or [[]], disk.skip_summary(), disk.load)  # [[]]: the labels alone
+    resize = {
+        "policy": resize_policy(plan.extraction.preparation.size),
+        "aspect_changed": disk.aspect_changed(),
+        "of_images": disk.kept_images(),
+    }
+    return _Activations(groups or [[]], disk.skip_summary(), disk.load, resize)  # [[]]: the labels alone
 
 
 @dataclass(frozen=True)
@@ -577,44 +604,80 @@ def _train_probe(
     plan: SweepPlan,
     setup: _ProbeSetup,
     name: str,
-    group: list[int],
+    layer: int,
     splits: list[tuple[dict[int, Tensor], Tensor, Tensor]],
-) -> list[tuple[SweepRow, PairProbe]]:
-    """Probe `name` trained at every layer of `group` it has, and tested: (row, trained probe) per layer."""
-    probe_layers = [layer for layer in group if layer in setup.initial[name]]
-    if not probe_layers:
-        return []
+    progress: FitProgress,
+) -> tuple[SweepRow, PairProbe]:
+    """Probe `name` trained at `layer` and tested: its row and the trained probe. It trains alone, so it
+    ends where it would have trained beside the other layers' probes (`probes.train_probes`)."""
     train, val, test = (
-        ProbeData([acts[layer] for layer in probe_layers], instance, klass, positions)
+        ProbeData([acts[layer]], instance, klass, positions)
         for (acts, instance, klass), positions in zip(splits, setup.positions)
     )
-    training = plan.training
-    trained = train_probes([setup.initial[name][layer] for layer in probe_layers], train, val, training, warn=False)
-    found = []
-    for index, (layer, result) in enumerate(zip(probe_layers, trained)):
-        assert result.threshold is not None  # trained with validation data: calibrated on it
-        judged = judge(result.probe, val, test, result.threshold, setup.baselines, layer=index)
-        normalized = layer / max(model.cfg.n_layers - 1, 1)
-        row = SweepRow(
-            model.cfg.source,
-            layer,
-            normalized,
-            name,
-            HeldOutMetrics.from_metrics(judged),
-            TrainingRecord.from_result(result, judged),
-        )
-        found.append((row, result.probe))
-    return found
+    (result,) = train_probes(
+        [setup.initial[name][layer]],
+        train,
+        val,
+        plan.training,
+        callback=lambda _index, _epoch, _probe, record: progress.step(record.step),
+        warn=False,
+    )
+    assert result.threshold is not None  # trained with validation data: calibrated on it
+    judged = judge(result.probe, val, test, result.threshold, setup.baselines, layer=0)
+    row = SweepRow(
+        model.cfg.source,
+        layer,
+        layer / max(model.cfg.n_layers - 1, 1),
+        name,
+        HeldOutMetrics.from_metrics(judged),
+        TrainingRecord.from_result(result, judged),
+    )
+    return row, result.probe
+
+
+def _fits_to_make(model: HookedViT, plan: SweepPlan) -> list[tuple[str, int]]:
+    """This rank's (probe, layer)s in probe then layer order (self_attention has no next block after the
+    last layer)."""
+    last = model.cfg.n_layers - 1
+    return [
+        (name, layer)
+        for name in plan.probes
+        for layer in plan.my_layers
+        if not (name == "self_attention" and layer == last)
+    ]
+
+
+def _sweep_fits(plan: SweepPlan) -> SweepFits:
+    """The kept fits of `plan`'s run, keyed by everything a fit's numbers depend on."""
+    settings = {
+        "training": asdict(plan.training),
+        "split": list(plan.config.split),
+        "seed": plan.config.seed,
+        "rank": plan.config.rank,
+        "n_boot": plan.config.n_boot,
+        "pair_offsets": plan.pair_offsets,
+        "device": plan.device.type,
+    }
+    return SweepFits(plan.run, plan.extraction.request, settings)
 
 
 def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
     """Extract the activations of `plan` and train and test every probe at every layer, one layer group
-    of activations at a time. Writes only the activation store ('disk'). Under torchrun each rank trains
-    the probes of its share of the layers on its own device and rank 0 gathers the rows and probes: None
-    on the other ranks."""
+    of activations at a time. Writes the activation store ('disk') and each (probe, layer) as it is
+    fitted (`sweep_fits`): the fits kept by an earlier run of the same sweep stopped midway are reused,
+    saying so. Under torchrun each rank trains the probes of its share of the layers on its own device
+    and rank 0 gathers the rows and probes: None on the other ranks."""
+    fits = _sweep_fits(plan)
+    wanted = _fits_to_make(model, plan)
+    kept = fits.load(plan.device)
+    reused = {key: kept[key] for key in wanted if key in kept}
+    note = resume_note(len(reused), len(wanted), fits.other_settings)
+    if note and plan.config.progress:
+        where = f" (rank {plan.rank_id})" if plan.world_size > 1 else ""
+        tqdm.write(f"{note}{where}", file=sys.stderr)
     activations = _extract(model, dataset, plan)
     extract_seconds = time.perf_counter() - plan.started
-    rows, probes, setup = _train_groups(model, dataset, plan, activations)
+    rows, probes, setup = _train_groups(model, dataset, plan, activations, fits, reused)
     if plan.world_size > 1:
         mine = (rows, {key: probe.to("cpu") for key, probe in probes.items()})
         gathered = ranks.gather(mine if plan.rank_id else None)  # rank 0 keeps its own where they are
@@ -625,7 +688,9 @@ def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -
             probes |= part[1]
     rows.sort(key=lambda row: (plan.probes.index(row.probe), row.layer))
     train, val, test = (len(split) for split in setup.splits)
-    images = SweepImages(setup.n_images, activations.skipped, train, val, test, setup.dataset_indices)
+    images = SweepImages(
+        setup.n_images, activations.skipped, train, val, test, setup.dataset_indices, activations.resize
+    )
     groups = activations.groups if plan.world_size == 1 else plan_layer_groups(plan)
     return SweepComputation(
         plan,
@@ -638,11 +703,12 @@ def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -
         extract_seconds,
         setup.baselines.rows,
         setup.baselines.strongest,
+        reused_fits=len(reused) if plan.world_size == 1 else None,
     )
 
 
 def plan_layer_groups(plan: SweepPlan) -> list[list[int]]:
-    """The layers trained together, over every rank: each rank's groups, rank after rank."""
+    """The layers held together, over every rank: each rank's groups, rank after rank."""
     return [
         group
         for rank in range(plan.world_size)
@@ -653,36 +719,43 @@ def plan_layer_groups(plan: SweepPlan) -> list[list[int]]:
 
 
 def _train_groups(
-    model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan, activations: _Activations
+    model: HookedViT,
+    dataset: Sequence[Scene],
+    plan: SweepPlan,
+    activations: _Activations,
+    fits: SweepFits,
+    reused: Mapping[tuple[str, int], tuple[dict[str, Any], PairProbe]],
 ) -> tuple[list[SweepRow], dict[tuple[str, int], PairProbe], _ProbeSetup]:
-    """This rank's probes trained and tested, one layer group of activations at a time: (rows, probes, the
-    split and label space every group shares)."""
+    """This rank's probes trained and tested, one layer group of activations at a time (a group whose
+    fits are all `reused` is not loaded), each kept in `fits` as it is made: (rows, probes, the split and
+    label space every group shares)."""
     metric = PEAK_RULES[plan.config.peak_by][0]
-    rows: list[SweepRow] = []
-    probes: dict[tuple[str, int], PairProbe] = {}
+    rows = [SweepRow.from_dict(row) for row, _ in reused.values()]
+    probes = {key: probe for key, (_, probe) in reused.items()}
+    todo = [key for key in _fits_to_make(model, plan) if key not in reused]
+    where = f" (rank {plan.rank_id})" if plan.world_size > 1 else ""
+    progress = FitProgress(len(todo), f"probes of {model.cfg.source}{where}", plan.config.progress)
     setup = None
-    bar = tqdm(
-        total=len(plan.probes) * len(activations.groups),
-        desc=f"probes of {model.cfg.source}" + (f" (rank {plan.rank_id})" if plan.world_size > 1 else ""),
-        unit="probe",
-        disable=not plan.config.progress,
-    )
-    for group in activations.groups:
-        stored = activations.load(group)
-        if setup is None:  # labels are the same in every group: split, label space and baselines fixed once
-            setup = _setup(model, dataset, plan, stored)
-        splits = _split_in_place(stored, setup.splits)
-        for name in plan.probes:
-            found = _train_probe(model, plan, setup, name, group, splits)
-            rows += [row for row, _ in found]
-            probes |= {(name, row.layer): probe for row, probe in found}
-            if found:
+    with progress:  # closed on an error too, so the error's line starts a line of its own
+        for group in activations.groups:
+            waiting = [(name, layer) for name, layer in todo if layer in group]
+            if setup is not None and not waiting:
+                continue
+            stored = activations.load(group if waiting else [])
+            if setup is None:  # labels are the same in every group: split, label space and baselines fixed once
+                setup = _setup(model, dataset, plan, stored)
+                steps_per_epoch = -(-len(setup.splits[0]) // plan.training.batch_images)
+                progress.limit = stopping_rule(plan.training, steps_per_epoch).max_steps
+            splits = _split_in_place(stored, setup.splits) if waiting else []
+            for name, layer in waiting:
+                progress.start(f"{name} at layer {layer}")
+                row, probe = _train_probe(model, plan, setup, name, layer, splits, progress)
+                fits.save(name, layer, row.to_dict(), probe)
+                rows.append(row)
+                probes[(name, layer)] = probe
                 best = max((row for row in rows if row.probe == name), key=lambda row: row.to_row()[metric])
-                postfix = f"{name}: peak at layer {best.layer}, test accuracy {best.test.accuracy:.3f}"
-                bar.set_postfix_str(postfix, refresh=False)
-            bar.update(1)
-        del stored, splits
-    bar.close()
+                progress.done(f"{name}: peak at layer {best.layer}, test accuracy {best.test.accuracy:.3f}")
+            del stored, splits
     assert setup is not None  # there is at least one group (of no layer on a rank with none: the labels alone)
     return rows, probes, setup
 
@@ -745,6 +818,7 @@ def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
     summary["training_problems"] = result.problems()
     files["summary"] = run.summary_path
     write_json_atomic(files["summary"], summary)
+    drop_fits(run)  # the report holds them now
     return result
 
 
@@ -777,6 +851,7 @@ def _summary(model: HookedViT, computed: SweepComputation) -> dict[str, Any]:
         "n_boot": plan.config.n_boot,
         "n_queries": computed.n_queries,
         "n_classes": computed.n_classes,
+        "fits": {"total": len(computed.rows), "reused": computed.reused_fits},  # reused: kept by a stopped run
         "seconds": {
             "extract": round(computed.extract_seconds, 2),
             "total": round(time.perf_counter() - plan.started, 2),

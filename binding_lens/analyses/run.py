@@ -8,6 +8,8 @@
     RUN/probes/L{layer:02d}_{probe}.safetensors
     RUN/activations/                       the resumable activation store (manifest.json, shards/); absent when
                                            the sweep held activations in memory (`--store none`)
+    RUN/fits/                              while a sweep runs: each finished (probe, layer)'s row, so a sweep
+                                           stopped midway resumes after them (`sweep_fits`); gone once it ends
 
 `layer_sweep` writes a run through `RunDirectory`; the viewer, `binding-lens ablate` and `view` read
 it back through the same class. The model is rebuilt from its spec string (random weights with the
@@ -83,6 +85,17 @@ class RunDirectory:
 
     def probe_path(self, layer: int, probe: str) -> Path:
         return self.probes_dir / f"L{layer:02d}_{probe}.safetensors"
+
+    @property
+    def fits_dir(self) -> Path:
+        return self.root / "fits"
+
+    def fit_path(self, layer: int, probe: str) -> Path:
+        return self.fits_dir / f"L{layer:02d}_{probe}.json"
+
+    @property
+    def fits_request_path(self) -> Path:
+        return self.fits_dir / "request.json"
 
     # --- reading it back -------------------------------------------------------------------------
     def _json(self, path: Path) -> Any:
@@ -182,12 +195,15 @@ class RunDirectory:
 
     def request(self) -> dict[str, Any] | None:
         """How the activations were extracted: the store's manifest request, or, for a sweep that held them
-        in memory (`--store none`) or whose store was deleted, the copy its summary keeps."""
+        in memory (`--store none`) or whose store was deleted, the copy its summary keeps, or that of the
+        fits of a sweep stopped midway."""
         manifest = self.manifest()
         if manifest is not None:
             return manifest.get("request", {})
         if self.summary_path.is_file():
             return self.summary().get("extraction")
+        if self.fits_request_path.is_file():
+            return self._json(self.fits_request_path)
         return None
 
     def input_size(self) -> int | tuple[int, int] | None:

@@ -16,13 +16,14 @@ stream, and two measures read it on every image (SPEC section 6):
 
 Every difference (an edit against the clean run, the binding edit against the random one) carries a
 percentile bootstrap interval over images, from one set of resamples for every measure and comparison
-(`stats.bootstrap_counts` with `seed`), so each is paired by image. One random subspace, one permutation.
+(`stats.bootstrap_counts` with `seed`), so each is paired by image; so does every value itself
+(`intervals`: what a bar of the value shows). One random subspace, one permutation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -35,8 +36,9 @@ from ..effects.attention import own_object_attention_sums
 from ..errors import InputError
 from ..hooks import HookedViT, names
 from ..probes import PairProbe
-from ..probes.metrics import paired_auroc_difference
-from ..stats import LEVEL, Interval, paired_bootstrap_difference
+from ..probes.metrics import bootstrap_auroc, paired_auroc_difference
+from ..stats import LEVEL, Interval, bootstrap_counts, paired_bootstrap_difference, percentile_interval
+from ..stats.bootstrap import ratio_of_sums
 from .ablation import label_images
 from .report import Row
 
@@ -62,14 +64,16 @@ class ShuffleEffectConfig:
 
 @dataclass(frozen=True)
 class ShuffleEffect:
-    """Each measure under each condition (`values`: condition -> measure -> value) and each comparison
-    (`differences`: (measure, condition, reference) -> Interval, paired by image)."""
+    """Each measure under each condition (`values`: condition -> measure -> value), each comparison
+    (`differences`: (measure, condition, reference) -> Interval, paired by image), and each value's own
+    interval over images (`intervals`: (measure, condition) -> (low, high), the same resamples)."""
 
     config: ShuffleEffectConfig
     values: dict[str, dict[str, float]]
     differences: dict[tuple[str, str, str], Interval]
     n_images: int
     n_pairs: int
+    intervals: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     def rows(self) -> list[Row]:
         """One row per (measure, condition, reference): both values, the difference and its interval."""
@@ -107,6 +111,24 @@ def _check(model: HookedViT, config: ShuffleEffectConfig, n_images: int) -> None
         raise InputError(f"k must be in 1..{model.cfg.d_model - 1} (below d_model), got {config.k}")
     if n_images < 2:
         raise InputError(f"a bootstrap over images needs at least 2 images, got {n_images}")
+
+
+def _value_intervals(
+    runs: dict[str, _Run], same: Tensor, image: Tensor, config: ShuffleEffectConfig
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """Each measure's percentile bootstrap interval over images under each condition, on the resamples
+    every difference uses (a replicate with no labeled patch is dropped)."""
+    counts = bootstrap_counts(runs["clean"].attention.shape[0], config.n_boot, config.seed)
+    found = {}
+    for condition, run in runs.items():
+        attention = ratio_of_sums(counts @ run.attention.double())
+        found[("own_object_attention", condition)] = percentile_interval(
+            attention[torch.isfinite(attention)], config.level
+        )
+        found[("next_auroc", condition)] = bootstrap_auroc(
+            run.scores, same, image, n_boot=config.n_boot, level=config.level, seed=config.seed
+        )
+    return found
 
 
 def _pair_mask(instance: Int[Tensor, "image n"]) -> Tensor:
@@ -185,4 +207,5 @@ def shuffle_effect(
         for measure, (value, base, interval) in found.items():
             values[condition][measure], values[reference][measure] = value, base
             differences[(measure, condition, reference)] = interval
-    return ShuffleEffect(config, values, differences, n_images, int(mask.sum()))
+    intervals = _value_intervals(runs, same, image, config)
+    return ShuffleEffect(config, values, differences, n_images, int(mask.sum()), intervals)

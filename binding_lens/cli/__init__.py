@@ -32,7 +32,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ..errors import BindingLensError
+from ..errors import BindingLensError, GridSizeError, KnobError
 from ..threads import THREADS_HELP, use_threads
 from ..version import __version__
 from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BindingLensError as error:
         if debug:
             raise
-        print(f"binding-lens {args.command}: error: {error}", file=sys.stderr)
+        print(f"binding-lens {args.command}: error: {in_cli_words(error, args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:
         if debug:
@@ -150,10 +150,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def in_cli_words(error: BindingLensError, args: argparse.Namespace) -> str:
+    """The error's message, not in the Python API's words where the command line has its own: a setting
+    out of range as the flag the user gave, a size that a grid does not divide as the --size given (or the
+    size the command chose without one)."""
+    if isinstance(error, KnobError) and getattr(args, error.knob, None) == error.value:
+        return error.restated("--" + error.knob.replace("_", "-"))
+    if isinstance(error, GridSizeError) and error.size is not None and hasattr(args, "size"):
+        if args.size is None:
+            return error.restated("--size", chosen="the model's native size, as --size was not given")
+        given = tuple(args.size) if isinstance(args.size, (tuple, list)) else (args.size, args.size)
+        if given == tuple(error.size):
+            return error.restated("--size")
+    return str(error)
+
+
 INTERRUPTED = {
     "extract": "the shards already written are kept; the same command resumes after them",
-    "sweep": "activations already in the run's store are kept and the same command resumes after them "
-    "(a sweep that held its activations in memory starts over)",
+    "sweep": "the probes fitted so far and the activations already in the run's store are kept; the same "
+    "command resumes after them (a sweep that held its activations in memory extracts them again)",
     "claims": "the measurements already written are kept; the same command resumes after them",
 }
 """What an interrupted command keeps, for those that resume; `zoo train` says what it kept in its

@@ -2,11 +2,11 @@
 
 `preflight(args)` runs in `main` between argparse and the command: the model specs (`--model`,
 `--models`: an unknown prefix, a missing directory or config, a folder that is no model, a zoo name, a
-hub id neither cached nor reachable), the `--run` folders, a `--data` folder that does not exist, the
-layer and `--k` bounds where the model's config.json can be read without loading it (zoo:, config:, a
-local directory, a cached hub id), and `--out`: created, written and cleaned up again, so an output path
-that cannot be written is refused before any compute, with nothing left behind; last, a `--device`
-given, checked against this machine. Nothing but that device check imports torch, and nothing imports
+hub id neither cached nor reachable), the `--run` folders, a `--data` folder that does not exist or is
+a file, the layer and `--k` bounds where the model's config.json can be read without loading it (zoo:,
+config:, a local directory, a cached hub id), and `--out`: created, written and cleaned up again, so an
+output path that cannot be written is refused before any compute, with nothing left behind; last, a
+`--device` given, checked against this machine. Nothing but that device check imports torch, and nothing imports
 transformers. `output_lock` then takes the --out folder for the command (one run per folder).
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import InputError, MissingFileError
 from ..io import FolderLock, check_writable_dir
 from ..spec_prefixes import check_spec, looks_like_path, spec_prefix
+from . import view
 from .arguments import default_device, parse_layers
 
 FILE_OUTPUTS = {"view"}
@@ -42,7 +43,7 @@ def preflight(args: argparse.Namespace) -> None:
     shape = model_shape(model) if model else None
     if shape is not None:
         check_layers(args, *shape)
-    out = getattr(args, "out", None)
+    out = view.out_path(args) if args.command == "view" else getattr(args, "out", None)
     if out is not None:
         check_writable_dir(Path(out).parent if args.command in FILE_OUTPUTS else out)
     if getattr(args, "device", None) is not None:  # last: it imports torch (not transformers)
@@ -95,8 +96,8 @@ def check_run_folder(run: str) -> None:
 
 
 def check_data_root(spec: str | None) -> None:
-    """A folder: or ade20k: dataset whose path does not exist, or a folder: path that is a file (the
-    dataset's own checks say what is missing inside an existing folder, and which files ADE20K accepts)."""
+    """A folder: or ade20k: dataset whose path does not exist, or that is a file (but ADE20K's index file):
+    the dataset's own checks say what is missing inside an existing folder."""
     kind, _, rest = (spec or "").partition(":")
     if kind not in ("folder", "ade20k") or not rest:
         return
@@ -105,6 +106,11 @@ def check_data_root(spec: str | None) -> None:
         raise MissingFileError(f"--data {spec}: no such folder {root}; give the path of the dataset's folder")
     if kind == "folder" and not root.is_dir():
         raise InputError(f"--data {spec}: {root} is a file; folder: takes a folder holding images/ and masks/")
+    if kind == "ade20k" and not root.is_dir() and root.name != "index_ade20k.pkl":  # data.ade20k.INDEX_FILE
+        raise InputError(
+            f"--data {spec}: {root} is a file; ade20k: takes the release folder ADE20K_2021_17_01/ (holding "
+            "images/ADE/), the folder holding it, or its index_ade20k.pkl"
+        )
 
 
 def model_shape(spec: str) -> tuple[int, int] | None:

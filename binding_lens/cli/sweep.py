@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,18 @@ if TYPE_CHECKING:  # annotations only: building the parser (and --help) imports 
     from ..hooks import HookedViT
 
 STORE_MODES = ("auto", "none", "disk")  # activations.budget.STORE_MODES, without importing torch for --help
+PROBE_NAMES = (  # analyses.layer_sweep.ALL_PROBES (a test checks), so a wrong --probes costs no torch import
+    "linear",
+    "diag_quadratic",
+    "quadratic",
+    "quadratic_fixed_rank",
+    "cosine_similarity",
+    "dot_product",
+    "self_attention",
+    "distance",
+    "pointwise_class",
+    "pointwise_identity",
+)
 PATCHES_PER_IMAGE = 64  # extract's default
 
 
@@ -175,11 +188,16 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..activations import ranks
+    """The command: its probe names checked before torch is imported, its dataset before transformers
+    is (and so before the model loads), then the extraction or the sweep."""
     from ..errors import InputError, SettingsMismatchError
 
+    probes = _probe_names(args)
+    dataset = _dataset(args, args.seed)
+    from ..activations import ranks
+
     try:
-        return _run(args)
+        return _run(args, probes, dataset)
     except SettingsMismatchError as error:  # say it with the flags that differ, not the recorded fields
         differences = flag_differences(error.stored, error.requested)
         if not differences:
@@ -239,13 +257,11 @@ def _ranges(values: list[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, probes: list[str], dataset: Sequence[Scene]) -> int:
     from ..activations import ExtractProfile, ranks
     from ..hooks import HookedViT
 
-    probes = _probe_names(args)
     device = ranks.local_device(default_device(args.device))
-    dataset = _dataset(args, args.seed)
     model = HookedViT.from_pretrained(args.model, device=device, seed=args.seed)
     layers = parse_layers(args.layers, model.cfg.n_layers)
     profile = ExtractProfile()
@@ -287,16 +303,18 @@ def _patches_per_image(args: argparse.Namespace, patch_size: int) -> int:
 
 def _probe_names(args: argparse.Namespace) -> list[str]:
     """The probes `--probes` names (every one for `extract`), each checked: a wrong name lists them all."""
-    from ..analyses.layer_sweep import ALL_PROBES
-    from ..probes.registry import probe_class
+    from ..errors import InputError
 
     probes = (
-        list(ALL_PROBES)
+        list(PROBE_NAMES)
         if getattr(args, "probes", "all") == "all"
         else [p.strip() for p in args.probes.split(",") if p.strip()]
     )
     for name in probes:
-        probe_class(name)
+        if name not in PROBE_NAMES:
+            close = difflib.get_close_matches(name, PROBE_NAMES, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise InputError(f"--probes: unknown probe {name!r}.{hint} Known probes: {', '.join(PROBE_NAMES)}")
     return probes
 
 

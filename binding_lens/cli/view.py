@@ -1,6 +1,6 @@
 """`binding-lens view`: write the IsSameObject viewer of sweep run(s) as one HTML file.
 
-    binding-lens view --run runs/demo --images 0,1,2 --out viewer.html
+    binding-lens view --run runs/demo/mae --images 0,1,2          # writes runs/demo/mae/viewer.html
     binding-lens view --run runs/dinov2 --run runs/clip --probes quadratic --layers 4-11 --out compare.html
 
 `add(subparsers)` registers the command on the main parser; `run(args)` runs it.
@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .arguments import DEVICE_HELP, default_device, non_negative_float, output_file, parse_int_ranges, positive_int
 
@@ -52,7 +53,9 @@ def add(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     view.add_argument(
         "--images", type=parse_indices, default=[0], help="scene indices of the (first) run's dataset: 0,1,2 or 0-3"
     )
-    view.add_argument("--out", type=output_file, default="viewer.html", help="output HTML file")
+    view.add_argument(
+        "--out", type=output_file, default=None, help="output HTML file (default: viewer.html in the first --run)"
+    )
     view.add_argument("--probes", type=_names, default=None, help="all (default) or a comma list of the run's probes")
     view.add_argument("--layers", type=_layers, default=None, help="all (default), or e.g. 0,4,8 or 2-10 or 0-11:2")
     view.add_argument(
@@ -74,6 +77,11 @@ def add(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return view
 
 
+def out_path(args: argparse.Namespace) -> Path:
+    """--out, or viewer.html in the first --run folder (never the current directory by default)."""
+    return Path(args.out) if args.out is not None else Path(args.run[0]) / "viewer.html"
+
+
 def run(args: argparse.Namespace) -> int:
     """Write the viewer; print its path and size."""
     from ..vis import viewer_from_run
@@ -81,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     path = viewer_from_run(
         args.run,
         args.images,
-        args.out,
+        out_path(args),
         probes=args.probes,
         layers=args.layers,
         device=default_device(args.device),

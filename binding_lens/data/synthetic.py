@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import GridSizeError, InputError, KnobError
 from .colorshape import SPLITS, conjunction_names, feature_names
 from .compose import ObjectSpec, plan_colorshape, plan_random, plan_twins
 from .knobs import PRESETS, SceneKnobs, preset_knobs
@@ -64,16 +64,30 @@ class SyntheticScenes(Sequence):
             raise InputError(f"seed must be a non-negative integer, got {seed!r}")
         hw = (size, size) if isinstance(size, int) else tuple(size)
         if len(hw) != 2 or not all(isinstance(x, int) and x >= 16 for x in hw):
-            raise InputError(f"size must be an integer >= 16 or a (height, width) pair of them, got {size!r}")
+            raise KnobError(
+                f"size must be an integer >= 16 or a (height, width) pair of them, got {size!r}",
+                "size",
+                size,
+                "synthetic scenes are drawn at 16 px or more",
+            )
         split = _SPLIT_ALIASES.get(split, split) if isinstance(split, str) else split
         if split not in _SPLIT_CODE:
-            raise InputError(f"split must be None or one of {', '.join(SPLITS)}, got {split!r}")
+            raise KnobError(
+                f"split must be None or one of {', '.join(SPLITS)}, got {split!r}",
+                "split",
+                split,
+                f"synthetic scenes have the splits {', '.join(SPLITS)} (or leave the flag out: a draw of its own)",
+            )
         self.n, self.hw, self.seed, self.split = n, (int(hw[0]), int(hw[1])), seed, split
         self.patch_px = min(self.hw) / self.knobs.reference_grid
         if self.knobs.snap_to_grid and min(self.hw) % self.knobs.reference_grid:
-            raise InputError(
+            grid = self.knobs.reference_grid
+            raise GridSizeError(
                 f"snap_to_grid needs the image's short side ({min(self.hw)} px) to be a multiple of "
-                f"reference_grid ({self.knobs.reference_grid}); change size or pass snap_to_grid=False"
+                f"reference_grid ({grid}); change size or pass snap_to_grid=False",
+                self.hw if self.hw[0] == self.hw[1] else None,  # the command line restates square sizes
+                grid,
+                f"{grid} ({preset} scenes snap their objects to a {grid}x{grid} grid)",
             )
         if self.knobs.object_patches[1] * self.patch_px > min(self.hw):
             raise InputError(f"object_patches max {self.knobs.object_patches[1]} does not fit in a {self.hw} image")

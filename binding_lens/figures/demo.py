@@ -23,7 +23,10 @@ from .layers import LegendOf
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 STYLES = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "v"), ("-", "D"), ("--", "P"))
-"""Line style and marker per probe, so probes that coincide (in an untrained twin) stay visible."""
+"""Line style and marker per probe (every probe after the first with hollow markers)."""
+OFFSET = 0.15
+"""Layers between neighboring probes' lines: each is drawn a little off its layer, so probes that coincide
+(as in an untrained twin) stay visible side by side; the legend says so."""
 BAR_COLORS = ("#7f7f7f", "#d62728", "#1f77b4", "#2ca02c")
 
 
@@ -54,16 +57,33 @@ class SweepMarks:
 
 
 def _sweep_panel(ax: Any, rows: Sequence[dict[str, Any]], probes: Sequence[str], title: str) -> None:
-    """AUROC against layer, a line per probe with its interval shaded, chance dotted."""
-    for probe, color, (style, marker) in zip(probes, COLORS, STYLES):
+    """AUROC against layer, a line per probe with its interval shaded, chance dotted; with several probes
+    each line sits `OFFSET` layers from its neighbor's (the legend says so)."""
+    shown = list(zip(probes, COLORS, STYLES))
+    for index, (probe, color, (style, marker)) in enumerate(shown):
         line = sorted((row for row in rows if row["probe"] == probe), key=lambda row: row["layer"])
         if not line:
             continue
-        x = [row["layer"] for row in line]
-        ax.plot(x, [row["auroc"] for row in line], ls=style, marker=marker, ms=4, lw=1.8, color=color, label=probe)
+        shift = (index - (len(shown) - 1) / 2) * OFFSET
+        x = [row["layer"] + shift for row in line]
+        ax.plot(
+            x,
+            [row["auroc"] for row in line],
+            ls=style,
+            marker=marker,
+            ms=5,
+            lw=1.8,
+            color=color,
+            markerfacecolor=color if index == 0 else "white",
+            label=probe,
+        )
         if all(row.get("auroc_low") is not None for row in line):
             lows, highs = [row["auroc_low"] for row in line], [row["auroc_high"] for row in line]
             ax.fill_between(x, lows, highs, color=color, alpha=0.2, lw=0)
+    if len(shown) > 1:  # an entry of its own, so the legend says why the lines sit off their layers
+        ax.plot(
+            [], [], ls="none", label=f"(probes drawn {OFFSET:g} layer apart,\n so lines that coincide stay visible)"
+        )
     ax.axhline(0.5, color="k", ls=":", lw=1, label="chance")
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("layer")

@@ -7,6 +7,7 @@ of different depths share the axis. Every accuracy panel draws the majority base
 answering the more frequent label), and beside it an AUROC panel with the chance line at 0.5, so a
 curve that never beats "always say different" is not read as a success. Where rows carry
 `<metric>_low` / `<metric>_high` (bootstrap or across-seed intervals) the interval is a shaded band.
+Every value is drawn on its own 0-1 scale, as the tables print it and the demo's figure draws it.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ def _label(metric: str) -> str:
 
 
 def _line(ax: Any, x: Sequence[float], line: Sequence[dict[str, Any]], metric: str, **style: Any) -> None:
-    """`metric` (%) of `line`'s rows at `x`, with its interval shaded where the rows carry one."""
-    drawn = ax.plot(x, [100 * row[metric] for row in line], marker="o", ms=3, **style)
+    """`metric` (0-1) of `line`'s rows at `x`, with its interval shaded where the rows carry one."""
+    drawn = ax.plot(x, [row[metric] for row in line], marker="o", ms=3, **style)
     if all(row.get(f"{metric}_low") is not None and row.get(f"{metric}_high") is not None for row in line):
         ax.fill_between(
             x,
-            [100 * row[f"{metric}_low"] for row in line],
-            [100 * row[f"{metric}_high"] for row in line],
+            [row[f"{metric}_low"] for row in line],
+            [row[f"{metric}_high"] for row in line],
             color=drawn[0].get_color(),
             alpha=0.18,
             lw=0,
@@ -51,11 +52,11 @@ def _line(ax: Any, x: Sequence[float], line: Sequence[dict[str, Any]], metric: s
 def _reference(ax: Any, metric: str, x: Sequence[float], rows: Sequence[dict[str, Any]], **style: Any) -> None:
     """The chance line under AUROC / balanced accuracy, or the majority baseline under an accuracy."""
     if metric in CHANCE:
-        ax.axhline(100 * CHANCE[metric], color="k", ls=":", lw=1, label="chance")
+        ax.axhline(CHANCE[metric], color="k", ls=":", lw=1, label="chance")
     elif rows and all("majority_baseline" in row for row in rows):
         ax.plot(
             x,
-            [100 * row["majority_baseline"] for row in rows],
+            [row["majority_baseline"] for row in rows],
             ls="--",
             lw=1,
             **{"color": "k", "label": "majority baseline", **style},
@@ -70,7 +71,7 @@ def _metrics(rows: Sequence[dict[str, Any]], metric: str) -> list[str]:
 def accuracy_by_layer(
     rows: Sequence[dict[str, Any]], path: str | os.PathLike, metric: str = "accuracy", title: str | None = None
 ) -> Path:
-    """A row of panels per model: `metric` (%) and, when the rows have it, AUROC against layer; a line per
+    """A row of panels per model: `metric` (0-1) and, when the rows have it, AUROC against layer; a line per
     probe, the majority baseline dashed, chance dotted, intervals shaded."""
     rows = check_rows(rows, ("model", "layer", "probe", metric), "accuracy_by_layer")
     models = _ordered(row["model"] for row in rows)
@@ -87,7 +88,7 @@ def accuracy_by_layer(
             _reference(ax, shown, [layer for layer, _ in by_layer], [row for _, row in by_layer])
             ax.set_title(f"{model}: {_label(shown)}", fontsize=9)
             ax.set_xlabel("layer")
-            ax.set_ylabel(f"IsSameObject {_label(shown)} (%)")
+            ax.set_ylabel(f"IsSameObject {_label(shown)}")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
     finish(fig, title or f"IsSameObject {_label(metric)} by layer", legend_from=LegendOf(axes))
@@ -101,7 +102,7 @@ def accuracy_by_model(
     metric: str = "accuracy",
     title: str | None = None,
 ) -> Path:
-    """One probe across models: `metric` (%) and, when the rows have it, AUROC against normalized depth
+    """One probe across models: `metric` (0-1) and, when the rows have it, AUROC against normalized depth
     (layer / (n_layers - 1)); a line per model with its majority baseline dashed in its color, chance
     dotted, intervals shaded."""
     rows = check_rows(rows, ("model", "layer", "probe", metric), "accuracy_by_model")
@@ -124,7 +125,7 @@ def accuracy_by_model(
         if shown in CHANCE:
             _reference(ax, shown, [], [])
         ax.set_xlabel("normalized depth (layer / last layer)")
-        ax.set_ylabel(f"IsSameObject {_label(shown)} (%)")
+        ax.set_ylabel(f"IsSameObject {_label(shown)}")
         ax.set_title(_label(shown), fontsize=9)
         ax.grid(alpha=0.3)
     finish(fig, title or f"{probe} probe across models", legend_from=LegendOf(axes), fontsize=10)

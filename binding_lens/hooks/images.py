@@ -15,13 +15,14 @@ from jaxtyping import Float
 from PIL import Image
 from torch import Tensor
 
-from ..errors import InputError
+from ..errors import GridSizeError, InputError
 
 ImageLike = Image.Image | np.ndarray | Tensor
 
 
-class ImageSizeError(InputError):
-    """An image whose sides the patch size does not divide, or with the wrong number of channels."""
+class ImageSizeError(GridSizeError):
+    """An image whose sides the patch size does not divide (its `size` and `multiple` set), or with the
+    wrong number of channels."""
 
 
 def _nearest_multiples(side: int, patch_size: int) -> str:
@@ -58,7 +59,10 @@ def check_image_size(height: int, width: int, patch_size: int) -> None:
         hints = "; ".join(f"{name} {side} -> {_nearest_multiples(side, patch_size)}" for name, side in bad)
         raise ImageSizeError(
             f"image size {height}x{width} is not a multiple of the patch size {patch_size} ({hints}): "
-            f"resize with model.preprocess(images, size=(h, w)) or crop to multiples of {patch_size}"
+            f"resize with model.preprocess(images, size=(h, w)) or crop to multiples of {patch_size}",
+            (height, width),
+            patch_size,
+            f"the patch size {patch_size}",
         )
 
 

@@ -430,18 +430,19 @@ def _bars(effect: ShuffleEffect) -> list[Bars]:
         ("own_object_attention", f"block {after}: attention to the patch's own object", None),
         ("next_auroc", f"layer-{after} quadratic probe after the edit", (0.5, "chance")),
     ):
-        clean = effect.values["clean"][measure]
         changes = [effect.differences[(measure, condition, "clean")] for condition in (EDIT, CONTROL)]
         notes = [
-            f"{change.estimate:+.3f}" + (f" ({_change(effect, measure, condition):+.0%})" if reference is None else "")
+            f"{change.estimate:+.3f}"
+            + (f" ({_change(effect, measure, condition):+.0%})" if reference is None else "")
+            + f"\n[{change.low:+.3f}, {change.high:+.3f}]"
             for change, condition in zip(changes, (EDIT, CONTROL))
         ]
         panels.append(
             Bars(
                 title=title,
                 labels=["clean", f"binding subspace\nshuffled (k={k})", f"random subspace\nshuffled (k={k})"],
-                values=[clean, *(effect.values[condition][measure] for condition in (EDIT, CONTROL))],
-                intervals=[None, *((clean + c.low, clean + c.high) for c in changes)],  # type: ignore[operator]
+                values=[effect.values[condition][measure] for condition in ("clean", EDIT, CONTROL)],
+                intervals=[effect.intervals.get((measure, condition)) for condition in ("clean", EDIT, CONTROL)],
                 notes=["", *notes],
                 reference=reference,
                 ylabel="own-object attention" if reference is None else "AUROC",
@@ -465,8 +466,8 @@ def _figure(sweeps: dict[str, SweepResult], comparison: list[Row], effect: Shuff
     )
     footnote = (
         f"top: each probe's AUROC on the test pairs of {sweeps[model].summary['images']['test']} held-out images, "
-        f"95% bootstrap band; bottom: {effect.n_images} fresh images, error bars: the change from clean with its "
-        "95% interval, paired by image"
+        f"95% bootstrap band; bottom: {effect.n_images} fresh images, error bars: each value's 95% interval over "
+        "them; above a bar: its change from clean [95% interval of the change, paired by image]"
     )
     return demo_figure(
         [row for result in sweeps.values() for row in result.rows],

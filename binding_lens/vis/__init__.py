@@ -2,7 +2,7 @@
 
     from binding_lens.vis import viewer, viewer_from_run, attention_view
     viewer(model, scenes, {"quadratic": {6: probe}}, "viewer.html", size=224)   # one offline HTML file
-    viewer_from_run("runs/demo/dino", [0, 1], "viewer.html")                      # from a sweep run
+    viewer_from_run("runs/demo/dino", [0, 1])          # from a sweep run: runs/demo/dino/viewer.html
     attention_view(cache, layer=5, model=model, path="attn.html")              # circuitsvis, self-contained
 
 Figures (PNG + SVG) live in `binding_lens.figures` (also reachable as `binding_lens.vis.figures`).

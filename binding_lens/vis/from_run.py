@@ -1,6 +1,6 @@
 """`viewer_from_run`: a viewer straight from one or more sweep run directories.
 
-    viewer_from_run("runs/demo", [0, 1, 2], "viewer.html")
+    viewer_from_run("runs/demo", [0, 1, 2])                  # runs/demo/viewer.html
     viewer_from_run(["runs/dinov2", "runs/clip"], [0], "compare.html", probes=["quadratic"])
 
 Model, probes, input size and images all come from the run: the first run's dataset supplies the
@@ -17,6 +17,7 @@ from typing import Any
 from ..analyses.run import RunDirectory
 from ..errors import InputError
 from .html_viewer import ModelEntry, viewer
+from .html_viewer.build import VIEWER_FILE
 
 
 def run_images(run_dir: str | os.PathLike, indices: Sequence[int]) -> list[Any]:
@@ -35,14 +36,15 @@ def run_images(run_dir: str | os.PathLike, indices: Sequence[int]) -> list[Any]:
 def viewer_from_run(
     run_dir: str | os.PathLike | Sequence[str | os.PathLike],
     image_indices: Sequence[int] = (0,),
-    out_path: str | os.PathLike = "viewer.html",
+    out_path: str | os.PathLike | None = None,
     *,
     probes: Sequence[str] | None = None,
     layers: Sequence[int] | None = None,
     device: str | None = None,
     **options: Any,
 ) -> Path:
-    """Rebuild model(s), probes and scenes from sweep run(s) and write the viewer; returns its path.
+    """Rebuild model(s), probes and scenes from sweep run(s) and write the viewer (default: viewer.html in
+    the first run directory); returns its path.
 
     probes / layers: subsets to show (default: all the run saved). Options go to `viewer`.
     """
@@ -56,4 +58,4 @@ def viewer_from_run(
         name = model.cfg.source if len(runs) == 1 else f"{model.cfg.source} ({Path(run).name})"
         entries.append(ModelEntry(model, directory.load_probes(probes, layers), name=name, size=directory.input_size()))
     images = run_images(runs[0], list(image_indices))
-    return viewer(entries, images, out_path=out_path, **options)
+    return viewer(entries, images, out_path=Path(runs[0]) / VIEWER_FILE if out_path is None else out_path, **options)

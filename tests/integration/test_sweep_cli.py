@@ -222,7 +222,8 @@ def test_a_sweep_in_stages_is_the_sweep(tmp_path):
     whole = layer_sweep(model, scenes, tmp_path / "whole", config)
     plan = plan_sweep(model, scenes, tmp_path / "staged", config)
     computed = compute_sweep(model, scenes, plan)
-    assert not (tmp_path / "staged").exists()  # held in memory: nothing written before the write step
+    kept = sorted(path.name for path in (tmp_path / "staged").rglob("*") if path.is_file())
+    assert kept == ["L01_linear.json", "L01_linear.safetensors", "request.json"]  # the fit kept, no report yet
     staged = write_sweep(model, computed)
     assert staged.rows == whole.rows == [row.to_row() for row in computed.rows]
     header = (tmp_path / "staged" / "sweep.csv").read_text().splitlines()[0].split(",")

@@ -2,7 +2,7 @@
 
     from binding_lens.vis import viewer
     viewer(model, scenes, {"quadratic": {6: probe6, 8: probe8}}, "viewer.html", size=224)
-    viewer(model, scenes, "runs/sweep", "viewer.html")         # every probe of a sweep run directory
+    viewer(model, scenes, "runs/sweep")          # every probe of a sweep run: runs/sweep/viewer.html
     viewer([ModelEntry(m1, probes1), ModelEntry(m2, probes2)], scenes, out_path="compare.html")
 
 Each model runs once per image; the page shows the image with its patch grid, the chosen patch's
@@ -26,6 +26,9 @@ from .compute import ProbeSet, compute_model_maps
 from .images import as_input_images, display_size, outline, resize_rgb
 from .maps import ViewerImage
 from .page import viewer_page
+
+VIEWER_FILE = "viewer.html"
+"""The viewer's file name where no path is given: in the run directory it shows."""
 
 
 @dataclass
@@ -113,14 +116,17 @@ def viewer(
     models: HookedViT | Sequence[ModelEntry],
     images: Sequence[Any],
     probes: ProbeSet | str | os.PathLike | None = None,
-    out_path: str | os.PathLike = "viewer.html",
+    out_path: str | os.PathLike | None = None,
     **options: Any,
 ) -> Path:
-    """Write the viewer for `images` (scenes or H x W x 3 uint8 arrays) to `out_path`; returns the path.
+    """Write the viewer for `images` (scenes or H x W x 3 uint8 arrays) to `out_path` (default: viewer.html
+    in the run directory `probes` names, else in the current directory); returns the path.
 
     models: a HookedViT with `probes` ({probe: {layer: PairProbe}} or a sweep run directory), or a
     list of `ModelEntry`. Options: size (model input, int or (h, w); None keeps each image's size),
     names, title, bits (2..8 per stored value), max_mb (file budget; bits drop to fit), display_px.
     """
     page = viewer_html(models, images, probes, **options)
+    if out_path is None:
+        out_path = Path(probes if isinstance(probes, (str, os.PathLike)) else ".") / VIEWER_FILE
     return write_text_atomic(out_path, page)

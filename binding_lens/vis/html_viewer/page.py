@@ -33,6 +33,8 @@ LOWEST_FALLBACK_BITS = 3
 """Fewer than 8 levels makes the heatmaps posterised; below this the budget error asks for less data."""
 FIXED_BYTES = 100_000
 """Page bytes besides maps and images (script, style, metadata), generously."""
+OWN_OBJECT_COLOR = "#00e5ff"
+"""The dashed box around the chosen patch's own object (static/viewer.js draws it; the legend explains it)."""
 
 _BODY = """
 <header><h1>{title}</h1>
@@ -49,6 +51,17 @@ slider change the layer. The right panel shows what block l+1 attends to from th
 <label><input type="checkbox" id="truth" checked> ground truth</label>
 <label>opacity <input type="range" id="opacity" min="0" max="100" value="70"></label>
 </div>
+<p class="legend" id="legend">
+<span><svg width="24" height="14" aria-hidden="true"><rect x="2" y="2" width="20" height="10" fill="none"
+  stroke="{own_object}" stroke-width="2" stroke-dasharray="5 3"/></svg> cyan dashed: the patches of the chosen
+  patch's own object (ground truth, on the patch grid)</span>
+<span><svg width="24" height="14" aria-hidden="true"><rect x="7" y="2" width="10" height="10" fill="none"
+  stroke="#000" stroke-width="3"/><rect x="7" y="2" width="10" height="10" fill="none" stroke="#fff"
+  stroke-width="1.5"/></svg> white square: the chosen patch (red once locked)</span>
+<span><svg width="24" height="14" aria-hidden="true"><path d="M2 10 Q12 0 22 8" fill="none" stroke="#333"
+  stroke-width="3"/><path d="M2 10 Q12 0 22 8" fill="none" stroke="#fff" stroke-width="1.2"/></svg> white
+  lines: the objects' outlines (ground truth)</span>
+</p>
 <div id="error" hidden></div>
 <main class="panels">
 {panels}
@@ -82,7 +95,7 @@ def render_html(meta: dict[str, Any], blobs: dict[str, str]) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title><style>{_static('viewer.css')}</style></head><body>",
-        _BODY.format(title=title, panels=panels),
+        _BODY.format(title=title, panels=panels, own_object=OWN_OBJECT_COLOR),
         f'<script type="application/json" id="bl-meta">{_json_for_script(meta)}</script>\n',
     ]
     parts += [

@@ -8,7 +8,13 @@ import torch
 from binding_lens import HookedViT
 from binding_lens.analyses.ablation import label_images
 from binding_lens.analyses.causal_subspace import readout_auroc
-from binding_lens.analyses.shuffle_effect import COMPARISONS, ShuffleEffectConfig, shuffle_effect
+from binding_lens.analyses.shuffle_effect import (
+    COMPARISONS,
+    CONDITIONS,
+    MEASURES,
+    ShuffleEffectConfig,
+    shuffle_effect,
+)
 from binding_lens.binding import BindingSubspace, Shuffle
 from binding_lens.data import SyntheticScenes
 from binding_lens.effects.attention import next_layer_attention, own_object_attention_mass
@@ -50,12 +56,17 @@ def test_each_condition_matches_the_attention_and_the_readout_measured_another_w
         assert interval.estimate == pytest.approx(effect.values[condition][measure] - effect.values[reference][measure])
         assert interval.low <= interval.estimate <= interval.high and interval.n == len(scenes)
     assert len(effect.rows()) == 6 and effect.n_images == 10
+    assert set(effect.intervals) == {(measure, condition) for measure in MEASURES for condition in CONDITIONS}
+    for (measure, condition), (low, high) in effect.intervals.items():  # what a bar of the value shows
+        assert low < effect.values[condition][measure] < high, (measure, condition)
 
 
 def test_no_shuffle_changes_nothing_and_bad_settings_are_refused(setup):
     model, scenes, probe, probe_next = setup
     effect = shuffle_effect(model, scenes, probe, probe_next, ShuffleEffectConfig(layer=0, k=3, ratio=0.0, n_boot=50))
     assert all((d.estimate, d.low, d.high) == (0, 0, 0) for d in effect.differences.values())
+    for measure in MEASURES:  # the same resamples for every condition: unedited, the same intervals
+        assert len({effect.intervals[(measure, condition)] for condition in CONDITIONS}) == 1
     with pytest.raises(InputError, match="block layer\\+1 must exist"):
         shuffle_effect(model, scenes, probe, probe_next, ShuffleEffectConfig(layer=model.cfg.n_layers - 1, k=3))
     with pytest.raises(InputError, match="k must be in"):

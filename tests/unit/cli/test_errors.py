@@ -130,6 +130,11 @@ EARLY_INPUTS: list[tuple[str, list[str], str]] = [
         ["sweep", "--model", "tiny:vit", "--out", "{tmp}/busy"],
         "busy is in use by PID",
     ),
+    (
+        "an ADE20K root that is a file",
+        ["extract", "--model", "tiny:vit", "--data", "ade20k:{tmp}/afile", "--size", "32", "--out", "{tmp}/o"],
+        "afile is a file; ade20k: takes the release folder ADE20K_2021_17_01/",
+    ),
 ]
 """Mistakes that need no model (run folders, --out, specs, bounds read from a config.json): answered before
 torch is imported."""
@@ -139,12 +144,27 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     (
         "size not a multiple of the patch",
         ["hooks", "--model", "tiny:vit", "--size", "65"],
-        "not a multiple of the patch",
+        "--size 65 is not a multiple of the patch size 8; use --size 64 or 72",
     ),
     (
         "extract at a size the patch does not divide",
         ["extract", "--model", "tiny:vit", "--size", "60", "--out", "{tmp}/o"],
-        "not a multiple of the patch",
+        "--size 60 is not a multiple of the patch size 8; use --size 56 or 64",
+    ),
+    (
+        "twins at a size their grid does not divide",
+        ["sweep", "--model", "tiny:vit", "--size", "100", "--data", "twins", "--out", "{tmp}/o"],
+        "--size 100 is not a multiple of 16 (twins scenes snap their objects to a 16x16 grid); use --size 96 or 112",
+    ),
+    (
+        "synthetic scenes below their smallest size",
+        ["extract", "--model", "tiny:vit", "--size", "8", "--out", "{tmp}/o"],
+        "--size 8: synthetic scenes are drawn at 16 px or more",
+    ),
+    (
+        "a split synthetic scenes lack",
+        ["sweep", "--model", "tiny:vit", "--split", "testing", "--out", "{tmp}/o"],
+        "--split testing: synthetic scenes have the splits train, val, test",
     ),
     ("--device cuda without a GPU", ["hooks", "--model", "tiny:vit", "--device", "cuda"], "no CUDA GPU"),
     ("a misspelt device", ["hooks", "--model", "tiny:vit", "--device", "cdua"], "not a torch device"),
@@ -211,11 +231,6 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
         "the range 2-0 is reversed; write it lowest first (0-2)",
     ),
     ("a reversed --images range", ["view", "--run", RUN, "--images", "3-1", "--out", "{tmp}/v.html"], "reversed"),
-    (
-        "an ADE20K root that is a file",
-        ["extract", "--model", "tiny:vit", "--data", "ade20k:{tmp}/afile", "--size", "32", "--out", "{tmp}/o"],
-        "afile is a file; root must be the release folder",
-    ),
     (
         "a sweep into a run made with other data",
         ["sweep", *RUN_SETTINGS, "--data", "twins", "--out", RUN],
@@ -408,6 +423,7 @@ BEFORE_TORCH = [
     "bits --intervene with --seeds",
     "bits --intervene without an edit layer",
     "view --bits 9",
+    "a misspelt probe",
     *(case[0] for case in EARLY_INPUTS),
 ]
 """The cases answered before torch or transformers is imported (so before any model loads): in about a second."""
@@ -572,6 +588,27 @@ def test_mistakes_that_need_no_model_are_answered_before_torch_is_imported(workd
     assert max(seconds for _, _, seconds in answers) < 10  # about 0.05 s each here; the hub check at most 1.5 s
 
 
+BEFORE_TRANSFORMERS = [
+    "an unknown dataset",
+    "twins at a size their grid does not divide",
+    "synthetic scenes below their smallest size",
+    "a split synthetic scenes lack",
+]
+"""The cases about the data: answered with torch imported (the dataset's own checks), before transformers is."""
+
+
+def test_mistakes_in_the_data_settings_are_answered_before_transformers_is_imported(workdir):
+    cases = {what: argv for what, argv, _ in BAD_INPUTS}
+    argvs = [[arg.format(tmp=workdir) for arg in cases[what]] for what in BEFORE_TRANSFORMERS]
+    done = subprocess.run(
+        [sys.executable, "-c", BEFORE_TORCH_SCRIPT, json.dumps(argvs)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    late = [(what, status, imported) for what, (status, imported, _) in zip(BEFORE_TRANSFORMERS, answers)]
+    assert all(status == 2 and "transformers" not in imported for _, status, imported in late), late
+
+
 @pytest.mark.parametrize("device, phrase", [("cdua", "not a torch device"), ("cuda:7", "cuda")])
 def test_a_device_this_machine_lacks_is_refused_before_transformers_is_imported(device, phrase, tmp_path):
     code = (
@@ -664,6 +701,13 @@ def test_a_bad_argument_fails_before_the_library_is_imported():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "2 False"
+
+
+def test_the_sweeps_own_probe_list_is_the_libraries():
+    from binding_lens.analyses.layer_sweep import ALL_PROBES
+    from binding_lens.cli.sweep import PROBE_NAMES
+
+    assert PROBE_NAMES == ALL_PROBES
 
 
 def bad_input_table() -> str:

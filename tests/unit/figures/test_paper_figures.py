@@ -66,6 +66,40 @@ def test_accuracy_by_layer_one_panel_per_model(tmp_path):
     check_written(accuracy_by_layer(single, tmp_path / "fig3"))
 
 
+def test_accuracies_are_drawn_on_the_0_to_1_scale_of_the_tables_and_the_demo():
+    from matplotlib.figure import Figure
+
+    from binding_lens.figures.layers import _line, _reference
+
+    rows = [row for row in sweep_rows() if row["model"] == "clip-vit-b16" and row["probe"] == "linear"]
+    ax = Figure().subplots()
+    _line(ax, [row["layer"] for row in rows], rows, "accuracy")
+    _reference(ax, "accuracy", [row["layer"] for row in rows], rows)
+    _reference(ax, "auroc", [], [])
+    accuracy, majority, chance = (list(line.get_ydata()) for line in ax.lines)
+    assert accuracy == [row["accuracy"] for row in rows] and majority == [0.8] * len(rows) and chance == [0.5, 0.5]
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(min(row["accuracy_low"] for row in rows))
+
+
+def test_the_twins_coinciding_probes_stay_visible_side_by_side():
+    from matplotlib.figure import Figure
+
+    from binding_lens.figures.demo import OFFSET, _sweep_panel
+
+    rows = [
+        {"model": "twin", "layer": layer, "probe": probe, "auroc": 0.77} for probe in ("a", "b") for layer in (0, 1)
+    ]
+    ax = Figure().subplots()
+    _sweep_panel(ax, rows, ["a", "b"], "twin")
+    first, second = ax.lines[:2]
+    assert list(first.get_ydata()) == list(second.get_ydata())  # the same values, drawn apart:
+    assert list(second.get_xdata() - first.get_xdata()) == pytest.approx([OFFSET, OFFSET])
+    assert first.get_marker() != second.get_marker() and second.get_markerfacecolor() == "white"
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels[:2] == ["a", "b"] and f"drawn {OFFSET:g} layer apart" in labels[2]
+
+
 def test_accuracy_by_model_for_one_probe(tmp_path):
     svg = check_written(accuracy_by_model(sweep_rows(), tmp_path / "fig11", probe="quadratic"))
     assert "dinov2-small" in svg and "clip-vit-b16" in svg and "normalized depth" in svg

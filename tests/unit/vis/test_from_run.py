@@ -142,6 +142,14 @@ def test_view_command(run, tmp_path, capsys):
     assert "run directory" in capsys.readouterr().err
 
 
+def test_a_viewer_without_out_goes_into_the_run_folder(run, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # not the checkout: nothing may land in the current directory
+    assert main(["view", "--run", str(run), "--probes", "linear", "--layers", "0"]) == 0
+    assert f"viewer: {run / 'viewer.html'} (" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+    (run / "viewer.html").unlink()  # the module's run is shared: leave it as made
+
+
 def test_index_lists_parse_and_bad_ones_exit():
     assert parse_indices("0,2,4-6") == [0, 2, 4, 5, 6]
     assert parse_indices("0-9:3") == [0, 3, 6, 9]

@@ -95,6 +95,21 @@ def test_page_is_one_self_contained_file(page):
     assert page.count("<script>") == 1  # the viewer script, inline
 
 
+def test_the_legend_explains_every_mark_the_script_draws(page):
+    from importlib.resources import files
+
+    from binding_lens.vis.html_viewer.page import OWN_OBJECT_COLOR
+
+    script = (files("binding_lens.vis.html_viewer") / "static" / "viewer.js").read_text()
+    assert f'ctx.strokeStyle = "{OWN_OBJECT_COLOR}"; ctx.lineWidth = 2; ctx.setLineDash(' in script
+    legend = re.search(r'<p class="legend" id="legend">(.*?)</p>', page, re.S)
+    assert legend is not None
+    text = " ".join(legend.group(1).split())
+    assert f'stroke="{OWN_OBJECT_COLOR}" stroke-width="2" stroke-dasharray="5 3"' in text
+    assert "cyan dashed: the patches of the chosen patch's own object (ground truth, on the patch grid)" in text
+    assert "white square: the chosen patch (red once locked)" in text and "the objects' outlines" in text
+
+
 def test_viewer_writes_the_file(tiny, tmp_path):
     model, scenes, probes = tiny
     path = viewer(model, [scenes[0].image], {"linear": probes["linear"]}, tmp_path / "sub" / "v.html")
