@@ -31,7 +31,7 @@ from ..binding.das import Readout, model_readout, residual_at, swap_effect, trai
 from ..binding.diagnostics import principal_angles, random_angles
 from ..data.scene import Scenes
 from ..errors import InputError
-from ..hooks import HookedViT
+from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
 from ..probes.metrics import auroc
 from .ablation import label_images
@@ -99,7 +99,7 @@ class SubspaceComparisonConfig:
 
 
 def compare_subspaces(
-    model: HookedViT,
+    model: HookedOrBridge,
     scenes: Scenes,
     layer: int,
     k: int,
@@ -108,6 +108,7 @@ def compare_subspaces(
 ) -> SubspaceComparison:
     """Probe eigen-subspace vs DAS subspace vs random subspaces at `layer`, measured at `layer + 1` (module
     docstring). Images split into probe/DAS training, probe validation and held-out measurement sets."""
+    model = hooked_vit_only(model, "compare_subspaces")
     config = replace(config or SubspaceComparisonConfig(), **options)
     seed = config.seed
     if not 0 <= layer < model.cfg.n_layers - 1:

@@ -41,7 +41,7 @@ from ..activations.store import Shard
 from ..data import Scene
 from ..errors import InputError
 from ..figures import accuracy_by_layer
-from ..hooks import HookedViT
+from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..io import write_json_atomic
 from ..probes import (
     PROBES,
@@ -260,9 +260,11 @@ class SweepResult:
         return lines
 
 
-def weights_note(model: HookedViT) -> str:
+def weights_note(model: HookedModel) -> str:
     """What the model's weights are, in words a report can carry."""
     source = model.cfg.source
+    if "bridge" in model.cfg.extra:
+        return f"weights of the model handed to TransformerBridge.boot_transformers as {source!r}"
     objective = model.cfg.extra.get("zoo_objective")
     random_spec = source.startswith(("random:", "config:", "tiny:")) or source.endswith("@random")  # timm:/open_clip:
     if objective == "random" or random_spec or source == type(model.hf_model).__name__:
@@ -272,7 +274,7 @@ def weights_note(model: HookedViT) -> str:
     return f"weights loaded from {source} (revision {model.cfg.extra.get('revision', 'main')})"
 
 
-def _probe_for(name: str, model: HookedViT, layer: int, n_classes: int, n_queries: int, rank: int) -> PairProbe:
+def _probe_for(name: str, model: HookedModel, layer: int, n_classes: int, n_queries: int, rank: int) -> PairProbe:
     d_model = model.cfg.d_model
     if name == "self_attention":
         return make_probe(name, d_model, model=model, layer=layer)
@@ -391,7 +393,7 @@ class SweepComputation:
 
 
 def layer_sweep(
-    model: HookedViT, dataset: Sequence[Scene], out: str | Path, config: SweepConfig | None = None, **options: Any
+    model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path, config: SweepConfig | None = None, **options: Any
 ) -> SweepResult:
     """Extract (or reuse) activations, train every probe at every layer on the train images, pick each
     probe's best-validation epoch with the threshold calibrated on the validation images, and report test
@@ -406,7 +408,11 @@ def layer_sweep(
 
     The settings are a `SweepConfig`'s fields: pass one as `config`, or its fields as keywords (they
     override `config`'s). Plan, compute and write are `plan_sweep`, `compute_sweep` and `write_sweep`.
+
+    `model`: a HookedViT, or a TransformerLens 4 TransformerBridge over a family binding_lens knows (read
+    through `hooks.bridged.as_hooked`, as every stage does).
     """
+    model = as_hooked(model)
     plan = plan_sweep(model, dataset, out, replace(config or SweepConfig(), **options))
     computed = compute_sweep(model, dataset, plan)
     if computed is None:  # under torchrun, rank 0 gathers the rows and writes the report
@@ -414,9 +420,10 @@ def layer_sweep(
     return write_sweep(model, computed)
 
 
-def plan_sweep(model: HookedViT, dataset: Sequence[Scene], out: str | Path, config: SweepConfig) -> SweepPlan:
+def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path, config: SweepConfig) -> SweepPlan:
     """Check `config` and where the activations will go, before any image is read beyond the first; a run
     directory `out` that holds a run with other settings is refused (its probes and tables would be mixed)."""
+    model = as_hooked(model)
     started = time.perf_counter()
     out = Path(out)
     layers = sorted(set(range(model.cfg.n_layers) if config.layers is None else config.layers))
@@ -476,7 +483,7 @@ class _Activations:
     load: Callable[[list[int]], Shard]
 
 
-def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations:
+def _extract(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations:
     """The activations of `plan`, held in memory or extracted to the run's store (by every rank under
     torchrun): each rank's groups hold its own share of the layers."""
     seed, progress = plan.config.seed, plan.config.progress
@@ -521,7 +528,7 @@ class _ProbeSetup:
     baselines: Baselines  # fitted on the same split, scored on the same pairs as the probes
 
 
-def _setup(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> _ProbeSetup:
+def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> _ProbeSetup:
     """The split, label space, initial probes and fitted baselines, from the first layer group's labels."""
     n_images = stored.instance.shape[0]
     train, val, test = split_by_image(n_images, fractions=plan.config.split, seed=plan.config.seed)
@@ -571,7 +578,7 @@ def _setup(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan, stored: 
 
 
 def _train_probe(
-    model: HookedViT,
+    model: HookedModel,
     plan: SweepPlan,
     setup: _ProbeSetup,
     name: str,
@@ -605,11 +612,12 @@ def _train_probe(
     return found
 
 
-def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
+def compute_sweep(model: HookedOrBridge, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
     """Extract the activations of `plan` and train and test every probe at every layer, one layer group
     of activations at a time. Writes only the activation store ('disk'). Under torchrun each rank trains
     the probes of its share of the layers on its own device and rank 0 gathers the rows and probes: None
     on the other ranks."""
+    model = as_hooked(model)
     activations = _extract(model, dataset, plan)
     extract_seconds = time.perf_counter() - plan.started
     rows, probes, setup = _train_groups(model, dataset, plan, activations)
@@ -651,7 +659,7 @@ def plan_layer_groups(plan: SweepPlan) -> list[list[int]]:
 
 
 def _train_groups(
-    model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan, activations: _Activations
+    model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, activations: _Activations
 ) -> tuple[list[SweepRow], dict[tuple[str, int], PairProbe], _ProbeSetup]:
     """This rank's probes trained and tested, one layer group of activations at a time: (rows, probes, the
     split and label space every group shares)."""
@@ -686,11 +694,12 @@ def _train_groups(
 
 
 def scored_test_pairs(
-    model: HookedViT, dataset: Sequence[Scene], computed: SweepComputation, probes: Mapping[str, int]
+    model: HookedOrBridge, dataset: Sequence[Scene], computed: SweepComputation, probes: Mapping[str, int]
 ) -> dict[str, ScoredPairs]:
     """The sweep's test pairs scored again by its trained probes ({probe name: layer}), exactly as its rows
     were (the same extraction, split, pair set and seeds): what a comparison paired by image with another
     sweep of the same images needs (`probes.metrics.paired_auroc_difference`)."""
+    model = as_hooked(model)
     plan = computed.plan
     held, _ = extract_to_memory(
         model,
@@ -714,9 +723,10 @@ def scored_test_pairs(
     }
 
 
-def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
+def write_sweep(model: HookedOrBridge, computed: SweepComputation) -> SweepResult:
     """The report of a computed sweep in its run directory: the trained probes, the rows and peaks as CSV
     and JSON, the figure and `summary.json`."""
+    model = as_hooked(model)
     plan, run = computed.plan, computed.plan.run
     for (name, layer), probe in computed.probes.items():
         save_probe(probe, run.probe_path(layer, name))
@@ -746,7 +756,7 @@ def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
     return result
 
 
-def _summary(model: HookedViT, computed: SweepComputation) -> dict[str, Any]:
+def _summary(model: HookedModel, computed: SweepComputation) -> dict[str, Any]:
     """`summary.json`: what was run, on what, and how long it took (its training problems filled in later)."""
     plan = computed.plan
     request = plan.extraction.request
