@@ -49,7 +49,8 @@ browser:
 	  "and playwright-core (npm ci in tests/browser, no browser download): scripts/ensure_browser.sh installs what is missing"
 	@bash scripts/ensure_browser.sh || echo "make test: the browser test will skip, saying why"
 
-# The tests marked `extras` (timm and open_clip against their own forward, the README's timm block) in
+# The tests marked `extras` (timm and open_clip against their own forward, the README's timm block, and
+# TransformerLens finding binding_lens's bridge adapter after `pip install .` into a fresh venv: minutes) in
 # .venv-extras; BINDING_LENS_EXTRAS=required turns their skip-when-missing into a failure there.
 test-extras: $(STAMP_EXTRAS)
 	OMP_NUM_THREADS=1 BINDING_LENS_EXTRAS=required $(VENV_EXTRAS)/bin/python -m pytest -q -p no:xdist -m extras

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from ..data import SkipReport
 from ..data.scene import Scenes
 from ..errors import InputError
-from ..hooks import HookedViT
+from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..hooks.images import check_image_size, normalize
 from ..hooks.names import LAYER_CONVENTION, resid_post
 from ..io import write_json_atomic
@@ -49,7 +49,7 @@ from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError,
 from .writer import ShardWriter, default_writers
 
 
-def weights_fingerprint(model: HookedViT) -> str:
+def weights_fingerprint(model: HookedModel) -> str:
     """A cheap hash of the weights (name, shape, sum and sum of squares of every parameter)."""
     digest = hashlib.sha256()
     with torch.no_grad():
@@ -60,7 +60,7 @@ def weights_fingerprint(model: HookedViT) -> str:
 
 
 def build_manifest(
-    model: HookedViT, dataset: Scenes, request: dict[str, Any], n_shards: int, dataset_identity: Any
+    model: HookedModel, dataset: Scenes, request: dict[str, Any], n_shards: int, dataset_identity: Any
 ) -> dict[str, Any]:
     """The store's manifest; `resize` says what was done to each image's shape, and (once the extraction
     has finished) how many kept images were fed at another aspect than their own."""
@@ -216,7 +216,7 @@ class ExtractConfig:
 EXTRACT_OPTIONS = frozenset(f.name for f in fields(ExtractConfig))
 
 
-def _plan(model: HookedViT, dataset: Scenes, layers: Sequence[int], config: ExtractConfig) -> ExtractionPlan:
+def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: ExtractConfig) -> ExtractionPlan:
     """Check the settings (before any image is read beyond the first) and describe the extraction. At a
     fixed `size`, at most the grid's patches are stored per image (and recorded so), whatever
     `patches_per_image` asks: more rows would only be padding."""
@@ -294,11 +294,12 @@ def _plan(model: HookedViT, dataset: Scenes, layers: Sequence[int], config: Extr
     )
 
 
-def plan_extraction(model: HookedViT, dataset: Scenes, layers: Sequence[int], **options: Any) -> ExtractionPlan:
+def plan_extraction(model: HookedOrBridge, dataset: Scenes, layers: Sequence[int], **options: Any) -> ExtractionPlan:
     """The checked plan of `extract` (or `extract_to_memory`) with these `options` (their keywords; the
     pipeline's own, such as `workers` or `device`, do not change the plan and are ignored), without
     extracting anything: for callers that must size the work or refuse other settings first."""
-    return _plan(model, dataset, layers, ExtractConfig(**{k: v for k, v in options.items() if k in EXTRACT_OPTIONS}))
+    config = ExtractConfig(**{k: v for k, v in options.items() if k in EXTRACT_OPTIONS})
+    return _plan(as_hooked(model), dataset, layers, config)
 
 
 def default_workers(device: torch.device) -> int:
@@ -310,7 +311,7 @@ def default_workers(device: torch.device) -> int:
 
 
 def extract(
-    model: HookedViT,
+    model: HookedOrBridge,
     dataset: Scenes,
     layers: Sequence[int],
     out: str | Path,
@@ -336,6 +337,7 @@ def extract(
     override `config`'s).
     """
     out = Path(out)
+    model = as_hooked(model)
     config = replace(config or ExtractConfig(), **options)
     plan = _plan(model, dataset, layers, config)
     device = ranks.local_device(config.device if config.device is not None else model.device)
@@ -393,7 +395,7 @@ def _record_aspect(store: ActivationStore, manifest: dict[str, Any], plan: Extra
 
 
 def extract_to_memory(
-    model: HookedViT,
+    model: HookedOrBridge,
     dataset: Scenes,
     layers: Sequence[int],
     config: ExtractConfig | None = None,
@@ -406,6 +408,7 @@ def extract_to_memory(
     (the same tensors `ActivationStore.load()` gives, the request a manifest would record plus the skip
     counts). The settings are `extract`'s (an `ExtractConfig`, or its fields as keywords). Activations are
     written in place into tensors allocated once for the whole dataset."""
+    model = as_hooked(model)
     config = replace(config or ExtractConfig(), **options)
     plan = _plan(model, dataset, layers, config)
     device = torch.device(config.device) if config.device is not None else model.device
@@ -535,7 +538,7 @@ class _Sink:
 
 
 def _run(
-    model: HookedViT,
+    model: HookedModel,
     dataset: Scenes,
     plan: ExtractionPlan,
     shards: list[int],
@@ -587,7 +590,7 @@ def _run(
 
 
 def _forward(
-    model: HookedViT, plan: ExtractionPlan, batch: PreparedBatch, shard: _ShardInProgress, device: torch.device
+    model: HookedModel, plan: ExtractionPlan, batch: PreparedBatch, shard: _ShardInProgress, device: torch.device
 ) -> None:
     """Run the model on each pixel group of `batch` and copy the sampled tokens into the shard's rows."""
     n_prefix, d_model = model.cfg.n_prefix_tokens, model.cfg.d_model

@@ -61,6 +61,7 @@ from ..effects.segmentation import (
 )
 from ..errors import InputError
 from ..hooks import HookedViT, names
+from ..hooks.bridged import HookedModel, HookedOrBridge, hooked_vit_only
 from ..io import write_json_atomic
 from ..losses.dino import DinoHead
 from ..probes import PairProbe, split_by_image
@@ -121,7 +122,7 @@ class Labeled:
     images: list[np.ndarray]
 
 
-def label_images(model: HookedViT, scenes: Sequence[Scene], size: int | None) -> Labeled:
+def label_images(model: HookedModel, scenes: Sequence[Scene], size: int | None) -> Labeled:
     pixels = model.preprocess([scene.image for scene in scenes], size=size)
     grid = model.patch_grid(pixels)
     labels = [patch_labels(scene.instance_mask, scene.class_mask, grid=grid) for scene in scenes]
@@ -577,7 +578,7 @@ class AblationResult:
 
 
 def ablation_study(
-    model: HookedViT,
+    model: HookedOrBridge,
     scenes: Sequence[Scene],
     probe: PairProbe,
     settings: AblationSettings,
@@ -594,6 +595,7 @@ def ablation_study(
     the model's own; without a center, the clean model's mean head output on these images is used;
     without a head, one is fitted on clean features (the result's `dino_head` says which).
     """
+    model = hooked_vit_only(model, "ablation_study")
     plan = _plan(model, scenes, probe, settings, size)
     clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size)
     assert clean.tokens is not None

@@ -34,7 +34,7 @@ from ..binding.diagnostics import principal_angles, random_angles
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..data.scene import Scenes
 from ..errors import InputError
-from ..hooks import HookedViT
+from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
 from ..probes.metrics import auroc
 from .ablation import label_images
@@ -103,7 +103,7 @@ class SubspaceComparisonConfig:
 
 
 def compare_subspaces(
-    model: HookedViT,
+    model: HookedOrBridge,
     scenes: Scenes,
     layer: int,
     k: int,
@@ -112,6 +112,7 @@ def compare_subspaces(
 ) -> SubspaceComparison:
     """Probe eigen-subspace vs DAS subspace vs random subspaces at `layer`, measured at `layer + 1` (module
     docstring). Images split into probe/DAS training, probe validation and held-out measurement sets."""
+    model = hooked_vit_only(model, "compare_subspaces")
     config = replace(config or SubspaceComparisonConfig(), **options)
     seed = config.seed
     if not 0 <= layer < model.cfg.n_layers - 1:

@@ -24,7 +24,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..errors import InputError
-from ..hooks import HookedViT, names
+from ..hooks import names
+from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe
 
 
@@ -60,7 +61,7 @@ def _pairs(pairs: Tensor | tuple[int, int], n_images: int, n_patches: int) -> In
 
 
 def pair_attribution(
-    model: HookedViT,
+    model: HookedOrBridge,
     pixels: Float[Tensor, "image channels height width"],
     probe: PairProbe,
     layer: int,
@@ -69,6 +70,7 @@ def pair_attribution(
 ) -> PairAttribution:
     """Gradient x activation of the probe's logit for each image's pair (i, j) at resid_post(`layer`), on
     resid_post and attn.hook_z of each source layer (default 0..layer)."""
+    model = hooked_vit_only(model, "pair_attribution")
     if not 0 <= layer < model.cfg.n_layers:
         raise InputError(f"layer must be in 0..{model.cfg.n_layers - 1}, got {layer}")
     sources = list(range(layer + 1)) if sources is None else sorted(set(sources))

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..binding.head_ablation import HeadAblation, head_means
 from ..errors import InputError
-from ..hooks import HookedViT
+from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeData, evaluate
 from ..probes.evaluation import auroc_with_interval
 from ..probes.sampling import fixed_pairs
@@ -86,7 +86,7 @@ class HeadAblationConfig:
 
 @torch.no_grad()
 def head_ablation_map(
-    model: HookedViT,
+    model: HookedOrBridge,
     pixels: Float[Tensor, "image channels height width"],
     instance: Int[Tensor, "image n_patches"],
     probes: dict[int, PairProbe],
@@ -99,6 +99,7 @@ def head_ablation_map(
     probe at l + 1 on fixed pairs of these images (all labeled patches unless `patches_per_image`).
     `mode="mean"` replaces z by its mean over `mean_pixels` (default: these images). The settings are a
     `HeadAblationConfig`'s fields: pass one as `config`, or its fields as keywords (they override `config`'s)."""
+    model = hooked_vit_only(model, "head_ablation_map")
     config = replace(config or HeadAblationConfig(), **options)
     mode, batch_size = config.mode, config.batch_size
     chosen = config.layers

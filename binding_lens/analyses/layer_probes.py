@@ -9,12 +9,12 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..binding.das import residual_at
-from ..hooks import HookedViT
+from ..hooks.bridged import HookedOrBridge, as_hooked
 from ..probes import ProbeData, ProbeTrainingConfig, TrainResult, make_probe, train_probe
 
 
 def fit_layer_probes(
-    model: HookedViT,
+    model: HookedOrBridge,
     pixels: Tensor,
     instance: Int[Tensor, "image n_patches"],
     layers: Sequence[int],
@@ -25,7 +25,9 @@ def fit_layer_probes(
     training: ProbeTrainingConfig | None = None,
 ) -> dict[int, TrainResult]:
     """A `quadratic` probe per layer on resid_post(layer)'s patch tokens of the `train_idx` images, validated
-    (early stopping, `learnt`) on `val_idx`; every probe starts from the same seeded state."""
+    (early stopping, `learnt`) on `val_idx`; every probe starts from the same seeded state. `model`: a HookedViT
+    or a TransformerBridge over a family binding_lens knows (`hooks.bridged.as_hooked`)."""
+    model = as_hooked(model)
     n_prefix = model.cfg.n_prefix_tokens
     return {
         layer: fit_quadratic_probe(

@@ -46,7 +46,7 @@ from ..activations.store import Shard
 from ..data import Scene
 from ..errors import InputError
 from ..figures import accuracy_by_layer
-from ..hooks import HookedViT
+from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..io import write_json_atomic
 from ..probes import (
     PROBES,
@@ -281,9 +281,11 @@ class SweepResult:
         return lines
 
 
-def weights_note(model: HookedViT) -> str:
+def weights_note(model: HookedModel) -> str:
     """What the model's weights are, in words a report can carry."""
     source = model.cfg.source
+    if "bridge" in model.cfg.extra:
+        return f"weights of the model handed to TransformerBridge.boot_transformers as {source!r}"
     objective = model.cfg.extra.get("zoo_objective")
     random_spec = source.startswith(("random:", "config:", "tiny:")) or source.endswith("@random")  # timm:/open_clip:
     if objective == "random" or random_spec or source == type(model.hf_model).__name__:
@@ -293,7 +295,7 @@ def weights_note(model: HookedViT) -> str:
     return f"weights loaded from {source} (revision {model.cfg.extra.get('revision', 'main')})"
 
 
-def _probe_for(name: str, model: HookedViT, layer: int, n_classes: int, n_queries: int, rank: int) -> PairProbe:
+def _probe_for(name: str, model: HookedModel, layer: int, n_classes: int, n_queries: int, rank: int) -> PairProbe:
     d_model = model.cfg.d_model
     if name == "self_attention":
         return make_probe(name, d_model, model=model, layer=layer)
@@ -414,7 +416,7 @@ class SweepComputation:
 
 
 def layer_sweep(
-    model: HookedViT, dataset: Sequence[Scene], out: str | Path, config: SweepConfig | None = None, **options: Any
+    model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path, config: SweepConfig | None = None, **options: Any
 ) -> SweepResult:
     """Extract (or reuse) activations, train every probe at every layer on the train images, pick each
     probe's best-validation epoch with the threshold calibrated on the validation images, and report test
@@ -429,7 +431,11 @@ def layer_sweep(
 
     The settings are a `SweepConfig`'s fields: pass one as `config`, or its fields as keywords (they
     override `config`'s). Plan, compute and write are `plan_sweep`, `compute_sweep` and `write_sweep`.
+
+    `model`: a HookedViT, or a TransformerLens 4 TransformerBridge over a family binding_lens knows (read
+    through `hooks.bridged.as_hooked`, as every stage does).
     """
+    model = as_hooked(model)
     plan = plan_sweep(model, dataset, out, replace(config or SweepConfig(), **options))
     computed = compute_sweep(model, dataset, plan)
     if computed is None:  # under torchrun, rank 0 gathers the rows and writes the report
@@ -437,9 +443,10 @@ def layer_sweep(
     return write_sweep(model, computed)
 
 
-def plan_sweep(model: HookedViT, dataset: Sequence[Scene], out: str | Path, config: SweepConfig) -> SweepPlan:
+def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path, config: SweepConfig) -> SweepPlan:
     """Check `config` and where the activations will go, before any image is read beyond the first; a run
     directory `out` that holds a run with other settings is refused (its probes and tables would be mixed)."""
+    model = as_hooked(model)
     started = time.perf_counter()
     out = Path(out)
     layers = sorted(set(range(model.cfg.n_layers) if config.layers is None else config.layers))
@@ -500,7 +507,7 @@ class _Activations:
     resize: dict[str, Any]  # the resize policy, and how many kept images it fed at another aspect
 
 
-def _extract(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations:
+def _extract(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan) -> _Activations:
     """The activations of `plan`, held in memory or extracted to the run's store (by every rank under
     torchrun): each rank's groups hold its own share of the layers."""
     seed, progress = plan.config.seed, plan.config.progress
@@ -550,7 +557,7 @@ class _ProbeSetup:
     baselines: Baselines  # fitted on the same split, scored on the same pairs as the probes
 
 
-def _setup(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> _ProbeSetup:
+def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> _ProbeSetup:
     """The split, label space, initial probes and fitted baselines, from the first layer group's labels."""
     n_images = stored.instance.shape[0]
     train, val, test = split_by_image(n_images, fractions=plan.config.split, seed=plan.config.seed)
@@ -600,7 +607,7 @@ def _setup(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan, stored: 
 
 
 def _train_probe(
-    model: HookedViT,
+    model: HookedModel,
     plan: SweepPlan,
     setup: _ProbeSetup,
     name: str,
@@ -635,7 +642,7 @@ def _train_probe(
     return row, result.probe
 
 
-def _fits_to_make(model: HookedViT, plan: SweepPlan) -> list[tuple[str, int]]:
+def _fits_to_make(model: HookedModel, plan: SweepPlan) -> list[tuple[str, int]]:
     """This rank's (probe, layer)s in probe then layer order (self_attention has no next block after the
     last layer)."""
     last = model.cfg.n_layers - 1
@@ -661,12 +668,13 @@ def _sweep_fits(plan: SweepPlan) -> SweepFits:
     return SweepFits(plan.run, plan.extraction.request, settings)
 
 
-def compute_sweep(model: HookedViT, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
+def compute_sweep(model: HookedOrBridge, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
     """Extract the activations of `plan` and train and test every probe at every layer, one layer group
     of activations at a time. Writes the activation store ('disk') and each (probe, layer) as it is
     fitted (`sweep_fits`): the fits kept by an earlier run of the same sweep stopped midway are reused,
     saying so. Under torchrun each rank trains the probes of its share of the layers on its own device
     and rank 0 gathers the rows and probes: None on the other ranks."""
+    model = as_hooked(model)
     fits = _sweep_fits(plan)
     wanted = _fits_to_make(model, plan)
     kept = fits.load(plan.device)
@@ -719,7 +727,7 @@ def plan_layer_groups(plan: SweepPlan) -> list[list[int]]:
 
 
 def _train_groups(
-    model: HookedViT,
+    model: HookedModel,
     dataset: Sequence[Scene],
     plan: SweepPlan,
     activations: _Activations,
@@ -761,11 +769,12 @@ def _train_groups(
 
 
 def scored_test_pairs(
-    model: HookedViT, dataset: Sequence[Scene], computed: SweepComputation, probes: Mapping[str, int]
+    model: HookedOrBridge, dataset: Sequence[Scene], computed: SweepComputation, probes: Mapping[str, int]
 ) -> dict[str, ScoredPairs]:
     """The sweep's test pairs scored again by its trained probes ({probe name: layer}), exactly as its rows
     were (the same extraction, split, pair set and seeds): what a comparison paired by image with another
     sweep of the same images needs (`probes.metrics.paired_auroc_difference`)."""
+    model = as_hooked(model)
     plan = computed.plan
     held, _ = extract_to_memory(
         model,
@@ -789,9 +798,10 @@ def scored_test_pairs(
     }
 
 
-def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
+def write_sweep(model: HookedOrBridge, computed: SweepComputation) -> SweepResult:
     """The report of a computed sweep in its run directory: the trained probes, the rows and peaks as CSV
     and JSON, the figure and `summary.json`."""
+    model = as_hooked(model)
     plan, run = computed.plan, computed.plan.run
     for (name, layer), probe in computed.probes.items():
         save_probe(probe, run.probe_path(layer, name))
@@ -822,7 +832,7 @@ def write_sweep(model: HookedViT, computed: SweepComputation) -> SweepResult:
     return result
 
 
-def _summary(model: HookedViT, computed: SweepComputation) -> dict[str, Any]:
+def _summary(model: HookedModel, computed: SweepComputation) -> dict[str, Any]:
     """`summary.json`: what was run, on what, and how long it took (its training problems filled in later)."""
     plan = computed.plan
     request = plan.extraction.request

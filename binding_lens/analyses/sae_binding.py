@@ -33,6 +33,7 @@ from ..binding.das import residual_at
 from ..data import Scene
 from ..errors import InputError
 from ..hooks import HookedViT
+from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..hooks.names import resid_post
 from ..probes import TrainResult, split_by_image
 from ..probes.batch import PairBatch
@@ -264,7 +265,7 @@ class SaeBindingConfig:
 
 
 def sae_binding(
-    model: HookedViT,
+    model: HookedOrBridge,
     scenes: Sequence[Scene],
     layer: int,
     config: SaeBindingConfig | None = None,
@@ -274,6 +275,7 @@ def sae_binding(
 ) -> SaeBindingResult:
     """See the module docstring. `sae`: an SAE already trained on `resid_post(layer)` (else one is trained
     on the training images with `sae_training`)."""
+    model = hooked_vit_only(model, "sae_binding")
     config = replace(config or SaeBindingConfig(), **options)
     _check(model, len(scenes), layer)
     setup = _set_up(model, scenes, layer, config.size, sae, config.sae_training, config.subspace_rank, config.seed)

@@ -8,7 +8,8 @@ weights and batches, so the interval covers the probe's and the scene draw's var
 model's: for that, train several models, as the zoo's training seeds do). Each seed is a full sweep run
 in `out/seed-<s>/`; `out/` holds the aggregate rows (`sweep.csv`: every metric's mean, `<metric>_low`
 and `<metric>_high` across seeds, `n_seeds`), the peaks (chosen on the mean curve, by validation AUROC
-unless `peak_by="test"`), the figure and `summary.json`. With one seed this is `layer_sweep` itself.
+unless `peak_by="test"`), the figure and `summary.json`. With one seed this is `layer_sweep` itself. The
+model may be a HookedViT or a TransformerBridge over a family binding_lens knows (`hooks.bridged.as_hooked`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from ..activations import ranks
 from ..data.scene import Scenes
 from ..figures import accuracy_by_layer
-from ..hooks import HookedViT
+from ..hooks.bridged import HookedOrBridge, as_hooked
 from ..io import write_json_atomic
 from ..probes import ProbeTrainingConfig
 from ..stats import aggregate_rows, distinct_seeds
@@ -57,7 +58,7 @@ BASELINE_METRICS = (
 
 
 def layer_sweep_over_seeds(
-    model: HookedViT,
+    model: HookedOrBridge,
     scenes_for_seed: Callable[[int], Scenes],
     out: str | Path,
     seeds: Sequence[int],
@@ -68,7 +69,7 @@ def layer_sweep_over_seeds(
     **sweep_kwargs: Any,
 ) -> SweepResult:
     """`layer_sweep` once per seed, aggregated (see the module docstring); `sweep_kwargs` go to every sweep."""
-    seeds = distinct_seeds(seeds)
+    model, seeds = as_hooked(model), distinct_seeds(seeds)
     training = training or ProbeTrainingConfig()
     out = Path(out)
     if len(seeds) == 1:

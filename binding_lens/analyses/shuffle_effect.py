@@ -34,7 +34,8 @@ from ..binding import BindingSubspace, Shuffle
 from ..data import Scene
 from ..effects.attention import own_object_attention_sums
 from ..errors import InputError
-from ..hooks import HookedViT, names
+from ..hooks import names
+from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..probes import PairProbe
 from ..probes.metrics import bootstrap_auroc, paired_auroc_difference
 from ..stats import LEVEL, Interval, bootstrap_counts, paired_bootstrap_difference, percentile_interval
@@ -104,7 +105,7 @@ class _Run:
     scores: Float[Tensor, " pair"]
 
 
-def _check(model: HookedViT, config: ShuffleEffectConfig, n_images: int) -> None:
+def _check(model: HookedModel, config: ShuffleEffectConfig, n_images: int) -> None:
     if not 0 <= config.layer < model.cfg.n_layers - 1:
         raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2}: block layer+1 must exist, got {config.layer}")
     if not 1 <= config.k < model.cfg.d_model:
@@ -140,7 +141,7 @@ def _pair_mask(instance: Int[Tensor, "image n"]) -> Tensor:
 
 @torch.no_grad()
 def _measure(
-    model: HookedViT,
+    model: HookedModel,
     pixels: Float[Tensor, "image 3 height width"],
     instance: Int[Tensor, "image n"],
     probe_next: PairProbe,
@@ -167,14 +168,16 @@ def _measure(
 
 
 def shuffle_effect(
-    model: HookedViT,
+    model: HookedOrBridge,
     scenes: Sequence[Scene],
     probe: PairProbe,
     probe_next: PairProbe,
     config: ShuffleEffectConfig,
 ) -> ShuffleEffect:
     """Shuffle `probe`'s top-k binding subspace at `config.layer`, and a random one of the same k, and measure
-    block l + 1 against the clean run (module docstring). `probe_next` is the probe trained at l + 1."""
+    block l + 1 against the clean run (module docstring). `probe_next` is the probe trained at l + 1. `model`: a
+    HookedViT or a TransformerBridge over a family binding_lens knows (`hooks.bridged.as_hooked`)."""
+    model = as_hooked(model)
     _check(model, config, len(scenes))
     model.eval()
     data = label_images(model, scenes, config.size)

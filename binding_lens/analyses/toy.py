@@ -41,6 +41,7 @@ from ..data import SyntheticScenes
 from ..errors import InputError
 from ..figures import lines_by_layer, query_maps, score_kde, twin_pca
 from ..hooks import HookedViT
+from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import auroc_replicates
@@ -358,7 +359,7 @@ def _separation_row(
 
 
 def toy_experiments(
-    model: HookedViT,
+    model: HookedOrBridge,
     out: str | Path,
     *,
     n_twin_scenes: int = 64,
@@ -370,6 +371,7 @@ def toy_experiments(
 ) -> ToyResult:
     """Run the four toy experiments (module docstring) and write their figures, rows and `toy.md`. Images
     are `size` px square (default: the model's native size); the grid must be at least 8 patches across."""
+    model = hooked_vit_only(model, "toy_experiments")
     plan = _plan(model, n_twin_scenes, n_train_scenes, layers, size, seed)
     data = _prepare(model, plan)
     measured = {layer: _measure_layer(data, plan, layer, training) for layer in plan.layers}

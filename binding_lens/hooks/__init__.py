@@ -3,7 +3,9 @@
 `HookedViT` (hooked_vit.py) runs the forward pass over an HF model's own modules, found by one adapter
 per family (adapters/); `names` spells hook names, `parity` measures agreement with HF, `specs` is the
 extension point that lets `from_pretrained` take `zoo:`/`random:`/... specs registered by
-`binding_lens.models` and `binding_lens.zoo`.
+`binding_lens.models` and `binding_lens.zoo`. `bridge` puts the same families inside TransformerLens 4's
+`TransformerBridge` (an architecture adapter, found through an entry point) and `bridged` reads such a bridge
+as the analyses read a HookedViT (`as_hooked`); neither is imported here.
 """
 
 from . import names

@@ -85,7 +85,7 @@ GATED_HOOK_POINTS: dict[str, str] = {
 """Hook points that run only while a config flag is on (name ending -> flag), as in TransformerLens."""
 
 
-class HookedViT(HookedRootModule):
+class HookedViT(image_utils.ImageInputs, HookedRootModule):
     """A vision transformer (HF DINOv2, DINOv3, CLIP, SigLIP, SigLIP 2, I-JEPA, MAE, ViT/DINO; timm; open_clip)
     with TransformerLens hook points.
 
@@ -108,7 +108,7 @@ class HookedViT(HookedRootModule):
         self.adapter: type[FamilyAdapter] = adapter
         self.hf_model = hf_model
         parts = [adapter.block_parts(layer, config) for layer in adapter.layers(hf_model)]
-        self.cfg = _make_cfg(hf_model, adapter, parts, source, image_mean, image_std, fused_attention)
+        self.cfg = make_config(hf_model, adapter, parts, source, image_mean, image_std, fused_attention)
         if isinstance(hf_model, ForeignTower) and source is None:  # a timm / open_clip model built by the caller
             self.cfg.source = f"{hf_model.config.name} ({adapter.family})"  # not the wrapper's class name
             self.cfg.extra["revision"] = "unknown: a model built by the caller"
@@ -448,39 +448,8 @@ class HookedViT(HookedRootModule):
         self.check_hook_fires(name)
         super()._enable_hook_with_name(name, hook, dir)
 
-    # --- images and the patch grid -------------------------------------------------------------
-    @property
-    def device(self) -> torch.device:
-        return next(self.hf_model.parameters()).device
 
-    def preprocess(
-        self, images: Any, size: int | tuple[int, int] | None = None
-    ) -> Float[Tensor, "batch 3 height width"]:
-        """Images (arrays, tensors or PIL) -> pixel values on the model's device, normalized with this
-        model's own processor statistics. See `binding_lens.hooks.images.preprocess`."""
-        pixels = image_utils.preprocess(images, self.cfg.image_mean, self.cfg.image_std, self.cfg.patch_size, size)
-        dtype = next(self.hf_model.parameters()).dtype
-        return pixels.to(device=self.device, dtype=dtype)
-
-    def patch_grid(self, pixel_values: Tensor) -> tuple[int, int]:
-        """(rows, cols) of patches of these pixel values."""
-        image_utils.check_pixel_values(pixel_values, self.cfg.patch_size, self.cfg.num_channels)
-        return image_utils.patch_grid(pixel_values, self.cfg.patch_size)
-
-    def token_index(self, row: int, col: int, grid: tuple[int, int]) -> int:
-        """Sequence position of patch (row, col), counting CLS and register tokens."""
-        return image_utils.token_index(row, col, grid, self.cfg.n_prefix_tokens)
-
-    def token_to_patch(self, token: int, grid: tuple[int, int]) -> tuple[int, int]:
-        """(row, col) of the patch at sequence position `token`."""
-        return image_utils.token_to_patch(token, grid, self.cfg.n_prefix_tokens)
-
-    def patch_tokens(self, activations: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch n_patches d_model"]:
-        """Drop the prefix tokens (CLS, registers) of a [batch pos ...] activation."""
-        return activations[:, self.cfg.n_prefix_tokens :]
-
-
-def _make_cfg(
+def make_config(
     hf_model: nn.Module,
     adapter: type[FamilyAdapter],
     parts: Sequence[BlockParts],

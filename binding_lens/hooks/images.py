@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from jaxtyping import Float
 from PIL import Image
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..errors import GridSizeError, InputError
+from .config import HookedViTConfig
 
 ImageLike = Image.Image | np.ndarray | Tensor
 
@@ -219,3 +221,40 @@ def token_to_patch(token: int, grid: tuple[int, int], n_prefix: int) -> tuple[in
     if token >= n_prefix + rows * cols:
         raise IndexError(f"token {token} is past the last patch token {n_prefix + rows * cols - 1}")
     return divmod(token - n_prefix, cols)
+
+
+class ImageInputs(nn.Module):
+    """The pixel and patch-grid methods every hooked model shares (`HookedViT`, `BridgedViT`), read off its
+    `cfg` and the device and dtype of its weights."""
+
+    cfg: HookedViTConfig
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def preprocess(
+        self, images: Any, size: int | tuple[int, int] | None = None
+    ) -> Float[Tensor, "batch 3 height width"]:
+        """Images (arrays, tensors or PIL) -> pixel values on the model's device, normalized with this
+        model's own processor statistics. See `binding_lens.hooks.images.preprocess`."""
+        pixels = preprocess(images, self.cfg.image_mean, self.cfg.image_std, self.cfg.patch_size, size)
+        weight = next(self.parameters())
+        return pixels.to(device=weight.device, dtype=weight.dtype)
+
+    def patch_grid(self, pixel_values: Tensor) -> tuple[int, int]:
+        """(rows, cols) of patches of these pixel values."""
+        check_pixel_values(pixel_values, self.cfg.patch_size, self.cfg.num_channels)
+        return patch_grid(pixel_values, self.cfg.patch_size)
+
+    def token_index(self, row: int, col: int, grid: tuple[int, int]) -> int:
+        """Sequence position of patch (row, col), counting CLS and register tokens."""
+        return token_index(row, col, grid, self.cfg.n_prefix_tokens)
+
+    def token_to_patch(self, token: int, grid: tuple[int, int]) -> tuple[int, int]:
+        """(row, col) of the patch at sequence position `token`."""
+        return token_to_patch(token, grid, self.cfg.n_prefix_tokens)
+
+    def patch_tokens(self, activations: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch n_patches d_model"]:
+        """Drop the prefix tokens (CLS, registers) of a [batch pos ...] activation."""
+        return activations[:, self.cfg.n_prefix_tokens :]

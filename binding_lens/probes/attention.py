@@ -79,7 +79,11 @@ class SelfAttentionProbe(ScalarScoreProbe):
 
     @classmethod
     def from_model(cls, model: Any, layer: int) -> "SelfAttentionProbe":
-        """The probe for residual tokens of block `layer` (hook_resid_post), reading block layer+1."""
+        """The probe for residual tokens of block `layer` (hook_resid_post), reading block layer+1. `model`: a
+        HookedViT or a TransformerBridge over a family binding_lens knows (`hooks.bridged.as_hooked`)."""
+        from ..hooks.bridged import as_hooked  # the hooks import TransformerLens: only where a model is at hand
+
+        model = as_hooked(model)
         n_layers = int(model.cfg.n_layers)
         if not isinstance(layer, int) or not 0 <= layer < n_layers - 1:
             raise InputError(

@@ -114,6 +114,16 @@ class FamilyAdapter:
     """Configs of well-known checkpoints, for `random:<name>` (same architecture, random weights)."""
     tiny_cases: ClassVar[tuple[TinyCase, ...]] = ()
     """Tiny random models of this family; the parity tests run on each."""
+    bridge_models: ClassVar[tuple[str, ...]] = ()
+    """The HF classes of this family whose own forward is the vision transformer alone: what TransformerLens
+    4's `TransformerBridge` may wrap, with TL's own adapter (ViT) or else `hooks.bridge.VisionBridgeAdapter`
+    (none: a model from another library)."""
+    bridge_aliases: ClassVar[tuple[str, ...]] = ()
+    """Other `config.architectures` names of checkpoints whose `bridge_models` class the bridge is handed
+    (`facebook/vit-mae-base` says ViTMAEForPreTraining): TL looks the adapter up by that name."""
+    normalizes_every_token: ClassVar[bool] = True
+    """Whether HF's `last_hidden_state` is the final LayerNorm of every token (CLIP normalizes only the pooled
+    CLS token); `HookedViT` always applies `final_norm` to every token."""
     positional_embedding_type: ClassVar[str] = "standard"
     """"standard": absolute embeddings added to the tokens (`hook_pos_embed`); "rotary": RoPE applied
     to queries and keys inside attention (`attn.hook_rot_q`/`hook_rot_k`), as TransformerLens names it."""

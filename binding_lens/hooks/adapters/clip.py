@@ -28,6 +28,8 @@ class ClipAdapter(FamilyAdapter):
     family = "clip"
     model_types = ("clip_vision_model", "clip")
     hf_class_name = "CLIPVisionModel"
+    bridge_models = ("CLIPVisionModel", "CLIPVisionModelWithProjection")
+    normalizes_every_token = False
     image_mean = tuple(OPENAI_CLIP_MEAN)
     image_std = tuple(OPENAI_CLIP_STD)
     architectures = {

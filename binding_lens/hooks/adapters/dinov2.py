@@ -39,6 +39,7 @@ class Dinov2Adapter(FamilyAdapter):
     family = "dinov2"
     model_types = ("dinov2", "dinov2_with_registers")
     hf_class_name = "AutoModel"  # Dinov2Model or Dinov2WithRegistersModel, by the checkpoint's config
+    bridge_models = ("Dinov2Model", "Dinov2WithRegistersModel")
     image_mean = tuple(IMAGENET_DEFAULT_MEAN)
     image_std = tuple(IMAGENET_DEFAULT_STD)
     architectures = {

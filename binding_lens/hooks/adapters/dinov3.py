@@ -32,6 +32,7 @@ class Dinov3Adapter(FamilyAdapter):
     family = "dinov3"
     model_types = ("dinov3_vit",)
     hf_class_name = "DINOv3ViTModel"
+    bridge_models = ("DINOv3ViTModel",)
     image_mean = tuple(IMAGENET_DEFAULT_MEAN)
     image_std = tuple(IMAGENET_DEFAULT_STD)
     positional_embedding_type = "rotary"

@@ -19,6 +19,7 @@ class IJepaAdapter(FamilyAdapter):
     family = "ijepa"
     model_types = ("ijepa",)
     hf_class_name = "IJepaModel"
+    bridge_models = ("IJepaModel",)
     image_mean = tuple(IMAGENET_DEFAULT_MEAN)
     image_std = tuple(IMAGENET_DEFAULT_STD)
     architectures = {

@@ -24,6 +24,7 @@ class SiglipAdapter(FamilyAdapter):
     family = "siglip"
     model_types = ("siglip_vision_model", "siglip")
     hf_class_name = "SiglipVisionModel"
+    bridge_models = ("SiglipVisionModel",)
     image_mean = tuple(IMAGENET_STANDARD_MEAN)  # google/siglip-* normalize with 0.5 / 0.5
     image_std = tuple(IMAGENET_STANDARD_STD)
     architectures = {

@@ -44,6 +44,7 @@ class Siglip2Adapter(SiglipAdapter):
     family = "siglip2"
     model_types = ("siglip2_vision_model", "siglip2")
     hf_class_name = "Siglip2VisionModel"
+    bridge_models = ("Siglip2VisionModel",)
     image_mean = tuple(IMAGENET_STANDARD_MEAN)
     image_std = tuple(IMAGENET_STANDARD_STD)
     architectures = {

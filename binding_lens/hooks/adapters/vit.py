@@ -15,6 +15,7 @@ class ViTAdapter(FamilyAdapter):
     family = "vit"
     model_types = ("vit",)
     hf_class_name = "ViTModel"
+    bridge_models = ("ViTModel",)  # TransformerLens 4's own ViT adapter bridges it
     image_mean = tuple(IMAGENET_STANDARD_MEAN)  # google/vit-* use 0.5 / 0.5
     image_std = tuple(IMAGENET_STANDARD_STD)
     architectures = {"vit-b16": lambda: ViTConfig(**VIT_B_DIMS, image_size=224, patch_size=16)}

@@ -32,6 +32,8 @@ class ViTMAEAdapter(FamilyAdapter):
     family = "vit_mae"
     model_types = ("vit_mae",)
     hf_class_name = "ViTMAEModel"
+    bridge_models = ("ViTMAEModel",)
+    bridge_aliases = ("ViTMAEForPreTraining",)
     image_mean = tuple(IMAGENET_DEFAULT_MEAN)
     image_std = tuple(IMAGENET_DEFAULT_STD)
     architectures = {"vit-mae-base": lambda: ViTMAEConfig(**VIT_B_DIMS, image_size=224, patch_size=16, mask_ratio=0.0)}
