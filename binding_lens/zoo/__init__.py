@@ -2,7 +2,7 @@
 
 Same backbone (an HF `Dinov2Model`), same scenes, only the objective changes (DINO, DINOv2, MAE,
 supervised color x shape conjunctions) beside a random-init twin, so whether binding depends on
-the objective (SPEC section 4) can be tested under control.
+the objective (method notes section 4) can be tested under control.
 
     HookedViT.from_pretrained("zoo:dino")                  # shipped checkpoints, no download
     list_zoo()                                              # their model cards
