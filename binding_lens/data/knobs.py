@@ -205,8 +205,8 @@ PRESETS: dict[str, SceneKnobs] = {
     ),
     "balanced": replace(_FLAT_COLORSHAPE, features_per_scene=(6, 6), n_objects=(8, 8), object_patches=(3.0, 4.0)),
 }
-"""Named knob sets: `default`, `twins` (method notes section 7), `colorshape` and `balanced` (method notes section 8), and
-`matched` (binding with proximity and appearance taken away: `data.tiling`).
+"""Named knob sets: `default`, `twins` (method notes section 7), `colorshape` and `balanced` (method notes
+section 8), and `matched` (binding with proximity and appearance taken away: `data.tiling`).
 
 `balanced` is the second paper's ColorShape in form (6 of 8 colors x 6 of 8 shapes per scene, objects
 covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (a 12 x 12 patch grid)

@@ -84,9 +84,7 @@ def test_the_site_renders_and_its_search_finds_hookedvit(server, tmp_path):
 
     hits = report["search"]["results"]
     assert hits and any("HookedViT" in hit["text"] for hit in hits), report["search"]
-    assert any("/api/hooks/" in hit["href"] for hit in hits), (
-        "the search does not lead to HookedViT's API entry"
-    )
+    assert any("/api/hooks/" in hit["href"] for hit in hits), "the search does not lead to HookedViT's API entry"
 
     assert report["home"]["h1"].rstrip("¶").strip() == "binding_lens" and "binding_lens" in report["home"]["title"]
     pages = {page["label"]: page for page in report["pages"]}
