@@ -74,7 +74,7 @@ test-release: $(STAMP_RELEASE)
 	$(BIN)/twine check --strict dist/*
 	OMP_NUM_THREADS=1 BINDING_LENS_RELEASE=required $(BIN)/python -m pytest -q -p no:xdist -m release
 
-# The tests marked `extras` (timm and open_clip against their own forward, the README's timm block) in
+# The tests marked `extras` (timm and open_clip against their own forward, the models guide's timm block) in
 # .venv-extras; BINDING_LENS_EXTRAS=required turns their skip-when-missing into a failure there.
 test-extras: $(STAMP_EXTRAS)
 	OMP_NUM_THREADS=1 BINDING_LENS_EXTRAS=required $(VENV_EXTRAS)/bin/python -m pytest -q -p no:xdist -m extras
@@ -90,7 +90,7 @@ bench: $(STAMP)
 # Everything a lent GPU should measure (issue 34), into one JSON + Markdown report (benchmarks/gpu_report.py):
 # on a CUDA machine `make bench-gpu`; anywhere `make bench-gpu GPU_REPORT_FLAGS="--device cpu --small"` proves
 # the command works. A GPU machine without transformer-lens / nnsight / circuitsvis gets them as wheels
-# (scripts/gpu_wheels.sh; see the README's Measured section), installed there with pip --no-index.
+# (scripts/gpu_wheels.sh; see docs/measured.md), installed there with pip --no-index.
 GPU_REPORT_FLAGS ?=
 bench-gpu:
 	$(if $(wildcard $(BIN)/python),$(BIN)/python,python3) benchmarks/gpu_report.py $(GPU_REPORT_FLAGS)
