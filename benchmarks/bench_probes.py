@@ -1,8 +1,8 @@
 """Probe training throughput: our batched probes against a plain per-image reference written here.
 
-The reference is not the authors' released code: it uses the SPEC's probe formulas and this project's
+The reference is not the authors' released code: it uses the method notes' probe formulas and this project's
 loss (BCE over the strict upper triangle i < j, one bias), where the released code's loss and loop
-differ (all N x N pairs with the diagonal, the linear bias added twice, ...: SPEC section 9).
+differ (all N x N pairs with the diagonal, the linear bias added twice, ...: method notes section 9).
 Same data, same initial weights, same pairs, same Adam: the only difference is how the scores
 are computed. The reference loops over images in Python; for `quadratic` and
 `quadratic_fixed_rank` it forms the full d x d matrix W at each step and applies it per image,

@@ -18,8 +18,8 @@ circuitsvis, the missing packages travel as wheels: `scripts/gpu_wheels.sh` here
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site:$PWD python3 benchmarks/gpu_report.py --out $OUT --budget 540 --only STEPS
 A lent machine stops a command at 10 minutes: `--budget` stops a step still running in time to write the
-report, and `--only` adds the steps it runs to the report already in `--out` (the README's Measured section
-gives the two calls).
+report, and `--only` adds the steps it runs to the report already in `--out` (docs/measured.md
+says how).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ on first use so that `import binding_lens` (and the command line's `--help`) doe
 and transformers, and it names the providers of the prefixed model specs (`binding_lens.models`:
 `random:`, `config:`, `tiny:`, `timm:`, `open_clip:`; `binding_lens.zoo.loader`: `zoo:`), so
 `HookedViT.from_pretrained` knows them however the package was entered. The layers and what each
-may import are drawn in the README ("Layout") and enforced by `tests/unit/test_layering.py`.
+may import are drawn in docs/development.md ("Layout") and enforced by `tests/unit/test_layering.py`.
 """
 
 from __future__ import annotations

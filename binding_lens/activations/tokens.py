@@ -1,4 +1,4 @@
-"""Token sets of a hooked model at chosen layers: what a binding-information probe reads (SPEC section 8).
+"""Token sets of a hooked model at chosen layers: what a binding-information probe reads (method notes section 8).
 
     cls        the [CLS] token                                    [image d_model]
     mean       the mean of the patch tokens                       [image d_model]

@@ -1,4 +1,4 @@
-"""Binding information in bits, by layer, token set and probe family (SPEC section 8).
+"""Binding information in bits, by layer, token set and probe family (method notes section 8).
 
 `measure_bits` reads the token sets of train, validation and test color x shape scenes (their F codes
 disjoint), trains an object-code and a feature-code probe of each family on each (layer, token set),

@@ -7,7 +7,7 @@
 At layer l, mid-forward, the binding parts of a `ratio` of each image's patch tokens are permuted among
 themselves (`binding.Shuffle`), once in the top-k eigen-subspace of the probe at l and once in a random
 k-dimensional subspace, with the same patches and the same permutation. Block l + 1 then runs on the edited
-stream, and two measures read it on every image (SPEC section 6):
+stream, and two measures read it on every image (method notes section 6):
 
 - `own_object_attention`: block l + 1's attention mass from each labeled patch to the patches of its own
   object (head mean; `effects.attention.own_object_attention_sums`);

@@ -1,4 +1,4 @@
-"""SPEC section 7's toy experiments, on any hooked model (zoo models by default).
+"""method notes section 7's toy experiments, on any hooked model (zoo models by default).
 
     result = toy_experiments(HookedViT.from_pretrained("zoo:dino"), "runs/toy-dino")
     print(result.text())

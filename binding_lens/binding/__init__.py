@@ -1,5 +1,5 @@
 """The binding subspace of a quadratic probe, its diagnostics, the causal (DAS) subspace, and the live
-interventions on them (SPEC sections 5 and 6).
+interventions on them (method notes sections 5 and 6).
 
     sub = BindingSubspace.from_probe(probe, k=16)
     model.run_with_hooks(pixels, fwd_hooks=[Shuffle(sub, 0.5, model.cfg.n_prefix_tokens).at(8)])

@@ -1,4 +1,4 @@
-"""Live interventions on binding vectors, mid-forward (SPEC section 6).
+"""Live interventions on binding vectors, mid-forward (method notes section 6).
 
 Each intervention edits the binding part c(h) = Q Q^T h of patch tokens (never CLS or registers)
 at one hook point (by default a layer's residual stream; `.at("blocks.3.hook_attn_out")` takes any

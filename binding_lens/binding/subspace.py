@@ -1,4 +1,4 @@
-"""The binding subspace of a quadratic IsSameObject probe (SPEC section 5).
+"""The binding subspace of a quadratic IsSameObject probe (method notes section 5).
 
 A quadratic probe scores a pair by x^T W y with W symmetric. Its eigendecomposition
 W = sum_i lambda_i v_i v_i^T, truncated to the k eigenvalues of largest |lambda|, gives

@@ -1,4 +1,4 @@
-"""Binding information in bits (SPEC section 8): autoregressive code probes, their training, and B_O, B_F, B*_OF.
+"""Binding information in bits (method notes section 8): autoregressive code probes, their training, B_O, B_F, B*_OF.
 
     probe = make_code_probe("quadratic", d_model, n_codes=64, layout=CodeLayout.objects(8, 8), seed=0)
     fit = train_code_probe(probe, (z_train, o_train), (z_val, o_val))

@@ -1,4 +1,4 @@
-"""Binding information in bits from test cross-entropies (SPEC section 8), with image-bootstrap intervals.
+"""Binding information in bits from test cross-entropies (method notes section 8), with image-bootstrap intervals.
 
     B_O   = H(O) - CE_O                  information about the object code (a lower bound on I(O; Z))
     B_F   = H(F) - CE_F                  information about the feature code (a lower bound on I(F; Z))

@@ -1,4 +1,4 @@
-"""Autoregressive code probes q(o | z) = prod_k q(o_k | o_<k, z) (SPEC section 8), all K heads at once.
+"""Autoregressive code probes q(o | z) = prod_k q(o_k | o_<k, z) (method notes section 8), all K heads at once.
 
 Every probe returns the K logits of q(o_k = 1 | o_<k, z) for a batch, teacher-forced: head k sees the
 true earlier bits, so one forward pass scores the whole chain and no Python loop runs over objects.

@@ -72,7 +72,7 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def _zoo_dino(model, spec: str, settings, device: str):
-    """A zoo DINO model's own head, training center, temperatures and crops (SPEC section 6)."""
+    """A zoo DINO model's own head, training center, temperatures and crops (method notes section 6)."""
     from dataclasses import replace
 
     from ..analyses.ablation import DinoCheckpoint

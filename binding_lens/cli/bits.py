@@ -1,4 +1,4 @@
-"""`binding-lens bits`: binding information in bits by layer, token set and probe family (SPEC section 8)."""
+"""`binding-lens bits`: binding information in bits by layer, token set and probe family (method notes section 8)."""
 
 from __future__ import annotations
 

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"measuring time per model: {seconds}")
     print(
-        f"report: {report.files['markdown']} (its 'By objective' table is the README's), {report.files['json']}, "
+        f"report: {report.files['markdown']} (its 'By objective' table is the docs'), {report.files['json']}, "
         f"{args.out}/objective_table.md (zoo compare's tables, same sweeps); figures under {args.out}/sweeps, "
         f"{args.out}/ablation and {args.out}/toy"
     )

@@ -1,4 +1,4 @@
-"""`binding-lens toy`: SPEC section 7's toy experiments (twins, PCA of their differences, position decoding)."""
+"""`binding-lens toy`: method notes section 7's toy experiments (twins, PCA of their differences, position decoding)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Object and feature codes of color x shape scenes, and the F-disjoint split (SPEC section 8).
+"""Object and feature codes of color x shape scenes, and the F-disjoint split (method notes section 8).
 
 O is a binary vector over every (color, shape) conjunction, in color-major order
 (index = color_index * n_shapes + shape_index); F is a binary vector over the colors

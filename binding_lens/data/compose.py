@@ -86,7 +86,7 @@ def plan_random(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) ->
 
 
 def plan_twins(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> list[ObjectSpec]:
-    """SPEC section 7: twin A, its exact copy, a similar object (same class and color, new
+    """method notes section 7: twin A, its exact copy, a similar object (same class and color, new
     texture phase, 85% size), and an object of another class, all in one color."""
     i, j = rng.choice(len(knobs.shapes), size=2, replace=False)
     color = knobs.colors[int(rng.integers(0, len(knobs.colors)))]
@@ -112,7 +112,7 @@ def plan_twins(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> 
 def plan_colorshape(
     rng: np.random.Generator, knobs: SceneKnobs, patch_px: float, split: str | None
 ) -> tuple[list[ObjectSpec], dict[str, Any]]:
-    """SPEC section 8: objects with distinct color x shape conjunctions; O and F recorded.
+    """method notes section 8: objects with distinct color x shape conjunctions; O and F recorded.
 
     With a split, conjunction sets are redrawn until F falls in that split (see
     `colorshape.split_of_features`), so the splits are disjoint in F. With `features_per_scene`

@@ -23,8 +23,8 @@ class SceneKnobs:
     """What a synthetic scene contains and how hard binding is in it.
 
     composition: `random` (free objects with optional twins and same-look distractors),
-        `twins` (SPEC section 7: two identical objects, a similar one of the same class,
-        one of another class, all one color), `colorshape` (SPEC section 8: objects with
+        `twins` (method notes section 7: two identical objects, a similar one of the same class,
+        one of another class, all one color), `colorshape` (method notes section 8: objects with
         distinct color x shape conjunctions, O and F codes recorded), `matched` (`data.tiling`:
         identical-looking regions that tile the image, told apart only by thin contours).
     n_objects: inclusive (min, max) objects per scene (`random`, `colorshape`).
@@ -205,8 +205,8 @@ PRESETS: dict[str, SceneKnobs] = {
     ),
     "balanced": replace(_FLAT_COLORSHAPE, features_per_scene=(6, 6), n_objects=(8, 8), object_patches=(3.0, 4.0)),
 }
-"""Named knob sets: `default`, `twins` (SPEC section 7), `colorshape` and `balanced` (SPEC section 8), and
-`matched` (binding with proximity and appearance taken away: `data.tiling`).
+"""Named knob sets: `default`, `twins` (method notes section 7), `colorshape` and `balanced` (method notes
+section 8), and `matched` (binding with proximity and appearance taken away: `data.tiling`).
 
 `balanced` is the second paper's ColorShape in form (6 of 8 colors x 6 of 8 shapes per scene, objects
 covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (a 12 x 12 patch grid)

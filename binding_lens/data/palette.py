@@ -1,8 +1,8 @@
 """The fixed color palette of synthetic scenes (name -> RGB).
 
 Eight well-separated hues, all distinct from the mid-dark neutral backgrounds, so that
-with the eight shapes there are 64 color x shape conjunctions (K = 64 as in SPEC
-section 8's ColorShape data).
+with the eight shapes there are 64 color x shape conjunctions (K = 64 as in the ColorShape
+data of the method notes section 8).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The priors of binding information: H(O), H(F) and H(O | F) of color x shape scenes, in bits.
 
-`colorshape_priors` computes them exactly from the generator's own sampling rule (SPEC section 8),
+`colorshape_priors` computes them exactly from the generator's own sampling rule (method notes section 8),
 for one split or (split None) for the whole preset; binding bits use the preset's, because the test
 split's codes are a random part of the preset's that no probe has seen (`analyses.bits`):
 

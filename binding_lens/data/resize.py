@@ -1,7 +1,7 @@
 """Resizing scenes for a model's input: images with PIL (bicubic by default), id masks nearest-neighbor.
 
 Extraction feeds each image whole, resized to the requested size, with position embeddings
-interpolated to its patch grid (the simpler of SPEC section 4's two coverage policies; the store's
+interpolated to its patch grid (the simpler of method notes section 4's two coverage policies; the store's
 manifest records it). Labels are voted on the original masks over the same grid, so masks need no
 resize there; `resize_mask` is for callers who want a mask at the model's resolution.
 """

@@ -2,7 +2,7 @@
 
 Every shape fits inside the unit disc, so rotating it never clips it at the sprite's
 border; sprites are rendered once and pasted at integer offsets, which makes two
-copies of one sprite pixel-identical (the twins of SPEC section 7).
+copies of one sprite pixel-identical (the twins of method notes section 7).
 """
 
 from __future__ import annotations

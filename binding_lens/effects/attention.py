@@ -1,4 +1,4 @@
-"""Does the next layer's attention use the binding signal? (SPEC section 6, "next-layer attention")
+"""Does the next layer's attention use the binding signal? (method notes section 6, "next-layer attention")
 
 - `next_layer_attention`: the head-averaged attention pattern of block l+1 between patch tokens,
   optionally with interventions active.

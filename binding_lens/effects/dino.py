@@ -1,4 +1,4 @@
-"""The DINO loss of a model on itself (SPEC section 6): teacher = student = the pretrained model.
+"""The DINO loss of a model on itself (method notes section 6): teacher = student = the pretrained model.
 
 The DINO v1 objective (Caron et al. 2021, facebookresearch/dino) compares the teacher's centered,
 sharpened distribution on each global crop with the student's distribution on every other crop.

@@ -1,4 +1,4 @@
-"""Segmentation read-outs of last-layer features (SPEC section 6, the paper's Table 2).
+"""Segmentation read-outs of last-layer features (method notes section 6, the paper's Table 2).
 
 "Segmentation heads are linear heads on the last layer, retrained for every condition": each
 condition's features (clean, or produced under an intervention) get their own freshly fitted heads,

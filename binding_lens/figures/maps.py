@@ -1,4 +1,4 @@
-"""IsSameObject maps of one query patch, layer by layer (SPEC section 7's first toy figure)."""
+"""IsSameObject maps of one query patch, layer by layer (method notes section 7's first toy figure)."""
 
 from __future__ import annotations
 

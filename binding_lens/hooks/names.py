@@ -6,7 +6,7 @@
     block_hook(3, 'attn.hook_z')  'blocks.3.attn.hook_z'
 
 "Layer l" in binding_lens always means the output of block l (`resid_post(l)`), before any final
-LayerNorm (SPEC section 2).
+LayerNorm (method notes section 2).
 """
 
 from __future__ import annotations

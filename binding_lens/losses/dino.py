@@ -1,7 +1,7 @@
 """DINO v1's training objective as reusable parts: the head, multi-crop views, the loss, centering, the EMA.
 
 Caron et al. 2021 (facebookresearch/dino). The zoo trains with these (`binding_lens.zoo`), and the
-DINO-loss measurement of SPEC section 6 (`binding_lens.effects.dino`) evaluates with the same head,
+DINO-loss measurement of method notes section 6 (`binding_lens.effects.dino`) evaluates with the same head,
 views and loss, so a trained model is measured with exactly the objective it was trained on.
 
 Views: random-resized crops (area fraction in `scale`, aspect ratio 3/4..4/3, torchvision's

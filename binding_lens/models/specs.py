@@ -80,7 +80,7 @@ def _optional(module: str, extra: str) -> Any:
     except ImportError as error:
         raise InputError(
             f"{module} is not installed ({error}): pip install 'binding_lens[{extra}]' (it needs a "
-            "torchvision that loads beside your torch; see the README's model table)"
+            "torchvision that loads beside your torch; see the model table of docs/guides/models.md)"
         ) from error
 
 

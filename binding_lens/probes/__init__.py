@@ -1,4 +1,4 @@
-"""IsSameObject probes (SPEC section 4): do two patches' tokens say they belong to the same object?
+"""IsSameObject probes (method notes section 4): do two patches' tokens say they belong to the same object?
 
     from binding_lens.probes import ProbeData, ProbeTrainingConfig, evaluate, make_probe, split_by_image, train_probe
 

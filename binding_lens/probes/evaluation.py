@@ -127,7 +127,7 @@ def evaluate(
     `TrainResult.threshold`, `fit_threshold` fits one), accuracy_at_half (p > 0.5, the paper's rule),
     auroc, positive_rate, majority_baseline, n_pairs, n_positive, loss (mean pairwise BCE of the
     probe's probabilities, nats) and pair_bits: the information about the IsSameObject label per pair,
-    H(label) - BCE in bits (SPEC section 8's measure for one bit; <= 0 when the probe is no better than
+    H(label) - BCE in bits (method notes section 8's measure for one bit; <= 0 when the probe is no better than
     the positive rate). With `intervals`, also accuracy_low/high and auroc_low/high: `level` percentile
     intervals from `n_boot` bootstrap replicates over images. Raises DegeneratePairSetError when the
     pairs hold no positive or no negative pair.

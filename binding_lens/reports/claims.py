@@ -13,7 +13,7 @@ against a random one of the same k; the toy experiments), with intervals and p-v
 quantities on the same images are paired, the probes a claim compares and the segmentation heads are
 trained with 3 seeds (their spread inside), and an objective's interval is Student t across its
 training seeds (each on its own scenes, so images and seeds are both inside). Verdicts
-(`claim_verdicts`): raw at 95 %, and Holm-adjusted within the declared families; the README's sentences
+(`claim_verdicts`): raw at 95 %, and Holm-adjusted within the declared families; the docs' sentences
 use the adjusted ones.
 
 Every model's measurements are kept in `models/<name>.json` with the sha256 of every source module the

@@ -1,6 +1,6 @@
 """`binding-lens demo`: binding where the zoo has it, and the model using it, in under a minute on 2 CPU cores.
 
-No machine here can download pretrained weights, so the demo runs on the project's own zoo. Its model is
+The demo needs no download and no GPU: it runs on the package's own zoo. Its model is
 `DEMO_MODEL` (`demo_config`), the zoo's strongest binder by `binding-lens zoo compare`; everything else is
 derived from it:
 

@@ -2,7 +2,7 @@
 
 Same backbone (an HF `Dinov2Model`), same kind of scenes, only the objective changes (DINO, DINOv2,
 MAE, supervised color x shape conjunctions) beside a random-init twin, so whether binding depends on
-the objective (SPEC section 4) can be tested under control. Training seed t of every objective shares
+the objective (method notes section 4) can be tested under control. Training seed t of every objective shares
 its initialization and its training scenes (a new training draws them with seed 1 + t, `ZooRecipe.data_seed`;
 the shipped models all trained on draw 1, which their cards record), so objectives are compared paired
 over seeds.

@@ -115,7 +115,7 @@ def read_heads(directory: str | Path) -> dict[str, Tensor]:
 
 def load_dino_head(directory: str | Path) -> tuple[DinoHead, Tensor, dict[str, float]]:
     """(teacher DINO head, its center, {student_temp, teacher_temp}) of a DINO zoo checkpoint, so the
-    DINO loss of the shipped model can be measured exactly as it was trained (SPEC section 6)."""
+    DINO loss of the shipped model can be measured exactly as it was trained (method notes section 6)."""
     card = read_card(directory)
     if card["objective"] != "dino":
         raise CheckpointError(

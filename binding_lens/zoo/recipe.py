@@ -1,7 +1,7 @@
 """What a zoo model is: one backbone architecture, one scene source, one objective and its knobs.
 
 Every zoo model shares the backbone (an HF `Dinov2Model` small enough to train on a CPU) and the
-training scenes; only the objective differs. That is the controlled comparison SPEC section 4 asks
+training scenes; only the objective differs. That is the controlled comparison method notes section 4 asks
 for: does binding come from the objective? A `ZooRecipe` is plain data, written into each model
 card, so `binding-lens zoo train --objective X` with the card's knobs remakes the model.
 """

@@ -5,6 +5,7 @@
 - `helpers.ade20k`: the official ADE20K encoding, for crafted release trees.
 - `helpers.scenes`: scene lists that fail on purpose.
 - `helpers.processes`: torchrun launches on this CPU machine.
+- `helpers.docs`: the README and docs pages as the tests read them (code blocks, inline commands, markers).
 
 Fixtures stay in `tests/conftest.py`; test files never import each other.
 """

@@ -1,6 +1,8 @@
-"""The README is a tested artifact: its shell commands and Python snippets run, in README order.
+"""The README and the documentation are tested artifacts: their shell commands and Python snippets run.
 
-How the README is read (one pytest test per item, ids like `README.md:77 bash`, run in file order):
+The documents: README.md, then every page of the site under docs/ in the order of mkdocs.yml's `nav`
+(DOCUMENTS). One pytest test per item, ids like `docs/guides/probing.md:17 bash`, run in that order.
+How a document is read:
 - ```bash blocks: each command line (`\\` continuations joined, `# comments` dropped). `make` lines are
   not run: they are the setup commands CI itself runs (`.ci/run` is `make test`, i.e. this suite).
   `binding-lens` / `.venv/bin/binding-lens` lines run through `binding_lens.cli.main`, the function
@@ -12,8 +14,12 @@ How the README is read (one pytest test per item, ids like `README.md:77 bash`, 
   A command exiting non-zero fails its test and shows its stderr. `torchrun ... -m binding_lens ...`
   lines are launched for real (subprocesses, gloo on CPU): two ranks for `--nproc-per-node N`, and a
   line for several nodes as all its nodes at once on this machine, meeting at localhost.
-- ```python blocks run in order in one shared namespace, like a notebook, with the temporary
-  directory as cwd, compiled against README.md's own line numbers so a traceback points at the line.
+  Lines that begin with `pip` are installs (the release test, `make test-release`, installs the wheel
+  into a fresh environment). The working directory is shared by all documents: a page may read a run
+  folder that an earlier page's command wrote.
+- ```python blocks run in order in one namespace per document, like a notebook (a page never relies on
+  another page's variables), with the temporary directory as cwd, compiled against the document's own
+  line numbers so a traceback points at its file and line.
 - Prose: an inline `binding-lens ...` command is run when a readme-test marker comes right before its
   paragraph; otherwise (a reference such as `binding-lens zoo compare`) it must parse.
 - Small sizes: a `<!-- readme-test: ... -->` comment on the line right before a block (or paragraph).
@@ -22,6 +28,9 @@ How the README is read (one pytest test per item, ids like `README.md:77 bash`, 
   --epochs). For Python blocks, literal replacements `old -> new`, separated by `;`, or `needs MODULE ...`
   for a block that uses an optional extra: it runs where the extra is installed and is skipped elsewhere;
   such a block is marked `extras`, and `make test-extras` runs it in .venv-extras, where it must not skip.
+  `parse-only` before a shell block: its commands need the hub's large weights and a GPU (Reproducing the
+  papers), so each is parsed (its command and options exist), not run; the pipelines they call run on
+  small models elsewhere in the documents.
 - No network and no /data here: the substitutions below (HUB, DATA) apply to every block, and the
   data folders are built in the official layouts from synthetic scenes.
 - `view --run runs/demo/mae` reads what `make demo` writes; a small `binding-lens sweep` of `zoo:mae`
@@ -44,29 +53,23 @@ import shlex
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from PIL import Image
 
 from binding_lens.cli import build_parser, main
 
 from helpers.ade20k import OBJECTNAMES, encode_ade_seg
+from helpers.docs import DATA, DOCUMENTS, ROOT, Item, document_items, nav_pages, offline, python_code
 from helpers.extras import extra
 from helpers.processes import torchrun
 
-ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 BINDING_LENS = Path(sys.executable).parent / "binding-lens"
 
-HUB = {"facebook/dinov2-small": "random:dinov2-small"}  # the same architecture with seeded random weights
-DATA = {
-    "/data/ADE20K_2021_17_01": "data/ADE20K_2021_17_01",  # paths relative to the temporary cwd
-    "/data/my_scenes": "data/my_scenes",
-}
 PREPARED = {
     "runs/demo/mae": [
         "sweep",
@@ -87,69 +90,9 @@ PREPARED = {
     ]
 }
 KNOWN_FAILING: dict[str, str] = {}  # a text of the README item -> why it fails (xfail, strict)
+PARSE_ONLY = "parse-only"
 
-MARKER = re.compile(r"^<!--\s*readme-test:(.*?)-->\s*$")
-FENCE = re.compile(r"^```(\S*)\s*$")
-INLINE = re.compile(r"`((?:\.venv/bin/)?binding-lens\s[^`]+)`")
-
-
-@dataclass(frozen=True)
-class Item:
-    line: int  # README line of the block's first code line, or of the inline command
-    kind: str  # bash | python | inline
-    text: str
-    marker: str | None
-
-    @property
-    def id(self) -> str:
-        return f"README.md:{self.line} {self.kind}"
-
-
-def readme_items(text: str) -> tuple[list[Item], list[int]]:
-    """The README's bash/python blocks and inline commands in order, and the lines of markers that precede
-    nothing they could apply to."""
-    lines, items, dangling, i = text.splitlines(), [], [], 0
-    while i < len(lines):
-        marker, marker_line = None, None
-        found = MARKER.match(lines[i])
-        if found:
-            marker, marker_line = found.group(1).strip(), i + 1
-            i += 1
-        if i >= len(lines) or not lines[i].strip():
-            dangling += [marker_line] if marker is not None else []
-            i += 1
-            continue
-        fence = FENCE.match(lines[i])
-        if fence:
-            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-            if fence.group(1) in ("bash", "python"):
-                items.append(Item(i + 2, fence.group(1), "\n".join(lines[i + 1 : end]), marker))
-            elif marker is not None:
-                dangling.append(marker_line)  # the layout diagram and other blocks are not run
-            i = end + 1
-            continue
-        end = i
-        while end < len(lines) and lines[end].strip() and not FENCE.match(lines[end]) and not MARKER.match(lines[end]):
-            end += 1
-        paragraph = "\n".join(lines[i:end])
-        commands = [
-            (i + 1 + paragraph[: m.start()].count("\n"), " ".join(m.group(1).split()))
-            for m in INLINE.finditer(paragraph)
-        ]
-        items += [Item(line, "inline", command, marker) for line, command in commands]
-        if marker is not None and not commands:
-            dangling.append(marker_line)
-        i = end
-    return items, dangling
-
-
-ITEMS, DANGLING = readme_items(README.read_text())
-
-
-def offline(text: str) -> str:
-    for old, new in {**HUB, **DATA}.items():
-        text = text.replace(old, new)
-    return text
+ITEMS, DANGLING = document_items()
 
 
 def command_lines(code: str) -> list[list[str]]:
@@ -301,16 +244,33 @@ def readme(tmp_path_factory):
     write_image_folder(cwd / DATA["/data/my_scenes"])
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield {"cwd": cwd, "namespace": {"__name__": "readme"}, "python_failed": None}
+    yield {"cwd": cwd, "namespaces": {}, "python_failed": {}}
     torch.set_num_threads(threads)
 
 
+def parse_command(args: list[str], where: str) -> None:
+    """`binding-lens ARGS` must parse: its command and options exist (run nothing)."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            build_parser().parse_args(args)
+    except SystemExit as exit_:  # --help, or an argparse error
+        assert exit_.code == 0, f"{where}: `binding-lens {shlex.join(args)}` does not parse: {err.getvalue()}"
+
+
 def run_shell_block(item: Item, cwd: Path) -> None:
-    extra = shlex.split(item.marker or "")
     commands = command_lines(offline(item.text))
-    runnable = [argv for argv in commands if argv[0] != "make"]
+    runnable = [argv for argv in commands if argv[0] not in ("make", "pip")]
     if not runnable:
-        pytest.skip("`make` lines are the setup commands CI itself runs (.ci/run: `make test`, this suite)")
+        pytest.skip(
+            "`make` lines are the setup commands CI itself runs (.ci/run: `make test`, this suite), and `pip` "
+            "lines the installs `make test-release` checks"
+        )
+    if item.marker == PARSE_ONLY:
+        for argv in runnable:
+            parse_command(binding_lens_argv(argv, item.id), item.id)
+        return
+    extra = shlex.split(item.marker or "")
     wanted = {pair[0] for pair in pairs(extra)}
     taken = {option for argv in runnable for option in options(binding_lens_argv(argv, item.id)) & wanted}
     assert taken == wanted, f"{item.id}: no command of the block takes the marker's {sorted(wanted - taken)}"
@@ -326,18 +286,13 @@ def run_shell_block(item: Item, cwd: Path) -> None:
 
 
 def run_python_block(item: Item, namespace: dict) -> None:
-    code, marker = item.text, item.marker or ""
+    marker = item.marker or ""
     if marker.startswith("needs "):  # an optional extra: run where it is installed, skipped (and said) elsewhere
         for module in marker.removeprefix("needs ").split():
-            extra(module, reason=f"{item.id} needs the optional {module} (see the README's install line)")
-        marker = ""
-    for replacement in filter(None, (part.strip() for part in marker.split(";"))):
-        old, new = (side.strip() for side in replacement.split("->"))
-        assert old in code, f"{item.id}: the readme-test marker replaces {old!r}, which the block lacks"
-        code = code.replace(old, new)
-    # Padded to the block's README line, so tracebacks name README.md and the line as written there.
-    padded = "\n" * (item.line - 1) + offline(code)
-    exec(compile(padded, str(README), "exec"), namespace)  # noqa: S102 (the README's own code)
+            extra(module, reason=f"{item.id} needs the optional {module} (see the install notes of {item.doc})")
+    # Padded to the block's line, so tracebacks name the document and the line as written there.
+    padded = "\n" * (item.line - 1) + python_code(item)
+    exec(compile(padded, str(ROOT / item.doc), "exec"), namespace)  # noqa: S102 (the document's own code)
 
 
 def run_inline(item: Item) -> None:
@@ -345,12 +300,7 @@ def run_inline(item: Item) -> None:
     if item.marker is not None:
         run_cli(with_small(args, shlex.split(item.marker)), item.id)
         return
-    err = io.StringIO()
-    try:  # a reference to a command: it must parse (names a command and options that exist)
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-            build_parser().parse_args(args)
-    except SystemExit as exit_:  # --help, or an argparse error
-        assert exit_.code == 0, f"{item.id}: `binding-lens {shlex.join(args)}` does not parse: {err.getvalue()}"
+    parse_command(args, item.id)  # a reference to a command: it must parse (names a command and options that exist)
 
 
 def known_failing(item: Item) -> str | None:
@@ -375,19 +325,32 @@ def test_readme_item_runs(item: Item, readme, monkeypatch):
     elif item.kind == "inline":
         run_inline(item)
     else:
-        if readme["python_failed"]:
-            pytest.skip(f"the Python blocks share one namespace and {readme['python_failed']} failed")
+        failed = readme["python_failed"].get(item.doc)
+        if failed:
+            pytest.skip(f"the Python blocks of {item.doc} share one namespace and {failed} failed")
+        namespace = readme["namespaces"].setdefault(item.doc, {"__name__": "docs"})
         try:
-            run_python_block(item, readme["namespace"])
+            run_python_block(item, namespace)
         except Exception:
             if not known_failing(item):  # a known failure leaves the later blocks to run as far as they can
-                readme["python_failed"] = item.id
+                readme["python_failed"][item.doc] = item.id
             raise
 
 
 def test_readme_markers_apply_to_something():
-    assert not DANGLING, f"readme-test markers at README.md lines {DANGLING} precede no bash/python block or command"
+    assert not DANGLING, f"readme-test markers at {DANGLING} precede no bash/python block or command"
     assert [item.kind for item in ITEMS].count("python") >= 5 and any(i.kind == "bash" for i in ITEMS)
+    assert all(item.marker != PARSE_ONLY or item.kind == "bash" for item in ITEMS), "parse-only is for shell blocks"
+
+
+def test_every_page_of_the_site_is_read():
+    """Each page of mkdocs.yml's nav is a file under docs/ (read here) or the generated notebook page."""
+    nav = nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    missing = [page for page in nav if not (ROOT / "docs" / page).exists() and page != "quickstart.md"]
+    assert not missing, f"mkdocs.yml's nav names pages that are not in docs/: {missing}"
+    on_disk = {path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").rglob("*.md")}
+    left_out = on_disk - set(nav)
+    assert not left_out, f"pages under docs/ that the nav leaves out (and the test would not run): {left_out}"
 
 
 def named_commands(text: str) -> set[tuple[str, ...]]:
@@ -399,7 +362,7 @@ def named_commands(text: str) -> set[tuple[str, ...]]:
 
 
 def test_every_command_the_readme_names_exists_and_the_installed_script_runs_it():
-    names = named_commands(README.read_text())
+    names = set().union(*(named_commands(path.read_text()) for path in DOCUMENTS))
     assert {("sweep",), ("zoo", "train"), ("view",), ("ablate",), ("hooks",)} <= names
     env = {**os.environ, "TQDM_DISABLE": "1"}
     top = subcommands(build_parser())
@@ -418,7 +381,8 @@ def test_every_command_the_readme_names_exists_and_the_installed_script_runs_it(
 
 
 def test_the_readme_test_command_is_what_ci_runs():
-    shell = [argv for item in ITEMS if item.kind == "bash" for argv in command_lines(item.text)]
+    readme = [item for item in ITEMS if item.kind == "bash" and item.doc == "README.md"]
+    shell = [argv for item in readme for argv in command_lines(item.text)]
     assert ["make", "test"] in shell, "the README no longer shows `make test`"
     ci = [
         line.strip()

@@ -10,7 +10,6 @@ to the network, and keeps the screenshots in test-artifacts/vis-browser/.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,30 +26,17 @@ from binding_lens.vis import attention_view, iframe_html, viewer_from_run
 from binding_lens.vis.html_viewer.encoding import decode
 from binding_lens.vis.html_viewer.page import read_page
 
+from helpers.browser import DRIVER_DIR, ready_chromium
+
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER_DIR = ROOT / "tests" / "browser"
 ARTIFACTS = ROOT / "test-artifacts" / "vis-browser"
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 SIZE = 112  # a multiple of both patch sizes (8 and 14) and of the twins preset's 16-cell reference grid
 
 
 @pytest.fixture(scope="session")
 def chromium() -> Path:
     """Chromium and playwright-core ready to drive, installed when missing; a skip says why they cannot be."""
-    if shutil.which("node") is None:
-        pytest.skip("the browser test needs Node.js (node) to run tests/browser/drive_viewer.cjs")
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "ensure_browser.sh")],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "CHROMIUM": str(CHROMIUM)},
-    )
-    if done.returncode == 3:
-        pytest.skip(f"cannot install the test browser here: {done.stderr.strip()}")
-    if done.returncode != 0:
-        pytest.fail(f"scripts/ensure_browser.sh failed with status {done.returncode}:\n{done.stderr[-3000:]}")
-    return CHROMIUM
+    return ready_chromium()
 
 
 def sweep(out: Path, model_spec: str) -> Path:

@@ -2,8 +2,8 @@
 
 A "part" is a subpackage or top-level module of binding_lens. LAYERS lists them bottom to top; a part
 may import from any part in a lower layer and from itself, never from its own layer or above. Imports
-inside functions count too (a lazy upward import is still an upward import). The README's "Layout"
-section draws the same table.
+inside functions count too (a lazy upward import is still an upward import). The "Layout" section of
+docs/development.md draws the same table.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_every_part_is_placed_in_a_layer():
         for p in PACKAGE.iterdir()
         if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))
     }
-    assert parts - set(RANK) == set(), "add new parts of binding_lens to LAYERS (and to the README's layout)"
+    assert parts - set(RANK) == set(), "add new parts of binding_lens to LAYERS (and to docs/development.md)"
 
 
 def test_no_upward_or_sideways_import():

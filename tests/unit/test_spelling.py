@@ -1,5 +1,6 @@
 """One spelling: American, as torch, transformers and TransformerLens write it (optimizer, normalize, color),
-in the package, its tests, scripts, examples and README (the CHANGELOG's history stays as written)."""
+in the package, its tests, scripts, examples, README and documentation pages (the CHANGELOG's history stays as
+written)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def test_one_spelling_everywhere():
         *ROOT.joinpath("scripts").rglob("*"),
         *ROOT.joinpath("examples").rglob("*.ipynb"),
         ROOT / "README.md",
+        *ROOT.joinpath("docs").rglob("*.md"),
+        ROOT / "mkdocs.yml",
     ]
     found = [
         f"{path.relative_to(ROOT)}:{number}: {match.group(0)}"

@@ -1,6 +1,6 @@
 """MAE (`ViTMAEModel`, or the encoder of `ViTMAEForPreTraining`).
 
-HF's MAE encoder masks and shuffles patch tokens even at `mask_ratio=0` (SPEC section 9): probing
+HF's MAE encoder masks and shuffles patch tokens even at `mask_ratio=0` (method notes section 9): probing
 its output as if token t were patch t mislabels every pair. The hooked model never masks: every
 patch is kept, in row-major order. For the HF reference, `reference_inputs` passes
 `noise=arange(n_patches)`, which makes HF keep the order too (the tests also set `mask_ratio=0`).

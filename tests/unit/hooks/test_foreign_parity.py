@@ -1,6 +1,6 @@
 """timm and open_clip vision transformers against the libraries' own forward, layer by layer, on random
 weights (`pretrained=False`). Skipped where the extra is missing: `pip install 'binding_lens[timm,open-clip]'`
-(both need a torchvision that loads beside the installed torch; see the README). Marked `extras`: `make
+(both need a torchvision that loads beside the installed torch; see docs/guides/models.md). Marked `extras`: `make
 test-extras` runs them in .venv-extras, where a missing extra fails instead of skipping."""
 
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""The built documentation site in a real browser: Debian's headless Chromium driven by playwright-core
+(tests/browser/drive_site.cjs), over a local HTTP server (the search runs in a web worker, which file://
+pages cannot start).
+
+Marked `docs`: `make docs` builds site/ (`mkdocs build --strict`) and runs this; `make test` leaves it out.
+Without a built site it skips, saying so, unless BINDING_LENS_DOCS=required (what `make docs` sets), where
+that is a failure. It opens the home page, searches for `HookedViT`, opens an API page and a guide, and
+checks that each renders with no console error, no failed request and nothing fetched from outside the
+server. The screenshots go to test-artifacts/docs-site/ (home.png is the README's figure,
+docs/assets/site-home.png, when the home page changes).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from helpers.browser import DRIVER_DIR, ready_chromium
+
+pytestmark = pytest.mark.docs
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("BINDING_LENS_SITE", ROOT / "site"))
+ARTIFACTS = ROOT / "test-artifacts" / "docs-site"
+PAGES = [  # label, path under the site, an element the page must have
+    {"label": "api-hooks", "path": "api/hooks/", "selector": '[id="binding_lens.hooks.HookedViT"]'},
+    {"label": "guide-probing", "path": "guides/probing/", "selector": "article pre code"},
+    {"label": "getting-started", "path": "getting-started/", "selector": "article pre code"},
+]
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    if not (SITE / "index.html").exists():
+        why = f"no built site at {SITE}: `make docs` builds it (mkdocs build --strict) and runs this test"
+        if os.environ.get("BINDING_LENS_DOCS") == "required":
+            pytest.fail(why)
+        pytest.skip(why)
+    return SITE
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """The site on http://127.0.0.1:<free port>/, served from a thread for the module's tests."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+        pass
+
+
+def test_the_site_renders_and_its_search_finds_hookedvit(server, tmp_path):
+    chromium = ready_chromium()
+    config = tmp_path / "drive.json"
+    config.write_text(
+        json.dumps(
+            {"chromium": str(chromium), "base": server, "out": str(ARTIFACTS), "query": "HookedViT", "pages": PAGES}
+        )
+    )
+    done = subprocess.run(
+        ["node", str(DRIVER_DIR / "drive_site.cjs"), str(config)],
+        cwd=DRIVER_DIR,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, f"driver failed:\n{done.stderr[-4000:]}"
+    report = json.loads(done.stdout)
+    assert report["errors"] == [] and report["external_requests"] == []
+
+    hits = report["search"]["results"]
+    assert hits and any("HookedViT" in hit["text"] for hit in hits), report["search"]
+    assert any("/api/hooks/" in hit["href"] for hit in hits), "the search does not lead to HookedViT's API entry"
+
+    assert report["home"]["h1"].rstrip("¶").strip() == "binding_lens" and "binding_lens" in report["home"]["title"]
+    pages = {page["label"]: page for page in report["pages"]}
+    assert set(pages) == {page["label"] for page in PAGES}
+    for label, page in pages.items():
+        assert page["found"] and page["h1"] and page["text_length"] > 500, (label, page)
+    assert pages["api-hooks"]["h1"].rstrip("¶").strip() == "binding_lens.hooks"
+    assert all(Path(path).stat().st_size > 10_000 for path in report["screenshots"])
