@@ -35,7 +35,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--out", type=output_dir, required=True, help="checkpoint directory to create (refused if it exists)"
     )
     for field, (kind, text) in COMMAND_LINE_FIELDS.items():
-        argument_type = non_negative_int if field == "seed" else ARGUMENT_TYPES[kind]
+        argument_type = non_negative_int if field in ("seed", "data_seed") else ARGUMENT_TYPES[kind]
         train.add_argument(
             "--" + field.replace("_", "-"),
             type=argument_type,

@@ -256,6 +256,7 @@ COMMAND_LINE_FIELDS: dict[str, tuple[type, str]] = {
     "lr": (float, "peak learning rate"),
     "n_scenes": (int, "training scenes rendered"),
     "seed": (int, "initialization and batch-order seed"),
+    "data_seed": (int, "training scenes' seed, 1 + --seed when not given (every shipped model used 1)"),
     "preset": (str, "scene preset: default | twins | colorshape"),
     "image_size": (int, "scene side in px"),
     "patch_size": (int, "ViT patch side in px"),

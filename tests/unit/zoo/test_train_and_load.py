@@ -223,8 +223,10 @@ def test_shipped_weights_load_offline_and_match_their_card(name):
     card = read_card(zoo_path(name))  # checks every file's sha256
     recipe = ZooRecipe.from_dict(card["recipe"])
     objective, _, seed = name.partition("@")
-    expected = RECIPES[objective].with_overrides(seed=int(seed or 0))
+    # every shipped seed trained on scene draw 1 (new trainings draw 1 + seed unless --data-seed says otherwise)
+    expected = RECIPES[objective].with_overrides(seed=int(seed or 0), data_seed=1)
     assert recipe == expected, "the shipped model must be what its shipped recipe makes (with its training seed)"
+    assert RECIPES[objective].with_overrides(seed=int(seed or 0)).scenes_seed == 1 + int(seed or 0)
     assert card["objective"] == objective and card["steps"] == recipe.steps
     assert card["command"].startswith(f"binding-lens zoo train --objective {objective}")
     model = HookedViT.from_pretrained(f"zoo:{name}")
