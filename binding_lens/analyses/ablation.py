@@ -149,20 +149,24 @@ def _run(
     make_hooks: Callable[[Tensor], list],
     batch_size: int,
     images: Tensor | None = None,
+    keep_tokens: bool = False,
 ) -> Forward:
-    """The images (`images`: their indices; all by default) run under the hooks `make_hooks(batch indices)`."""
+    """The images (`images`: their indices; all by default) run under the hooks `make_hooks(batch indices)`;
+    the patch tokens at `layer` are kept only with `keep_tokens` (the clean run's, for the controls' energy)."""
     n_prefix = model.cfg.n_prefix_tokens
     pattern_name, tokens_name = names.pattern(layer + 1), names.resid_post(layer)
+    wanted = [pattern_name, tokens_name] if keep_tokens else [pattern_name]
     indices = torch.arange(data.pixels.shape[0]) if images is None else images
     features, patterns, tokens = [], [], []
     for start in range(0, len(indices), batch_size):
         batch = indices[start : start + batch_size]
         with torch.inference_mode(), model.hooks(fwd_hooks=make_hooks(batch)):
-            out, cache = model.run_with_cache(data.pixels[batch], names_filter=[pattern_name, tokens_name])
+            out, cache = model.run_with_cache(data.pixels[batch], names_filter=wanted)
         features.append(out[:, n_prefix:].float())
         patterns.append(cache[pattern_name][:, :, n_prefix:, n_prefix:].float())
-        tokens.append(model.patch_tokens(cache[tokens_name]).float())
-    return Forward(torch.cat(features), torch.cat(patterns), torch.cat(tokens))
+        if keep_tokens:
+            tokens.append(model.patch_tokens(cache[tokens_name]).float())
+    return Forward(torch.cat(features), torch.cat(patterns), torch.cat(tokens) if keep_tokens else None)
 
 
 @dataclass
@@ -597,7 +601,7 @@ def ablation_study(
     """
     model = hooked_vit_only(model, "ablation_study")
     plan = _plan(model, scenes, probe, settings, size)
-    clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size)
+    clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size, keep_tokens=True)
     assert clean.tokens is not None
     plan, energy = _with_controls(plan, settings, clean.tokens)
     correlation = _attention_vs_probe(model, plan.data, probe, settings.layer, plan.split[1], clean.pattern, settings)

@@ -98,7 +98,6 @@ def matched_random_subspace(
         return torch.linalg.qr(vectors @ (scale[:, None] ** (exponent / 2) * rotated)).Q[:, :k]
 
     low, high = -_EXPONENT_LIMIT, _EXPONENT_LIMIT
-    basis = span(0.0)
     for _ in range(80):
         exponent = (low + high) / 2
         basis = span(exponent)
@@ -106,7 +105,6 @@ def matched_random_subspace(
         if abs(found - share) <= tolerance * share / 4:
             break
         low, high = (exponent, high) if found < share else (low, exponent)
-    found = variance_share(basis, covariance)
     if abs(found - share) > tolerance * share:
         raise InputError(
             f"could not match a within-image variance share of {share:.4f} with seed {seed} (got {found:.4f}); "

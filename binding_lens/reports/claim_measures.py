@@ -201,7 +201,7 @@ def fit_record(key: Key, kind: str, seed: int, stopped: str, beats_baseline: boo
     return record | {"converged": stopped == CONVERGED, "beats_baseline": beats_baseline}
 
 
-def sweep_fits(sweep: SweepResult, seed: int) -> dict[Key, dict[str, Any]]:
+def sweep_fit_records(sweep: SweepResult, seed: int) -> dict[Key, dict[str, Any]]:
     """The health of the sweep's own probes, from its rows."""
     return {
         (row["probe"], row["layer"]): fit_record(
@@ -288,15 +288,12 @@ class AurocDraws:
     def difference(self, a: Key, b: Key) -> tuple[list[float], Tensor]:
         """a - b with each seed (the seeds both have; a side with one value, a fixed score such as the cosine
         similarity, is set against every seed of the other): per-seed values, and replicates of their mean."""
-        n = (
-            max(self.seeds(a), self.seeds(b))
-            if 1 in (self.seeds(a), self.seeds(b))
-            else min(self.seeds(a), self.seeds(b))
-        )
+        counts = [self.seeds(a), self.seeds(b)]
+        n = min(count for count in counts if count > 1) if max(counts) > 1 else 1
 
         def spread(key: Key) -> tuple[list[float], Tensor]:
-            values, replicates = self.values[key], self.replicates[key]
-            return (values * n, replicates.expand(n, -1)) if len(values) == 1 else (values[:n], replicates[:n])
+            values, replicates = self.values[key][:n], self.replicates[key][:n]
+            return values * (n // len(values)), replicates.expand(n, -1)
 
         (va, ra), (vb, rb) = spread(a), spread(b)
         return [x - y for x, y in zip(va, vb)], (ra - rb).mean(0)

@@ -239,7 +239,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     )
     sweep_fit = measures_of.fits_of(health, ("quadratic", middle), refits=False)
     found |= {claim: measures_of.with_fits(m, sweep_fit) for claim, m in interventions.items()}
-    toy_seed = seed + SCENES_PER_TRAINING_SEED * (_card(spec)["recipe"].get("seed") or 0)  # its own twin scenes
+    toy_seed = control_seed(spec, config)  # its own twin scenes
     toy = toy_experiments(
         model,
         out / "toy" / name,
@@ -305,7 +305,7 @@ def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config
 
 def _health(sweep, refits, nulls, seed: int) -> dict[str, list[dict[str, Any]]]:
     """Every fit's record, by what it is: the sweep's probes, their refits, the shuffled-label nulls."""
-    sweep_records = measures_of.sweep_fits(sweep, seed)
+    sweep_records = measures_of.sweep_fit_records(sweep, seed)
     records: dict[str, list[dict[str, Any]]] = {"sweep": list(sweep_records.values()), "refit": [], "null": []}
     for i, refit in enumerate(refits, 1):
         records["refit"] += measures_of.refit_records(refit, "refit", seed + i, sweep_records).values()
@@ -315,8 +315,8 @@ def _health(sweep, refits, nulls, seed: int) -> dict[str, list[dict[str, Any]]]:
 
 
 def control_seed(spec: str, config: ClaimsConfig) -> int:
-    """The seed of a model's controls (random subspaces, shuffle permutations, head seeds): its training seed's
-    own (seed + 1000 t, as its scenes), so the models of an objective never share one draw."""
+    """The seed of a model's own draws (random subspaces, shuffle permutations, head seeds, twin scenes): its
+    training seed's own (seed + 1000 t, as its scenes), so the models of an objective never share one draw."""
     training_seed = _card(spec)["recipe"].get("seed") or 0
     return list(config.seeds)[0] + SCENES_PER_TRAINING_SEED * training_seed
 

@@ -40,6 +40,7 @@ from ..stats import Interval, aggregate_rows, holm
 from ..stats.inference import seed_difference
 from ..zoo import held_out_scenes
 from ..zoo.registry import PREFIX, zoo_card
+from .claim_verdicts import ALPHA
 
 TABLE_PROBES = ("linear", "diag_quadratic", "quadratic")
 COLUMNS = (
@@ -79,8 +80,6 @@ DIFFERENCES_HEADING = (
     "Differences in quadratic AUROC between objectives (95% interval: paired t over the training seeds both "
     "share, Welch otherwise; the verdict Holm-adjusted over every difference listed):"
 )
-ALPHA = 0.05
-"""The family-wise error of the differences between objectives (Holm)."""
 SCENES_PER_TRAINING_SEED = 1000
 """Training seed t of an objective is measured on held-out scenes drawn with seed + 1000 t."""
 

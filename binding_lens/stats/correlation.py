@@ -20,6 +20,24 @@ from ..errors import InputError
 MOMENTS = ("n", "x", "y", "xx", "yy", "xy")
 
 
+def _cell_sums(
+    values: Float[Tensor, "item variable"],
+    cell: Int[Tensor, " item"],
+    unit: Int[Tensor, " item"],
+    n_units: int,
+    n_cells: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per (unit, cell), in float64: the count, the sums of each variable and of each product of two."""
+    values = values.double()
+    key = unit.long() * n_cells + cell.long()
+    size, n_variables = n_units * n_cells, values.shape[1]
+    zeros = lambda *shape: torch.zeros(size, *shape, dtype=torch.float64, device=values.device)  # noqa: E731
+    count = zeros().index_add_(0, key, torch.ones_like(values[:, 0]))
+    sums = zeros(n_variables).index_add_(0, key, values)
+    products = zeros(n_variables, n_variables).index_add_(0, key, values[:, :, None] * values[:, None, :])
+    return count, sums, products
+
+
 def stratum_moments(
     x: Float[Tensor, " item"],
     y: Float[Tensor, " item"],
@@ -33,11 +51,9 @@ def stratum_moments(
         raise InputError(
             f"x, y, stratum and unit must be 1-D of one length, got {[tuple(t.shape) for t in (x, y, stratum, unit)]}"
         )
-    x, y = x.double(), y.double()
-    values = torch.stack([torch.ones_like(x), x, y, x * x, y * y, x * y], -1)
-    cell = unit.long() * n_strata + stratum.long()
-    out = torch.zeros(n_units * n_strata, len(MOMENTS), dtype=torch.float64, device=x.device)
-    return out.index_add_(0, cell, values).reshape(n_units, n_strata, len(MOMENTS))
+    count, sums, products = _cell_sums(torch.stack([x, y], -1), stratum, unit, n_units, n_strata)
+    moments = [count, sums[:, 0], sums[:, 1], products[:, 0, 0], products[:, 1, 1], products[:, 0, 1]]
+    return torch.stack(moments, -1).reshape(n_units, n_strata, len(MOMENTS))
 
 
 def partial_correlation(moments: Float[Tensor, "*batch stratum 6"]) -> Float[Tensor, "*batch"]:
@@ -68,18 +84,9 @@ def cell_comoments(
             f"values must be [item, variable] with one cell and unit per item, got {tuple(values.shape)}, "
             f"{tuple(cell.shape)} and {tuple(unit.shape)}"
         )
-    values = values.double()
+    count, sums, products = _cell_sums(values, cell, unit, n_units, n_cells)
+    centered = products - sums[:, :, None] * sums[:, None, :] / count.clamp_min(1)[:, None, None]
     n_variables = values.shape[1]
-    key = unit.long() * n_cells + cell.long()
-    size = n_units * n_cells
-    count = torch.zeros(size, dtype=torch.float64, device=values.device).index_add_(
-        0, key, torch.ones_like(values[:, 0])
-    )
-    sums = torch.zeros(size, n_variables, dtype=torch.float64, device=values.device).index_add_(0, key, values)
-    products = values[:, :, None] * values[:, None, :]
-    squares = torch.zeros(size, n_variables, n_variables, dtype=torch.float64, device=values.device)
-    squares.index_add_(0, key, products)
-    centered = squares - sums[:, :, None] * sums[:, None, :] / count.clamp_min(1)[:, None, None]
     return centered.reshape(n_units, n_cells, n_variables, n_variables).sum(1)
 
 

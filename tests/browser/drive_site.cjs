@@ -7,12 +7,9 @@
 // (the search, then the home page), then opens each page and reads its title and whether `selector` is there. It records every console error, page error,
 // failed request and request to anything but the local server; the Python test makes the assertions.
 "use strict";
-const fs = require("fs");
 const path = require("path");
-const { chromium } = require("playwright-core");
+const { drive } = require("./harness.cjs");
 
-const ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-  "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"];
 const SEARCH_TIMEOUT = 60000;  // the worker indexes the whole site first: slow on a busy 2-core machine
 
 const report = { errors: [], external_requests: [], pages: [], search: null, screenshots: [] };
@@ -28,60 +25,47 @@ function watch(page, base, where) {
   page.on("response", (res) => { if (res.status() >= 400) report.errors.push(`${where} HTTP ${res.status()}: ${res.url()}`); });
 }
 
-async function main() {
-  const config = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
-  fs.mkdirSync(config.out, { recursive: true });
-  const browser = await chromium.launch({ executablePath: config.chromium, args: ARGS, headless: true });
-  try {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
-    const page = await context.newPage();
-    watch(page, config.base, "home");
-    await page.goto(config.base, { waitUntil: "networkidle" });
+drive(report, async (browser, config) => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const page = await context.newPage();
+  watch(page, config.base, "home");
+  await page.goto(config.base, { waitUntil: "networkidle" });
 
-    // the search box: Material's worker indexes search/search_index.json, results appear as the query is typed
-    // typed key by key: Material's search listens to the keyboard (page.fill's one input event finds nothing)
-    await page.click("input.md-search__input");  // in the header at this width
-    await page.keyboard.type(config.query, { delay: 30 });
-    await page.waitForFunction(() => document.querySelectorAll(".md-search-result__item").length > 0,
-      null, { timeout: SEARCH_TIMEOUT, polling: 250 });
-    report.search = await page.evaluate(() => ({
-      meta: document.querySelector(".md-search-result__meta").textContent,
-      results: [...document.querySelectorAll(".md-search-result__item a")].map((a) => ({
-        href: a.getAttribute("href"), text: a.textContent.replace(/\s+/g, " ").trim().slice(0, 200) })),
-    }));
-    const search = path.join(config.out, "search.png");
-    await page.screenshot({ path: search });
-    report.screenshots.push(search);
-    await page.goto(config.base, { waitUntil: "networkidle" });
-    report.home = await page.evaluate(() => ({ title: document.title, h1: document.querySelector("article h1").textContent }));
-    const home = path.join(config.out, "home.png");
-    await page.screenshot({ path: home });
-    report.screenshots.push(home);
-    await page.close();
+  // the search box: Material's worker indexes search/search_index.json, results appear as the query is typed
+  // typed key by key: Material's search listens to the keyboard (page.fill's one input event finds nothing)
+  await page.click("input.md-search__input");  // in the header at this width
+  await page.keyboard.type(config.query, { delay: 30 });
+  await page.waitForFunction(() => document.querySelectorAll(".md-search-result__item").length > 0,
+    null, { timeout: SEARCH_TIMEOUT, polling: 250 });
+  report.search = await page.evaluate(() => ({
+    meta: document.querySelector(".md-search-result__meta").textContent,
+    results: [...document.querySelectorAll(".md-search-result__item a")].map((a) => ({
+      href: a.getAttribute("href"), text: a.textContent.replace(/\s+/g, " ").trim().slice(0, 200) })),
+  }));
+  const search = path.join(config.out, "search.png");
+  await page.screenshot({ path: search });
+  report.screenshots.push(search);
+  await page.goto(config.base, { waitUntil: "networkidle" });
+  report.home = await page.evaluate(() => ({ title: document.title, h1: document.querySelector("article h1").textContent }));
+  const home = path.join(config.out, "home.png");
+  await page.screenshot({ path: home });
+  report.screenshots.push(home);
+  await page.close();
 
-    for (const want of config.pages) {
-      const p = await context.newPage();
-      watch(p, config.base, want.label);
-      await p.goto(config.base + want.path, { waitUntil: "networkidle" });
-      report.pages.push(await p.evaluate((w) => ({
-        label: w.label,
-        title: document.title,
-        h1: (document.querySelector("article h1") || {}).textContent || null,
-        found: document.querySelector(w.selector) !== null,
-        text_length: (document.querySelector("article") || document.body).innerText.length,
-      }), want));
-      const file = path.join(config.out, `${want.label}.png`);
-      await p.screenshot({ path: file });
-      report.screenshots.push(file);
-      await p.close();
-    }
-  } finally {
-    await browser.close();
+  for (const want of config.pages) {
+    const p = await context.newPage();
+    watch(p, config.base, want.label);
+    await p.goto(config.base + want.path, { waitUntil: "networkidle" });
+    report.pages.push(await p.evaluate((w) => ({
+      label: w.label,
+      title: document.title,
+      h1: (document.querySelector("article h1") || {}).textContent || null,
+      found: document.querySelector(w.selector) !== null,
+      text_length: (document.querySelector("article") || document.body).innerText.length,
+    }), want));
+    const file = path.join(config.out, `${want.label}.png`);
+    await p.screenshot({ path: file });
+    report.screenshots.push(file);
+    await p.close();
   }
-  process.stdout.write(JSON.stringify(report));
-}
-
-main().catch((err) => {
-  process.stderr.write(String(err && err.stack ? err.stack : err) + "\nreport so far: " + JSON.stringify(report) + "\n");
-  process.exit(1);
 });

@@ -8,13 +8,10 @@
 // into `out`, then opens the notebook iframe page and the circuitsvis page. It records every console
 // error, page error and non-file request; the Python test makes the assertions.
 "use strict";
-const fs = require("fs");
 const path = require("path");
 const { pathToFileURL } = require("url");
-const { chromium } = require("playwright-core");
+const { drive } = require("./harness.cjs");
 
-const ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-  "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"];
 const TIMEOUT = 20000;
 
 function watch(page, report, where) {
@@ -71,115 +68,102 @@ async function rows(page, s) {
 
 const report = { errors: [], external_requests: [], steps: [], rows: [], screenshots: [] };
 
-async function main() {
-  const config = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
-  fs.mkdirSync(config.out, { recursive: true });
+drive(report, async (browser, config) => {
   const shot = async (target, name) => {
     const file = path.join(config.out, name);
     await target.screenshot({ path: file, fullPage: true });
     report.screenshots.push(file);
   };
-  const browser = await chromium.launch({ executablePath: config.chromium, args: ARGS, headless: true });
-  try {
-    const context = await browser.newContext({ viewport: { width: 1180, height: 860 } });
-    const page = await context.newPage();
-    watch(page, report, "viewer");
-    await page.goto(pathToFileURL(config.viewer).href);
-    await page.evaluate(() => window.bindingLensViewer.ready);
-    report.steps.push(await snapshot(page, "initial"));
-    await shot(page, "01-initial.png");
+  const context = await browser.newContext({ viewport: { width: 1180, height: 860 } });
+  const page = await context.newPage();
+  watch(page, report, "viewer");
+  await page.goto(pathToFileURL(config.viewer).href);
+  await page.evaluate(() => window.bindingLensViewer.ready);
+  report.steps.push(await snapshot(page, "initial"));
+  await shot(page, "01-initial.png");
 
-    // Click a patch of the IsSameObject panel: the heatmap follows it and the patch locks.
-    const meta = await page.evaluate(() => window.bindingLensViewer.meta);
-    const [rowsN, colsN] = meta.models[0].grids[0];
-    const [r, c] = config.patch;
-    const box = await page.locator("#panel-score canvas.marks").boundingBox();
-    await page.mouse.click(box.x + ((c + 0.5) * box.width) / colsN, box.y + ((r + 0.5) * box.height) / rowsN);
-    const patch = r * colsN + c;
-    let s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
-    await waitForState(page, [s.model, s.image, s.probe, s.layer, patch].join("|"));
-    report.steps.push(await snapshot(page, "clicked"));
-    report.rows.push(await rows(page, { ...s, patch }));
-    await shot(page, "02-clicked-patch.png");
+  // Click a patch of the IsSameObject panel: the heatmap follows it and the patch locks.
+  const meta = await page.evaluate(() => window.bindingLensViewer.meta);
+  const [rowsN, colsN] = meta.models[0].grids[0];
+  const [r, c] = config.patch;
+  const box = await page.locator("#panel-score canvas.marks").boundingBox();
+  await page.mouse.click(box.x + ((c + 0.5) * box.width) / colsN, box.y + ((r + 0.5) * box.height) / rowsN);
+  const patch = r * colsN + c;
+  let s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
+  await waitForState(page, [s.model, s.image, s.probe, s.layer, patch].join("|"));
+  report.steps.push(await snapshot(page, "clicked"));
+  report.rows.push(await rows(page, { ...s, patch }));
+  await shot(page, "02-clicked-patch.png");
 
-    // Arrow keys move the locked patch (one row down, then back up).
-    await page.keyboard.press("ArrowDown");
-    await waitForState(page, [s.model, s.image, s.probe, s.layer, patch + colsN].join("|"));
-    report.steps.push(await snapshot(page, "arrow-down"));
-    await page.keyboard.press("ArrowUp");
-    await waitForState(page, [s.model, s.image, s.probe, s.layer, patch].join("|"));
+  // Arrow keys move the locked patch (one row down, then back up).
+  await page.keyboard.press("ArrowDown");
+  await waitForState(page, [s.model, s.image, s.probe, s.layer, patch + colsN].join("|"));
+  report.steps.push(await snapshot(page, "arrow-down"));
+  await page.keyboard.press("ArrowUp");
+  await waitForState(page, [s.model, s.image, s.probe, s.layer, patch].join("|"));
 
-    // Move the layer slider one step with the keyboard, as a user would.
-    const layers = meta.models[0].probes[s.probe];
-    await page.focus("#layer");
-    await page.keyboard.press("ArrowRight");
-    await waitForState(page, [s.model, s.image, s.probe, layers[1], patch].join("|"));
-    report.steps.push(await snapshot(page, "next-layer"));
+  // Move the layer slider one step with the keyboard, as a user would.
+  const layers = meta.models[0].probes[s.probe];
+  await page.focus("#layer");
+  await page.keyboard.press("ArrowRight");
+  await waitForState(page, [s.model, s.image, s.probe, layers[1], patch].join("|"));
+  report.steps.push(await snapshot(page, "next-layer"));
+  s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
+  report.rows.push(await rows(page, s));
+  await shot(page, "03-next-layer.png");
+
+  // The last probed layer: no block after it, so the attention panel empties.
+  await page.keyboard.press("End");
+  await waitForState(page, [s.model, s.image, s.probe, layers[layers.length - 1], patch].join("|"));
+  report.steps.push(await snapshot(page, "last-layer"));
+  await shot(page, "04-last-layer.png");
+
+  // Switch probe, image and model.
+  const probes = Object.keys(meta.models[0].probes);
+  if (probes.length > 1) {
+    await page.selectOption("#probe", probes[1]);
     s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
-    report.rows.push(await rows(page, s));
-    await shot(page, "03-next-layer.png");
-
-    // The last probed layer: no block after it, so the attention panel empties.
-    await page.keyboard.press("End");
-    await waitForState(page, [s.model, s.image, s.probe, layers[layers.length - 1], patch].join("|"));
-    report.steps.push(await snapshot(page, "last-layer"));
-    await shot(page, "04-last-layer.png");
-
-    // Switch probe, image and model.
-    const probes = Object.keys(meta.models[0].probes);
-    if (probes.length > 1) {
-      await page.selectOption("#probe", probes[1]);
-      s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
-      await waitForState(page, [0, 0, probes[1], s.layer, s.patch].join("|"));
-      report.steps.push(await snapshot(page, "probe"));
-      await shot(page, "05-other-probe.png");
-    }
-    if (meta.images.length > 1) {
-      await page.selectOption("#image", "1");
-      s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
-      await waitForState(page, [0, 1, s.probe, s.layer, s.patch].join("|"));
-      report.steps.push(await snapshot(page, "image"));
-      await shot(page, "06-other-image.png");
-    }
-    if (meta.models.length > 1) {
-      await page.selectOption("#model", "1");
-      s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
-      await waitForState(page, [1, s.image, s.probe, s.layer, s.patch].join("|"));
-      report.steps.push(await snapshot(page, "model"));
-      report.rows.push(await rows(page, s));
-      await shot(page, "07-other-model.png");
-    }
-    await page.close();
-
-    if (config.notebook) {  // the viewer inside an iframe's srcdoc, as a notebook shows it
-      const nb = await context.newPage();
-      watch(nb, report, "notebook");
-      await nb.goto(pathToFileURL(config.notebook).href);
-      const frame = (await (await nb.waitForSelector("iframe")).contentFrame());
-      await frame.waitForFunction(() => window.bindingLensViewer !== undefined, null, { timeout: TIMEOUT });
-      await frame.evaluate(() => window.bindingLensViewer.ready);
-      report.notebook = await snapshot(frame, "notebook");
-      await shot(nb, "08-notebook-iframe.png");
-      await nb.close();
-    }
-    if (config.circuits) {  // the circuitsvis page renders offline (its token labels are drawn on a canvas)
-      const cv = await context.newPage();
-      watch(cv, report, "circuitsvis");
-      await cv.goto(pathToFileURL(config.circuits).href);
-      await cv.waitForFunction(() => document.body.innerText.includes("Zoomed") && document.querySelector("canvas"),
-        null, { timeout: TIMEOUT });
-      report.circuits = await cv.evaluate(() => ({
-        text: document.body.innerText.slice(0, 2000), canvases: document.querySelectorAll("canvas").length }));
-      await shot(cv, "09-circuitsvis.png");
-      await cv.close();
-    }
-  } finally {
-    await browser.close();
+    await waitForState(page, [0, 0, probes[1], s.layer, s.patch].join("|"));
+    report.steps.push(await snapshot(page, "probe"));
+    await shot(page, "05-other-probe.png");
   }
-  process.stdout.write(JSON.stringify(report));
-}
+  if (meta.images.length > 1) {
+    await page.selectOption("#image", "1");
+    s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
+    await waitForState(page, [0, 1, s.probe, s.layer, s.patch].join("|"));
+    report.steps.push(await snapshot(page, "image"));
+    await shot(page, "06-other-image.png");
+  }
+  if (meta.models.length > 1) {
+    await page.selectOption("#model", "1");
+    s = await page.evaluate(() => ({ ...window.bindingLensViewer.state }));
+    await waitForState(page, [1, s.image, s.probe, s.layer, s.patch].join("|"));
+    report.steps.push(await snapshot(page, "model"));
+    report.rows.push(await rows(page, s));
+    await shot(page, "07-other-model.png");
+  }
+  await page.close();
 
-main().catch((err) => {
-  process.stderr.write(String(err && err.stack ? err.stack : err) + "\nreport so far: " + JSON.stringify(report) + "\n");
-  process.exit(1);
+  if (config.notebook) {  // the viewer inside an iframe's srcdoc, as a notebook shows it
+    const nb = await context.newPage();
+    watch(nb, report, "notebook");
+    await nb.goto(pathToFileURL(config.notebook).href);
+    const frame = (await (await nb.waitForSelector("iframe")).contentFrame());
+    await frame.waitForFunction(() => window.bindingLensViewer !== undefined, null, { timeout: TIMEOUT });
+    await frame.evaluate(() => window.bindingLensViewer.ready);
+    report.notebook = await snapshot(frame, "notebook");
+    await shot(nb, "08-notebook-iframe.png");
+    await nb.close();
+  }
+  if (config.circuits) {  // the circuitsvis page renders offline (its token labels are drawn on a canvas)
+    const cv = await context.newPage();
+    watch(cv, report, "circuitsvis");
+    await cv.goto(pathToFileURL(config.circuits).href);
+    await cv.waitForFunction(() => document.body.innerText.includes("Zoomed") && document.querySelector("canvas"),
+      null, { timeout: TIMEOUT });
+    report.circuits = await cv.evaluate(() => ({
+      text: document.body.innerText.slice(0, 2000), canvases: document.querySelectorAll("canvas").length }));
+    await shot(cv, "09-circuitsvis.png");
+    await cv.close();
+  }
 });

@@ -14,7 +14,7 @@ from binding_lens.reports.claim_measures import (
     fit_problems,
     refit_probes,
     refit_records,
-    sweep_fits,
+    sweep_fit_records,
 )
 from binding_lens.reports.claim_verdicts import FIT_MARK, adjust, model_rows
 
@@ -54,7 +54,7 @@ def test_a_refit_forced_to_its_step_limit_marks_the_verdicts_it_feeds():
     short = ProbeTrainingConfig(max_steps=3, min_steps=1, batch_images=4, patches_per_image=10)
     refit = refit_probes(splits, [("quadratic", 2), ("diag_quadratic", 2)], short, seed=1)
     assert {result.stopped for result in refit.values()} == {"max_steps"}
-    records = sweep_fits(sweep, seed=0)
+    records = sweep_fit_records(sweep, seed=0)
     health = {
         "sweep": list(records.values()),
         "refit": list(refit_records(refit, "refit", 1, records).values()),
@@ -73,9 +73,9 @@ def test_a_refit_forced_to_its_step_limit_marks_the_verdicts_it_feeds():
 
 
 def test_a_probe_no_better_than_the_baseline_is_marked_and_a_healthy_one_is_not():
-    healthy = sweep_fits(_sweep(), seed=0)
+    healthy = sweep_fit_records(_sweep(), seed=0)
     assert fit_problems(list(healthy.values())) == []
-    weak = sweep_fits(_sweep(stopped="lr_floor", learnt=False), seed=0)
+    weak = sweep_fit_records(_sweep(stopped="lr_floor", learnt=False), seed=0)
     lines = fit_problems([weak["quadratic", 1]])
     assert lines == [
         "sweep quadratic at layer 1 (seed 0): stopped with its learning rate on the floor",
