@@ -1,4 +1,5 @@
-"""Does the next layer use the binding subspace? One live shuffle of it against a random subspace of the same k.
+"""Does the next layer use the binding subspace? One live shuffle of it against a random subspace of the same k
+and the same energy.
 
     effect = shuffle_effect(model, scenes, probe_at_l, probe_at_l_plus_1, ShuffleEffectConfig(layer=3, k=12))
     effect.values["binding shuffle"]["own_object_attention"]
@@ -6,7 +7,9 @@
 
 At layer l, mid-forward, the binding parts of a `ratio` of each image's patch tokens are permuted among
 themselves (`binding.Shuffle`), once in the top-k eigen-subspace of the probe at l and once in a random
-k-dimensional subspace, with the same patches and the same permutation. Block l + 1 then runs on the edited
+k-dimensional subspace that holds the same share of the clean tokens' within-image variance at l
+(`binding.energy`: a uniformly random one holds about k / d of it and moves far less of the tokens), with
+the same patches and the same permutation. Block l + 1 then runs on the edited
 stream, and two measures read it on every image (method notes section 6):
 
 - `own_object_attention`: block l + 1's attention mass from each labeled patch to the patches of its own
@@ -17,7 +20,8 @@ stream, and two measures read it on every image (method notes section 6):
 Every difference (an edit against the clean run, the binding edit against the random one) carries a
 percentile bootstrap interval over images, from one set of resamples for every measure and comparison
 (`stats.bootstrap_counts` with `seed`), so each is paired by image; so does every value itself
-(`intervals`: what a bar of the value shows). One random subspace, one permutation.
+(`intervals`: what a bar of the value shows; `energy`: both subspaces' shares). One random subspace, one
+permutation.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..binding import BindingSubspace, Shuffle
+from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..data import Scene
 from ..effects.attention import own_object_attention_sums
 from ..errors import InputError
@@ -75,6 +80,8 @@ class ShuffleEffect:
     n_images: int
     n_pairs: int
     intervals: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    energy: dict[str, float] = field(default_factory=dict)
+    """condition -> its subspace's share of the clean tokens' within-image variance at l."""
 
     def rows(self) -> list[Row]:
         """One row per (measure, condition, reference): both values, the difference and its interval."""
@@ -140,6 +147,21 @@ def _pair_mask(instance: Int[Tensor, "image n"]) -> Tensor:
 
 
 @torch.no_grad()
+def _clean_tokens(
+    model: HookedModel, pixels: Float[Tensor, "image 3 height width"], config: ShuffleEffectConfig
+) -> Float[Tensor, "image n d_model"]:
+    """The clean patch tokens at layer l (the forward stops there)."""
+    name = names.resid_post(config.layer)
+    parts = []
+    for start in range(0, pixels.shape[0], config.batch_size):
+        _, cache = model.run_with_cache(
+            pixels[start : start + config.batch_size], names_filter=name, stop_at_layer=config.layer + 1
+        )
+        parts.append(cache[name][:, model.cfg.n_prefix_tokens :].float().cpu())
+    return torch.cat(parts)
+
+
+@torch.no_grad()
 def _measure(
     model: HookedModel,
     pixels: Float[Tensor, "image 3 height width"],
@@ -181,10 +203,14 @@ def shuffle_effect(
     _check(model, config, len(scenes))
     model.eval()
     data = label_images(model, scenes, config.size)
+    binding = BindingSubspace.from_probe(probe, config.k)
+    covariance = within_image_covariance(_clean_tokens(model, data.pixels, config))
+    share = variance_share(binding.basis, covariance)
     subspaces = {
-        "binding shuffle": BindingSubspace.from_probe(probe, config.k),
-        "random shuffle": BindingSubspace.random(model.cfg.d_model, config.k, seed=config.seed),
+        "binding shuffle": binding,
+        "random shuffle": matched_random_subspace(covariance, config.k, share, seed=config.seed),
     }
+    energy = {condition: variance_share(subspace.basis, covariance) for condition, subspace in subspaces.items()}
     n_prefix = model.cfg.n_prefix_tokens
     runs = {"clean": _measure(model, data.pixels, data.instance, probe_next, None, config)}
     for condition, subspace in subspaces.items():
@@ -211,4 +237,4 @@ def shuffle_effect(
             values[condition][measure], values[reference][measure] = value, base
             differences[(measure, condition, reference)] = interval
     intervals = _value_intervals(runs, same, image, config)
-    return ShuffleEffect(config, values, differences, n_images, int(mask.sum()), intervals)
+    return ShuffleEffect(config, values, differences, n_images, int(mask.sum()), intervals, energy)

@@ -9,7 +9,7 @@ derived from it:
    seed), on the same images: each probe's peak AUROC in both, and the difference, paired by test image;
 2. one live intervention on the model at a middle layer (`intervention_layer`): the binding subspace of the
    sweep's quadratic probe (its top d_model / 8 directions) shuffled among each image's patches, against a
-   random subspace of the same k (`analyses.shuffle_effect`), on fresh held-out scenes;
+   random subspace of the same k and energy (`analyses.shuffle_effect`), on fresh held-out scenes;
 3. one figure of both (`figures.demo_figure`), and a sentence for each part saying what the numbers mean.
 
 `binding-lens demo --model zoo:dino` runs the same on another zoo model.
@@ -387,7 +387,8 @@ def intervention_text(effect: ShuffleEffect, model: str, learnt_binding: bool = 
         f"Live intervention on {model} at layer {layer}, on {effect.n_images} fresh held-out scenes: mid-forward, "
         f"every patch's part in the binding subspace (the top {k} eigen-directions of the layer-{layer} quadratic "
         f"probe) is swapped with another patch's of the same image; the control swaps the same patches in a random "
-        f"{k}-dimensional subspace. Block {after} reads the edited stream. Changes against the clean run and "
+        f"{k}-dimensional subspace of the same energy. Block {after} reads the edited stream. Changes against the "
+        "clean run and "
         f"binding - random, with 95% bootstrap intervals over the {effect.n_images} images, paired by image:\n"
     )
     meaning = intervention_meaning(effect)
@@ -407,7 +408,7 @@ def intervention_meaning(effect: ShuffleEffect) -> str:
     edit, control = (_change(effect, "own_object_attention", condition) for condition in (EDIT, CONTROL))
     text = (
         f"What it means: shuffling the binding subspace changes the attention block {after} pays to a patch's own "
-        f"object by {edit:+.0%}, shuffling a random subspace of the same size by {control:+.0%}. "
+        f"object by {edit:+.0%}, shuffling a random subspace of the same size and energy by {control:+.0%}. "
     )
     if attention.beyond_noise and attention.estimate < 0:
         text += f"The difference is beyond noise: the next layer's attention uses these {k} directions, not any {k}. "

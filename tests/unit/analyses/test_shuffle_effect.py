@@ -16,6 +16,7 @@ from binding_lens.analyses.shuffle_effect import (
     shuffle_effect,
 )
 from binding_lens.binding import BindingSubspace, Shuffle
+from binding_lens.binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from binding_lens.data import SyntheticScenes
 from binding_lens.effects.attention import next_layer_attention, own_object_attention_mass
 from binding_lens.errors import InputError
@@ -36,10 +37,18 @@ def test_each_condition_matches_the_attention_and_the_readout_measured_another_w
     effect = shuffle_effect(model, scenes, probe, probe_next, config)
     data = label_images(model, scenes, None)
     n_prefix = model.cfg.n_prefix_tokens
+    with torch.no_grad():  # the random subspace carries the binding subspace's share of the clean tokens at layer 1
+        _, clean = model.run_with_cache(data.pixels, names_filter="blocks.1.hook_resid_post")
+    covariance = within_image_covariance(clean["blocks.1.hook_resid_post"][:, n_prefix:])
+    binding = BindingSubspace.from_probe(probe, 4)
+    share = variance_share(binding.basis, covariance)
+    random = matched_random_subspace(covariance, 4, share, seed=0)
+    assert effect.energy["random shuffle"] == pytest.approx(share, rel=0.01)
+    assert effect.energy["binding shuffle"] == pytest.approx(share)
     edits = {
         "clean": [],
-        "binding shuffle": [Shuffle(BindingSubspace.from_probe(probe, 4), 1.0, n_prefix).at(1)],
-        "random shuffle": [Shuffle(BindingSubspace.random(model.cfg.d_model, 4), 1.0, n_prefix).at(1)],
+        "binding shuffle": [Shuffle(binding, 1.0, n_prefix).at(1)],
+        "random shuffle": [Shuffle(random, 1.0, n_prefix).at(1)],
     }
     for condition, hooks in edits.items():
         pattern = next_layer_attention(model, data.pixels, 1, hooks)

@@ -89,7 +89,7 @@ def effect(attention: tuple[float, float, float], auroc: tuple[float, float, flo
 
 def test_the_intervention_sentence_sets_the_binding_shuffle_against_its_control():
     used = intervention_meaning(effect((0.2, 0.1, 0.18), (0.95, 0.5, 0.9), noise=0.01))
-    assert "by -50%, shuffling a random subspace of the same size by -10%" in used
+    assert "by -50%, shuffling a random subspace of the same size and energy by -10%" in used
     assert "beyond noise: the next layer's attention uses these 12 directions, not any 12" in used
     assert "from 0.950 to 0.500 after the binding shuffle (chance: 0.5) and to 0.900" in used
     assert "reaches the next layer through these directions" in used
