@@ -45,9 +45,13 @@ class ShuffledLabels(Sequence):
             raise InputError(f"a {height} x {width} scene is not whole {p}-px patches: the blocks cannot be permuted")
         rows, cols = height // p, width // p
         order = np.random.default_rng([self.seed, int(index)]).permutation(rows * cols)
+        instance, klass = (_permute_blocks(mask, p, order) for mask in (scene.instance_mask, scene.class_mask))
+        return replace(scene, instance_mask=instance, class_mask=klass)
 
-        def permuted(mask: np.ndarray) -> np.ndarray:
-            blocks = mask.reshape(rows, p, cols, p).transpose(0, 2, 1, 3).reshape(rows * cols, p, p)[order]
-            return blocks.reshape(rows, cols, p, p).transpose(0, 2, 1, 3).reshape(height, width)
 
-        return replace(scene, instance_mask=permuted(scene.instance_mask), class_mask=permuted(scene.class_mask))
+def _permute_blocks(mask: np.ndarray, p: int, order: np.ndarray) -> np.ndarray:
+    """`mask` with its p x p blocks moved to `order` (row-major block indices)."""
+    height, width = mask.shape
+    rows, cols = height // p, width // p
+    blocks = mask.reshape(rows, p, cols, p).transpose(0, 2, 1, 3).reshape(rows * cols, p, p)[order]
+    return blocks.reshape(rows, cols, p, p).transpose(0, 2, 1, 3).reshape(height, width)

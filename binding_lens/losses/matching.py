@@ -52,11 +52,11 @@ def hungarian_match(
         images.append(np.full(rows.shape, b))
         queries.append(rows)
         targets.append(cols)
-
-    def as_tensor(parts):
-        return torch.as_tensor(np.concatenate(parts) if parts else np.zeros(0), dtype=torch.long, device=cost.device)
-
-    return as_tensor(images), as_tensor(queries), as_tensor(targets)
+    image, query, target = (
+        torch.as_tensor(np.concatenate(parts) if parts else np.zeros(0), dtype=torch.long, device=cost.device)
+        for parts in (images, queries, targets)
+    )
+    return image, query, target
 
 
 def mask_costs(

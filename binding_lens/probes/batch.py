@@ -49,11 +49,8 @@ class PairBatch:
 
     def to(self, device: torch.device | str) -> "PairBatch":
         """The same labels on `device`."""
-
-        def move(t):
-            return None if t is None else t.to(device)
-
-        return PairBatch(move(self.instance), move(self.valid), move(self.klass), move(self.keep))
+        klass, keep = (None if t is None else t.to(device) for t in (self.klass, self.keep))
+        return PairBatch(self.instance.to(device), self.valid.to(device), klass, keep)
 
     def selecting(self, keep: Bool[Tensor, "image k k"]) -> "PairBatch":
         """The same labels with only the pairs where `keep` holds supervised (`pair_mask`)."""

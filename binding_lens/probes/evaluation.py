@@ -24,6 +24,34 @@ from .sampling import PairSet, fixed_pairs
 PairFunction = Callable[[Float[Tensor, "batch k d_model"]], Float[Tensor, "batch k k"]]
 
 
+@dataclass(frozen=True)
+class PairLayout:
+    """A pair set laid out on its data once: checked against the labels, cut into batches of images (each
+    batch's images, patch slots and counted pairs), with every pair's IsSameObject label and image. A probe
+    scored again and again on the same pairs (a validation pass every epoch) reuses it."""
+
+    batches: tuple[tuple[Tensor, Tensor, Tensor], ...]  # per batch: images [b], patches [b k], pair mask [b k k]
+    labels: Bool[Tensor, " pair"]
+    images: Int[Tensor, " pair"]
+
+
+def lay_out_pairs(data: ProbeData, pairs: PairSet, batch_images: int = 256) -> PairLayout:
+    """`pairs` on `data`, image by image in order, i < j, in batches of `batch_images` images."""
+    pairs.check_against(data.instance)
+    batches, labels, counts = [], [], []
+    for start in range(0, data.n_images, batch_images):
+        images = torch.arange(start, min(start + batch_images, data.n_images))
+        batch = pairs.batch(data.instance, images)
+        mask = batch.pair_mask
+        batches.append((images, pairs.patches[images], mask))
+        labels.append(batch.same[mask])
+        counts.append(mask.sum((1, 2)))
+    per_image = torch.cat(counts) if counts else torch.zeros(0, dtype=torch.long)
+    pair_images = torch.repeat_interleave(torch.arange(data.n_images), per_image)
+    empty = torch.zeros(0, dtype=torch.bool)
+    return PairLayout(tuple(batches), torch.cat(labels) if labels else empty, pair_images)
+
+
 @torch.no_grad()
 def pair_values(
     score: PairFunction,
@@ -32,19 +60,17 @@ def pair_values(
     layer: int = 0,
     batch_images: int = 256,
     device: torch.device | None = None,
+    layout: PairLayout | None = None,
 ) -> tuple[Float[Tensor, " pair"], Bool[Tensor, " pair"]]:
     """(score(tokens)[pair], IsSameObject) of every pair of `pairs`, image by image in order, i < j: the one
-    pair order every probe score, baseline and pair annotation (`pair_context`) shares."""
-    pairs.check_against(data.instance)
-    values, labels = [], []
-    for start in range(0, data.n_images, batch_images):
-        images = torch.arange(start, min(start + batch_images, data.n_images))
-        batch = pairs.batch(data.instance, images)
-        x = data.tokens(layer, images, pairs.patches[images], device=device)
-        mask = batch.pair_mask.to(x.device)
-        values.append(score(x)[mask].float().cpu())
-        labels.append(batch.same.to(x.device)[mask].cpu())
-    return torch.cat(values), torch.cat(labels)
+    pair order every probe score, baseline and pair annotation (`pair_context`) shares. `layout`: these
+    pairs already laid out on `data` (`lay_out_pairs`), in place of `pairs` and `batch_images`."""
+    layout = lay_out_pairs(data, pairs, batch_images) if layout is None else layout
+    values = []
+    for images, patches, mask in layout.batches:
+        x = data.tokens(layer, images, patches, device=device)
+        values.append(score(x)[mask.to(x.device)].float().cpu())
+    return (torch.cat(values) if values else torch.zeros(0)), layout.labels
 
 
 def pair_outputs(
@@ -53,10 +79,11 @@ def pair_outputs(
     pairs: PairSet,
     layer: int = 0,
     batch_images: int = 256,
+    layout: PairLayout | None = None,
 ) -> tuple[Float[Tensor, " pair"], Bool[Tensor, " pair"]]:
     """(pair_scores, IsSameObject) of every pair of `pairs`, image by image in order, i < j."""
     device = next((t.device for t in (*probe.parameters(), *probe.buffers())), torch.device("cpu"))
-    return pair_values(probe.pair_scores, data, pairs, layer, batch_images, device)
+    return pair_values(probe.pair_scores, data, pairs, layer, batch_images, device, layout)
 
 
 @dataclass(frozen=True)
@@ -86,17 +113,19 @@ def score_pairs(
     patches_per_image: int | None = 64,
     seed: int = 0,
     batch_images: int = 256,
+    layout: PairLayout | None = None,
 ) -> ScoredPairs:
     """The probe's scores of `data`'s pairs (default `fixed_pairs(data.instance, patches_per_image, seed)`),
-    with the IsSameObject label and the image of every pair."""
+    with the IsSameObject label and the image of every pair; `layout`: `pairs` laid out on `data` already."""
     data = ProbeData.coerce(data)
     if not 0 <= layer < data.n_layers:
         raise InputError(f"layer {layer} out of range: data holds {data.n_layers} layer(s)")
     if data.d_model(layer) != probe.d_model:
         raise InputError(f"data has d_model {data.d_model(layer)} but the probe expects {probe.d_model}")
     pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
-    scores, labels = pair_outputs(probe, data, pairs, layer, batch_images)
-    return ScoredPairs(scores, probe.scores_to_probabilities(scores), labels, image_of_pair(data, pairs), data.n_images)
+    layout = lay_out_pairs(data, pairs, batch_images) if layout is None else layout
+    scores, labels = pair_outputs(probe, data, pairs, layer, batch_images, layout)
+    return ScoredPairs(scores, probe.scores_to_probabilities(scores), labels, layout.images, data.n_images)
 
 
 @dataclass(frozen=True)
@@ -118,6 +147,8 @@ def evaluate(
     data: Any,
     pairs: PairSet | None = None,
     config: EvaluationConfig | None = None,
+    *,
+    layout: PairLayout | None = None,
     **options: Any,
 ) -> dict[str, float | int]:
     """Metrics of `probe` on `data` (a ProbeData or (acts, instance[, klass])) over a pair set.
@@ -130,7 +161,8 @@ def evaluate(
     H(label) - BCE in bits (method notes section 8's measure for one bit; <= 0 when the probe is no better than
     the positive rate). With `intervals`, also accuracy_low/high and auroc_low/high: `level` percentile
     intervals from `n_boot` bootstrap replicates over images. Raises DegeneratePairSetError when the
-    pairs hold no positive or no negative pair.
+    pairs hold no positive or no negative pair. `layout`: `pairs` laid out on `data` once (`lay_out_pairs`,
+    with the config's `batch_images`), for a probe scored again and again on them.
     """
     config = replace(config or EvaluationConfig(), **options)
     scored = score_pairs(
@@ -141,6 +173,7 @@ def evaluate(
         patches_per_image=config.patches_per_image,
         seed=config.seed,
         batch_images=config.batch_images,
+        layout=layout,
     )
     return scored_metrics(probe, scored, config)
 
@@ -185,8 +218,7 @@ def fit_threshold(
 
 def image_of_pair(data: ProbeData, pairs: PairSet) -> Int[Tensor, " pair"]:
     """The image index of every pair `pair_outputs` returns, in its order (the bootstrap's groups)."""
-    per_image = pairs.batch(data.instance, torch.arange(data.n_images)).pair_mask.sum((1, 2))
-    return torch.repeat_interleave(torch.arange(data.n_images), per_image)
+    return lay_out_pairs(data, pairs).images
 
 
 def pair_losses(

@@ -64,11 +64,8 @@ class PairSet:
     ) -> PairBatch:
         """The labels of these images' sampled patches (rows `images` of both this set and `instance`)."""
         patches, valid = self.patches[images], self.valid[images]
-
-        def pick(labels):
-            return torch.where(valid, labels[images[:, None], patches], torch.full_like(patches, -1))
-
-        return PairBatch(pick(instance), valid, None if klass is None else pick(klass))
+        picked_klass = None if klass is None else _pick(klass, images, patches, valid)
+        return PairBatch(_pick(instance, images, patches, valid), valid, picked_klass)
 
     def check_against(self, instance: Int[Tensor, "image patch"]) -> None:
         """Raise unless this pair set was built for these labels (same images, labeled slots only)."""
@@ -88,6 +85,17 @@ class PairSet:
         """(pairs, same-object pairs) of this set."""
         picked = torch.where(self.valid, instance.gather(1, self.patches), torch.full_like(self.patches, -1))
         return count_pairs(picked)
+
+
+def _pick(
+    labels: Int[Tensor, "all_images patch"],
+    images: Int[Tensor, " image"],
+    patches: Int[Tensor, "image k"],
+    valid: Bool[Tensor, "image k"],
+) -> Int[Tensor, "image k"]:
+    """The labels of the sampled slots (-1 where a slot is padding). Module level, not nested in `batch`: a
+    nested def is rebuilt on every call, and the suite's shape checker decorates each one anew."""
+    return torch.where(valid, labels[images[:, None], patches], torch.full_like(patches, -1))
 
 
 def sample_patches(

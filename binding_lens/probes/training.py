@@ -34,7 +34,7 @@ from ..training import Evaluation, StoppingRule, Track, TrainingOutcome, run_tra
 from .base import PairProbe
 from .batch import PairBatch
 from .data import ProbeData
-from .evaluation import auroc_interval, evaluate, score_pairs
+from .evaluation import auroc_interval, evaluate, lay_out_pairs, score_pairs
 from .metrics import calibrated_threshold
 from .pair_context import PAIR_OFFSETS, matched_batch_pairs
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches
@@ -331,8 +331,10 @@ def train_probes(
         raise TypeError("probes must be a non-empty sequence of PairProbe")
     train = ProbeData.coerce(train, "train")
     _check_training_data(probes, train, "train")
+    layout = None
     if val is not None:
         val, val_pairs = _prepare_val(probes, val, val_pairs, config)
+        layout = lay_out_pairs(val, val_pairs, config.batch_images)  # laid out once, for every validation pass
     device = torch.device(config.device) if config.device else next(probes[0].parameters()).device
     for probe in probes:
         probe.to(device).train()
@@ -355,7 +357,7 @@ def train_probes(
 
     def evaluate_probe(i: int) -> tuple[float, dict[str, float | int]]:
         probes[i].eval()
-        metrics = evaluate(probes[i], val, val_pairs, layer=i, batch_images=config.batch_images)
+        metrics = evaluate(probes[i], val, val_pairs, layer=i, batch_images=config.batch_images, layout=layout)
         probes[i].train()
         return sign * metrics[config.select_by], metrics
 
