@@ -37,11 +37,17 @@ def test_a_code_of_f_only_gives_h_f_and_no_conditional_binding(one_thread):
     assert bits["b_o"] < priors.H_O - 1.0  # the within-F choice stays unknown
 
 
+COLORS, SHAPES = (
+    ("red", "orange", "yellow", "green", "cyan", "blue"),
+    ("disc", "square", "triangle", "diamond", "hexagon", "ring"),
+)
+
+
 def _slot_code(o: torch.Tensor, f: torch.Tensor, generator: torch.Generator, slots: int = 8) -> torch.Tensor:
     """A planted bilinear color x shape code: every object gets a random slot of `slots`, marked in its
     color's row and its shape's row of z = [color rows ; shape rows]; object (c, s) is present iff rows c
     and s share a slot, a dot product z_c . z_s that no linear readout of z can take."""
-    n, n_colors, n_shapes = o.shape[0], 8, 8
+    n, n_colors, n_shapes = o.shape[0], len(COLORS), len(SHAPES)
     z = torch.zeros(n, n_colors + n_shapes, slots)
     for b in range(n):
         objects = torch.nonzero(o[b]).flatten()
@@ -54,23 +60,29 @@ def _slot_code(o: torch.Tensor, f: torch.Tensor, generator: torch.Generator, slo
 @pytest.mark.slow
 def test_a_planted_bilinear_color_shape_code_is_recovered_by_the_shared_quadratic(one_thread):
     """The second paper's W_k = U_color^T V_shape test: on a code that is a color . shape dot product the
-    shared quadratic recovers O (within a small gap of the full quadratic, here ahead of it: 64 x fewer
-    weights to fit), and the linear probe, which sees only which features are present, cannot."""
-    balanced = preset_knobs("balanced")
-    o, f = planted_codes(balanced, lambda split: split, sizes=(("train", 8000), ("val", 300), ("test", 500)))
+    shared quadratic recovers O (within a small gap of the full quadratic, here ahead of it: 36 x fewer
+    weights to fit), and the linear probe, which sees only which features are present, cannot. A 6 x 6
+    `balanced` world (4 + 4 features, 5 objects, H(O) 16.6 bits) keeps it to seconds; the paper's 8 x 8
+    gives the same picture at three times the cost."""
+    knobs = preset_knobs("balanced", colors=COLORS, shapes=SHAPES, features_per_scene=(4, 4), n_objects=(5, 5))
+    o, f = planted_codes(knobs, lambda split: split, sizes=(("train", 3000), ("val", 300), ("test", 500)))
     z = represent(o, f, _slot_code)
-    priors = colorshape_priors(balanced, None)
-    config = CodeTrainingConfig(max_steps=800, seed=0)
+    priors = colorshape_priors(knobs, None)
+    config = CodeTrainingConfig(max_steps=500, seed=0)
     blank = {s: torch.zeros(len(o[s]), 1) for s in o}
-    layout = CodeLayout.objects(8, 8)
+    n_objects = len(COLORS) * len(SHAPES)
+    layout = CodeLayout.objects(len(COLORS), len(SHAPES))
     prior = train_code_probe(
-        make_code_probe("prior", 1, 64, layout=layout), (blank["train"], o["train"]), (blank["val"], o["val"]), config
+        make_code_probe("prior", 1, n_objects, layout=layout),
+        (blank["train"], o["train"]),
+        (blank["val"], o["val"]),
+        config,
     ).probe
     ce = {}
     for family in ("linear", "quadratic", "shared_quadratic"):
-        probe = make_code_probe(family, z["train"].shape[1], 64, rank=8, layout=layout).start_from(prior)
+        probe = make_code_probe(family, z["train"].shape[1], n_objects, rank=8, layout=layout).start_from(prior)
         fit = train_code_probe(probe, (z["train"], o["train"]), (z["val"], o["val"]), config)
         ce[family] = float(bits_per_image(fit.probe, z["test"], o["test"]).mean())
     assert priors.H_O - ce["shared_quadratic"] > 0.9 * priors.H_O, ce  # B_O: nearly all of H(O)
     assert ce["shared_quadratic"] <= ce["quadratic"] + 1.0, ce
-    assert ce["linear"] > ce["shared_quadratic"] + 10.0, ce
+    assert ce["linear"] > ce["shared_quadratic"] + 0.3 * priors.H_O, ce  # linear keeps most of what is left
