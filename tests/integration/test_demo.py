@@ -10,7 +10,7 @@ from binding_lens.cli import main
 
 @pytest.mark.slow
 def test_demo_sweeps_the_model_beside_its_twin_and_shuffles_its_binding_subspace(tmp_path, capsys):
-    args = ["--n-scenes", "30", "--intervention-scenes", "8", "--probes", "quadratic,linear"]
+    args = ["--n-scenes", "20", "--intervention-scenes", "8", "--probes", "quadratic,linear"]
     assert main(["demo", "--out", str(tmp_path), *args]) == 0
     out = capsys.readouterr().out
     assert "zoo:mae: trained here with the mae objective" in out and "random-init weights (zoo:random)" in out
