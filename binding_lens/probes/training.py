@@ -34,7 +34,7 @@ from ..training import Evaluation, StoppingRule, Track, TrainingOutcome, run_tra
 from .base import PairProbe
 from .batch import PairBatch
 from .data import ProbeData
-from .evaluation import auroc_interval, evaluate, lay_out_pairs, score_pairs
+from .evaluation import PairLayout, auroc_interval, evaluate, lay_out_pairs, score_pairs
 from .metrics import calibrated_threshold
 from .pair_context import PAIR_OFFSETS, matched_batch_pairs
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches
@@ -228,8 +228,9 @@ def _check_training_data(probes: Sequence[PairProbe], data: ProbeData, name: str
 
 def _prepare_val(
     probes: Sequence[PairProbe], val: Any, pairs: PairSet | None, config: ProbeTrainingConfig
-) -> tuple[ProbeData, PairSet]:
-    """Validation data and its fixed pairs, refused when they cannot rank epochs."""
+) -> tuple[ProbeData, PairSet, PairLayout]:
+    """Validation data, its fixed pairs and their layout (one for every validation pass), refused when they
+    cannot rank epochs."""
     val = ProbeData.coerce(val, "val")
     if val.n_layers != len(probes):
         raise InputError(f"val holds {val.n_layers} layer(s) for {len(probes)} probe(s)")
@@ -244,7 +245,7 @@ def _prepare_val(
             f"the validation pairs ({total}) hold {'no' if positive == 0 else 'only'} same-object pairs, so the "
             "best epoch cannot be chosen; use more validation images or patches per image"
         )
-    return val, pairs
+    return val, pairs, lay_out_pairs(val, pairs, config.batch_images)
 
 
 def _tracks(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> tuple[torch.optim.Adam, list[Track]]:
@@ -333,8 +334,7 @@ def train_probes(
     _check_training_data(probes, train, "train")
     layout = None
     if val is not None:
-        val, val_pairs = _prepare_val(probes, val, val_pairs, config)
-        layout = lay_out_pairs(val, val_pairs, config.batch_images)  # laid out once, for every validation pass
+        val, val_pairs, layout = _prepare_val(probes, val, val_pairs, config)
     device = torch.device(config.device) if config.device else next(probes[0].parameters()).device
     for probe in probes:
         probe.to(device).train()
