@@ -25,11 +25,11 @@ def test_a_code_of_f_only_gives_h_f_and_no_conditional_binding(one_thread):
         features_per_scene=(2, 2),
         n_objects=(2, 3),
     )
-    o, f = planted_codes(knobs, lambda split: None, sizes=(("train", 2000), ("val", 400), ("test", 800)))
+    o, f = planted_codes(knobs, lambda split: None, sizes=(("train", 1000), ("val", 400), ("test", 800)))
     z = represent(o, f, lambda o, f, g: f + 0.05 * torch.randn(f.shape, generator=g))
     priors = colorshape_priors(knobs, None)
     splits = {s: CodedScenes.from_codes(o[s], f[s], knobs=knobs) for s in o}
-    config = BitsConfig(training=CodeTrainingConfig(max_steps=1500, seed=0), n_boot=300)
+    config = BitsConfig(training=CodeTrainingConfig(max_steps=800, seed=0), n_boot=300)
     [bits] = measure_bits_of_tokens(z, splits, ("quadratic",), config).rows
     assert bits["b_o"] == pytest.approx(priors.H_F, abs=0.3)
     assert bits["b_f"] == pytest.approx(priors.H_F, abs=0.3)  # F is all the code holds, and all of it is read
