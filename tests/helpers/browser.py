@@ -5,6 +5,7 @@ they cannot be installed."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -33,3 +34,18 @@ def ready_chromium() -> Path:
     if done.returncode != 0:
         pytest.fail(f"scripts/ensure_browser.sh failed with status {done.returncode}:\n{done.stderr[-3000:]}")
     return CHROMIUM
+
+
+def run_driver(script: str, config: dict, config_path: Path) -> dict:
+    """Run the Node driver `tests/browser/SCRIPT` on `config` (written as JSON to `config_path`) and return the
+    JSON report it prints; the test fails with the driver's stderr when it exits non-zero."""
+    config_path.write_text(json.dumps(config))
+    done = subprocess.run(
+        ["node", str(DRIVER_DIR / script), str(config_path)],
+        cwd=DRIVER_DIR,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, f"driver failed:\n{done.stderr[-4000:]}"
+    return json.loads(done.stdout)

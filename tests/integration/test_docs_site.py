@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import functools
 import http.server
-import json
 import os
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
-from helpers.browser import DRIVER_DIR, ready_chromium
+from helpers.browser import ready_chromium, run_driver
 
 pytestmark = pytest.mark.docs
 
@@ -65,21 +63,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def test_the_site_renders_and_its_search_finds_hookedvit(server, tmp_path):
     chromium = ready_chromium()
-    config = tmp_path / "drive.json"
-    config.write_text(
-        json.dumps(
-            {"chromium": str(chromium), "base": server, "out": str(ARTIFACTS), "query": "HookedViT", "pages": PAGES}
-        )
-    )
-    done = subprocess.run(
-        ["node", str(DRIVER_DIR / "drive_site.cjs"), str(config)],
-        cwd=DRIVER_DIR,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, f"driver failed:\n{done.stderr[-4000:]}"
-    report = json.loads(done.stdout)
+    config = {"chromium": str(chromium), "base": server, "out": str(ARTIFACTS), "query": "HookedViT", "pages": PAGES}
+    report = run_driver("drive_site.cjs", config, tmp_path / "drive.json")
     assert report["errors"] == [] and report["external_requests"] == []
 
     hits = report["search"]["results"]

@@ -9,9 +9,7 @@ to the network, and keeps the screenshots in test-artifacts/vis-browser/.
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +24,7 @@ from binding_lens.vis import attention_view, iframe_html, viewer_from_run
 from binding_lens.vis.html_viewer.encoding import decode
 from binding_lens.vis.html_viewer.page import read_page
 
-from helpers.browser import DRIVER_DIR, ready_chromium
+from helpers.browser import ready_chromium, run_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "vis-browser"
@@ -75,26 +73,13 @@ def pages(tmp_path_factory) -> dict[str, Path]:
 def drive(chromium: Path, pages: dict[str, Path], patch: tuple[int, int]) -> dict:
     if ARTIFACTS.exists():
         shutil.rmtree(ARTIFACTS)
-    config = pages["viewer"].with_name("drive.json")
-    config.write_text(
-        json.dumps(
-            {
-                "chromium": str(chromium),
-                "out": str(ARTIFACTS),
-                "patch": list(patch),
-                **{key: str(path) for key, path in pages.items()},
-            }
-        )
-    )
-    done = subprocess.run(
-        ["node", str(DRIVER_DIR / "drive_viewer.cjs"), str(config)],
-        cwd=DRIVER_DIR,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, f"driver failed:\n{done.stderr[-4000:]}"
-    return json.loads(done.stdout)
+    config = {
+        "chromium": str(chromium),
+        "out": str(ARTIFACTS),
+        "patch": list(patch),
+        **{key: str(path) for key, path in pages.items()},
+    }
+    return run_driver("drive_viewer.cjs", config, pages["viewer"].with_name("drive.json"))
 
 
 def test_viewer_in_headless_chromium(chromium, pages):
