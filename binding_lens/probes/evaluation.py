@@ -216,11 +216,6 @@ def fit_threshold(
     return calibrated_threshold(scored.probabilities, scored.labels)
 
 
-def image_of_pair(data: ProbeData, pairs: PairSet) -> Int[Tensor, " pair"]:
-    """The image index of every pair `pair_outputs` returns, in its order (the bootstrap's groups)."""
-    return lay_out_pairs(data, pairs).images
-
-
 def pair_losses(
     probe: PairProbe, scores: Float[Tensor, " pair"], labels: Bool[Tensor, " pair"]
 ) -> Float[Tensor, " pair"]:

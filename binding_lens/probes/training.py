@@ -238,14 +238,14 @@ def _prepare_val(
         if val.d_model(i) != probe.d_model:
             raise InputError(f"val layer {i} has d_model {val.d_model(i)} but its probe expects {probe.d_model}")
     pairs = fixed_pairs(val.instance, config.eval_patches_per_image, config.eval_seed) if pairs is None else pairs
-    pairs.check_against(val.instance)
-    total, positive = pairs.counts(val.instance)
+    layout = lay_out_pairs(val, pairs, config.batch_images)  # checks the pairs against the labels
+    total, positive = layout.labels.numel(), int(layout.labels.sum())
     if positive == 0 or positive == total:
         raise InputError(
             f"the validation pairs ({total}) hold {'no' if positive == 0 else 'only'} same-object pairs, so the "
             "best epoch cannot be chosen; use more validation images or patches per image"
         )
-    return val, pairs, lay_out_pairs(val, pairs, config.batch_images)
+    return val, pairs, layout
 
 
 def _tracks(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> tuple[torch.optim.Adam, list[Track]]:
