@@ -1,10 +1,13 @@
-"""What the baselines see of each stored patch: its place on the grid, its pixels, and its look group.
+"""What the baselines see of each stored patch: its place on the grid, its pixels and surroundings, its look group.
 
 A store (or `extract_to_memory`) keeps, per image, the flat grid index of every slot (`Shard.patch_index`);
 `slot_context` reads the same scenes again and gives each slot its (row, col) on the model's patch grid,
-the pixel statistics of its patch (`data.appearance`) and the look group of its instance. None of it
-passes through a network: it is what position and appearance alone know (`probes.baselines`).
-`scene_context` does the same for every patch of every scene, with no model and no store.
+the pixel statistics of its patch (`data.appearance`), the dark structure and edges of it and of the patches
+around it and the scene's own counts (`data.neighborhood`), and the look group of its instance. None of it
+passes through a network: it is what position, appearance and local pixel context alone know
+(`probes.baselines`). On twin mazes (`data.tiling`) it also gives each slot its unit (`TwinSlots`: which
+pairs the benchmark scores, `probes.pairing`). `scene_context` does the same for every patch of every scene,
+with no model and no store.
 """
 
 from __future__ import annotations
@@ -19,38 +22,73 @@ from torch import Tensor
 
 from ..data import Scene, patch_labels
 from ..data.appearance import APPEARANCE_FEATURES, look_groups, patch_appearance, slot_looks
+from ..data.neighborhood import NEIGHBORHOOD_FEATURES, SCENE_FEATURES, neighborhood_features
 from ..data.skips import unusable_reason
+from ..data.tiling import patch_units
 from ..errors import InputError
 from .prepare import target_size
 
-CONTEXT_FEATURES = ("row", "col", *APPEARANCE_FEATURES)
-"""The columns of `SlotContext.features`: grid position (in patches), then pixel statistics."""
+CONTEXT_FEATURES = ("row", "col", *APPEARANCE_FEATURES, *NEIGHBORHOOD_FEATURES, *SCENE_FEATURES)
+"""The columns of `SlotContext.features`: grid position (in patches), the patch's pixel statistics, its
+surroundings, then the scene's statistics."""
+POSITION_AND_PIXELS = 2 + len(APPEARANCE_FEATURES)
+"""The first columns: position and the patch's own pixel statistics (what `pixel_position` reads)."""
+
+
+@dataclass(frozen=True)
+class TwinSlots:
+    """What the benchmark's pairing knows of each slot of twin mazes (`data.tiling`): the cycle unit of its
+    patch (0..3; -1 where it takes no part in flip pairs, and for every slot of other data), its flat grid
+    index (-1: empty slot), and each image's twin group (the two twins share one; other data: one group per
+    image)."""
+
+    unit: Int[Tensor, "image slot"]
+    patch: Int[Tensor, "image slot"]
+    group: Int[Tensor, " image"]
+
+    def select(self, images: Int[Tensor, " n"]) -> TwinSlots:
+        """The rows `images` (one split of `split_by_image`)."""
+        return TwinSlots(self.unit[images], self.patch[images], self.group[images])
+
+    @property
+    def any(self) -> bool:
+        """Whether any slot takes part in flip pairs (the data are twin mazes)."""
+        return bool((self.unit >= 0).any())
 
 
 @dataclass(frozen=True)
 class SlotContext:
-    """Per image and stored slot: position and pixel statistics (`CONTEXT_FEATURES`), and look group
-    (-1 for empty slots). `features` is what the baseline probes take as their tokens."""
+    """Per image and stored slot: position, pixel statistics and surroundings (`CONTEXT_FEATURES`), look group
+    (-1 for empty slots), and the twins' units (`TwinSlots`). `features` is what the baseline probes take as
+    their tokens."""
 
     features: Float[Tensor, "image slot feature"]
     look: Int[Tensor, "image slot"]
+    twins: TwinSlots
 
     def select(self, images: Int[Tensor, " n"]) -> SlotContext:
         """The rows `images` (one split of `split_by_image`)."""
-        return SlotContext(self.features[images], self.look[images])
+        return SlotContext(self.features[images], self.look[images], self.twins.select(images))
 
 
 def _image_context(
     scene: Scene, slots: Int[np.ndarray, " slot"], instance: Int[np.ndarray, " slot"], grid: tuple[int, int]
-) -> tuple[Float[np.ndarray, "slot feature"], Int[np.ndarray, " slot"]]:
-    """Features and look groups of one image's slots (flat grid indices, -1 = empty)."""
+) -> tuple[Float[np.ndarray, "slot feature"], Int[np.ndarray, " slot"], Int[np.ndarray, " slot"]]:
+    """Features, look groups and twin units of one image's slots (flat grid indices, -1 = empty)."""
     appearance = patch_appearance(scene.image, grid)
+    surroundings, scene_stats = neighborhood_features(scene.image, grid)
     used = np.clip(slots, 0, None)
     rows, cols = np.divmod(used, grid[1])
-    features = np.concatenate([np.stack([rows, cols], 1).astype(np.float32), appearance[used]], axis=1)
+    position = np.stack([rows, cols], 1).astype(np.float32)
+    stats = np.broadcast_to(scene_stats, (slots.size, scene_stats.size))
+    features = np.concatenate([position, appearance[used], surroundings[used], stats], axis=1)
     features[slots < 0] = 0.0
     look = np.where(slots >= 0, slot_looks(look_groups(scene), np.where(slots >= 0, instance, 0)), -1)
-    return features, look
+    unit = np.full(slots.size, -1, dtype=np.int64)
+    if "units" in scene.metadata and "swapped" in scene.metadata:
+        unit = patch_units(scene.metadata["units"], scene.metadata["swapped"], grid)[used]
+        unit[(slots < 0) | (instance < 0)] = -1
+    return features, look, unit
 
 
 def slot_context(
@@ -64,17 +102,46 @@ def slot_context(
 ) -> SlotContext:
     """The context of a store's slots: scene `image_index[b]`, fed at `size` (None: its own) to a model of
     `patch_size`, slot s of row b at flat grid index `patch_index[b, s]` (-1: empty)."""
-    features, looks = [], []
+    features, looks, units, groups = [], [], [], []
     slots, labels = patch_index.cpu().numpy(), instance.cpu().numpy()
     for row, index in enumerate(image_index.tolist()):
         scene = dataset[index]
         hw = target_size(scene, size)
-        one, look = _image_context(scene, slots[row], labels[row], (hw[0] // patch_size, hw[1] // patch_size))
+        one, look, unit = _image_context(scene, slots[row], labels[row], (hw[0] // patch_size, hw[1] // patch_size))
         features.append(one)
         looks.append(look)
+        units.append(unit)
+        groups.append(scene.metadata.get("twin_group", -1 - row))  # other data: a group of its own
     if not features:
-        return SlotContext(torch.zeros(0, slots.shape[1], len(CONTEXT_FEATURES)), torch.zeros(0, slots.shape[1]).long())
-    return SlotContext(torch.as_tensor(np.stack(features)), torch.as_tensor(np.stack(looks)))
+        empty = torch.zeros(0, slots.shape[1]).long()
+        twins = TwinSlots(empty, empty, torch.zeros(0).long())
+        return SlotContext(torch.zeros(0, slots.shape[1], len(CONTEXT_FEATURES)), empty, twins)
+    twins = TwinSlots(torch.as_tensor(np.stack(units)), torch.as_tensor(slots).long(), _dense(groups))
+    return SlotContext(torch.as_tensor(np.stack(features)), torch.as_tensor(np.stack(looks)), twins)
+
+
+def scene_twins(scenes: Sequence[Scene], grid: tuple[int, int], instance: Int[Tensor, "image patch"]) -> TwinSlots:
+    """The `TwinSlots` of whole images fed to a model (slot = flat grid index, as `patch_labels` orders them):
+    each patch's cycle unit on twin mazes (-1 where `instance` excludes it, and on other data) and each
+    image's twin group (other data: one group per image). What the analyses that label images themselves
+    (ablation, DAS) pair the benchmark with."""
+    units, groups = [], []
+    for row, scene in enumerate(scenes):
+        unit = np.full(grid[0] * grid[1], -1, dtype=np.int64)
+        if "units" in scene.metadata and "swapped" in scene.metadata:
+            unit = patch_units(scene.metadata["units"], scene.metadata["swapped"], grid)
+        units.append(unit)
+        groups.append(scene.metadata.get("twin_group", -1 - row))
+    unit_tensor = torch.as_tensor(np.stack(units)).long() if units else torch.zeros(0, grid[0] * grid[1]).long()
+    unit_tensor = torch.where(instance.cpu() >= 0, unit_tensor, torch.full_like(unit_tensor, -1))
+    patch = torch.arange(grid[0] * grid[1]).expand(len(units), -1).clone()
+    return TwinSlots(unit_tensor, patch, _dense(groups))
+
+
+def _dense(groups: list[int]) -> Int[Tensor, " image"]:
+    """Group keys renumbered 0..g-1 in order of first appearance."""
+    first: dict[int, int] = {}
+    return torch.as_tensor([first.setdefault(int(key), len(first)) for key in groups]).long()
 
 
 def scene_context(
@@ -82,8 +149,9 @@ def scene_context(
 ) -> tuple[SlotContext, Int[Tensor, "image patch"], Int[Tensor, "image patch"], list[int]]:
     """Every patch of every usable scene, with no model: (context, instance, class, the scenes' indices).
     Labels are `patch_labels` of each scene on the grid a model of `patch_size` fed at `size` would see
-    (-1 where excluded); scenes that cannot give pairs are left out, as extraction leaves them."""
-    kept, instances, classes, slot_rows = [], [], [], []
+    (-1 where excluded); scenes that cannot give pairs are left out, as extraction leaves them. Each scene is
+    read once (the kept ones are held until their context is made)."""
+    kept, scenes, instances, classes, slot_rows = [], [], [], [], []
     for index in range(len(dataset)):
         scene = dataset[index]
         hw = target_size(scene, size)
@@ -92,6 +160,7 @@ def scene_context(
             continue
         valid = labels.valid.reshape(-1)
         kept.append(index)
+        scenes.append(scene)
         instances.append(np.where(valid, labels.instance.reshape(-1), -1))
         classes.append(np.where(valid, labels.classes.reshape(-1), -1))
         slot_rows.append(np.arange(valid.size))
@@ -101,8 +170,8 @@ def scene_context(
         raise InputError("the scenes give patch grids of different sizes; pass size=... so they share one grid")
     instance = torch.as_tensor(np.stack(instances)).long()
     context = slot_context(
-        dataset,
-        torch.as_tensor(kept),
+        scenes,
+        torch.arange(len(scenes)),
         torch.as_tensor(np.stack(slot_rows)),
         instance,
         patch_size=patch_size,

@@ -6,10 +6,15 @@ injection alphas 0.5 / 0, and the same alphas of `InjectByProbe`, which averages
 probe groups together instead of the ground-truth objects) is applied to the binding subspace of
 dimension k and to a random subspace of the same dimension, mid-forward, and measured by:
 
-- next-layer attention: attention mass inside the query patch's own object at l+1, KL to clean;
+- next-layer attention at l+1: the attention mass inside the query patch's own object (raw: near patches
+  attend to each other and more often share an object, so it mixes proximity in), beside it the excess
+  attention on own-object keys over other-object keys at the same grid distance
+  (`effects.attention.own_object_excess_attention`: proximity does not count), and the KL to clean;
 - segmentation: linear semantic and instance heads on the last layer, retrained for every condition
   with `head_seeds` seeds (3 by default: the same seeds for every condition), semantic and instance mIoU
-  on held-out images, averaged over the seeds;
+  on held-out images, averaged over the seeds. Where the labeled patches hold a single class (the `matched`
+  benchmark) the semantic head is not trained and semantic mIoU is neither measured nor reported: it would
+  be 1 by construction (`AblationResult.skipped` says so);
 - the DINO loss (teacher = student = the model, global + local crops, centering); shuffles only, as
   informed injection is undefined under local crops. The head is fitted on clean features with the
   backbone frozen unless one is given, and the table says which.
@@ -21,9 +26,15 @@ and every bootstrap replicate redraws the images for both sides) and, for head m
 their intervals follow `binding_lens.stats`' uncertainty model: images (bootstrap) plus the head seeds'
 spread (`stats.inference.two_level_interval`), each with a p-value. A "head refit" row compares the clean
 run's heads of two seeds: what retraining alone moves, the noise floor of a single-seed comparison. Plus,
-on clean activations, the correlation of attention at l+1 with the probe's scores at l: the paper's
-pair-level r with its permutation p-value, and the partial r given patch distance with an interval over
-images (`effects.attention.attention_follows_scores`).
+on clean activations, the correlation of attention at l+1 with the probe's scores at l: the paper's r over
+pairs and the partial r given patch distance, each with an interval and p-value over images
+(`effects.attention.attention_score_correlation`, `attention_follows_scores`), never over pairs.
+
+On twin mazes (the `matched` benchmark, found from the scenes' metadata: `activations.context.scene_twins`)
+the two twins of a group are not independent: the split keeps them together (`split_by_image(groups=...)`),
+every per-image part is summed per twin group, and every bootstrap and interval resamples twin groups. The
+excess own-object attention there counts the benchmark's flip pairs only (`probes.pairing.twin_pairs`: the
+same pairs in both twins, same-object in one and not in the other), where no network-free cue helps.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..activations.context import TwinSlots, scene_twins
 from ..binding import BindingSubspace, Inject, Shuffle
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..binding.interventions import InjectByProbe, Intervention
@@ -49,6 +61,7 @@ from ..effects.attention import (
     attention_kl_sums,
     attention_score_correlation,
     own_object_attention_sums,
+    own_object_excess_sums,
 )
 from ..effects.dino import fit_dino_head, measure_dino_loss
 from ..effects.segmentation import (
@@ -66,8 +79,10 @@ from ..io import write_json_atomic
 from ..losses.dino import DinoHead
 from ..probes import PairProbe, split_by_image
 from ..probes.batch import label_space
+from ..probes.pairing import twin_pairs
 from ..stats import LEVEL, Interval, bootstrap_counts
 from ..stats.bootstrap import Reduce, ratio_of_sums
+from ..stats.groups import group_sums
 from ..stats.inference import bootstrap_p_value, replicate_interval, seeded_replicates, two_level_interval
 from .report import Row, difference_text, format_table, write_table
 
@@ -110,6 +125,8 @@ class AblationSettings:
     dino_global_scale: tuple[float, float] = (0.4, 1.0)
     dino_local_scale: tuple[float, float] = (0.05, 0.4)
     attention_permutations: int = 1000
+    """Unused: the attention-vs-probe correlation's p-value now comes from images (a jackknife over images or twin
+    groups), not from permuting pairs. Kept so that existing configurations still load."""
 
 
 @dataclass
@@ -230,40 +247,38 @@ class DinoMeasurement:
 
 
 def _attention_vs_probe(
-    model: HookedViT,
-    data: Labeled,
-    probe: PairProbe,
-    layer: int,
-    test: Tensor,
-    clean_pattern: Tensor,
-    settings: AblationSettings,
+    model: HookedViT, plan: "_AblationPlan", probe: PairProbe, clean_pattern: Tensor, settings: AblationSettings
 ) -> dict[str, Any]:
-    """Clean attention at l+1 against the probe's scores at l: the paper's Pearson r over pairs with its
-    permutation p-value, and the partial r given patch distance with its interval over images."""
-    name = names.resid_post(layer)
+    """Clean attention at l+1 against the probe's scores at l on the test images: the paper's Pearson r over
+    pairs and the partial r given patch distance, each with its interval and p-value over images (twin groups
+    on twin mazes: `plan.test_units`), never over pairs; and r with the ground truth, as a number."""
+    name, test = names.resid_post(settings.layer), plan.split[1]
     with torch.inference_mode():
-        _, cache = model.run_with_cache(data.pixels[test], names_filter=name)
+        _, cache = model.run_with_cache(plan.data.pixels[test], names_filter=name)
         tokens = model.patch_tokens(cache[name])
         scores = probe.to(tokens.device).pair_logits(tokens)  # a probe loaded on the CPU follows the model
-    paper = attention_score_correlation(
-        clean_pattern[test],
-        scores,
-        data.instance[test],
-        n_permutations=settings.attention_permutations,
-        seed=settings.seed,
-    )
-    grid = model.patch_grid(data.pixels[:1])
+    instance, level = plan.data.instance[test], settings.level
+    paper = attention_score_correlation(clean_pattern, scores, instance, groups=plan.test_units, level=level)
     follows = attention_follows_scores(
-        clean_pattern[test], scores, data.instance[test], grid, n_boot=settings.n_boot, seed=settings.seed
+        clean_pattern, scores, instance, plan.grid, groups=plan.test_units, level=settings.level
     )
-    partial, plain = follows["partial"], follows["plain"]
-    assert isinstance(partial, Interval) and isinstance(plain, Interval)
-    return paper | {
+    partial = follows["partial"]
+    assert isinstance(partial, Interval)
+    return {
+        "r": paper["r"],
+        "r_low": paper["low"],
+        "r_high": paper["high"],
+        "p_value": paper["p_value"],
         "r_given_distance": partial.estimate,
         "r_given_distance_low": partial.low,
         "r_given_distance_high": partial.high,
         "r_given_distance_p_value": follows["p_value"],
-        "n_images": follows["n_images"],
+        "r_ground_truth": paper["r_ground_truth"],
+        "method": paper["method"],
+        "unit": plan.unit,
+        "n_units": paper["n_units"],
+        "n_images": int(len(test)),
+        "n_pairs": paper["n_pairs"],
     }
 
 
@@ -272,11 +287,16 @@ REDUCERS: dict[str, Reduce] = {
     "instance_miou": ratio_of_sums,
     "dino_loss": ratio_of_sums,
     "own_object_attention": ratio_of_sums,
+    "own_object_excess_attention": ratio_of_sums,
     "attention_kl_to_clean": ratio_of_sums,
 }
 """Each measure's value from its per-image parts summed over a set of images."""
 HEAD_MEASURES = ("semantic_miou", "instance_miou")
 """The measures read through retrained heads (the ones a head refit moves)."""
+PER_UNIT = ("own_object_excess_attention",)
+"""Measures whose parts come per resampled unit (twin group) already, not per image."""
+ONE_CLASS = "one class: semantic mIoU would be 1 by construction"
+"""Why semantic mIoU is skipped on data whose labeled patches hold a single class."""
 
 
 @dataclass
@@ -290,10 +310,11 @@ class Condition:
     """measure -> [head seed, image, ...] additive parts (`REDUCERS` maps their sum over images to the measure;
     one head seed for the measures that train no head)."""
 
-    def row(self, settings: AblationSettings) -> Row:
+    def row(self, settings: AblationSettings, measures: Sequence[str]) -> Row:
+        """The condition's value of each of `measures` (None where it has none: a head refit's attention)."""
         values = {
             name: float(REDUCERS[name](self.parts[name].sum(1)).mean()) if name in self.parts else None
-            for name in REDUCERS
+            for name in measures
         }
         return {
             "subspace": self.subspace,
@@ -310,9 +331,26 @@ MIN_IMAGES = 10
 
 
 @dataclass(frozen=True)
+class _Pairing:
+    """How the images pair: on twin mazes the twins' slots (`TwinSlots`), each test image's twin group
+    (`test_units`, 0..groups-1) and that of each DINO image, and the flip pairs of the test images the excess
+    own-object attention counts; on other data every image is its own unit (None) and every pair counts."""
+
+    twins: TwinSlots | None
+    test_units: Tensor | None
+    dino_units: Tensor | None
+    attention_pairs: Tensor | None
+
+    @property
+    def unit(self) -> str:
+        return "images" if self.twins is None else "twin groups"
+
+
+@dataclass(frozen=True)
 class _AblationPlan:
     """The labeled images, their split (heads fitted on train, every measure on test), the label counts
-    (classes, instance queries), the subspaces edited, and every (subspace, intervention, strength) to run."""
+    (classes, instance queries), the subspaces edited, every (subspace, intervention, strength) to run, the
+    measures taken (`skipped`: the ones left out, and why), the patch grid and the images' pairing."""
 
     data: Labeled
     split: tuple[Tensor, Tensor]
@@ -321,6 +359,36 @@ class _AblationPlan:
     """"binding": [the probe's]; "random": one per draw (`_with_controls`, after the clean run)."""
     conditions: list[tuple[str, str, float]]
     probe: PairProbe
+    grid: tuple[int, int]
+    pairing: _Pairing
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def measures(self) -> tuple[str, ...]:
+        return tuple(name for name in REDUCERS if name not in self.skipped)
+
+    @property
+    def head_measures(self) -> tuple[str, ...]:
+        return tuple(name for name in HEAD_MEASURES if name not in self.skipped)
+
+    @property
+    def test_units(self) -> Tensor | None:
+        return self.pairing.test_units
+
+    @property
+    def unit(self) -> str:
+        return self.pairing.unit
+
+    def per_unit(self, parts: dict[str, Tensor]) -> dict[str, Tensor]:
+        """[unit, image, ...] parts summed per twin group (the DINO loss: over its own images); unchanged on
+        data without twins, and for the excess own-object attention (`own_object_excess_sums` compares within
+        a twin group, so it comes per group already)."""
+        return {
+            name: part
+            if name in PER_UNIT
+            else group_sums(part, self.pairing.dino_units if name == "dino_loss" else self.test_units, dim=1)
+            for name, part in parts.items()
+        }
 
 
 def _plan(
@@ -339,7 +407,14 @@ def _plan(
     model.eval()
     data = label_images(model, scenes, size)
     label_counts = label_space(data.instance, data.klass)
-    train, _, test = split_by_image(len(scenes), fractions=(0.7, 0.0, 0.3), seed=settings.seed)
+    grid = model.patch_grid(data.pixels[:1])
+    twins = scene_twins(scenes, grid, data.instance)
+    groups = twins.group if twins.any else None
+    unit = "images" if groups is None else "twin groups"
+    train, _, test = split_by_image(len(scenes), fractions=(0.7, 0.0, 0.3), seed=settings.seed, groups=groups)
+    if groups is not None and int(torch.unique(groups[test]).numel()) < 2:
+        raise InputError(f"the test split holds fewer than 2 {unit}: pass more scenes (--n-images 64)")
+    skipped = {"semantic_miou": ONE_CLASS} if int(torch.unique(data.klass[data.klass >= 0]).numel()) < 2 else {}
     subspaces = {"binding": [BindingSubspace.from_probe(probe, settings.k)]}
     if settings.head_seeds < 1 or settings.control_draws < settings.head_seeds:
         raise InputError(
@@ -350,7 +425,22 @@ def _plan(
     edits += [("inject_probe", a) for a in settings.inject_alphas] if settings.inject_by_probe else []
     names_ = ["binding", "random"] if settings.control else ["binding"]
     conditions = [(name, kind, strength) for name in names_ for kind, strength in edits]
-    return _AblationPlan(data, (train, test), label_counts, subspaces, conditions, probe)
+    pairing = _pairing(twins if groups is not None else None, data, test, settings)
+    return _AblationPlan(data, (train, test), label_counts, subspaces, conditions, probe, grid, pairing, skipped)
+
+
+def _pairing(twins: TwinSlots | None, data: Labeled, test: Tensor, settings: AblationSettings) -> _Pairing:
+    """The `_Pairing` of these images: on twin mazes each test (and DINO) image's twin group and the flip pairs
+    of the test images (every ordered pair of distinct labeled patches the benchmark keeps, the same pairs in
+    both twins)."""
+    if twins is None:
+        return _Pairing(None, None, None, None)
+    n_dino = min(settings.dino_images, len(data.images)) if settings.dino else 0
+    labeled = data.instance[test] >= 0
+    candidates = labeled[:, :, None] & labeled[:, None, :]
+    candidates &= ~torch.eye(candidates.shape[-1], dtype=torch.bool)[None]
+    pairs = twin_pairs(twins, test, twins.patch[test], candidates, settings.seed)
+    return _Pairing(twins, twins.group[test], twins.group[:n_dino], pairs)
 
 
 def _head_seeds(settings: AblationSettings) -> list[int]:
@@ -388,21 +478,28 @@ def _head_parts(plan: _AblationPlan, settings: AblationSettings, features: Tenso
     measures on the test images, per image."""
     data, (train, test), (n_classes, n_queries) = plan.data, plan.split, plan.label_counts
     epochs = settings.segmentation_epochs
-    head = fit_semantic_head(features[train], data.klass[train], n_classes, epochs=epochs, seed=seed)
     instance_head = fit_instance_head(features[train], data.instance[train], n_queries, epochs=epochs, seed=seed)
-    predicted = predict_classes(head, features[test])
     predicted_instances = instance_head.predict(features[test])
-    return {
-        "semantic_miou": semantic_confusions(predicted, data.klass[test].to(predicted.device), n_classes),
-        "instance_miou": instance_iou_sums(predicted_instances, data.instance[test].to(predicted_instances.device)),
+    parts = {
+        "instance_miou": instance_iou_sums(predicted_instances, data.instance[test].to(predicted_instances.device))
     }
+    if "semantic_miou" in plan.measures:  # one class: no semantic head (`ONE_CLASS`)
+        head = fit_semantic_head(features[train], data.klass[train], n_classes, epochs=epochs, seed=seed)
+        predicted = predict_classes(head, features[test])
+        parts["semantic_miou"] = semantic_confusions(predicted, data.klass[test].to(predicted.device), n_classes)
+    return parts
 
 
 def _attention_parts(plan: _AblationPlan, pattern: Tensor, clean_pattern: Tensor) -> dict[str, Tensor]:
-    """Attention at l+1 on the test images (both patterns hold only those), per image."""
+    """Attention at l+1 on the test images (both patterns hold only those), per image: the raw own-object mass
+    (every labeled query), the excess own-object attention at matched distance (flip pairs on twin mazes) and
+    the KL to clean."""
     instance = plan.data.instance[plan.split[1]]
     return {
         "own_object_attention": own_object_attention_sums(pattern, instance),
+        "own_object_excess_attention": own_object_excess_sums(
+            pattern, instance, plan.grid, plan.pairing.attention_pairs, plan.test_units
+        ),
         "attention_kl_to_clean": attention_kl_sums(clean_pattern, pattern, instance),
     }
 
@@ -419,20 +516,22 @@ def _clean_runs(
     dino: DinoMeasurement | None,
 ) -> list[Condition]:
     """The clean run (heads of every head seed) and, with `settings.head_refit`, the head refit: the clean
-    features read by heads of the second seed, set against the first (fitted here when there is one seed)."""
+    features read by heads of the second seed, set against the first (fitted here when there is one seed).
+    Parts are kept per unit (`_AblationPlan.per_unit`)."""
     test_pattern = clean.pattern[plan.split[1]]
     parts = _stacked([_head_parts(plan, settings, clean.features, seed) for seed in _head_seeds(settings)])
     parts |= _stacked([_attention_parts(plan, test_pattern, test_pattern)])
     if dino is not None:
         parts["dino_loss"] = dino.losses([])[None]
+    parts = plan.per_unit(parts)
     runs = [Condition("-", "clean", None, parts)]
     if settings.head_refit:
         refit = (
-            {name: parts[name][1:2] for name in HEAD_MEASURES}
+            {name: parts[name][1:2] for name in plan.head_measures}
             if settings.head_seeds > 1
-            else _stacked([_head_parts(plan, settings, clean.features, settings.seed + 1)])
+            else plan.per_unit(_stacked([_head_parts(plan, settings, clean.features, settings.seed + 1)]))
         )
-        runs.append(Condition("-", "head refit", None, {name: refit[name] for name in HEAD_MEASURES}))
+        runs.append(Condition("-", "head refit", None, {name: refit[name] for name in plan.head_measures}))
     return runs
 
 
@@ -465,7 +564,7 @@ def _intervened(
         if dino is not None and kind == "shuffle" and with_heads:  # informed injection is undefined under local crops
             losses.append(dino.losses([Shuffle(subspace, strength, n_prefix, settings.seed + j).at(layer)]))
     parts = _stacked(heads) | _stacked(attention) | ({"dino_loss": torch.stack(losses)} if losses else {})
-    return Condition(subspace_name, kind, strength, parts)
+    return Condition(subspace_name, kind, strength, plan.per_unit(parts))
 
 
 def compare_parts(
@@ -475,13 +574,15 @@ def compare_parts(
     counts: Tensor,
     level: float = LEVEL,
     units: str = "head",
+    resampled: str = "images",
 ) -> tuple[float, float, Interval, float]:
     """A measure under a condition minus the same measure under a reference, both kept per image as
     [unit, image, ...] parts on the same images, unit j of one paired with unit j of the other (head seeds,
     or draws of a control; a side with one unit is set against every unit of the other): (value, reference
     value, the difference's `Interval`, its p-value). Paired by image (one `counts` for both sides) and by
     unit; with several units the interval is `two_level_interval` (their spread inside), with one the
-    percentile interval of the paired replicates."""
+    percentile interval of the paired replicates. `resampled` names what the image axis holds (and `counts`
+    draws): "twin groups" where each image's parts were summed per twin group first."""
     value, value_replicates = seeded_replicates(condition, reduce, counts)
     base, base_replicates = seeded_replicates(reference, reduce, counts)
     per_seed, replicates = value - base, (value_replicates - base_replicates).mean(1)
@@ -491,13 +592,17 @@ def compare_parts(
     else:
         interval = replicate_interval(estimate, replicates, n=n, level=level)
         p = bootstrap_p_value(estimate, replicates)
+    if resampled != "images":
+        interval = replace(interval, method=interval.method.replace("images", resampled))
     return float(value.mean()), float(base.mean()), interval, p
 
 
-def _comparisons(conditions: Sequence[Condition], clean: Condition) -> list[tuple[Condition, Condition, str]]:
+def _comparisons(
+    conditions: Sequence[Condition], clean: Condition, head_measures: Sequence[str]
+) -> list[tuple[Condition, Condition, str]]:
     """(condition, reference, reference name): every condition against the clean run (the head refit against
     the clean heads of the first seed), and every binding-subspace condition against the random one."""
-    first_seed = Condition("-", "clean", None, {name: clean.parts[name][:1] for name in HEAD_MEASURES})
+    first_seed = Condition("-", "clean", None, {name: clean.parts[name][:1] for name in head_measures})
     pairs = [(c, first_seed if c.intervention == "head refit" else clean, "clean") for c in conditions]
     random = {(c.intervention, c.strength): c for c in conditions if c.subspace == "random"}
     pairs += [
@@ -508,15 +613,18 @@ def _comparisons(conditions: Sequence[Condition], clean: Condition) -> list[tupl
     return pairs
 
 
-def _differences(conditions: Sequence[Condition], clean: Condition, settings: AblationSettings) -> list[Row]:
-    """Each condition's measures minus its reference's (`_comparisons`), paired by image and head seed."""
+def _differences(
+    conditions: Sequence[Condition], clean: Condition, settings: AblationSettings, plan: _AblationPlan
+) -> list[Row]:
+    """Each condition's measures minus its reference's (`_comparisons`), paired by image (by twin group on twin
+    mazes: the parts are kept per unit) and head seed."""
     rows: list[Row] = []
-    for condition, reference, against in _comparisons(conditions, clean):
+    for condition, reference, against in _comparisons(conditions, clean, plan.head_measures):
         for name, parts in condition.parts.items():
             counts = bootstrap_counts(parts.shape[1], settings.n_boot, settings.seed)  # DINO: its own images
             units = "head" if name in HEAD_MEASURES else "draw"
             value, base, difference, p = compare_parts(
-                parts, reference.parts[name], REDUCERS[name], counts, settings.level, units
+                parts, reference.parts[name], REDUCERS[name], counts, settings.level, units, plan.unit
             )
             rows.append(
                 {
@@ -557,19 +665,27 @@ class AblationResult:
 
     rows: list[Row]
     differences: list[Row]
-    attention_vs_probe: dict[str, Any]  # r, p_value, n_pairs, r_ground_truth
+    attention_vs_probe: dict[str, Any]
+    """r (the paper's, over pairs) with r_low, r_high, p_value; r_given_distance with its _low, _high, _p_value;
+    r_ground_truth; method, unit ("images" or "twin groups"), n_units, n_images, n_pairs."""
     settings: AblationSettings
     dino_head: str | None  # where the DINO head came from (None: no DINO loss measured)
     probe: str
     model: str
-    images: dict[str, int]  # train, test
+    images: dict[str, int]  # train, test (images), test_units (the resampled units among the test images)
     eigenvalues: list[float]  # of the binding subspace
     energy: dict[str, Any] = field(default_factory=dict)
     """The within-image variance share of the binding subspace and of each random draw (`_with_controls`)."""
+    pairing: str = "all"
+    """"twins" on twin mazes (twin groups resampled, flip pairs for the excess attention), else "all"."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Measures not taken on these data, and why (semantic mIoU with a single class: `ONE_CLASS`)."""
 
     def summary(self) -> dict[str, Any]:
         """`ablation_summary.json`: everything but the two tables."""
         return {
+            "pairing": self.pairing,
+            "skipped": self.skipped,
             "energy": self.energy,
             "attention_vs_probe": self.attention_vs_probe,
             "settings": asdict(self.settings),
@@ -604,7 +720,7 @@ def ablation_study(
     clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size, keep_tokens=True)
     assert clean.tokens is not None
     plan, energy = _with_controls(plan, settings, clean.tokens)
-    correlation = _attention_vs_probe(model, plan.data, probe, settings.layer, plan.split[1], clean.pattern, settings)
+    correlation = _attention_vs_probe(model, plan, probe, clean.pattern[plan.split[1]], settings)
     measurement = (
         DinoMeasurement.prepare(
             model,
@@ -624,20 +740,28 @@ def ablation_study(
     ):
         conditions.append(_intervened(model, plan, settings, condition, clean_pattern, measurement))
     result = AblationResult(
-        rows=[condition.row(settings) for condition in [clean_run, *conditions]],
-        differences=_differences(conditions, clean_run, settings),
+        rows=[condition.row(settings, plan.measures) for condition in [clean_run, *conditions]],
+        differences=_differences(conditions, clean_run, settings, plan),
         attention_vs_probe=correlation,
         settings=settings,
         dino_head=measurement.head_source if measurement is not None else None,
         probe=probe.name,
         model=model.cfg.source,
-        images={"train": len(plan.split[0]), "test": len(plan.split[1])},
+        images={"train": len(plan.split[0]), "test": len(plan.split[1]), "test_units": _count_units(plan)},
         eigenvalues=_eigenvalues(plan.subspaces["binding"][0]),
         energy=energy,
+        pairing="twins" if plan.pairing.twins is not None else "all",
+        skipped=dict(plan.skipped),
     )
     if out is not None:
         _write(result, Path(out))
     return result
+
+
+def _count_units(plan: _AblationPlan) -> int:
+    """The resampled units among the test images (twin groups on twin mazes, else images)."""
+    units = plan.test_units
+    return len(plan.split[1]) if units is None else int(torch.unique(units).numel())
 
 
 def _eigenvalues(subspace: BindingSubspace) -> list[float]:
@@ -675,17 +799,10 @@ def _intervention(
 
 
 def ablation_table(rows: Sequence[Row]) -> str:
-    """The ablation rows as a plain-text table (`figures.ablation_figure` draws them)."""
-    columns = [
-        "subspace",
-        "intervention",
-        "strength",
-        "semantic_miou",
-        "instance_miou",
-        "dino_loss",
-        "own_object_attention",
-        "attention_kl_to_clean",
-    ]
+    """The ablation rows as a plain-text table (`figures.ablation_figure` draws them): the measures the rows
+    hold (a skipped one, such as semantic mIoU on one class, has no column)."""
+    held = {key for row in rows for key in row}
+    columns = ["subspace", "intervention", "strength", *(name for name in REDUCERS if name in held)]
     return format_table([{k: ("-" if v is None else v) for k, v in row.items()} for row in rows], columns)
 
 
@@ -706,5 +823,6 @@ def difference_table(differences: Sequence[Row]) -> str:
             },
         )
         row[d["measure"]] = difference_text(d["difference"], d["low"], d["high"], star=True)
-    columns = ["subspace", "intervention", "strength", *REDUCERS]
+    measured = {d["measure"] for d in differences}
+    columns = ["subspace", "intervention", "strength", *(name for name in REDUCERS if name in measured)]
     return format_table([{c: row.get(c, "-") for c in columns} for row in conditions.values()], columns)

@@ -12,12 +12,19 @@ drawn with the probe eigen-subspace's share of the within-image token variance a
 - principal angles to the DAS subspace (mean and smallest), beside what random subspaces give;
 - the interchange effect (`binding.das.swap_effect`): the share of edited patches that group with
   their donor's object at l + 1 (`swap_rate`), and the AUROC of their pairs against the swapped labels;
-- the shuffle effect: the next-layer probe's AUROC (original labels, all labeled pairs) after
+- the shuffle effect: the next-layer probe's AUROC (original labels, the pairs read: below) after
   permuting every patch's subspace part among the patches of its image (`Shuffle`, ratio 1), beside
   its clean AUROC.
 
 The random rows give the mean and the [min, max] over their seeds: a subspace whose effect lies
 inside that range does no more than any k directions would. One model, one seed of probes and DAS.
+
+On the benchmark's twin mazes (the `matched` preset: scenes with `units` / `swapped` metadata) every step
+takes the benchmark's pairing (`probes.pairing`, `settings["pairing"] == "twins"`): the two twins of a group
+share a split, the probes train and validate on flip pairs, DAS is trained on flip pairs, and every effect
+(clean and shuffled AUROC, the swap measures) is read on the held-out kept flip pairs (`benchmark_pairs`,
+the pairs the sweep scores there: half of each image's same-object), where pair distance and the pixels
+around the two patches say nothing. On other data every labeled pair counts (`"all"`).
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+from jaxtyping import Bool, Int
 from torch import Tensor
 
+from ..activations.context import TwinSlots, scene_twins
 from ..binding import BindingSubspace, Shuffle
 from ..binding.das import Readout, model_readout, residual_at, swap_effect, train_das
 from ..binding.diagnostics import principal_angles, random_angles
@@ -37,6 +46,7 @@ from ..errors import InputError
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
 from ..probes.metrics import auroc
+from ..probes.pairing import PAIRINGS, twin_pairs
 from .ablation import label_images
 from .layer_probes import fit_layer_probes
 from .report import Row, format_table
@@ -54,21 +64,50 @@ COLUMNS = (
 )
 
 
+def scored_pairs(
+    instance: Int[Tensor, "image n"], pairs: Bool[Tensor, "image n n"] | None = None
+) -> Bool[Tensor, "image n n"]:
+    """The pairs (i < j) an effect is read on: every labeled pair of each image, or, with `pairs`, those of
+    them `pairs` holds (either order)."""
+    labeled = (instance >= 0).cpu()
+    mask = labeled[:, :, None] & labeled[:, None, :] & torch.ones(instance.shape[1], instance.shape[1]).bool().triu(1)
+    if pairs is not None:
+        pairs = pairs.cpu()
+        mask = mask & (pairs | pairs.transpose(1, 2))
+    return mask
+
+
+def benchmark_pairs(twins: TwinSlots, instance: Int[Tensor, "image n"], seed: int) -> Bool[Tensor, "image n n"]:
+    """The benchmark's kept flip pairs (i < j) of whole images fed to a model (slot = patch token, as
+    `scene_twins` lays them out): `probes.pairing.twin_pairs` over every labeled pair, so both twins keep the
+    same pairs and each image as many same-object as different-object ones (the sweep's held-out selection
+    for the same `seed`: its `eval_seed`)."""
+    images, n = torch.arange(instance.shape[0]), instance.shape[1]
+    slots = torch.arange(n).expand(instance.shape[0], n)
+    return twin_pairs(twins, images, slots, scored_pairs(instance), seed)
+
+
 @torch.no_grad()
 def readout_auroc(
-    tokens: Tensor, instance: Tensor, readout: Readout, edit: Any = None, batch_images: int = 32
+    tokens: Tensor,
+    instance: Tensor,
+    readout: Readout,
+    edit: Any = None,
+    batch_images: int = 32,
+    *,
+    pairs: Bool[Tensor, "image n n"] | None = None,
 ) -> float:
-    """AUROC of `readout`'s scores over every labeled pair (i < j) of each image, after `edit(patches)`."""
+    """AUROC of `readout`'s scores over every labeled pair (i < j) of each image, after `edit(patches)`;
+    with `pairs` (e.g. `benchmark_pairs`), over those pairs only (`scored_pairs`)."""
+    mask = scored_pairs(instance, pairs)
     scores, same = [], []
     for start in range(0, tokens.shape[0], batch_images):
         images = torch.arange(start, min(start + batch_images, tokens.shape[0]))
         patches = tokens[images].float()
         logits = readout(images, patches if edit is None else edit(patches)).float().cpu()
-        labels = instance[images]
-        valid = (labels >= 0)[:, :, None] & (labels >= 0)[:, None, :]
-        pairs = valid & torch.ones_like(valid[0]).triu(1)
-        scores.append(logits[pairs])
-        same.append((labels[:, :, None] == labels[:, None, :])[pairs])
+        labels, kept = instance[images].cpu(), mask[images]
+        scores.append(logits[kept])
+        same.append((labels[:, :, None] == labels[:, None, :])[kept])
     return auroc(torch.cat(scores), torch.cat(same))
 
 
@@ -79,6 +118,7 @@ class SubspaceComparison:
     probes: dict[int, TrainResult]
     random_reference: dict[str, Tensor]
     settings: dict[str, Any] = field(default_factory=dict)
+    splits: dict[str, Tensor] = field(default_factory=dict)  # train / val / test: indices into the scenes
 
     def text(self) -> str:
         return format_table(self.rows, list(COLUMNS))
@@ -100,6 +140,7 @@ class SubspaceComparisonConfig:
     training: ProbeTrainingConfig | None = None
     das_options: dict[str, Any] | None = None
     fraction: float = 0.25
+    pairing: str = "auto"  # 'all', 'twins' (the benchmark's flip pairs), 'auto': 'twins' on twin mazes
 
 
 def compare_subspaces(
@@ -122,16 +163,26 @@ def compare_subspaces(
             f"k must be in 1..{model.cfg.d_model - 1}, below d_model {model.cfg.d_model} (at k = d_model every "
             f"subspace is the whole residual stream, so there is nothing to compare), got {k}"
         )
+    if config.pairing != "auto" and config.pairing not in PAIRINGS:
+        raise InputError(f"pairing must be 'auto' or one of {', '.join(PAIRINGS)}, got {config.pairing!r}")
     data = label_images(model, scenes, config.size)
-    train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=config.split, seed=seed)
+    twins = scene_twins(scenes, model.patch_grid(data.pixels), data.instance)
+    pairing = _pairing(config.pairing, twins)
+    benchmark = twins if pairing == "twins" else None
+    groups = twins.group if benchmark is not None else None
+    train_idx, val_idx, test_idx = split_by_image(len(scenes), fractions=config.split, seed=seed, groups=groups)
     n_prefix = model.cfg.n_prefix_tokens
     pixels, labels = data.pixels, data.instance
+    training = config.training or ProbeTrainingConfig(seed=seed)  # its seed also seeds the probes' start
     probes = fit_layer_probes(
-        model, pixels, labels, (layer, layer + 1), train_idx, val_idx, seed=seed, training=config.training
+        model, pixels, labels, (layer, layer + 1), train_idx, val_idx, training=training, twins=benchmark
     )
     probe_next: PairProbe = probes[layer + 1].probe
-    das_options = config.das_options or {}
-    das = train_das(model, pixels[train_idx], labels[train_idx], layer, probe_next, k, seed=seed, **das_options)
+    das_options: dict[str, Any] = {"seed": seed}
+    if benchmark is not None:  # the rotation learns from flip pairs only, as the probe it is trained against
+        das_options["pairs"] = benchmark_pairs(benchmark.select(train_idx), labels[train_idx], seed)
+    das_options |= config.das_options or {}
+    das = train_das(model, pixels[train_idx], labels[train_idx], layer, probe_next, k, **das_options)
     subspaces = {"DAS": das.subspace, "probe eigen-subspace": BindingSubspace.from_probe(probes[layer].probe, k)}
     held_out = residual_at(model, data.pixels[test_idx], layer)
     tokens, instance = held_out[:, n_prefix:], data.instance[test_idx]
@@ -141,40 +192,77 @@ def compare_subspaces(
         f"random {s}": matched_random_subspace(covariance, k, share, seed=seed + 1 + s) for s in range(config.n_random)
     }
     readout = model_readout(model, held_out, layer, probe_next)
-    clean = readout_auroc(tokens, instance, readout)
-    measured: list[dict[str, Any]] = []
-    for name, sub in subspaces.items():
-        angles = principal_angles(sub, das.subspace)
-        swap = swap_effect(tokens, instance, readout, sub, fraction=config.fraction, seed=seed)
-        shuffle = Shuffle(sub, 1.0, 0, seed=seed)
-        measured.append(
-            {
-                "subspace": name,
-                "k": k,
-                "variance_share": variance_share(sub.basis, covariance),
-                "mean_angle_to_das": float(angles.mean()),
-                "min_angle_to_das": float(angles.min()),
-                "swap_rate": swap["swap_rate"],
-                "auroc_swapped": swap["auroc_swapped"],
-                "next_auroc_shuffled": readout_auroc(tokens, instance, readout, shuffle.apply),
-                "next_auroc_clean": clean,
-            }
-        )
+    held_pairs = (
+        None if benchmark is None else benchmark_pairs(benchmark.select(test_idx), instance, training.eval_seed)
+    )
+    measured = _measure(subspaces, das.subspace, tokens, instance, readout, covariance, held_pairs, config)
     rows = [row for row in measured if not row["subspace"].startswith("random")]
     randoms = [row for row in measured if row["subspace"].startswith("random")]
     if randoms:
         rows.append(_summarize_random(randoms, k))
     reference = random_angles(model.cfg.d_model, k)
+    read = scored_pairs(instance, held_pairs)
+    same = instance[:, :, None] == instance[:, None, :]
     settings = {
         "layer": layer,
         "k": k,
         "seed": seed,
         "n_random": config.n_random,
         "fraction": config.fraction,
+        "pairing": pairing,
         "images": {"train": len(train_idx), "val": len(val_idx), "test": len(test_idx)},
+        "held_out_pairs": {"scored": int(read.sum()), "same_object": int((same.cpu() & read).sum())},
         "das_loss": das.history,
     }
-    return SubspaceComparison(rows, subspaces, probes, reference, settings)
+    splits = {"train": train_idx, "val": val_idx, "test": test_idx}
+    return SubspaceComparison(rows, subspaces, probes, reference, settings, splits)
+
+
+def _measure(
+    subspaces: dict[str, BindingSubspace],
+    das: BindingSubspace,
+    tokens: Tensor,
+    instance: Tensor,
+    readout: Readout,
+    covariance: Tensor,
+    pairs: Tensor | None,
+    config: SubspaceComparisonConfig,
+) -> list[Row]:
+    """Every subspace's row on the held-out tokens: its energy, angles to the DAS subspace, the interchange
+    effect and the shuffle effect, read on `pairs` (the benchmark's flip pairs; None: every labeled pair)."""
+    clean = readout_auroc(tokens, instance, readout, pairs=pairs)
+    measured: list[Row] = []
+    for name, sub in subspaces.items():
+        angles = principal_angles(sub, das)
+        swap = swap_effect(tokens, instance, readout, sub, fraction=config.fraction, seed=config.seed, pairs=pairs)
+        shuffle = Shuffle(sub, 1.0, 0, seed=config.seed)
+        measured.append(
+            {
+                "subspace": name,
+                "k": sub.k,
+                "variance_share": variance_share(sub.basis, covariance),
+                "mean_angle_to_das": float(angles.mean()),
+                "min_angle_to_das": float(angles.min()),
+                "swap_rate": swap["swap_rate"],
+                "auroc_swapped": swap["auroc_swapped"],
+                "next_auroc_shuffled": readout_auroc(tokens, instance, readout, shuffle.apply, pairs=pairs),
+                "next_auroc_clean": clean,
+            }
+        )
+    return measured
+
+
+def _pairing(asked: str, twins: TwinSlots) -> str:
+    """The pairing `compare_subspaces` uses: 'auto' takes the benchmark's ('twins') on twin mazes, else 'all';
+    'twins' asked on other scenes is refused."""
+    if asked == "auto":
+        return "twins" if twins.any else "all"
+    if asked == "twins" and not twins.any:
+        raise InputError(
+            "pairing='twins' scores the flip pairs of twin mazes, but these scenes carry no twin units (no "
+            "'units'/'swapped' metadata): use the matched preset, or pairing='auto' or 'all'"
+        )
+    return asked
 
 
 def _summarize_random(rows: list[Row], k: int) -> Row:

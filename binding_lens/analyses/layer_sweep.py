@@ -25,6 +25,7 @@ those fits, with the one under way, its step and the time left.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,7 @@ from tqdm.auto import tqdm
 from ..activations import ExtractionPlan, extract, extract_to_memory, plan_extraction, ranks
 from ..activations.budget import choose_store, layer_groups
 from ..activations.budget import memory_budget as activation_budget
-from ..activations.context import slot_context
+from ..activations.context import SlotContext, TwinSlots, slot_context
 from ..activations.extract import request_differences
 from ..activations.prepare import resize_policy
 from ..activations.store import Shard
@@ -61,9 +62,9 @@ from ..probes import (
 )
 from ..probes.batch import label_space
 from ..probes.evaluation import ScoredPairs, score_pairs
-from ..probes.pair_context import PAIR_OFFSETS
+from ..probes.pairing import PAIRINGS
 from ..probes.training import stopping_rule
-from .pair_baselines import Baselines, fit_baselines, judge, verdict
+from .pair_baselines import Baselines, Judgement, fit_baselines, held_out_pairs, judge, verdict
 from .report import Row, difference_text, format_table, interval_text, peak_layers, write_table
 from .run import RunDirectory, RunSettingsError
 from .sweep_fits import FitProgress, SweepFits, drop_fits, resume_note
@@ -101,6 +102,9 @@ class HeldOutMetrics:
     vs_baseline: float  # AUROC - the baseline's, on the same test pairs
     vs_baseline_low: float
     vs_baseline_high: float
+    vs_linear: float = math.nan  # AUROC - its layer's linear probe's, same test pairs (NaN: no linear probe)
+    vs_linear_low: float = math.nan
+    vs_linear_high: float = math.nan
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, float | int]) -> HeldOutMetrics:
@@ -124,6 +128,7 @@ class TrainingRecord:
     stopped: str
     learnt: bool | None
     above_chance: bool | None = None
+    first_pass: bool = False  # it kept its first validation pass: it barely trained
     val_auroc: float | None = None  # with its 95 % interval; None (and no columns) without validation data
     val_auroc_low: float | None = None
     val_auroc_high: float | None = None
@@ -138,6 +143,7 @@ class TrainingRecord:
             stopped=result.stopped,
             learnt=judged["learnt"],
             above_chance=result.learnt,
+            first_pass=result.kept_first_pass,
             val_auroc=judged["val_auroc"],
             val_auroc_low=judged["val_auroc_low"],
             val_auroc_high=judged["val_auroc_high"],
@@ -150,6 +156,7 @@ class TrainingRecord:
             "stopped": self.stopped,
             "learnt": self.learnt,
             "above_chance": self.above_chance,
+            "first_pass": self.first_pass,
         }
         if self.val_auroc is not None:
             row |= {
@@ -193,6 +200,9 @@ class SweepRow:
         )
 
 
+FIRST_PASS_MARK = " (first pass)"
+"""What a table's verdict carries for a probe that kept its first validation pass (it barely trained)."""
+
 PEAK_RULES = {
     "val": ("val_auroc", "validation AUROC"),
     "test": ("accuracy", "test accuracy (optimistic: the paper's Table 1 rule)"),
@@ -226,7 +236,8 @@ class SweepResult:
                 "vs baseline [95% CI]": difference_text(
                     row["vs_baseline"], row["vs_baseline_low"], row["vs_baseline_high"]
                 ),
-                "verdict": verdict(row),
+                "vs linear [95% CI]": _linear_text(row),
+                "verdict": verdict(row) + (FIRST_PASS_MARK if row.get("first_pass") else ""),
             }
             for probe, row in self.peaks.items()
         ]
@@ -253,6 +264,7 @@ class SweepResult:
                 "within distance",
                 "hard negatives",
                 "vs baseline [95% CI]",
+                "vs linear [95% CI]",
                 "majority_baseline",
                 "verdict",
             ],
@@ -260,25 +272,45 @@ class SweepResult:
 
     def problems(self) -> list[str]:
         """One line per (probe, layer) that did not converge (a step or epoch limit, or the learning-rate floor
-        came first), or is no better than the strongest baseline on validation (`learnt` False)."""
+        came first), kept its first validation pass (it barely trained), or is no better than the strongest
+        baseline (or its layer's linear probe) on validation (`learnt` False)."""
         if "training_problems" in self.summary and "seeds" in self.summary:  # across seeds: each run's own lines
             return list(self.summary["training_problems"])
         strongest = self.summary.get("baselines", {}).get("strongest", "the strongest baseline")
+        also = _and_linear(self)
         lines = []
         for row in self.rows:
             issues = [
                 text
                 for flag, text in (
-                    (row["learnt"] is False, f"no better than the {strongest} baseline on validation"),
+                    (
+                        row["learnt"] is False,
+                        f"no better than the {strongest} baseline{'' if row['probe'] == 'linear' else also} on "
+                        "validation",
+                    ),
                     (row["stopped"] == "max_steps", "stopped at max_steps"),
                     (row["stopped"] == "epochs", "stopped at its epoch limit"),
                     (row["stopped"] == "lr_floor", "stopped with its learning rate on the floor (not converged)"),
+                    (row.get("first_pass", False), f"kept its first validation pass (step {row.get('best_step')})"),
                 )
                 if flag
             ]
             if issues:
                 lines.append(f"{row['probe']} at layer {row['layer']}: {' and '.join(issues)}")
         return lines
+
+
+def _and_linear(result: SweepResult) -> str:
+    """ " (or its layer's linear probe)" on the benchmark, where `learnt` needs both."""
+    return " (or its layer's linear probe)" if result.summary.get("baselines", {}).get("pairing") == "twins" else ""
+
+
+def _linear_text(row: Row) -> str:
+    """The probe's difference from its layer's linear probe, or "" where it is that probe or has none."""
+    value = row.get("vs_linear", math.nan)
+    if row.get("probe") == "linear" or value is None or math.isnan(value):
+        return ""
+    return difference_text(value, row["vs_linear_low"], row["vs_linear_high"])
 
 
 def weights_note(model: HookedModel) -> str:
@@ -339,7 +371,7 @@ class SweepConfig:
     store: str = "auto"
     memory_budget: int | None = None  # bytes
     progress: bool = True
-    pair_offsets: str = "auto"  # 'all', 'matched' (`probes.pair_context`), 'auto': what the dataset asks for
+    pairing: str = "auto"  # 'all', 'twins' (the benchmark's flip pairs: `probes.pairing`), 'auto': the dataset's
 
 
 @dataclass(frozen=True)
@@ -359,7 +391,7 @@ class SweepPlan:
     rank_id: int  # this process's rank under torchrun (0 alone)
     started: float  # time.perf_counter() when planned: the summary's seconds count from here
     world_size: int = 1  # processes under torchrun: each trains the probes of its share of the layers
-    pair_offsets: str = "all"  # the held-out pairs scored: all, or offset-matched (the dataset's `pair_offsets`)
+    pairing: str = "all"  # the pairs trained on and scored: all, or the benchmark's flip pairs (`probes.pairing`)
 
     @property
     def my_layers(self) -> list[int]:
@@ -456,7 +488,17 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
     if config.peak_by not in PEAK_RULES:
         raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {config.peak_by!r}")
     training = config.training or ProbeTrainingConfig(seed=config.seed)
+    pairing = config.pairing
+    if pairing == "auto":
+        pairing = getattr(dataset, "pairing", "all")
+    if pairing not in PAIRINGS:
+        raise InputError(f"pairing must be 'auto' or one of {', '.join(PAIRINGS)}, got {pairing!r}")
+    training = replace(training, pairing=pairing)  # probes train on the pairs they are scored on
     extract_kwargs = dict(config.extract_kwargs or {})
+    if pairing == "twins":  # both twins keep every patch, so every flip pair has its twin copy
+        extract_kwargs.setdefault("patches_per_image", None)
+        if "linear" not in config.probes:  # the per-patch control every probe is judged by
+            config = replace(config, probes=(*config.probes, "linear"))
     device = torch.device(config.device) if config.device is not None else model.device
     budget = config.memory_budget if config.memory_budget is not None else activation_budget(device)
     extraction = plan_extraction(model, dataset, layers, seed=config.seed, **extract_kwargs)
@@ -464,12 +506,6 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
     if config.memory_budget is None and world_size > 1:  # the ranks of a machine each hold their layers there
         budget = min(budget, activation_budget("cpu") // ranks.local_world_size())
     mode, why = choose_store(config.store, extraction.bytes_per_layer * len(layers), budget, world_size)
-    pair_offsets = config.pair_offsets
-    if pair_offsets == "auto":
-        pair_offsets = getattr(dataset, "pair_offsets", "all")
-    if pair_offsets not in PAIR_OFFSETS:
-        raise InputError(f"pair_offsets must be 'auto' or one of {', '.join(PAIR_OFFSETS)}, got {pair_offsets!r}")
-    training = replace(training, pair_offsets=pair_offsets)  # probes train on the pairs they are scored on
     request, earlier = extraction.request, RunDirectory(out).request()
     if earlier is not None and earlier != request:
         raise RunSettingsError(
@@ -493,7 +529,7 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
         rank_id,
         started,
         world_size,
-        pair_offsets,
+        pairing,
     )
 
 
@@ -553,14 +589,15 @@ class _ProbeSetup:
     n_queries: int
     initial: dict[str, dict[int, PairProbe]]
     dataset_indices: dict[str, list[int]]  # each split's images as indices into the dataset
-    positions: tuple[Tensor, Tensor, Tensor]  # each split's slots' (row, col): offset-matched training pairs
+    twins: tuple[TwinSlots, TwinSlots, TwinSlots]  # each split's benchmark units (the flip pairs of twin mazes)
     baselines: Baselines  # fitted on the same split, scored on the same pairs as the probes
 
 
 def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> _ProbeSetup:
     """The split, label space, initial probes and fitted baselines, from the first layer group's labels."""
     n_images = stored.instance.shape[0]
-    train, val, test = split_by_image(n_images, fractions=plan.config.split, seed=plan.config.seed)
+    context = _context(dataset, plan, stored)
+    train, val, test = sweep_split(plan, context)
     n_classes, n_queries = label_space(stored.instance, stored.klass)
     last = model.cfg.n_layers - 1  # self_attention has no next block after the last layer
     initial = {}
@@ -575,35 +612,37 @@ def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored
     dataset_indices = {
         name: kept[split.to(kept.device)].tolist() for name, split in zip(("train", "val", "test"), (train, val, test))
     }
-    preparation = plan.extraction.preparation
-    context = slot_context(
-        dataset,
-        kept.cpu(),
-        stored.patch_index.cpu(),
-        stored.instance.cpu(),
-        patch_size=preparation.patch_size,
-        size=preparation.size,
-    )
     baselines = fit_baselines(
         context,
         stored.instance.cpu(),
         stored.klass.cpu(),
         (train, val, test),
         replace(plan.training, device=None),
-        pair_offsets=plan.pair_offsets,
+        pairing=plan.pairing,
         n_boot=plan.config.n_boot,
     )
-    positions = (context.features[train, :, :2], context.features[val, :, :2], context.features[test, :, :2])
-    return _ProbeSetup(
-        (train, val, test),
-        n_images,
-        n_classes,
-        n_queries,
-        initial,
-        dataset_indices,
-        positions,
-        baselines,
+    twins = (context.twins.select(train), context.twins.select(val), context.twins.select(test))
+    return _ProbeSetup((train, val, test), n_images, n_classes, n_queries, initial, dataset_indices, twins, baselines)
+
+
+def _context(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> SlotContext:
+    """What the baselines and the pairing know of the stored slots (`activations.context.slot_context`)."""
+    preparation = plan.extraction.preparation
+    return slot_context(
+        dataset,
+        stored.image_index.cpu(),
+        stored.patch_index.cpu(),
+        stored.instance.cpu(),
+        patch_size=preparation.patch_size,
+        size=preparation.size,
     )
+
+
+def sweep_split(plan: SweepPlan, context: SlotContext) -> tuple[Tensor, Tensor, Tensor]:
+    """The sweep's train / val / test images (the two twins of a benchmark pair in one split)."""
+    groups = context.twins.group if plan.pairing == "twins" else None
+    n_images = context.twins.group.shape[0]
+    return split_by_image(n_images, fractions=plan.config.split, seed=plan.config.seed, groups=groups)
 
 
 def _train_probe(
@@ -614,13 +653,12 @@ def _train_probe(
     layer: int,
     splits: list[tuple[dict[int, Tensor], Tensor, Tensor]],
     progress: FitProgress,
-) -> tuple[SweepRow, PairProbe]:
-    """Probe `name` trained at `layer` and tested: its row and the trained probe. It trains alone, so it
-    ends where it would have trained beside the other layers' probes (`probes.train_probes`)."""
-    train, val, test = (
-        ProbeData([acts[layer]], instance, klass, positions)
-        for (acts, instance, klass), positions in zip(splits, setup.positions)
-    )
+    control: Judgement | None,
+) -> tuple[SweepRow, PairProbe, Judgement]:
+    """Probe `name` trained at `layer` and tested (beside `control`, its layer's linear probe, where there is
+    one): its row, the trained probe and its judgement. It trains alone, so it ends where it would have
+    trained beside the other layers' probes (`probes.train_probes`)."""
+    train, val, test = _layer_data(setup, splits, layer)
     (result,) = train_probes(
         [setup.initial[name][layer]],
         train,
@@ -630,16 +668,40 @@ def _train_probe(
         warn=False,
     )
     assert result.threshold is not None  # trained with validation data: calibrated on it
-    judged = judge(result.probe, val, test, result.threshold, setup.baselines, layer=0)
+    judged = judge(result.probe, val, test, result.threshold, setup.baselines, layer=0, control=control)
     row = SweepRow(
         model.cfg.source,
         layer,
         layer / max(model.cfg.n_layers - 1, 1),
         name,
-        HeldOutMetrics.from_metrics(judged),
-        TrainingRecord.from_result(result, judged),
+        HeldOutMetrics.from_metrics(judged.row),
+        TrainingRecord.from_result(result, judged.row),
     )
-    return row, result.probe
+    return row, result.probe, judged
+
+
+def _layer_data(
+    setup: _ProbeSetup, splits: list[tuple[dict[int, Tensor], Tensor, Tensor]], layer: int
+) -> tuple[ProbeData, ...]:
+    """The train, val and test data of one layer, with their twins."""
+    return tuple(
+        ProbeData([acts[layer]], instance, klass, twins) for (acts, instance, klass), twins in zip(splits, setup.twins)
+    )
+
+
+def _control(
+    setup: _ProbeSetup,
+    splits: list[tuple[dict[int, Tensor], Tensor, Tensor]],
+    layer: int,
+    controls: dict[int, Judgement],
+    probes: Mapping[tuple[str, int], PairProbe],
+) -> Judgement | None:
+    """The linear probe of `layer` judged on the held-out pairs (kept from its fit, or scored again when an
+    earlier run fitted it), or None where the sweep has no linear probe there."""
+    if layer not in controls and ("linear", layer) in probes:
+        _, val, test = _layer_data(setup, splits, layer)
+        controls[layer] = judge(probes[("linear", layer)], val, test, 0.5, setup.baselines)
+    return controls.get(layer)
 
 
 def _fits_to_make(model: HookedModel, plan: SweepPlan) -> list[tuple[str, int]]:
@@ -662,7 +724,7 @@ def _sweep_fits(plan: SweepPlan) -> SweepFits:
         "seed": plan.config.seed,
         "rank": plan.config.rank,
         "n_boot": plan.config.n_boot,
-        "pair_offsets": plan.pair_offsets,
+        "pairing": plan.pairing,
         "device": plan.device.type,
     }
     return SweepFits(plan.run, plan.extraction.request, settings)
@@ -740,7 +802,8 @@ def _train_groups(
     metric = PEAK_RULES[plan.config.peak_by][0]
     rows = [SweepRow.from_dict(row) for row, _ in reused.values()]
     probes = {key: probe for key, (_, probe) in reused.items()}
-    todo = [key for key in _fits_to_make(model, plan) if key not in reused]
+    todo = sorted((key for key in _fits_to_make(model, plan) if key not in reused), key=lambda k: k[0] != "linear")
+    controls: dict[int, Judgement] = {}  # each layer's linear probe judged: what the others are compared with
     where = f" (rank {plan.rank_id})" if plan.world_size > 1 else ""
     progress = FitProgress(len(todo), f"probes of {model.cfg.source}{where}", plan.config.progress)
     setup = None
@@ -757,13 +820,17 @@ def _train_groups(
             splits = _split_in_place(stored, setup.splits) if waiting else []
             for name, layer in waiting:
                 progress.start(f"{name} at layer {layer}")
-                row, probe = _train_probe(model, plan, setup, name, layer, splits, progress)
+                control = None if name == "linear" else _control(setup, splits, layer, controls, probes)
+                row, probe, judged = _train_probe(model, plan, setup, name, layer, splits, progress, control)
+                if name == "linear":
+                    controls[layer] = judged
                 fits.save(name, layer, row.to_dict(), probe)
                 rows.append(row)
                 probes[(name, layer)] = probe
                 best = max((row for row in rows if row.probe == name), key=lambda row: row.to_row()[metric])
                 progress.done(f"{name}: peak at layer {best.layer}, test accuracy {best.test.accuracy:.3f}")
             del stored, splits
+            controls.clear()
     assert setup is not None  # there is at least one group (of no layer on a rank with none: the labels alone)
     return rows, probes, setup
 
@@ -786,14 +853,15 @@ def scored_test_pairs(
         progress=False,
         **plan.extract_kwargs,
     )
-    _, _, test = split_by_image(held.instance.shape[0], fractions=plan.config.split, seed=plan.config.seed)
+    context = _context(dataset, plan, held)
+    _, _, test = sweep_split(plan, context)
+    data = {
+        layer: ProbeData([held.acts[layer][test]], held.instance[test], held.klass[test], context.twins.select(test))
+        for layer in set(probes.values())
+    }
+    split = held_out_pairs(data[next(iter(data))], context.select(test), plan.training, plan.pairing)
     return {
-        name: score_pairs(
-            computed.probes[(name, layer)],
-            ProbeData([held.acts[layer][test]], held.instance[test], held.klass[test]),
-            patches_per_image=plan.training.eval_patches_per_image,
-            seed=plan.training.eval_seed,
-        )
+        name: score_pairs(computed.probes[(name, layer)], data[layer], split.pairs, layout=split.layout)
         for name, layer in probes.items()
     }
 
@@ -810,7 +878,16 @@ def write_sweep(model: HookedOrBridge, computed: SweepComputation) -> SweepResul
     peaks = {
         probe: row | {"peak_chosen_on": rule} for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
     }
-    peak_columns = ("peak_layer", "peak_layer_normalized", "peak_chosen_on", *METRICS, "val_auroc", "learnt", "verdict")
+    peak_columns = (
+        "peak_layer",
+        "peak_layer_normalized",
+        "peak_chosen_on",
+        *METRICS,
+        "val_auroc",
+        "learnt",
+        "first_pass",
+        "verdict",
+    )
     peaks = {probe: row | {"verdict": verdict(row)} for probe, row in peaks.items()}
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
@@ -857,7 +934,7 @@ def _summary(model: HookedModel, computed: SweepComputation) -> dict[str, Any]:
         "training_problems": None,
         "rank": plan.config.rank,
         "peak_by": plan.config.peak_by,
-        "baselines": {"strongest": computed.strongest_baseline, "pair_offsets": plan.pair_offsets},
+        "baselines": {"strongest": computed.strongest_baseline, "pairing": plan.pairing},
         "n_boot": plan.config.n_boot,
         "n_queries": computed.n_queries,
         "n_classes": computed.n_classes,

@@ -1,11 +1,14 @@
-"""Every probe judged against what position and appearance alone achieve, on the same pairs.
+"""Every probe judged against what position, appearance and local pixel context alone achieve, on the same pairs.
 
-`fit_baselines` trains the network-free baselines (`probes.baselines`: `distance`, `pixel_position`) on a
-run's train images and scores them on its validation and test pair sets, the same pair sets the probes are
-scored on (with `pair_offsets="matched"`, only the offset-matched pairs of each: `probes.pair_context`).
-The stronger baseline on validation is the one every probe must beat. `judge` gives a trained probe's test
-metrics on those pairs, its AUROC within distance strata and on hard negatives, and its AUROC difference
-from that baseline on validation (`learnt`: beyond the noise above it) and on test (what the tables show).
+`fit_baselines` trains the network-free baselines (`probes.baselines`: `distance`, `pixel_position`,
+`pixel_context`) on a run's train images and scores them on its validation and test pair sets, the same
+pair sets the probes are scored on (with `pairing="twins"`, only the benchmark's flip pairs of each:
+`probes.pairing`, resampled by twin group). The strongest baseline on validation is the one every probe must
+beat. `judge` gives a trained probe's test metrics on those pairs, its AUROC within distance strata and on
+hard negatives, its AUROC difference from that baseline on validation (`learnt`: beyond the noise above it)
+and on test (what the tables show), and, given its layer's `linear` probe scored on the same pairs, its
+difference from that per-patch control: a probe binds only where it beats both (a sweep on the benchmark
+always fits the linear probe).
 
     baselines = scene_baselines(SyntheticScenes("matched", n=200, size=96), patch_size=8)   # no model at all
     baselines.rows            # one row per baseline: test accuracy and AUROC with intervals, stratified AUROCs
@@ -20,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
-from jaxtyping import Bool, Int
+from jaxtyping import Int
 from torch import Tensor
 
 from ..activations.context import SlotContext, scene_context
@@ -28,35 +31,34 @@ from ..data import Scene
 from ..errors import InputError
 from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, split_by_image, train_probes
 from ..probes.baselines import BASELINES, make_baseline
-from ..probes.evaluation import EvaluationConfig, ScoredPairs, score_pairs, scored_metrics
+from ..probes.evaluation import EvaluationConfig, PairLayout, ScoredPairs, lay_out_pairs, score_pairs, scored_metrics
 from ..probes.metrics import auroc, bootstrap_auroc, calibrated_threshold
 from ..probes.pair_context import (
-    PAIR_OFFSETS,
+    MIN_AUROC_GAIN,
     PairAnnotations,
     against_baseline,
     annotate_pairs,
     beats,
     context_metrics,
-    offset_matched,
 )
+from ..probes.pairing import check_pairing
 from ..probes.sampling import PairSet, fixed_pairs
+from ..stats import Interval
 from .report import Row
 
 BASELINE_PREFIX = "baseline:"
 """How tables name a baseline's row (`baseline:distance`), apart from the probe of the same name."""
+NO_CONTROL = Interval(math.nan, math.nan, math.nan)
 
 
 @dataclass(frozen=True)
 class SplitPairs:
-    """One held-out split's pair set, its annotations and the pairs that are scored (`keep`)."""
+    """One held-out split's pair set, laid out with its pairing (all pairs, or the benchmark's flip pairs),
+    and the annotations of the pairs that are scored."""
 
     pairs: PairSet
+    layout: PairLayout
     annotations: PairAnnotations
-    keep: Bool[Tensor, " pair"]
-
-    @property
-    def kept(self) -> PairAnnotations:
-        return self.annotations.select(self.keep)
 
 
 @dataclass(frozen=True)
@@ -65,30 +67,37 @@ class Baselines:
 
     val: SplitPairs
     test: SplitPairs
-    scored: dict[str, tuple[ScoredPairs, ScoredPairs]]  # name -> (validation, test), kept pairs only
+    scored: dict[str, tuple[ScoredPairs, ScoredPairs]]  # name -> (validation, test)
     strongest: str  # the baseline with the higher validation AUROC
     rows: list[Row]
-    pair_offsets: str
+    pairing: str
     n_boot: int
     seed: int
 
 
-def _split_pairs(
-    context: SlotContext, instance: Int[Tensor, "image slot"], training: ProbeTrainingConfig, pair_offsets: str
-) -> SplitPairs:
-    pairs = fixed_pairs(instance, training.eval_patches_per_image, training.eval_seed)
-    annotations = annotate_pairs(context, instance, pairs)
-    keep = (
-        offset_matched(annotations, training.eval_seed)
-        if pair_offsets == "matched"
-        else torch.ones_like(annotations.labels)
-    )
-    if not bool(annotations.labels[keep].any()) or bool(annotations.labels[keep].all()):
+@dataclass(frozen=True)
+class Judgement:
+    """A probe's row (test metrics, stratified AUROCs, differences from the strongest baseline and from its
+    layer's linear probe) and its scored validation and test pairs (what another probe is judged against)."""
+
+    row: Row
+    val: ScoredPairs
+    test: ScoredPairs
+
+
+def held_out_pairs(data: ProbeData, context: SlotContext, training: ProbeTrainingConfig, pairing: str) -> SplitPairs:
+    """A held-out split's scored pairs: `fixed_pairs` with the training config's evaluation settings (every
+    labeled patch on the benchmark, so both twins hold the same pairs), laid out with `pairing`."""
+    per_image = None if pairing == "twins" else training.eval_patches_per_image
+    pairs = fixed_pairs(data.instance, per_image, training.eval_seed)
+    layout = lay_out_pairs(data, pairs, 256, pairing, training.eval_seed)
+    labels = layout.labels
+    if not bool(labels.any()) or bool(labels.all()):
         raise InputError(
-            f"the held-out pairs ({int(keep.sum())} kept) hold only one label, so no AUROC can be measured; "
+            f"the held-out pairs ({labels.numel()} scored) hold only one label, so no AUROC can be measured; "
             "use more images"
         )
-    return SplitPairs(pairs, annotations, keep)
+    return SplitPairs(pairs, layout, annotate_pairs(context, data.instance, pairs, layout))
 
 
 def fit_baselines(
@@ -98,59 +107,49 @@ def fit_baselines(
     splits: Sequence[Tensor],  # train, val, test image indices
     training: ProbeTrainingConfig,
     *,
-    pair_offsets: str = "all",
+    pairing: str = "all",
     n_boot: int = 1000,
 ) -> Baselines:
     """Train every baseline on the `splits[0]` images (validated on `splits[1]`) exactly as the probes train,
-    and score them on the `splits[1]` and `splits[2]` pair sets (`fixed_pairs` with the training config's
-    evaluation settings, as the probes' are)."""
-    if pair_offsets not in PAIR_OFFSETS:
-        raise InputError(f"pair_offsets must be one of {', '.join(PAIR_OFFSETS)}, got {pair_offsets!r}")
+    and score them on the `splits[1]` and `splits[2]` held-out pairs (`held_out_pairs`, as the probes')."""
+    check_pairing(pairing)
     names = list(BASELINES)
     data = [
         ProbeData(
             [context.features[split]] * len(names),
             instance[split],
             None if klass is None else klass[split],
-            context.features[split, :, :2],
+            context.twins.select(split),
         )
         for split in splits
     ]
-    held_out = [_split_pairs(context.select(split), instance[split], training, pair_offsets) for split in splits[1:]]
+    training = replace(training, pairing=pairing)
+    held_out = [held_out_pairs(data[i], context.select(splits[i]), training, pairing) for i in (1, 2)]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
         probes = [make_baseline(name) for name in names]
-    training = replace(training, pair_offsets=pair_offsets)
     results = train_probes(probes, data[0], data[1], training, val_pairs=held_out[0].pairs, warn=False)
     scored = {
         name: (
-            score_pairs(result.probe, data[1], held_out[0].pairs, layer=index).select(held_out[0].keep),
-            score_pairs(result.probe, data[2], held_out[1].pairs, layer=index).select(held_out[1].keep),
+            score_pairs(result.probe, data[1], held_out[0].pairs, layer=index, layout=held_out[0].layout),
+            score_pairs(result.probe, data[2], held_out[1].pairs, layer=index, layout=held_out[1].layout),
         )
         for index, (name, result) in enumerate(zip(names, results))
     }
     strongest = max(names, key=lambda name: _auroc(scored[name][0]))
     rows = []
     for name, result in zip(names, results):
-        assert result.threshold is not None  # trained with validation data
         val, test = scored[name]
-        threshold = (
-            calibrated_threshold(val.probabilities, val.labels) if pair_offsets == "matched" else result.threshold
+        config = EvaluationConfig(
+            threshold=calibrated_threshold(val.probabilities, val.labels),
+            intervals=True,
+            n_boot=n_boot,
+            seed=training.eval_seed,
         )
-        config = EvaluationConfig(threshold=threshold, intervals=True, n_boot=n_boot, seed=training.eval_seed)
         row: Row = {"probe": BASELINE_PREFIX + name, "val_auroc": _auroc(val)}
-        row |= _metrics(result.probe, test, held_out[1].kept, config) | {"strongest": name == strongest}
+        row |= _metrics(result.probe, test, held_out[1].annotations, config) | {"strongest": name == strongest}
         rows.append(row)
-    return Baselines(
-        held_out[0],
-        held_out[1],
-        scored,
-        strongest,
-        rows,
-        pair_offsets,
-        n_boot,
-        training.eval_seed,
-    )
+    return Baselines(held_out[0], held_out[1], scored, strongest, rows, pairing, n_boot, training.eval_seed)
 
 
 def scene_baselines(
@@ -160,18 +159,18 @@ def scene_baselines(
     size: int | tuple[int, int] | None = None,
     seed: int = 0,
     training: ProbeTrainingConfig | None = None,
-    pair_offsets: str = "auto",
+    pairing: str = "auto",
     n_boot: int = 1000,
 ) -> Baselines:
     """The baselines on any dataset with no model at all: every patch of the grid a model of `patch_size` fed
-    at `size` would see, images split 70/15/15 with `seed` (`split_by_image`), offsets matched where the
-    dataset asks for it (`pair_offsets="auto"`). What a probe on those scenes must beat."""
+    at `size` would see, images split 70/15/15 with `seed` (`split_by_image`, twins kept together), with the
+    pairing the dataset asks for (`pairing="auto"`). What a probe on those scenes must beat."""
     context, instance, klass, kept = scene_context(dataset, patch_size=patch_size, size=size)
-    if pair_offsets == "auto":
-        pair_offsets = getattr(dataset, "pair_offsets", "all")
-    splits = split_by_image(len(kept), seed=seed)
+    if pairing == "auto":
+        pairing = getattr(dataset, "pairing", "all")
+    splits = split_by_image(len(kept), seed=seed, groups=context.twins.group)
     training = training or ProbeTrainingConfig(seed=seed)
-    return fit_baselines(context, instance, klass, splits, training, pair_offsets=pair_offsets, n_boot=n_boot)
+    return fit_baselines(context, instance, klass, splits, training, pairing=pairing, n_boot=n_boot)
 
 
 def _auroc(scored: ScoredPairs) -> float:
@@ -191,25 +190,35 @@ def judge(
     threshold: float,
     baselines: Baselines,
     layer: int = 0,
-) -> Row:
-    """A probe's test metrics on the baselines' pairs, its stratified AUROCs, and its AUROC against the
-    strongest baseline: `val_auroc` and `learnt` (beyond the noise above it) on validation,
-    `vs_baseline` with its paired interval on test."""
+    control: Judgement | None = None,
+) -> Judgement:
+    """A probe's test metrics on the baselines' pairs, its stratified AUROCs, its AUROC against the strongest
+    baseline (`val_auroc` and `learnt`, beyond the noise above it, on validation; `vs_baseline` with its
+    paired interval on test) and, with `control` (its layer's `linear` probe judged on the same pairs), its
+    AUROC against that per-patch score (`vs_linear`); `learnt` then needs both, beyond the noise on
+    validation: binding is relational, and a sum of two per-patch scores is not."""
     val_scored, test_scored = (
-        score_pairs(probe, data, split.pairs, layer=layer).select(split.keep)
+        score_pairs(probe, data, split.pairs, layer=layer, layout=split.layout)
         for data, split in ((val, baselines.val), (test, baselines.test))
     )
-    if baselines.pair_offsets == "matched":  # calibrated on the validation pairs that are scored
+    if baselines.pairing == "twins":  # calibrated on the validation pairs that are scored
         threshold = calibrated_threshold(val_scored.probabilities, val_scored.labels)
     config = EvaluationConfig(threshold=threshold, intervals=True, n_boot=baselines.n_boot, seed=baselines.seed)
     base_val, base_test = baselines.scored[baselines.strongest]
-    on_val = against_baseline(val_scored, base_val, n_boot=baselines.n_boot, seed=baselines.seed)
-    on_test = against_baseline(test_scored, base_test, n_boot=baselines.n_boot, seed=baselines.seed)
-    row = _metrics(probe, test_scored, baselines.test.kept, config)
+    boot = {"n_boot": baselines.n_boot, "seed": baselines.seed}
+    on_val, on_test = against_baseline(val_scored, base_val, **boot), against_baseline(test_scored, base_test, **boot)
+    linear_val = linear_test = NO_CONTROL
+    if control is not None:
+        linear_val = against_baseline(val_scored, control.val, **boot)
+        linear_test = against_baseline(test_scored, control.test, **boot)
+    learnt = beats(on_val)
+    if control is not None and learnt:  # binding is relational: a sum of two per-patch scores is not
+        learnt = beats(linear_val)
+    row = _metrics(probe, test_scored, baselines.test.annotations, config)
     val_low, val_high = bootstrap_auroc(
         val_scored.scores, val_scored.labels, val_scored.images, n_boot=baselines.n_boot, seed=baselines.seed
     )
-    return row | {
+    row |= {
         "val_auroc": _auroc(val_scored),
         "val_auroc_low": val_low,
         "val_auroc_high": val_high,
@@ -218,16 +227,27 @@ def judge(
         "vs_baseline": on_test.estimate,
         "vs_baseline_low": on_test.low,
         "vs_baseline_high": on_test.high,
+        "vs_linear": linear_test.estimate,
+        "vs_linear_low": linear_test.low,
+        "vs_linear_high": linear_test.high,
         "val_vs_baseline_low": on_val.low,
-        "learnt": beats(on_val),
+        "val_vs_linear_low": linear_val.low,
+        "learnt": learnt,
     }
+    return Judgement(row, val_scored, test_scored)
 
 
 def verdict(row: Row) -> str:
-    """How a probe's test AUROC stands against the strongest baseline, in words a table can carry."""
+    """How a probe's test AUROC stands against the strongest baseline (and, where it was compared, against its
+    layer's linear probe), in words a table can carry."""
     low, high = row.get("vs_baseline_low", math.nan), row.get("vs_baseline_high", math.nan)
-    if math.isnan(low):
+    if low is None or math.isnan(low):
         return "undefined"
-    if low > 0:
+    if not (low > 0 and row["vs_baseline"] >= MIN_AUROC_GAIN):
+        return "below baseline" if high < 0 else "no better than baseline"
+    linear_low, linear_high = row.get("vs_linear_low", math.nan), row.get("vs_linear_high", math.nan)
+    if linear_low is None or math.isnan(linear_low) or row.get("probe") == "linear":
         return "beats baseline"
-    return "below baseline" if high < 0 else "no better than baseline"
+    if linear_low > 0 and row["vs_linear"] >= MIN_AUROC_GAIN:
+        return "beats baseline and linear"
+    return "beats baseline, below linear" if linear_high < 0 else "beats baseline, no better than linear"

@@ -54,12 +54,18 @@ class Swaps:
         """The object each patch should group with after the swap: its donor's."""
         return self.instance.gather(1, self.donor)
 
-    def pair_targets(self) -> tuple[Bool[Tensor, "image n n"], Bool[Tensor, "image n n"], Bool[Tensor, "image n n"]]:
+    def pair_targets(
+        self, pairs: Bool[Tensor, "image n n"] | None = None
+    ) -> tuple[Bool[Tensor, "image n n"], Bool[Tensor, "image n n"], Bool[Tensor, "image n n"]]:
         """(pairs scored, same object after the swap, same object before): every pair of an edited patch
-        with an untouched labeled patch of the image (the untouched ones keep their objects as anchors)."""
+        with an untouched labeled patch of the image (the untouched ones keep their objects as anchors);
+        with `pairs`, only those pairs (either order: the benchmark's flip pairs on twin mazes)."""
         labeled = self.instance >= 0
         anchor = labeled & ~self.edited
         scored = self.edited[:, :, None] & anchor[:, None, :]
+        if pairs is not None:
+            pairs = pairs.to(scored.device)
+            scored = scored & (pairs | pairs.transpose(1, 2))
         after = self.swapped_instance[:, :, None] == self.instance[:, None, :]
         before = self.instance[:, :, None] == self.instance[:, None, :]
         return scored, after & scored, before & scored
@@ -202,18 +208,21 @@ def fit_interchange_subspace(
     config: DASConfig | None = None,
     *,
     source: str = "DAS",
+    pairs: Bool[Tensor, "image n n"] | None = None,
     **options: Any,
 ) -> DASResult:
     """Learn the k-dim subspace of `tokens` (patch tokens at one layer) whose interchange between objects
     makes `readout` group each edited patch with its donor's object; fresh swaps every step, Adam with a
     cosine decay of `lr` to 0 (a constant rate leaves the basis jittering by ~10 degrees). Anything
-    `readout` closes over must be frozen by the caller (only the rotation is optimized)."""
+    `readout` closes over must be frozen by the caller (only the rotation is optimized). `pairs`: the only
+    pairs the loss scores (`Swaps.pair_targets`; on twin mazes the benchmark's flip pairs), else all."""
     config = replace(config or DASConfig(), **options)
     if tokens.ndim != 3 or tuple(instance.shape) != tuple(tokens.shape[:2]):
         raise InputError(
             f"tokens must be [image, n, d_model] and instance [image, n], got {tuple(tokens.shape)} "
             f"and {tuple(instance.shape)}"
         )
+    _check_pairs(pairs, instance)
     if config.steps < 1 or config.batch_images < 1:
         raise InputError(f"steps and batch_images must be >= 1, got {config.steps}, {config.batch_images}")
     rotated = RotatedSubspace(tokens.shape[-1], k, config.seed).to(tokens.device)
@@ -224,9 +233,13 @@ def fit_interchange_subspace(
     def loss_at(step: int) -> Tensor:
         images = torch.randperm(tokens.shape[0], generator=generator)[: config.batch_images]
         swaps = draw_swaps(instance[images], config.fraction, generator)
-        scored, after, _ = (t.to(tokens.device) for t in swaps.pair_targets())
+        allowed = None if pairs is None else pairs[images.to(pairs.device)]
+        scored, after, _ = (t.to(tokens.device) for t in swaps.pair_targets(allowed))
         logits = readout(images, interchange(tokens[images].float(), rotated.basis(), swaps))
-        loss = F.binary_cross_entropy_with_logits(logits[scored], after[scored].float())
+        if not bool(scored.any()):  # no edited patch of this draw takes part in a kept pair: nothing to learn
+            loss = logits.sum() * 0.0
+        else:
+            loss = F.binary_cross_entropy_with_logits(logits[scored], after[scored].float())
         if step % config.log_every == 0 or step == config.steps:
             history.append({"step": step, "loss": float(loss.detach())})
         return loss
@@ -234,6 +247,16 @@ def fit_interchange_subspace(
     cosine = lambda step: (1 + math.cos(math.pi * (step - 1) / config.steps)) / 2  # noqa: E731 (settles the swaps)
     train_for(rotated, optimizer, loss_at, config.steps, lr_schedule=cosine)
     return DASResult(rotated.subspace(source), rotated, history)
+
+
+def _check_pairs(pairs: Tensor | None, instance: Tensor) -> None:
+    """`pairs`, when given, must be a bool [image, n, n] over `instance`'s patches."""
+    expected = (*instance.shape, instance.shape[-1])
+    if pairs is not None and (pairs.dtype != torch.bool or tuple(pairs.shape) != expected):
+        raise InputError(
+            f"pairs must be a bool mask [image, n, n] = {list(expected)} (which patch pairs are scored), got "
+            f"{pairs.dtype} {tuple(pairs.shape)}"
+        )
 
 
 def train_das(
@@ -246,8 +269,9 @@ def train_das(
     **options: Any,
 ) -> DASResult:
     """The causal subspace of resid_post(`layer`) read by `probe_next` after block `layer + 1` (module
-    docstring); `instance` holds an object id per patch token. `options`: as `fit_interchange_subspace`.
-    The model and the probe are frozen while the rotation trains."""
+    docstring); `instance` holds an object id per patch token. `options`: as `fit_interchange_subspace`
+    (`pairs`: the pairs the loss scores, e.g. the benchmark's flip pairs). The model and the probe are
+    frozen while the rotation trains."""
     _check_inputs(model, pixels, instance, layer, probe_next)
     resid = residual_at(model, pixels, layer)
     tokens = resid[:, model.cfg.n_prefix_tokens :]
@@ -272,6 +296,7 @@ def swap_effect(
     fraction: float = 0.25,
     seed: int = 0,
     batch_images: int = 32,
+    pairs: Bool[Tensor, "image n n"] | None = None,
 ) -> dict[str, float]:
     """How far interchanging `subspace` coordinates between objects moves edited patches to their donor's
     object in `readout`, on seeded swaps (the same for every subspace given the same seed and images).
@@ -279,7 +304,10 @@ def swap_effect(
     `swap_rate`: share of edited patches whose mean P(same) with the donor object's untouched patches
     exceeds that with their own object's. `auroc_swapped` / `auroc_original`: AUROC of the edited patches'
     pair scores against the labels after / before the swap (0.5 and below: the swap did not take).
+    `pairs`: read every measure on those pairs only (either order; on twin mazes the benchmark's flip pairs);
+    `n_pairs` counts the pairs scored.
     """
+    _check_pairs(pairs, instance)
     swaps = draw_swaps(instance, fraction, torch.Generator().manual_seed(seed))
     basis = subspace.basis.to(tokens.device, torch.float32)
     scores, after, before, wins, n_edited = [], [], [], 0, 0
@@ -287,7 +315,7 @@ def swap_effect(
         images = torch.arange(start, min(start + batch_images, tokens.shape[0]))
         part = Swaps(swaps.edited[images], swaps.donor[images], swaps.instance[images])
         logits = readout(images, interchange(tokens[images].float(), basis, part)).float().cpu()
-        scored, same_after, same_before = part.pair_targets()
+        scored, same_after, same_before = part.pair_targets(None if pairs is None else pairs[images])
         scores.append(logits[scored])
         after.append(same_after[scored])
         before.append(same_before[scored])
@@ -303,6 +331,7 @@ def swap_effect(
         "auroc_swapped": auroc(scores_all, after_all),
         "auroc_original": auroc(scores_all, before_all),
         "n_edited": n_edited,
+        "n_pairs": int(scores_all.numel()),
     }
 
 

@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         size=size,
         dino=dino,
     )
+    for measure, why in result.skipped.items():
+        print(f"{measure} not measured: {why}\n")
     print(ablation_table(result.rows))
     energy = result.energy
     if energy.get("draws"):
@@ -135,19 +137,24 @@ def run(args: argparse.Namespace) -> int:
             f"{'energy-matched' if energy['matched'] else 'uniform'}) {energy['random_mean']:.3f} "
             f"({min(shares):.3f} to {max(shares):.3f})"
         )
+    corr = result.attention_vs_probe
+    unit = corr["unit"]
+    twins = " (twins resampled together; excess own-object attention on flip pairs)" if unit == "twin groups" else ""
     print(
         f"\nminus the clean run (binding - random: minus the random subspace's same condition), on the same "
-        f"{result.images['test']} test images (95 %, paired by image and head seed; intervals over images and "
-        f"{settings.head_seeds} head seeds; * = beyond noise; the head refit row is what retraining the heads "
-        "alone moves):"
+        f"{result.images['test']} test images, {result.images['test_units']} {unit}{twins} (95 %, paired by "
+        f"{unit.removesuffix('s')} and head seed; intervals over {unit} and {settings.head_seeds} head seeds; "
+        "* = beyond noise; the head refit row is what retraining the heads alone moves; "
+        "own_object_excess_attention: attention on own-object keys minus other-object keys at the same grid "
+        "distance, per query):"
     )
     print(difference_table(result.differences))
-    corr = result.attention_vs_probe
     print(
-        f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer}: r = {corr['r']:.3f} "
-        f"(the paper's permutation p = {corr['p_value']:.4f}, treating {corr['n_pairs']} pairs as independent); "
+        f"attention at layer {args.layer + 1} vs probe scores at layer {args.layer} over {corr['n_pairs']} pairs, "
+        f"95 % intervals and p over {corr['n_units']} {unit} ({corr['method']}): "
+        f"r = {corr['r']:.3f} [{corr['r_low']:.3f}, {corr['r_high']:.3f}], p = {corr['p_value']:.3g}; "
         f"given patch distance r = {corr['r_given_distance']:.3f} [{corr['r_given_distance_low']:.3f}, "
-        f"{corr['r_given_distance_high']:.3f}] over {corr['n_images']} images; "
+        f"{corr['r_given_distance_high']:.3f}], p = {corr['r_given_distance_p_value']:.3g}; "
         f"r with ground truth {corr['r_ground_truth']:.3f}"
     )
     if result.dino_head:

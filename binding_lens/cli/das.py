@@ -77,5 +77,13 @@ def run(args: argparse.Namespace) -> int:
         f"\nrandom {args.k}-dim subspaces of R^{model.cfg.d_model}: {float(table.random_reference['mean_angle']):.1f} "
         "degrees apart on average; the random row is the mean of its seeds, each measure's range in the CSV"
     )
+    pairs = table.settings["held_out_pairs"]
+    if table.settings["pairing"] == "twins":
+        print(
+            f"pairing twins: probes, DAS and every effect on the benchmark's flip pairs ({pairs['scored']} held-out "
+            f"pairs, {pairs['same_object']} same-object); the two twins of a maze share a split"
+        )
+    else:
+        print(f"pairing all: every labeled pair ({pairs['scored']} held-out pairs, {pairs['same_object']} same-object)")
     print(f"report: {csv_path}, {out / 'bases.safetensors'}, {out / 'summary.json'}")
     return 0

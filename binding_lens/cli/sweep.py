@@ -84,7 +84,7 @@ def _add_extraction_arguments(command: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         help=f"labeled patches stored per image, at most the patch grid's (default: {PATCHES_PER_IMAGE}, "
-        "or the whole grid when it has fewer)",
+        "or the whole grid when it has fewer; every patch on matched)",
     )
     command.add_argument("--batch-size", type=positive_int, default=16, help="images per forward pass")
     command.add_argument("--device", default=None, help=DEVICE_HELP)
@@ -266,7 +266,7 @@ def _run(args: argparse.Namespace, probes: list[str], dataset: Sequence[Scene]) 
     layers = parse_layers(args.layers, model.cfg.n_layers)
     profile = ExtractProfile()
     options = dict(
-        patches_per_image=_patches_per_image(args, model.cfg.patch_size),
+        patches_per_image=_patches_per_image(args, model.cfg.patch_size, getattr(dataset, "pairing", "all")),
         batch_size=args.batch_size,
         size=args.size,
         shard_size=args.shard_size,
@@ -285,12 +285,15 @@ def _run(args: argparse.Namespace, probes: list[str], dataset: Sequence[Scene]) 
     return 0
 
 
-def _patches_per_image(args: argparse.Namespace, patch_size: int) -> int:
-    """--patches-per-image (default 64); above the patch grid, a warning: extract stores the whole grid, as
-    more rows would only be padding."""
+def _patches_per_image(args: argparse.Namespace, patch_size: int, pairing: str) -> int | None:
+    """--patches-per-image (default 64; on the benchmark's twin mazes every patch, so each flip pair is kept in
+    both twins); above the patch grid, a warning: extract stores the whole grid, as more rows would only be
+    padding."""
     from ..activations import ranks
 
     asked, side = args.patches_per_image, args.size // patch_size
+    if asked is None and pairing == "twins":
+        return None
     if asked is not None and asked > side * side and ranks.world()[0] == 0:
         print(
             f"binding-lens {args.command}: warning: --patches-per-image {asked} is more than the {side * side} "
@@ -401,12 +404,16 @@ def _print_report(args: argparse.Namespace, result: SweepResult) -> None:
     if problems:
         print(
             f"\n{len(problems)} of {len(result.rows)} probes are not to be read as binding (learnt False: on "
-            "validation they do not beat the strongest network-free baseline beyond the noise) or did not converge:"
+            "validation they do not beat the strongest network-free baseline beyond the noise, or on the "
+            "benchmark their layer's linear probe) or did not converge:"
         )
         print("\n".join(f"  {line}" for line in problems))
-    offsets = result.summary.get("baselines", {}).get("pair_offsets")
-    if offsets == "matched":
-        print("\nscored on offset-matched pairs: at every grid offset as many negatives as positives")
+    if result.summary.get("baselines", {}).get("pairing") == "twins":
+        print(
+            "\nscored on the benchmark's flip pairs: each pair is same-object in one twin maze and not in the other,"
+            " with the same pixels around it; a probe binds only where it beats the strongest baseline and its"
+            " layer's linear probe"
+        )
     print(
         f"\nreport: {result.files['table_csv']}, {result.files['baselines_csv']}, {result.files['plot']}, "
         f"{result.files['summary']}"

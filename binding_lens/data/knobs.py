@@ -26,7 +26,7 @@ class SceneKnobs:
         `twins` (method notes section 7: two identical objects, a similar one of the same class,
         one of another class, all one color), `colorshape` (method notes section 8: objects with
         distinct color x shape conjunctions, O and F codes recorded), `matched` (`data.tiling`:
-        identical-looking regions that tile the image, told apart only by thin contours).
+        twin mazes of identical-looking instances, told apart only by which walls have gaps).
     n_objects: inclusive (min, max) objects per scene (`random`, `colorshape`).
     object_patches: inclusive (min, max) side of an object's bounding box, in patches of a
         `reference_grid` x `reference_grid` grid over the image (16 -> 14 px patches at 224 px).
@@ -45,6 +45,7 @@ class SceneKnobs:
     features_per_scene: (colors, shapes) every `colorshape` scene uses, the second paper's balanced
         form: F has exactly that many of each and the objects cover all of them. None: objects are
         free conjunctions and F is whatever they use.
+    maze_cells: cells per instance of a `matched` maze (even: an instance is two units of half as many).
     """
 
     composition: str = "random"
@@ -64,13 +65,19 @@ class SceneKnobs:
     snap_to_grid: bool = False
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
     features_per_scene: tuple[int, int] | None = None
+    maze_cells: int = 6
 
     def __post_init__(self) -> None:
         _check(self)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready copy of every knob (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """JSON-ready copy of every knob (tuples become lists); `maze_cells` only for `matched` mazes, the one
+        composition that reads it (so the other presets' identities, and the stores that record them, stay
+        as they were)."""
+        knobs = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        if self.composition != "matched":
+            del knobs["maze_cells"]
+        return knobs
 
     def with_overrides(self, **overrides: Any) -> "SceneKnobs":
         """A copy with some knobs changed; unknown names raise, listing the valid ones."""
@@ -143,6 +150,13 @@ def _check(k: SceneKnobs) -> None:
         )
     if k.features_per_scene is not None:
         _check_balanced(k)
+    if not isinstance(k.maze_cells, int) or isinstance(k.maze_cells, bool) or k.maze_cells < 2 or k.maze_cells % 2:
+        raise InputError(f"knob maze_cells must be an even integer >= 2, got {k.maze_cells!r}")
+    if k.composition == "matched" and not 2 <= k.n_objects[0] <= k.n_objects[1] <= 6:
+        raise InputError(
+            f"knob n_objects of a `matched` maze must lie in 2..6 (two instances swap their halves between the "
+            f"twins), got {k.n_objects!r}"
+        )
 
 
 def _check_balanced(k: SceneKnobs) -> None:
@@ -193,7 +207,9 @@ PRESETS: dict[str, SceneKnobs] = {
     "colorshape": _FLAT_COLORSHAPE,
     "matched": SceneKnobs(
         composition="matched",
-        n_objects=(4, 7),
+        n_objects=(2, 2),
+        reference_grid=12,
+        maze_cells=6,
         p_twin=0.0,
         p_same_look=0.0,
         texture="mixed",
@@ -206,7 +222,8 @@ PRESETS: dict[str, SceneKnobs] = {
     "balanced": replace(_FLAT_COLORSHAPE, features_per_scene=(6, 6), n_objects=(8, 8), object_patches=(3.0, 4.0)),
 }
 """Named knob sets: `default`, `twins` (method notes section 7), `colorshape` and `balanced` (method notes
-section 8), and `matched` (binding with proximity and appearance taken away: `data.tiling`).
+section 8), and `matched` (binding with proximity, appearance and every local cue taken away: twin mazes,
+`data.tiling`; its 12-patch reference grid is the zoo's 8 px patches at 96 px).
 
 `balanced` is the second paper's ColorShape in form (6 of 8 colors x 6 of 8 shapes per scene, objects
 covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (a 12 x 12 patch grid)

@@ -21,10 +21,12 @@ from .render import Canvas, Sprite, make_sprite
 from .scene import Scene
 from .shapes import SHAPES
 from .textures import background
-from .tiling import REGION_CLASS, render_matched
+from .tiling import REGION_CLASS, TwinMazes, object_records, render_twins
 
 GENERATOR_VERSION = 1
-"""Bumped whenever the same (seed, index, knobs) would render differently."""
+"""Bumped whenever the same (seed, index, knobs) would render differently (`matched` mazes: `MAZE_VERSION`)."""
+MAZE_VERSION = 2
+"""The generator version of `matched` scenes (2: twin mazes; 1 was wavy regions with stray strokes)."""
 
 CLASS_IDS: dict[str, int] = {name: i + 1 for i, name in enumerate(SHAPES)}
 CLASS_NAMES: dict[int, str] = {i: name for name, i in CLASS_IDS.items()}
@@ -45,6 +47,8 @@ class SyntheticScenes(Sequence):
     splits are disjoint in the feature code F; for the other presets a split only
     selects an independent random stream, so the splits hold different scenes.
     Class ids are the shapes (disc = 1, square = 2, ...); background is unlabeled (0).
+    `matched` scenes come in twins: scenes 2t and 2t + 1 share everything but which halves their instances
+    join (`data.tiling`); their metadata say `twin` (0 or 1) and `twin_group` (t).
     """
 
     def __init__(
@@ -94,19 +98,20 @@ class SyntheticScenes(Sequence):
         self.class_names: dict[int, str] = dict(CLASS_NAMES)
         if self.knobs.composition == "matched":
             self.class_names = {REGION_CLASS_ID: REGION_CLASS}
+        self._twins: tuple[int, TwinMazes] | None = None  # the last pair of twin mazes rendered
 
     @property
-    def pair_offsets(self) -> str:
-        """'matched' where positives and negatives must be compared at equal grid offsets (the `matched`
-        preset: `probes.pair_context.offset_matched`), else 'all'."""
-        return "matched" if self.knobs.composition == "matched" else "all"
+    def pairing(self) -> str:
+        """Which pairs of these scenes are scored: 'twins' for `matched` mazes (the flip pairs of twin scenes:
+        `probes.pairing`), else 'all'."""
+        return "twins" if self.knobs.composition == "matched" else "all"
 
     @property
     def identity(self) -> dict[str, Any]:
         """Everything that determines the scenes, JSON-ready, for activation-store manifests."""
         return {
             "dataset": "synthetic",
-            "generator_version": GENERATOR_VERSION,
+            "generator_version": MAZE_VERSION if self.knobs.composition == "matched" else GENERATOR_VERSION,
             "preset": self.preset,
             "n": self.n,
             "size": list(self.hw),
@@ -132,10 +137,10 @@ class SyntheticScenes(Sequence):
         """Render scene `i` (any non-negative integer, also beyond `n`)."""
         if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or i < 0:
             raise InputError(f"scene index must be a non-negative integer, got {i!r}")
-        rng = np.random.default_rng([self.seed, _SPLIT_CODE[self.split], int(i)])
         k = self.knobs
         if k.composition == "matched":
-            return self._render_matched(rng, int(i))
+            return self._render_matched(int(i))
+        rng = np.random.default_rng([self.seed, _SPLIT_CODE[self.split], int(i)])
         extra: dict[str, Any] = {}
         if k.composition == "twins":
             plan = plan_twins(rng, k, self.patch_px)
@@ -166,9 +171,16 @@ class SyntheticScenes(Sequence):
         }
         return Scene(canvas.image, canvas.instance, canvas.classes, self.class_names, metadata)
 
-    def _render_matched(self, rng: np.random.Generator, i: int) -> Scene:
-        """A `matched` scene (`data.tiling`): identical-looking regions, contours between them."""
-        image, instance, objects = render_matched(rng, self.knobs, self.hw, self.patch_px, REGION_CLASS_ID)
+    def _render_matched(self, i: int) -> Scene:
+        """Twin `i % 2` of the `matched` maze pair `i // 2` (`data.tiling`): one random stream per pair, the
+        last pair kept, so a twin's sibling renders for free."""
+        group, twin = divmod(i, 2)
+        if self._twins is None or self._twins[0] != group:
+            rng = np.random.default_rng([self.seed, _SPLIT_CODE[self.split], group, MAZE_VERSION])
+            self._twins = (group, render_twins(rng, self.knobs, self.hw, self.patch_px))
+        mazes = self._twins[1]
+        instance = mazes.instances[twin]
+        objects = object_records(instance, REGION_CLASS_ID, mazes.color, mazes.texture)
         metadata = {
             "source": "synthetic",
             "preset": self.preset,
@@ -179,9 +191,13 @@ class SyntheticScenes(Sequence):
             "n_objects": len(objects),
             "n_dropped": 0,
             "patch_px": self.patch_px,
+            "twin": twin,
+            "twin_group": group,
+            "units": mazes.units,
+            "swapped": mazes.swapped,
         }
         classes = np.where(instance > 0, REGION_CLASS_ID, 0)
-        return Scene(image, instance, classes, self.class_names, metadata)
+        return Scene(mazes.images[twin], instance, classes, self.class_names, metadata)
 
     def _layout(self, rng: np.random.Generator, plan: list[ObjectSpec], sprites: list[Sprite]) -> tuple[Canvas, list]:
         """Paint background, clutter and objects. `random` scenes may drop an object that fits
@@ -269,4 +285,4 @@ def _object_records(
     return records
 
 
-__all__ = ["SyntheticScenes", "PRESETS", "CLASS_IDS", "CLASS_NAMES", "GENERATOR_VERSION"]
+__all__ = ["SyntheticScenes", "PRESETS", "CLASS_IDS", "CLASS_NAMES", "GENERATOR_VERSION", "MAZE_VERSION"]

@@ -3,17 +3,22 @@
 - `next_layer_attention`: the head-averaged attention pattern of block l+1 between patch tokens,
   optionally with interventions active.
 - `own_object_attention_mass`: how much attention a labeled patch pays to patches of its own object.
+- `own_object_excess_attention`: how much more attention a query pays to keys of its own object than to
+  keys of other objects at the same grid distance (near patches attend to each other and more often share
+  an object: that is proximity, not binding); on twin mazes over the benchmark's flip pairs only, within
+  twin groups.
 - `attention_kl`: KL(clean || intervened) of the attention rows of labeled patches.
-- `*_sums`: the same two per image as (sum, count), so image-bootstrap replicates are weighted sums.
-- `attention_score_correlation`: Pearson r between attention at l+1 and IsSameObject scores at l over
-  patch pairs, with a permutation-test p-value (the paper's test: it treats the pairs as independent).
+- `*_sums`: the same per image (or twin group) as additive parts, so bootstrap replicates are weighted sums.
+- `attention_score_correlation`: the paper's Pearson r between attention at l+1 and IsSameObject scores at l
+  over patch pairs, with an interval and p-value over images (or twin groups): pairs of one image are not
+  independent, and a permutation of pairs (`permutation_test`, the paper's test) treats them as if they were.
 - `attention_follows_scores`: the same correlation given patch distance (partial r: near patches attend
-  to each other and look alike, which is not binding), with a bootstrap interval and p-value over images,
-  the unit that is independent.
+  to each other and look alike, which is not binding), with its interval and p-value over images.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -22,9 +27,15 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..hooks import HookedViT, names
-from ..stats import Interval, bootstrap_counts
-from ..stats.correlation import cell_comoments, partial_correlation, partial_from_comoments, stratum_moments
-from ..stats.inference import bootstrap_p_value, replicate_interval
+from ..stats import LEVEL, Interval
+from ..stats.correlation import (
+    cell_comoments,
+    correlation_interval,
+    partial_correlation,
+    partial_from_comoments,
+    stratum_moments,
+)
+from ..stats.groups import dense_groups
 
 
 def next_layer_attention(
@@ -71,6 +82,73 @@ def own_object_attention_mass(
     return _ratio(own_object_attention_sums(pattern, instance))
 
 
+def distance_strata(grid: tuple[int, int]) -> tuple[Int[Tensor, "n n"], int]:
+    """Every pair of grid patches' stratum: its squared grid distance, numbered 0..n_strata-1 over the distances
+    the grid has (pairs at one distance share a stratum, whatever the images)."""
+    rows, cols = grid
+    where = torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1).reshape(-1, 2)
+    squared = (where[:, None] - where[None]).pow(2).sum(-1)
+    _, stratum = torch.unique(squared, return_inverse=True)
+    return stratum, int(stratum.max()) + 1
+
+
+def own_object_excess_sums(
+    pattern: Float[Tensor, "batch head_index query_pos key_pos"],
+    instance: Int[Tensor, "batch n"],
+    grid: tuple[int, int],
+    pairs: Bool[Tensor, "batch n n"] | None = None,
+    groups: Int[Tensor, " batch"] | None = None,
+) -> Float[Tensor, "unit 2"]:
+    """Per unit (image; twin group where `groups` gives each image's, in order of first appearance, as
+    `stats.groups.group_sums` numbers them): the additive parts (sum of weight x gap, sum of weight) of
+    `own_object_excess_attention`. A cell is one query patch at one grid distance (`distance_strata`) in one
+    unit; its gap is the mean head-mean attention weight on keys of the query's own object minus that on keys
+    of other objects, its weight the number of those keys, over cells that hold both kinds. Keys: labeled
+    patches other than the query (those `pairs` keeps, if given: the flip pairs of twin mazes, where the
+    twins of a group hold each kept pair once as same-object and once not). Within one query row and one
+    distance, the row's normalization and the offset are shared, so only the key's object differs."""
+    if grid[0] * grid[1] != instance.shape[1]:
+        rows, cols = grid
+        raise InputError(f"a {rows} x {cols} grid has {rows * cols} patches, the labels {instance.shape[1]}")
+    same, labeled = _same_object(instance.to(pattern.device))
+    kept = labeled[:, :, None] & labeled[:, None, :]
+    kept &= ~torch.eye(kept.shape[-1], dtype=torch.bool, device=kept.device)[None]
+    if pairs is not None:
+        kept &= pairs.to(kept.device)
+    unit, n_units, _ = _units(groups, pattern.shape[0], pattern.device)
+    stratum, n_strata = distance_strata(grid)
+    n = instance.shape[1]
+    query = torch.arange(n, device=pattern.device)[None, :, None]
+    cell = (unit[:, None, None] * n + query) * n_strata + stratum.to(pattern.device)[None]  # batch query key
+    attention = pattern.mean(1).double()
+    columns = []
+    for kind in (same, ~same):
+        chosen = kept & kind
+        index = cell.expand_as(chosen)[chosen]
+        for values in (attention[chosen], torch.ones_like(attention[chosen])):
+            summed = torch.zeros(n_units * n * n_strata, dtype=torch.float64, device=pattern.device)
+            columns.append(summed.index_add_(0, index, values))
+    same_sum, same_n, other_sum, other_n = columns
+    both = (same_n > 0) & (other_n > 0)
+    gap = torch.where(both, same_sum / same_n.clamp_min(1) - other_sum / other_n.clamp_min(1), 0.0)
+    weight = torch.where(both, same_n + other_n, 0.0)
+    return torch.stack([gap * weight, weight], -1).reshape(n_units, n * n_strata, 2).sum(1)
+
+
+def own_object_excess_attention(
+    pattern: Float[Tensor, "batch head_index query_pos key_pos"],
+    instance: Int[Tensor, "batch n"],
+    grid: tuple[int, int],
+    pairs: Bool[Tensor, "batch n n"] | None = None,
+    groups: Int[Tensor, " batch"] | None = None,
+) -> float:
+    """How much more head-mean attention a query pays to a key of its own object than to a key of another
+    object at the same grid distance, averaged over (query, distance) cells weighted by their keys
+    (`own_object_excess_sums`): 0 when attention follows proximity only, however own-object keys lie. NaN
+    without a cell holding both kinds of key."""
+    return _ratio(own_object_excess_sums(pattern, instance, grid, pairs, groups))
+
+
 def attention_kl_sums(
     clean: Float[Tensor, "batch head_index query_pos key_pos"],
     intervened: Float[Tensor, "batch head_index query_pos key_pos"],
@@ -107,7 +185,8 @@ def _sums_and_counts(
 
 
 def _ratio(sums: Float[Tensor, "batch 2"]) -> float:
-    return float(sums[:, 0].sum() / sums[:, 1].sum())
+    count = sums[:, 1].sum()
+    return float(sums[:, 0].sum() / count) if count > 0 else math.nan
 
 
 def pearson_r(x: Float[Tensor, " n"], y: Float[Tensor, " n"]) -> float:
@@ -140,22 +219,59 @@ def permutation_test(
     return r, (1 + exceed) / (1 + n_permutations)
 
 
+def _units(groups: Int[Tensor, " batch"] | None, n_images: int, device: torch.device) -> tuple[Tensor, int, str]:
+    """Each image's resampling unit (0..n_units-1), their number and name: the twin group where `groups` is
+    given (twin mazes), else the image."""
+    if groups is None:
+        return torch.arange(n_images, device=device), n_images, "images"
+    if groups.shape != (n_images,):
+        raise InputError(f"groups must hold one key per image ({n_images}), got shape {tuple(groups.shape)}")
+    dense, n_units = dense_groups(groups)
+    return dense.to(device), n_units, "twin groups"
+
+
 def attention_score_correlation(
     pattern: Float[Tensor, "batch head_index query_pos key_pos"],
     scores: Float[Tensor, "batch query_pos key_pos"],
     instance: Int[Tensor, "batch n"],
-    n_permutations: int = 1000,
+    n_permutations: int | None = None,
     seed: int = 0,
-) -> dict[str, float]:
-    """Pearson r between head-averaged attention at l+1 and IsSameObject scores at l over ordered pairs
-    (i != j) of labeled patches, with its permutation p-value; also r with the ground truth."""
+    *,
+    groups: Int[Tensor, " batch"] | None = None,
+    level: float = LEVEL,
+) -> dict[str, float | int | str]:
+    """The paper's Pearson r between head-averaged attention at l+1 and IsSameObject scores at l over ordered
+    pairs (i != j) of labeled patches, pooled over images, with inference over images: the unit is the image
+    (the twin group where `groups` gives each image's, as on twin mazes), never the pair. `low`, `high`: the
+    `level` interval of r, and `p_value` its two-sided p against r = 0 (agreeing with it), from the
+    delete-one-unit jackknife (`stats.correlation.correlation_interval`). Also r with the ground truth
+    (same object or not), as a number. `n_permutations` and `seed` are accepted for callers of the former
+    pair-level permutation test and unused: a permutation of pairs treats pairs of one image as independent
+    and gave p = 0.001 to an r of -0.057 that images do not support."""
     attention = pattern.mean(1)
     same, labeled = _same_object(instance.to(pattern.device))
     pairs = labeled[:, :, None] & labeled[:, None, :]
     pairs &= ~torch.eye(pairs.shape[-1], dtype=torch.bool, device=pairs.device)[None]
+    unit, n_units, name = _units(groups, pattern.shape[0], pattern.device)
     a, s, truth = attention[pairs], scores.to(attention)[pairs], same[pairs].to(attention.dtype)
-    r, p = permutation_test(a, s, n_permutations, seed)
-    return {"r": r, "p_value": p, "r_ground_truth": pearson_r(a, truth), "n_pairs": int(a.numel())}
+    image_unit = unit[:, None, None].expand_as(pairs)[pairs]
+    moments = stratum_moments(a, s, torch.zeros_like(image_unit), image_unit, n_units, 1)
+    interval, p = correlation_interval(moments, level=level, unit=name)
+    return {
+        "r": interval.estimate,
+        "low": _number(interval.low),
+        "high": _number(interval.high),
+        "p_value": p,
+        "method": interval.method,
+        "n_units": interval.n,
+        "unit": name,
+        "r_ground_truth": pearson_r(a, truth),
+        "n_pairs": int(a.numel()),
+    }
+
+
+def _number(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _ordered_pairs(
@@ -211,24 +327,32 @@ def attention_follows_scores(
     instance: Int[Tensor, "batch n"],
     grid: tuple[int, int],
     *,
-    n_boot: int = 1000,
-    seed: int = 0,
+    groups: Int[Tensor, " batch"] | None = None,
+    level: float = LEVEL,
 ) -> dict[str, Interval | float | int]:
     """Does attention at l+1 follow the probe's IsSameObject scores at l beyond what patch distance explains?
 
     Over ordered pairs (i != j) of labeled patches: `partial`, the Pearson r of head-mean attention and the
     scores within each patch distance (pooled over distances and images), and `plain`, r without that
-    control; each an `Interval` from a bootstrap over images (pairs of one image are not independent), with
-    `p_value` (two-sided, of the partial r, agreeing with its interval)."""
+    control (the paper's r); each an `Interval` over images (over twin groups where `groups` gives each
+    image's, as on twin mazes: pairs of one image, and the two twins, are not independent), from the
+    delete-one-unit jackknife (`stats.correlation.correlation_interval`), with `p_value` (the partial r's)
+    and `plain_p_value`, two-sided against r = 0 and agreeing with their intervals."""
     n_images = pattern.shape[0]
-    if n_images < 2:
-        raise InputError(f"an interval over images needs at least 2 images, got {n_images}")
-    draws = attention_follows_draws(pattern, scores, instance, grid, bootstrap_counts(n_images, n_boot, seed))
-    found: dict[str, Interval | float | int] = {
-        "n_images": n_images,
-        "n_pairs": int(_ordered_pairs(instance, grid)[0].sum()),
-    }
-    for name, (r, replicates) in draws.items():
-        found[name] = replicate_interval(r, replicates, n=n_images, method="bootstrap over images")
-    found["p_value"] = bootstrap_p_value(*draws["partial"])
+    instance = instance.to(pattern.device)
+    pairs, distance = _ordered_pairs(instance, grid)
+    unit, n_units, name = _units(groups, n_images, pattern.device)
+    if n_units < 2:
+        raise InputError(f"an interval over {name} needs at least 2 {name}, got {n_units}")
+    image_unit = unit[:, None, None].expand_as(pairs)[pairs]
+    attention, score = pattern.mean(1)[pairs], scores.to(pattern)[pairs]
+    found: dict[str, Interval | float | int] = {"n_images": n_images, "n_pairs": int(pairs.sum())}
+    for key, stratum, n_strata in (
+        ("partial", distance.expand_as(pairs)[pairs], int(distance.max()) + 1),
+        ("plain", torch.zeros_like(image_unit), 1),
+    ):
+        moments = stratum_moments(attention, score, stratum, image_unit, n_units, n_strata)
+        interval, p = correlation_interval(moments, level=level, unit=name)
+        found[key], found["p_value" if key == "partial" else "plain_p_value"] = interval, p
+        found["n_units"] = interval.n  # the units that hold pairs
     return found

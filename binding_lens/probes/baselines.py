@@ -1,40 +1,50 @@
-"""Baselines that see no network: what a pair's grid offset and its patches' pixels already say.
+"""Baselines that see no network: what a pair's grid offset and its patches' pixels and surroundings already say.
 
-Same-object patches are close together and look alike, so IsSameObject is decodable without any
-binding. Two pair probes over `activations.context.SlotContext.features` (row, col, then each patch's
-mean color and spread) measure how far that gets, on the same pairs as every probe, trained and
-calibrated on the same splits by the same `train_probes`:
+Same-object patches are close together and look alike, and a patch's surroundings (how much dark line runs
+through it and around it, its line ends, its edges) say where it lies in a scene, so IsSameObject is
+decodable without any binding. Three pair probes over `activations.context.SlotContext.features` (row,
+col, each patch's pixel statistics, its neighborhood, the scene's statistics: `CONTEXT_FEATURES`)
+measure how far that gets, on the same pairs as every probe, trained and calibrated on the same splits by
+the same `train_probes`:
 
 - `distance`: a learned threshold on the Euclidean distance of the two patches on the grid.
 - `pixel_position`: logistic regression on symmetric features of the pair: its offset (distance,
   squared distance, |d row|, |d col|), how its patches' colors and spreads differ and what they sum to,
-  and distance x color difference. Its weights are fitted exactly (Newton) on the first training batch
-  and refined by the training loop, like the scalar probes.
+  and distance x color difference.
+- `pixel_context`: the classifier a reviewer builds from pixels alone: logistic regression on the pair's
+  offset, the sum, absolute difference and product of its two patches' pixel statistics and neighborhood
+  features (`data.neighborhood`: dark structure, line ends, junctions, edges, distance to the nearest dark
+  pixel, sizes and counts of the dark structures touching them, each also over the 3 x 3 patches around),
+  and the scene's statistics.
 
-A probe shows binding where it beats the stronger of the two (chosen on validation) by more than the noise.
+The two logistic baselines fit their weights exactly (Newton) on the first training batch and refine them
+in the training loop, like the scalar probes. A probe shows binding where it beats the strongest of the
+three (chosen on validation) by more than the noise.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from ..activations.context import CONTEXT_FEATURES, POSITION_AND_PIXELS
 from ..errors import InputError
 from .base import PairProbe
 from .batch import PairBatch
 from .scalar import ScalarScoreProbe, fit_logistic
 
-N_CONTEXT = 8  # row, col, mean r/g/b, std r/g/b: `activations.context.CONTEXT_FEATURES`
+N_CONTEXT = len(CONTEXT_FEATURES)
+N_SCENE = 5  # the last columns: `data.neighborhood.SCENE_FEATURES`
 
 
-def _pair_offsets(
-    x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]
-) -> Float[Tensor, "image n m 2"]:
-    """|d row|, |d col| of every pair."""
-    return (x[:, :, None, :2] - y[:, None, :, :2]).abs()
+def _check_width(name: str, d_model: int) -> None:
+    if d_model != N_CONTEXT:
+        raise InputError(f"the {name} baseline takes the {N_CONTEXT} context features, got d_model {d_model}")
 
 
 class GridDistanceBaseline(ScalarScoreProbe):
@@ -53,68 +63,59 @@ class GridDistanceBaseline(ScalarScoreProbe):
     def raw_scores(
         self, x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"] | None = None
     ) -> Float[Tensor, "image n m"]:
-        return -_pair_offsets(x, x if y is None else y).square().sum(-1).sqrt()
+        return -next(_offset_maps(x, x if y is None else y))
 
 
-PAIR_FEATURES = 18
+class PairFeatureBaseline(PairProbe):
+    """sigma(w . standardized pair features + b): logistic regression on symmetric features of each pair of
+    context columns, fitted exactly on the first training batch (`initialize`). The features come one
+    [image, n, m] map at a time (`feature_maps`), so scoring every pair of many images never holds more than
+    one map and the running sum."""
 
-
-def pair_features(
-    x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]
-) -> Float[Tensor, "image n m 18"]:
-    """The symmetric pair features of `PixelPositionBaseline` (see the module's docstring)."""
-    offset = _pair_offsets(x, y)
-    distance = offset.square().sum(-1, keepdim=True).sqrt()
-    xa, ya = x[:, :, None, 2:], y[:, None, :, 2:]
-    color_gap = (xa[..., :3] - ya[..., :3]).square().sum(-1, keepdim=True).sqrt()
-    return torch.cat(
-        [
-            distance,
-            distance.square(),
-            offset,
-            (xa - ya).abs(),  # |d mean| and |d std| per channel
-            color_gap,
-            xa + ya,  # the pair's summed means and spreads
-            distance * color_gap,
-        ],
-        dim=-1,
-    )
-
-
-class PixelPositionBaseline(PairProbe):
-    """sigma(w . standardized pair_features(x_i, x_j) + b): offset and pixel statistics together."""
-
-    name: ClassVar[str] = "pixel_position"
+    n_features: ClassVar[int]
     center: Tensor
     scale: Tensor
 
     def __init__(self, d_model: int = N_CONTEXT):
-        if d_model != N_CONTEXT:
-            raise InputError(
-                f"the pixel_position baseline takes the {N_CONTEXT} context features, got d_model {d_model}"
-            )
+        _check_width(self.name, d_model)
         super().__init__(d_model)
-        self.weight = nn.Parameter(torch.zeros(PAIR_FEATURES))
+        self.weight = nn.Parameter(torch.zeros(self.n_features))
         self.bias = nn.Parameter(torch.zeros(()))
-        self.register_buffer("center", torch.zeros(PAIR_FEATURES))
-        self.register_buffer("scale", torch.ones(PAIR_FEATURES))
+        self.register_buffer("center", torch.zeros(self.n_features))
+        self.register_buffer("scale", torch.ones(self.n_features))
 
     def config(self) -> dict[str, Any]:
         return {"d_model": self.d_model}
 
+    @staticmethod
+    @abstractmethod
+    def feature_maps(
+        x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]
+    ) -> Iterator[Float[Tensor, "image n m"]]:
+        """The symmetric features of every pair, one map per feature, in order (no trained parameter inside)."""
+
+    def pair_features(
+        self, x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]
+    ) -> Float[Tensor, "image n m pair_feature"]:
+        """Every feature of every pair, stacked (for a few pairs: `initialize`, tests)."""
+        return torch.stack(list(self.feature_maps(x, y)), dim=-1)
+
     def _pair_logits(
         self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
     ) -> Float[Tensor, "image n m"]:
-        features = (pair_features(x, x if y is None else y) - self.center) / self.scale
-        return features @ self.weight + self.bias
+        weight = self.weight / self.scale
+        logits = torch.zeros(x.shape[0], x.shape[1], (x if y is None else y).shape[1], dtype=x.dtype, device=x.device)
+        for index, feature in enumerate(self.feature_maps(x, x if y is None else y)):
+            logits = logits + weight[index] * (feature - self.center[index])
+        return logits + self.bias
 
     @torch.no_grad()
     def initialize(self, x: Float[Tensor, "image k d_model"], batch: PairBatch) -> None:
         """Standardize the pair features on these pairs and fit the weights by logistic regression."""
         x, _ = self._inputs(x, None)
-        features = pair_features(x, x)[batch.pair_mask]
+        features = torch.stack([feature[batch.pair_mask] for feature in self.feature_maps(x, x)], dim=-1)
         if features.shape[0] < 2:
-            raise InputError("cannot initialize the pixel_position baseline from fewer than 2 labeled pairs")
+            raise InputError(f"cannot initialize the {self.name} baseline from fewer than 2 labeled pairs")
         std = features.std(0)
         self.center.copy_(features.mean(0))
         self.scale.copy_(torch.where(std > 0, std, torch.ones_like(std)))
@@ -123,7 +124,58 @@ class PixelPositionBaseline(PairProbe):
         self.bias.fill_(float(theta[-1]))
 
 
-BASELINES: dict[str, type[PairProbe]] = {cls.name: cls for cls in (GridDistanceBaseline, PixelPositionBaseline)}
+def _offset_maps(x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]) -> Iterator[Tensor]:
+    """distance, squared distance, |d row|, |d col| of every pair."""
+    rows = (x[:, :, None, 0] - y[:, None, :, 0]).abs()
+    cols = (x[:, :, None, 1] - y[:, None, :, 1]).abs()
+    squared = rows.square() + cols.square()
+    yield squared.sqrt()
+    yield squared
+    yield rows
+    yield cols
+
+
+class PixelPositionBaseline(PairFeatureBaseline):
+    """Offset and each patch's own pixel statistics (see the module's docstring)."""
+
+    name: ClassVar[str] = "pixel_position"
+    n_features: ClassVar[int] = 18
+
+    @staticmethod
+    def feature_maps(x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]) -> Iterator[Tensor]:
+        yield from _offset_maps(x, y)
+        a, b = x[:, :, None, 2:POSITION_AND_PIXELS], y[:, None, :, 2:POSITION_AND_PIXELS]
+        for column in range(POSITION_AND_PIXELS - 2):  # |d mean| and |d std| per channel
+            yield (a[..., column] - b[..., column]).abs()
+        color_gap = (a[..., :3] - b[..., :3]).square().sum(-1).sqrt()
+        yield color_gap
+        for column in range(POSITION_AND_PIXELS - 2):  # the pair's summed means and spreads
+            yield a[..., column] + b[..., column]
+        rows, cols = x[:, :, None, 0] - y[:, None, :, 0], x[:, :, None, 1] - y[:, None, :, 1]
+        yield (rows.square() + cols.square()).sqrt() * color_gap
+
+
+class PixelContextBaseline(PairFeatureBaseline):
+    """Offset, each patch's pixels and surroundings (sum, |difference|, product) and the scene's statistics."""
+
+    name: ClassVar[str] = "pixel_context"
+    n_features: ClassVar[int] = 4 + 3 * (N_CONTEXT - 2 - N_SCENE) + N_SCENE
+
+    @staticmethod
+    def feature_maps(x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]) -> Iterator[Tensor]:
+        yield from _offset_maps(x, y)
+        a, b = x[:, :, None, 2:-N_SCENE], y[:, None, :, 2:-N_SCENE]
+        columns = range(N_CONTEXT - 2 - N_SCENE)
+        yield from (a[..., c] + b[..., c] for c in columns)
+        yield from ((a[..., c] - b[..., c]).abs() for c in columns)
+        yield from (a[..., c] * b[..., c] for c in columns)
+        shape = (x.shape[0], x.shape[1], y.shape[1])
+        yield from (x[:, :, None, c].expand(shape) for c in range(N_CONTEXT - N_SCENE, N_CONTEXT))
+
+
+BASELINES: dict[str, type[PairProbe]] = {
+    cls.name: cls for cls in (GridDistanceBaseline, PixelPositionBaseline, PixelContextBaseline)
+}
 """The network-free baselines by name, in the order tables show them."""
 
 

@@ -1,7 +1,7 @@
 """The probe's view of the activation store: tokens of one or more layers and per-patch labels.
 
-`positions` (optional) are the patches' (row, col) on the grid, for training on offset-matched pairs
-(`ProbeTrainingConfig.pair_offsets`).
+`twins` (optional) says which slots of twin mazes take part in the benchmark's flip pairs, for training on
+them (`ProbeTrainingConfig.pairing`, `probes.pairing`).
 
 `acts` is `[image, patch, d_model]` (any float dtype; gathered batches are cast to float32), or a
 sequence of such tensors / a `[layer, image, patch, d_model]` tensor for several layers sharing
@@ -19,6 +19,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ..activations.context import TwinSlots
 from ..errors import InputError
 
 
@@ -39,7 +40,7 @@ class ProbeData:
     acts: Any
     instance: Int[Tensor, "image patch"]
     klass: Int[Tensor, "image patch"] | None = None
-    positions: Float[Tensor, "image patch 2"] | None = None  # (row, col) on the grid: for offset-matched pairs
+    twins: TwinSlots | None = None  # the benchmark's units of twin mazes: for training on flip pairs
 
     def __post_init__(self) -> None:
         layers = self.acts
@@ -73,8 +74,8 @@ class ProbeData:
             if klass.shape != instance.shape:
                 raise InputError(f"klass {tuple(klass.shape)} must match instance {tuple(instance.shape)}")
             object.__setattr__(self, "klass", klass)
-        if self.positions is not None and self.positions.shape != (*instance.shape, 2):
-            raise InputError(f"positions {tuple(self.positions.shape)} must be [image, patch, 2] like instance")
+        if self.twins is not None and self.twins.unit.shape != instance.shape:
+            raise InputError(f"twins.unit {tuple(self.twins.unit.shape)} must be [image, patch] like instance")
 
     @classmethod
     def coerce(cls, data: Any, name: str = "data") -> "ProbeData":
@@ -103,7 +104,7 @@ class ProbeData:
             tuple(a[images] for a in self.acts),
             self.instance[images],
             None if self.klass is None else self.klass[images],
-            None if self.positions is None else self.positions[images],
+            None if self.twins is None else self.twins.select(images),
         )
 
     def tokens(

@@ -19,6 +19,7 @@ from ..errors import InputError
 from .base import PairProbe
 from .data import ProbeData
 from .metrics import auroc, bootstrap_accuracy, bootstrap_auroc, calibrated_threshold, pair_metrics
+from .pairing import check_pairing, twin_pairs
 from .sampling import PairSet, fixed_pairs
 
 PairFunction = Callable[[Float[Tensor, "batch k d_model"]], Float[Tensor, "batch k k"]]
@@ -27,29 +28,45 @@ PairFunction = Callable[[Float[Tensor, "batch k d_model"]], Float[Tensor, "batch
 @dataclass(frozen=True)
 class PairLayout:
     """A pair set laid out on its data once: checked against the labels, cut into batches of images (each
-    batch's images, patch slots and counted pairs), with every pair's IsSameObject label and image. A probe
-    scored again and again on the same pairs (a validation pass every epoch) reuses it."""
+    batch's images, patch slots and counted pairs), with every pair's IsSameObject label and resampling unit
+    (its image; its twin group with `pairing="twins"`, as the two twins are not independent). A probe scored
+    again and again on the same pairs (a validation pass every epoch) reuses it."""
 
     batches: tuple[tuple[Tensor, Tensor, Tensor], ...]  # per batch: images [b], patches [b k], pair mask [b k k]
     labels: Bool[Tensor, " pair"]
     images: Int[Tensor, " pair"]
+    n_units: int
 
 
-def lay_out_pairs(data: ProbeData, pairs: PairSet, batch_images: int = 256) -> PairLayout:
-    """`pairs` on `data`, image by image in order, i < j, in batches of `batch_images` images."""
+def lay_out_pairs(
+    data: ProbeData, pairs: PairSet, batch_images: int = 256, pairing: str = "all", seed: int = 0
+) -> PairLayout:
+    """`pairs` on `data`, image by image in order, i < j, in batches of `batch_images` images; with
+    `pairing="twins"` only the benchmark's flip pairs (`probes.pairing.twin_pairs`, seeded), each pair's
+    unit its twin group."""
     pairs.check_against(data.instance)
+    if check_pairing(pairing) == "twins" and data.twins is None:
+        raise InputError("pairing='twins' scores the flip pairs of twin mazes: the data need their twins (TwinSlots)")
     batches, labels, counts = [], [], []
     for start in range(0, data.n_images, batch_images):
         images = torch.arange(start, min(start + batch_images, data.n_images))
         batch = pairs.batch(data.instance, images)
         mask = batch.pair_mask
+        if pairing == "twins":
+            assert data.twins is not None  # checked above
+            mask = twin_pairs(data.twins, images, pairs.patches[images], mask, seed)
         batches.append((images, pairs.patches[images], mask))
         labels.append(batch.same[mask])
         counts.append(mask.sum((1, 2)))
     per_image = torch.cat(counts) if counts else torch.zeros(0, dtype=torch.long)
     pair_images = torch.repeat_interleave(torch.arange(data.n_images), per_image)
     empty = torch.zeros(0, dtype=torch.bool)
-    return PairLayout(tuple(batches), torch.cat(labels) if labels else empty, pair_images)
+    n_units = data.n_images
+    if pairing == "twins":
+        assert data.twins is not None
+        groups, dense = torch.unique(data.twins.group.cpu(), return_inverse=True)
+        pair_images, n_units = dense[pair_images], int(groups.numel())
+    return PairLayout(tuple(batches), torch.cat(labels) if labels else empty, pair_images, n_units)
 
 
 @torch.no_grad()
@@ -89,7 +106,8 @@ def pair_outputs(
 @dataclass(frozen=True)
 class ScoredPairs:
     """Every pair of a pair set scored by a probe, once: what the metrics, the calibrated threshold and the
-    image bootstrap all read."""
+    image bootstrap all read. `images` is each pair's resampling unit (its image, or its twin group on twin
+    mazes) and `n_images` the number of units."""
 
     scores: Float[Tensor, " pair"]
     probabilities: Float[Tensor, " pair"]
@@ -98,7 +116,7 @@ class ScoredPairs:
     n_images: int
 
     def select(self, keep: Bool[Tensor, " pair"]) -> ScoredPairs:
-        """The pairs where `keep` holds (e.g. offset-matched ones: `pair_context.offset_matched`)."""
+        """The pairs where `keep` holds (e.g. the hard negatives and the positives)."""
         return ScoredPairs(
             self.scores[keep], self.probabilities[keep], self.labels[keep], self.images[keep], self.n_images
         )
@@ -116,7 +134,8 @@ def score_pairs(
     layout: PairLayout | None = None,
 ) -> ScoredPairs:
     """The probe's scores of `data`'s pairs (default `fixed_pairs(data.instance, patches_per_image, seed)`),
-    with the IsSameObject label and the image of every pair; `layout`: `pairs` laid out on `data` already."""
+    with the IsSameObject label and the resampling unit of every pair; `layout`: `pairs` laid out on `data`
+    already (`lay_out_pairs(..., pairing="twins")` for the benchmark's flip pairs)."""
     data = ProbeData.coerce(data)
     if not 0 <= layer < data.n_layers:
         raise InputError(f"layer {layer} out of range: data holds {data.n_layers} layer(s)")
@@ -125,7 +144,7 @@ def score_pairs(
     pairs = fixed_pairs(data.instance, patches_per_image, seed) if pairs is None else pairs
     layout = lay_out_pairs(data, pairs, batch_images) if layout is None else layout
     scores, labels = pair_outputs(probe, data, pairs, layer, batch_images, layout)
-    return ScoredPairs(scores, probe.scores_to_probabilities(scores), labels, layout.images, data.n_images)
+    return ScoredPairs(scores, probe.scores_to_probabilities(scores), labels, layout.images, layout.n_units)
 
 
 @dataclass(frozen=True)

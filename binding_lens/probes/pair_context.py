@@ -1,16 +1,15 @@
-"""Scores beside what proximity and appearance explain: pair annotations, offset matching, stratified AUROCs.
+"""Scores beside what proximity and appearance explain: pair annotations and stratified AUROCs.
 
 A pooled AUROC mixes binding with proximity (same-object pairs are close) and appearance (they look
 alike). Each pair of a pair set is annotated once from `activations.context.SlotContext`:
 
 - its distance on the patch grid, rounded (the strata of `auroc_within_distance`: a positive is only
-  compared with negatives at the same distance) and exact (squared, for `offset_matched`);
+  compared with negatives at the same distance) and exact (squared);
 - whether it joins two distinct instances that look alike (`auroc_hard_negatives`: positives against
   those negatives only).
 
-`offset_matched` keeps, at every exact offset, as many negatives as positives (drawn at random, seeded),
-so distance carries no information about the label: the pair set of the `matched` benchmark.
-`against_baseline` compares a probe with a baseline on the same pairs (paired image bootstrap).
+`against_baseline` compares a probe with a baseline, or with another probe, on the same pairs (paired
+bootstrap over images, or over twin groups on the benchmark: `probes.pairing`).
 """
 
 from __future__ import annotations
@@ -25,14 +24,10 @@ from torch import Tensor
 from ..activations.context import SlotContext
 from ..errors import InputError
 from ..stats import Interval
-from .batch import PairBatch
 from .data import ProbeData
-from .evaluation import ScoredPairs, pair_values
+from .evaluation import PairLayout, ScoredPairs, pair_values
 from .metrics import auroc, bootstrap_auroc, paired_auroc_difference, stratified_auroc
 from .sampling import PairSet
-
-PAIR_OFFSETS = ("all", "matched")
-"""Which pairs of a pair set are scored: all of them, or `offset_matched` ones."""
 
 
 @dataclass(frozen=True)
@@ -57,50 +52,16 @@ def _same_look(x: Float[Tensor, "batch k 1"]) -> Float[Tensor, "batch k k"]:
     return ((look[:, :, None] == look[:, None, :]) & (look[:, :, None] >= 0)).float()
 
 
-def annotate_pairs(context: SlotContext, instance: Int[Tensor, "image slot"], pairs: PairSet) -> PairAnnotations:
-    """The annotations of every pair of `pairs` over these slots (`context` and `instance` of one split)."""
+def annotate_pairs(
+    context: SlotContext, instance: Int[Tensor, "image slot"], pairs: PairSet, layout: PairLayout | None = None
+) -> PairAnnotations:
+    """The annotations of every pair of `pairs` over these slots (`context` and `instance` of one split);
+    `layout`: the pairs that are scored (`evaluation.lay_out_pairs`), default all of them."""
     data = ProbeData([context.features, context.look.float()[..., None]], instance)
-    squared, labels = pair_values(_squared_offsets, data, pairs, layer=0)
-    same_look, _ = pair_values(_same_look, data, pairs, layer=1)
+    squared, labels = pair_values(_squared_offsets, data, pairs, layer=0, layout=layout)
+    same_look, _ = pair_values(_same_look, data, pairs, layer=1, layout=layout)
     offset = squared.round().long()
     return PairAnnotations(squared.sqrt().round().long(), offset, same_look.bool() & ~labels, labels)
-
-
-def balance_by_offset(
-    offset: Int[Tensor, " pair"], labels: Bool[Tensor, " pair"], generator: torch.Generator
-) -> Bool[Tensor, " pair"]:
-    """Pairs to keep so that every exact offset holds as many negatives as positives: at each offset the
-    more frequent label keeps a random sample (`generator`) the size of the other."""
-    if offset.numel() == 0:
-        return labels.clone()
-    priority = torch.rand(offset.shape, generator=generator).to(offset.device)
-    key = offset * 2 + labels.long()
-    order = priority.argsort()
-    order = order[key[order].argsort(stable=True)]  # by key, then at random within a key
-    groups, first, counts = torch.unique_consecutive(key[order], return_inverse=True, return_counts=True)
-    starts = counts.cumsum(0) - counts
-    rank = torch.empty_like(key)
-    rank[order] = torch.arange(key.numel(), device=key.device) - starts[first]
-    by_label = torch.zeros(int(offset.max()) + 1, 2, dtype=torch.long, device=offset.device)
-    by_label[groups // 2, groups % 2] = counts
-    return rank < by_label.min(1).values[offset]
-
-
-def offset_matched(annotations: PairAnnotations, seed: int = 0) -> Bool[Tensor, " pair"]:
-    """The held-out pairs to score where offsets must be matched (`balance_by_offset`, seeded)."""
-    return balance_by_offset(annotations.offset, annotations.labels, torch.Generator().manual_seed(seed))
-
-
-def matched_batch_pairs(
-    positions: Float[Tensor, "image k 2"], batch: PairBatch, generator: torch.Generator
-) -> Bool[Tensor, "image k k"]:
-    """The pairs of a training batch to supervise so that every exact grid offset holds as many negatives as
-    positives (the `matched` benchmark's pairs, drawn afresh every batch)."""
-    mask = batch.pair_mask
-    offsets = _squared_offsets(positions).round().long()
-    keep = torch.zeros_like(mask)
-    keep[mask] = balance_by_offset(offsets[mask], batch.same[mask], generator)
-    return keep
 
 
 def context_metrics(
@@ -131,7 +92,8 @@ def context_metrics(
 
 
 def against_baseline(scored: ScoredPairs, baseline: ScoredPairs, *, n_boot: int = 1000, seed: int = 0) -> Interval:
-    """AUROC(probe) - AUROC(baseline) on the same pairs, with its paired image-bootstrap interval."""
+    """AUROC(probe) - AUROC(baseline) on the same pairs, with its paired bootstrap interval (over the pairs'
+    `images`: images, or twin groups)."""
     if not torch.equal(scored.labels, baseline.labels) or not torch.equal(scored.images, baseline.images):
         raise InputError("a probe and its baseline must be scored on the same pairs (same pair set and split)")
     _, _, difference = paired_auroc_difference(
@@ -140,6 +102,15 @@ def against_baseline(scored: ScoredPairs, baseline: ScoredPairs, *, n_boot: int 
     return difference
 
 
+MIN_AUROC_GAIN = 0.01
+"""The smallest AUROC difference a table calls a gain. On the benchmark every network-free score ties across the
+twins, so a probe whose scores differ between twins by a hair has an interval that excludes 0 without having
+learnt anything a reader could use."""
+
+
 def beats(difference: Interval) -> bool | None:
-    """True when the difference is above 0 beyond the noise (its interval's low end > 0); None if undefined."""
-    return None if difference.low is None or math.isnan(difference.low) else bool(difference.low > 0)
+    """True when the difference is above 0 beyond the noise (its interval's low end > 0) and at least
+    `MIN_AUROC_GAIN`; None if undefined."""
+    if difference.low is None or math.isnan(difference.low):
+        return None
+    return bool(difference.low > 0 and difference.estimate >= MIN_AUROC_GAIN)

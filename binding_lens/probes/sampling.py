@@ -20,26 +20,39 @@ from .batch import PairBatch
 
 
 def split_by_image(
-    n_images: int, fractions: tuple[float, float, float] = (0.7, 0.15, 0.15), seed: int = 0
+    n_images: int,
+    fractions: tuple[float, float, float] = (0.7, 0.15, 0.15),
+    seed: int = 0,
+    groups: Int[Tensor, " image"] | None = None,
 ) -> tuple[Int[Tensor, " train"], Int[Tensor, " val"], Int[Tensor, " test"]]:
     """Disjoint, seeded (train, val, test) image indices covering range(n_images), each sorted.
 
-    Sizes follow `fractions` by largest remainder (they sum to n_images exactly).
+    Sizes follow `fractions` by largest remainder (they sum to n_images exactly). With `groups` (one key per
+    image: the twin group of twin mazes), whole groups are split, so the two twins of a pair share a split;
+    the fractions then count groups.
     """
     if not isinstance(n_images, int) or isinstance(n_images, bool) or n_images < 0:
         raise InputError(f"n_images must be a non-negative int, got {n_images!r}")
     if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6:
         raise InputError(f"fractions must be three non-negative numbers summing to 1, got {fractions!r}")
-    exact = [f * n_images for f in fractions]
+    if groups is None:
+        keys, dense = torch.arange(n_images), torch.arange(n_images)
+    else:
+        if groups.shape != (n_images,):
+            raise InputError(f"groups must hold one key per image ({n_images}), got shape {tuple(groups.shape)}")
+        keys, dense = torch.unique(groups.cpu(), return_inverse=True)
+    n_units = int(keys.numel())
+    exact = [f * n_units for f in fractions]
     sizes = [int(e) for e in exact]
-    for i in sorted(range(3), key=lambda i: exact[i] - sizes[i], reverse=True)[: n_images - sum(sizes)]:
+    for i in sorted(range(3), key=lambda i: exact[i] - sizes[i], reverse=True)[: n_units - sum(sizes)]:
         sizes[i] += 1
+    unit = "images" if groups is None else "twin groups"
     for name, f, size in zip(("train", "val", "test"), fractions, sizes):
         if f > 0 and size == 0:
-            raise InputError(f"{n_images} images leave the {name} split empty (fraction {f}); use more images")
-    order = torch.randperm(n_images, generator=torch.Generator().manual_seed(seed))
-    train, val, test = torch.split(order, sizes)
-    return train.sort().values, val.sort().values, test.sort().values
+            raise InputError(f"{n_units} {unit} leave the {name} split empty (fraction {f}); use more images")
+    order = torch.randperm(n_units, generator=torch.Generator().manual_seed(seed))
+    parts = torch.split(order, sizes)
+    return tuple(torch.isin(dense, part).nonzero().flatten() for part in parts)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from .batch import PairBatch
 from .data import ProbeData
 from .evaluation import PairLayout, auroc_interval, evaluate, lay_out_pairs, score_pairs
 from .metrics import calibrated_threshold
-from .pair_context import PAIR_OFFSETS, matched_batch_pairs
+from .pairing import check_pairing, twin_batch
 from .sampling import PairSet, count_pairs, fixed_pairs, sample_patches
 
 SELECTION = {"accuracy": 1.0, "balanced_accuracy": 1.0, "auroc": 1.0, "loss": -1.0}  # +1: higher is better
@@ -51,7 +51,9 @@ class ProbeTrainingConfig:
     Stopping: after `epochs` passes over the training images, after `max_steps` optimizer steps, or (with
     `patience`) once the validation `select_by` metric has not improved by a relative `min_delta` for
     `patience` validation passes in a row, but never before `min_steps`; whichever comes first. Validation
-    runs every `eval_every` steps (None: after every epoch). The best validation pass's weights are kept.
+    runs every `eval_every` steps (None: after every epoch). The best validation pass's weights are kept,
+    chosen among the passes from `min_steps` on (when the run gets that far): a probe is not a pass after
+    one epoch, picked on the noise of a small validation set.
 
     Schedules: "plateau" multiplies a probe's learning rate by `gamma` each time `plateau_patience`
     validation passes go by without improvement (the count starts again after each cut, and the rate never
@@ -83,7 +85,7 @@ class ProbeTrainingConfig:
     eval_seed: int = 0
     init_scalar_probes: bool = True
     device: str | None = None
-    pair_offsets: str = "all"  # 'matched': each batch supervises offset-matched pairs (needs ProbeData.positions)
+    pairing: str = "all"  # 'twins': each batch supervises the benchmark's flip pairs (needs ProbeData.twins)
 
     @classmethod
     def paper(cls, **overrides: Any) -> "ProbeTrainingConfig":
@@ -133,8 +135,7 @@ class ProbeTrainingConfig:
             )
         if self.select_by not in SELECTION:
             raise InputError(f"select_by must be one of {sorted(SELECTION)}, got {self.select_by!r}")
-        if self.pair_offsets not in PAIR_OFFSETS:
-            raise InputError(f"pair_offsets must be one of {', '.join(PAIR_OFFSETS)}, got {self.pair_offsets!r}")
+        check_pairing(self.pairing)
         if self.schedule not in SCHEDULES:
             raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
 
@@ -238,7 +239,7 @@ def _prepare_val(
         if val.d_model(i) != probe.d_model:
             raise InputError(f"val layer {i} has d_model {val.d_model(i)} but its probe expects {probe.d_model}")
     pairs = fixed_pairs(val.instance, config.eval_patches_per_image, config.eval_seed) if pairs is None else pairs
-    layout = lay_out_pairs(val, pairs, config.batch_images)  # checks the pairs against the labels
+    layout = lay_out_pairs(val, pairs, config.batch_images, config.pairing, config.eval_seed)  # checks the pairs too
     total, positive = layout.labels.numel(), int(layout.labels.sum())
     if positive == 0 or positive == total:
         raise InputError(
@@ -279,17 +280,14 @@ def _batches(
             yield order[first : first + config.batch_images], sample
 
 
-def _training_batch(
-    train: ProbeData, images: Tensor, sample: PairSet, config: ProbeTrainingConfig, matching: torch.Generator
-) -> PairBatch:
-    """The labels of one step's batch; with `pair_offsets="matched"` only offset-matched pairs are supervised."""
+def _training_batch(train: ProbeData, images: Tensor, sample: PairSet, config: ProbeTrainingConfig) -> PairBatch:
+    """The labels of one step's batch; with `pairing="twins"` only the benchmark's flip pairs are supervised."""
     batch = sample.batch(train.instance, images, train.klass)
-    if config.pair_offsets != "matched":
+    if config.pairing != "twins":
         return batch
-    if train.positions is None:
-        raise InputError("pair_offsets='matched' trains on offset-matched pairs: give train its positions")
-    positions = train.positions[images[:, None], sample.patches[images]]
-    return batch.selecting(matched_batch_pairs(positions, batch, matching))
+    if train.twins is None:
+        raise InputError("pairing='twins' trains on the flip pairs of twin mazes: give train its twins (TwinSlots)")
+    return twin_batch(train.twins, images, sample.patches[images], batch, config.seed)
 
 
 def stopping_rule(config: ProbeTrainingConfig, steps_per_epoch: int) -> StoppingRule:
@@ -299,6 +297,7 @@ def stopping_rule(config: ProbeTrainingConfig, steps_per_epoch: int) -> Stopping
     return StoppingRule(
         max_steps=min(limits),
         min_steps=config.min_steps,
+        keep_from=config.min_steps,
         patience=config.patience,
         min_delta=config.min_delta,
         relative_delta=True,
@@ -343,12 +342,11 @@ def train_probes(
     rule = stopping_rule(config, steps_per_epoch)
     optimizer, tracks = _tracks(probes, config)
     batches = _batches(train, config, torch.Generator().manual_seed(config.seed))
-    matching = torch.Generator().manual_seed(config.seed + 1)
     sign = SELECTION[config.select_by]
 
     def losses(step: int, active: list[int]) -> list[Tensor]:
         images, sample = next(batches)
-        batch = _training_batch(train, images, sample, config, matching).to(device)
+        batch = _training_batch(train, images, sample, config).to(device)
         xs = {i: train.tokens(i, images, sample.patches[images], device=device) for i in active}
         if step == 1 and config.init_scalar_probes:
             for i in active:
@@ -379,7 +377,7 @@ def train_probes(
         on_evaluation=on_evaluation,
     )
     results = [
-        _result(i, probe, outcome, val, val_pairs, config, steps_per_epoch)
+        _result(i, probe, outcome, val, val_pairs, layout, config, steps_per_epoch)
         for i, (probe, outcome) in enumerate(zip(probes, outcomes))
     ]
     if warn:
@@ -396,6 +394,7 @@ def _result(
     outcome: TrainingOutcome,
     val: ProbeData | None,
     val_pairs: PairSet | None,
+    layout: PairLayout | None,
     config: ProbeTrainingConfig,
     steps_per_epoch: int,
 ) -> TrainResult:
@@ -404,7 +403,7 @@ def _result(
     probe.eval()
     val_auroc = threshold = None
     if val is not None:
-        scored = score_pairs(probe, val, val_pairs, layer=i)
+        scored = score_pairs(probe, val, val_pairs, layer=i, layout=layout)
         val_auroc = auroc_interval(scored, n_boot=N_BOOT)
         threshold = calibrated_threshold(scored.probabilities, scored.labels)
     fields = outcome.fields()

@@ -7,15 +7,27 @@ weighted sum: the pooled within-stratum (partial) correlation of x and y given a
 
 Within each stratum x and y are centered on that stratum's own means, so whatever the stratum explains
 (patch distance, say: near patches attend to each other and look alike) does not count towards r.
+
+Inference treats the units (images, or twin groups: `stats.groups`) as independent, never the items (pairs)
+inside them: `correlation_interval(moments)` is the delete-one-unit jackknife on Fisher's z with Student's t
+on units - 1 degrees of freedom, and its p-value against r = 0 agrees with the interval exactly. Why not the
+percentile bootstrap over units: with image effects in both variables (pairs of one image share them) it
+covered a true r 0.90-0.92 of the time at 24 units and 0.87-0.90 at 12, the jackknife 0.93-0.95 at both
+(`tests/unit/stats/test_clustered_correlation.py`); a Fisher interval with pairs as independent draws covered
+it 0.44-0.61 of the time.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from jaxtyping import Float, Int
+from scipy import stats
 from torch import Tensor
 
 from ..errors import InputError
+from .interval import LEVEL, Interval
 
 MOMENTS = ("n", "x", "y", "xx", "yy", "xy")
 
@@ -96,3 +108,52 @@ def partial_from_comoments(comoments: Float[Tensor, "*batch variable variable"])
     precision, info = torch.linalg.inv_ex(comoments)
     r = -precision[..., 0, 1] / (precision[..., 0, 0] * precision[..., 1, 1]).clamp_min(1e-300).sqrt()
     return torch.where(info == 0, r, torch.full_like(r, float("nan")))
+
+
+def _fisher_z(r: Tensor) -> Tensor:
+    return torch.atanh(r.clamp(-1 + 1e-12, 1 - 1e-12))
+
+
+def jackknife_correlation(
+    moments: Float[Tensor, "*batch unit stratum 6"], level: float = LEVEL
+) -> Float[Tensor, "*batch 4"]:
+    """(r, low, high, p) of the pooled within-stratum r of `stratum_moments` kept per unit, with the units as
+    the independent draws: Fisher's z of r on all units, its delete-one-unit jackknife standard error, the
+    `level` interval z +- t(units - 1) se mapped back to r, and the two-sided t p-value against r = 0 (below
+    1 - level exactly when the interval excludes 0). NaN where r or a delete-one r is undefined; a zero
+    standard error gives the point as its interval. Batched over leading axes (repetitions of a simulation)."""
+    if moments.ndim < 3 or moments.shape[-1] != len(MOMENTS):
+        raise InputError(f"moments must be [..., unit, stratum, {len(MOMENTS)}], got {tuple(moments.shape)}")
+    n_units = moments.shape[-3]
+    if n_units < 2:
+        raise InputError(f"a jackknife over units needs at least 2 units, got {n_units}")
+    moments = moments.double()
+    total = moments.sum(-3)
+    r = partial_correlation(total)
+    left_out = _fisher_z(partial_correlation(total.unsqueeze(-3) - moments))  # [*batch, unit]
+    spread = (left_out - left_out.mean(-1, keepdim=True)).square().sum(-1)
+    se = (spread * (n_units - 1) / n_units).sqrt()
+    z, df = _fisher_z(r), n_units - 1
+    half = float(stats.t.ppf((1 + level) / 2, df)) * se
+    ratio = torch.where(se > 0, z.abs() / se.clamp_min(1e-300), torch.where(z != 0, math.inf, 0.0))
+    p = torch.as_tensor(2 * stats.t.sf(ratio.cpu().numpy(), df), dtype=torch.float64).to(r.device)
+    low, high = torch.tanh(z - half), torch.tanh(z + half)
+    low, high = torch.where(se > 0, low, r), torch.where(se > 0, high, r)
+    out = torch.stack([r, low, high, p], -1)
+    defined = torch.isfinite(r) & torch.isfinite(left_out).all(-1)
+    return torch.where(defined[..., None], out, torch.full_like(out, math.nan))
+
+
+def correlation_interval(
+    moments: Float[Tensor, "unit stratum 6"], *, level: float = LEVEL, unit: str = "images"
+) -> tuple[Interval, float]:
+    """The pooled within-stratum r of `stratum_moments` kept per unit (one stratum: the plain Pearson r over
+    all items), with its `jackknife_correlation` interval and p-value over the units that hold items (an
+    `Interval` whose `n` counts them). Units are what is independent (`unit` names them: "images", "twin
+    groups"), never the items."""
+    held = moments[moments[..., 0].sum(-1) > 0]
+    if held.shape[0] < 2:
+        raise InputError(f"an interval over {unit} needs at least 2 {unit} with pairs, got {held.shape[0]}")
+    r, low, high, p = jackknife_correlation(held, level).tolist()
+    method = f"jackknife over {unit} (Fisher z, t with {held.shape[0] - 1} df)"
+    return Interval(r, low, high, level, method, int(held.shape[0])), p

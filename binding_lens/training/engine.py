@@ -81,8 +81,25 @@ class TrainingOutcome:
         """The limit that ended a run stopped by one."""
         return f"max_steps={self.rule.max_steps}"
 
+    @property
+    def kept_first_pass(self) -> bool:
+        """Whether the weights kept are the first validation pass's after training began, out of two or more:
+        nothing learnt after that did better on validation, so the run barely trained."""
+        trained = [record for record in self.history if record.step > 0]
+        return self.validated and len(trained) > 1 and self.best_step == trained[0].step
+
     def problems(self) -> list[str]:
-        """Why a reader should not take this run as converged (empty when nothing says so)."""
+        """Why a reader should not take this run as converged, or as trained (empty when nothing says so)."""
+        found = []
+        if self.kept_first_pass:
+            first = next(record.step for record in self.history if record.step > 0)
+            found.append(
+                f"kept its first validation pass (step {first} of {self.steps}): nothing it learnt after that did "
+                "better on validation, so it barely trained; read it as untrained"
+            )
+        return found + self._convergence_problems()
+
+    def _convergence_problems(self) -> list[str]:
         if self.stopped == "lr_floor":
             return [
                 f"stopped with its learning rate on the floor ({self.rule.min_lr_factor:g} of the start) after "

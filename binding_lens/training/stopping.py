@@ -9,6 +9,9 @@ only at evaluations, and it counts in evaluations:
 - The first `min_steps` steps run at the full rate and cannot end the run: neither a rate cut nor a
   stop happens before `min_steps` (a cut on the noise of a few validation images would otherwise
   freeze a run that had barely started, and keep cutting while the minimum forbids stopping).
+- With `keep_from`, an evaluation before that step is the best only until one at or after it comes: the
+  weights kept have trained at least `keep_from` steps whenever the run gets that far (a pass after one
+  epoch, chosen on the noise of a few validation images, is not a trained model).
 - Plateau schedule: after `plateau_patience` evaluations in a row without improvement (counted from
   `min_steps` on) the rate is multiplied by `plateau_factor`, and the plateau count starts again from 0.
   The rate never falls below `min_lr_factor` times its starting value (the floor).
@@ -40,6 +43,7 @@ class StoppingRule:
     plateau_patience: int | None = None
     plateau_factor: float = 0.2
     min_lr_factor: float = 1e-2
+    keep_from: int = 0
 
     def __post_init__(self) -> None:
         check_positive_ints(
@@ -53,8 +57,9 @@ class StoppingRule:
                 if value is not None
             }
         )
-        if not isinstance(self.min_steps, int) or self.min_steps < 0:
-            raise InputError(f"min_steps must be an int >= 0, got {self.min_steps!r}")
+        for name in ("min_steps", "keep_from"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise InputError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
         if not (self.min_delta >= 0 and 0 < self.plateau_factor < 1 and 0 < self.min_lr_factor <= 1):
             raise InputError(
                 f"need min_delta >= 0, 0 < plateau_factor < 1 and 0 < min_lr_factor <= 1, got "
@@ -97,7 +102,10 @@ class Progress:
     def observe(self, step: int, value: float) -> Verdict:
         """Record an evaluation at `step`; returns what it decided (and sets `stopped` when it ends the run)."""
         rule = self.rule
-        best = value > self.best
+        if step >= rule.keep_from:  # the first evaluation from keep_from on displaces any earlier best
+            best = value > self.best or self.best_step < rule.keep_from
+        else:
+            best = value > self.best
         if best:
             self.best, self.best_step = value, step
         if self._improves(value):

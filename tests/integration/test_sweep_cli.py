@@ -236,19 +236,22 @@ def test_a_sweep_in_stages_is_the_sweep(tmp_path):
 
 def test_every_probe_stands_beside_the_baselines_on_the_same_pairs(tmp_path, capsys):
     """The sweep writes the network-free baselines (same test pairs: same pair count), every row carries its
-    stratified AUROCs and its difference from the strongest baseline, and `matched` data is scored on
-    offset-matched pairs (equal positives and negatives, the distance baseline at chance)."""
+    stratified AUROCs and its differences from the strongest baseline and from its layer's linear probe, and
+    `matched` data (twin mazes) is scored on the benchmark's flip pairs (equal positives and negatives, every
+    baseline at chance), with every patch kept and the linear probe fitted beside the ones asked for."""
     out = tmp_path / "matched"
-    args = ["sweep", "--model", "tiny:vit", "--data", "matched", "--n-images", "40", "--size", "64"]
+    args = ["sweep", "--model", "tiny:vit", "--data", "matched", "--n-images", "40", "--size", "96"]
     args += ["--layers", "0-1", "--probes", "quadratic,cosine_similarity", "--epochs", "2", "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "baseline:pixel_position" in printed and "vs baseline" in printed and "offset-matched" in printed
+    assert "baseline:pixel_context" in printed and "vs linear" in printed and "flip pairs" in printed
     rows = json.loads((out / "sweep.json").read_text())
     baselines = {row["probe"]: row for row in json.loads((out / "baselines.json").read_text())}
-    assert set(baselines) == {"baseline:distance", "baseline:pixel_position"}
+    assert set(baselines) == {"baseline:distance", "baseline:pixel_position", "baseline:pixel_context"}
     assert sum(row["strongest"] for row in baselines.values()) == 1
-    assert baselines["baseline:distance"]["auroc"] == pytest.approx(0.5, abs=1e-9)  # offsets matched exactly
+    for row in baselines.values():  # each pair's twin copy has the same offset, pixels and surroundings
+        assert row["auroc"] == pytest.approx(0.5, abs=1e-3)
+    assert {row["probe"] for row in rows} == {"quadratic", "cosine_similarity", "linear"}
     for row in rows:
         assert row["n_pairs"] == baselines["baseline:distance"]["n_pairs"]
         assert row["positive_rate"] == pytest.approx(0.5)
@@ -258,5 +261,8 @@ def test_every_probe_stands_beside_the_baselines_on_the_same_pairs(tmp_path, cap
         assert row["vs_baseline_low"] <= row["vs_baseline"] <= row["vs_baseline_high"]
         assert row["auroc_within_distance_low"] <= row["auroc_within_distance"] <= row["auroc_within_distance_high"]
         assert row["learnt"] in (True, False) and row["above_chance"] in (True, False)
+        assert (row["vs_linear"] != row["vs_linear"]) is (row["probe"] == "linear")  # NaN only for linear itself
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["baselines"]["pair_offsets"] == "matched"
+    assert summary["baselines"]["pairing"] == "twins"
+    assert summary["extraction"]["patches_per_image"] is None
+    assert summary["images"]["test"] % 2 == 0  # the twins of a maze share a split

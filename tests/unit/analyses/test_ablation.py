@@ -37,20 +37,27 @@ def test_ablation_rows_identities_control_and_paired_differences():
     assert len(rows) == 2 + 12 and {row["subspace"] for row in rows} == {"-", "binding", "random"}
     by = {(row["subspace"], row["intervention"], row["strength"]): row for row in rows}
     clean, refit = by["-", "clean", None], by["-", "head refit", None]
-    measures = ("semantic_miou", "instance_miou", "own_object_attention", "dino_loss")
+    measures = ("semantic_miou", "instance_miou", "own_object_attention", "own_object_excess_attention", "dino_loss")
     # ratio 0 and alpha 1 leave the model clean: the clean run's measures exactly, whichever subspace
     for key in measures:
         assert by["binding", "shuffle", 0.0][key] == by["random", "shuffle", 0.0][key] == clean[key]
-    for key in ("semantic_miou", "instance_miou", "own_object_attention"):
+    for key in ("semantic_miou", "instance_miou", "own_object_attention", "own_object_excess_attention"):
         assert by["binding", "inject", 1.0][key] == by["binding", "inject_probe", 1.0][key] == clean[key]
+    # several classes on default scenes: semantic mIoU is measured; images are the unit
+    assert result.skipped == {} and result.pairing == "all" and -1 < clean["own_object_excess_attention"] < 1
+    assert {"semantic_miou", "own_object_excess_attention"} <= {d["measure"] for d in result.differences}
     # the head refit changes the heads only (and has no attention or DINO measure of its own)
     assert refit["own_object_attention"] is None and refit["dino_loss"] is None
     assert clean["attention_kl_to_clean"] == 0.0 and by["binding", "shuffle", 1.0]["attention_kl_to_clean"] > 0.0
     assert all(row["dino_loss"] is None for row in rows if row["intervention"].startswith("inject"))
     assert "fitted on clean features" in result.dino_head
-    assert -1 <= result.attention_vs_probe["r"] <= 1 and 0 < result.attention_vs_probe["p_value"] <= 1
-    low, high = result.attention_vs_probe["r_given_distance_low"], result.attention_vs_probe["r_given_distance_high"]
-    assert low <= result.attention_vs_probe["r_given_distance"] <= high
+    correlation = result.attention_vs_probe
+    assert correlation["r_low"] <= correlation["r"] <= correlation["r_high"] and 0 <= correlation["p_value"] <= 1
+    assert (correlation["p_value"] < 0.05) == (not correlation["r_low"] <= 0 <= correlation["r_high"])
+    low, high = correlation["r_given_distance_low"], correlation["r_given_distance_high"]
+    assert low <= correlation["r_given_distance"] <= high and 0 <= correlation["r_given_distance_p_value"] <= 1
+    assert correlation["unit"] == "images" and correlation["n_units"] == correlation["n_images"] == 4
+    assert "jackknife over images" in correlation["method"] and result.images["test_units"] == 4
     # every difference is its row's value minus its reference's, inside its interval's reach
     for d in result.differences:
         row = by[d["subspace"], d["intervention"], d["strength"]]
@@ -125,9 +132,65 @@ def test_ablate_command_from_a_probe_file(tmp_path, capsys, monkeypatch):
         == 0
     )
     printed = capsys.readouterr().out
-    assert "semantic_miou" in printed and "permutation p" in printed and "head refit" in printed
+    assert "semantic_miou" in printed and "head refit" in printed and "own_object_excess_attention" in printed
+    assert "jackknife over images" in printed and "permutation" not in printed and "not measured" not in printed
     rows = json.loads((tmp_path / "out" / "ablation.json").read_text())
     assert len(rows) == 2 + 12 and (tmp_path / "out" / "ablation_differences.csv").exists()
+
+
+def test_ablate_on_twin_mazes_pairs_the_twins_and_drops_the_one_class_semantic_miou(tmp_path, capsys, monkeypatch):
+    """On the `matched` benchmark: the split keeps twins together, every interval resamples twin groups, the
+    excess own-object attention counts flip pairs, and semantic mIoU (one class: 1 by construction) is in no
+    row, difference, file or printed table, with the reason said once."""
+    import binding_lens.analyses.ablation as ablation
+
+    monkeypatch.setattr(
+        ablation, "AblationSettings", lambda **kw: AblationSettings(**(kw | FAST | {"dino": False, "n_boot": 200}))
+    )
+    seen = {}
+    real_split = ablation.split_by_image
+
+    def split(n, fractions, seed, groups=None):
+        seen["groups"] = groups
+        seen["split"] = real_split(n, fractions, seed, groups)
+        return seen["split"]
+
+    monkeypatch.setattr(ablation, "split_by_image", split)
+    torch.manual_seed(0)
+    save_probe(random_quadratic(32), tmp_path / "probe.safetensors")
+    command = ["ablate", "--model", "tiny:vit", "--probe-file", str(tmp_path / "probe.safetensors"), "--layer", "1"]
+    command += ["--k", "4", "--data", "matched", "--n-images", "12", "--size", "96", "--out", str(tmp_path / "out")]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    # split by twin group: scenes 2t and 2t + 1 share a group and a split
+    assert seen["groups"].tolist() == [t for t in range(6) for _ in range(2)]
+    train, _, test = seen["split"]
+    assert set((train // 2).tolist()).isdisjoint((test // 2).tolist()) and len(test) % 2 == 0
+    summary = json.loads((tmp_path / "out" / "ablation_summary.json").read_text())
+    assert summary["pairing"] == "twins" and summary["skipped"] == {"semantic_miou": ablation.ONE_CLASS}
+    assert summary["images"] == {"train": len(train), "test": len(test), "test_units": len(test) // 2}
+    correlation = summary["attention_vs_probe"]
+    assert correlation["unit"] == "twin groups" and correlation["n_units"] == len(test) // 2
+    assert "jackknife over twin groups" in correlation["method"]
+    # no semantic mIoU anywhere; the excess attention (flip pairs, twin groups) in every attention row
+    rows = json.loads((tmp_path / "out" / "ablation.json").read_text())
+    differences = json.loads((tmp_path / "out" / "ablation_differences.json").read_text())
+    assert all("semantic_miou" not in row for row in rows) and len(rows) == 2 + 12
+    assert "semantic_miou" not in (tmp_path / "out" / "ablation.csv").read_text()
+    assert "semantic_miou" not in (tmp_path / "out" / "ablation_differences.csv").read_text()
+    assert {d["measure"] for d in differences} == {
+        "instance_miou",
+        "own_object_attention",
+        "own_object_excess_attention",
+        "attention_kl_to_clean",
+    }
+    clean = next(row for row in rows if row["intervention"] == "clean")
+    assert -1 < clean["own_object_excess_attention"] < 1
+    assert all(d["method"].count("twin groups") == 1 and "images" not in d["method"] for d in differences)
+    assert all(d["measure"] == "instance_miou" for d in differences if d["intervention"] == "head refit")
+    # printed: the reason once, no semantic column
+    assert printed.count(ablation.ONE_CLASS) == 1 and printed.count("semantic_miou") == 1
+    assert "own_object_excess_attention" in printed and "twin groups" in printed
 
 
 def test_label_space_against_a_per_image_count():

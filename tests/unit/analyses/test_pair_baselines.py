@@ -1,26 +1,29 @@
-"""Baselines that see no network, and probes judged against them (planted signals, known answers)."""
+"""Baselines that see no network, and probes judged against them and against their linear control (planted
+signals, known answers)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
-from binding_lens.activations.context import scene_context
-from binding_lens.analyses.pair_baselines import fit_baselines, judge, verdict
-from binding_lens.data import SyntheticScenes
+from binding_lens.activations.context import CONTEXT_FEATURES, SlotContext, TwinSlots, scene_context
+from binding_lens.analyses.pair_baselines import fit_baselines, judge, scene_baselines, verdict
+from binding_lens.data import SyntheticScenes, patch_labels
 from binding_lens.data.tiling import contour_oracle
 from binding_lens.probes import ProbeData, ProbeTrainingConfig, make_probe, split_by_image, train_probes
 from binding_lens.probes.evaluation import pair_values
 from binding_lens.probes.metrics import auroc
-from binding_lens.probes.pair_context import offset_matched
 
 TRAINING = ProbeTrainingConfig(max_steps=300, min_steps=60, patience=4, batch_images=16)
+QUICK = ProbeTrainingConfig(max_steps=20, min_steps=0, patience=2, batch_images=64)  # chance needs no training
 
 
 def scenes(preset: str, n: int):
     dataset = SyntheticScenes(preset, n=n, size=96, seed=0, split="test")
     context, instance, klass, kept = scene_context(dataset, patch_size=8, size=96)
-    return dataset, context, instance, klass, split_by_image(len(kept), seed=0), kept
+    groups = context.twins.group if dataset.pairing == "twins" else None
+    return dataset, context, instance, klass, split_by_image(len(kept), seed=0, groups=groups), kept
 
 
 @pytest.fixture(scope="module")
@@ -28,69 +31,100 @@ def default_scenes():
     return scenes("default", 90)
 
 
-@pytest.fixture(scope="module")
-def matched_scenes():
-    return scenes("matched", 90)
-
-
 def test_on_default_scenes_position_and_pixels_alone_decode_most_pairs(default_scenes):
     _, context, instance, klass, splits, _ = default_scenes
     baselines = fit_baselines(context, instance, klass, splits, TRAINING, n_boot=200)
     rows = {row["probe"]: row for row in baselines.rows}
     assert rows["baseline:distance"]["auroc"] > 0.85 and rows["baseline:pixel_position"]["auroc"] > 0.9
-    assert baselines.strongest == "pixel_position"
+    assert rows["baseline:pixel_context"]["auroc"] > 0.9
+    assert baselines.strongest in ("pixel_position", "pixel_context")
     # within a distance stratum the distance baseline has little left to rank with
     assert rows["baseline:distance"]["auroc_within_distance"] < rows["baseline:distance"]["auroc"] - 0.2
     assert rows["baseline:distance"]["n_hard_negatives"] > 0
 
 
-def test_on_matched_scenes_both_baselines_are_at_chance_and_contours_are_not(matched_scenes):
-    dataset, context, instance, klass, splits, kept = matched_scenes
-    baselines = fit_baselines(context, instance, klass, splits, TRAINING, pair_offsets="matched", n_boot=200)
-    for row in baselines.rows:
-        assert abs(row["auroc"] - 0.5) < 0.05, row["probe"]
-    # an observer following contours in the image (no network) scores the same kept test pairs well above
+def test_on_the_benchmark_every_baseline_is_at_chance_and_contours_are_not():
+    dataset = SyntheticScenes("matched", n=300, size=96, seed=0, split="test")
+    context, instance, klass, kept = scene_context(dataset, patch_size=8, size=96)
+    splits = split_by_image(len(kept), fractions=(0.25, 0.25, 0.5), seed=0, groups=context.twins.group)
+    baselines = fit_baselines(context, instance, klass, splits, QUICK, pairing="twins", n_boot=200)
+    assert [row["probe"] for row in baselines.rows] == [
+        "baseline:distance",
+        "baseline:pixel_position",
+        "baseline:pixel_context",
+    ]
+    for row in baselines.rows:  # each scored pair's twin copy has the same offset, pixels and surroundings
+        assert abs(row["auroc"] - 0.5) < 0.03 and abs(row["auroc_within_distance"] - 0.5) < 0.03, row["probe"]
+        assert row["positive_rate"] == 0.5
+    # an observer following contours in the image (no network) scores the same test pairs well above
     test = splits[2]
     components = torch.stack(
-        [torch.as_tensor(_patch_components(dataset[kept[int(image)]].image)).flatten() for image in test]
+        [
+            torch.as_tensor(patch_labels(contour_oracle(dataset[kept[int(i)]].image), grid=(12, 12)).instance).flatten()
+            for i in test
+        ]
     ).float()
     data = ProbeData([components[..., None]], instance[test])
-    same, labels = pair_values(lambda x: (x[:, :, None, 0] == x[:, None, :, 0]).float(), data, baselines.test.pairs)
-    keep = offset_matched(baselines.test.annotations, seed=TRAINING.eval_seed)
-    assert torch.equal(keep, baselines.test.keep)
-    assert auroc(same[keep], labels[keep]) > 0.9
+    same, labels = pair_values(
+        lambda x: (x[:, :, None, 0] == x[:, None, :, 0]).float(),
+        data,
+        baselines.test.pairs,
+        layout=baselines.test.layout,
+    )
+    assert auroc(same, labels) > 0.99
 
 
-def _patch_components(image):
-    from binding_lens.data import patch_labels
-
-    return patch_labels(contour_oracle(image), grid=(12, 12)).instance
-
-
-def planted_tokens(context, instance, kind: str, d: int = 16):
-    """Tokens that carry only position (a random embedding of (row, col)) or only binding (a random code per
-    instance, the same for every patch of it, nothing about where it is or what it looks like)."""
-    g = torch.Generator().manual_seed(7)
-    if kind == "position":
-        table = torch.randn(12 * 12, d, generator=g) * 3
-        cells = (context.features[..., 0] * 12 + context.features[..., 1]).long()
-        smooth = torch.randn(2, d, generator=g)
-        return context.features[..., :2] @ smooth + 0.1 * table[cells]
-    codes = torch.randn(64, d, generator=g)
-    return codes[instance.clamp_min(0) % 64] + 0.3 * torch.randn(*instance.shape, d, generator=g)
+def planted_context(n_images: int = 60, n_slots: int = 40):
+    """Slots whose context features are noise (the baselines see nothing), half of them in one big instance and
+    the others in instances of one patch each: a pair is same-object exactly when both its patches lie in the
+    big instance, so a sum of two per-patch scores can rank the pairs perfectly."""
+    g = torch.Generator().manual_seed(0)
+    features = torch.rand(n_images, n_slots, len(CONTEXT_FEATURES), generator=g)
+    big = torch.arange(n_slots) < n_slots // 2
+    instance = torch.where(big, torch.ones(n_slots).long(), 2 + torch.arange(n_slots))
+    instance = instance.expand(n_images, n_slots).clone()
+    look = torch.zeros(n_images, n_slots).long()
+    twins = TwinSlots(
+        -torch.ones(n_images, n_slots).long(), torch.arange(n_slots).expand(n_images, -1), torch.arange(n_images)
+    )
+    return SlotContext(features, look, twins), instance, big
 
 
-@pytest.mark.parametrize("kind, beats", [("position", False), ("binding", True)])
-def test_a_signal_only_position_carries_is_no_better_than_the_baseline_and_binding_is(default_scenes, kind, beats):
-    _, context, instance, klass, splits, _ = default_scenes
-    baselines = fit_baselines(context, instance, klass, splits, TRAINING, n_boot=200)
-    tokens = planted_tokens(context, instance, kind)
-    train, val, test = (ProbeData([tokens[s]], instance[s], klass[s]) for s in splits)
-    torch.manual_seed(0)
-    (result,) = train_probes([make_probe("quadratic", tokens.shape[-1])], train, val, TRAINING, warn=False)
-    row = judge(result.probe, val, test, result.threshold, baselines)
-    assert row["learnt"] is beats
-    assert (verdict(row) == "beats baseline") is beats
-    assert row["baseline"] == "pixel_position" and not math.isnan(row["vs_baseline_low"])
-    if beats:
-        assert row["auroc_within_distance"] > 0.9 and row["auroc_hard_negatives"] > 0.9
+def planted_tokens(instance, big, kind: str, d: int = 8):
+    """`per_patch`: each token says only whether its patch lies in the big instance (a sum of two per-patch
+    scores decodes that); `relational`: a random code per instance, the same for its
+    patches (only a comparison of the two tokens decodes it)."""
+    g = torch.Generator().manual_seed(1)
+    noise = 0.3 * torch.randn(*instance.shape, d, generator=g)
+    if kind == "per_patch":
+        return big.float()[None, :, None] * torch.ones(d) * 2 + noise
+    codes = torch.randn(instance.shape[0], int(instance.max()) + 1, d, generator=g)
+    return codes.gather(1, instance[..., None].expand(-1, -1, d)) + noise
+
+
+@pytest.mark.parametrize("kind, relational", [("per_patch", False), ("relational", True)])
+def test_a_per_patch_signal_is_no_better_than_its_linear_control_and_a_relational_one_is(kind, relational):
+    context, instance, big = planted_context()
+    splits = split_by_image(instance.shape[0], seed=0)
+    baselines = fit_baselines(context, instance, None, splits, TRAINING, n_boot=200)
+    assert all(abs(row["auroc"] - 0.5) < 0.1 for row in baselines.rows)
+    tokens = planted_tokens(instance, big, kind)
+    train, val, test = (ProbeData([tokens[s]], instance[s]) for s in splits)
+    judged, fast = {}, replace(TRAINING, lr=1e-2)  # both probes converge within the test's step limit
+    for name in ("linear", "quadratic"):
+        torch.manual_seed(0)
+        (result,) = train_probes([make_probe(name, tokens.shape[-1])], train, val, fast, warn=False)
+        judged[name] = judge(result.probe, val, test, result.threshold, baselines, control=judged.get("linear"))
+    row = judged["quadratic"].row
+    assert row["vs_baseline_low"] > 0  # both signals beat a baseline that sees nothing
+    assert row["learnt"] is relational
+    assert verdict(row) == ("beats baseline and linear" if relational else "beats baseline, no better than linear")
+    assert math.isnan(judged["linear"].row["vs_linear"])
+    assert verdict(judged["linear"].row) == ("no better than baseline" if relational else "beats baseline")
+
+
+def test_scene_baselines_pair_the_benchmark_by_itself():
+    scenes = SyntheticScenes("matched", n=40, size=96, seed=1)
+    baselines = scene_baselines(scenes, patch_size=8, n_boot=50, training=QUICK)
+    assert baselines.pairing == "twins"
+    assert all(row["auroc"] == pytest.approx(0.5, abs=0.03) for row in baselines.rows)

@@ -160,3 +160,37 @@ def test_compare_subspaces_rows_and_controls():
     d = model.cfg.d_model
     with pytest.raises(ValueError, match=rf"k must be in 1..{d - 1}, below d_model {d} \(at k = d_model every"):
         compare_subspaces(model, [scenes[0]], layer=2, k=d)  # every subspace would be the whole stream
+
+
+def test_a_pair_mask_limits_what_das_learns_from_and_what_the_swap_effect_reads():
+    """On twin mazes DAS and its effects see the benchmark's flip pairs only: `pairs` (either order) narrows
+    the pairs scored, all pairs is the default, and a draw with no pair left teaches nothing."""
+    from binding_lens.binding.das import RotatedSubspace
+    from binding_lens.probes.metrics import auroc
+
+    data, U = planted_objects(n_images=12)
+    tokens, instance = data.acts[0], data.instance
+    oracle = make_probe("quadratic", 64)
+    with torch.no_grad():
+        oracle.A.copy_(U @ U.T * 8.0)
+    readout = lambda images, patches: oracle.pair_logits(patches)  # noqa: E731
+    sub = BindingSubspace(basis=U)
+    n = instance.shape[1]
+    every = torch.ones(12, n, n, dtype=torch.bool)
+    assert swap_effect(tokens, instance, readout, sub, pairs=every) == swap_effect(tokens, instance, readout, sub)
+    some = torch.rand(12, n, n, generator=torch.Generator().manual_seed(4)) < 0.2  # one order names the pair
+    effect = swap_effect(tokens, instance, readout, sub, pairs=some)
+    swaps = draw_swaps(instance, 0.25, torch.Generator().manual_seed(0))  # swap_effect's draw (seed 0)
+    scored, after, _ = swaps.pair_targets()
+    kept = scored & (some | some.transpose(1, 2))
+    with torch.no_grad():
+        logits = readout(torch.arange(12), interchange(tokens.float(), U, swaps))
+    assert effect["n_pairs"] == int(kept.sum()) < int(scored.sum())
+    assert effect["auroc_swapped"] == pytest.approx(auroc(logits[kept], after[kept]), abs=1e-9)
+
+    none = torch.zeros(12, n, n, dtype=torch.bool)
+    for p in oracle.parameters():
+        p.requires_grad_(False)
+    idle = fit_interchange_subspace(tokens, instance, readout, k=4, steps=3, log_every=1, pairs=none)
+    assert [entry["loss"] for entry in idle.history] == [0.0, 0.0, 0.0]
+    torch.testing.assert_close(idle.subspace.basis, RotatedSubspace(64, 4, 0).basis().detach())

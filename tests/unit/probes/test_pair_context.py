@@ -1,4 +1,4 @@
-"""Stratified AUROCs and offset-matched pairs, against slow obvious implementations."""
+"""Stratified AUROCs against slow obvious implementations."""
 
 import itertools
 
@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from binding_lens.probes.metrics import auroc, auroc_replicates, stratified_auroc
-from binding_lens.probes.pair_context import balance_by_offset
 
 
 def slow_stratified_auroc(scores, labels, strata, weights=None):
@@ -47,18 +46,3 @@ def test_stratified_bootstrap_replicates_weigh_images_as_drawn():
         assert float(row) == pytest.approx(
             slow_stratified_auroc(scores.tolist(), labels.tolist(), strata.tolist(), weights)
         )
-
-
-def test_balance_by_offset_keeps_as_many_negatives_as_positives_at_every_offset():
-    g = torch.Generator().manual_seed(2)
-    offset = torch.randint(0, 20, (3000,), generator=g)
-    labels = torch.rand(3000, generator=g) < torch.exp(-offset / 4.0)  # near pairs are mostly positive
-    keep = balance_by_offset(offset, labels, torch.Generator().manual_seed(0))
-    for value in offset.unique():
-        here = offset == value
-        n_pos, n_neg = int((here & labels).sum()), int((here & ~labels).sum())
-        assert int((keep & here & labels).sum()) == int((keep & here & ~labels).sum()) == min(n_pos, n_neg)
-    assert torch.equal(keep, balance_by_offset(offset, labels, torch.Generator().manual_seed(0)))
-    assert not torch.equal(keep, balance_by_offset(offset, labels, torch.Generator().manual_seed(1)))
-    # on the kept pairs the offset says nothing about the label
-    assert auroc(-offset[keep].double(), labels[keep]) == pytest.approx(0.5, abs=1e-12)

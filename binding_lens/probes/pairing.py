@@ -1,0 +1,117 @@
+"""Which pairs are scored: all of a pair set, or the benchmark's flip pairs of twin mazes.
+
+On twin mazes (`data.tiling`, the `matched` preset) a pair of patches in two cycle-adjacent units is a flip
+pair: the same pair, with the same pixels around both patches, is same-object in one twin and not in the
+other. `twin_pairs` keeps, among a pair set's pairs, the flip pairs, and in every image as many of the kind
+twin 0 joins as of the kind twin 1 joins: each image holds as many same-object as different-object pairs,
+and every kept pair is kept in the sibling twin too, with the opposite label. Which pairs are kept depends
+only on the two slots and the twin group (one seeded random priority per group and pair of slots), so both
+twins keep the same ones, in training and in scoring alike. Any score that reads only the pair's offset,
+the pixels around its patches and the scene's statistics then gives the two copies of each kept pair one
+score: its AUROC is 0.5 by construction. `twin_units` makes the resampling unit of every interval the twin
+group, as the two twins are not independent.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+
+from ..activations.context import TwinSlots
+from ..data.tiling import JOINS
+from ..errors import InputError
+from .batch import PairBatch
+from .sampling import PairSet
+
+PAIRINGS = ("all", "twins")
+"""Which pairs of a pair set are scored and trained on: all of them, or the flip pairs of twin mazes."""
+
+
+def flip_types(unit: Int[Tensor, "image k"]) -> Int[Tensor, "image k k"]:
+    """For every pair of slots, the twin that joins their units (0 or 1), or -1 (not a flip pair): the rule of
+    `data.tiling.flip_type`, batched."""
+    a, b = unit[:, :, None], unit[:, None, :]
+    out = torch.full(torch.broadcast_shapes(a.shape, b.shape), -1, dtype=torch.long, device=unit.device)
+    for twin, joins in enumerate(JOINS):
+        for p, q in joins:
+            out[((a == p) & (b == q)) | ((a == q) & (b == p))] = twin
+    return out
+
+
+def _priorities(
+    group: Int[Tensor, " image"], patch: Int[Tensor, "image k"], n_patches: int, seed: int
+) -> Int[Tensor, "image k k"]:
+    """One random priority per (twin group, unordered pair of grid patches), the same for both twins however
+    their slots are laid out: a random permutation of the patch pairs from a generator seeded with (seed,
+    group)."""
+    patch = patch.clamp_min(0).cpu()
+    low = torch.minimum(patch[:, :, None], patch[:, None, :])
+    high = torch.maximum(patch[:, :, None], patch[:, None, :])
+    flat = low * n_patches + high
+    out = torch.empty(flat.shape, dtype=torch.long)
+    tables: dict[int, Tensor] = {}
+    for row, key in enumerate(group.tolist()):
+        if key not in tables:
+            generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(key))
+            tables[key] = torch.randperm(n_patches * n_patches, generator=generator)
+        out[row] = tables[key][flat[row]]
+    return out
+
+
+def twin_pairs(
+    twins: TwinSlots,
+    images: Int[Tensor, " batch"],
+    slots: Int[Tensor, "batch k"],
+    mask: Bool[Tensor, "batch k k"],
+    seed: int = 0,
+) -> Bool[Tensor, "batch k k"]:
+    """Among the pairs `mask` holds (slots `slots` of images `images` of `twins`), the flip pairs to keep: in
+    each image the same number of each kind (the kind with more gives up its pairs of lowest priority)."""
+    rows, columns = images.to(twins.unit.device)[:, None], slots.to(twins.unit.device)
+    unit, patch = twins.unit[rows, columns].to(mask.device), twins.patch[rows, columns]
+    types = flip_types(unit)
+    candidate = mask & (types >= 0)
+    n_patches = int(twins.patch.max()) + 1 if twins.patch.numel() else 1
+    priority = _priorities(twins.group[images.to(twins.group.device)], patch, n_patches, seed).to(mask.device)
+    keep = torch.zeros_like(mask)
+    for row in range(mask.shape[0]):
+        counts = [int((candidate[row] & (types[row] == t)).sum()) for t in (0, 1)]
+        m = min(counts)
+        for t in (0, 1):
+            chosen = candidate[row] & (types[row] == t)
+            if m and counts[t] > m:  # the m of lowest priority
+                cut = priority[row][chosen].kthvalue(m).values
+                chosen = chosen & (priority[row] <= cut)
+            keep[row] |= chosen if m else torch.zeros_like(chosen)
+    return keep
+
+
+def twin_pair_set(
+    twins: TwinSlots, pairs: PairSet, instance: Int[Tensor, "image slot"], seed: int = 0
+) -> Bool[Tensor, " pair"]:
+    """Which pairs of a held-out pair set are kept, in its pair order (image by image, i < j: the order of
+    `probes.evaluation.pair_values`)."""
+    images = torch.arange(pairs.n_images)
+    mask = pairs.batch(instance, images).pair_mask
+    keep = twin_pairs(twins, images, pairs.patches, mask, seed)
+    return keep[mask]
+
+
+def twin_batch(
+    twins: TwinSlots, images: Int[Tensor, " batch"], slots: Int[Tensor, "batch k"], batch: PairBatch, seed: int
+) -> PairBatch:
+    """A training batch that supervises its kept flip pairs only."""
+    return batch.selecting(twin_pairs(twins, images, slots, batch.pair_mask, seed))
+
+
+def twin_units(twins: TwinSlots, images: Int[Tensor, " pair"]) -> Int[Tensor, " pair"]:
+    """The twin group of every pair's image: the unit an image bootstrap resamples on twin mazes."""
+    return twins.group.to(images.device)[images]
+
+
+def check_pairing(pairing: str) -> str:
+    """`pairing` if it is one of `PAIRINGS`, else an InputError naming them."""
+    if pairing not in PAIRINGS:
+        raise InputError(f"pairing must be one of {', '.join(PAIRINGS)}, got {pairing!r}")
+    return pairing
