@@ -71,13 +71,15 @@ from ..bits import (
 )
 from ..bits.information import star_bound
 from ..data import Scene
-from ..data.knobs import SceneKnobs
+from ..data.knobs import PRESETS, SceneKnobs
 from ..data.priors import ENTROPY_CONVENTIONS, CodePriors, colorshape_priors, split_priors
 from ..errors import InputError
 from ..stats import aggregate_rows, beyond_noise, bootstrap_mean, distinct_seeds
 from .report import Row, difference_text, format_table, interval_text
 
 SPLITS = ("train", "val", "test")
+CODED_PRESETS = tuple(sorted(name for name, knobs in PRESETS.items() if knobs.composition == "colorshape"))
+"""The synthetic presets whose scenes carry object and feature codes (O, F): the data binding bits are read on."""
 F_CHOICES = ("best", "same")
 """How the F-probe is chosen besides naming a family: the best on validation among the families fitted on the
 token set, or the O-probe's own family."""
@@ -267,6 +269,19 @@ def check_f_family(choice: str, vectors: Sequence[bool]) -> str:
             "mean, the attention families spatial and registers): use best or same, or one kind of token set"
         )
     return choice
+
+
+def coded_preset(data: str) -> str:
+    """The preset `data` names (also as `synthetic:<preset>`) when its scenes carry object and feature codes
+    (`CODED_PRESETS`), else an InputError in one line naming those that do: other presets, image folders and
+    ADE20K have objects but no code of which color x shape conjunctions are present."""
+    preset = data.removeprefix("synthetic:")
+    if preset not in CODED_PRESETS:
+        raise InputError(
+            f"--data {data!r}: binding bits need scenes with object and feature codes (O, F), which only the color "
+            f"x shape presets draw (other presets, folders and ADE20K have none); use {' or '.join(CODED_PRESETS)}"
+        )
+    return preset
 
 
 def check_entropy(conventions: Sequence[str]) -> list[str]:

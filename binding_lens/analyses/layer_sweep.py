@@ -136,7 +136,7 @@ class TrainingRecord:
     @classmethod
     def from_result(cls, result: TrainResult, judged: Mapping[str, Any]) -> TrainingRecord:
         """The training record, with `learnt` and the validation AUROC from `pair_baselines.judge` (on the
-        pairs that are scored: the offset-matched ones where the data asks for them)."""
+        pairs that are scored: the flip pairs on the benchmark)."""
         return cls(
             best_step=result.best_step,
             steps=result.steps,

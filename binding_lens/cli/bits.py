@@ -43,7 +43,12 @@ def add(commands: argparse._SubParsersAction) -> None:
         "attention_cls (for spatial, registers; attention_cls also reads [CLS], the second paper's form)",
     )
     _add_measure_flags(bits)
-    bits.add_argument("--data", default="balanced", help="a color x shape preset: balanced or colorshape")
+    bits.add_argument(
+        "--data",
+        default="balanced",
+        help="the scenes: a synthetic preset whose scenes carry object and feature codes (O, F), balanced or "
+        "colorshape (also as synthetic:<preset>); other presets, folder: and ade20k: carry none",
+    )
     bits.add_argument("--n-train", type=positive_int, default=2000, help="training scenes")
     bits.add_argument("--n-val", type=positive_int, default=300, help="validation scenes")
     bits.add_argument("--n-test", type=positive_int, default=600, help="test scenes")
@@ -132,18 +137,22 @@ def _check_flags(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
     from ..activations.tokens import SETS_OF_VECTORS, check_token_sets
-    from ..analyses.bits import SPLITS, BitsConfig, CodedScenes, check_entropy, check_f_family, combinations
+    from ..analyses.bits import (
+        SPLITS,
+        BitsConfig,
+        CodedScenes,
+        check_entropy,
+        check_f_family,
+        coded_preset,
+        combinations,
+    )
     from ..bits import CodeTrainingConfig
-    from ..data.knobs import PRESETS
     from ..data.synthetic import SyntheticScenes
     from ..errors import InputError
     from ..hooks import HookedViT
     from .arguments import pair_probe_source, parse_layers
 
-    if args.data not in PRESETS or PRESETS[args.data].composition != "colorshape":
-        raise InputError(
-            f"--data {args.data!r}: binding bits need object and feature codes; use balanced or colorshape"
-        )
+    preset = coded_preset(args.data)
     check_token_sets(args.tokens)  # the names, and which family reads which set: before the model loads
     pairs = combinations(args.tokens, args.probes)
     check_entropy(args.entropy)
@@ -163,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
     def splits_for_seed(seed: int) -> dict:
         return {
-            s: CodedScenes.from_scenes(SyntheticScenes(args.data, n=counts[s], size=size, seed=seed, split=s))
+            s: CodedScenes.from_scenes(SyntheticScenes(preset, n=counts[s], size=size, seed=seed, split=s))
             for s in SPLITS
         }
 
@@ -171,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     seeds = list(range(args.seed, args.seed + args.seeds))
     summary = {
         "model": model_spec,
-        "data": args.data,
+        "data": preset,
         "size": size,
         "scenes": counts,
         "seed": args.seed,
@@ -225,7 +234,8 @@ def _table(args, model, splits_for_seed, layers, config, summary) -> int:
     figure = bits_figure(
         [row for row in result.rows if row["entropy"] == first],
         out / "bits.png",
-        f"Binding information of {summary['model']} ({args.data} scenes, {first} H(O) = {result.priors.H_O:.1f} bits)",
+        f"Binding information of {summary['model']} ({summary['data']} scenes, {first} H(O) = "
+        f"{result.priors.H_O:.1f} bits)",
         routing,
     )
     entropies = {name: priors.as_dict() for name, priors in result.entropies.items()}
@@ -236,7 +246,7 @@ def _table(args, model, splits_for_seed, layers, config, summary) -> int:
     print(
         "\n"
         + "; ".join(
-            f"{name} entropies ({_WHOSE[name]} of {args.data}): H(O) {p.H_O:.2f}, H(F) {p.H_F:.2f}, "
+            f"{name} entropies ({_WHOSE[name]} of {summary['data']}): H(O) {p.H_O:.2f}, H(F) {p.H_F:.2f}, "
             f"H(O|F) {p.H_O_given_F:.2f} bits"
             for name, p in result.entropies.items()
         )

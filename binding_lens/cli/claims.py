@@ -20,6 +20,13 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="comma list of model specs (default: every shipped zoo model, all training seeds)",
     )
+    claims.add_argument(
+        "--data",
+        default=None,
+        help="the synthetic preset every model is measured on: default, twins, colorshape, balanced or matched "
+        "(the benchmark: twin mazes, every decoding measure on its flip pairs, twin groups resampled) "
+        "(default: each zoo model's own training preset; default for other models)",
+    )
     claims.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model for the sweep")
     claims.add_argument("--toy-scenes", type=positive_int, default=64, help="twin scenes of the toy experiments")
     claims.add_argument("--toy-train", type=positive_int, default=200, help="ordinary scenes for the toy probes")
@@ -94,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         probe_seeds=args.probe_seeds,
         n_boot=args.n_boot,
         labels="shuffled" if args.shuffled_labels else "true",
+        data=args.data,
         training=ProbeTrainingConfig(max_steps=args.max_steps, min_steps=min(200, args.max_steps), seed=args.seed),
     )
     from ..reports.claim_verdicts import energy_grid, model_grid

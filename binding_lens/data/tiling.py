@@ -287,11 +287,13 @@ def _draw(
     room = 2 * radius + 6  # a wall this long holds a gap with both halves attached
     shared = _spanning_walls(rng, walls, unit, length, patch_px, room)
     joins = [(p, p + 1) for p in range(CYCLE_UNITS, n_units, 2)]
-    picked = [_join_wall(rng, walls, unit, length, patch_px, pair, room) for pair in joins]
-    swapped_walls = [[_join_wall(rng, walls, unit, length, patch_px, pair, room) for pair in twin] for twin in JOINS]
-    if any(wall is None for wall in picked + swapped_walls[0] + swapped_walls[1]):
+    found = [_join_wall(rng, walls, unit, length, patch_px, pair, room) for pair in joins + list(JOINS[0] + JOINS[1])]
+    if any(wall is None for wall in found):
         return None
-    shared += picked
+    chosen = [wall for wall in found if wall is not None]
+    n_joins, n_swapped = len(joins), len(JOINS[0])
+    shared += chosen[:n_joins]
+    swapped_walls = [chosen[n_joins : n_joins + n_swapped], chosen[n_joins + n_swapped :]]
     thick = thicken(codes, width)
     frame = np.zeros(hw, dtype=bool)
     frame[:width, :] = frame[-width:, :] = frame[:, :width] = frame[:, -width:] = True

@@ -35,7 +35,7 @@ from ..stats.correlation import (
     partial_from_comoments,
     stratum_moments,
 )
-from ..stats.groups import dense_groups
+from ..stats.groups import dense_groups, group_sums
 
 
 def next_layer_attention(
@@ -294,30 +294,39 @@ def attention_follows_draws(
     scores: Float[Tensor, "batch query_pos key_pos"],
     instance: Int[Tensor, "batch n"],
     grid: tuple[int, int],
-    counts: Float[Tensor, "replicate batch"],
+    counts: Float[Tensor, "replicate unit"],
     cosine: Float[Tensor, "batch query_pos key_pos"] | None = None,
+    *,
+    groups: Int[Tensor, " batch"] | None = None,
 ) -> dict[str, tuple[float, Tensor]]:
     """{"partial": (r given patch distance, its replicates), "plain": (r, its replicates)} over ordered pairs
-    (i != j) of labeled patches, each replicate drawing images by `counts` (`stats.bootstrap_counts`): one
-    `counts` for several probes' scores makes their replicates paired. With `cosine` (the tokens' cosine
-    similarity per pair) also "strict": r given the tokens' cosine similarity, within each image and patch
-    distance (pairs centered on their own image's mean at their distance), so neither which image, nor how
-    far apart, nor how alike two tokens are counts as following the probe."""
+    (i != j) of labeled patches, each replicate drawing units by `counts` (`stats.bootstrap_counts`): images,
+    or the twin groups `groups` gives each image (twin mazes: the two twins are not independent; numbered in
+    order of first appearance, as `stats.groups.group_sums` does), whole groups drawn at once. One `counts`
+    for several probes' scores makes their replicates paired. With `cosine` (the tokens' cosine similarity
+    per pair) also "strict": r given the tokens' cosine similarity, within each image and patch distance
+    (pairs centered on their own image's mean at their distance), so neither which image, nor how far apart,
+    nor how alike two tokens are counts as following the probe."""
     instance = instance.to(pattern.device)
     pairs, distance = _ordered_pairs(instance, grid)
     image = torch.arange(pattern.shape[0], device=pattern.device)[:, None, None].expand_as(pairs)[pairs]
     attention, score = pattern.mean(1)[pairs], scores.to(pattern)[pairs]
     n_images, n_strata = pattern.shape[0], int(distance.max()) + 1
+    _, n_units, unit = _units(groups, n_images, pattern.device)
+    if counts.shape[-1] != n_units:
+        raise InputError(f"counts must draw the {n_units} {unit} (one column each), got {counts.shape[-1]} columns")
     found = {}
     for name, stratum in (("partial", distance.expand_as(pairs)[pairs]), ("plain", torch.zeros_like(image))):
-        moments = stratum_moments(attention, score, stratum, image, n_images, n_strata)
+        moments = group_sums(stratum_moments(attention, score, stratum, image, n_images, n_strata), groups)
         replicates = partial_correlation(torch.einsum("bi,isk->bsk", counts.double().to(moments.device), moments))
         found[name] = (float(partial_correlation(moments.sum(0))), replicates.cpu())
     if cosine is not None:
         values = torch.stack([attention, score, cosine.to(pattern)[pairs]], -1)
-        per_image = cell_comoments(values, distance.expand_as(pairs)[pairs], image, n_images, n_strata)
-        weighted = torch.einsum("bi,ivw->bvw", counts.double().to(per_image.device), per_image)
-        found["strict"] = (float(partial_from_comoments(per_image.sum(0))), partial_from_comoments(weighted).cpu())
+        per_unit = group_sums(
+            cell_comoments(values, distance.expand_as(pairs)[pairs], image, n_images, n_strata), groups
+        )
+        weighted = torch.einsum("bi,ivw->bvw", counts.double().to(per_unit.device), per_unit)
+        found["strict"] = (float(partial_from_comoments(per_unit.sum(0))), partial_from_comoments(weighted).cpu())
     return found
 
 

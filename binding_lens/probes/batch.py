@@ -37,7 +37,7 @@ class PairBatch:
     instance: Int[Tensor, "image k"]
     valid: Bool[Tensor, "image k"]
     klass: Int[Tensor, "image k"] | None = None
-    keep: Bool[Tensor, "image k k"] | None = None  # a further selection of pairs (e.g. offset-matched ones)
+    keep: Bool[Tensor, "image k k"] | None = None  # a further selection of pairs (e.g. the benchmark's flip pairs)
 
     def __post_init__(self) -> None:
         if self.instance.shape != self.valid.shape or self.instance.ndim != 2:

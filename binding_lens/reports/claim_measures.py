@@ -5,7 +5,8 @@ or, where the claim's precondition fails, `applicable` False with `why`.
 
 - decoding (the sweep's own probes and refits with more seeds on bootstrap resamples of its training
   images, rescored on its own test images and pair set, with one bootstrap draw of images for every
-  probe, layer and seed, so differences are paired and the seeds' spread is inside the interval):
+  probe, layer and seed, so differences are paired and the seeds' spread is inside the interval; on the
+  `matched` benchmark, as the sweep did: trained and scored on its flip pairs, twin groups resampled):
   `quadratic_beats_diagonal` (full minus diagonal quadratic AUROC at the quadratic peak), the floor row
   `quadratic_beats_linear`, `middle_layers` (the best mid-depth layer, chosen on validation, above the
   first layer and above the last: an intersection-union test of the two gaps), the peak depth with its
@@ -13,9 +14,11 @@ or, where the claim's precondition fails, `applicable` False with `why`.
 - `low_dimensional`: the top-k share of ||W||^2 of the middle layer's quadratic probes minus the same share
   for probes trained the same way on shuffled labels (Welch across probe seeds);
 - `attention_follows`: the partial correlation of attention at l + 1 with the probe's scores at l given
-  patch distance, minus the same for a probe trained on shuffled labels, at l = the fixed middle layer;
+  patch distance, minus the same for a probe trained on shuffled labels, at l = the fixed middle layer
+  (twin groups resampled on twin mazes);
 - interventions: binding-subspace effect minus random-subspace effect of the same k (`analyses.ablation`'s
-  "binding - random" rows: paired by image and head seed, 3 head seeds);
+  "binding - random" rows: paired by image, or twin group on twin mazes, and head seed); "not applicable"
+  where the ablation study did not take the measure on these data;
 - toy: the twins and position claims at the fixed middle layer against the last, paired over scenes.
 """
 
@@ -30,20 +33,25 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ..activations.context import TwinSlots, scene_twins
 from ..activations.prepare import choose_slots
 from ..analyses.ablation import Labeled, label_images
 from ..analyses.layer_sweep import SweepResult
 from ..analyses.run import RunDirectory
 from ..analyses.toy import ToyResult
 from ..binding import BindingSubspace
+from ..data import Scene
 from ..data.scene import Scenes
 from ..effects.attention import attention_follows_draws, attention_score_correlation
+from ..errors import InputError
 from ..hooks import HookedViT, names
 from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, evaluate, make_probe, train_probes
-from ..probes.evaluation import score_pairs
+from ..probes.evaluation import PairLayout, lay_out_pairs, score_pairs
 from ..probes.metrics import auroc, auroc_replicates
+from ..probes.sampling import PairSet, fixed_pairs
 from ..probes.training import TrainResult
 from ..stats import Interval, bootstrap_counts, difference_interval
+from ..stats.groups import dense_groups
 from ..stats.inference import bootstrap_p_value, replicate_interval, two_level_interval, welch_p_value
 from ..training.stopping import CONVERGED
 
@@ -74,7 +82,8 @@ def not_applicable(why: str, **context: Any) -> Measure:
 
 
 def paired_measure(estimate: float, replicates: Tensor, n: int, unit: str = "images", **context: Any) -> Measure:
-    """A difference of two quantities on the same draws: percentile interval and p-value of its replicates."""
+    """A difference of two quantities on the same draws (of `n` `unit`): percentile interval and p-value of its
+    replicates."""
     interval = replicate_interval(estimate, replicates, n=n, method=f"paired bootstrap over {unit}")
     return measure_of(interval, bootstrap_p_value(estimate, replicates), **context)
 
@@ -94,13 +103,47 @@ def flipped(measure: Measure) -> Measure:
 class SweepSplits:
     """The sweep's train, val and test images (dataset indices, read from its run) as it stored them: its
     patches of each image (drawn with its extraction seed and the image's dataset index) in its dtype, at
-    every layer (`data[split].acts[layer]`), so its probes score exactly its pairs and refits train on its data."""
+    every layer (`data[split].acts[layer]`), with their twins (`ProbeData.twins`: the benchmark's units and
+    twin groups, numbered as the sweep numbered them), and the sweep's `pairing` ("twins" on the `matched`
+    benchmark: its flip pairs, twin groups resampled), so its probes score exactly its pairs and refits train
+    on its data as it trained."""
 
     indices: dict[str, list[int]]
     data: dict[str, ProbeData]
+    pairing: str = "all"
+
+    @property
+    def unit(self) -> str:
+        """What a bootstrap resamples: twin groups on the benchmark, else images."""
+        return "twin groups" if self.pairing == "twins" else "images"
+
+    def units(self, split: str) -> int:
+        """The resampling units of `split` (its twin groups on the benchmark, else its images): the columns of
+        the `stats.bootstrap_counts` its scored pairs are drawn with."""
+        twins = self.data[split].twins
+        if self.pairing == "twins" and twins is not None:
+            return int(torch.unique(twins.group).numel())
+        return self.data[split].n_images
+
+    def pairs(self, split: str, training: ProbeTrainingConfig) -> tuple[PairSet, PairLayout]:
+        """The pairs the sweep scored on `split` and their layout (`pair_baselines.held_out_pairs`' rule: the
+        training config's evaluation patches and seed, every patch and the flip pairs only on the benchmark)."""
+        data = self.data[split]
+        per_image = None if self.pairing == "twins" else training.eval_patches_per_image
+        pairs = fixed_pairs(data.instance, per_image, training.eval_seed)
+        return pairs, lay_out_pairs(data, pairs, 256, self.pairing, training.eval_seed)
 
 
-def _stored(tokens: list[Tensor], instance: Tensor, indices: list[int], request: dict[str, Any]) -> ProbeData:
+def run_pairing(run: RunDirectory) -> str:
+    """The pairs a sweep's run trained and scored its probes on ("all", or "twins": the benchmark's flip
+    pairs), as its summary records it."""
+    return str((run.summary().get("training") or {}).get("pairing", "all"))
+
+
+def _stored(
+    tokens: list[Tensor], instance: Tensor, indices: list[int], request: dict[str, Any], twins: TwinSlots
+) -> ProbeData:
+    """The sweep's stored slots of these images: tokens, labels and twins (`twins` holds every grid patch)."""
     per_image, seed = request.get("patches_per_image"), int(request.get("seed", 0))
     dtype = getattr(torch, request.get("dtype", "float32"))
     n_slots = per_image if per_image is not None else instance.shape[1]
@@ -112,24 +155,37 @@ def _stored(tokens: list[Tensor], instance: Tensor, indices: list[int], request:
     labels = torch.where(slots >= 0, instance.gather(1, kept), -1)
     d_model = tokens[0].shape[-1]
     acts = [layer.gather(1, kept[..., None].expand(-1, -1, d_model)).to(dtype).float() for layer in tokens]
-    return ProbeData(acts, labels)
+    unit = torch.where(slots >= 0, twins.unit.gather(1, kept), -1)
+    return ProbeData(acts, labels, None, TwinSlots(unit, slots, twins.group))
+
+
+def twin_groups(scenes: dict[int, Scene]) -> dict[int, int]:
+    """Each image's twin group as the sweep numbered it: in order of first appearance over its kept images in
+    dataset order (the order it stored them); an image of other data is a group of its own."""
+    keys = [scene.metadata.get("twin_group", -1 - index) for index, scene in sorted(scenes.items())]
+    dense, _ = dense_groups(torch.as_tensor(keys, dtype=torch.long))
+    return dict(zip(sorted(scenes), dense.tolist()))
 
 
 def sweep_splits(model: HookedViT, scenes: Scenes, run: RunDirectory, batch: int = 64) -> SweepSplits:
-    """Every split of the sweep's run, forwarded once, as the sweep stored it."""
+    """Every split of the sweep's run, forwarded once, as the sweep stored it, with its pairing."""
     indices, request = run.split_indices(), run.request() or {}
     wanted = [names.resid_post(layer) for layer in range(model.cfg.n_layers)]
+    read = {index: scenes[index] for chosen in indices.values() for index in chosen}
+    groups = twin_groups(read)
     data = {}
     for split, chosen in indices.items():
-        labeled = label_images(model, [scenes[i] for i in chosen], None)
+        labeled = label_images(model, [read[i] for i in chosen], None)
         parts: list[list[Tensor]] = [[] for _ in wanted]
         for start in range(0, len(chosen), batch):
             with torch.inference_mode():
                 _, cache = model.run_with_cache(labeled.pixels[start : start + batch], names_filter=wanted)
             for layer, name in enumerate(wanted):
                 parts[layer].append(model.patch_tokens(cache[name]).float())
-        data[split] = _stored([torch.cat(p) for p in parts], labeled.instance, chosen, request)
-    return SweepSplits(indices, data)
+        found = scene_twins([read[i] for i in chosen], model.patch_grid(labeled.pixels[:1]), labeled.instance)
+        twins = TwinSlots(found.unit, found.patch, torch.as_tensor([groups[i] for i in chosen], dtype=torch.long))
+        data[split] = _stored([torch.cat(p) for p in parts], labeled.instance, chosen, request, twins)
+    return SweepSplits(indices, data, run_pairing(run))
 
 
 Key = tuple[str, int]
@@ -139,13 +195,13 @@ def refit_probes(
     splits: SweepSplits, wanted: Sequence[Key], training: ProbeTrainingConfig, seed: int, shuffled: bool = False
 ) -> dict[Key, TrainResult]:
     """The sweep's probes `wanted` ((name, layer)) trained again as it trained them, with another `seed`:
-    on a bootstrap resample of its training images (drawn with `seed`: which images a probe learns from is
-    most of what makes two probes differ; the initial weights and batches alone barely move a probe that
-    starts at 0) and validated on its validation images; with `shuffled`, on labels permuted among the
-    labeled patches of each image (the null with the same training)."""
+    on a bootstrap resample of its training images (drawn with `seed`; whole twin groups on the benchmark:
+    which images a probe learns from is most of what makes two probes differ; the initial weights and
+    batches alone barely move a probe that starts at 0) and validated on its validation images, on the
+    sweep's pairs (`splits.pairing`: the flip pairs on the benchmark); with `shuffled`, on labels permuted
+    among the labeled patches of each image (the null with the same training)."""
     train, val = splits.data["train"], splits.data["val"]
-    resample = torch.randint(train.n_images, (train.n_images,), generator=torch.Generator().manual_seed(seed))
-    train = train.select(resample)
+    train = train.select(_resample(train, seed, splits.pairing))
 
     def labels(data: ProbeData) -> Tensor:
         return shuffled_instance(data.instance, seed) if shuffled else data.instance
@@ -156,12 +212,24 @@ def refit_probes(
         probes = [make_probe(name, train.d_model(layer)) for name, layer in wanted]
     results = train_probes(
         probes,
-        ProbeData([train.acts[layer] for layer in layers], labels(train)),
-        ProbeData([val.acts[layer] for layer in layers], labels(val)),
-        replace(training, seed=seed),
+        ProbeData([train.acts[layer] for layer in layers], labels(train), None, train.twins),
+        ProbeData([val.acts[layer] for layer in layers], labels(val), None, val.twins),
+        replace(training, seed=seed, pairing=splits.pairing),
         warn=False,
     )
     return dict(zip(wanted, results))
+
+
+def _resample(train: ProbeData, seed: int, pairing: str) -> Tensor:
+    """A bootstrap resample of the training images drawn with `seed`: images, or on the benchmark whole twin
+    groups (both twins of every group drawn, as many groups as there are)."""
+    generator = torch.Generator().manual_seed(seed)
+    if pairing != "twins" or train.twins is None:
+        return torch.randint(train.n_images, (train.n_images,), generator=generator)
+    dense, n_groups = dense_groups(train.twins.group)
+    drawn = torch.randint(n_groups, (n_groups,), generator=generator)
+    members = [torch.nonzero(dense == group).flatten() for group in range(n_groups)]
+    return torch.cat([members[group] for group in drawn.tolist()])
 
 
 def oriented_cosine(splits: SweepSplits, layer: int, training: ProbeTrainingConfig) -> PairProbe:
@@ -170,13 +238,8 @@ def oriented_cosine(splits: SweepSplits, layer: int, training: ProbeTrainingConf
     turned round): the best a fixed similarity does, so "quadratic beats cosine" cannot be won against a
     score read the wrong way round."""
     probe = make_probe("cosine_similarity", splits.data["train"].d_model(layer))
-    train = score_pairs(
-        probe,
-        splits.data["train"],
-        layer=layer,
-        patches_per_image=training.eval_patches_per_image,
-        seed=training.eval_seed,
-    )
+    pairs, layout = splits.pairs("train", training)
+    train = score_pairs(probe, splits.data["train"], pairs, layer=layer, layout=layout)
     if auroc(train.scores, train.labels) < 0.5:
         scale = probe.get_parameter("a")
         with torch.no_grad():
@@ -276,11 +339,14 @@ def attach_fits(
 @dataclass(frozen=True)
 class AurocDraws:
     """Test AUROCs of probes trained with several seeds (`values[key][s]`) and their bootstrap replicates
-    (`replicates[key]`: [seed, replicate]), every one drawn with one `counts` over the test images."""
+    (`replicates[key]`: [seed, replicate]), every one drawn with one `counts` over the test images (over
+    their twin groups on the benchmark: `unit`, `n_images` of them), on `n_pairs` pairs."""
 
     values: dict[Key, list[float]]
     replicates: dict[Key, Tensor]
     n_images: int
+    unit: str = "images"
+    n_pairs: int | None = None
 
     def seeds(self, key: Key) -> int:
         return len(self.values[key])
@@ -307,31 +373,37 @@ def auroc_draws(
     split: str = "test",
 ) -> AurocDraws:
     """Each seed's probes (`probes[s]`: (name, layer) -> probe) scored on the sweep's `split` pairs (its
-    evaluation's patches and seed) and resampled with one draw of images."""
+    evaluation's patches and seed; the flip pairs on the benchmark) and resampled with one draw of units
+    (`counts`: [replicate, `splits.units(split)`]: images, or twin groups on the benchmark)."""
     test = splits.data[split]
+    pairs, layout = splits.pairs(split, training)
+    if counts.shape[1] != layout.n_units:
+        raise InputError(f"counts draw {counts.shape[1]} units, the {split} pairs have {layout.n_units} {splits.unit}")
     values: dict[Key, list[float]] = {}
     replicates: dict[Key, list[Tensor]] = {}
     for by_key in probes:
         for (name, layer), probe in by_key.items():
-            scored = score_pairs(
-                probe, test, layer=layer, patches_per_image=training.eval_patches_per_image, seed=training.eval_seed
-            )
+            scored = score_pairs(probe, test, pairs, layer=layer, layout=layout)
             values.setdefault((name, layer), []).append(auroc(scored.scores, scored.labels))
             replicates.setdefault((name, layer), []).append(
                 auroc_replicates(scored.scores, scored.labels, scored.images, counts)
             )
     stacked = {key: torch.stack(draws) for key, draws in replicates.items()}
-    return AurocDraws(values, stacked, test.n_images)
+    return AurocDraws(values, stacked, layout.n_units, splits.unit, int(layout.labels.numel()))
 
 
-def seeded_measure(per_seed: Sequence[float], replicates: Tensor, n: int, **context: Any) -> Measure:
-    """A quantity measured with probes of several seeds on the same test images: the two-level interval
-    (images + probe seeds); with one seed, the paired bootstrap's."""
+def seeded_measure(
+    per_seed: Sequence[float], replicates: Tensor, n: int, unit: str = "images", **context: Any
+) -> Measure:
+    """A quantity measured with probes of several seeds on the same test images (`n` `unit` resampled: images,
+    or twin groups on the benchmark): the two-level interval (units + probe seeds); with one seed, the paired
+    bootstrap's."""
     estimate = sum(per_seed) / len(per_seed)
     if len(per_seed) > 1 and torch.isfinite(replicates).sum() > 1:
         interval, p = two_level_interval(estimate, replicates, per_seed, n=n, seeds_of="probe")
+        interval = replace(interval, method=interval.method.replace("images", unit))
         return measure_of(interval, p, seeds=list(per_seed), **context)
-    return paired_measure(estimate, replicates, n, **context)
+    return paired_measure(estimate, replicates, n, unit=unit, **context)
 
 
 def best_middle(sweep: SweepResult, n_layers: int) -> int:
@@ -369,16 +441,20 @@ def decoding_measures(
     """`quadratic_beats_diagonal`, `quadratic_beats_cosine` (the cosine similarity of the raw tokens, a fixed
     score), the floor `quadratic_beats_linear`, `middle_layers` (with the peak depth: chosen on validation,
     its interval from a bootstrap of the validation images when `val` holds the quadratic probe's validation
-    draws) and the middle-layer signal: on the sweep's test images, paired, with the probes' seeds inside."""
+    draws) and the middle-layer signal: on the sweep's test images, paired, with the probes' seeds inside
+    (twin groups resampled on the benchmark)."""
     n, peak, middle, last = draws.n_images, sweep.peaks["quadratic"]["layer"], middle_layer(n_layers), n_layers - 1
+    unit, n_pairs = draws.unit, draws.n_pairs
     measures = {
-        f"quadratic_beats_{other}": seeded_measure(*draws.difference(("quadratic", peak), (probe, peak)), n, layer=peak)
+        f"quadratic_beats_{other}": seeded_measure(
+            *draws.difference(("quadratic", peak), (probe, peak)), n, unit, layer=peak, n_pairs=n_pairs
+        )
         for other, probe in (("diagonal", "diag_quadratic"), ("linear", "linear"), ("cosine", "cosine_similarity"))
         if (probe, peak) in draws.values
     }
     best = best_middle(sweep, n_layers)
-    rise = seeded_measure(*draws.difference(("quadratic", best), ("quadratic", 0)), n)
-    fall = seeded_measure(*draws.difference(("quadratic", best), ("quadratic", last)), n)
+    rise = seeded_measure(*draws.difference(("quadratic", best), ("quadratic", 0)), n, unit, n_pairs=n_pairs)
+    fall = seeded_measure(*draws.difference(("quadratic", best), ("quadratic", last)), n, unit, n_pairs=n_pairs)
     chosen = val or draws
     by_layer = torch.stack([chosen.replicates["quadratic", layer][0] for layer in range(n_layers)], -1)
     depth = torch.nan_to_num(by_layer, nan=-1.0).argmax(-1).double() / max(n_layers - 1, 1)
@@ -389,11 +465,13 @@ def decoding_measures(
         "rise": rise,
         "fall": fall,
         "peak_depth": _interval_row(
-            replicate_interval(top, depth, n=chosen.n_images, method="bootstrap over validation images")
+            replicate_interval(top, depth, n=chosen.n_images, method=f"bootstrap over validation {chosen.unit}")
         ),
     }
     signal = [v - 0.5 for v in draws.values["quadratic", middle]]
-    measures["middle_signal"] = seeded_measure(signal, draws.replicates["quadratic", middle].mean(0) - 0.5, n)
+    measures["middle_signal"] = seeded_measure(
+        signal, draws.replicates["quadratic", middle].mean(0) - 0.5, n, unit, n_pairs=n_pairs
+    )
     return measures
 
 
@@ -422,56 +500,79 @@ def shuffled_instance(instance: Int[Tensor, "image n"], seed: int) -> Int[Tensor
 
 
 def low_dimensional_measure(
-    splits: SweepSplits, probes: Sequence[PairProbe], null: Sequence[PairProbe], k: int, layer: int
+    splits: SweepSplits,
+    probes: Sequence[PairProbe],
+    null: Sequence[PairProbe],
+    k: int,
+    layer: int,
+    training: ProbeTrainingConfig | None = None,
 ) -> Measure:
     """The top-k share of ||W||^2 of the middle layer's quadratic probes (one per seed) minus that of probes
     trained the same way on shuffled labels; Welch's interval across seeds. The AUROC share the sweep
-    probe's top-k subspace keeps on the test pairs is context (it holds on untrained networks too)."""
+    probe's top-k subspace keeps on the sweep's test pairs (`training`'s evaluation pairs; the flip pairs on
+    the benchmark) is context (it holds on untrained networks too)."""
     shares = {"true": [energy_share(p, k) for p in probes], "shuffled": [energy_share(p, k) for p in null]}
     difference = difference_interval(shares["true"], shares["shuffled"])
     test = splits.data["test"]
-    kept = kept_auroc_share(probes[0], (test.acts[layer], test.instance), k)
+    pairs, layout = splits.pairs("test", training or ProbeTrainingConfig())
+    data = ProbeData([test.acts[layer]], test.instance, None, test.twins)
+    kept = kept_auroc_share(probes[0], data, k, pairs, layout)
     return measure_of(
         difference, welch_p_value(shares["true"], shares["shuffled"]), k=k, shares=shares, kept_auroc_share=kept
     )
 
 
-def kept_auroc_share(probe: PairProbe, data: tuple[Tensor, Tensor], k: int) -> float:
-    """The share of the probe's above-chance AUROC its top-k subspace keeps (NaN at chance)."""
+def kept_auroc_share(
+    probe: PairProbe, data: Any, k: int, pairs: PairSet | None = None, layout: PairLayout | None = None
+) -> float:
+    """The share of the probe's above-chance AUROC its top-k subspace keeps (NaN at chance), on `pairs` of
+    `data` (laid out as `layout`, if given; default `evaluate`'s)."""
     bias = getattr(probe, "b", None)
     if not isinstance(bias, Tensor):
         raise TypeError(f"{type(probe).__name__} has no scalar bias `b`: it has no binding subspace to truncate")
-    full = evaluate(probe, data)["auroc"]
-    truncated = evaluate(BindingSubspace.from_probe(probe, k).to_probe(bias.detach()), data)["auroc"]
-    return (truncated - 0.5) / (full - 0.5) if full - 0.5 > 1e-6 else math.nan
+    full = evaluate(probe, data, pairs, layout=layout)["auroc"]
+    truncated = evaluate(BindingSubspace.from_probe(probe, k).to_probe(bias.detach()), data, pairs, layout=layout)
+    return (truncated["auroc"] - 0.5) / (full - 0.5) if full - 0.5 > 1e-6 else math.nan
 
 
 # --- attention at l + 1 against the probe at l ----------------------------------------------------
 @dataclass(frozen=True)
 class TestImages:
-    """The sweep's test images (every labeled patch), the residual stream at `layer` and block layer + 1's
-    attention pattern among patch tokens."""
+    """The sweep's test images (every labeled patch), the residual stream at `layer`, block layer + 1's
+    attention pattern among patch tokens and, on twin mazes, each image's twin group (`groups`: the unit
+    every interval resamples; None on other data, where it is the image)."""
 
     data: Labeled
     tokens: Float[Tensor, "image n d_model"]
     pattern: Float[Tensor, "image head_index query_pos key_pos"]
     layer: int
+    groups: Int[Tensor, " image"] | None = None
+
+    @property
+    def unit(self) -> str:
+        return "images" if self.groups is None else "twin groups"
+
+    @property
+    def n_units(self) -> int:
+        return self.tokens.shape[0] if self.groups is None else int(torch.unique(self.groups).numel())
 
 
 def test_images(model: HookedViT, scenes: Scenes, indices: list[int], layer: int) -> TestImages:
-    data = label_images(model, [scenes[i] for i in indices], None)
+    chosen = [scenes[i] for i in indices]
+    data = label_images(model, chosen, None)
     wanted = [names.resid_post(layer), names.pattern(layer + 1)]
     with torch.inference_mode():
         _, cache = model.run_with_cache(data.pixels, names_filter=wanted)
     n_prefix = model.cfg.n_prefix_tokens
     pattern = cache[names.pattern(layer + 1)][:, :, n_prefix:, n_prefix:].float()
-    return TestImages(data, model.patch_tokens(cache[names.resid_post(layer)]).float(), pattern, layer)
+    twins = scene_twins(chosen, model.patch_grid(data.pixels[:1]), data.instance)
+    tokens = model.patch_tokens(cache[names.resid_post(layer)]).float()
+    return TestImages(data, tokens, pattern, layer, twins.group if twins.any else None)
 
 
 @dataclass(frozen=True)
 class AttentionSettings:
     n_boot: int
-    permutations: int
     seed: int
 
 
@@ -492,21 +593,24 @@ def attention_measure(
     within each image and patch distance and given the tokens' cosine similarity (the strict r: neither
     proximity nor plain similarity counts), minus the same r for the probe trained the same way on shuffled
     labels (a quadratic form fitted to noise on these tokens correlates with attention too): paired by image
-    (one draw for every probe) and by seed, the probe seeds' spread inside. Beside it: the probes' own strict
-    r, the r given distance only, the r without any control, and the paper's r over pairs with its
-    permutation p (pairs treated as independent), for the first probe."""
+    (by twin group on twin mazes: one draw for every probe) and by seed, the probe seeds' spread inside.
+    Beside it: the probes' own strict r, the r given distance only, the r without any control, and the
+    paper's r over pairs (`paper_r`, for the first probe) with its interval and p over images or twin groups
+    (a jackknife: `effects.attention.attention_score_correlation`), never over pairs."""
     grid = model.patch_grid(test.data.pixels[:1])
-    counts = bootstrap_counts(test.tokens.shape[0], settings.n_boot, settings.seed)
+    counts = bootstrap_counts(test.n_units, settings.n_boot, settings.seed)
     cosine = token_cosines(test.tokens)
     found: dict[str, list[tuple[float, Tensor]]] = {}
     for kind, group in (("true", probes), ("null", null)):
         for probe in group:
             with torch.inference_mode():
                 scores = probe.pair_logits(test.tokens)
-            draws = attention_follows_draws(test.pattern, scores, test.data.instance, grid, counts, cosine)
+            draws = attention_follows_draws(
+                test.pattern, scores, test.data.instance, grid, counts, cosine, groups=test.groups
+            )
             for name, draw in draws.items():
                 found.setdefault(f"{kind} {name}", []).append(draw)
-    n = test.tokens.shape[0]
+    n = test.n_units
 
     def combined(key: str, minus: str | None = None) -> Measure:
         values = [r for r, _ in found[key]]
@@ -514,11 +618,11 @@ def attention_measure(
         if minus is not None:
             values = [a - b for a, (b, _) in zip(values, found[minus])]
             draws = draws - torch.stack([d for _, d in found[minus]])
-        return seeded_measure(values, draws.mean(0), n)
+        return seeded_measure(values, draws.mean(0), n, test.unit)
 
     with torch.inference_mode():
         first = probes[0].pair_logits(test.tokens)
-    paper = attention_score_correlation(test.pattern, first, test.data.instance, settings.permutations, settings.seed)
+    paper = attention_score_correlation(test.pattern, first, test.data.instance, groups=test.groups)
     own, shuffled = combined("true strict"), combined("null strict")
     distance_only, plain = combined("true partial"), combined("true plain")
     return combined("true strict", minus="null strict") | {
@@ -527,7 +631,7 @@ def attention_measure(
         "shuffled_r": _interval_row(Interval(shuffled["value"], shuffled["low"], shuffled["high"])),
         "given_distance": _interval_row(Interval(distance_only["value"], distance_only["low"], distance_only["high"])),
         "plain": _interval_row(Interval(plain["value"], plain["low"], plain["high"])),
-        "pair_level": {"r": paper["r"], "p_value": paper["p_value"], "n_pairs": paper["n_pairs"]},
+        "paper_r": {key: paper[key] for key in ("r", "low", "high", "p_value", "method", "unit", "n_units", "n_pairs")},
         "r_ground_truth": paper["r_ground_truth"],
     }
 
@@ -542,12 +646,21 @@ INTERVENTION_CLAIMS = {
 
 
 def intervention_measures(
-    differences: Sequence[dict[str, Any]], energy: dict[str, Any] | None = None, measure: str = "instance_miou"
+    differences: Sequence[dict[str, Any]],
+    energy: dict[str, Any] | None = None,
+    measure: str = "instance_miou",
+    skipped: dict[str, str] | None = None,
 ) -> dict[str, Measure]:
     """The intervention claims from an ablation study's differences: binding minus random subspace, paired by
-    image and by draw of the control (each with its own head seed; a shuffle's fall counted as positive),
-    with each side's change from the clean run, the head refit (the noise floor of one head seed) and the
-    energy of both subspaces (`energy`: their shares of the within-image token variance) for context."""
+    image (twin group on twin mazes) and by draw of the control (each with its own head seed; a shuffle's fall
+    counted as positive), with each side's change from the clean run, the head refit (the noise floor of one
+    head seed) and the energy of both subspaces (`energy`: their shares of the within-image token variance)
+    for context. Where the study did not take `measure` on these data (`skipped`, its reason: semantic mIoU
+    with a single class, say), every claim is "not applicable", saying why; a condition the study did not
+    run gives no claim."""
+    if skipped and measure in skipped:
+        why = f"{measure} is not measured on these data ({skipped[measure]})"
+        return {claim: not_applicable(why, measure=measure) for claim in INTERVENTION_CLAIMS}
     found = {
         (d["subspace"], d["intervention"], d["strength"], d.get("reference", "clean")): d
         for d in differences

@@ -302,13 +302,14 @@ def _context(m: Row) -> str:
             f"k = {m['k']}: top-k share of ‖W‖² {true:.3f} against {null:.3f} on shuffled labels; the top-k "
             f"subspace keeps {m['kept_auroc_share']:.3f} of the AUROC above chance"
         )
-    if "pair_level" in m:
-        level = m["pair_level"]
+    if "paper_r" in m:
+        paper = m["paper_r"]
         parts.append(
             f"layer {m['layer']} -> {m['layer'] + 1}; the probe's r given image, distance and cosine "
             f"{interval_text(m['probe_r'])}, on shuffled labels {interval_text(m['shuffled_r'])}; given distance "
             f"only {interval_text(m.get('given_distance', {}))}; without any control {interval_text(m['plain'])}; "
-            f"the paper's r over {level['n_pairs']} pairs {level['r']:+.3f}, permutation p {level['p_value']:.3g}"
+            f"the paper's r over {paper['n_pairs']} pairs {interval_text({'value': paper['r']} | paper)}, "
+            f"p {_p_text(paper['p_value'])} over {paper['n_units']} {paper['unit']}"
         )
     if "beside" in m:
         beside = "; ".join(f"{name} {interval_text(d)}" for name, d in m["beside"].items() if d is not None)
@@ -324,6 +325,10 @@ def _context(m: Row) -> str:
     if "seeds" in m:
         parts.append("seeds " + ", ".join(f"{v:+.3f}" for v in m["seeds"]))
     return "; ".join(parts)
+
+
+def _p_text(p: float | None) -> str:
+    return "-" if p is None or math.isnan(p) else f"{p:.3g}"
 
 
 SYMBOLS = {"holds": "holds", "fails": "fails", "cannot tell": "·", "not applicable": "n/a"}

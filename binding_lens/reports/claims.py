@@ -4,7 +4,9 @@
     print(report.markdown())
 
 For each model: the layer sweep (`linear`, `diag_quadratic`, `quadratic`; peaks chosen on validation) on
-held-out scenes drawn for its training seed, then each claim as a number against a null that could win
+held-out scenes drawn for its training seed (of its training preset, or of `ClaimsConfig.data`: on the
+`matched` benchmark every decoding measure is trained and scored on its flip pairs and every interval
+resamples twin groups, as the sweep does), then each claim as a number against a null that could win
 (`claim_measures`: the sweep's probes, and refits on resamples of its training images, rescored on its
 own test images, read from its run; probes on shuffled labels; the partial correlation of attention
 given patch distance at the fixed middle layer, against shuffled-label probes; the binding subspace
@@ -33,13 +35,16 @@ from typing import Any
 
 import torch
 
-from ..analyses.ablation import AblationSettings, ablation_study
+from ..activations.context import scene_twins
+from ..analyses.ablation import AblationSettings, ablation_study, label_images
 from ..analyses.run import RunDirectory
 from ..analyses.seed_sweep import layer_sweep_over_seeds
 from ..analyses.toy import toy_experiments
 from ..data import SyntheticScenes
+from ..data.knobs import PRESETS
 from ..data.scene import Scenes
 from ..data.shuffled import ShuffledLabels
+from ..errors import InputError
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig
@@ -89,9 +94,9 @@ class ClaimsConfig:
     probe_seeds: int = (
         3  # each probe the claims compare: the sweep's and refits with more seeds (and on shuffled labels)
     )
-    n_boot: int = 10_000  # bootstrap draws of images behind each per-model interval and p-value
-    permutations: int = 1000  # the paper's pair-level permutation test, reported beside the attention claim
+    n_boot: int = 10_000  # bootstrap draws of images (twin groups on `matched`) behind each interval and p-value
     labels: str = "true"  # "shuffled": every scene's labels moved by patch block (a null run: nothing should hold)
+    data: str | None = None  # a synthetic preset to measure on (None: each zoo model's training preset; default)
     progress: bool = True
 
     def settings(self) -> dict[str, Any]:
@@ -192,15 +197,32 @@ def _run_name(spec: str) -> str:
     return spec.removeprefix(PREFIX).replace("/", "_").replace(":", "_")
 
 
+def data_preset(data: str | None) -> str | None:
+    """The synthetic preset `data` names (also as `synthetic:<preset>`), or None (each model's own); anything
+    else is refused in one line: the report draws fresh held-out scenes per training seed, which only a
+    synthetic preset can."""
+    if data is None:
+        return None
+    preset = data.removeprefix("synthetic:")
+    if preset not in PRESETS:
+        raise InputError(
+            f"--data {data!r}: claims draws fresh held-out scenes for every model and training seed, so it takes "
+            f"a synthetic preset: {', '.join(PRESETS)} (matched: the benchmark, scored on its flip pairs)"
+        )
+    return preset
+
+
 def scene_source(spec: str, size: tuple[int, int], config: ClaimsConfig, patch_size: int) -> Callable[..., Scenes]:
     """(seed, n) -> the model's held-out scenes, zoo compare's (`training_scenes_for`: each training seed its own
-    draw); with `config.labels` "shuffled", their labels moved by patch block (the null run)."""
+    draw) of its training preset or of `config.data` (other models: `default` unless `config.data`); with
+    `config.labels` "shuffled", their labels moved by patch block (the null run)."""
+    preset = data_preset(config.data)
 
     def scenes(seed: int, n: int = config.n_scenes) -> Scenes:
         found: Scenes = (
-            training_scenes_for(spec, n)(seed)
+            training_scenes_for(spec, n, preset)(seed)
             if is_zoo_spec(spec)
-            else SyntheticScenes("default", n=n, size=size, seed=seed, split="test")
+            else SyntheticScenes(preset or "default", n=n, size=size, seed=seed, split="test")
         )
         return ShuffledLabels(found, patch_size, seed) if config.labels == "shuffled" else found
 
@@ -215,6 +237,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     name, seed = _run_name(spec), list(config.seeds)[0]
     training = replace(config.training or ProbeTrainingConfig(), seed=seed)
     scenes = scene_source(spec, model.cfg.image_size, config, model.cfg.patch_size)
+    _check_flip_pairs(model, spec, scenes(seed, 2))
     sweep = layer_sweep_over_seeds(
         model,
         scenes,
@@ -228,7 +251,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     n_layers, middle = model.cfg.n_layers, measures_of.middle_layer(model.cfg.n_layers)
     found, probes, null, health = _decoding(model, scenes(seed), run, sweep, config)
     test = measures_of.test_images(model, scenes(seed), run.split_indices()["test"], middle)
-    attention = measures_of.AttentionSettings(config.n_boot, config.permutations, seed)
+    attention = measures_of.AttentionSettings(config.n_boot, seed)
     found["attention_follows"] = measures_of.with_fits(
         measures_of.attention_measure(model, probes, null, test, attention),
         measures_of.fits_of(health, ("quadratic", middle), nulls=True),
@@ -255,6 +278,8 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         "objective": card["objective"],
         "training_seed": card["recipe"]["seed"],
         "row": objective_row(spec, card, sweep),
+        "data": data_preset(config.data) or (card["recipe"].get("preset") if is_zoo_spec(spec) else "default"),
+        "pairing": measures_of.run_pairing(run),
         "measures": found,
         "test_indices": run.split_indices()["test"],
         "sweep_run": str(run.root),
@@ -263,11 +288,28 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     }
 
 
+def _check_flip_pairs(model: HookedViT, spec: str, scenes: Scenes) -> None:
+    """On the benchmark (scenes paired as twins), refuse a patch grid too coarse to hold a flip pair, in one line,
+    before the sweep (whose held-out pairs would be empty)."""
+    if getattr(scenes, "pairing", "all") != "twins":
+        return
+    labeled = label_images(model, [scenes[i] for i in range(len(scenes))], None)
+    grid = model.patch_grid(labeled.pixels[:1])
+    if not scene_twins([scenes[i] for i in range(len(scenes))], grid, labeled.instance).any:
+        side = labeled.pixels.shape[-1]
+        raise InputError(
+            f"{spec} sees the twin mazes at {side} px as a {grid[0]} x {grid[1]} patch grid, too coarse for any "
+            "flip pair of the benchmark; measure it on a model with a finer grid (the benchmark's reference: "
+            "12 x 12 patches, 96 px at 8 px patches)"
+        )
+
+
 def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config: ClaimsConfig):
     """The decoding claims and `low_dimensional` from the sweep's probes and their refits with
     `config.probe_seeds - 1` more seeds on its own images; also the middle layer's quadratic probes (the
     sweep's first, which defines the binding subspace) and those trained on shuffled labels, which the
-    attention claim reads, and every fit's health (`claim_measures.with_fits`)."""
+    attention claim reads, and every fit's health (`claim_measures.with_fits`). Everything on the sweep's pairs
+    (the flip pairs on the benchmark) and resampled as it resampled (twin groups on the benchmark)."""
     seed = list(config.seeds)[0]
     training = replace(config.training or ProbeTrainingConfig(), seed=seed)
     n_layers, middle = model.cfg.n_layers, measures_of.middle_layer(model.cfg.n_layers)
@@ -286,8 +328,8 @@ def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config
         for i in range(config.probe_seeds)
     ]
     fitted = [own, *({key: r.probe for key, r in refit.items()} for refit in refits)]
-    counts = bootstrap_counts(len(splits.indices["test"]), config.n_boot, seed)
-    val_counts = bootstrap_counts(len(splits.indices["val"]), config.n_boot, seed)
+    counts = bootstrap_counts(splits.units("test"), config.n_boot, seed)
+    val_counts = bootstrap_counts(splits.units("val"), config.n_boot, seed)
     quadratic = [{key: p for key, p in own.items() if key[0] == "quadratic"}]
     found = measures_of.decoding_measures(
         measures_of.auroc_draws(splits, fitted, training, counts),
@@ -298,7 +340,7 @@ def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config
     probes = [own["quadratic", middle], *(refit["quadratic", middle].probe for refit in refits)]
     null = [result["quadratic", middle].probe for result in nulls]
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
-    found["low_dimensional"] = measures_of.low_dimensional_measure(splits, probes, null, k, middle)
+    found["low_dimensional"] = measures_of.low_dimensional_measure(splits, probes, null, k, middle, training)
     health = _health(sweep, refits, nulls, seed)
     return measures_of.attach_fits(found, health, sweep, n_layers), probes, null, health
 
@@ -332,7 +374,6 @@ def _ablation_settings(config: ClaimsConfig, layer: int, k: int, seed: int) -> A
         head_seeds=config.head_seeds,
         control_draws=max(config.control_draws, config.head_seeds),
         n_boot=config.n_boot,
-        attention_permutations=config.permutations,
     )
 
 
@@ -340,7 +381,8 @@ def _interventions(
     model, probe, scenes, out: Path, config: ClaimsConfig, layer: int, k: int, seed: int
 ) -> dict[str, Row]:
     """The ablation study at the middle layer on fresh scenes (seed + 1: never the probe's), its controls drawn
-    with the model's own `seed` (`control_seed`)."""
+    with the model's own `seed` (`control_seed`); on twin mazes it pairs the twins itself (`ablation_study`),
+    and a measure it does not take on these data leaves its claims not applicable."""
     fresh = scenes(list(config.seeds)[0] + 1, config.ablation_images)
     ablation = ablation_study(
         model,
@@ -350,7 +392,7 @@ def _interventions(
         out,
         progress=config.progress,
     )
-    return measures_of.intervention_measures(ablation.differences, ablation.energy)
+    return measures_of.intervention_measures(ablation.differences, ablation.energy, skipped=ablation.skipped)
 
 
 def _measured_once(spec: str, out: Path, key: Row, started: Row, measure: Callable[[], Row]) -> Row:
@@ -395,6 +437,7 @@ def claims_report(
     out = Path(out)
     started = time.perf_counter()
     config = replace(config or ClaimsConfig(), **options)
+    data_preset(config.data)  # a bad --data is refused before any model loads
     seeds = list(config.seeds)
     config = replace(config, seeds=seeds, training=config.training or ProbeTrainingConfig(seed=seeds[0]))
     started_in = {"code": code_fingerprint(), "environment": environment()}  # before measuring: what runs, where
@@ -418,12 +461,13 @@ def _write(report: ClaimsReport, config: ClaimsConfig, provenance: Row, seconds:
     write_text_atomic(out / "claims.md", f"# Claims of the paper, measured\n\n{report.markdown()}")
     rows = [m["row"] for m in measured]
     objectives, differences = objective_summary(rows)
+    source = "each zoo model's training preset (default for other models)" if config.data is None else config.data
     write_text_atomic(out / "objective_table.md", ObjectiveTable(rows, {}, out, objectives, differences).markdown())
     settings = config.settings() | {
         "ablation": asdict(_ablation_settings(config, -1, -1, -1))
         | {"layer": "the middle layer", "k": "d_model / 8", "seed": "seeds[0] + 1000 x the training seed"},
         "middle_layer": "round((n_layers - 1) / 2), fixed for every model",
-        "scenes": f"training seed t: held-out draw seed + {SCENES_PER_TRAINING_SEED} t",
+        "scenes": f"{source}; training seed t: held-out draw seed + {SCENES_PER_TRAINING_SEED} t",
     }
     write_json_atomic(
         out / "claims.json",

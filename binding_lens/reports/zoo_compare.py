@@ -21,13 +21,14 @@ draws and its rows are those means.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analyses.layer_sweep import PEAK_RULES, SweepResult
+from ..analyses.layer_sweep import FIRST_PASS_MARK, PEAK_RULES, SweepResult
 from ..analyses.report import Row, difference_text, format_table, interval_text, write_table
 from ..analyses.seed_sweep import layer_sweep_over_seeds
 from ..data import PRESETS, SyntheticScenes
@@ -74,6 +75,7 @@ OBJECTIVE_METRICS = (
     "quadratic_hard_negatives",
     "baseline_auroc",
     "quadratic_vs_baseline",
+    "quadratic_vs_linear",
 )
 ORDER_METRIC = "quadratic_auroc"
 DIFFERENCES_HEADING = (
@@ -117,6 +119,7 @@ class ObjectiveTable:
             "hard negatives",
             "strongest baseline",
             "vs baseline [95% CI]",
+            "vs linear [95% CI]",
             "linear",
             "diag_quadratic",
             "majority baseline",
@@ -136,10 +139,11 @@ class ObjectiveTable:
                 interval_text(r, "quadratic_hard_negatives"),
                 f"{r['baseline']} {r['baseline_auroc']:.3f}",
                 _vs_baseline(r),
+                _vs_linear(r),
                 _cell(r["linear"]),
                 _cell(r["diag_quadratic"]),
                 _cell(r["majority_baseline"]),
-                _cell(r["learnt"]),
+                _cell(r["learnt"]) + (FIRST_PASS_MARK if r.get("first_pass") else ""),
             ]
             for r in self.rows
         ]
@@ -151,6 +155,7 @@ class ObjectiveTable:
             "within distance",
             "strongest baseline AUROC",
             "quadratic - baseline",
+            "quadratic - linear",
             "peak depth (0-1)",
             "linear",
             "majority baseline",
@@ -164,6 +169,7 @@ class ObjectiveTable:
                 interval_text(o, "quadratic_within_distance"),
                 interval_text(o, "baseline_auroc"),
                 _vs_baseline(o),
+                _vs_linear(o),
                 interval_text(o, "quadratic_layer_normalized"),
                 interval_text(o, "linear"),
                 _cell(o["majority_baseline"]),
@@ -239,6 +245,14 @@ def _vs_baseline(row: Row) -> str:
     return difference_text(row["quadratic_vs_baseline"], low, high, star=True)
 
 
+def _vs_linear(row: Row) -> str:
+    """The quadratic probe's AUROC minus its layer's linear probe's, with its interval where there is one."""
+    value, low, high = (row.get(f"quadratic_vs_linear{end}") for end in ("", "_low", "_high"))
+    if value is None or value != value:  # NaN: no linear probe at the layer
+        return "-"
+    return f"{value:+.3f}" if low is None or high is None else difference_text(value, low, high, star=True)
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "**no**"
@@ -283,7 +297,11 @@ def objective_row(spec: str, card: dict[str, Any], sweep: SweepResult) -> Row:
         "quadratic_vs_baseline": peak["vs_baseline"],
         "quadratic_vs_baseline_low": peak.get("vs_baseline_low"),
         "quadratic_vs_baseline_high": peak.get("vs_baseline_high"),
+        "quadratic_vs_linear": peak.get("vs_linear", math.nan),
+        "quadratic_vs_linear_low": peak.get("vs_linear_low"),
+        "quadratic_vs_linear_high": peak.get("vs_linear_high"),
         "learnt": peak["learnt"],
+        "first_pass": peak.get("first_pass", False),
         "peak_chosen_on": peak["peak_chosen_on"],
     }
 

@@ -7,13 +7,17 @@
     holm(p_values), benjamini_hochberg(p_values)   # multiple-comparison adjustment
     stats.inference: replicate_interval, bootstrap_p_value, t_p_value, welch_p_value, two_level_interval
     stats.correlation: partial_correlation         # r given a categorical nuisance (patch distance)
+    stats.correlation: jackknife_correlation       # r with an interval and p over images (or twin groups)
+    stats.groups: group_sums                       # per-image parts summed per twin group (the unit there)
 
 The uncertainty model, the one every table of the package follows (the claims report, zoo compare, the
 ablation tables):
 
 - **Images are the unit** of anything measured on images: AUROC, mIoU, attention mass, the correlation of
   attention with a probe's scores. Pairs and patches of one image are not independent, so intervals come
-  from a bootstrap over images (percentile), never from pairs treated as exchangeable.
+  from a bootstrap over images (percentile; for a correlation a jackknife over images on Fisher's z, which
+  covers at its level with a few dozen images where the percentile bootstrap does not), never from pairs
+  treated as exchangeable. On the benchmark's twin mazes the unit is the twin group.
 - **Two quantities on the same images are paired**: their difference is taken within each bootstrap draw
   (one `bootstrap_counts` for both), never as the gap between the far ends of two intervals.
 - **Anything trained on the images** (segmentation heads, the probes a claim compares) is trained
