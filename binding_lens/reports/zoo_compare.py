@@ -106,82 +106,12 @@ class ObjectiveTable:
 
     def markdown(self) -> str:
         """The per-model table, the per-objective table and the differences, as GitHub markdown."""
-        model_columns = [
-            "model",
-            "objective",
-            "training seed",
-            "quadratic layer",
-            "accuracy [95% CI]",
-            "acc. at 0.5",
-            "balanced acc.",
-            "AUROC [95% CI]",
-            "within distance",
-            "hard negatives",
-            "strongest baseline",
-            "vs baseline [95% CI]",
-            "vs linear [95% CI]",
-            "linear",
-            "diag_quadratic",
-            "majority baseline",
-            "learnt",
-        ]
-        model_rows = [
-            [
-                f"`{r['model']}`",
-                r["objective"],
-                r["training_seed"],
-                r["quadratic_layer"],
-                interval_text(r, "quadratic"),
-                _cell(r["quadratic_at_half"]),
-                _cell(r["quadratic_balanced"]),
-                interval_text(r, "quadratic_auroc"),
-                interval_text(r, "quadratic_within_distance"),
-                interval_text(r, "quadratic_hard_negatives"),
-                f"{r['baseline']} {r['baseline_auroc']:.3f}",
-                _vs_baseline(r),
-                _vs_linear(r),
-                _cell(r["linear"]),
-                _cell(r["diag_quadratic"]),
-                _cell(r["majority_baseline"]),
-                _cell(r["learnt"]) + (FIRST_PASS_MARK if r.get("first_pass") else ""),
-            ]
-            for r in self.rows
-        ]
-        objective_columns = [
-            "objective",
-            "training seeds",
-            "quadratic accuracy",
-            "quadratic AUROC",
-            "within distance",
-            "strongest baseline AUROC",
-            "quadratic - baseline",
-            "quadratic - linear",
-            "peak depth (0-1)",
-            "linear",
-            "majority baseline",
-        ]
-        objective_rows = [
-            [
-                o["objective"],
-                o["n_seeds"],
-                interval_text(o, "quadratic"),
-                interval_text(o, "quadratic_auroc"),
-                interval_text(o, "quadratic_within_distance"),
-                interval_text(o, "baseline_auroc"),
-                _vs_baseline(o),
-                _vs_linear(o),
-                interval_text(o, "quadratic_layer_normalized"),
-                interval_text(o, "linear"),
-                _cell(o["majority_baseline"]),
-            ]
-            for o in self.objectives
-        ]
         lines = [
-            _markdown(model_columns, model_rows),
+            _markdown(list(MODEL_COLUMNS), [_model_cells(r) for r in self.rows]),
             "",
             "Across training seeds (mean [95% t interval]; no interval with one seed):",
             "",
-            _markdown(objective_columns, objective_rows),
+            _markdown(list(OBJECTIVE_COLUMNS), [_objective_cells(o) for o in self.objectives]),
         ]
         if self.differences:
             lines += ["", DIFFERENCES_HEADING, ""]
@@ -235,6 +165,80 @@ class ObjectiveTable:
         return f"{model}\n\nacross training seeds (mean [95% t interval]):\n{objectives}" + (
             f"\n\nquadratic AUROC differences:\n{differences}" if differences else ""
         )
+
+
+MODEL_COLUMNS = (
+    "model",
+    "objective",
+    "training seed",
+    "quadratic layer",
+    "accuracy [95% CI]",
+    "acc. at 0.5",
+    "balanced acc.",
+    "AUROC [95% CI]",
+    "within distance",
+    "hard negatives",
+    "strongest baseline",
+    "vs baseline [95% CI]",
+    "vs linear [95% CI]",
+    "linear",
+    "diag_quadratic",
+    "majority baseline",
+    "learnt",
+)
+OBJECTIVE_COLUMNS = (
+    "objective",
+    "training seeds",
+    "quadratic accuracy",
+    "quadratic AUROC",
+    "within distance",
+    "strongest baseline AUROC",
+    "quadratic - baseline",
+    "quadratic - linear",
+    "peak depth (0-1)",
+    "linear",
+    "majority baseline",
+)
+
+
+def _model_cells(r: Row) -> list[Any]:
+    """One model's row of the markdown table, in `MODEL_COLUMNS` order."""
+    return [
+        f"`{r['model']}`",
+        r["objective"],
+        r["training_seed"],
+        r["quadratic_layer"],
+        interval_text(r, "quadratic"),
+        _cell(r["quadratic_at_half"]),
+        _cell(r["quadratic_balanced"]),
+        interval_text(r, "quadratic_auroc"),
+        interval_text(r, "quadratic_within_distance"),
+        interval_text(r, "quadratic_hard_negatives"),
+        f"{r['baseline']} {r['baseline_auroc']:.3f}",
+        _vs_baseline(r),
+        _vs_linear(r),
+        _cell(r["linear"]),
+        _cell(r["diag_quadratic"]),
+        _cell(r["majority_baseline"]),
+        _cell(r["learnt"]) + (FIRST_PASS_MARK if r.get("first_pass") else ""),
+    ]
+
+
+def _objective_cells(o: Row) -> list[Any]:
+    """One objective's row of the markdown table, in `OBJECTIVE_COLUMNS` order."""
+    return [
+        o["objective"],
+        o["n_seeds"],
+        interval_text(o, "quadratic"),
+        interval_text(o, "quadratic_auroc"),
+        interval_text(o, "quadratic_within_distance"),
+        interval_text(o, "baseline_auroc"),
+        _vs_baseline(o),
+        _vs_linear(o),
+        interval_text(o, "quadratic_layer_normalized"),
+        interval_text(o, "linear"),
+        _cell(o["majority_baseline"]),
+    ]
 
 
 def _vs_baseline(row: Row) -> str:
