@@ -15,7 +15,9 @@ from .palette import COLORS
 from .shapes import SHAPES
 from .textures import BACKGROUNDS, TEXTURES
 
-COMPOSITIONS = ("random", "twins", "colorshape", "matched")
+COMPOSITIONS = ("random", "twins", "colorshape", "matched", "mixture")
+MIXTURE_PARTS = ("default", "matched", "shared_look")
+"""The parts a `mixture` draws from, in the order of its `mixture` weights (`data.mixture`)."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,9 @@ class SceneKnobs:
         `twins` (method notes section 7: two identical objects, a similar one of the same class,
         one of another class, all one color), `colorshape` (method notes section 8: objects with
         distinct color x shape conjunctions, O and F codes recorded), `matched` (`data.tiling`:
-        twin mazes of identical-looking instances, told apart only by which walls have gaps).
+        twin mazes of identical-looking instances, told apart only by which walls have gaps), `mixture`
+        (`data.mixture`: each twin pair of scenes is a `default`, `matched` or shared-look scene, the
+        shared-look ones drawn as `random` with these knobs).
     n_objects: inclusive (min, max) objects per scene (`random`, `colorshape`).
     object_patches: inclusive (min, max) side of an object's bounding box, in patches of a
         `reference_grid` x `reference_grid` grid over the image (16 -> 14 px patches at 224 px).
@@ -46,6 +50,7 @@ class SceneKnobs:
         form: F has exactly that many of each and the objects cover all of them. None: objects are
         free conjunctions and F is whatever they use.
     maze_cells: cells per instance of a `matched` maze (even: an instance is two units of half as many).
+    mixture: the weights of `MIXTURE_PARTS` (`default`, `matched`, shared-look) in a `mixture`.
     """
 
     composition: str = "random"
@@ -66,17 +71,20 @@ class SceneKnobs:
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
     features_per_scene: tuple[int, int] | None = None
     maze_cells: int = 6
+    mixture: tuple[float, float, float] = (0.25, 0.5, 0.25)
 
     def __post_init__(self) -> None:
         _check(self)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready copy of every knob (tuples become lists); `maze_cells` only for `matched` mazes, the one
-        composition that reads it (so the other presets' identities, and the stores that record them, stay
-        as they were)."""
+        """JSON-ready copy of every knob (tuples become lists); `maze_cells` only for `matched` mazes and
+        `mixture` only for mixtures, the compositions that read them (so the other presets' identities, and
+        the stores that record them, stay as they were)."""
         knobs = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
         if self.composition != "matched":
             del knobs["maze_cells"]
+        if self.composition != "mixture":
+            del knobs["mixture"]
         return knobs
 
     def with_overrides(self, **overrides: Any) -> "SceneKnobs":
@@ -157,6 +165,20 @@ def _check(k: SceneKnobs) -> None:
             f"knob n_objects of a `matched` maze must lie in 2..6 (two instances swap their halves between the "
             f"twins), got {k.n_objects!r}"
         )
+    _check_mixture(k.mixture)
+
+
+def _check_mixture(weights: Any) -> None:
+    if not (
+        isinstance(weights, tuple)
+        and len(weights) == len(MIXTURE_PARTS)
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in weights)
+        and abs(sum(weights) - 1.0) < 1e-6
+    ):
+        raise InputError(
+            f"knob mixture must be {len(MIXTURE_PARTS)} non-negative weights of {', '.join(MIXTURE_PARTS)} summing "
+            f"to 1, got {weights!r}"
+        )
 
 
 def _check_balanced(k: SceneKnobs) -> None:
@@ -220,6 +242,14 @@ PRESETS: dict[str, SceneKnobs] = {
         rotate=False,
     ),
     "balanced": replace(_FLAT_COLORSHAPE, features_per_scene=(6, 6), n_objects=(8, 8), object_patches=(3.0, 4.0)),
+    "binding": SceneKnobs(
+        composition="mixture",
+        n_objects=(3, 5),
+        p_twin=0.5,
+        p_same_look=0.5,
+        max_occlusion=0.5,
+        mixture=(0.25, 0.5, 0.25),
+    ),
 }
 """Named knob sets: `default`, `twins` (method notes section 7), `colorshape` and `balanced` (method notes
 section 8), and `matched` (binding with proximity, appearance and every local cue taken away: twin mazes,
@@ -229,7 +259,17 @@ section 8), and `matched` (binding with proximity, appearance and every local cu
 covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (a 12 x 12 patch grid)
 18 objects would each cover about one patch and leave the pairwise probes nothing to pair, while 8
 objects of 3 to 4 sixteenths of the image side (2 to 3 patches across at 96 px, 3 to 4 at 224 px)
-fit without overlap. H(O | F) is then log2 of 755,100 covering sets (19.5 bits) instead of 32.9."""
+fit without overlap. H(O | F) is then log2 of 755,100 covering sets (19.5 bits) instead of 32.9.
+
+`binding` is a world where binding is needed to tell objects apart (the `zoo:grouping` positive control trains
+on it; `data.mixture`): each twin pair of scenes is drawn, by the weights `mixture`, as `default` scenes (a
+quarter), `matched` twin mazes (half) or shared-look scenes (a quarter: `random` scenes with the knobs above, 3
+to 5 objects each an exact twin or a same-class, same-color, same-texture copy of an earlier one, overlapping by
+up to half). In `default` scenes a patch's color and position mostly settle which object it belongs to; in the
+other two they do not: every instance of a maze or of a shared-look scene has one look, so a patch's
+appearance says nothing of which of them it is in, and two patches a few pixels apart across a touching
+border or a closed maze wall belong to different instances while two far apart may share one. Only what lies
+between them (the border, the path through the maze's gaps) tells, which is binding."""
 
 
 def preset_knobs(preset: str, **overrides: Any) -> SceneKnobs:

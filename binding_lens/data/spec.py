@@ -1,6 +1,6 @@
 """Datasets named by a string, as the command line takes them.
 
-    default | twins | colorshape | balanced   synthetic presets (also synthetic:<preset>)
+    default | twins | colorshape | balanced | matched | binding   synthetic presets (also synthetic:<preset>)
     ade20k:/path/to/ADE20K_2021_17_01   the official release (split from `split`)
     folder:/path/to/root                images/ + masks/ with the same stems
 

@@ -8,6 +8,7 @@ machine, with no state carried between scenes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..errors import GridSizeError, InputError, KnobError
 from .colorshape import SPLITS, conjunction_names, feature_names
 from .compose import ObjectSpec, plan_colorshape, plan_random, plan_twins
 from .knobs import PRESETS, SceneKnobs, preset_knobs
+from .mixture import MIXTURE_VERSION, draw_part, part_knobs
 from .palette import COLORS
 from .render import Canvas, Sprite, make_sprite
 from .scene import Scene
@@ -41,7 +43,7 @@ _FLAT = {"kind": "none"}
 class SyntheticScenes(Sequence):
     """Rendered-on-the-fly scenes of textured shapes with exact instance and class masks.
 
-    preset: a name in `PRESETS` ('default', 'twins', 'colorshape'); knob overrides are
+    preset: a name in `PRESETS` ('default', 'twins', 'colorshape', 'matched', 'balanced', 'binding'); knob overrides are
     keyword arguments (see `SceneKnobs`). n: number of scenes. size: image side in px,
     or (height, width). split: None, 'train', 'val' or 'test'. For `colorshape` the
     splits are disjoint in the feature code F; for the other presets a split only
@@ -49,6 +51,8 @@ class SyntheticScenes(Sequence):
     Class ids are the shapes (disc = 1, square = 2, ...); background is unlabeled (0).
     `matched` scenes come in twins: scenes 2t and 2t + 1 share everything but which halves their instances
     join (`data.tiling`); their metadata say `twin` (0 or 1) and `twin_group` (t).
+    A `mixture` (the `binding` preset) renders scene i as scene i of the part `part_of(i)` (`data.mixture`);
+    its metadata say which (`part`), and its class names are those of all parts.
     """
 
     def __init__(
@@ -99,6 +103,13 @@ class SyntheticScenes(Sequence):
         if self.knobs.composition == "matched":
             self.class_names = {REGION_CLASS_ID: REGION_CLASS}
         self._twins: tuple[int, TwinMazes] | None = None  # the last pair of twin mazes rendered
+        self._parts: dict[str, SyntheticScenes] = {}
+        if self.knobs.composition == "mixture":
+            self._parts = {
+                name: SyntheticScenes("default", n, self.hw, seed, split, **knobs.as_dict())
+                for name, knobs in part_knobs(self.knobs).items()
+            }
+            self.class_names = {**CLASS_NAMES, REGION_CLASS_ID: REGION_CLASS}
 
     @property
     def pairing(self) -> str:
@@ -108,10 +119,12 @@ class SyntheticScenes(Sequence):
 
     @property
     def identity(self) -> dict[str, Any]:
-        """Everything that determines the scenes, JSON-ready, for activation-store manifests."""
-        return {
+        """Everything that determines the scenes, JSON-ready, for activation-store manifests (a mixture's
+        also names each part's generator version and knobs)."""
+        versions = {"matched": MAZE_VERSION, "mixture": MIXTURE_VERSION}
+        identity = {
             "dataset": "synthetic",
-            "generator_version": MAZE_VERSION if self.knobs.composition == "matched" else GENERATOR_VERSION,
+            "generator_version": versions.get(self.knobs.composition, GENERATOR_VERSION),
             "preset": self.preset,
             "n": self.n,
             "size": list(self.hw),
@@ -119,6 +132,18 @@ class SyntheticScenes(Sequence):
             "split": self.split,
             "knobs": self.knobs.as_dict(),
         }
+        if self._parts:
+            identity["parts"] = {
+                name: {key: part.identity[key] for key in ("generator_version", "knobs")}
+                for name, part in self._parts.items()
+            }
+        return identity
+
+    def part_of(self, i: int) -> str | None:
+        """The part of a mixture scene `i` is drawn from (`knobs.MIXTURE_PARTS`); None for other compositions."""
+        if not self._parts:
+            return None
+        return draw_part(self.knobs, self.seed, _SPLIT_CODE[self.split], int(i))
 
     def __len__(self) -> int:
         return self.n
@@ -140,6 +165,8 @@ class SyntheticScenes(Sequence):
         k = self.knobs
         if k.composition == "matched":
             return self._render_matched(int(i))
+        if k.composition == "mixture":
+            return self._render_mixture(int(i))
         rng = np.random.default_rng([self.seed, _SPLIT_CODE[self.split], int(i)])
         extra: dict[str, Any] = {}
         if k.composition == "twins":
@@ -170,6 +197,13 @@ class SyntheticScenes(Sequence):
             **extra,
         }
         return Scene(canvas.image, canvas.instance, canvas.classes, self.class_names, metadata)
+
+    def _render_mixture(self, i: int) -> Scene:
+        """Scene `i` of the part `part_of(i)`, with this mixture's preset and class names and its part named."""
+        part = draw_part(self.knobs, self.seed, _SPLIT_CODE[self.split], i)  # == self.part_of(i)
+        scene = self._parts[part].render(i)
+        metadata = {**scene.metadata, "preset": self.preset, "part": part}
+        return replace(scene, class_names=self.class_names, metadata=metadata)
 
     def _render_matched(self, i: int) -> Scene:
         """Twin `i % 2` of the `matched` maze pair `i // 2` (`data.tiling`): one random stream per pair, the

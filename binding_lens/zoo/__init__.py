@@ -2,7 +2,9 @@
 
 Same backbone (an HF `Dinov2Model`), same kind of scenes, only the objective changes (DINO, DINOv2,
 MAE, supervised color x shape conjunctions) beside a random-init twin, so whether binding depends on
-the objective (method notes section 4) can be tested under control. Training seed t of every objective shares
+the objective (method notes section 4) can be tested under control. `grouping` is the known positive: the same
+backbone trained to group patches by instance on the `binding` preset, scenes where only binding tells objects
+apart. Training seed t of every objective shares
 its initialization and its training scenes (a new training draws them with seed 1 + t, `ZooRecipe.data_seed`;
 the shipped models all trained on draw 1, which their cards record), so objectives are compared paired
 over seeds.
@@ -21,8 +23,8 @@ whether a self-distillation teacher collapsed). Loading a
 model imports none of the training code. The comparison of the zoo's objectives is a report:
 `binding_lens.reports.binding_by_objective`.
 The package exports what a user starts from; the rest lives in its module: `Objective` and
-`make_objective` in `objectives.py`, the per-objective knobs in `recipe.py`, `read_card`, `read_heads`
-and `CheckpointError` in `checkpoint.py`.
+`make_objective` in `objectives.py`, the per-objective knobs in `recipe.py`, `read_card`, `read_heads`,
+`load_grouping_head` and `CheckpointError` in `checkpoint.py`.
 """
 
 from typing import TYPE_CHECKING

@@ -3,7 +3,7 @@
     <dir>/config.json, model.safetensors     the backbone, float16 (transformers' own format)
     <dir>/preprocessor_config.json           image_mean / image_std / size, read by HookedViT
     <dir>/heads.safetensors                  the objective's heads (DINO: teacher head + center; DINOv2: teacher
-                                             head + teacher patch head)
+                                             head + teacher patch head; grouping: its projection head)
     <dir>/card.json                          the model card (see `write_checkpoint`)
     <dir>/training_log.csv                   step, loss, lr, seconds (absent for the random control)
 
@@ -26,6 +26,7 @@ from transformers import Dinov2Model
 from ..errors import InputError
 from ..io import adopt_files, publish_dir, sha256_file, write_atomic, write_text_atomic
 from ..losses.dino import DinoHead
+from ..losses.grouping import GroupingHead
 from .recipe import ZooRecipe
 from .scenes import IMAGE_MEAN, IMAGE_STD
 
@@ -127,3 +128,20 @@ def load_dino_head(directory: str | Path) -> tuple[DinoHead, Tensor, dict[str, f
     head = DinoHead(recipe.hidden_size, k.out_dim, k.hidden_dim, k.bottleneck_dim, n_layers=3)
     head.load_state_dict({name.removeprefix("head."): t for name, t in heads.items() if name.startswith("head.")})
     return head.eval(), heads["center"], {"student_temp": k.student_temp, "teacher_temp": k.teacher_temp}
+
+
+def load_grouping_head(directory: str | Path) -> tuple[GroupingHead, float]:
+    """(grouping head, its training temperature) of a grouping zoo checkpoint: the model's own same-object
+    read-out, `head.same_object(tokens)` on its final LayerNorm's patch tokens (`HookedViT(pixels)[:, 1:]`, HF's
+    `last_hidden_state[:, 1:]`)."""
+    card = read_card(directory)
+    if card["objective"] != "grouping":
+        raise CheckpointError(
+            f"{directory} was trained with objective {card['objective']!r}; only grouping models carry a grouping head"
+        )
+    recipe = ZooRecipe.from_dict(card["recipe"])
+    k = recipe.grouping
+    head = GroupingHead(recipe.hidden_size, k.hidden_dim, k.out_dim)
+    heads = read_heads(directory)
+    head.load_state_dict({name.removeprefix("head."): t for name, t in heads.items() if name.startswith("head.")})
+    return head.eval(), k.temperature

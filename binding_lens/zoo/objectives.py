@@ -29,6 +29,7 @@ from ..losses.dino import (
     update_center,
 )
 from ..losses.dinov2 import BlockMasking, ibot_loss, koleo_loss, sinkhorn_knopp
+from ..losses.grouping import GroupingHead, instance_contrastive_loss
 from .recipe import DinoKnobs, ZooRecipe
 from .scenes import CONJUNCTIONS, SceneBank
 
@@ -381,6 +382,47 @@ class SupervisedObjective(Objective):
         return {f"classifier.{name}": t.detach().clone() for name, t in self.classifier.state_dict().items()}
 
 
+class GroupingObjective(Objective):
+    """Instance grouping, the known positive (`recipe.GroupingKnobs`): the last layer's patch tokens (after the
+    final LayerNorm) go through a projection head, and a supervised contrastive loss within each image pulls
+    the embeddings of one instance's patches together and pushes the other objects' away. Trained on the
+    `binding` preset, where only binding tells those objects apart. The head ships beside the backbone."""
+
+    name = "grouping"
+    log_columns = ("same_cosine", "different_cosine")
+
+    def __init__(self, backbone: Dinov2Model, recipe: ZooRecipe) -> None:
+        super().__init__(backbone, recipe)
+        k = recipe.grouping
+        self.head = GroupingHead(recipe.hidden_size, k.hidden_dim, k.out_dim)
+        self._logged: dict[str, float] = {}
+
+    def loss(self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator) -> Float[Tensor, ""]:
+        pixels, instances = bank.pixels_and_patches(index, generator)
+        embeddings = self.head(self.backbone(pixel_values=pixels).last_hidden_state[:, 1:]).float()
+        self._note_cosines(embeddings.detach(), instances)
+        return instance_contrastive_loss(embeddings, instances, self.recipe.grouping.temperature)
+
+    def _note_cosines(
+        self, embeddings: Float[Tensor, "batch patch embedding"], instances: Int[Tensor, "batch patch"]
+    ) -> None:
+        """Mean cosine of same-instance and of different-instance pairs of labeled patches (for the log)."""
+        cosine = embeddings @ embeddings.transpose(1, 2)
+        labeled = (instances[:, :, None] > 0) & (instances[:, None, :] > 0)
+        labeled &= ~torch.eye(instances.shape[1], dtype=torch.bool, device=instances.device)
+        same = instances[:, :, None] == instances[:, None, :]
+        self._logged = {
+            "same_cosine": cosine[labeled & same].mean().item() if (labeled & same).any() else math.nan,
+            "different_cosine": cosine[labeled & ~same].mean().item() if (labeled & ~same).any() else math.nan,
+        }
+
+    def log_values(self) -> dict[str, float]:
+        return dict(self._logged)
+
+    def heads(self) -> dict[str, Tensor]:
+        return {f"head.{name}": t.detach().clone() for name, t in self.head.state_dict().items()}
+
+
 class RandomControl(Objective):
     """The untrained twin: the same architecture and initialization seed, no training step."""
 
@@ -388,7 +430,8 @@ class RandomControl(Objective):
 
 
 OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (DinoObjective, Dinov2Objective, MaeObjective, SupervisedObjective, RandomControl)
+    cls.name: cls
+    for cls in (DinoObjective, Dinov2Objective, MaeObjective, SupervisedObjective, GroupingObjective, RandomControl)
 }
 
 

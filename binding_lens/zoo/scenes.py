@@ -1,18 +1,19 @@
 """The training scenes of a zoo model, rendered once and kept in memory as uint8 pixels.
 
-A few thousand 96 px scenes take ~160 MB as uint8 and render in seconds; keeping them avoids
-re-rendering every epoch. Training always uses the `train` split of the scene generator; the zoo's
-binding measurements use the `test` split, which is an independent random stream.
+A few thousand 96 px scenes take ~160 MB as uint8 and render in seconds (a `binding` mixture's mazes in
+about two minutes); keeping them avoids re-rendering every epoch. Each scene's per-patch instance ids on the
+recipe's grid are kept beside it (the grouping objective's labels). Training always uses the `train` split
+of the scene generator; the zoo's binding measurements use the `test` split, an independent random stream.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from jaxtyping import Float, UInt8
+from jaxtyping import Bool, Float, Int, UInt8
 from torch import Tensor
 
-from ..data import SyntheticScenes
+from ..data import SyntheticScenes, patch_labels
 from ..data.palette import COLORS
 from ..data.shapes import SHAPES
 from .recipe import ZooRecipe
@@ -41,17 +42,21 @@ def held_out_scenes(spec: str, n: int, seed: int = 0, preset: str | None = None)
 
 
 def conjunction_labels(objects: list[dict], min_visible_fraction: float) -> Float[np.ndarray, " label"]:
-    """Multi-hot over `CONJUNCTIONS`: which color x shape pairs are visibly present in a scene."""
+    """Multi-hot over `CONJUNCTIONS`: which color x shape pairs are visibly present in a scene (a maze's
+    regions, in `matched` scenes and the `binding` mixture, are no shape: they count as none)."""
     labels = np.zeros(len(CONJUNCTIONS), dtype=np.float32)
     for obj in objects:
+        if obj["shape"] not in SHAPES:
+            continue
         if obj["pixel_count"] and obj["visible_pixels"] >= min_visible_fraction * obj["pixel_count"]:
             labels[_CONJUNCTION_INDEX[f"{obj['color']} {obj['shape']}"]] = 1.0
     return labels
 
 
 class SceneBank:
-    """Pre-rendered scenes: `images` [N, H, W, 3] uint8 and `labels` [N, 64] conjunction multi-hots (the
-    recipe's `n_scenes` of its training split, or of `split="test"`: held-out scenes of the same kind)."""
+    """Pre-rendered scenes: `images` [N, H, W, 3] uint8, `labels` [N, 64] conjunction multi-hots and `patches`
+    [N, grid * grid] per-patch instance ids (plurality vote, 0 where unlabeled pixels win: `data.patch_labels`),
+    of the recipe's `n_scenes` of its training split, or of `split="test"`: held-out scenes of the same kind."""
 
     def __init__(self, recipe: ZooRecipe, progress: bool = False, split: str = "train") -> None:
         scenes = training_scenes(recipe, split)
@@ -60,6 +65,13 @@ class SceneBank:
         self.labels: Float[Tensor, "n label"] = torch.from_numpy(
             np.stack(
                 [conjunction_labels(s.metadata["objects"], recipe.supervised.min_visible_fraction) for s in rendered]
+            )
+        )
+        self.grid = recipe.grid
+        cells = (self.grid, self.grid)
+        self.patches: Int[Tensor, "n patch"] = torch.from_numpy(
+            np.stack([patch_labels(s.instance_mask, grid=cells).instance.reshape(-1) for s in rendered]).astype(
+                np.int64
             )
         )
         self.identity = scenes.identity
@@ -71,7 +83,7 @@ class SceneBank:
 
     def to(self, device: str | torch.device) -> "SceneBank":
         """Hold the scenes (and the normalization) on `device`, so batches are cut there."""
-        self.images, self.labels = self.images.to(device), self.labels.to(device)
+        self.images, self.labels, self.patches = self.images.to(device), self.labels.to(device), self.patches.to(device)
         self._mean, self._std = self._mean.to(device), self._std.to(device)
         return self
 
@@ -82,11 +94,26 @@ class SceneBank:
     def pixels(self, index: Tensor, generator: torch.Generator | None = None) -> Float[Tensor, "batch 3 height width"]:
         """Normalized pixels of these scenes; with a generator, each is flipped left-right with p = 1/2.
         Random draws come from the (CPU) generator whatever the device, so a seed means the same batches."""
+        return self._normalized(index, None if generator is None else self._flips(len(index), generator))
+
+    def pixels_and_patches(
+        self, index: Tensor, generator: torch.Generator
+    ) -> tuple[Float[Tensor, "batch 3 height width"], Int[Tensor, "batch patch"]]:
+        """As `pixels` with a generator (the same draws), and each scene's patch instance ids flipped with it."""
+        flip = self._flips(len(index), generator)
+        grid = self.patches[index.to(self.patches.device)].view(len(index), self.grid, self.grid)
+        grid[flip] = grid[flip].flip(-1)
+        return self._normalized(index, flip), grid.reshape(len(index), -1)
+
+    def _normalized(self, index: Tensor, flip: Bool[Tensor, " batch"] | None) -> Float[Tensor, "batch 3 height width"]:
         x = self.images[index.to(self.images.device)].permute(0, 3, 1, 2).float().div_(255)
-        if generator is not None:
-            flip = (torch.rand(len(index), generator=generator) < 0.5).to(x.device)
+        if flip is not None:
             x[flip] = x[flip].flip(-1)
         return (x - self._mean) / self._std
+
+    def _flips(self, n: int, generator: torch.Generator) -> Bool[Tensor, " batch"]:
+        """Which of `n` scenes are flipped left-right (p = 1/2), drawn from the CPU generator on any device."""
+        return (torch.rand(n, generator=generator) < 0.5).to(self.images.device)
 
 
 def _maybe_tqdm(items, progress: bool, desc: str):

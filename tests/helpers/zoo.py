@@ -34,6 +34,8 @@ def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
     if objective == "dinov2":
         small = dict(out_dim=64, patch_out_dim=64, hidden_dim=32, bottleneck_dim=16, local_size=16, n_local=2)
         recipe = replace(recipe, dinov2=replace(recipe.dinov2, **small))
+    if objective == "grouping":
+        recipe = replace(recipe, grouping=replace(recipe.grouping, hidden_dim=32, out_dim=16))
     return recipe
 
 

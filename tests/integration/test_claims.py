@@ -67,7 +67,8 @@ def test_claims_command_records_traces_and_resumes(tmp_path, monkeypatch, capsys
     record = json.loads((out / "claims.json").read_text())
     assert [m["model"] for m in record["models"]] == ["zoo:mae", "zoo:mae@1"]
     assert set(record["environment"]) >= {"commit", "dirty", "torch", "transformers", "threads", "device"}
-    assert record["settings"]["n_boot"] == 500 and record["settings"]["permutations"] == 1000
+    assert record["settings"]["n_boot"] == 500 and record["settings"]["data"] is None
+    assert record["settings"]["scenes"].startswith("each zoo model's training preset")
     assert record["settings"]["head_seeds"] == 2 and record["settings"]["ablation"]["head_seeds"] == 2
     assert record["settings"]["training"]["max_steps"] == 10 and len(record["code"]["sha256"]) == 64
     assert record["families"] == FAMILIES and record["adjustment"] == "holm"

@@ -11,7 +11,8 @@ from binding_lens.data.palette import COLORS
 from binding_lens.data.shapes import SHAPES, shape_mask
 from binding_lens.data.synthetic import CLASS_IDS
 
-SPRITE_PRESETS = [name for name, knobs in PRESETS.items() if knobs.composition != "matched"]  # tiles: test_tiling.py
+# mazes: test_tiling.py; mixtures of sprites and mazes: test_mixture.py
+SPRITE_PRESETS = [name for name, knobs in PRESETS.items() if knobs.composition not in ("matched", "mixture")]
 
 N = 24
 

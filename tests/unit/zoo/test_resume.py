@@ -70,7 +70,7 @@ def log_rows(out: Path) -> list[tuple[str, str, str]]:
     return [tuple(line.split(",")[:3]) for line in (out / "training_log.csv").read_text().splitlines()[1:]]
 
 
-@pytest.mark.parametrize("objective", ["dino", "dinov2", "mae", "supervised"])
+@pytest.mark.parametrize("objective", ["dino", "dinov2", "mae", "supervised", "grouping"])
 def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(objective, tmp_path, objectives, monkeypatch):
     recipe = tiny_recipe(objective, steps=7)
     train_zoo_model(recipe, tmp_path / "whole", progress=False, checkpoint_every=2)
