@@ -22,6 +22,19 @@ TINY = dict(
     data_seed=3,
 )
 
+TINY_64 = dict(  # a 64 px model (an 8 x 8 patch grid: room for the benchmark's flip pairs) for the claims tests
+    image_size=64,
+    patch_size=8,
+    hidden_size=16,
+    n_layers=3,
+    n_heads=2,
+    mlp_ratio=2,
+    n_scenes=16,
+    batch_size=4,
+    warmup_steps=1,
+    data_seed=3,
+)
+
 
 def tiny_recipe(objective: str, **overrides) -> ZooRecipe:
     if objective == "random":

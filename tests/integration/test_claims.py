@@ -15,18 +15,8 @@ from binding_lens.reports import claims
 from binding_lens.reports.claim_verdicts import CLAIMS, FAMILIES, FLOORS
 from binding_lens.zoo import RECIPES, registry, train_zoo_model
 
-TINY = dict(
-    image_size=64,
-    patch_size=8,
-    hidden_size=16,
-    n_layers=3,
-    n_heads=2,
-    mlp_ratio=2,
-    n_scenes=16,
-    batch_size=4,
-    warmup_steps=1,
-    data_seed=3,
-)
+from helpers.zoo import TINY_64
+
 SMALL = [
     "--n-scenes",
     "40",
@@ -50,7 +40,7 @@ SMALL = [
 def _zoo(tmp_path, monkeypatch, models):
     models_dir = tmp_path / "models"
     for name, objective, seed in models:
-        recipe = RECIPES[objective].with_overrides(**TINY, seed=seed, steps=0 if objective == "random" else 2)
+        recipe = RECIPES[objective].with_overrides(**TINY_64, seed=seed, steps=0 if objective == "random" else 2)
         train_zoo_model(recipe, models_dir / name, progress=False)
     monkeypatch.setattr(registry, "MODELS_DIR", models_dir)
 

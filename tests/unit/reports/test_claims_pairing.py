@@ -21,18 +21,8 @@ from binding_lens.reports.claim_measures import INTERVENTION_CLAIMS, interventio
 from binding_lens.reports.claim_verdicts import adjust, model_rows
 from binding_lens.zoo import RECIPES, registry, train_zoo_model
 
-TINY = dict(  # a 64 px zoo model: its 8 x 8 patch grid holds flip pairs of the twin mazes
-    image_size=64,
-    patch_size=8,
-    hidden_size=16,
-    n_layers=3,
-    n_heads=2,
-    mlp_ratio=2,
-    n_scenes=16,
-    batch_size=4,
-    warmup_steps=1,
-    data_seed=3,
-)
+from helpers.zoo import TINY_64
+
 SMALL = dict(  # the docs' claims block, smaller still
     n_scenes=24,
     toy_scenes=6,
@@ -50,7 +40,7 @@ DECODING = ("quadratic_beats_diagonal", "quadratic_beats_cosine", "quadratic_bea
 
 @pytest.mark.slow
 def test_claims_on_matched_train_and_score_on_flip_pairs_and_resample_twin_groups(tmp_path, monkeypatch, one_thread):
-    recipe = RECIPES["random"].with_overrides(**TINY, seed=0, steps=0)
+    recipe = RECIPES["random"].with_overrides(**TINY_64, seed=0, steps=0)
     train_zoo_model(recipe, tmp_path / "models" / "random", progress=False)
     monkeypatch.setattr(registry, "MODELS_DIR", tmp_path / "models")
     report = claims.claims_report(["zoo:random"], tmp_path / "claims", data="synthetic:matched", **SMALL)
