@@ -44,7 +44,7 @@ def test_on_default_scenes_position_and_pixels_alone_decode_most_pairs(default_s
 
 
 def test_on_the_benchmark_every_baseline_is_at_chance_and_contours_are_not():
-    dataset = SyntheticScenes("matched", n=300, size=96, seed=0, split="test")
+    dataset = SyntheticScenes("matched", n=120, size=96, seed=0, split="test")
     context, instance, klass, kept = scene_context(dataset, patch_size=8, size=96)
     splits = split_by_image(len(kept), fractions=(0.25, 0.25, 0.5), seed=0, groups=context.twins.group)
     baselines = fit_baselines(context, instance, klass, splits, QUICK, pairing="twins", n_boot=200)
