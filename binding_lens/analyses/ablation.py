@@ -80,6 +80,7 @@ from ..losses.dino import DinoHead
 from ..probes import PairProbe, split_by_image
 from ..probes.batch import label_space
 from ..probes.pairing import twin_pairs
+from ..probes.provenance import check_probe_fits
 from ..stats import LEVEL, Interval, bootstrap_counts
 from ..stats.bootstrap import Reduce, ratio_of_sums
 from ..stats.groups import group_sums
@@ -716,6 +717,7 @@ def ablation_study(
     without a head, one is fitted on clean features (the result's `dino_head` says which).
     """
     model = hooked_vit_only(model, "ablation_study")
+    check_probe_fits(probe, model, settings.layer)
     plan = _plan(model, scenes, probe, settings, size)
     clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size, keep_tokens=True)
     assert clean.tokens is not None

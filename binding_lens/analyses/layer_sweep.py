@@ -63,6 +63,7 @@ from ..probes import (
 from ..probes.batch import label_space
 from ..probes.evaluation import ScoredPairs, score_pairs
 from ..probes.pairing import PAIRINGS
+from ..probes.provenance import FittedOn
 from ..probes.training import stopping_rule
 from .pair_baselines import Baselines, Judgement, fit_baselines, held_out_pairs, judge, verdict
 from .report import Row, difference_text, format_table, interval_text, peak_layers, write_table
@@ -872,6 +873,7 @@ def write_sweep(model: HookedOrBridge, computed: SweepComputation) -> SweepResul
     model = as_hooked(model)
     plan, run = computed.plan, computed.plan.run
     for (name, layer), probe in computed.probes.items():
+        probe.fitted_on = FittedOn.of(model, layer)
         save_probe(probe, run.probe_path(layer, name))
     rows = [row.to_row() for row in computed.rows]
     metric, rule = PEAK_RULES[plan.config.peak_by]

@@ -40,6 +40,7 @@ from ..probes.batch import PairBatch
 from ..probes.metrics import auroc, bootstrap_auroc
 from ..probes.sampling import fixed_pairs
 from ..sae import SaeTrainingConfig, SparseAutoencoder, initialize_sae, train_sae
+from ..sae.autoencoder import check_sae_fits
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table
@@ -163,7 +164,6 @@ def _set_up(
 ) -> _Setup:
     """Read the patch tokens, split the images, train the SAE (unless given) and the probe on the first part."""
     data = label_images(model, scenes, size)
-    d_model = model.cfg.d_model
     with torch.inference_mode():
         resid = residual_at(model, data.pixels, layer)
     patches = resid[:, model.cfg.n_prefix_tokens :].float().cpu()
@@ -175,8 +175,6 @@ def _set_up(
             hook_name=resid_post(layer),
             metadata={"model": model.cfg.source},
         )
-    if sae.d_in != d_model:
-        raise InputError(f"the SAE reads {sae.d_in}-dimensional tokens; layer {layer} has d_model={d_model}")
     sae = sae.cpu().eval()
     probe = fit_quadratic_probe(patches, data.instance, train, select, seed=seed)
     subspace = BindingSubspace.from_probe(probe.probe, subspace_rank)
@@ -278,6 +276,8 @@ def sae_binding(
     model = hooked_vit_only(model, "sae_binding")
     config = replace(config or SaeBindingConfig(), **options)
     _check(model, len(scenes), layer)
+    if sae is not None:
+        check_sae_fits(sae, model, resid_post(layer))
     setup = _set_up(model, scenes, layer, config.size, sae, config.sae_training, config.subspace_rank, config.seed)
     train, select, report = setup.split
     selection = _Pairs.of(setup.instance[select], config.patches_per_image, config.seed)

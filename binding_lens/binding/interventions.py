@@ -58,9 +58,12 @@ class Intervention(ABC):
         return (resid_post(hook) if isinstance(hook, int) else hook), self
 
     def apply(self, h: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-        if h.ndim != 3 or h.shape[-1] != self.subspace.d_model:
+        if h.ndim != 3:
+            raise InputError(f"expected activations [batch, pos, d_model], got shape {tuple(h.shape)}")
+        if h.shape[-1] != self.subspace.d_model:
             raise InputError(
-                f"expected residual activations [batch, pos, {self.subspace.d_model}], got {tuple(h.shape)}"
+                f"the binding subspace lives in {self.subspace.d_model} dimensions but this hook's tokens have "
+                f"{h.shape[-1]}: build the subspace from a probe fitted on this model"
             )
         if self.subspace.k == 0 or self.is_identity():
             return h

@@ -83,10 +83,12 @@ class HelpFormatter(argparse.HelpFormatter):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a bad argument prints two lines (what is wrong; where the help is), not the whole usage,
-    and every (sub)command's help shows the defaults (`HelpFormatter`)."""
+    every (sub)command's help shows the defaults (`HelpFormatter`), and an option is spelt out: a prefix
+    such as `--n` is refused rather than read as whichever option it happens to start today."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:

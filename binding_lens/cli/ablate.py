@@ -99,10 +99,13 @@ def run(args: argparse.Namespace) -> int:
     from ..data.spec import dataset_from_spec
     from ..hooks import HookedViT
     from ..probes import load_probe
+    from ..probes.provenance import check_probe_fits
 
     model_spec, probe_file = pair_probe_source(args.run, args.model, args.probe_file, args.probe, args.layer)
     device = default_device(args.device)
     model = HookedViT.from_pretrained(model_spec, device=device)
+    probe = load_probe(probe_file, device=device)
+    check_probe_fits(probe, model, args.layer, source=f"the probe {probe_file}")  # before any image is read
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
     settings = AblationSettings(
@@ -119,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     result = ablation_study(
         model,
         [scenes[i] for i in range(len(scenes))],
-        load_probe(probe_file, device=device),
+        probe,
         settings,
         out=args.out,
         size=size,

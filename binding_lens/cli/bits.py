@@ -199,9 +199,17 @@ def run(args: argparse.Namespace) -> int:
         if edit_layer >= n_layers:
             raise InputError(f"--edit-layer {edit_layer}: {model_spec} has layers 0..{n_layers - 1}")
         read_layer = _single_read_layer(args.layers, n_layers) if args.layers else edit_layer
+        _check_probe(probe_file, model, edit_layer)  # before any scene is drawn
         splits = splits_for_seed(args.seed)
         return _interventions(args, model, splits, probe_file, edit_layer, read_layer, config, summary)
     return _table(args, model, splits_for_seed, layers, config, summary)
+
+
+def _check_probe(probe_file, model, edit_layer: int) -> None:
+    from ..probes import load_probe
+    from ..probes.provenance import check_probe_fits
+
+    check_probe_fits(load_probe(probe_file), model, edit_layer, source=f"the probe {probe_file}")
 
 
 _WHOSE = {"population": "the preset's, over all its feature codes", "split": "the test split's own"}

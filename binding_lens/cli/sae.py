@@ -24,6 +24,12 @@ def add(commands: argparse._SubParsersAction) -> None:
     sae.add_argument(
         "--size", type=positive_int, default=None, help="image side in px (default: the model's native size)"
     )
+    sae.add_argument(
+        "--sae",
+        default=None,
+        help="a saved SAE folder (cfg.json + sae_weights.safetensors, SAELens's layout) to rank instead of training "
+        "one; it must have been trained on this model's --layer",
+    )
     sae.add_argument("--d-sae", type=positive_int, default=768, help="features of the SAE")
     sae.add_argument("--k", type=positive_int, default=16, help="active features per token (TopK)")
     sae.add_argument("--steps", type=positive_int, default=2000, help="SAE optimizer steps")
@@ -46,12 +52,18 @@ def run(args: argparse.Namespace) -> int:
     from ..analyses.sae_binding import sae_binding
     from ..data.spec import dataset_from_spec
     from ..hooks import HookedViT
+    from ..hooks.names import resid_post
     from ..io import write_json_atomic
-    from ..sae import SaeTrainingConfig
+    from ..sae import SaeTrainingConfig, load_sae
+    from ..sae.autoencoder import check_sae_fits
 
     device = default_device(args.device)
     training = SaeTrainingConfig(d_sae=args.d_sae, k=args.k, steps=args.steps, seed=args.seed, device=str(device))
     model = HookedViT.from_pretrained(args.model, device=device)
+    saved = None
+    if args.sae is not None:
+        saved = load_sae(args.sae)
+        check_sae_fits(saved, model, resid_post(args.layer))  # before any image is read
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
     result = sae_binding(
@@ -59,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         [scenes[i] for i in range(len(scenes))],
         args.layer,
         size=size,
+        sae=saved,
         sae_training=training,
         subspace_rank=args.subspace_rank,
         top=args.top,

@@ -9,7 +9,7 @@ looped over in Python and no `[N, M, d]` pair tensor is formed. All probes are s
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,9 @@ from torch import Tensor, nn
 
 from ..errors import InputError
 from .batch import PairBatch
+
+if TYPE_CHECKING:
+    from .provenance import FittedOn
 
 
 def check_tokens(
@@ -73,6 +76,8 @@ class PairProbe(nn.Module, ABC):
         if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 1:
             raise InputError(f"d_model must be a positive int, got {d_model!r}")
         self.d_model = d_model
+        self.fitted_on: FittedOn | None = None
+        """Where it was fitted (`provenance`): set by the sweep and by `load_probe`, None for a new probe."""
 
     # -- construction -------------------------------------------------------------------------
     @abstractmethod

@@ -1,8 +1,9 @@
 """Save and load probes: one safetensors file whose metadata holds a small JSON header.
 
-The header is {"format": 1, "probe": <name>, "kwargs": <constructor kwargs>}; the tensors are the
-probe's state dict (parameters and buffers, e.g. the frozen attention weights). Writes are atomic
-(`binding_lens.io.write_atomic`), so a crash never leaves half a probe.
+The header is {"format": 1, "probe": <name>, "kwargs": <constructor kwargs>}, and "fitted": where it was
+fitted (`provenance.FittedOn`) when the probe knows it; the tensors are the probe's state dict (parameters
+and buffers, e.g. the frozen attention weights). Writes are atomic (`binding_lens.io.write_atomic`), so a
+crash never leaves half a probe.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -18,6 +20,7 @@ from safetensors.torch import load_file, save
 from ..errors import InputError, MissingFileError
 from ..io import write_atomic
 from .base import PairProbe
+from .provenance import FittedOn
 from .registry import probe_class
 
 HEADER_KEY = "binding_lens_probe"
@@ -31,9 +34,11 @@ def save_probe(probe: PairProbe, path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory; give a file path such as {path / 'probe.safetensors'}")
-    header = json.dumps({"format": FORMAT, "probe": probe.name, "kwargs": probe.config()})
+    header: dict[str, Any] = {"format": FORMAT, "probe": probe.name, "kwargs": probe.config()}
+    if probe.fitted_on is not None:
+        header["fitted"] = probe.fitted_on.as_dict()
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in probe.state_dict().items()}
-    return write_atomic(path, save(tensors, metadata={HEADER_KEY: header}))
+    return write_atomic(path, save(tensors, metadata={HEADER_KEY: json.dumps(header)}))
 
 
 def read_header(path: str | os.PathLike) -> dict:
@@ -55,8 +60,14 @@ def read_header(path: str | os.PathLike) -> dict:
 
 
 def load_probe(path: str | os.PathLike, device: str | torch.device = "cpu") -> PairProbe:
-    """Rebuild a saved probe (its class from the header's name) with its exact weights, in eval mode."""
+    """Rebuild a saved probe (its class from the header's name) with its exact weights, in eval mode, and
+    where it was fitted when the file says so (`probe.fitted_on`)."""
     header = read_header(path)
     probe = probe_class(header["probe"]).from_config(header["kwargs"])
     probe.load_state_dict(load_file(str(path)), strict=True)
+    if "fitted" in header:
+        try:
+            probe.fitted_on = FittedOn.from_dict(header["fitted"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{path}: the record of where the probe was fitted is damaged; refit it") from None
     return probe.to(device).eval()

@@ -152,6 +152,24 @@ def _set_module(root: nn.Module, dotted: str, module: nn.Module) -> None:
     setattr(root.get_submodule(parent_name) if parent_name else root, child, module)
 
 
+def check_sae_fits(sae: SparseAutoencoder, model: Any, hook_name: str) -> None:
+    """Raise one `InputError` line when `sae` cannot encode `model`'s `hook_name`: another token width, or
+    (where the SAE names the hook it was trained on) another hook."""
+    model.check_hook_name(hook_name)
+    model_name = (sae.metadata or {}).get("model")
+    trained = f" (trained on {model_name})" if model_name else ""
+    if sae.d_in != model.cfg.d_model:
+        raise InputError(
+            f"the SAE reads {sae.d_in}-dimensional activations{trained} but {hook_name} of {model.cfg.source} has "
+            f"d_model {model.cfg.d_model}: use an SAE trained on this model"
+        )
+    if sae.hook_name and sae.hook_name != hook_name:
+        raise InputError(
+            f"the SAE was trained on {sae.hook_name}{trained} but is applied at {hook_name}: apply it where it was "
+            "trained (its layer), or use an SAE trained there"
+        )
+
+
 @contextlib.contextmanager
 def attach_sae(
     model: Any, sae: SparseAutoencoder, hook_name: str | None = None, use_error_term: bool = False
@@ -160,11 +178,7 @@ def attach_sae(
     point is replaced by the SAE, whose hook points join the model's as `<hook_name>.hook_sae_acts_post`
     etc. The model then computes with the reconstruction, or exactly as before with `use_error_term`."""
     hook_name = hook_name or sae.hook_name
-    model.check_hook_name(hook_name)
-    if sae.d_in != model.cfg.d_model:
-        raise InputError(
-            f"the SAE reads {sae.d_in}-dimensional activations; {hook_name} has d_model={model.cfg.d_model}"
-        )
+    check_sae_fits(sae, model, hook_name)
     original = model.get_submodule(hook_name)
     sae.to(device=model.device, dtype=next(model.hf_model.parameters()).dtype)
     previous_error_term = sae.use_error_term

@@ -30,8 +30,10 @@ from PIL import Image
 from binding_lens.activations import ActivationStore
 from binding_lens.cli import main
 from binding_lens.io import FolderLock
+from binding_lens.sae import SparseAutoencoder
 
 RUN = "{tmp}/run"
+PROBE_L0 = "{tmp}/run/probes/L00_quadratic.safetensors"
 RUN_SETTINGS = [  # the fixture sweep's settings, --out and --data aside
     *("--model", "tiny:vit", "--n-images", "20", "--size", "64", "--layers", "0-1", "--probes", "quadratic"),
     *("--epochs", "1", "--batch-images", "8"),
@@ -288,6 +290,48 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
         "at least 10 images",
     ),
     (
+        "ablate with a probe of another width",
+        [
+            "ablate",
+            "--model",
+            "config:{tmp}/small_config.json",
+            "--probe-file",
+            PROBE_L0,
+            "--layer",
+            "0",
+            "--out",
+            "{tmp}/a",
+        ],
+        "reads 32-dimensional tokens (fitted on tiny:vit, layer 0) but",
+    ),
+    (
+        "ablate with a probe of another family",
+        ["ablate", "--model", "tiny:dinov2", "--probe-file", PROBE_L0, "--layer", "0", "--out", "{tmp}/a"],
+        "was fitted on a vit model (tiny:vit) but tiny:dinov2 is a dinov2 model",
+    ),
+    (
+        "ablate with a probe fitted at another layer",
+        ["ablate", "--model", "tiny:vit", "--probe-file", PROBE_L0.replace("L00", "L01"), "--layer", "0"]
+        + ["--out", "{tmp}/a"],
+        "was fitted at layer 1 (tiny:vit) but is applied at layer 0: pass --layer 1",
+    ),
+    (
+        "bits --intervene with a probe of another width",
+        ["bits", "--model", "config:{tmp}/small_config.json", "--probe-file", PROBE_L0, "--intervene", "shuffle"]
+        + ["--edit-layer", "0", "--out", "{tmp}/b"],
+        "reads 32-dimensional tokens",
+    ),
+    (
+        "sae with a saved SAE of another width",
+        ["sae", "--model", "tiny:vit", "--layer", "0", "--sae", "{tmp}/sae_wide", "--out", "{tmp}/s"],
+        "the SAE reads 48-dimensional activations",
+    ),
+    (
+        "sae with a saved SAE trained at another layer",
+        ["sae", "--model", "tiny:vit", "--layer", "0", "--sae", "{tmp}/sae_layer1", "--out", "{tmp}/s"],
+        "trained on blocks.1.hook_resid_post",
+    ),
+    (
         "sae on 5 images",
         ["sae", "--model", "tiny:vit", "--layer", "0", "--n-images", "5", "--out", "{tmp}/s"],
         "at least 12 images",
@@ -451,6 +495,8 @@ def make_workdir(tmp: Path) -> Path:
                 Image.fromarray(np.eye(32, dtype=np.uint8) + 1).save(tmp / name / "masks" / f"{stem}.png")
     (tmp / "corrupt" / "images" / "a.png").write_bytes(b"not a png")
     (tmp / "afile").write_text("not a directory")
+    SparseAutoencoder(48, 8, "topk", 4, hook_name="blocks.0.hook_resid_post").save(tmp / "sae_wide")
+    SparseAutoencoder(32, 8, "topk", 4, hook_name="blocks.1.hook_resid_post").save(tmp / "sae_layer1")
     (tmp / "small_config.json").write_text(
         '{"model_type": "dinov2", "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 2, '
         '"image_size": 32, "patch_size": 8}'
