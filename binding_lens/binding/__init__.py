@@ -14,7 +14,7 @@ from ..lazy import lazy_exports
 from .das import interchange_effect, train_das
 from .diagnostics import accuracy_kept, eigen_spectrum, elbow, subspace_stability
 from .head_ablation import HeadAblation
-from .interventions import Inject, Interchange, MeanAblate, ProjectOut, Shuffle
+from .interventions import Dose, Inject, Interchange, MeanAblate, ProjectOut, Shuffle
 from .subspace import BindingSubspace, accuracy_by_k
 
 # Exported here before issue 30: `from binding_lens.binding import principal_angles` says where each name lives now.
@@ -31,6 +31,7 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "BindingSubspace",
+    "Dose",
     "HeadAblation",
     "Inject",
     "Interchange",

@@ -216,3 +216,24 @@ class Interchange(Intervention):
                 "record the source at the same layer, with the same batch size and image size"
             )
         return self._replace_binding(patches, self.subspace.binding_part(source))
+
+
+class Dose(Intervention):
+    """Another intervention at a strength s in [0, 1]: h' = h + s (edit(h) - h), the edited and the clean
+    binding coordinates mixed (every edit here changes only those), s = 0 the clean run and s = 1 the full
+    edit. A dose-response curve (s = 0, 0.25, ..., 1) should rise steadily for the binding subspace and stay
+    flat for a random one of the same energy: an effect that jumps, or moves as much for the control, is not
+    the subspace's."""
+
+    def __init__(self, edit: Intervention, strength: float):
+        super().__init__(edit.subspace, edit.n_prefix)
+        self.edit, self.strength = edit, _unit_interval("dose strength", strength)
+
+    def is_identity(self) -> bool:
+        return self.strength == 0.0 or self.edit.is_identity()
+
+    def edit_patches(self, patches: Tensor) -> Tensor:
+        edited = self.edit.edit_patches(patches)
+        if edited is patches or self.strength == 1.0:
+            return edited
+        return patches + self.strength * (edited - patches)

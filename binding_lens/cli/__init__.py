@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 from ..errors import BindingLensError, GridSizeError, KnobError
 from ..threads import THREADS_HELP, use_threads
 from ..version import __version__
-from . import ablate, bits, claims, das, demo, hooks, sae, sweep, toy, view, zoo
+from . import ablate, bits, claims, das, demo, hooks, sae, sensitivity, sweep, toy, view, zoo
 from .arguments import parse_layers, positive_int
 from .preflight import output_lock, preflight
 
@@ -49,6 +49,7 @@ COMMANDS = {
     "sae": sae,
     "toy": toy,
     "claims": claims,
+    "sensitivity": sensitivity,
     "view": view,
     "zoo": zoo,
     "demo": demo,
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-NO_COMPUTE = {"binding-lens zoo list"}
+NO_COMPUTE = {"binding-lens zoo list", "binding-lens sensitivity"}
 """The commands that compute nothing, so take no --threads."""
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..stats import holm, mean_interval
 from ..stats.inference import seed_difference, t_p_value
+from ..stats.power import interval_limit
 
 Row = dict[str, Any]
 
@@ -102,6 +103,7 @@ def _row(claim: str, on: str, level: str, measure: Row, family: str | None) -> R
         "high": measure.get("high"),
         "p_value": measure.get("p_value"),
         "method": measure.get("method"),
+        "n": measure.get("n"),
         "applicable": applicable,
         "verdict": verdict(measure.get("low"), measure.get("high")) if applicable else "not applicable",
         "family": family if applicable and measure.get("p_value") is not None else None,
@@ -164,6 +166,7 @@ def objective_rows(models: Sequence[Row]) -> list[Row]:
                 "high": summary.high,
                 "p_value": t_p_value(values.values()),
                 "method": f"t across {len(values)} training seeds",
+                "n": len(values),
                 "seeds": list(values.values()),
             }
             measure["fit_problems"] = [
@@ -249,12 +252,27 @@ def adjust(rows: list[Row]) -> list[Row]:
         for member, p in zip(members, holm([m["p_value"] for m in members])):
             member["p_adjusted"] = p
             member["verdict_adjusted"] = adjusted_verdict(member["value"], p)
+            member["limit"] = interval_limit(member.get("low"), member.get("high"), alpha=ALPHA / len(members))
     for row in rows:
         for test in (row, row.get("vs_control") or {}):
             if test:
                 test.setdefault("p_adjusted", None)
                 test.setdefault("verdict_adjusted", test["verdict"])
+                test.setdefault("limit", interval_limit(test.get("low"), test.get("high"), alpha=ALPHA))
     return rows
+
+
+def limit_text(test: Row) -> str:
+    """Beside a null: the smallest effect its test would have found with 80 % power (`stats.power`), at the
+    strictest step of its Holm family; empty for a verdict that is not "cannot tell" or has no interval."""
+    if test.get("verdict_adjusted") != "cannot tell" or test.get("limit") is None:
+        return ""
+    return f"no effect beyond {limit_value(test['limit'])} at this configuration"
+
+
+def limit_value(limit: float) -> str:
+    """A detection limit as ±0.031 (±3.2e-04 below 0.01, so a tight limit does not print as ±0.000)."""
+    return f"±{limit:.3f}" if limit >= 0.01 else f"±{limit:.1e}"
 
 
 def family_sizes(rows: Sequence[Row]) -> dict[str, int]:

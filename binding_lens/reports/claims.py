@@ -61,6 +61,7 @@ from .claim_verdicts import (
     adjust,
     family_sizes,
     interval_text,
+    limit_text,
     model_rows,
     objective_rows,
     ordering_rows,
@@ -147,13 +148,17 @@ class ClaimsReport:
         for row in self.verdicts:
             lines.append(
                 f"| {row['claim']} | {row['on']} | {row['text']} | {_p(row.get('p_value'))} | {row['verdict']} | "
-                f"{_p(row.get('p_adjusted'))} | **{row['verdict_adjusted']}** | {_control_text(row)} |"
+                f"{_p(row.get('p_adjusted'))} | **{row['verdict_adjusted']}**{_limit(row)} | {_control_text(row)} |"
             )
         return (
             f"{claims}\n\nFloor rows (in no family):\n{floors}\n\nFamilies ({ADJUSTMENT.title()}-adjusted within "
             f"each, at 5 %):\n{families}\n\n{FIT_MARK}: fed by a probe fit that did not converge (it stopped on its "
             "step limit or its learning-rate floor) or is no better than the strongest network-free baseline on "
-            f"validation; each row's text and claims.json's `fit_problems` name the fits.\n\n## By objective\n\n"
+            "validation; each row's text and claims.json's `fit_problems` name the fits.\n\nBeside each \"cannot "
+            'tell": the smallest effect its test would have found with 80 % power at this configuration (images, '
+            "head seeds, control draws, k, layer), read off its own interval at the strictest step of its Holm "
+            "family (claims.json: `limit`); more images shrink it as 1 / sqrt(n) (`binding-lens sensitivity`)."
+            "\n\n## By objective\n\n"
             f"{self.readme_table()}\n## Every row\n\n" + "\n".join(lines) + "\n"
         )
 
@@ -167,11 +172,16 @@ def _side(test: Row) -> str:
     return {"holds": ">", "fails": "<"}.get(adjusted, "≈")
 
 
+def _limit(test: Row) -> str:
+    text = limit_text(test)
+    return f" ({text})" if text else ""
+
+
 def _control_text(row: Row) -> str:
     control = row.get("vs_control")
     if not control:
         return "-"
-    return f"{interval_text(control)} {_side(control)} {CONTROL} (p {_p(control.get('p_adjusted'))})"
+    return f"{interval_text(control)} {_side(control)} {CONTROL} (p {_p(control.get('p_adjusted'))}){_limit(control)}"
 
 
 def _cell(row: Row | None) -> str:
@@ -179,7 +189,7 @@ def _cell(row: Row | None) -> str:
         return "-"
     if not row["applicable"]:
         return "not applicable"
-    text = f"{interval_text(row)} **{row['verdict_adjusted']}**"
+    text = f"{interval_text(row)} **{row['verdict_adjusted']}**{_limit(row)}"
     if row["verdict"] != row["verdict_adjusted"]:
         text += f" (raw: {row['verdict']})"
     if row.get("fit_problems"):

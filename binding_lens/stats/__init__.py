@@ -9,6 +9,7 @@
     stats.correlation: partial_correlation         # r given a categorical nuisance (patch distance)
     stats.correlation: jackknife_correlation       # r with an interval and p over images (or twin groups)
     stats.groups: group_sums                       # per-image parts summed per twin group (the unit there)
+    stats.power: interval_limit, units_to_detect   # the smallest effect a null would have found (80 % power)
 
 The uncertainty model, the one every table of the package follows (the claims report, zoo compare, the
 ablation tables):

@@ -5,6 +5,8 @@ holds after adjustment."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import pytest
@@ -119,3 +121,11 @@ def test_no_claim_holds_on_random_init_networks_with_shuffled_labels(tmp_path, m
     assert len(raw_holds) <= 1, [(row["claim"], row["on"], row["text"]) for row in raw_holds]  # each at 5 %
     toy = [row for row in primary if row["claim"] in ("twins", "position_falls")]
     assert all(row["verdict"] == "not applicable" for row in toy)  # no binding signal at the middle layer
+    # every null says what it could have detected, in claims.json, claims.md and `binding-lens sensitivity`
+    nulls = [row for row in tested if row["verdict_adjusted"] == "cannot tell" and row["low"] is not None]
+    assert nulls and all(row["limit"] > 0 for row in nulls)
+    assert (out / "claims.md").read_text().count("at this configuration") >= len(nulls)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["sensitivity", "--claims", str(out), "--effect", "0.05"]) == 0
+    assert "limit (80% power)" in printed.getvalue() and "n for ±0.05" in printed.getvalue()
