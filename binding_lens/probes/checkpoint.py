@@ -50,7 +50,7 @@ def read_header(path: str | os.PathLike) -> dict:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
     except Exception as exc:  # safetensors raises its own error types for corrupt files
-        raise InputError(f"{path} is not a readable safetensors file: {exc}") from exc
+        raise InputError(f"{path} is not a readable safetensors file: {exc}") from None
     if HEADER_KEY not in metadata:
         raise InputError(f"{path} is a safetensors file but not a binding_lens probe (no {HEADER_KEY!r} metadata)")
     header = json.loads(metadata[HEADER_KEY])

@@ -236,9 +236,9 @@ def _header(config: DemoConfig, twin: str) -> str:
     )
 
 
-def verdict(interval: Interval) -> str:
-    """'beyond noise' when the difference's interval excludes 0, 'within noise' when it holds 0, else 'no interval'."""
-    return {True: "beyond noise", False: "within noise", None: "no interval"}[interval.beyond_noise]
+def verdict(interval: Interval, left: str, right: str) -> str:
+    """The difference `left - right` in the package's words, with its direction (`stats.interval.compared`)."""
+    return interval.compared(left, right)
 
 
 def _text(interval: Interval) -> str:
@@ -269,7 +269,7 @@ def sweep_text(sweeps: dict[str, SweepResult], comparison: list[Row]) -> str:
                 )
             },
             f"{names[model]} - {names[twin]} [95% CI]": difference_text(row["difference"], row["low"], row["high"]),
-            "verdict": verdict(_interval(row)),
+            "verdict": verdict(_interval(row), names[model], names[twin]),
             **{
                 f"{name} within distance": interval_text(row, f"{spec} auroc_within_distance")
                 for spec, name in names.items()
@@ -382,7 +382,7 @@ def intervention_text(effect: ShuffleEffect, model: str, learnt_binding: bool = 
             row[f"change ({condition.split()[0]})"] = _text(change)
         versus = differences[(measure, EDIT, CONTROL)]
         row["binding - random"] = _text(versus)
-        rows.append(row | {"verdict": verdict(versus)})
+        rows.append(row | {"verdict": verdict(versus, "binding", "random")})
     head = (
         f"Live intervention on {model} at layer {layer}, on {effect.n_images} fresh held-out scenes: mid-forward, "
         f"every patch's part in the binding subspace (the top {k} eigen-directions of the layer-{layer} quadratic "
@@ -411,16 +411,27 @@ def intervention_meaning(effect: ShuffleEffect) -> str:
         f"object by {edit:+.0%}, shuffling a random subspace of the same size and energy by {control:+.0%}. "
     )
     if attention.beyond_noise and attention.estimate < 0:
-        text += f"The difference is beyond noise: the next layer's attention uses these {k} directions, not any {k}. "
+        text += (
+            f"The binding shuffle leaves less own-object attention than the random one, beyond noise "
+            f"({_text(attention)}): the next layer's attention uses these {k} directions, not any {k}. "
+        )
+    elif attention.beyond_noise:
+        text += (
+            f"The binding shuffle leaves more own-object attention than the random one, beyond noise "
+            f"({_text(attention)}): by this measure the next layer's attention needs these {k} directions less "
+            f"than a random {k} of the same energy. "
+        )
     else:
-        text += f"Binding and random shuffles are {verdict(attention)} apart on attention ({attention.estimate:+.3f}). "
+        text += f"Binding and random shuffles are within noise of each other on attention ({_text(attention)}). "
     text += (
         f"The layer-{after} probe goes from {values['clean']['next_auroc']:.3f} to {values[EDIT]['next_auroc']:.3f} "
         f"after the binding shuffle (chance: 0.5) and to {values[CONTROL]['next_auroc']:.3f} after the random one"
     )
     if auroc.beyond_noise and auroc.estimate < 0:
         return text + ": which patches belong together reaches the next layer through these directions."
-    return text + f" ({verdict(auroc)} of each other)."
+    if auroc.beyond_noise:
+        return text + f": the random shuffle lowers it more, beyond noise ({_text(auroc)})."
+    return text + f" (within noise of each other, {_text(auroc)})."
 
 
 def _bars(effect: ShuffleEffect) -> list[Bars]:
@@ -461,7 +472,8 @@ def _figure(sweeps: dict[str, SweepResult], comparison: list[Row], effect: Shuff
     edit, control = (_change(effect, "own_object_attention", condition) for condition in (EDIT, CONTROL))
     title = (
         f"{model} beside its untrained twin: quadratic probe AUROC {row[f'{model} auroc']:.3f} vs "
-        f"{row[f'{twin} auroc']:.3f} ({verdict(_interval(row))}); {row[f'{model} baseline']} alone, no network: "
+        f"{row[f'{twin} auroc']:.3f} ({verdict(_interval(row), model, twin)}); {row[f'{model} baseline']} alone, "
+        "no network: "
         f"{row[f'{model} baseline_auroc']:.3f}. Shuffling its binding subspace at layer {layer} "
         f"changes own-object attention at layer {after} by {edit:+.0%}, a random subspace by {control:+.0%}"
     )

@@ -22,6 +22,17 @@ def beyond_noise(low: float | None, high: float | None) -> bool | None:
     return bool(not low <= 0 <= high)
 
 
+def compared(estimate: float, low: float | None, high: float | None, left: str, right: str) -> str:
+    """The one wording of a difference `left - right` with its interval, with its direction: "left > right,
+    beyond noise", "left < right, beyond noise", "within noise" (the interval holds 0) or "no interval"."""
+    beyond = beyond_noise(low, high)
+    if beyond is None:
+        return "no interval"
+    if not beyond:
+        return "within noise"
+    return f"{left} {'>' if estimate > 0 else '<'} {right}, beyond noise"
+
+
 @dataclass(frozen=True)
 class Interval:
     """`estimate` with its `level` interval [low, high] made by `method` from `n` independent units."""
@@ -37,6 +48,10 @@ class Interval:
     def beyond_noise(self) -> bool | None:
         """For a difference: whether the interval excludes 0 (None without an interval)."""
         return beyond_noise(self.low, self.high)
+
+    def compared(self, left: str, right: str) -> str:
+        """For a difference `left - right`: which way, and whether beyond noise (`compared`)."""
+        return compared(self.estimate, self.low, self.high, left, right)
 
     @property
     def has_interval(self) -> bool:

@@ -2,17 +2,20 @@
 //
 //   node drive_site.cjs config.json   ->  one JSON report on stdout
 //
-// config: {chromium, base (the site's URL on a local HTTP server), out, query, pages: [{label, path, selector}]}.
+// config: {chromium, base (the site's URL: a local HTTP server, or file:///.../site/), home (the home page's URL;
+// default: base), out, query, pages: [{label, path, selector}], nav: [href suffixes]}.
 // The script opens the home page, types `query` into the search box and reads the results, takes screenshots
-// (the search, then the home page), then opens each page and reads its title and whether `selector` is there. It records every console error, page error,
-// failed request and request to anything but the local server; the Python test makes the assertions.
+// (the search, then the home page), then opens each page and reads its title and whether `selector` is there,
+// then, from the home page, clicks each navigation link of `nav` (in the left sidebar) and reads where it
+// landed. It records every console error, page error, failed request and request outside `base`; the Python
+// test makes the assertions.
 "use strict";
 const path = require("path");
 const { drive } = require("./harness.cjs");
 
 const SEARCH_TIMEOUT = 60000;  // the worker indexes the whole site first: slow on a busy 2-core machine
 
-const report = { errors: [], external_requests: [], pages: [], search: null, screenshots: [] };
+const report = { errors: [], external_requests: [], pages: [], nav: [], search: null, screenshots: [] };
 
 function watch(page, base, where) {
   page.on("console", (msg) => { if (msg.type() === "error") report.errors.push(`${where} console: ${msg.text()}`); });
@@ -27,9 +30,10 @@ function watch(page, base, where) {
 
 drive(report, async (browser, config) => {
   const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const home = config.home || config.base;
   const page = await context.newPage();
   watch(page, config.base, "home");
-  await page.goto(config.base, { waitUntil: "networkidle" });
+  await page.goto(home, { waitUntil: "networkidle" });
 
   // the search box: Material's worker indexes search/search_index.json, results appear as the query is typed
   // typed key by key: Material's search listens to the keyboard (page.fill's one input event finds nothing)
@@ -45,7 +49,7 @@ drive(report, async (browser, config) => {
   const search = path.join(config.out, "search.png");
   await page.screenshot({ path: search });
   report.screenshots.push(search);
-  await page.goto(config.base, { waitUntil: "networkidle" });
+  await page.goto(home, { waitUntil: "networkidle" });
   report.home = await page.evaluate(() => ({ title: document.title, h1: document.querySelector("article h1").textContent }));
   const home = path.join(config.out, "home.png");
   await page.screenshot({ path: home });
@@ -66,6 +70,22 @@ drive(report, async (browser, config) => {
     const file = path.join(config.out, `${want.label}.png`);
     await p.screenshot({ path: file });
     report.screenshots.push(file);
+    await p.close();
+  }
+
+  for (const suffix of config.nav || []) {
+    const p = await context.newPage();
+    watch(p, config.base, `nav ${suffix}`);
+    await p.goto(home, { waitUntil: "load" });
+    const link = p.locator(`.md-sidebar--primary a.md-nav__link[href$="${suffix}"]`).first();
+    await Promise.all([p.waitForURL((url) => url.href.endsWith(suffix), { waitUntil: "load" }), link.click()]);
+    report.nav.push(await p.evaluate((s) => ({
+      suffix: s,
+      href: location.href,
+      title: document.title,
+      h1: (document.querySelector("article h1") || {}).textContent || null,
+      text_length: (document.querySelector("article") || document.body).innerText.length,
+    }), suffix));
     await p.close();
   }
 });

@@ -1,6 +1,7 @@
 """The built documentation site in a real browser: Debian's headless Chromium driven by playwright-core
-(tests/browser/drive_site.cjs), over a local HTTP server (the search runs in a web worker, which file://
-pages cannot start).
+(tests/browser/drive_site.cjs), over a local HTTP server and opened from disk (file://, as the README says:
+links to files, the search index inlined, the search worker started through the site's own iframe-worker
+shim, scripts/mkdocs_hooks.py).
 
 Marked `docs`: `make docs` builds site/ (`mkdocs build --strict`) and runs this; `make test` leaves it out.
 Without a built site it skips, saying so, unless BINDING_LENS_DOCS=required (what `make docs` sets), where
@@ -28,10 +29,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("BINDING_LENS_SITE", ROOT / "site"))
 ARTIFACTS = ROOT / "test-artifacts" / "docs-site"
 PAGES = [  # label, path under the site, an element the page must have
-    {"label": "api-hooks", "path": "api/hooks/", "selector": '[id="binding_lens.hooks.HookedViT"]'},
-    {"label": "guide-probing", "path": "guides/probing/", "selector": "article pre code"},
-    {"label": "getting-started", "path": "getting-started/", "selector": "article pre code"},
+    {"label": "api-hooks", "path": "api/hooks.html", "selector": '[id="binding_lens.hooks.HookedViT"]'},
+    {"label": "guide-probing", "path": "guides/probing.html", "selector": "article pre code"},
+    {"label": "getting-started", "path": "getting-started.html", "selector": "article pre code"},
 ]
+NAV = ["getting-started.html", "guides/probing.html", "api/hooks.html"]
+"""Sidebar links followed from the home page (from disk a folder link would land on a directory listing)."""
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +72,7 @@ def test_the_site_renders_and_its_search_finds_hookedvit(server, tmp_path):
 
     hits = report["search"]["results"]
     assert hits and any("HookedViT" in hit["text"] for hit in hits), report["search"]
-    assert any("/api/hooks/" in hit["href"] for hit in hits), "the search does not lead to HookedViT's API entry"
+    assert any("api/hooks.html" in hit["href"] for hit in hits), "the search does not lead to HookedViT's API entry"
 
     assert report["home"]["h1"].rstrip("¶").strip() == "binding_lens" and "binding_lens" in report["home"]["title"]
     pages = {page["label"]: page for page in report["pages"]}
@@ -78,3 +81,24 @@ def test_the_site_renders_and_its_search_finds_hookedvit(server, tmp_path):
         assert page["found"] and page["h1"] and page["text_length"] > 500, (label, page)
     assert pages["api-hooks"]["h1"].rstrip("¶").strip() == "binding_lens.hooks"
     assert all(Path(path).stat().st_size > 10_000 for path in report["screenshots"])
+
+
+def test_the_site_opens_from_disk_follows_its_navigation_and_searches(site, tmp_path):
+    chromium = ready_chromium()
+    base = site.resolve().as_uri() + "/"
+    config = {
+        "chromium": str(chromium),
+        "base": base,
+        "home": base + "index.html",
+        "out": str(ARTIFACTS / "from-disk"),
+        "query": "HookedViT",
+        "pages": [],
+        "nav": NAV,
+    }
+    report = run_driver("drive_site.cjs", config, tmp_path / "drive.json")
+    assert report["errors"] == [] and report["external_requests"] == [], report
+    assert report["search"]["results"] and any("HookedViT" in hit["text"] for hit in report["search"]["results"])
+    assert [page["suffix"] for page in report["nav"]] == NAV
+    for page in report["nav"]:  # a file, rendered as a page (not a directory listing)
+        assert page["href"].startswith(base) and page["href"].endswith(".html"), page
+        assert page["h1"] and page["text_length"] > 500, page

@@ -90,11 +90,21 @@ def effect(attention: tuple[float, float, float], auroc: tuple[float, float, flo
 def test_the_intervention_sentence_sets_the_binding_shuffle_against_its_control():
     used = intervention_meaning(effect((0.2, 0.1, 0.18), (0.95, 0.5, 0.9), noise=0.01))
     assert "by -50%, shuffling a random subspace of the same size and energy by -10%" in used
-    assert "beyond noise: the next layer's attention uses these 12 directions, not any 12" in used
+    assert (
+        "leaves less own-object attention than the random one, beyond noise (-0.080 [-0.090, -0.070]): the next "
+        "layer's attention uses these 12 directions, not any 12"
+    ) in used
     assert "from 0.950 to 0.500 after the binding shuffle (chance: 0.5) and to 0.900" in used
     assert "reaches the next layer through these directions" in used
     unused = intervention_meaning(effect((0.2, 0.19, 0.19), (0.8, 0.79, 0.79), noise=0.02))
-    assert "within noise" in unused and "reaches the next layer" not in unused
+    assert "within noise of each other on attention" in unused and "reaches the next layer" not in unused
+    # the other way: the binding shuffle cuts attention less than the random one (and the probe less)
+    less = intervention_meaning(effect((0.2, 0.1, 0.06), (0.95, 0.8, 0.6), noise=0.01))
+    assert "leaves more own-object attention than the random one, beyond noise (+0.040 [+0.030, +0.050])" in less
+    assert "needs these 12 directions less than a random 12" in less and "uses these" not in less
+    assert less.endswith("the random shuffle lowers it more, beyond noise (+0.200 [+0.190, +0.210]).")
+    rows = intervention_text(effect((0.2, 0.1, 0.06), (0.95, 0.8, 0.6), noise=0.01), "zoo:a")
+    assert "binding > random, beyond noise" in rows and "binding < random" not in rows
     table = intervention_text(effect((0.2, 0.1, 0.18), (0.95, 0.5, 0.9), noise=0.01), "zoo:a")
     assert "Live intervention on zoo:a at layer 3, on 64 fresh held-out scenes" in table and "untrained" not in table
     untaught = intervention_text(effect((0.2, 0.1, 0.18), (0.95, 0.5, 0.9), noise=0.01), "zoo:a", learnt_binding=False)

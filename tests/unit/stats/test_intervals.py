@@ -150,3 +150,10 @@ def test_an_interval_shifted_and_mirrored():
     assert interval.shifted(1.0) == Interval(2.0, 1.5, 3.0, 0.95, "t", 4)
     assert Interval(1.0, None, None).shifted(2.0, -1.0) == Interval(1.0, None, None)
     assert interval.beyond_noise is True and not Interval(1.0, None, None).has_interval
+
+
+def test_a_difference_is_worded_with_its_direction():
+    assert Interval(0.02, 0.01, 0.03).compared("binding", "random") == "binding > random, beyond noise"
+    assert Interval(-0.02, -0.03, -0.01).compared("binding", "random") == "binding < random, beyond noise"
+    assert Interval(0.01, -0.01, 0.03).compared("binding", "random") == "within noise"
+    assert Interval(0.01, None, None).compared("binding", "random") == "no interval"
