@@ -51,9 +51,9 @@ drive(report, async (browser, config) => {
   report.screenshots.push(search);
   await page.goto(home, { waitUntil: "networkidle" });
   report.home = await page.evaluate(() => ({ title: document.title, h1: document.querySelector("article h1").textContent }));
-  const home = path.join(config.out, "home.png");
-  await page.screenshot({ path: home });
-  report.screenshots.push(home);
+  const shot = path.join(config.out, "home.png");
+  await page.screenshot({ path: shot });
+  report.screenshots.push(shot);
   await page.close();
 
   for (const want of config.pages) {
