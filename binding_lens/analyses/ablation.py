@@ -54,7 +54,7 @@ from tqdm.auto import tqdm
 from ..activations.context import TwinSlots, scene_twins
 from ..binding import BindingSubspace, Inject, Shuffle
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
-from ..binding.interventions import InjectByProbe, Intervention
+from ..binding.interventions import Dose, InjectByProbe, Intervention
 from ..data import Scene, patch_labels
 from ..effects.attention import (
     attention_follows_scores,
@@ -87,6 +87,9 @@ from ..stats.groups import group_sums
 from ..stats.inference import bootstrap_p_value, replicate_interval, seeded_replicates, two_level_interval
 from .report import Row, difference_text, format_table, write_table
 
+SHUFFLE_DOSE = "shuffle dose"
+"""The intervention of a dose-response row: the full shuffle at strength s (`AblationSettings.shuffle_doses`)."""
+
 
 @dataclass
 class AblationSettings:
@@ -95,6 +98,9 @@ class AblationSettings:
     shuffle_ratios: tuple[float, ...] = (0.5, 1.0)
     inject_alphas: tuple[float, ...] = (0.5, 0.0)
     """Ratio 0 and alpha 1 leave the model clean: the clean row is always measured."""
+    shuffle_doses: tuple[float, ...] = ()
+    """A dose-response of the full shuffle: each dose s runs `Dose(Shuffle(ratio 1), s)` (the shuffled and the
+    clean binding coordinates mixed), on the binding subspace and its control alike ("shuffle dose" rows)."""
     control: bool = True
     control_draws: int = 20
     """Draws of the random subspace (and of every shuffle's permutation) for the measures that need only a
@@ -422,7 +428,10 @@ def _plan(
             f"need 1 <= head_seeds <= control_draws, got head_seeds {settings.head_seeds} and control_draws "
             f"{settings.control_draws}"
         )
+    if any(not 0 <= s <= 1 for s in settings.shuffle_doses):
+        raise InputError(f"every shuffle dose must be in [0, 1], got {settings.shuffle_doses}")
     edits = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
+    edits += [(SHUFFLE_DOSE, s) for s in settings.shuffle_doses]
     edits += [("inject_probe", a) for a in settings.inject_alphas] if settings.inject_by_probe else []
     names_ = ["binding", "random"] if settings.control else ["binding"]
     conditions = [(name, kind, strength) for name in names_ for kind, strength in edits]
@@ -550,7 +559,7 @@ def _intervened(
     that no draw changes (an injection into the binding subspace) runs once, its heads with every head seed."""
     (subspace_name, kind, strength), data = condition, plan.data
     layer, n_prefix, test = settings.layer, model.cfg.n_prefix_tokens, plan.split[1]
-    varies = subspace_name != "binding" or kind == "shuffle"
+    varies = subspace_name != "binding" or kind in ("shuffle", SHUFFLE_DOSE)
     heads, attention, losses = [], [], []
     for j in range(settings.control_draws if varies else 1):
         subspace = plan.subspaces[subspace_name][j if subspace_name != "binding" else 0]
@@ -795,6 +804,8 @@ def _intervention(
 ) -> Intervention:
     if kind == "shuffle":
         return Shuffle(subspace, strength, n_prefix, seed=seed)
+    if kind == SHUFFLE_DOSE:
+        return Dose(Shuffle(subspace, 1.0, n_prefix, seed=seed), strength)
     if kind == "inject_probe":
         return InjectByProbe(subspace, strength, n_prefix, probe)
     return Inject(subspace, strength, n_prefix, instance)

@@ -9,6 +9,7 @@ from .arguments import (
     DEVICE_HELP,
     MODEL_HELP,
     default_device,
+    dose_list,
     non_negative_int,
     output_dir,
     pair_probe_source,
@@ -32,6 +33,13 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--layer", type=non_negative_int, required=True, help="layer l of the intervention (block l+1 is measured)"
     )
     ablate.add_argument("--k", type=positive_int, default=16, help="binding subspace dimension")
+    ablate.add_argument(
+        "--doses",
+        type=dose_list,
+        default=(),
+        help="a dose-response: the full shuffle also at these strengths in [0, 1], e.g. 0.25,0.5,0.75 (the shuffled "
+        "and clean binding coordinates mixed), on the binding subspace and its control",
+    )
     ablate.add_argument("--data", default="default", help=DATA_HELP)
     ablate.add_argument(
         "--n-images",
@@ -115,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         head_seeds=args.head_seeds,
         control_draws=max(args.control_draws, args.head_seeds),
         matched_energy=not args.unmatched_control,
+        shuffle_doses=args.doses,
     )
     dino = None
     if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:

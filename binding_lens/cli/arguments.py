@@ -64,6 +64,14 @@ def non_negative_float(text: str) -> float:
     return _number(text, 0.0, strict=False)
 
 
+def dose_list(text: str) -> tuple[float, ...]:
+    """An argparse type: comma-separated strengths in [0, 1] (a dose-response), e.g. 0.25,0.5,0.75."""
+    doses = tuple(_number(part.strip(), 0.0, strict=False) for part in text.split(",") if part.strip())
+    if not doses or any(dose > 1 for dose in doses):
+        raise argparse.ArgumentTypeError(f"{text!r}: give strengths in [0, 1], comma-separated (e.g. 0.25,0.5,0.75)")
+    return doses
+
+
 def output_dir(text: str) -> str:
     """An argparse type: a directory to create or resume (refused when a file is in the way)."""
     if Path(text).exists() and not Path(text).is_dir():

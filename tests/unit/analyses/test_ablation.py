@@ -11,6 +11,7 @@ from binding_lens import HookedViT
 from binding_lens.analyses.ablation import AblationSettings, ablation_study
 from binding_lens.cli import main
 from binding_lens.data import SyntheticScenes
+from binding_lens.errors import InputError
 from binding_lens.probes import save_probe
 
 from helpers.probes import random_quadratic
@@ -259,3 +260,27 @@ def test_difference_text_keeps_small_differences_readable():
     assert difference_text(0.0, 0.0, 0.0) == "+0.000 [+0.000, +0.000]"
     assert difference_text(0.05, 0.01, 0.09, star=True).endswith("]*")
     assert difference_text(0.05, -0.01, 0.09, star=True).endswith("]")
+
+
+def test_shuffle_doses_run_on_both_subspaces_from_clean_at_0_to_the_full_shuffle_at_1():
+    """A dose-response in the study: dose 0 is the clean run and dose 1 the full shuffle, exactly (same seeds,
+    same draws), on the binding subspace and its control alike."""
+    model = HookedViT.from_pretrained("tiny:vit")
+    torch.manual_seed(0)
+    scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
+    settings = AblationSettings(
+        layer=1, k=4, shuffle_ratios=(1.0,), inject_alphas=(), shuffle_doses=(0.0, 0.5, 1.0), dino=False, **FAST
+    )
+    result = ablation_study(model, scenes, random_quadratic(32), settings, progress=False)
+    by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
+    clean = by["-", "clean", None]
+    measures = ("instance_miou", "own_object_attention", "own_object_excess_attention")
+    for subspace in ("binding", "random"):
+        for key in measures:
+            assert by[subspace, "shuffle dose", 0.0][key] == clean[key]
+            assert by[subspace, "shuffle dose", 1.0][key] == pytest.approx(by[subspace, "shuffle", 1.0][key])
+    half = by["binding", "shuffle dose", 0.5]["attention_kl_to_clean"]
+    assert 0 < half < by["binding", "shuffle dose", 1.0]["attention_kl_to_clean"]  # half the edit moves it less
+    assert {d["intervention"] for d in result.differences} >= {"shuffle dose"}
+    with pytest.raises(InputError, match="every shuffle dose must be in"):
+        ablation_study(model, scenes, random_quadratic(32), AblationSettings(layer=1, shuffle_doses=(1.5,)))
