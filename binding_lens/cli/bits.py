@@ -199,17 +199,20 @@ def run(args: argparse.Namespace) -> int:
         if edit_layer >= n_layers:
             raise InputError(f"--edit-layer {edit_layer}: {model_spec} has layers 0..{n_layers - 1}")
         read_layer = _single_read_layer(args.layers, n_layers) if args.layers else edit_layer
-        _check_probe(probe_file, model, edit_layer)  # before any scene is drawn
+        probe = _fitting_probe(probe_file, model, edit_layer)  # checked before any scene is drawn
         splits = splits_for_seed(args.seed)
-        return _interventions(args, model, splits, probe_file, edit_layer, read_layer, config, summary)
+        return _interventions(args, model, splits, probe, probe_file, edit_layer, read_layer, config, summary)
     return _table(args, model, splits_for_seed, layers, config, summary)
 
 
-def _check_probe(probe_file, model, edit_layer: int) -> None:
+def _fitting_probe(probe_file, model, edit_layer: int):
+    """The saved probe, on the model's device, once `check_probe_fits` has found it fits the edited layer."""
     from ..probes import load_probe
     from ..probes.provenance import check_probe_fits
 
-    check_probe_fits(load_probe(probe_file), model, edit_layer, source=f"the probe {probe_file}")
+    probe = load_probe(probe_file, device=str(model.device))
+    check_probe_fits(probe, model, edit_layer, source=f"the probe {probe_file}")
+    return probe
 
 
 _WHOSE = {"population": "the preset's, over all its feature codes", "split": "the test split's own"}
@@ -269,7 +272,7 @@ def _table(args, model, splits_for_seed, layers, config, summary) -> int:
     return 0
 
 
-def _interventions(args, model, splits, probe_file, edit_layer, read_layer, config, summary) -> int:
+def _interventions(args, model, splits, probe, probe_file, edit_layer, read_layer, config, summary) -> int:
     from pathlib import Path
 
     from ..analyses.bits import InterventionConfig, bits_under_interventions, intervention_table
@@ -277,9 +280,8 @@ def _interventions(args, model, splits, probe_file, edit_layer, read_layer, conf
     from ..binding import BindingSubspace
     from ..figures import bits_lost_figure
     from ..io import write_json_atomic
-    from ..probes import load_probe
 
-    subspace = BindingSubspace.from_probe(load_probe(probe_file, device=str(model.device)), args.k)
+    subspace = BindingSubspace.from_probe(probe, args.k)
     edits = InterventionConfig(args.intervene, read_layer=read_layer, token_sets=args.tokens, families=args.probes)
     rows = bits_under_interventions(model, splits, subspace, edit_layer, config, edits)
     out = Path(args.out)

@@ -17,18 +17,20 @@ from typing import Any
 
 from ..analyses.report import format_table
 from ..errors import InputError, MissingFileError
+from ..stats import Interval
 from ..stats.power import POWER, units_to_detect
 from .claim_verdicts import interval_text, limit_value
 
 
 @dataclass(frozen=True)
 class Sensitivity:
-    """One claims row's detection limit: the claim, what it was measured on, the measurement and verdict,
-    the limit (80 % power) with the units behind it, and the units `effect` would need (None without one)."""
+    """One claims row's detection limit: the claim, what it was measured on, the measurement with its 95 %
+    interval and its verdict, the limit (80 % power) with the units behind it, and the units `effect` would
+    need (None without one)."""
 
     claim: str
     on: str
-    measurement: str
+    measurement: Interval
     verdict: str
     limit: float
     n: int
@@ -52,11 +54,14 @@ def sensitivity_rows(verdicts: list[dict[str, Any]], effect: float | None = None
             if limit is None or not n:
                 continue
             needed = units_to_detect(effect, limit, int(n)) if effect is not None else None
+            measured = Interval(
+                test["value"], test.get("low"), test.get("high"), n=int(n), method=test.get("method") or ""
+            )
             out.append(
                 Sensitivity(
                     name,
                     row["on"],
-                    interval_text(test),
+                    measured,
                     test["verdict_adjusted"],
                     limit,
                     int(n),
@@ -93,7 +98,9 @@ def sensitivity_table(rows: list[Sensitivity], effect: float | None = None) -> s
         {
             "claim": r.claim,
             "on": r.on,
-            "measurement [95%]": r.measurement,
+            "measurement [95%]": interval_text(
+                {"value": r.measurement.estimate, "low": r.measurement.low, "high": r.measurement.high}
+            ),
             "adjusted verdict": r.verdict,
             limit: limit_value(r.limit),
             "n": f"{r.n} {r.unit}",
