@@ -201,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
         read_layer = _single_read_layer(args.layers, n_layers) if args.layers else edit_layer
         probe = _fitting_probe(probe_file, model, edit_layer)  # checked before any scene is drawn
         splits = splits_for_seed(args.seed)
-        return _interventions(args, model, splits, probe, probe_file, edit_layer, read_layer, config, summary)
+        summary |= {"edit_layer": edit_layer, "read_layer": read_layer, "k": args.k, "probe_file": str(probe_file)}
+        return _interventions(args, model, splits, probe, config, summary)
     return _table(args, model, splits_for_seed, layers, config, summary)
 
 
@@ -272,7 +273,8 @@ def _table(args, model, splits_for_seed, layers, config, summary) -> int:
     return 0
 
 
-def _interventions(args, model, splits, probe, probe_file, edit_layer, read_layer, config, summary) -> int:
+def _interventions(args, model, splits, probe, config, summary) -> int:
+    """Bits lost under each edit of the probe's binding subspace; `summary` names the edited and read layers."""
     from pathlib import Path
 
     from ..analyses.bits import InterventionConfig, bits_under_interventions, intervention_table
@@ -281,6 +283,7 @@ def _interventions(args, model, splits, probe, probe_file, edit_layer, read_laye
     from ..figures import bits_lost_figure
     from ..io import write_json_atomic
 
+    edit_layer, read_layer = summary["edit_layer"], summary["read_layer"]
     subspace = BindingSubspace.from_probe(probe, args.k)
     edits = InterventionConfig(args.intervene, read_layer=read_layer, token_sets=args.tokens, families=args.probes)
     rows = bits_under_interventions(model, splits, subspace, edit_layer, config, edits)
@@ -294,14 +297,7 @@ def _interventions(args, model, splits, probe, probe_file, edit_layer, read_laye
     )
     write_json_atomic(
         out / "summary.json",
-        {
-            **summary,
-            "edit_layer": edit_layer,
-            "read_layer": read_layer,
-            "k": args.k,
-            "probe_file": str(probe_file),
-            "interventions": args.intervene,
-        },
+        {**summary, "interventions": args.intervene},
     )
     print(intervention_table(rows))
     print(f"\nbits lost: clean B_O minus edited, 95% paired bootstrap over {args.n_test} test scenes")
