@@ -64,6 +64,7 @@ from ..probes.batch import label_space
 from ..probes.evaluation import ScoredPairs, score_pairs
 from ..probes.pairing import PAIRINGS
 from ..probes.provenance import FittedOn
+from ..probes.sampling import split_sizes
 from ..probes.training import stopping_rule
 from .pair_baselines import Baselines, Judgement, fit_baselines, held_out_pairs, judge, verdict
 from .report import Row, difference_text, format_table, interval_text, peak_layers, write_table
@@ -495,6 +496,10 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
     if pairing not in PAIRINGS:
         raise InputError(f"pairing must be 'auto' or one of {', '.join(PAIRINGS)}, got {pairing!r}")
     training = replace(training, pairing=pairing)  # probes train on the pairs they are scored on
+    if pairing == "twins":  # every split must get images, known before the first is read
+        split_sizes(len(dataset) // 2, config.split, "twin groups")
+    else:
+        split_sizes(len(dataset), config.split)
     extract_kwargs = dict(config.extract_kwargs or {})
     if pairing == "twins":  # both twins keep every patch, so every flip pair has its twin copy
         extract_kwargs.setdefault("patches_per_image", None)
@@ -800,7 +805,7 @@ def _train_groups(
     """This rank's probes trained and tested, one layer group of activations at a time (a group whose
     fits are all `reused` is not loaded), each kept in `fits` as it is made: (rows, probes, the split and
     label space every group shares)."""
-    metric = PEAK_RULES[plan.config.peak_by][0]
+    metric, rule = PEAK_RULES[plan.config.peak_by]
     rows = [SweepRow.from_dict(row) for row, _ in reused.values()]
     probes = {key: probe for key, (_, probe) in reused.items()}
     todo = sorted((key for key in _fits_to_make(model, plan) if key not in reused), key=lambda k: k[0] != "linear")
@@ -829,7 +834,8 @@ def _train_groups(
                 rows.append(row)
                 probes[(name, layer)] = probe
                 best = max((row for row in rows if row.probe == name), key=lambda row: row.to_row()[metric])
-                progress.done(f"{name}: peak at layer {best.layer}, test accuracy {best.test.accuracy:.3f}")
+                peak = best.to_row()[metric]  # the table's rule, so the bar and the table name one layer
+                progress.done(f"{name}: peak at layer {best.layer} by {rule.split(' (')[0]} ({peak:.3f})")
             del stored, splits
             controls.clear()
     assert setup is not None  # there is at least one group (of no layer on a rank with none: the labels alone)

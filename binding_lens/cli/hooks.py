@@ -42,7 +42,7 @@ def sample_pixels(model, size: tuple[int, int], batch: int = 1):
 
 
 def print_hook_report(model, size: tuple[int, int], all_blocks: bool = False) -> None:
-    from ..hooks.parity import cache_shapes, hf_parity
+    from ..hooks.parity import cache_shapes, hf_parity, hook_point_count
 
     cfg = model.cfg
     pixels = sample_pixels(model, size)
@@ -58,7 +58,7 @@ def print_hook_report(model, size: tuple[int, int], all_blocks: bool = False) ->
         f"= {rows * cols + cfg.n_prefix_tokens} positions; mean {cfg.image_mean}, std {cfg.image_std}"
     )
     print(
-        f"hooks      {len(shapes)} hook points; "
+        f"hooks      {hook_point_count(model)}; those that fire, "
         + ("every block:" if all_blocks else "outside blocks and in block 0 (blocks 1.. have the same):")
     )
     for name, shape in shapes.items():

@@ -162,7 +162,7 @@ class HookedViT(image_utils.ImageInputs, HookedRootModule):
             hf_model = hf_class.from_pretrained(name_or_path, **hf_kwargs)
             mean, std = _processor_statistics(name_or_path, adapter, hf_kwargs)
         except OSError as error:
-            raise unavailable(str(name_or_path), error, hf_kwargs) from error
+            raise unavailable(str(name_or_path), error, hf_kwargs) from None  # its message carries the cause
         model = cls(
             hf_model.eval(), source=str(name_or_path), image_mean=mean, image_std=std, fused_attention=fused_attention
         )

@@ -25,3 +25,10 @@ def cache_shapes(model: HookedViT, pixel_values: Tensor) -> dict[str, tuple[int,
     with torch.inference_mode():
         _, cache = model.run_with_cache(pixel_values)
     return {name: tuple(value.shape) for name, value in cache.items()}
+
+
+def hook_point_count(model: HookedViT) -> str:
+    """How many hook points `model` has and how many fire as it is configured: the one count that
+    `binding-lens hooks` and the demo print (the others wait for their `set_use_*` flag)."""
+    firing = sum(model.disabling_flag(name) is None for name in model.hook_dict)
+    return f"{len(model.hook_dict)} hook points ({firing} fire with the default flags)"

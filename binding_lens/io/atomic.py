@@ -77,7 +77,7 @@ def write_atomic_chunks(path: str | os.PathLike, chunks: Iterable[bytes | memory
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
-        raise write_error(path, error) from error
+        raise write_error(path, error) from None  # its message carries the cause
     digest, size = hashlib.sha256(), 0
     try:
         os.chmod(tmp, file_mode())
@@ -95,7 +95,7 @@ def write_atomic_chunks(path: str | os.PathLike, chunks: Iterable[bytes | memory
     except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, WriteError):
-            raise write_error(path, error) from error
+            raise write_error(path, error) from None  # its message carries the cause
         raise
     return size, digest.hexdigest()
 
@@ -167,7 +167,7 @@ def staging_dir(out: str | os.PathLike) -> Path:
             shutil.rmtree(staging)
         staging.mkdir(parents=True)
     except OSError as error:
-        raise write_error(staging, error) from error
+        raise write_error(staging, error) from None  # its message carries the cause
     return staging
 
 
@@ -179,7 +179,7 @@ def publish_dir(staging: str | os.PathLike, out: str | os.PathLike) -> Path:
     try:
         os.replace(staging, out)
     except OSError as error:
-        raise write_error(out, error) from error
+        raise write_error(out, error) from None  # its message carries the cause
     return out
 
 
@@ -207,7 +207,7 @@ def check_writable_dir(directory: str | os.PathLike) -> Path:
         os.close(handle)
         os.unlink(tmp)
     except OSError as error:
-        raise write_error(directory, error) from error
+        raise write_error(directory, error) from None  # its message carries the cause
     finally:
         for folder in created:  # innermost first
             try:

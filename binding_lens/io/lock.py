@@ -52,7 +52,7 @@ class FolderLock:
             raise
         except OSError as error:
             self._remove_created()
-            raise write_error(self.path, error) from error
+            raise write_error(self.path, error) from None  # its message carries the cause
         return self
 
     def _try_lock(self) -> int | None:

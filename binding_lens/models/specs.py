@@ -81,7 +81,7 @@ def _optional(module: str, extra: str) -> Any:
         raise InputError(
             f"{module} is not installed ({error}): pip install 'binding_lens[{extra}]' (it needs a "
             "torchvision that loads beside your torch; see the model table of docs/guides/models.md)"
-        ) from error
+        ) from None  # the message carries the cause
 
 
 def _name_and_tag(spec: str, prefix: str) -> tuple[str, str | None]:
@@ -98,7 +98,7 @@ def _load_foreign(spec: str, what: str, create: Callable[[], torch.nn.Module], f
         raise InputError(
             f"could not build {what} {spec!r}: {str(error).splitlines()[0] if str(error) else type(error).__name__} "
             "(pretrained weights need the hub or its cache; `@random` gives random weights offline)"
-        ) from error
+        ) from None  # the message carries the cause
     return HookedViT(model.eval(), source=spec, fused_attention=fused_attention)
 
 

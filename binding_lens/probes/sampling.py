@@ -42,17 +42,24 @@ def split_by_image(
             raise InputError(f"groups must hold one key per image ({n_images}), got shape {tuple(groups.shape)}")
         keys, dense = torch.unique(groups.cpu(), return_inverse=True)
     n_units = int(keys.numel())
+    sizes = split_sizes(n_units, fractions, "images" if groups is None else "twin groups")
+    order = torch.randperm(n_units, generator=torch.Generator().manual_seed(seed))
+    parts = torch.split(order, sizes)
+    return tuple(torch.isin(dense, part).nonzero().flatten() for part in parts)  # type: ignore[return-value]
+
+
+def split_sizes(n_units: int, fractions: tuple[float, float, float], unit: str = "images") -> list[int]:
+    """How many of `n_units` images (or twin groups) go to train, val and test: `fractions` by largest
+    remainder; a split that a positive fraction leaves empty is refused (callers check this before any
+    extraction, on the number of images they will read)."""
     exact = [f * n_units for f in fractions]
     sizes = [int(e) for e in exact]
     for i in sorted(range(3), key=lambda i: exact[i] - sizes[i], reverse=True)[: n_units - sum(sizes)]:
         sizes[i] += 1
-    unit = "images" if groups is None else "twin groups"
     for name, f, size in zip(("train", "val", "test"), fractions, sizes):
         if f > 0 and size == 0:
             raise InputError(f"{n_units} {unit} leave the {name} split empty (fraction {f}); use more images")
-    order = torch.randperm(n_units, generator=torch.Generator().manual_seed(seed))
-    parts = torch.split(order, sizes)
-    return tuple(torch.isin(dense, part).nonzero().flatten() for part in parts)  # type: ignore[return-value]
+    return sizes
 
 
 @dataclass(frozen=True)

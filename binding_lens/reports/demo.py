@@ -41,7 +41,7 @@ from ..data.scene import Scenes
 from ..errors import InputError
 from ..figures.demo import Bars, SweepMarks, demo_figure
 from ..hooks import HookedViT
-from ..hooks.parity import hf_parity
+from ..hooks.parity import hf_parity, hook_point_count
 from ..probes import ProbeTrainingConfig, load_probe
 from ..probes.evaluation import ScoredPairs
 from ..probes.metrics import paired_auroc_difference
@@ -126,7 +126,7 @@ def sweep_and_score(spec: str, config: DemoConfig, out: Path) -> Swept:
     model = HookedViT.from_pretrained(spec)
     scenes = RenderedScenes(held_out_scenes(config.model, config.n_scenes))
     parity = max(hf_parity(model, model.preprocess(scenes[0].image)))
-    note = f"{weights_note(model)}; {len(model.hook_dict)} hook points, max |HookedViT - HF| = {parity:.1e}"
+    note = f"{weights_note(model)}; {hook_point_count(model)}, max |HookedViT - HF| = {parity:.1e}"
     computed = compute_sweep(model, scenes, _plan(model, scenes, config, out))
     assert computed is not None  # one process: rank 0
     result = write_sweep(model, computed)

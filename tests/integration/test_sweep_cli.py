@@ -266,3 +266,24 @@ def test_every_probe_stands_beside_the_baselines_on_the_same_pairs(tmp_path, cap
     assert summary["baselines"]["pairing"] == "twins"
     assert summary["extraction"]["patches_per_image"] is None
     assert summary["images"]["test"] % 2 == 0  # the twins of a maze share a split
+
+
+@pytest.mark.parametrize(("pairing", "n", "unit"), [("all", 3, "3 images"), ("twins", 8, "4 twin groups")])
+def test_too_few_images_for_a_split_are_refused_before_extraction_is_planned(pairing, n, unit, tmp_path, monkeypatch):
+    import importlib
+
+    from binding_lens import HookedViT
+    from binding_lens.analyses import SweepConfig
+    from binding_lens.data import SyntheticScenes
+
+    module = importlib.import_module("binding_lens.analyses.layer_sweep")  # the package exports a function by its name
+
+    def no_extraction(*args, **kwargs):
+        raise AssertionError("extraction was planned before the split sizes were checked")
+
+    monkeypatch.setattr(module, "plan_extraction", no_extraction)
+    model = HookedViT.from_pretrained("tiny:vit")
+    config = SweepConfig(layers=[0], pairing=pairing, progress=False)
+    with pytest.raises(InputError, match=f"{unit} leave the test split empty"):
+        module.plan_sweep(model, SyntheticScenes("twins", n=n, size=32, seed=0), tmp_path / "few", config)
+    assert not (tmp_path / "few").exists()

@@ -76,6 +76,7 @@ def test_a_hub_id_offline_fails_at_once_with_what_to_do(monkeypatch):
     with pytest.raises(ModelUnavailableError, match="HF_HUB_OFFLINE=1") as error:
         HookedViT.from_pretrained("facebook/dinov2-small")
     assert time.perf_counter() - start < 2 and "random:<arch>" in str(error.value)
+    assert error.value.__suppress_context__, "the hub's own chained traceback adds nothing to the one line"
 
 
 def test_model_sources_that_cannot_be_are_named(tmp_path):

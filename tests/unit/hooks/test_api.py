@@ -292,3 +292,19 @@ def test_n_ctx_counts_the_positions_at_the_native_size(family):
     x = pixels(family.native, batch=1)
     with torch.no_grad():
         assert model(x).shape[1] == model.cfg.n_ctx
+
+
+def test_the_hook_count_says_how_many_exist_and_how_many_fire_as_the_cache_does(capsys):
+    """`binding-lens hooks` and the demo print one count: every hook point, and those a cache fills."""
+    from binding_lens.cli.hooks import print_hook_report
+    from binding_lens.hooks.parity import hook_point_count
+
+    model = HookedViT.from_pretrained("tiny:vit")
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(pixels(model.cfg.image_size))
+    assert hook_point_count(model) == f"{len(model.hook_dict)} hook points ({len(cache)} fire with the default flags)"
+    assert len(cache) < len(model.hook_dict)  # some wait for their flag
+    model.set_use_attn_result(True)
+    assert f"({len(cache) + model.cfg.n_layers} fire" in hook_point_count(model)  # hook_result in every block
+    print_hook_report(model, model.cfg.image_size)
+    assert f"hooks      {hook_point_count(model)};" in capsys.readouterr().out
