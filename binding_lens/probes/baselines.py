@@ -154,6 +154,24 @@ class PixelPositionBaseline(PairFeatureBaseline):
         rows, cols = x[:, :, None, 0] - y[:, None, :, 0], x[:, :, None, 1] - y[:, None, :, 1]
         yield (rows.square() + cols.square()).sqrt() * color_gap
 
+    def _pair_logits(
+        self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
+    ) -> Float[Tensor, "image n m"]:
+        """The logit of `feature_maps` with the sums as a row plus a column and the differences computed
+        once (fused); equal to the map-by-map sum (tested)."""
+        y = x if y is None else y
+        weight = self.weight / self.scale
+        n_pixel = POSITION_AND_PIXELS - 2
+        w_offset, w_gap, w_color, w_sum, w_both = torch.split(weight, [4, n_pixel, 1, n_pixel, 1])
+        a, b = x[..., 2:POSITION_AND_PIXELS], y[..., 2:POSITION_AND_PIXELS]
+        logits = (a @ w_sum)[:, :, None] + (b @ w_sum)[:, None, :] + (self.bias - weight @ self.center)
+        offsets = list(_offset_maps(x, y))
+        for index, offset in enumerate(offsets):
+            logits = logits + w_offset[index] * offset
+        differences = a[:, :, None] - b[:, None, :]
+        color_gap = differences[..., :3].square().sum(-1).sqrt()
+        return logits + differences.abs() @ w_gap + color_gap * (w_color + w_both * offsets[0])
+
 
 class PixelContextBaseline(PairFeatureBaseline):
     """Offset, each patch's pixels and surroundings (sum, |difference|, product) and the scene's statistics."""
@@ -171,6 +189,29 @@ class PixelContextBaseline(PairFeatureBaseline):
         yield from (a[..., c] * b[..., c] for c in columns)
         shape = (x.shape[0], x.shape[1], y.shape[1])
         yield from (x[:, :, None, c].expand(shape) for c in range(N_CONTEXT - N_SCENE, N_CONTEXT))
+
+    def _pair_logits(
+        self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
+    ) -> Float[Tensor, "image n m"]:
+        """The logit of `feature_maps`, term by term where the algebra allows: sums are a row plus a column,
+        products one bilinear form, the scene's statistics a row; only the offsets and the |differences|
+        need a map per pair (one fused tensor per chunk of images). Equal to the map-by-map sum (tested)."""
+        y = x if y is None else y
+        weight = self.weight / self.scale
+        n_local = N_CONTEXT - 2 - N_SCENE
+        w_offset, w_sum, w_gap, w_product, w_scene = torch.split(weight, [4, n_local, n_local, n_local, N_SCENE])
+        a, b = x[..., 2:-N_SCENE], y[..., 2:-N_SCENE]
+        logits = torch.einsum("inc,imc->inm", a * w_product, b)  # the products' bilinear form
+        logits = logits + (a @ w_sum + x[..., -N_SCENE:] @ w_scene)[:, :, None] + (b @ w_sum)[:, None, :]
+        for index, offset in enumerate(_offset_maps(x, y)):
+            logits = logits + w_offset[index] * offset
+        step = max(1, _GAP_CHUNK // max(1, a.shape[1] * b.shape[1] * n_local))
+        gaps = [(a[i : i + step, :, None] - b[i : i + step, None, :]).abs() @ w_gap for i in range(0, a.shape[0], step)]
+        return logits + torch.cat(gaps) + (self.bias - weight @ self.center)
+
+
+_GAP_CHUNK = 1 << 24
+"""Elements of the pairs' |difference| tensor `PixelContextBaseline` builds at once (64 MiB of float32)."""
 
 
 BASELINES: dict[str, type[PairProbe]] = {

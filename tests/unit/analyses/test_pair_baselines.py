@@ -128,3 +128,30 @@ def test_scene_baselines_pair_the_benchmark_by_itself():
     baselines = scene_baselines(scenes, patch_size=8, n_boot=50, training=QUICK)
     assert baselines.pairing == "twins"
     assert all(row["auroc"] == pytest.approx(0.5, abs=0.03) for row in baselines.rows)
+
+
+@pytest.mark.parametrize("other", [False, True])
+@pytest.mark.parametrize("name", ["pixel_position", "pixel_context"])
+def test_a_baselines_factored_logit_is_the_sum_over_its_feature_maps(name, other, monkeypatch):
+    """The fast logit (row + column + bilinear terms, |differences| fused, in chunks for pixel_context) equals
+    the map-by-map sum of its standardized features, on random weights and inputs, with chunks smaller than
+    the batch."""
+    from binding_lens.probes import baselines
+    from binding_lens.probes.baselines import N_CONTEXT, PairFeatureBaseline, make_baseline
+
+    generator = torch.Generator().manual_seed(0)
+    probe = make_baseline(name)
+    assert isinstance(probe, PairFeatureBaseline)
+    with torch.no_grad():
+        probe.weight.copy_(torch.randn(probe.n_features, generator=generator))
+        probe.center.copy_(torch.randn(probe.n_features, generator=generator))
+        probe.scale.copy_(torch.rand(probe.n_features, generator=generator) + 0.5)
+        probe.bias.fill_(0.3)
+    x = torch.randn(5, 7, N_CONTEXT, generator=generator, dtype=torch.float64)
+    y = torch.randn(5, 6, N_CONTEXT, generator=generator, dtype=torch.float64) if other else None
+    monkeypatch.setattr(baselines, "_GAP_CHUNK", 2 * 7 * 7 * 20)  # two images per chunk: 3 chunks
+    probe = probe.double()
+    fast = probe._pair_logits(x, y)
+    slow = PairFeatureBaseline._pair_logits(probe, x, y)
+    assert fast.shape == slow.shape == (5, 7, 6 if other else 7)
+    torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-10)
