@@ -226,7 +226,10 @@ class SweepResult:
 
     def table(self) -> str:
         """Peak layer and test metrics of each probe, its stratified AUROCs and its difference from the
-        strongest baseline; then the baselines' own rows on the same pairs, as text."""
+        strongest baseline; then the baselines' own rows on the same pairs, as text. A table of random-init
+        weights says so on its first line (its numbers are a control's, not a model's)."""
+        weights = str(self.summary.get("weights", ""))
+        first = f"{weights}\n" if weights.startswith(RANDOM_INIT) else ""
         rows = [
             row
             | {
@@ -254,7 +257,7 @@ class SweepResult:
             }
             for row in self.baselines
         ]
-        return format_table(
+        return first + format_table(
             rows,
             [
                 "probe",
@@ -315,6 +318,10 @@ def _linear_text(row: Row) -> str:
     return difference_text(value, row["vs_linear_low"], row["vs_linear_high"])
 
 
+RANDOM_INIT = "random-init weights"
+"""How `weights_note` begins for an untrained network (its tables say so on their first line)."""
+
+
 def weights_note(model: HookedModel) -> str:
     """What the model's weights are, in words a report can carry."""
     source = model.cfg.source
@@ -323,7 +330,7 @@ def weights_note(model: HookedModel) -> str:
     objective = model.cfg.extra.get("zoo_objective")
     random_spec = source.startswith(("random:", "config:", "tiny:")) or source.endswith("@random")  # timm:/open_clip:
     if objective == "random" or random_spec or source == type(model.hf_model).__name__:
-        return f"random-init weights ({source}): an untrained control, not a pretrained model"
+        return f"{RANDOM_INIT} ({source}): an untrained control, not a pretrained model"
     if objective is not None:
         return f"{source}: trained here with the {objective} objective on synthetic scenes (binding_lens zoo)"
     return f"weights loaded from {source} (revision {model.cfg.extra.get('revision', 'main')})"

@@ -84,7 +84,8 @@ class ShuffleEffect:
     """condition -> its subspace's share of the clean tokens' within-image variance at l."""
 
     def rows(self) -> list[Row]:
-        """One row per (measure, condition, reference): both values, the difference and its interval."""
+        """One row per (measure, condition, reference): both values, the difference, its interval and which
+        way it goes (`stats.interval.compared`: "binding shuffle < clean, beyond noise", "within noise")."""
         return [
             {
                 "measure": measure,
@@ -98,6 +99,7 @@ class ShuffleEffect:
                 "low": interval.low,
                 "high": interval.high,
                 "beyond_noise": interval.beyond_noise,
+                "verdict": interval.compared(condition, reference),
                 "n_images": self.n_images,
             }
             for (measure, condition, reference), interval in self.differences.items()

@@ -39,6 +39,7 @@ from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig
 from ..stats import Interval, aggregate_rows, holm
 from ..stats.inference import seed_difference
+from ..stats.interval import direction
 from ..zoo import held_out_scenes
 from ..zoo.registry import PREFIX, zoo_card
 from .claim_verdicts import ALPHA
@@ -354,7 +355,7 @@ def _judge_difference(d: Row) -> None:
     if d["p_adjusted"] is None:
         d["verdict"] = "cannot tell (one training seed on a side: no interval)"
     else:
-        d["verdict"] = "beyond noise" if d["p_adjusted"] <= ALPHA else "within noise"
+        d["verdict"] = direction(d["mean"], d["p_adjusted"] <= ALPHA, d["first"], d["second"])
     interval = "" if d["low"] is None else f" [{d['low']:+.3f}, {d['high']:+.3f}]"
     adjusted = "" if d["p_adjusted"] is None else f", p {d['p_value']:.2g}, Holm p {d['p_adjusted']:.2g}"
     d["text"] = f"{d['first']} - {d['second']}: {d['mean']:+.3f}{interval} ({d['method']}{adjusted}), {d['verdict']}"

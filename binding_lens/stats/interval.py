@@ -25,7 +25,12 @@ def beyond_noise(low: float | None, high: float | None) -> bool | None:
 def compared(estimate: float, low: float | None, high: float | None, left: str, right: str) -> str:
     """The one wording of a difference `left - right` with its interval, with its direction: "left > right,
     beyond noise", "left < right, beyond noise", "within noise" (the interval holds 0) or "no interval"."""
-    beyond = beyond_noise(low, high)
+    return direction(estimate, beyond_noise(low, high), left, right)
+
+
+def direction(estimate: float, beyond: bool | None, left: str, right: str) -> str:
+    """`compared`'s words for a difference whose test was made elsewhere (a Holm-adjusted p-value, say):
+    `beyond` True, False or None (no test) -> "left > right, beyond noise", "within noise", "no interval"."""
     if beyond is None:
         return "no interval"
     if not beyond:

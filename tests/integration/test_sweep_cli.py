@@ -39,6 +39,8 @@ def test_sweep_command_writes_the_report_and_resumes(tmp_path, capsys):
     ]
     assert main(args) == 0
     printed = capsys.readouterr().out
+    before_table = printed.split("\nprobe ")[0]  # the table's first line comes right before its header
+    assert before_table.endswith("random-init weights (tiny:vit): an untrained control, not a pretrained model")
     assert "peak_layer_normalized" in printed and "accuracy_by_layer.png" in printed
     rows = json.loads((out / "sweep.json").read_text())
     assert {row["probe"] for row in rows} == set(ALL_PROBES)
@@ -225,6 +227,7 @@ def test_a_sweep_in_stages_is_the_sweep(tmp_path):
     kept = sorted(path.name for path in (tmp_path / "staged").rglob("*") if path.is_file())
     assert kept == ["L01_linear.json", "L01_linear.safetensors", "request.json"]  # the fit kept, no report yet
     staged = write_sweep(model, computed)
+    assert whole.table().splitlines()[0].startswith("random-init weights (tiny:vit)")  # a control, first of all
     assert staged.rows == whole.rows == [row.to_row() for row in computed.rows]
     header = (tmp_path / "staged" / "sweep.csv").read_text().splitlines()[0].split(",")
     assert header == list(computed.rows[0].to_row())

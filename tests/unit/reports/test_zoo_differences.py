@@ -32,7 +32,8 @@ def test_differences_are_paired_over_shared_seeds_and_holm_adjusted():
         assert d["p_value"] == pytest.approx(t_p_value([x - y for x, y in zip(a, b)]))
     assert [d["p_adjusted"] for d in differences] == pytest.approx(holm([d["p_value"] for d in differences]))
     for d in differences:
-        assert d["verdict"] == ("beyond noise" if d["p_adjusted"] <= 0.05 else "within noise")
+        beyond = f"{d['first']} {'>' if d['mean'] > 0 else '<'} {d['second']}, beyond noise"
+        assert d["verdict"] == (beyond if d["p_adjusted"] <= 0.05 else "within noise")
         assert "Holm p" in d["text"]
     # paired: supervised - random moves with the seeds, so its paired interval is narrower than Welch's
     welch = difference_interval(aurocs["supervised"], aurocs["random"])

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from binding_lens.stats import Interval, aggregate_rows, difference_interval, mean_interval
+from binding_lens.stats.interval import direction
 
 
 def test_mean_interval_is_scipys_t_interval():
@@ -157,3 +158,7 @@ def test_a_difference_is_worded_with_its_direction():
     assert Interval(-0.02, -0.03, -0.01).compared("binding", "random") == "binding < random, beyond noise"
     assert Interval(0.01, -0.01, 0.03).compared("binding", "random") == "within noise"
     assert Interval(0.01, None, None).compared("binding", "random") == "no interval"
+    # a test made elsewhere (a Holm-adjusted p-value) gets the same words, in each direction
+    assert direction(-0.2, True, "mae", "dino") == "mae < dino, beyond noise"
+    assert direction(0.2, True, "mae", "dino") == "mae > dino, beyond noise"
+    assert direction(0.2, False, "mae", "dino") == "within noise" and direction(0.2, None, "a", "b") == "no interval"
