@@ -96,9 +96,19 @@ def check_run_folder(run: str) -> None:
 
 
 def check_data_root(spec: str | None) -> None:
-    """A folder: or ade20k: dataset whose path does not exist, or that is a file (but ADE20K's index file):
-    the dataset's own checks say what is missing inside an existing folder."""
+    """A folder: or ade20k: dataset whose path does not exist, or that is a file (but ADE20K's index file), or
+    a coco: annotation file or image folder that is not there: the dataset's own checks say what is missing
+    inside an existing folder or file."""
     kind, _, rest = (spec or "").partition(":")
+    if kind == "coco" and rest:
+        from ..data.coco import split_coco_spec
+
+        annotations, image_dir = split_coco_spec(rest)
+        if not annotations.is_file():
+            raise MissingFileError(f"--data {spec}: no annotation file {annotations}; coco: takes a COCO-style JSON")
+        if image_dir is not None and not image_dir.is_dir():
+            raise MissingFileError(f"--data {spec}: no image folder {image_dir}")
+        return
     if kind not in ("folder", "ade20k") or not rest:
         return
     root = Path(rest).expanduser()

@@ -229,7 +229,11 @@ def request_flags(request: dict[str, Any]) -> dict[str, str | None]:
     if kind == "synthetic":
         data, n_images = dataset.get("preset"), dataset.get("n")
     else:  # a folder's or ADE20K's own count: what --n-images took of it, or all of it
-        root = {"ade20k": "ade20k:", "image_folder": "folder:"}.get(kind, f"{kind}:") + str(dataset.get("root"))
+        if kind == "coco":
+            image_dir = dataset.get("image_dir")
+            root = f"coco:{dataset.get('annotations')}" + (f":{image_dir}" if image_dir else "")
+        else:
+            root = {"ade20k": "ade20k:", "image_folder": "folder:"}.get(kind, f"{kind}:") + str(dataset.get("root"))
         data, n_images = (root, first) if first is not None else (f"{root} ({dataset.get('n')} images)", None)
     size = (request.get("preprocessing") or {}).get("size")
     flags = {

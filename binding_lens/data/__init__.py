@@ -15,6 +15,7 @@ color x shape codes in `colorshape`, resizing in `resize`, the image and mask ch
 
 from ..lazy import lazy_exports
 from .ade20k import ADE20K
+from .coco import CocoInstances
 from .folder import ImageFolderWithMasks
 from .knobs import PRESETS
 from .pairs import pair_stats
@@ -53,6 +54,7 @@ __getattr__, __dir__ = lazy_exports(
 __all__ = [
     "ADE20K",
     "CLASS_NAMES",
+    "CocoInstances",
     "ImageFolderWithMasks",
     "PRESETS",
     "PatchLabels",

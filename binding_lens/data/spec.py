@@ -3,6 +3,7 @@
     default | twins | colorshape | balanced | matched | binding   synthetic presets (also synthetic:<preset>)
     ade20k:/path/to/ADE20K_2021_17_01   the official release (split from `split`)
     folder:/path/to/root                images/ + masks/ with the same stems
+    coco:/path/to/annotations.json[:/path/to/images]   COCO-style instance annotations (COCO, LVIS, SA-1B)
 
 `dataset_from_identity` is the inverse of a dataset's `identity` (what stores and runs record).
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 from ..errors import InputError
 from .ade20k import ADE20K
+from .coco import CocoInstances, split_coco_spec
 from .folder import ImageFolderWithMasks
 from .knobs import PRESETS
 from .scene import Scene, Scenes
@@ -59,10 +61,13 @@ def dataset_from_spec(
         dataset: Any = ADE20K(rest, split=split or "validation")
     elif kind == "folder" and rest:
         dataset = ImageFolderWithMasks(rest, missing=missing)
+    elif kind == "coco" and rest:
+        dataset = CocoInstances(*split_coco_spec(rest))
     else:
         raise InputError(
             f"cannot read dataset spec {spec!r}: use a synthetic preset ({', '.join(sorted(PRESETS))}), "
-            "ade20k:<path to the ADE20K_2021_17_01 release> or folder:<path with images/ and masks/>"
+            "ade20k:<path to the ADE20K_2021_17_01 release>, folder:<path with images/ and masks/> or "
+            "coco:<annotations.json>[:<image dir>]"
         )
     return Subset(dataset, n) if n is not None and n < len(dataset) else dataset
 
@@ -91,6 +96,8 @@ def dataset_from_identity(identity: dict[str, Any]) -> Scenes:
     if kind == "image_folder":  # a run made with --skip-missing-masks is rebuilt skipping them again
         skipped = (identity.get("skipped") or {}).get("skipped", 0)
         return ImageFolderWithMasks(identity["root"], missing="skip" if skipped else "error")
+    if kind == "coco":
+        return CocoInstances(identity["annotations"], identity.get("image_dir"))
     raise InputError(
         f"cannot rebuild dataset {kind!r} from its recorded identity {identity!r}; pass the scenes themselves instead"
     )

@@ -20,6 +20,7 @@ HUB = {"facebook/dinov2-small": "random:dinov2-small"}  # the same architecture 
 DATA = {
     "/data/ADE20K_2021_17_01": "data/ADE20K_2021_17_01",  # paths relative to the temporary cwd
     "/data/my_scenes": "data/my_scenes",
+    "/data/coco": "data/coco",  # tests/helpers/coco.py writes it (annotations/instances.json, images/)
 }
 MARKER = re.compile(r"^<!--\s*readme-test:(.*?)-->\s*$")
 FENCE = re.compile(r"^```(\S*)\s*$")

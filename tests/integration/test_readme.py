@@ -64,6 +64,7 @@ from PIL import Image
 from binding_lens.cli import build_parser, main
 
 from helpers.ade20k import OBJECTNAMES, encode_ade_seg
+from helpers.coco import write_coco_fixture
 from helpers.docs import DATA, DOCUMENTS, ROOT, Item, document_items, nav_pages, offline, python_code
 from helpers.extras import extra
 from helpers.processes import torchrun
@@ -242,6 +243,7 @@ def readme(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("readme")
     write_ade20k(cwd / DATA["/data/ADE20K_2021_17_01"])
     write_image_folder(cwd / DATA["/data/my_scenes"])
+    write_coco_fixture(cwd / "data")  # data/coco/annotations/instances.json and data/coco/images/
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield {"cwd": cwd, "namespaces": {}, "python_failed": {}}
