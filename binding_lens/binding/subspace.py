@@ -15,7 +15,8 @@ W = sum_i lambda_i v_i v_i^T, truncated to the k eigenvalues of largest |lambda|
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..probes import PairProbe, ProbeData, evaluate
+from ..probes.provenance import FittedOn
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class BindingSubspace:
     basis: Float[Tensor, "d_model k"]  # Q, orthonormal columns
     eigenvalues: Float[Tensor, " k"] | None = None  # lambda_1..k (None for a random control)
     source: str = "probe"
+    fitted_on: FittedOn | None = None  # where its probe was fitted (model, layer, hook), when known
 
     @classmethod
     def from_probe(cls, probe: PairProbe, k: int) -> "BindingSubspace":
@@ -43,7 +46,30 @@ class BindingSubspace:
                 f"a binding subspace needs a probe with a quadratic form x^T W y; {probe.name!r} has none "
                 "(use quadratic, quadratic_fixed_rank or diag_quadratic)"
             )
-        return cls.from_matrix(weight().detach(), k, source=f"{probe.name} probe")
+        subspace = cls.from_matrix(weight().detach(), k, source=f"{probe.name} probe")
+        return replace(subspace, fitted_on=probe.fitted_on)
+
+    def save_pretrained(self, folder: str | Path, **card: Any) -> Path:
+        """Write the subspace and its card (`model`, `data`, `metrics`: `binding.sharing.save_subspace`)."""
+        from .sharing import save_subspace
+
+        return save_subspace(self, folder, **card)
+
+    @classmethod
+    def from_pretrained(
+        cls, source: str | Path, model: Any = None, layer: int | None = None, **options: Any
+    ) -> "BindingSubspace":
+        """A saved subspace from a folder or hub id, checked against `model` at `layer` when given
+        (`binding.sharing.load_subspace`)."""
+        from .sharing import load_subspace
+
+        return load_subspace(source, model, layer, **options)
+
+    def push_to_hub(self, repo_id: str, **options: Any) -> str:
+        """Upload the saved folder to a hub repository (`binding.sharing.push_subspace_to_hub`)."""
+        from .sharing import push_subspace_to_hub
+
+        return push_subspace_to_hub(self, repo_id, **options)
 
     @classmethod
     def from_matrix(cls, weight: Float[Tensor, "d_model d_model"], k: int, source: str = "matrix") -> "BindingSubspace":

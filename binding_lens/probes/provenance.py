@@ -54,14 +54,21 @@ def check_probe_fits(
     """Raise one `InputError` line when `probe` cannot be read at `model`'s `hook_name` (by default layer
     `layer`'s residual stream): another token width, or (where the probe knows where it was fitted)
     another model family, layer or hook."""
-    cfg, hook_name = model.cfg, hook_name or resid_post(layer)
     fitted: FittedOn | None = getattr(probe, "fitted_on", None)
+    check_fitted(probe.d_model, fitted, model, layer, hook_name or resid_post(layer), source, "probe")
+
+
+def check_fitted(
+    width: int, fitted: FittedOn | None, model: Any, layer: int, hook_name: str, source: str, what: str
+) -> None:
+    """The check behind `check_probe_fits` (and a binding subspace's): a `what` of `width` dimensions, fitted
+    where `fitted` says (None: unknown, so its width alone is checked), applied at `model`'s `hook_name`."""
+    cfg = model.cfg
     where = f" (fitted on {fitted.model}, layer {fitted.layer})" if fitted is not None else ""
-    fix = f"use a probe fitted on this model: binding-lens sweep --model {cfg.source}"
-    if probe.d_model != cfg.d_model:
+    fix = f"use a {what} fitted on this model: binding-lens sweep --model {cfg.source}"
+    if width != cfg.d_model:
         raise InputError(
-            f"{source} reads {probe.d_model}-dimensional tokens{where} but {cfg.source} has d_model "
-            f"{cfg.d_model}: {fix}"
+            f"{source} reads {width}-dimensional tokens{where} but {cfg.source} has d_model {cfg.d_model}: {fix}"
         )
     if fitted is None:
         return
@@ -73,10 +80,10 @@ def check_probe_fits(
     if fitted.layer != layer:
         raise InputError(
             f"{source} was fitted at layer {fitted.layer} ({fitted.model}) but is applied at layer {layer}: pass "
-            f"--layer {fitted.layer}, or a probe fitted at layer {layer}"
+            f"--layer {fitted.layer}, or a {what} fitted at layer {layer}"
         )
     if fitted.hook_name != hook_name:
         raise InputError(
-            f"{source} reads {fitted.hook_name} ({fitted.model}) but is applied at {hook_name}: use a probe fitted "
-            f"at {hook_name}"
+            f"{source} reads {fitted.hook_name} ({fitted.model}) but is applied at {hook_name}: use a {what} "
+            f"fitted at {hook_name}"
         )
