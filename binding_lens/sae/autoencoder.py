@@ -1,10 +1,16 @@
-"""`SparseAutoencoder`: a TopK or ReLU sparse autoencoder with SAELens's parameters, hook points and files.
+"""`SparseAutoencoder`: a TopK, ReLU or JumpReLU sparse autoencoder with SAELens's parameters, hook points
+and files.
 
-    a(x) = act((x - b_dec) W_enc + b_enc)        act: ReLU, or keep the k largest pre-activations (TopK)
-    x^(x) = a W_dec + b_dec
+    x' = norm(x) - b_dec                         (b_dec subtracted unless `apply_b_dec_to_input` is off)
+    a(x) = act(x' W_enc + b_enc)                 act: ReLU; TopK (the k largest, ReLU'd); JumpReLU
+                                                 (ReLU where the pre-activation exceeds `threshold`)
+    x^(x) = unnorm(a W_dec + b_dec)
 
-Hook points (SAELens names): hook_sae_input, hook_sae_acts_pre, hook_sae_acts_post, hook_sae_recons,
-hook_sae_error (with the error term) and hook_sae_output.
+`normalize_activations` is SAELens's: "none" and "expected_average_only_in" (its scale is folded into the
+weights when SAELens loads one, so at inference both are the identity), "constant_norm_rescale" (x scaled
+to norm sqrt(d_in), the reconstruction scaled back) and "layer_norm" (x standardized per token, the
+reconstruction unstandardized). Hook points (SAELens names): hook_sae_input, hook_sae_acts_pre,
+hook_sae_acts_post, hook_sae_recons, hook_sae_error (with the error term) and hook_sae_output.
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ from transformer_lens.hook_points import HookPoint
 from ..errors import InputError, MissingFileError
 from ..io import write_atomic
 
-ARCHITECTURES = ("topk", "standard")
-"""SAELens's names: `topk` keeps k activations per token; `standard` is ReLU with an L1 penalty."""
+ARCHITECTURES = ("topk", "standard", "jumprelu")
+"""SAELens's names: `topk` keeps k activations per token; `standard` is ReLU with an L1 penalty; `jumprelu`
+is ReLU above a learnt per-feature threshold (also what SAELens saves a BatchTopK SAE as, for inference)."""
+NORMALIZATIONS = ("none", "expected_average_only_in", "constant_norm_rescale", "layer_norm")
+"""SAELens's `normalize_activations` values (see the module docstring)."""
 WEIGHTS_FILE, CONFIG_FILE = "sae_weights.safetensors", "cfg.json"
 
 
@@ -50,10 +59,17 @@ class SparseAutoencoder(HookedRootModule):
         k: int | None = 16,
         hook_name: str = "",
         metadata: dict[str, Any] | None = None,
+        apply_b_dec_to_input: bool = True,
+        normalize_activations: str = "none",
     ):
         super().__init__()
         if architecture not in ARCHITECTURES:
             raise InputError(f"unknown SAE architecture {architecture!r}; choose from {', '.join(ARCHITECTURES)}")
+        if normalize_activations not in NORMALIZATIONS:
+            raise InputError(
+                f"unknown normalize_activations {normalize_activations!r}; choose from {', '.join(NORMALIZATIONS)}"
+            )
+        self.apply_b_dec_to_input, self.normalize_activations = bool(apply_b_dec_to_input), normalize_activations
         if architecture == "topk" and not (isinstance(k, int) and 1 <= k <= d_sae):
             raise InputError(f"a topk SAE needs 1 <= k <= d_sae={d_sae}, got k={k!r}")
         self.d_in, self.d_sae, self.architecture = d_in, d_sae, architecture
@@ -65,6 +81,8 @@ class SparseAutoencoder(HookedRootModule):
         self.b_enc = nn.Parameter(torch.zeros(d_sae))
         self.W_dec = nn.Parameter(torch.zeros(d_sae, d_in))
         self.b_dec = nn.Parameter(torch.zeros(d_in))
+        if architecture == "jumprelu":
+            self.threshold = nn.Parameter(torch.zeros(d_sae))
         for name in (
             "hook_sae_input",
             "hook_sae_acts_pre",
@@ -79,16 +97,38 @@ class SparseAutoencoder(HookedRootModule):
     def _activation(self, pre: Float[Tensor, "... d_sae"]) -> Float[Tensor, "... d_sae"]:
         if self.architecture == "standard":
             return torch.relu(pre)
+        if self.architecture == "jumprelu":
+            return torch.relu(pre) * (pre > self.threshold)
         assert self.k is not None  # a topk SAE always has k
         top = pre.topk(self.k, dim=-1)
         return torch.zeros_like(pre).scatter(-1, top.indices, torch.relu(top.values))
 
+    def _normalized(self, x: Float[Tensor, "... d_in"]) -> tuple[Tensor, Tensor, Tensor]:
+        """(x normalized, scale, shift): the reconstruction is mapped back as y * scale + shift, as SAELens does
+        (`normalize_activations`; its layer norm divides by std + 1e-5 and multiplies back by std)."""
+        if self.normalize_activations == "constant_norm_rescale":
+            scale = x.norm(dim=-1, keepdim=True) / self.d_in**0.5
+            return x / scale, scale, torch.zeros_like(scale)
+        if self.normalize_activations == "layer_norm":
+            shift = x.mean(dim=-1, keepdim=True)
+            scale = (x - shift).std(dim=-1, keepdim=True)
+            return (x - shift) / (scale + 1e-5), scale, shift
+        one = torch.ones((), dtype=x.dtype, device=x.device)
+        return x, one, one - 1
+
+    def _pre(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_sae"]:
+        centered = x - self.b_dec if self.apply_b_dec_to_input else x
+        return centered @ self.W_enc + self.b_enc
+
     def encode(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_sae"]:
-        pre = self.hook_sae_acts_pre((x - self.b_dec) @ self.W_enc + self.b_enc)
-        return self.hook_sae_acts_post(self._activation(pre))
+        normalized, self._scale, self._shift = self._normalized(x)  # decode() undoes it for these tokens
+        return self.hook_sae_acts_post(self._activation(self.hook_sae_acts_pre(self._pre(normalized))))
 
     def decode(self, acts: Float[Tensor, "... d_sae"]) -> Float[Tensor, "... d_in"]:
-        return self.hook_sae_recons(acts @ self.W_dec + self.b_dec)
+        recons = self.hook_sae_recons(acts @ self.W_dec + self.b_dec)
+        if self.normalize_activations in ("constant_norm_rescale", "layer_norm"):
+            recons = recons * self._scale + self._shift
+        return recons
 
     def forward(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_in"]:
         """The reconstruction; with `use_error_term` the input itself (reconstruction + error), so a spliced
@@ -97,7 +137,8 @@ class SparseAutoencoder(HookedRootModule):
         recons = self.decode(self.encode(x))
         if self.use_error_term:  # as SAELens: the error of the unedited reconstruction, without hooks or gradient
             with torch.no_grad():
-                clean = self._activation((x - self.b_dec) @ self.W_enc + self.b_enc) @ self.W_dec + self.b_dec
+                normalized, scale, shift = self._normalized(x)
+                clean = (self._activation(self._pre(normalized)) @ self.W_dec + self.b_dec) * scale + shift
             recons = recons + self.hook_sae_error(x - clean)
         return self.hook_sae_output(recons)
 
@@ -108,8 +149,8 @@ class SparseAutoencoder(HookedRootModule):
             "d_in": self.d_in,
             "d_sae": self.d_sae,
             **({"k": self.k} if self.k is not None else {}),
-            "apply_b_dec_to_input": True,
-            "normalize_activations": "none",
+            "apply_b_dec_to_input": self.apply_b_dec_to_input,
+            "normalize_activations": self.normalize_activations,
             "dtype": str(self.W_enc.dtype).removeprefix("torch."),
             "device": "cpu",
             "metadata": {"hook_name": self.hook_name, **self.metadata},
@@ -127,23 +168,42 @@ class SparseAutoencoder(HookedRootModule):
 
 
 def load_sae(path: str | Path) -> SparseAutoencoder:
-    """An SAE saved by `SparseAutoencoder.save` (or by SAELens, for the topk and standard architectures)."""
+    """An SAE in SAELens's layout: saved by `SparseAutoencoder.save`, or by SAELens (5.x and 6.x configs:
+    the hook name at the top or under `metadata` / `meta`) for the topk, standard and jumprelu
+    architectures, with their `apply_b_dec_to_input` and `normalize_activations`. What cannot be read as
+    SAELens would (another architecture, a hook_z reshape, missing weights) is one `InputError` line."""
     path = Path(path)
     if not (path / CONFIG_FILE).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise MissingFileError(f"no SAE at {path}: it needs {CONFIG_FILE} and {WEIGHTS_FILE}")
-    config = json.loads((path / CONFIG_FILE).read_text())
-    metadata = dict(config.get("metadata") or {})
-    hook_name = metadata.pop("hook_name", config.get("hook_name", ""))
+    try:
+        config = json.loads((path / CONFIG_FILE).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError(f"{path / CONFIG_FILE} is not JSON: the SAE's config is damaged") from None
+    architecture = config.get("architecture", "standard")
+    if architecture not in ARCHITECTURES:
+        raise InputError(
+            f"{path}: SAE architecture {architecture!r} is not supported (this library runs {', '.join(ARCHITECTURES)})"
+        )
+    if config.get("reshape_activations", "none") != "none":
+        raise InputError(f"{path}: an SAE on reshaped activations ({config['reshape_activations']}) is not supported")
+    metadata = {**(config.get("meta") or {}), **(config.get("metadata") or {})}
+    hook_name = metadata.pop("hook_name", None) or config.get("hook_name", "")
     sae = SparseAutoencoder(
         config["d_in"],
         config["d_sae"],
-        config.get("architecture", "standard"),
+        architecture,
         config.get("k"),
         hook_name=hook_name,
-        metadata=metadata,
+        metadata={key: value for key, value in metadata.items() if value is not None},
+        apply_b_dec_to_input=config.get("apply_b_dec_to_input", True),
+        normalize_activations=config.get("normalize_activations") or "none",
     )
     state = load_file(str(path / WEIGHTS_FILE))
-    sae.load_state_dict({name: state[name] for name in ("W_enc", "b_enc", "W_dec", "b_dec")})
+    names = [name for name, _ in sae.named_parameters()]
+    missing = [name for name in names if name not in state]
+    if missing:
+        raise InputError(f"{path / WEIGHTS_FILE} lacks {', '.join(missing)} for a {architecture} SAE")
+    sae.load_state_dict({name: state[name].float() for name in names})
     return sae
 
 
@@ -156,7 +216,7 @@ def check_sae_fits(sae: SparseAutoencoder, model: Any, hook_name: str) -> None:
     """Raise one `InputError` line when `sae` cannot encode `model`'s `hook_name`: another token width, or
     (where the SAE names the hook it was trained on) another hook."""
     model.check_hook_name(hook_name)
-    model_name = (sae.metadata or {}).get("model")
+    model_name = (sae.metadata or {}).get("model") or (sae.metadata or {}).get("model_name")
     trained = f" (trained on {model_name})" if model_name else ""
     if sae.d_in != model.cfg.d_model:
         raise InputError(
