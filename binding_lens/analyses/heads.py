@@ -4,12 +4,13 @@
     hmap = head_ablation_map(model, pixels[test], instance[test], {l: r.probe for l, r in probes.items()})
     hmap.top(5); head_map_figure(hmap.auroc_drop.numpy(), hmap.layers, "heads.png")
 
-For every block l (with a probe at l + 1) and every head h, block l runs with h's `hook_z` zeroed
-(or mean-ablated) and the probe at l + 1 scores all labeled pairs of the held-out images: the drop
-from the clean AUROC (and accuracy) is h's share in the binding information layer l + 1 holds. The
-next layer is where a head's output lands, so that is where its removal is measured; later layers
-can recompute what it carried. `clean_interval` is the clean AUROC's 95% image-bootstrap interval:
-a drop much smaller than its width is not evidence of anything.
+For every block l (with a probe at l + 1) and every head h, block l runs with h's `hook_z` replaced
+(zeroed by default; or its mean, matched noise or another image's z: `binding.head_ablation.MODES`) and
+the probe at l + 1 scores all labeled pairs of the held-out images: the drop from the clean AUROC (and
+accuracy) is h's share in the binding information layer l + 1 holds. The next layer is where a head's
+output lands, so that is where its removal is measured; later layers can recompute what it carried.
+`clean_interval` is the clean AUROC's 95% image-bootstrap interval: a drop much smaller than its width
+is not evidence of anything.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..binding.head_ablation import HeadAblation, head_means
+from ..binding.head_ablation import HeadAblation, head_reference
 from ..errors import InputError
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeData, evaluate
@@ -78,7 +79,7 @@ class HeadAblationConfig:
     """Which blocks `head_ablation_map` maps, how it ablates and how it scores (its keywords, as one value)."""
 
     layers: list[int] | None = None  # None: every l with a probe at l + 1
-    mode: str = "zero"  # or "mean"
+    mode: str = "zero"  # or "mean", "noise", "resample" (`binding.head_ablation.MODES`)
     patches_per_image: int | None = None  # None: all labeled patches
     seed: int = 0
     batch_size: int = 32
@@ -92,12 +93,14 @@ def head_ablation_map(
     probes: dict[int, PairProbe],
     config: HeadAblationConfig | None = None,
     *,
-    mean_pixels: Tensor | None = None,
+    reference_pixels: Tensor | None = None,
     **options: Any,
 ) -> HeadMap:
     """Ablate each head of each block l in `layers` (default: every l with a probe at l + 1) and score the
     probe at l + 1 on fixed pairs of these images (all labeled patches unless `patches_per_image`).
-    `mode="mean"` replaces z by its mean over `mean_pixels` (default: these images). The settings are a
+    Every mode but "zero" replaces z from `reference_pixels` (default: these images; pass others for
+    "resample", so no image draws its own z): their mean, mean plus matched noise, or one image's z. The
+    settings are a
     `HeadAblationConfig`'s fields: pass one as `config`, or its fields as keywords (they override `config`'s)."""
     model = hooked_vit_only(model, "head_ablation_map")
     config = replace(config or HeadAblationConfig(), **options)
@@ -134,8 +137,10 @@ def head_ablation_map(
         clean_auroc[i], clean_accuracy[i] = clean["auroc"], clean["accuracy"]
         bounds = auroc_with_interval(probes[layer + 1], clean["data"], pairs)
         interval[i] = torch.tensor([bounds["low"], bounds["high"]])
-        mean = head_means(model, pixels if mean_pixels is None else mean_pixels, layer) if mode == "mean" else None
+        source = pixels if reference_pixels is None else reference_pixels
+        reference = None if mode == "zero" else head_reference(model, source, layer, batch_size)
         for head in range(n_heads):
-            ablated = score(layer, [HeadAblation(head, mode, mean).at(layer)])
+            ablation = HeadAblation(head, mode, reference=reference, seed=config.seed)
+            ablated = score(layer, [ablation.at(layer)])
             auroc[i, head], accuracy[i, head] = ablated["auroc"], ablated["accuracy"]
     return HeadMap(layers, n_heads, mode, auroc, accuracy, clean_auroc, clean_accuracy, interval)

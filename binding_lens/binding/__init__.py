@@ -7,7 +7,9 @@ interventions on them (method notes sections 5 and 6).
 
 The rest lives in its module: the `Intervention` base class in `interventions`, principal angles and
 `StabilityReport` in `diagnostics`, DAS's parts (`fit_interchange_subspace`, `swap_effect`, `DASResult`)
-in `das`, `head_means` in `head_ablation`, `SubspaceProbe` in `subspace`.
+in `das`, `head_means`, `head_reference` and `HeadReference` in `head_ablation`, `SubspaceProbe` in
+`subspace`, and saving, loading and sharing a subspace (`save_subspace`, `load_subspace`,
+`push_subspace_to_hub`; `BindingSubspace.save_pretrained` calls them) in `sharing`.
 """
 
 from ..lazy import lazy_exports

@@ -1,19 +1,30 @@
-"""Head-level ablations: remove one attention head's output (`hook_z`) and see what the next layer loses.
+"""Head-level ablations: replace one attention head's output (`hook_z`) and see what the next layer loses.
 
     model.run_with_hooks(pixels, fwd_hooks=[HeadAblation(2).at(3)])                 # zero head 2 of block 3
-    mean_z = head_means(model, reference_pixels, layer=3)                            # [pos head d_head]
-    model.run_with_hooks(pixels, fwd_hooks=[HeadAblation(2, "mean", mean_z).at(3)])  # mean-ablate it
+    reference = head_reference(model, reference_pixels, layer=3)                     # z of other images
+    model.run_with_hooks(pixels, fwd_hooks=[HeadAblation(2, "resample", reference=reference).at(3)])
 
 A head's contribution to the residual stream is its z (the pattern-weighted values, [batch pos
-head_index d_head]) through its slice of W_O; zeroing z removes exactly that slice (the output bias
-stays), and replacing z by its mean over reference images removes what the head says about *these*
-images while keeping its average. The ablation acts at every position, CLS and registers included,
-as a head ablation usually does.
+head_index d_head]) through its slice of W_O. What the ablated z becomes (`MODES`) decides how much a
+verdict depends on the ablation, since zeroing is known to overstate a model's reliance on a component:
+
+- "zero": z = 0 removes the slice entirely (the output bias stays), off the distribution the next layers
+  saw in training;
+- "mean": z = its mean over reference images (per position, head and d_head) removes what the head says
+  about *these* images while keeping its average;
+- "noise": z = that mean plus Gaussian noise of the reference's standard deviation (per element): the
+  spread the next layers are used to, carrying nothing about these images;
+- "resample": z = the same position's z from a reference image drawn at random (seeded): a real head
+  output, of another image.
+
+The ablation acts at every position, CLS and registers included, as a head ablation usually does. Pass
+reference images other than the ones measured, so "resample" never draws an image's own z.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
@@ -22,23 +33,48 @@ from torch import Tensor
 from ..errors import InputError
 from ..hooks import names
 
-MODES = ("zero", "mean")
+MODES = ("zero", "mean", "noise", "resample")
+"""What an ablated head's z becomes (see the module docstring); every mode but "zero" needs a reference."""
+
+
+@dataclass(frozen=True)
+class HeadReference:
+    """One block's `attn.hook_z` over reference images: every image's z, and their mean and standard
+    deviation per position, head and d_head (what "mean", "noise" and "resample" replace z with)."""
+
+    samples: Float[Tensor, "image pos head_index d_head"]
+    mean: Float[Tensor, "pos head_index d_head"]
+    std: Float[Tensor, "pos head_index d_head"]
 
 
 class HeadAblation:
-    """Zero- or mean-ablate heads of one block's `attn.hook_z`; a TransformerLens hook function."""
+    """Replace heads of one block's `attn.hook_z` (zero, mean, noise or resample); a TransformerLens hook
+    function. `mean` alone serves "mean" (as `head_means` gives it); `reference` (`head_reference`) serves
+    every mode; `seed` draws the noise and the resampled images, the same sequence on every run."""
 
     def __init__(
-        self, heads: int | Sequence[int], mode: str = "zero", mean: Float[Tensor, "pos head_index d_head"] | None = None
+        self,
+        heads: int | Sequence[int],
+        mode: str = "zero",
+        mean: Float[Tensor, "pos head_index d_head"] | None = None,
+        *,
+        reference: HeadReference | None = None,
+        seed: int = 0,
     ):
         self.heads = [heads] if isinstance(heads, int) else list(heads)
         if not self.heads or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in self.heads):
             raise InputError(f"heads must be head indices >= 0, got {heads!r}")
         if mode not in MODES:
             raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if (mode == "mean") != (mean is not None):
-            raise InputError("mean ablation needs mean= (from head_means); zero ablation takes no mean")
-        self.mode, self.mean = mode, mean
+        if mode == "zero" and (mean is not None or reference is not None):
+            raise InputError("zero ablation takes no mean or reference")
+        if mode == "mean" and mean is None and reference is None:
+            raise InputError("mean ablation needs mean= (from head_means) or reference= (from head_reference)")
+        if mode in ("noise", "resample") and reference is None:
+            raise InputError(f"{mode} ablation needs reference= (from head_reference on other images)")
+        self.mode, self.reference = mode, reference
+        self.mean = mean if mean is not None else (reference.mean if reference is not None else None)
+        self.generator = torch.Generator().manual_seed(seed)
 
     def at(self, layer: int) -> tuple[str, "HeadAblation"]:
         """(`blocks.{layer}.attn.hook_z`, self) for `fwd_hooks`."""
@@ -56,14 +92,26 @@ class HeadAblation:
         keep[self.heads] = False
         if self.mode == "zero":
             return z * keep[None, None, :, None].to(z.dtype)
-        assert self.mean is not None  # mean mode always has one (checked in __init__)
-        mean = self.mean.to(z)
-        if mean.shape != z.shape[1:]:
+        return torch.where(keep[None, None, :, None], z, self.replacement(z))
+
+    def replacement(
+        self, z: Float[Tensor, "batch pos head_index d_head"]
+    ) -> Float[Tensor, "batch pos head_index d_head"]:
+        """What every ablated head's z becomes for this batch (all heads given; the call keeps the others)."""
+        assert self.mean is not None  # every mode but zero has one (checked in __init__)
+        if self.mean.shape != z.shape[1:]:
             raise InputError(
-                f"mean must be [pos, head_index, d_head] = {list(z.shape[1:])} (from head_means on images "
-                f"of the same size), got {list(mean.shape)}"
+                f"the reference must be [pos, head_index, d_head] = {list(z.shape[1:])} (from head_means or "
+                f"head_reference on images of the same size), got {list(self.mean.shape)}"
             )
-        return torch.where(keep[None, None, :, None], z, mean[None])
+        if self.mode == "mean":
+            return self.mean.to(z)[None].expand_as(z)
+        assert self.reference is not None
+        if self.mode == "noise":
+            noise = torch.randn(z.shape, generator=self.generator, dtype=torch.float32)
+            return (self.reference.mean + self.reference.std * noise).to(z)
+        drawn = torch.randint(self.reference.samples.shape[0], (z.shape[0],), generator=self.generator)
+        return self.reference.samples[drawn].to(z)
 
 
 @torch.no_grad()
@@ -83,3 +131,21 @@ def head_means(
     if total is None:
         raise InputError("head_means needs at least one image")
     return (total / count).float()
+
+
+@torch.no_grad()
+def head_reference(
+    model, pixels: Float[Tensor, "image channels height width"], layer: int, batch_size: int = 32
+) -> HeadReference:
+    """`blocks.{layer}.attn.hook_z` of every image in `pixels`, with its mean and standard deviation (for the
+    mean, noise and resample ablations)."""
+    name = names.block_hook(layer, "attn.hook_z")
+    samples = []
+    for start in range(0, pixels.shape[0], batch_size):
+        batch = pixels[start : start + batch_size].to(model.device)
+        _, cache = model.run_with_cache(batch, names_filter=name, stop_at_layer=layer + 1)
+        samples.append(cache[name].float().cpu())
+    if not samples:
+        raise InputError("head_reference needs at least one image")
+    z = torch.cat(samples)
+    return HeadReference(z, z.double().mean(0).float(), z.double().std(0, correction=0).float())

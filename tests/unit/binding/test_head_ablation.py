@@ -10,7 +10,7 @@ import torch
 
 from binding_lens import HookedViT
 from binding_lens.analyses.heads import head_ablation_map
-from binding_lens.binding.head_ablation import HeadAblation, head_means
+from binding_lens.binding.head_ablation import HeadAblation, head_means, head_reference
 from binding_lens.figures.head_map import head_map_figure
 from binding_lens.hooks import names
 from binding_lens.models import TINY_CASES
@@ -70,11 +70,13 @@ def test_bad_head_ablations_say_what_is_wrong():
     x = pixels(case.native, batch=1)
     with pytest.raises(ValueError, match=r"head 9 does not exist: this block has \d+ heads"):
         hooked.run_with_hooks(x, fwd_hooks=[HeadAblation(9).at(0)])
-    with pytest.raises(ValueError, match="mode must be one of zero, mean"):
-        HeadAblation(0, "resample")
+    with pytest.raises(ValueError, match="mode must be one of zero, mean, noise, resample"):
+        HeadAblation(0, "shuffle")
     with pytest.raises(ValueError, match="needs mean="):
         HeadAblation(0, "mean")
-    with unchecked(), pytest.raises(ValueError, match=r"mean must be \[pos, head_index, d_head\]"):
+    with pytest.raises(ValueError, match="resample ablation needs reference="):
+        HeadAblation(0, "resample")
+    with unchecked(), pytest.raises(ValueError, match=r"reference must be \[pos, head_index, d_head\]"):
         hooked.run_with_hooks(x, fwd_hooks=[HeadAblation(0, "mean", torch.zeros(3, 3)).at(0)])
 
 
@@ -99,9 +101,59 @@ def test_head_map_finds_the_only_head_that_writes(tmp_path):
     assert float(hmap.clean_auroc[0]) == pytest.approx(clean["auroc"])
     low, high = hmap.clean_interval[0].tolist()
     assert low <= clean["auroc"] <= high
-    mean_map = head_ablation_map(hooked, x, instance, {1: probe}, mode="mean", mean_pixels=x[:2])
+    mean_map = head_ablation_map(hooked, x, instance, {1: probe}, mode="mean", reference_pixels=x[:2])
     assert bool((mean_map.auroc_drop[0, 1:] == 0).all()) and mean_map.auroc[0, 0] != hmap.auroc[0, 0]
     png = head_map_figure(hmap.auroc_drop.numpy(), hmap.layers, tmp_path / "heads.png")
     assert png.is_file() and png.with_suffix(".svg").is_file()
     with pytest.raises(ValueError, match="needs a probe at l \\+ 1"):
         head_ablation_map(hooked, x, instance, {1: probe}, layers=[1])
+
+
+def test_the_four_replacements_give_the_known_ordering_on_a_planted_head():
+    """A planted head's z = c + s_b: a constant c (|c|^2 = 16 per element) plus an image-specific part s_b of
+    variance 1. Replacing it moves z by E|z - z'|^2 = |c|^2 + 1 (zero), 2 (noise, resample: another draw of
+    the same spread), 1 (mean: only s_b is lost); the untouched head does not move."""
+    from binding_lens.binding.head_ablation import HeadReference
+
+    generator = torch.Generator().manual_seed(0)
+    pos, heads, d_head = 5, 2, 64
+
+    def draw(n: int) -> torch.Tensor:
+        z = torch.randn(n, pos, heads, d_head, generator=generator)
+        z[:, :, 0] += 4.0  # head 0: the planted constant
+        return z
+
+    reference_z, measured = draw(4000), draw(400)
+    reference = HeadReference(reference_z, reference_z.mean(0), reference_z.std(0, correction=0))
+    moved = {}
+    for mode in ("zero", "mean", "noise", "resample"):
+        ablation = HeadAblation(0, mode, reference=None if mode == "zero" else reference, seed=1)
+        out = ablation(measured.clone())
+        assert torch.equal(out[:, :, 1], measured[:, :, 1])  # the other head is kept exactly
+        moved[mode] = float((out[:, :, 0] - measured[:, :, 0]).pow(2).mean())
+    assert moved["zero"] == pytest.approx(17.0, rel=0.03)
+    assert moved["noise"] == pytest.approx(2.0, rel=0.03) and moved["resample"] == pytest.approx(2.0, rel=0.03)
+    assert moved["mean"] == pytest.approx(1.0, rel=0.03)
+    assert moved["zero"] > moved["resample"] > moved["mean"] and moved["noise"] > moved["mean"]
+    again = HeadAblation(0, "resample", reference=reference, seed=1)(measured.clone())
+    assert torch.equal(again, HeadAblation(0, "resample", reference=reference, seed=1)(measured.clone()))  # seeded
+
+
+def test_a_head_map_in_every_mode_finds_the_writing_head_and_a_real_model_reference_has_its_shapes():
+    case = TINY_CASES["vit"]
+    _, hooked = build(case)
+    for head in range(1, hooked.cfg.n_heads):
+        hooked = _without_head(hooked, 0, head)
+    x = pixels(case.native, batch=6, seed=3)
+    rows, cols = hooked.patch_grid(x)
+    instance = torch.randint(0, 3, (6, rows * cols), generator=torch.Generator().manual_seed(0))
+    probe = random_quadratic(hooked.cfg.d_model, seed=4)
+    others = pixels(case.native, batch=4, seed=9)
+    reference = head_reference(hooked, others, 0)
+    assert (
+        reference.samples.shape[0] == 4 and reference.mean.shape == reference.std.shape == reference.samples.shape[1:]
+    )
+    for mode in ("zero", "mean", "noise", "resample"):
+        hmap = head_ablation_map(hooked, x, instance, {1: probe}, mode=mode, reference_pixels=others)
+        assert hmap.mode == mode and bool((hmap.auroc_drop[0, 1:] == 0).all())  # silent heads: nothing moves
+        assert float(hmap.auroc_drop[0, 0].abs()) > 0  # the one head that writes
