@@ -80,9 +80,9 @@ def test_bad_head_ablations_say_what_is_wrong():
         hooked.run_with_hooks(x, fwd_hooks=[HeadAblation(0, "mean", torch.zeros(3, 3)).at(0)])
 
 
-def test_head_map_finds_the_only_head_that_writes(tmp_path):
-    """Block 0 of a twin keeps only head 0's output weights: ablating heads 1.. changes nothing at layer 1,
-    ablating head 0 does. The clean column equals `evaluate` on un-ablated activations."""
+def _one_writing_head():
+    """(case, a tiny ViT whose block 0 keeps only head 0's output weights, 6 images, random instances, a random
+    quadratic probe for layer 1)."""
     case = TINY_CASES["vit"]
     _, hooked = build(case)
     for head in range(1, hooked.cfg.n_heads):
@@ -90,7 +90,13 @@ def test_head_map_finds_the_only_head_that_writes(tmp_path):
     x = pixels(case.native, batch=6, seed=3)
     rows, cols = hooked.patch_grid(x)
     instance = torch.randint(0, 3, (6, rows * cols), generator=torch.Generator().manual_seed(0))
-    probe = random_quadratic(hooked.cfg.d_model, seed=4)
+    return case, hooked, x, instance, random_quadratic(hooked.cfg.d_model, seed=4)
+
+
+def test_head_map_finds_the_only_head_that_writes(tmp_path):
+    """Block 0 of a twin keeps only head 0's output weights: ablating heads 1.. changes nothing at layer 1,
+    ablating head 0 does. The clean column equals `evaluate` on un-ablated activations."""
+    case, hooked, x, instance, probe = _one_writing_head()
     hmap = head_ablation_map(hooked, x, instance, {1: probe})
     assert hmap.layers == [0] and hmap.auroc.shape == (1, hooked.cfg.n_heads)
     assert bool((hmap.auroc_drop[0, 1:] == 0).all()) and float(hmap.auroc_drop[0, 0].abs()) > 0
@@ -140,14 +146,7 @@ def test_the_four_replacements_give_the_known_ordering_on_a_planted_head():
 
 
 def test_a_head_map_in_every_mode_finds_the_writing_head_and_a_real_model_reference_has_its_shapes():
-    case = TINY_CASES["vit"]
-    _, hooked = build(case)
-    for head in range(1, hooked.cfg.n_heads):
-        hooked = _without_head(hooked, 0, head)
-    x = pixels(case.native, batch=6, seed=3)
-    rows, cols = hooked.patch_grid(x)
-    instance = torch.randint(0, 3, (6, rows * cols), generator=torch.Generator().manual_seed(0))
-    probe = random_quadratic(hooked.cfg.d_model, seed=4)
+    case, hooked, x, instance, probe = _one_writing_head()
     others = pixels(case.native, batch=4, seed=9)
     reference = head_reference(hooked, others, 0)
     assert (
