@@ -9,6 +9,7 @@ file order, the smaller one in front where two overlap, crowd regions unlabeled.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,12 @@ def _scenes() -> list:
 
 def write_coco_fixture(root: Path) -> tuple[Path, Path, Path]:
     """(annotations.json, its image folder, the folder: dataset of the same scenes) under `root`."""
+    with warnings.catch_warnings():  # pycocotools 2.0's arrays predate numpy 2's copy keyword: nothing to act on
+        warnings.filterwarnings("ignore", "__array__ implementation doesn't accept a copy", DeprecationWarning)
+        return _write(root)
+
+
+def _write(root: Path) -> tuple[Path, Path, Path]:
     images, folder = root / "coco" / "images", root / "folder"
     for sub in ("images", "masks", "classes"):
         (folder / sub).mkdir(parents=True)
