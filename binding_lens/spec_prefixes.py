@@ -8,7 +8,9 @@ so the prefixes always work and `import binding_lens` stays cheap (no torch unti
 for). This module sits in the bottom layer so all of them can reach it without hooks ever importing
 the layers above it.
 
-It also checks a spec as far as that needs no torch (`check_spec`: an unknown prefix, a missing local
+It also splits a `coco:` data spec into its annotation file and image folder (`split_coco_spec`), so
+the command line can check both paths before torch, as the dataset reads them. It also checks a spec as
+far as that needs no torch (`check_spec`: an unknown prefix, a missing local
 directory or config, a hub id neither cached nor reachable), so the command line refuses a wrong
 `--model` in a second instead of after importing torch and transformers.
 """
@@ -158,3 +160,12 @@ def check_model_dir(path: Path, spec: str) -> None:
         f"{spec} has no config.json, so it is not a save_pretrained model directory; give the folder "
         "save_pretrained wrote, a hub id (org/name), zoo:<name> or random:<arch>"
     )
+
+
+def split_coco_spec(rest: str) -> tuple[Path, Path | None]:
+    """The part of a `coco:` data spec after its prefix, `<annotations.json>[:<image dir>]`, as (annotation
+    file, image dir or None)."""
+    head, colon, tail = rest.partition(".json:")
+    if colon:
+        return Path(head + ".json"), Path(tail)
+    return Path(rest), None

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import InputError, MissingFileError
 from ..io import FolderLock, check_writable_dir
-from ..spec_prefixes import check_spec, looks_like_path, spec_prefix
+from ..spec_prefixes import check_spec, looks_like_path, spec_prefix, split_coco_spec
 from . import view
 from .arguments import default_device, parse_layers
 
@@ -101,8 +101,6 @@ def check_data_root(spec: str | None) -> None:
     inside an existing folder or file."""
     kind, _, rest = (spec or "").partition(":")
     if kind == "coco" and rest:
-        from ..data.coco import split_coco_spec
-
         annotations, image_dir = split_coco_spec(rest)
         if not annotations.is_file():
             raise MissingFileError(f"--data {spec}: no annotation file {annotations}; coco: takes a COCO-style JSON")

@@ -50,14 +50,6 @@ def _mask_api() -> Any:
     return mask
 
 
-def split_coco_spec(rest: str) -> tuple[Path, Path | None]:
-    """`<annotations.json>[:<image dir>]` -> (annotation file, image dir or None)."""
-    head, colon, tail = rest.partition(".json:")
-    if colon:
-        return Path(head + ".json"), Path(tail)
-    return Path(rest), None
-
-
 class CocoInstances(Sequence):
     """The images of a COCO-style annotation file with their instance and class masks, as `Scene`s, in the
     file's image order (see the module's docstring for the rules)."""

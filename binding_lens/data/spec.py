@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError
+from ..spec_prefixes import split_coco_spec
 from .ade20k import ADE20K
-from .coco import CocoInstances, split_coco_spec
+from .coco import CocoInstances
 from .folder import ImageFolderWithMasks
 from .knobs import PRESETS
 from .scene import Scene, Scenes

@@ -108,6 +108,16 @@ EARLY_INPUTS: list[tuple[str, list[str], str]] = [
         "afile is a file; folder: takes a folder holding images/ and masks/",
     ),
     (
+        "a coco: annotation file that does not exist",
+        ["sweep", "--model", "tiny:vit", "--data", "coco:{tmp}/none.json", "--out", "{tmp}/o"],
+        "no annotation file",
+    ),
+    (
+        "a coco: image folder that does not exist",
+        ["sweep", "--model", "tiny:vit", "--data", "coco:{tmp}/small_config.json:{tmp}/nope", "--out", "{tmp}/o"],
+        "no image folder",
+    ),
+    (
         "an ADE20K root that does not exist",
         ["sweep", "--model", "tiny:vit", "--data", "ade20k:{tmp}/nope", "--out", "{tmp}/o"],
         "no such folder",
