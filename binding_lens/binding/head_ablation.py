@@ -23,7 +23,7 @@ reference images other than the ones measured, so "resample" never draws an imag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -114,23 +114,28 @@ class HeadAblation:
         return self.reference.samples[drawn].to(z)
 
 
+def _hook_z(model, pixels: Tensor, layer: int, batch_size: int, who: str) -> Iterator[Tensor]:
+    """`blocks.{layer}.attn.hook_z` of `pixels`, one batch at a time (the forward stops after that block)."""
+    if pixels.shape[0] == 0:
+        raise InputError(f"{who} needs at least one image")
+    name = names.block_hook(layer, "attn.hook_z")
+    for start in range(0, pixels.shape[0], batch_size):
+        batch = pixels[start : start + batch_size].to(model.device)
+        _, cache = model.run_with_cache(batch, names_filter=name, stop_at_layer=layer + 1)
+        yield cache[name]
+
+
 @torch.no_grad()
 def head_means(
     model, pixels: Float[Tensor, "image channels height width"], layer: int, batch_size: int = 32
 ) -> Float[Tensor, "pos head_index d_head"]:
-    """The mean of `blocks.{layer}.attn.hook_z` over `pixels`, per position and head (for mean ablation)."""
-    name = names.block_hook(layer, "attn.hook_z")
-    total: Tensor | None = None
-    count = 0
-    for start in range(0, pixels.shape[0], batch_size):
-        batch = pixels[start : start + batch_size].to(model.device)
-        _, cache = model.run_with_cache(batch, names_filter=name, stop_at_layer=layer + 1)
-        z = cache[name].double().sum(0)
-        total = z if total is None else total + z
-        count += batch.shape[0]
-    if total is None:
-        raise InputError("head_means needs at least one image")
-    return (total / count).float()
+    """The mean of `blocks.{layer}.attn.hook_z` over `pixels`, per position and head (for mean ablation),
+    summed batch by batch (no image's z is kept)."""
+    batches = _hook_z(model, pixels, layer, batch_size, "head_means")
+    total = next(batches).double().sum(0)
+    for z in batches:
+        total += z.double().sum(0)
+    return (total / pixels.shape[0]).float()
 
 
 @torch.no_grad()
@@ -139,13 +144,5 @@ def head_reference(
 ) -> HeadReference:
     """`blocks.{layer}.attn.hook_z` of every image in `pixels`, with its mean and standard deviation (for the
     mean, noise and resample ablations)."""
-    name = names.block_hook(layer, "attn.hook_z")
-    samples = []
-    for start in range(0, pixels.shape[0], batch_size):
-        batch = pixels[start : start + batch_size].to(model.device)
-        _, cache = model.run_with_cache(batch, names_filter=name, stop_at_layer=layer + 1)
-        samples.append(cache[name].float().cpu())
-    if not samples:
-        raise InputError("head_reference needs at least one image")
-    z = torch.cat(samples)
+    z = torch.cat([z.float().cpu() for z in _hook_z(model, pixels, layer, batch_size, "head_reference")])
     return HeadReference(z, z.double().mean(0).float(), z.double().std(0, correction=0).float())
