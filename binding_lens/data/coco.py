@@ -153,8 +153,15 @@ def _image_key(record: dict[str, Any]) -> Any:
 
 
 def decode_segmentation(segmentation: Any, height: int, width: int, where: str) -> np.ndarray:
-    """A COCO segmentation (polygons, uncompressed or compressed RLE) as a boolean H x W mask; a polygon
-    outside the image or an RLE of another size is a `SceneError` naming the image."""
+    """A COCO segmentation (polygons, uncompressed or compressed RLE) as a boolean H x W mask."""
+    with warnings.catch_warnings():  # pycocotools 2.0's arrays predate numpy 2's copy keyword: nothing to act on
+        warnings.filterwarnings("ignore", "__array__ implementation doesn't accept a copy", DeprecationWarning)
+        return _decoded(segmentation, height, width, where)
+
+
+def _decoded(segmentation: Any, height: int, width: int, where: str) -> np.ndarray:
+    """`decode_segmentation` without its warning filter; a polygon outside the image or an RLE of another size
+    is a `SceneError` naming the image."""
     mask_api = _mask_api()
     if isinstance(segmentation, list):
         if not segmentation or any(len(p) < 6 or len(p) % 2 for p in segmentation):
@@ -166,9 +173,7 @@ def decode_segmentation(segmentation: Any, height: int, width: int, where: str) 
                 f"{where}: a polygon reaches ({xs.max():.0f}, {ys.max():.0f}) outside the {width}x{height} (WxH) "
                 "image; use the annotations made for this image"
             )
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "__array__ implementation doesn't accept a copy", DeprecationWarning)
-            rle = mask_api.merge(mask_api.frPyObjects(segmentation, height, width))
+        rle = mask_api.merge(mask_api.frPyObjects(segmentation, height, width))
     elif isinstance(segmentation, dict) and "counts" in segmentation and "size" in segmentation:
         if list(segmentation["size"]) != [height, width]:
             raise SceneError(
@@ -181,6 +186,4 @@ def decode_segmentation(segmentation: Any, height: int, width: int, where: str) 
             rle["counts"] = rle["counts"].encode("ascii")
     else:
         raise SceneError(f"{where}: a segmentation must be polygons or RLE, got {type(segmentation).__name__}")
-    with warnings.catch_warnings():  # pycocotools 2.0's arrays predate numpy 2's copy keyword: nothing to act on
-        warnings.filterwarnings("ignore", "__array__ implementation doesn't accept a copy", DeprecationWarning)
-        return mask_api.decode(rle).astype(bool)
+    return mask_api.decode(rle).astype(bool)
