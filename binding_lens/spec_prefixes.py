@@ -8,8 +8,9 @@ so the prefixes always work and `import binding_lens` stays cheap (no torch unti
 for). This module sits in the bottom layer so all of them can reach it without hooks ever importing
 the layers above it.
 
-It also splits a `coco:` data spec into its annotation file and image folder (`split_coco_spec`), so
-the command line can check both paths before torch, as the dataset reads them. It also checks a spec as
+It also splits a `coco:` data spec into its annotation file and image folder (`split_coco_spec`), and an
+`hf:` one into its path and named columns (`split_hf_spec`), so the command line can check the paths before
+torch, as the datasets read them. It also checks a spec as
 far as that needs no torch (`check_spec`: an unknown prefix, a missing local
 directory or config, a hub id neither cached nor reachable), so the command line refuses a wrong
 `--model` in a second instead of after importing torch and transformers.
@@ -169,3 +170,23 @@ def split_coco_spec(rest: str) -> tuple[Path, Path | None]:
     if colon:
         return Path(head + ".json"), Path(tail)
     return Path(rest), None
+
+
+HF_ROLES = ("image", "instances", "classes")
+"""The columns an `hf:` data spec may name."""
+
+
+def split_hf_spec(rest: str) -> tuple[Path, dict[str, str]]:
+    """The part of an `hf:` data spec after its prefix, `<path>[:image=<col>,instances=<col>,classes=<col>]`,
+    as (path, {role: column}); a tail of role=column pairs is read as columns, anything else as the path."""
+    head, colon, tail = rest.rpartition(":")
+    pairs = [item.partition("=") for item in tail.split(",")] if colon else []
+    if pairs and all(eq and role in HF_ROLES and column for role, eq, column in pairs):
+        return Path(head), {role: column for role, _, column in pairs}
+    return Path(rest), {}
+
+
+def hf_spec(identity: dict[str, Any]) -> str:
+    """The `hf:` spec of a dataset with this identity (`data.hf.HFInstances.identity`), its columns spelt out."""
+    columns = ",".join(f"{role}={column}" for role, column in identity["columns"].items())
+    return f"hf:{identity['root']}:{columns}"

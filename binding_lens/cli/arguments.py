@@ -13,7 +13,8 @@ from ..errors import InputError
 DATA_HELP = (
     "a synthetic preset: default, twins, colorshape, balanced or matched (the benchmark: twin mazes where "
     "position, pixels and local context are at chance; no download); ade20k:<path>; folder:<path>; "
-    "coco:<annotations.json>[:<image dir>]"
+    "coco:<annotations.json>[:<image dir>]; hf:<datasets folder or parquet>[:image=<col>,instances=<col>,"
+    "classes=<col>]"
 )
 MODEL_HELP = (
     "a hub id (facebook/dinov2-small) or a local save_pretrained directory (holding config.json); zoo:<name> "

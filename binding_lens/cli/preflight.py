@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import InputError, MissingFileError
 from ..io import FolderLock, check_writable_dir
-from ..spec_prefixes import check_spec, looks_like_path, spec_prefix, split_coco_spec
+from ..spec_prefixes import check_spec, looks_like_path, spec_prefix, split_coco_spec, split_hf_spec
 from . import view
 from .arguments import default_device, parse_layers
 
@@ -97,8 +97,8 @@ def check_run_folder(run: str) -> None:
 
 def check_data_root(spec: str | None) -> None:
     """A folder: or ade20k: dataset whose path does not exist, or that is a file (but ADE20K's index file), or
-    a coco: annotation file or image folder that is not there: the dataset's own checks say what is missing
-    inside an existing folder or file."""
+    a coco: annotation file or image folder, or an hf: dataset, that is not there: the dataset's own checks
+    say what is missing inside an existing folder or file."""
     kind, _, rest = (spec or "").partition(":")
     if kind == "coco" and rest:
         annotations, image_dir = split_coco_spec(rest)
@@ -106,6 +106,11 @@ def check_data_root(spec: str | None) -> None:
             raise MissingFileError(f"--data {spec}: no annotation file {annotations}; coco: takes a COCO-style JSON")
         if image_dir is not None and not image_dir.is_dir():
             raise MissingFileError(f"--data {spec}: no image folder {image_dir}")
+        return
+    if kind == "hf" and rest:
+        path = split_hf_spec(rest)[0]
+        if not path.exists():
+            raise MissingFileError(f"--data {spec}: no such dataset {path}; hf: takes a save_to_disk folder or parquet")
         return
     if kind not in ("folder", "ade20k") or not rest:
         return

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..spec_prefixes import hf_spec
 from .arguments import (
     DATA_HELP,
     DEVICE_HELP,
@@ -232,6 +233,8 @@ def request_flags(request: dict[str, Any]) -> dict[str, str | None]:
         if kind == "coco":
             image_dir = dataset.get("image_dir")
             root = f"coco:{dataset.get('annotations')}" + (f":{image_dir}" if image_dir else "")
+        elif kind == "hf":
+            root = hf_spec(dataset)
         else:
             root = {"ade20k": "ade20k:", "image_folder": "folder:"}.get(kind, f"{kind}:") + str(dataset.get("root"))
         data, n_images = (root, first) if first is not None else (f"{root} ({dataset.get('n')} images)", None)

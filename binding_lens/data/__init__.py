@@ -17,6 +17,7 @@ from ..lazy import lazy_exports
 from .ade20k import ADE20K
 from .coco import CocoInstances
 from .folder import ImageFolderWithMasks
+from .hf import HFInstances
 from .knobs import PRESETS
 from .pairs import pair_stats
 from .patches import PatchLabels, patch_labels
@@ -55,6 +56,7 @@ __all__ = [
     "ADE20K",
     "CLASS_NAMES",
     "CocoInstances",
+    "HFInstances",
     "ImageFolderWithMasks",
     "PRESETS",
     "PatchLabels",

@@ -4,6 +4,7 @@
     ade20k:/path/to/ADE20K_2021_17_01   the official release (split from `split`)
     folder:/path/to/root                images/ + masks/ with the same stems
     coco:/path/to/annotations.json[:/path/to/images]   COCO-style instance annotations (COCO, LVIS, SA-1B)
+    hf:/path/to/dataset[:image=<col>,instances=<col>,classes=<col>]   a `datasets` folder or parquet files
 
 `dataset_from_identity` is the inverse of a dataset's `identity` (what stores and runs record).
 """
@@ -14,10 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError
-from ..spec_prefixes import split_coco_spec
+from ..spec_prefixes import split_coco_spec, split_hf_spec
 from .ade20k import ADE20K
 from .coco import CocoInstances
 from .folder import ImageFolderWithMasks
+from .hf import HFInstances
 from .knobs import PRESETS
 from .scene import Scene, Scenes
 from .synthetic import SyntheticScenes
@@ -64,11 +66,14 @@ def dataset_from_spec(
         dataset = ImageFolderWithMasks(rest, missing=missing)
     elif kind == "coco" and rest:
         dataset = CocoInstances(*split_coco_spec(rest))
+    elif kind == "hf" and rest:
+        path, columns = split_hf_spec(rest)
+        dataset = HFInstances(path, split=split, columns=columns)
     else:
         raise InputError(
             f"cannot read dataset spec {spec!r}: use a synthetic preset ({', '.join(sorted(PRESETS))}), "
-            "ade20k:<path to the ADE20K_2021_17_01 release>, folder:<path with images/ and masks/> or "
-            "coco:<annotations.json>[:<image dir>]"
+            "ade20k:<path to the ADE20K_2021_17_01 release>, folder:<path with images/ and masks/>, "
+            "coco:<annotations.json>[:<image dir>] or hf:<datasets folder or parquet>[:image=<col>,instances=<col>]"
         )
     return Subset(dataset, n) if n is not None and n < len(dataset) else dataset
 
@@ -99,6 +104,8 @@ def dataset_from_identity(identity: dict[str, Any]) -> Scenes:
         return ImageFolderWithMasks(identity["root"], missing="skip" if skipped else "error")
     if kind == "coco":
         return CocoInstances(identity["annotations"], identity.get("image_dir"))
+    if kind == "hf":
+        return HFInstances(identity["root"], split=identity.get("split"), columns=identity["columns"])
     raise InputError(
         f"cannot rebuild dataset {kind!r} from its recorded identity {identity!r}; pass the scenes themselves instead"
     )

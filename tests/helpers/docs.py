@@ -21,6 +21,7 @@ DATA = {
     "/data/ADE20K_2021_17_01": "data/ADE20K_2021_17_01",  # paths relative to the temporary cwd
     "/data/my_scenes": "data/my_scenes",
     "/data/coco": "data/coco",  # tests/helpers/coco.py writes it (annotations/instances.json, images/)
+    "/data/hf": "data/hf",  # tests/helpers/hf.py writes it (arrow/, a save_to_disk folder; parquet/)
 }
 MARKER = re.compile(r"^<!--\s*readme-test:(.*?)-->\s*$")
 FENCE = re.compile(r"^```(\S*)\s*$")

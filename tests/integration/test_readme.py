@@ -67,6 +67,7 @@ from helpers.ade20k import OBJECTNAMES, encode_ade_seg
 from helpers.coco import write_coco_fixture
 from helpers.docs import DATA, DOCUMENTS, ROOT, Item, document_items, nav_pages, offline, python_code
 from helpers.extras import extra
+from helpers.hf import write_hf_fixture
 from helpers.processes import torchrun
 
 BINDING_LENS = Path(sys.executable).parent / "binding-lens"
@@ -244,6 +245,7 @@ def readme(tmp_path_factory):
     write_ade20k(cwd / DATA["/data/ADE20K_2021_17_01"])
     write_image_folder(cwd / DATA["/data/my_scenes"])
     write_coco_fixture(cwd / "data")  # data/coco/annotations/instances.json and data/coco/images/
+    write_hf_fixture(cwd / "data" / "hf")  # data/hf/arrow (save_to_disk) and data/hf/parquet
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield {"cwd": cwd, "namespaces": {}, "python_failed": {}}

@@ -118,6 +118,11 @@ EARLY_INPUTS: list[tuple[str, list[str], str]] = [
         "no image folder",
     ),
     (
+        "an hf: dataset that does not exist (columns named)",
+        ["sweep", "--model", "tiny:vit", "--data", "hf:{tmp}/none:instances=seg", "--out", "{tmp}/o"],
+        "none:instances=seg: no such dataset",
+    ),
+    (
         "an ADE20K root that does not exist",
         ["sweep", "--model", "tiny:vit", "--data", "ade20k:{tmp}/nope", "--out", "{tmp}/o"],
         "no such folder",
