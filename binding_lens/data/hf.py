@@ -300,4 +300,7 @@ def _pick_split(path: Path, split: str | None, splits: list[str]) -> str:
     if split in splits:
         return split
     asked = "no split given" if split is None else f"no split {split!r}"
-    raise InputError(f"hf: {path} holds the splits {', '.join(splits)}, {asked}; pick one with --split (split=)")
+    raise InputError(
+        f"hf: {path} holds the splits {', '.join(splits)}, {asked}; pick one with --split (split= in Python) or "
+        f"give its folder or file (hf:{path / splits[0]})"
+    )

@@ -131,10 +131,12 @@ def test_splits_and_paths_that_are_not_there_are_refused_in_one_line(fixture, tm
     arrow, _, folder = fixture
     with pytest.raises(BindingLensError, match=r"holds the splits train, validation, no split given; pick one"):
         dataset_from_spec(f"hf:{arrow}")
-    with pytest.raises(BindingLensError, match=r"no split 'test'"):
+    with pytest.raises(BindingLensError, match=r"no split 'test'.*\(hf:.*/arrow/train\)"):
         dataset_from_spec(f"hf:{arrow}", split="test")
+    _same_scenes(dataset_from_spec(f"hf:{arrow}/validation"), dataset_from_spec(f"hf:{arrow}", split="validation"))
     with pytest.raises(BindingLensError, match=r"neither a save_to_disk folder .* nor parquet files"):
         dataset_from_spec(f"hf:{folder}")
+    capsys.readouterr()
     status = main(["sweep", "--model", "tiny:vit", "--data", f"hf:{tmp_path}/none", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert status == 2 and "no such dataset" in err and len(err.strip().splitlines()) == 1
