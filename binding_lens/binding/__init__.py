@@ -8,8 +8,9 @@ interventions on them (method notes sections 5 and 6).
 The rest lives in its module: the `Intervention` base class in `interventions`, principal angles and
 `StabilityReport` in `diagnostics`, DAS's parts (`fit_interchange_subspace`, `swap_effect`, `DASResult`)
 in `das`, `head_means`, `head_reference` and `HeadReference` in `head_ablation`, `SubspaceProbe` in
-`subspace`, and saving, loading and sharing a subspace (`save_subspace`, `load_subspace`,
-`push_subspace_to_hub`; `BindingSubspace.save_pretrained` calls them) in `sharing`.
+`subspace`, and saving, loading and sharing a subspace or an intervention (`save_subspace`,
+`load_subspace`, `save_intervention`, `load_intervention`, `push_*_to_hub`; `save_pretrained`,
+`from_pretrained` and `push_to_hub` on `BindingSubspace` and `Intervention` call them) in `sharing`.
 """
 
 from ..lazy import lazy_exports

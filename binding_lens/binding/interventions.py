@@ -24,6 +24,8 @@ than 2 patches drawn), alpha 1, and k = 0.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -56,6 +58,29 @@ class Intervention(ABC):
         if isinstance(hook, bool) or not isinstance(hook, (int, str)):
             raise TypeError(f"at() takes a layer index or a hook name, got {hook!r}")
         return (resid_post(hook) if isinstance(hook, int) else hook), self
+
+    def save_pretrained(self, folder: str | Path, **card: Any) -> Path:
+        """Write the edit, its subspace and their card (`model`, `data`, `metrics`:
+        `binding.sharing.save_intervention`); `Inject` and `Interchange` read data and are refused."""
+        from .sharing import save_intervention
+
+        return save_intervention(self, folder, **card)
+
+    @staticmethod
+    def from_pretrained(
+        source: str | Path, model: Any = None, layer: int | None = None, **options: Any
+    ) -> "Intervention":
+        """A saved edit (of the class its card names) from a folder or hub id, checked against `model` at `layer`
+        when given (`binding.sharing.load_intervention`)."""
+        from .sharing import load_intervention
+
+        return load_intervention(source, model, layer, **options)
+
+    def push_to_hub(self, repo_id: str, **options: Any) -> str:
+        """Upload the saved folder to a hub repository (`binding.sharing.push_intervention_to_hub`)."""
+        from .sharing import push_intervention_to_hub
+
+        return push_intervention_to_hub(self, repo_id, **options)
 
     def apply(self, h: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         if h.ndim != 3:

@@ -1,45 +1,52 @@
-"""A binding subspace as a shareable artefact: one folder (or a Hugging Face hub repository) that says what
-it is and where it applies.
+"""Binding subspaces and interventions as shareable artefacts (`probes.sharing` holds what every artefact
+shares: the card, the checks, the hub).
 
     FOLDER/subspace.safetensors   basis Q (d_model x k) and, for a probe's subspace, its eigenvalues
     FOLDER/binding_subspace.json  the card: format, k, d_model, source; where it was fitted (model, family,
                                   layer, hook point: `FittedOn`), the model's preprocessing (image mean and
                                   std), the data it was fitted on, its fit metrics, the library version
 
-`save_subspace` writes the folder (each file atomically), `load_subspace` reads it back, from a path or a
-hub id, and, given the model and layer it is about to edit, refuses in one line a model of another width,
-family or preprocessing, or another layer or hook point: a subspace applied there would run and mean
-nothing. `push_subspace_to_hub` uploads the same folder (`huggingface_hub`), as pyvene shares its
-interventions.
+An intervention's folder is its subspace's folder plus `intervention.json` (which edit, its parameters and
+the model's prefix tokens), `intervention.safetensors` where the edit holds a tensor (`MeanAblate`'s mean)
+and the probe's two files where it holds a probe (`InjectByProbe`). `Inject` and `Interchange` are not
+saved: they read each batch's labels or source activations, which are data, not part of the edit.
+
+`save_subspace` / `save_intervention` write a folder (each file atomically), `load_subspace` /
+`load_intervention` read it back, from a path or a hub id, and, given the model and layer about to be
+edited, refuse in one line a model of another width, family or preprocessing, or another layer or hook
+point: an edit applied there would run and mean nothing. `push_*_to_hub` uploads the same folder.
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
+import torch
 from safetensors.torch import load_file, save
 
-from ..errors import InputError, MissingFileError
+from ..errors import InputError
 from ..hooks.names import resid_post
 from ..io import write_atomic, write_json_atomic
-from ..probes.provenance import FittedOn, check_fitted
-from ..spec_prefixes import looks_like_path
-from ..version import __version__
+from ..probes.provenance import check_fitted
+from ..probes.sharing import (
+    PROBE_CARD,
+    PROBE_WEIGHTS,
+    artefact_card,
+    check_preprocessing,
+    fitted_from_card,
+    load_probe_folder,
+    local_folder,
+    prepare_folder,
+    push_folder,
+    read_card,
+    save_probe_folder,
+)
+from .interventions import Dose, Inject, InjectByProbe, Interchange, Intervention, MeanAblate, ProjectOut, Shuffle
 from .subspace import BindingSubspace
 
-FORMAT = 1
 WEIGHTS, CARD = "subspace.safetensors", "binding_subspace.json"
-
-
-def preprocessing_of(model: Any) -> dict[str, list[float]]:
-    """The image statistics `model` normalizes its pixels with: tokens of other statistics are other tokens."""
-    return {
-        "image_mean": [float(v) for v in model.cfg.image_mean],
-        "image_std": [float(v) for v in model.cfg.image_std],
-    }
+EDIT_CARD, EDIT_TENSORS = "intervention.json", "intervention.safetensors"
 
 
 def save_subspace(
@@ -53,25 +60,20 @@ def save_subspace(
     """Write `subspace` and its card to `folder`; `model` (the one it was fitted on) adds its
     preprocessing, `data` the data spec and split it was fitted on, `metrics` its fit scores (with their
     intervals). Returns the folder."""
-    folder = Path(folder)
-    if folder.is_file():
-        raise InputError(f"{folder} is a file; save_pretrained takes a folder")
+    folder = prepare_folder(folder)
     tensors = {"basis": subspace.basis.detach().cpu().contiguous()}
     if subspace.eigenvalues is not None:
         tensors["eigenvalues"] = subspace.eigenvalues.detach().cpu().contiguous()
-    card = {
-        "format": FORMAT,
-        "kind": "binding_subspace",
-        "k": subspace.k,
-        "d_model": subspace.d_model,
-        "source": subspace.source,
-        "fitted": None if subspace.fitted_on is None else subspace.fitted_on.as_dict(),
-        "preprocessing": None if model is None else preprocessing_of(model),
-        "data": data,
-        "metrics": metrics,
-        "binding_lens": __version__,
-    }
-    folder.mkdir(parents=True, exist_ok=True)
+    card = artefact_card(
+        "binding_subspace",
+        subspace.fitted_on,
+        model=model,
+        data=data,
+        metrics=metrics,
+        k=subspace.k,
+        d_model=subspace.d_model,
+        source=subspace.source,
+    )
     write_atomic(folder / WEIGHTS, save(tensors))
     write_json_atomic(folder / CARD, card)
     return folder
@@ -87,19 +89,22 @@ def load_subspace(
     """The subspace saved in folder `source` (or hub repository `source`, at `revision`). With `model`,
     it is first checked against the model and hook point it will edit (`layer`'s residual stream unless
     `hook_name`); a mismatch is one `InputError` line naming it."""
-    folder = _local_folder(source, revision)
-    card = read_card(folder)
+    folder = local_folder(source, revision, [WEIGHTS, CARD], "subspace")
+    return _subspace_in(folder, source, model, layer, hook_name)
+
+
+def _subspace_in(
+    folder: Path, source: str | Path, model: Any, layer: int | None, hook_name: str | None
+) -> BindingSubspace:
+    card = read_card(folder, (WEIGHTS, CARD), "binding_subspace", "binding subspace")
     tensors = load_file(str(folder / WEIGHTS))
     if "basis" not in tensors or tuple(tensors["basis"].shape) != (card["d_model"], card["k"]):
         raise InputError(f"{folder / WEIGHTS} does not hold the {card['d_model']} x {card['k']} basis its card says")
-    try:
-        fitted = None if card.get("fitted") is None else FittedOn.from_dict(card["fitted"])
-    except (KeyError, TypeError, ValueError):
-        raise InputError(f"{folder / CARD}: the record of where the subspace was fitted is damaged") from None
+    fitted = fitted_from_card(card, folder / CARD, "subspace")
     subspace = BindingSubspace(tensors["basis"], tensors.get("eigenvalues"), str(card.get("source")), fitted)
     if model is not None:
         if layer is None:
-            raise InputError("load_subspace(model=...) needs the layer it will edit (layer=...)")
+            raise InputError("loading a subspace onto a model needs the layer it will edit (layer=...)")
         check_subspace_fits(subspace, model, layer, hook_name, card.get("preprocessing"), f"the subspace {source}")
     return subspace
 
@@ -115,28 +120,7 @@ def check_subspace_fits(
     """One `InputError` line when `subspace` cannot edit `model` at `hook_name` (layer `layer`'s residual
     stream by default): another width, family, layer, hook point or preprocessing."""
     check_fitted(subspace.d_model, subspace.fitted_on, model, layer, hook_name or resid_post(layer), source, "subspace")
-    if preprocessing is not None and preprocessing != preprocessing_of(model):
-        ours = preprocessing_of(model)
-        raise InputError(
-            f"{source} was fitted on pixels normalized with mean {preprocessing['image_mean']}, std "
-            f"{preprocessing['image_std']}, but {model.cfg.source} uses mean {ours['image_mean']}, std "
-            f"{ours['image_std']}: its tokens are not the ones the subspace was fitted on"
-        )
-
-
-def read_card(folder: Path) -> dict[str, Any]:
-    """The card of a saved subspace, checked for what loading needs."""
-    if not (folder / CARD).is_file() or not (folder / WEIGHTS).is_file():
-        raise MissingFileError(f"{folder} holds no binding subspace (expected {CARD} and {WEIGHTS})")
-    try:
-        card = json.loads((folder / CARD).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise InputError(f"{folder / CARD} is not JSON: the subspace's card is damaged") from None
-    if not isinstance(card, dict) or card.get("kind") != "binding_subspace":
-        raise InputError(f"{folder / CARD} is not a binding subspace's card")
-    if card.get("format") != FORMAT:
-        raise InputError(f"{folder} has subspace format {card.get('format')!r}; this version reads format {FORMAT}")
-    return card
+    check_preprocessing(preprocessing, model, source, "subspace")
 
 
 def push_subspace_to_hub(
@@ -144,27 +128,101 @@ def push_subspace_to_hub(
 ) -> str:
     """Save `subspace` (with `card`: model, data, metrics) and upload the folder to hub repository `repo_id`
     (created if needed); returns the commit's URL."""
-    from huggingface_hub import HfApi
+    return push_folder(
+        lambda folder: save_subspace(subspace, folder, **card),
+        repo_id,
+        "binding subspace",
+        private=private,
+        token=token,
+    )
 
-    api = HfApi(token=token)
-    api.create_repo(repo_id, private=private, exist_ok=True)
-    with tempfile.TemporaryDirectory() as folder:
-        save_subspace(subspace, folder, **card)
-        info = api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message="binding subspace")
-    return str(info)
+
+def save_intervention(intervention: Intervention, folder: str | Path, **card: Any) -> Path:
+    """Write `intervention` to `folder`: its subspace's folder (with `card`: model, data, metrics), which edit
+    with which parameters, and the tensor or probe the edit holds. Returns the folder."""
+    edit, tensors, probe = _edit_record(intervention)
+    folder = save_subspace(intervention.subspace, folder, **card)
+    if probe is not None:
+        save_probe_folder(probe, folder, model=card.get("model"))
+    if tensors:
+        write_atomic(folder / EDIT_TENSORS, save(tensors))
+    record = artefact_card("intervention", intervention.subspace.fitted_on, edit=edit, n_prefix=intervention.n_prefix)
+    write_json_atomic(folder / EDIT_CARD, record)
+    return folder
 
 
-def _local_folder(source: str | Path, revision: str | None) -> Path:
-    """A folder on disk, or the local snapshot of a hub repository."""
-    path = Path(source)
-    if path.is_dir() or looks_like_path(str(source)):
-        if not path.is_dir():
-            raise MissingFileError(f"no subspace folder {path}")
-        return path
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+def load_intervention(
+    source: str | Path,
+    model: Any = None,
+    layer: int | None = None,
+    hook_name: str | None = None,
+    revision: str | None = None,
+) -> Intervention:
+    """The intervention saved in folder `source` (or hub repository `source`), its subspace (and probe) checked
+    against `model` at `layer` when given, as `load_subspace` does; a model with another number of prefix
+    tokens is refused too."""
+    patterns = [WEIGHTS, CARD, EDIT_CARD, EDIT_TENSORS, PROBE_WEIGHTS, PROBE_CARD]
+    folder = local_folder(source, revision, patterns, "intervention")
+    record = read_card(folder, (WEIGHTS, EDIT_CARD), "intervention", "intervention")
+    subspace = _subspace_in(folder, source, model, layer, hook_name)
+    n_prefix = int(record["n_prefix"])
+    if model is not None and model.cfg.n_prefix_tokens != n_prefix:
+        raise InputError(
+            f"the intervention {source} edits tokens after {n_prefix} prefix tokens, but {model.cfg.source} has "
+            f"{model.cfg.n_prefix_tokens} (CLS and registers): it was saved for another model"
+        )
+    tensors = load_file(str(folder / EDIT_TENSORS)) if (folder / EDIT_TENSORS).is_file() else {}
+    probe = load_probe_folder(folder, model, layer, hook_name) if record["edit"]["name"] == "inject_by_probe" else None
+    return _edit_from_record(record["edit"], subspace, n_prefix, tensors, probe)
 
-    try:
-        return Path(snapshot_download(str(source), revision=revision, allow_patterns=[WEIGHTS, CARD]))
-    except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as error:
-        raise InputError(f"cannot fetch the subspace {source} from the hub: {str(error).splitlines()[0]}") from None
+
+def push_intervention_to_hub(
+    intervention: Intervention, repo_id: str, *, private: bool = False, token: str | None = None, **card: Any
+) -> str:
+    """Save `intervention` (with `card`) and upload the folder to hub repository `repo_id`."""
+    return push_folder(
+        lambda folder: save_intervention(intervention, folder, **card),
+        repo_id,
+        "binding intervention",
+        private=private,
+        token=token,
+    )
+
+
+def _edit_record(intervention: Intervention) -> tuple[dict[str, Any], dict[str, torch.Tensor], Any]:
+    """(which edit and its parameters, the tensors it holds, the probe it holds or None)."""
+    if isinstance(intervention, Dose):
+        inner, tensors, probe = _edit_record(intervention.edit)
+        return {"name": "dose", "strength": intervention.strength, "edit": inner}, tensors, probe
+    if isinstance(intervention, Shuffle):
+        return {"name": "shuffle", "ratio": intervention.ratio, "seed": intervention.seed}, {}, None
+    if isinstance(intervention, ProjectOut):
+        return {"name": "project_out"}, {}, None
+    if isinstance(intervention, MeanAblate):
+        return {"name": "mean_ablate"}, {"mean": intervention.mean.detach().cpu().contiguous()}, None
+    if isinstance(intervention, InjectByProbe):
+        return {"name": "inject_by_probe", "alpha": intervention.alpha}, {}, intervention.probe
+    if isinstance(intervention, (Inject, Interchange)):
+        needs = "instance labels" if isinstance(intervention, Inject) else "source activations"
+        raise InputError(
+            f"{type(intervention).__name__} reads each batch's {needs}, which are data, not part of the edit: save "
+            "its subspace (intervention.subspace.save_pretrained) and rebuild the edit where the data is"
+        )
+    raise InputError(f"cannot save a {type(intervention).__name__}: not one of the library's interventions")
+
+
+def _edit_from_record(
+    edit: dict[str, Any], subspace: BindingSubspace, n_prefix: int, tensors: dict[str, torch.Tensor], probe: Any
+) -> Intervention:
+    name = edit.get("name")
+    if name == "dose":
+        return Dose(_edit_from_record(edit["edit"], subspace, n_prefix, tensors, probe), float(edit["strength"]))
+    if name == "shuffle":
+        return Shuffle(subspace, float(edit["ratio"]), n_prefix, seed=int(edit["seed"]))
+    if name == "project_out":
+        return ProjectOut(subspace, n_prefix)
+    if name == "mean_ablate" and "mean" in tensors:
+        return MeanAblate(subspace, n_prefix, tensors["mean"])
+    if name == "inject_by_probe" and probe is not None:
+        return InjectByProbe(subspace, float(edit["alpha"]), n_prefix, probe)
+    raise InputError(f"the intervention's card names an edit this version cannot rebuild: {edit!r}")

@@ -9,6 +9,7 @@ looped over in Python and no `[N, M, d]` pair tensor is formed. All probes are s
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -88,6 +89,29 @@ class PairProbe(nn.Module, ABC):
     def from_config(cls, config: dict[str, Any]) -> "PairProbe":
         """A probe with the shapes of `config`; its weights come from a state dict afterwards."""
         return cls(**config)
+
+    # -- sharing ------------------------------------------------------------------------------
+    def save_pretrained(self, folder: str | Path, **card: Any) -> Path:
+        """Write the probe and its card (`model`, `data`, `metrics`: `probes.sharing.save_probe_folder`)."""
+        from .sharing import save_probe_folder
+
+        return save_probe_folder(self, folder, **card)
+
+    @classmethod
+    def from_pretrained(
+        cls, source: str | Path, model: Any = None, layer: int | None = None, **options: Any
+    ) -> "PairProbe":
+        """A saved probe (of the class its file names) from a folder or hub id, checked against `model` at
+        `layer` when given (`probes.sharing.load_probe_folder`)."""
+        from .sharing import load_probe_folder
+
+        return load_probe_folder(source, model, layer, **options)
+
+    def push_to_hub(self, repo_id: str, **options: Any) -> str:
+        """Upload the saved folder to a hub repository (`probes.sharing.push_probe_to_hub`)."""
+        from .sharing import push_probe_to_hub
+
+        return push_probe_to_hub(self, repo_id, **options)
 
     # -- scores -------------------------------------------------------------------------------
     @abstractmethod

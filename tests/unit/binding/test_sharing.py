@@ -1,6 +1,6 @@
 """A binding subspace saved, loaded in a fresh process and applied edits the forward as the original does;
 loading it onto another width, family, layer, hook point or preprocessing is one line; the hub path uploads
-and fetches the same folder."""
+and fetches the same folder. Probes and interventions are shared the same way."""
 
 from __future__ import annotations
 
@@ -14,10 +14,21 @@ import pytest
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.binding import BindingSubspace, ProjectOut, sharing
+from binding_lens.binding import (
+    BindingSubspace,
+    Dose,
+    Inject,
+    Interchange,
+    MeanAblate,
+    ProjectOut,
+    Shuffle,
+    sharing,
+)
+from binding_lens.binding.interventions import InjectByProbe, Intervention
 from binding_lens.errors import BindingLensError, InputError
-from binding_lens.probes import make_probe
+from binding_lens.probes import PairProbe, make_probe
 from binding_lens.probes.provenance import FittedOn
+from binding_lens.probes.sharing import preprocessing_of
 
 
 def _subspace(model: HookedViT, layer: int = 1, k: int = 4) -> BindingSubspace:
@@ -48,7 +59,7 @@ def test_a_saved_subspace_edits_the_forward_the_same_in_a_fresh_process(tmp_path
     )
     card = json.loads((folder / sharing.CARD).read_text())
     assert card["fitted"] == FittedOn.of(model, 1).as_dict() and card["k"] == 4 and card["binding_lens"]
-    assert card["preprocessing"] == sharing.preprocessing_of(model) and card["metrics"]["auroc_low"] == 0.85
+    assert card["preprocessing"] == preprocessing_of(model) and card["metrics"]["auroc_low"] == 0.85
     torch.save(pixels, tmp_path / "pixels.pt")
     script = textwrap.dedent(
         f"""
@@ -129,7 +140,8 @@ def test_a_folder_that_holds_no_subspace_or_a_damaged_card_is_one_line(saved, tm
         BindingSubspace.from_pretrained(damaged)
 
 
-def test_the_hub_path_uploads_the_saved_folder_and_fetches_it_back(saved, tmp_path, monkeypatch):
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch) -> Path:
     """No network here: the hub is a local folder, as the hub would hold it (huggingface_hub's calls faked)."""
     import huggingface_hub
 
@@ -148,12 +160,99 @@ def test_the_hub_path_uploads_the_saved_folder_and_fetches_it_back(saved, tmp_pa
             return f"https://huggingface.co/{repo_id}/commit/1"
 
     def fake_download(repo_id, revision=None, allow_patterns=None):
-        assert set(allow_patterns) == {sharing.WEIGHTS, sharing.CARD}
         return str(hub / repo_id)
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
+    return hub
+
+
+def test_the_hub_path_uploads_the_saved_folder_and_fetches_it_back(saved, fake_hub):
     subspace = BindingSubspace.from_pretrained(saved)
     assert subspace.push_to_hub("me/binding-subspace").endswith("/commit/1")
+    assert sorted(p.name for p in (fake_hub / "me/binding-subspace").iterdir()) == sorted(
+        [sharing.CARD, sharing.WEIGHTS]
+    )
     fetched = BindingSubspace.from_pretrained("me/binding-subspace")
     assert torch.equal(fetched.basis, subspace.basis) and fetched.fitted_on == subspace.fitted_on
+
+
+def _probe(model: HookedViT, layer: int = 1):
+    torch.manual_seed(2)
+    probe = make_probe("quadratic", model.cfg.d_model)
+    with torch.no_grad():
+        for parameter in probe.parameters():
+            parameter.normal_()
+    probe.fitted_on = FittedOn.of(model, layer)
+    return probe
+
+
+def test_a_saved_probe_scores_the_same_and_is_refused_where_it_was_not_fitted(tmp_path, fake_hub):
+    model = HookedViT.from_pretrained("tiny:vit")
+    probe = _probe(model)
+    folder = probe.save_pretrained(tmp_path / "probe", model=model, metrics={"auroc": 0.8, "auroc_low": 0.7})
+    card = json.loads((folder / "binding_probe.json").read_text())
+    assert card["probe"] == "quadratic" and card["d_model"] == model.cfg.d_model and card["metrics"]["auroc_low"] == 0.7
+    assert card["preprocessing"] == preprocessing_of(model) and card["fitted"] == FittedOn.of(model, 1).as_dict()
+    loaded = PairProbe.from_pretrained(folder, model=model, layer=1)
+    tokens = torch.randn(2, 5, model.cfg.d_model)
+    assert type(loaded) is type(probe) and torch.equal(loaded.pair_logits(tokens), probe.pair_logits(tokens))
+    for target, layer, phrase in (("tiny:vit", 0, "was fitted at layer 1"), ("tiny:dinov2", 1, "fitted on a vit")):
+        with pytest.raises(InputError, match=phrase) as error:
+            PairProbe.from_pretrained(folder, model=HookedViT.from_pretrained(target), layer=layer)
+        assert "\n" not in str(error.value)
+    assert probe.push_to_hub("me/probe").endswith("/commit/1")
+    assert torch.equal(PairProbe.from_pretrained("me/probe").pair_logits(tokens), probe.pair_logits(tokens))
+
+
+def _edits(model: HookedViT, subspace: BindingSubspace) -> dict[str, Intervention]:
+    n = model.cfg.n_prefix_tokens
+    mean = torch.randn(model.cfg.d_model, generator=torch.Generator().manual_seed(4))
+    return {
+        "shuffle": Shuffle(subspace, 0.5, n, seed=3),
+        "dose of a shuffle": Dose(Shuffle(subspace, 1.0, n, seed=5), 0.5),
+        "project out": ProjectOut(subspace, n),
+        "mean ablate": MeanAblate(subspace, n, mean),
+        "inject by probe": InjectByProbe(subspace, 0.25, n, _probe(model)),
+    }
+
+
+def test_a_saved_intervention_edits_the_forward_the_same(tmp_path, fake_hub):
+    model = HookedViT.from_pretrained("tiny:vit")
+    subspace = _subspace(model)
+    pixels = torch.randn(2, 3, *model.cfg.image_size, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        clean = model(pixels)
+    for name, edit in _edits(model, subspace).items():
+        folder = edit.save_pretrained(tmp_path / name.replace(" ", "_"), model=model)
+        loaded = Intervention.from_pretrained(folder, model=model, layer=1)
+        assert type(loaded) is type(edit), name
+        with torch.inference_mode():
+            here = model.run_with_hooks(pixels, fwd_hooks=[edit.at(1)])
+            there = model.run_with_hooks(pixels, fwd_hooks=[loaded.at(1)])
+        assert (here - clean).abs().max() > 1e-4, name  # the edit does something
+        torch.testing.assert_close(there, here, atol=1e-6, rtol=0)
+    edit = _edits(model, subspace)["dose of a shuffle"]
+    assert edit.push_to_hub("me/dose").endswith("/commit/1")
+    fetched = Intervention.from_pretrained("me/dose", model=model, layer=1)
+    assert isinstance(fetched, Dose) and fetched.strength == 0.5 and fetched.edit.seed == 5
+
+
+def test_edits_that_read_data_or_fit_another_model_are_refused_in_one_line(tmp_path):
+    model = HookedViT.from_pretrained("tiny:vit")
+    subspace, n = _subspace(model), model.cfg.n_prefix_tokens
+    labels = torch.zeros(1, 16, dtype=torch.long)
+    for edit, phrase in (
+        (Inject(subspace, 0.5, n, labels), "Inject reads each batch's instance labels"),
+        (Interchange(subspace, n, torch.zeros(1, 17, 32)), "Interchange reads each batch's source activations"),
+    ):
+        with pytest.raises(InputError, match=phrase) as error:
+            edit.save_pretrained(tmp_path / "refused")
+        assert "\n" not in str(error.value)
+    folder = ProjectOut(subspace, n).save_pretrained(tmp_path / "edit", model=model)
+    card = json.loads((folder / sharing.EDIT_CARD).read_text())
+    (folder / sharing.EDIT_CARD).write_text(json.dumps({**card, "n_prefix": n + 4}))
+    with pytest.raises(InputError, match=f"after {n + 4} prefix tokens") as error:
+        Intervention.from_pretrained(folder, model=model, layer=1)
+    with pytest.raises(InputError, match="was fitted at layer 1"):
+        Intervention.from_pretrained(folder, model=model, layer=0)
