@@ -32,9 +32,11 @@ from transformer_lens.hook_points import HookPoint
 from ..errors import InputError, MissingFileError
 from ..io import write_atomic
 
-ARCHITECTURES = ("topk", "standard", "jumprelu")
+ARCHITECTURES = ("topk", "standard", "jumprelu", "topk_signed")
 """SAELens's names: `topk` keeps k activations per token; `standard` is ReLU with an L1 penalty; `jumprelu`
-is ReLU above a learnt per-feature threshold (also what SAELens saves a BatchTopK SAE as, for inference)."""
+is ReLU above a learnt per-feature threshold (also what SAELens saves a BatchTopK SAE as, for inference).
+`topk_signed` keeps the k largest pre-activations as they are, sign included (saev's TopK and BatchTopK at
+inference: no ReLU after the selection)."""
 NORMALIZATIONS = ("none", "expected_average_only_in", "constant_norm_rescale", "layer_norm")
 """SAELens's `normalize_activations` values (see the module docstring)."""
 WEIGHTS_FILE, CONFIG_FILE = "sae_weights.safetensors", "cfg.json"
@@ -70,10 +72,10 @@ class SparseAutoencoder(HookedRootModule):
                 f"unknown normalize_activations {normalize_activations!r}; choose from {', '.join(NORMALIZATIONS)}"
             )
         self.apply_b_dec_to_input, self.normalize_activations = bool(apply_b_dec_to_input), normalize_activations
-        if architecture == "topk" and not (isinstance(k, int) and 1 <= k <= d_sae):
-            raise InputError(f"a topk SAE needs 1 <= k <= d_sae={d_sae}, got k={k!r}")
+        if architecture.startswith("topk") and not (isinstance(k, int) and 1 <= k <= d_sae):
+            raise InputError(f"a {architecture} SAE needs 1 <= k <= d_sae={d_sae}, got k={k!r}")
         self.d_in, self.d_sae, self.architecture = d_in, d_sae, architecture
-        self.k = k if architecture == "topk" else None
+        self.k = k if architecture.startswith("topk") else None
         self.hook_name = hook_name
         self.metadata = dict(metadata or {})
         self.use_error_term = False
@@ -101,7 +103,8 @@ class SparseAutoencoder(HookedRootModule):
             return torch.relu(pre) * (pre > self.threshold)
         assert self.k is not None  # a topk SAE always has k
         top = pre.topk(self.k, dim=-1)
-        return torch.zeros_like(pre).scatter(-1, top.indices, torch.relu(top.values))
+        values = top.values if self.architecture == "topk_signed" else torch.relu(top.values)
+        return torch.zeros_like(pre).scatter(-1, top.indices, values)
 
     def _normalized(self, x: Float[Tensor, "... d_in"]) -> tuple[Tensor, Tensor, Tensor]:
         """(x normalized, scale, shift): the reconstruction is mapped back as y * scale + shift, as SAELens does
@@ -168,11 +171,16 @@ class SparseAutoencoder(HookedRootModule):
 
 
 def load_sae(path: str | Path) -> SparseAutoencoder:
-    """An SAE in SAELens's layout: saved by `SparseAutoencoder.save`, or by SAELens (5.x and 6.x configs:
-    the hook name at the top or under `metadata` / `meta`) for the topk, standard and jumprelu
-    architectures, with their `apply_b_dec_to_input` and `normalize_activations`. What cannot be read as
-    SAELens would (another architecture, a hook_z reshape, missing weights) is one `InputError` line."""
+    """An SAE in SAELens's layout (a folder): saved by `SparseAutoencoder.save`, or by SAELens (5.x and 6.x
+    configs: the hook name at the top or under `metadata` / `meta`) for the topk, standard and jumprelu
+    architectures, with their `apply_b_dec_to_input` and `normalize_activations`; or a saev checkpoint (a
+    file: `saev_format.load_saev`). What cannot be read as its library would (another architecture, a hook_z
+    reshape, missing weights) is one `InputError` line."""
     path = Path(path)
+    if path.is_file():
+        from .saev_format import load_saev
+
+        return load_saev(path)
     if not (path / CONFIG_FILE).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise MissingFileError(f"no SAE at {path}: it needs {CONFIG_FILE} and {WEIGHTS_FILE}")
     try:

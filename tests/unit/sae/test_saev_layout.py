@@ -1,0 +1,142 @@
+"""saev checkpoints load as the SAEs saev runs, reconstruct the activations they were saved with and run
+through `binding-lens sae`.
+
+The fixtures are written from saev's documented layout (OSU-NLP-Group/saev, src/saev/nn/modeling.py, `dump`:
+one line of JSON header, then `torch.save` of the state dict W_enc [d_vit, d_sae], b_enc, W_dec [d_sae,
+d_vit], b_dec; header schemas 2, 1 and the unversioned first one). saev is not installed here; the
+reference below is its `encode` / `decode` written out slowly (no b_dec subtracted; TopK keeps the k largest
+pre-activations as they are)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from binding_lens import HookedViT
+from binding_lens.cli import main
+from binding_lens.errors import InputError
+from binding_lens.sae import attach_sae, load_sae
+
+
+def write_saev(path: Path, header: dict, state: dict[str, torch.Tensor]) -> Path:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    path.write_bytes((json.dumps(header) + "\n").encode() + buffer.getvalue())
+    return path
+
+
+def reference(x: torch.Tensor, w: dict[str, torch.Tensor], top_k: int | None) -> torch.Tensor:
+    pre = x @ w["W_enc"] + w["b_enc"]
+    if top_k is None:
+        acts = torch.relu(pre)
+    else:
+        keep = torch.zeros_like(pre)
+        for index in (
+            pre.reshape(-1, pre.shape[-1]).topk(top_k, dim=-1).indices.reshape(*pre.shape[:-1], top_k).unbind(-1)
+        ):
+            keep.scatter_(-1, index[..., None], 1.0)
+        acts = pre * keep
+    return acts @ w["W_dec"] + w["b_dec"]
+
+
+def _state(d_vit: int, d_sae: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "W_enc": torch.randn(d_vit, d_sae, generator=g) / d_vit**0.5,
+        "b_enc": torch.randn(d_sae, generator=g) - 1.0,  # negative: TopK keeps some negative pre-activations
+        "W_dec": torch.randn(d_sae, d_vit, generator=g) / d_sae**0.5,
+        "b_dec": torch.randn(d_vit, generator=g) * 0.1,
+    }
+
+
+HEADERS = {
+    "schema 2, TopK": (
+        {
+            "schema": 2,
+            "cfg": {"d_vit": 32, "exp_factor": 2, "seed": 0, "activation": {"cls": "TopK", "params": {"top_k": 4}}},
+        },
+        4,
+    ),
+    "schema 1, BatchTopK named by cls": (
+        {"schema": 1, "cls": "BatchTopK", "cfg": {"d_vit": 32, "exp_factor": 2, "top_k": 5}},
+        5,
+    ),
+    "schema 1, Relu as a dict": (
+        {
+            "schema": 1,
+            "cls": "SparseAutoencoderConfig",
+            "cfg": {"d_vit": 32, "exp_factor": 2, "activation": {"cls": "Relu", "params": {}}},
+        },
+        None,
+    ),
+    "unversioned, ReLU": ({"d_vit": 32, "exp_factor": 2, "n_reinit_samples": 10}, None),
+}
+
+
+@pytest.mark.parametrize("name", list(HEADERS))
+def test_a_saev_checkpoint_computes_what_saev_computes(name, tmp_path):
+    header, top_k = HEADERS[name]
+    state = _state(32, 64)
+    sae = load_sae(write_saev(tmp_path / "sae.pt", header, state))
+    x = torch.randn(3, 7, 32, generator=torch.Generator().manual_seed(1)) * 2
+    with torch.no_grad():
+        torch.testing.assert_close(sae(x), reference(x, state, top_k), atol=1e-5, rtol=1e-5)
+    assert sae.d_in == 32 and sae.d_sae == 64 and sae.k == top_k and sae.metadata["source"] == "saev"
+
+
+def _exact(model: HookedViT) -> dict[str, torch.Tensor]:
+    """Features +x and -x (ReLU): the SAE reconstructs every activation exactly."""
+    d = model.cfg.d_model
+    eye = torch.eye(d)
+    return {
+        "W_enc": torch.cat([eye, -eye], 1),
+        "b_enc": torch.zeros(2 * d),
+        "W_dec": torch.cat([eye, -eye], 0),
+        "b_dec": torch.zeros(d),
+    }
+
+
+def test_a_saev_sae_reconstructs_its_activations_splices_in_and_runs_through_the_sae_command(tmp_path, capsys):
+    model = HookedViT.from_pretrained("tiny:vit")
+    hook = "blocks.0.hook_resid_post"
+    path = write_saev(
+        tmp_path / "sae.pt",
+        {"schema": 2, "cfg": {"d_vit": 32, "exp_factor": 2, "activation": {"cls": "Relu", "params": {}}}},
+        _exact(model),
+    )
+    sae = load_sae(path)
+    pixels = torch.randn(2, 3, *model.cfg.image_size, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        clean, cache = model.run_with_cache(pixels, names_filter=hook)
+    with torch.no_grad():
+        torch.testing.assert_close(sae(cache[hook]), cache[hook], atol=1e-5, rtol=0)
+    sae.hook_name = hook
+    with attach_sae(model, sae), torch.inference_mode():
+        torch.testing.assert_close(model(pixels), clean, atol=1e-5, rtol=0)
+    out = tmp_path / "run"
+    args = ["sae", "--model", "tiny:vit", "--layer", "0", "--sae", str(path), "--n-images", "40", "--size", "64"]
+    assert main([*args, "--out", str(out)]) == 0
+    capsys.readouterr()
+    features = json.loads((out / "features.json").read_text())
+    assert len(features) == 10 and all(0 <= row["auroc_low"] <= row["auroc_high"] <= 1 for row in features)
+
+
+def test_what_is_not_a_saev_checkpoint_is_one_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("not an SAE\n")
+    with pytest.raises(InputError, match="is not an SAE: give a folder in SAELens's layout") as error:
+        load_sae(tmp_path / "notes.txt")
+    assert "\n" not in str(error.value)
+    header = {"schema": 2, "cfg": {"d_vit": 32, "exp_factor": 2, "activation": {"cls": "Matryoshka", "params": {}}}}
+    with pytest.raises(InputError, match="activation 'Matryoshka' is not supported"):
+        load_sae(write_saev(tmp_path / "m.pt", header, _state(32, 64)))
+    header["cfg"]["activation"] = {"cls": "Relu", "params": {}}
+    state = _state(32, 64)
+    del state["b_dec"]
+    with pytest.raises(InputError, match="lacks b_dec"):
+        load_sae(write_saev(tmp_path / "partial.pt", header, state))
+    with pytest.raises(InputError, match="schema 7"):
+        load_sae(write_saev(tmp_path / "new.pt", {"schema": 7, "cfg": {}}, state))
