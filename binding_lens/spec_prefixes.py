@@ -126,6 +126,8 @@ def check_spec(spec: str) -> None:
             raise InputError(
                 f"unknown model spec prefix in {spec!r}; use {names}, a hub id (org/name) or a local directory"
             )
+        if prefix in ("timm:", "open_clip:"):
+            checkpoint_file(spec.removeprefix(prefix).partition("@")[2] or None, spec)
         path = Path(spec.removeprefix("config:"))
         if prefix == "config:" and not path.exists():
             raise MissingFileError(f"no HF config at {path} (from {spec!r}); pass config:<path to config.json>")
@@ -190,3 +192,18 @@ def hf_spec(identity: dict[str, Any]) -> str:
     """The `hf:` spec of a dataset with this identity (`data.hf.HFInstances.identity`), its columns spelt out."""
     columns = ",".join(f"{role}={column}" for role, column in identity["columns"].items())
     return f"hf:{identity['root']}:{columns}"
+
+
+CHECKPOINT_SUFFIXES = (".pth", ".pt", ".bin", ".safetensors", ".ckpt")
+"""What a `timm:<name>@<file>` or `open_clip:<name>@<file>` tag ends with when it is a checkpoint file."""
+
+
+def checkpoint_file(tag: str | None, spec: str) -> Path | None:
+    """The checkpoint file a timm: / open_clip: weights tag names (a path, or a name with a checkpoint's
+    suffix), None for a pretrained tag or `random`; a file that is not there is refused in one line."""
+    if tag is None or not (tag.endswith(CHECKPOINT_SUFFIXES) or "/" in tag or "\\" in tag):
+        return None
+    path = Path(tag).expanduser()
+    if not path.is_file():
+        raise MissingFileError(f"no checkpoint file {path} (from {spec!r}); give the path of a .pth or .safetensors")
+    return path

@@ -20,8 +20,9 @@ MODEL_HELP = (
     "a hub id (facebook/dinov2-small) or a local save_pretrained directory (holding config.json); zoo:<name> "
     "(models trained here: `binding-lens zoo list`); random:<arch> (a known architecture with random weights, "
     "e.g. random:dinov2-small; a wrong name lists them all); config:<config.json>; tiny:<name> (test models); "
-    "timm:<name>[@random] (e.g. timm:vit_small_patch14_reg4_dinov2; needs timm); "
-    "open_clip:<name>@<pretrained tag or random> (e.g. open_clip:ViT-B-16@laion2b_s34b_b88k; needs open_clip)"
+    "timm:<name>[@random or @<checkpoint file>] (e.g. timm:vit_small_patch14_reg4_dinov2; needs timm); "
+    "open_clip:<name>@<pretrained tag, random or checkpoint file> (e.g. open_clip:ViT-B-16@laion2b_s34b_b88k; "
+    "needs open_clip)"
 )
 DEVICE_HELP = "cpu, cuda, cuda:1, ... (default: cuda when there is a GPU, else cpu)"
 

@@ -8,7 +8,10 @@ with the zoo's checkpoints in `binding_lens/zoo/loader.py`).
     config:path/to/config.json           any supported HF config, random weights
     tiny:clip_vision                     a 3-layer model for tests and quick looks
     timm:vit_small_patch14_reg4_dinov2   timm.create_model(name, pretrained=True); `@random` for random weights
+    timm:vit_small_patch14_dinov2@ckpt.pth   your checkpoint file (.pth, .pt, .bin, .safetensors), through
+                                         timm's own loader (its key mapping and position-embedding resize)
     open_clip:ViT-B-16@laion2b_s34b_b88k open_clip.create_model(name, pretrained=tag); `@random` for random weights
+    open_clip:ViT-B-16@ckpt.pt           your checkpoint file, through open_clip's loader
 
 `HookedViT.from_pretrained(spec)` loads any of them: the prefixed loaders below are registered with
 `binding_lens.hooks` when this module is imported. (`load_hooked_vit`, the same call under a second
@@ -29,7 +32,7 @@ from ..errors import InputError, MissingFileError
 from ..hooks import HookedViT
 from ..hooks.adapters import architectures
 from ..lazy import lazy_exports
-from ..spec_prefixes import register_spec_prefix
+from ..spec_prefixes import checkpoint_file, register_spec_prefix
 from .tiny import TINY_CASES, tiny_hf_model
 
 ARCHITECTURES: dict[str, Callable[[], PretrainedConfig]] = architectures()
@@ -106,13 +109,16 @@ def _load_timm(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: 
     timm = _optional("timm", "timm")
     name, tag = _name_and_tag(spec, "timm:")
     pretrained = tag != "random"
-    if tag not in (None, "random"):
+    options: dict[str, Any] = {}
+    if checkpoint_file(tag, spec) is not None:
+        options["pretrained_cfg_overlay"] = {"file": str(Path(str(tag)).expanduser())}  # timm loads the file
+    elif tag not in (None, "random"):
         name = f"{name}.{tag}"  # timm's own pretrained-tag syntax
     torch.manual_seed(seed)
     return _load_foreign(
         spec,
         "timm model",
-        lambda: timm.create_model(name, pretrained=pretrained, dynamic_img_size=True),
+        lambda: timm.create_model(name, pretrained=pretrained, dynamic_img_size=True, **options),
         fused_attention,
     )
 
@@ -126,7 +132,8 @@ def _load_open_clip(spec: str, *, seed: int = 0, fused_attention: bool = False, 
             f"(open_clip.list_pretrained() lists them) or open_clip:{name}@random"
         )
     torch.manual_seed(seed)
-    pretrained = None if tag == "random" else tag
+    file = checkpoint_file(tag, spec)
+    pretrained = None if tag == "random" else str(file) if file is not None else tag
     return _load_foreign(
         spec, "open_clip model", lambda: open_clip.create_model(name, pretrained=pretrained), fused_attention
     )

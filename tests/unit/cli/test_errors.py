@@ -118,6 +118,11 @@ EARLY_INPUTS: list[tuple[str, list[str], str]] = [
         "no image folder",
     ),
     (
+        "a timm checkpoint file that does not exist",
+        ["sweep", "--model", "timm:vit_tiny_patch16_224@{tmp}/none.pth", "--out", "{tmp}/o"],
+        "no checkpoint file",
+    ),
+    (
         "an hf: dataset that does not exist (columns named)",
         ["sweep", "--model", "tiny:vit", "--data", "hf:{tmp}/none:instances=seg", "--out", "{tmp}/o"],
         "none:instances=seg: no such dataset",

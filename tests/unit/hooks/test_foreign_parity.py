@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.errors import InputError
+from binding_lens.errors import BindingLensError, InputError
 from binding_lens.hooks.parity import hf_parity
 
 from helpers.extras import extra
@@ -120,3 +120,30 @@ def test_reports_name_a_caller_built_model_and_do_not_call_it_random():
     hooked = HookedViT.from_timm(timm_model("vit_small_patch14_dinov2"))
     assert hooked.cfg.source == "vit_small_patch14_dinov2 (timm)"
     assert "random-init" not in weights_note(hooked) and "built by the caller" in weights_note(hooked)
+
+
+def test_checkpoint_files_load_through_timm_and_open_clip_own_loaders(tmp_path):
+    """`timm:<name>@<file>` and `open_clip:<name>@<file>`: a checkpoint written from a seeded model (a state
+    dict, as .pth and as .safetensors) gives that model's forward; a file that is not there is one line."""
+    open_clip = extra("open_clip", reason="open_clip extra not installed: pip install 'binding_lens[open-clip]'")
+    from safetensors.torch import save_file
+
+    torch.manual_seed(5)
+    vit = timm.create_model("vit_tiny_patch16_224", pretrained=False, dynamic_img_size=True).eval()
+    torch.save(vit.state_dict(), tmp_path / "vit.pth")
+    save_file({k: v.contiguous() for k, v in vit.state_dict().items()}, str(tmp_path / "vit.safetensors"))
+    x = pixels((32, 48))
+    for file in ("vit.pth", "vit.safetensors"):
+        hooked = HookedViT.from_pretrained(f"timm:vit_tiny_patch16_224@{tmp_path / file}")
+        with torch.no_grad():
+            torch.testing.assert_close(hooked(x), vit.forward_features(x), atol=1e-5, rtol=0)
+    torch.manual_seed(6)
+    clip = open_clip.create_model("ViT-S-32", pretrained=None).eval()
+    torch.save(clip.state_dict(), tmp_path / "clip.pt")
+    hooked = HookedViT.from_pretrained(f"open_clip:ViT-S-32@{tmp_path / 'clip.pt'}")
+    x = pixels((224, 224))
+    with torch.no_grad():
+        torch.testing.assert_close(hooked(x)[:, 0] @ clip.visual.proj, clip.encode_image(x), atol=1e-4, rtol=0)
+    with pytest.raises(BindingLensError, match="no checkpoint file") as error:
+        HookedViT.from_pretrained(f"timm:vit_tiny_patch16_224@{tmp_path / 'absent.pth'}")
+    assert "\n" not in str(error.value)
