@@ -9,7 +9,7 @@ with the zoo's checkpoints in `binding_lens/zoo/loader.py`).
     tiny:clip_vision                     a 3-layer model for tests and quick looks
     timm:vit_small_patch14_reg4_dinov2   timm.create_model(name, pretrained=True); `@random` for random weights
     timm:vit_small_patch14_dinov2@ckpt.pth   your checkpoint file (.pth, .pt, .bin, .safetensors), through
-                                         timm's own loader (its key mapping and position-embedding resize)
+                                         timm's own checkpoint loader (create_model's checkpoint_path)
     open_clip:ViT-B-16@laion2b_s34b_b88k open_clip.create_model(name, pretrained=tag); `@random` for random weights
     open_clip:ViT-B-16@ckpt.pt           your checkpoint file, through open_clip's loader
 
@@ -108,11 +108,10 @@ def _load_foreign(spec: str, what: str, create: Callable[[], torch.nn.Module], f
 def _load_timm(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: Any) -> HookedViT:
     timm = _optional("timm", "timm")
     name, tag = _name_and_tag(spec, "timm:")
-    pretrained = tag != "random"
-    options: dict[str, Any] = {}
-    if checkpoint_file(tag, spec) is not None:
-        options["pretrained_cfg_overlay"] = {"file": str(Path(str(tag)).expanduser())}  # timm loads the file
-    elif tag not in (None, "random"):
+    file = checkpoint_file(tag, spec)
+    pretrained = tag != "random" and file is None
+    options: dict[str, Any] = {} if file is None else {"checkpoint_path": str(file)}  # timm's checkpoint loader
+    if file is None and tag not in (None, "random"):
         name = f"{name}.{tag}"  # timm's own pretrained-tag syntax
     torch.manual_seed(seed)
     return _load_foreign(
