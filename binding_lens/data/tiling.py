@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 from jaxtyping import Bool, Float, Int, UInt8
 from scipy import ndimage
 
@@ -49,10 +50,14 @@ MAX_AREA_RATIO = 1.5
 """The largest unit of a maze is at most this many times the smallest (so are its instances)."""
 
 
-def flip_type(unit_a: Int[np.ndarray, "..."], unit_b: Int[np.ndarray, "..."]) -> Int[np.ndarray, "..."]:
+def flip_type(unit_a: Any, unit_b: Any) -> Any:
     """Which twin joins two units: 0 (twin 0 joins them), 1 (twin 1 does), -1 (neither: not a flip pair,
-    or a unit outside the cycle)."""
-    out = np.full(np.broadcast(unit_a, unit_b).shape, -1, dtype=np.int64)
+    or a unit outside the cycle). Arrays or tensors (broadcast), answered in the same kind."""
+    if isinstance(unit_a, torch.Tensor):
+        shape = torch.broadcast_shapes(unit_a.shape, unit_b.shape)
+        out: Any = torch.full(shape, -1, dtype=torch.long, device=unit_a.device)
+    else:
+        out = np.full(np.broadcast(unit_a, unit_b).shape, -1, dtype=np.int64)
     for twin, joins in enumerate(JOINS):
         for p, q in joins:
             out[((unit_a == p) & (unit_b == q)) | ((unit_a == q) & (unit_b == p))] = twin

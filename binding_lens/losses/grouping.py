@@ -6,6 +6,12 @@ the same image is a negative. Negatives come from the anchor's own image only, s
 binding: tell apart the objects of one scene, however alike they look, not tell scenes apart. The head's
 embeddings are the grouping read-out too: the cosine of two patches' embeddings says how likely they are of
 one object (`GroupingHead.same_object`).
+
+On twin mazes (`data.tiling`) a second term, `twin_flip_loss`, compares the two twins of a pair: they share
+every pixel but the gaps the twins swap, so a flip pair of patches (one in each of two units one twin joins
+and the other does not) must score higher in the twin that joins them. Only the open gap, somewhere along a
+path between the two patches, can tell; the term rewards carrying that fact to the patches it decides, which
+the within-image loss alone barely reaches on a CPU budget.
 """
 
 from __future__ import annotations
@@ -59,3 +65,22 @@ def instance_contrastive_loss(
         return embeddings.sum() * 0.0
     per_anchor = log_prob.masked_fill(~positive, 0.0).sum(-1)[anchors] / n_positive[anchors]
     return -per_anchor.mean()
+
+
+def twin_flip_loss(
+    cosine_0: Float[Tensor, "pair patch patch"],
+    cosine_1: Float[Tensor, "pair patch patch"],
+    flips: Int[Tensor, "pair patch patch"],
+    temperature: float,
+) -> Float[Tensor, ""]:
+    """Logistic loss on each flip pair's cosine in twin 0 minus its cosine in twin 1, signed by which twin joins
+    it: softplus(-(s0 - s1) / t) where twin 0 joins the pair (`flips` 0), softplus(+(s0 - s1) / t) where twin 1
+    does (`flips` 1), averaged over flip pairs (`flips` -1 elsewhere: left out; 0 when there are none)."""
+    if not temperature > 0:
+        raise InputError(f"temperature must be positive, got {temperature!r}")
+    flip = flips >= 0
+    if not flip.any():
+        return (cosine_0.sum() + cosine_1.sum()) * 0.0
+    sign = 1.0 - 2.0 * flips[flip].to(cosine_0.dtype)
+    margin = (cosine_0[flip] - cosine_1[flip]) * sign / temperature
+    return nn.functional.softplus(-margin).mean()

@@ -19,7 +19,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from ..activations.context import TwinSlots
-from ..data.tiling import JOINS
+from ..data.tiling import flip_type
 from ..errors import InputError
 from .batch import PairBatch
 from .sampling import PairSet
@@ -29,14 +29,9 @@ PAIRINGS = ("all", "twins")
 
 
 def flip_types(unit: Int[Tensor, "image k"]) -> Int[Tensor, "image k k"]:
-    """For every pair of slots, the twin that joins their units (0 or 1), or -1 (not a flip pair): the rule of
-    `data.tiling.flip_type`, batched."""
-    a, b = unit[:, :, None], unit[:, None, :]
-    out = torch.full(torch.broadcast_shapes(a.shape, b.shape), -1, dtype=torch.long, device=unit.device)
-    for twin, joins in enumerate(JOINS):
-        for p, q in joins:
-            out[((a == p) & (b == q)) | ((a == q) & (b == p))] = twin
-    return out
+    """For every pair of slots, the twin that joins their units (0 or 1), or -1 (not a flip pair):
+    `data.tiling.flip_type` over all pairs of each image."""
+    return flip_type(unit[:, :, None], unit[:, None, :])
 
 
 def _priorities(

@@ -18,6 +18,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 from transformers import Dinov2Model
 
+from ..data.tiling import flip_type
 from ..losses.dino import (
     DinoHead,
     PrototypeUsage,
@@ -29,7 +30,7 @@ from ..losses.dino import (
     update_center,
 )
 from ..losses.dinov2 import BlockMasking, ibot_loss, koleo_loss, sinkhorn_knopp
-from ..losses.grouping import GroupingHead, instance_contrastive_loss
+from ..losses.grouping import GroupingHead, instance_contrastive_loss, twin_flip_loss
 from .recipe import DinoKnobs, ZooRecipe
 from .scenes import CONJUNCTIONS, SceneBank
 
@@ -45,6 +46,10 @@ class Objective(nn.Module):
 
     def loss(self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator) -> Float[Tensor, ""]:
         raise NotImplementedError
+
+    def sample(self, bank: SceneBank, batch_size: int, generator: torch.Generator) -> Int[Tensor, " batch"]:
+        """A step's scenes (drawn without replacement by default)."""
+        return bank.sample(batch_size, generator)
 
     log_columns: tuple[str, ...] = ()
     """Extra columns of the training log (`log_values` gives them after each step's loss)."""
@@ -389,7 +394,7 @@ class GroupingObjective(Objective):
     `binding` preset, where only binding tells those objects apart. The head ships beside the backbone."""
 
     name = "grouping"
-    log_columns = ("same_cosine", "different_cosine")
+    log_columns = ("same_cosine", "different_cosine", "twin_loss")
 
     def __init__(self, backbone: Dinov2Model, recipe: ZooRecipe) -> None:
         super().__init__(backbone, recipe)
@@ -397,11 +402,26 @@ class GroupingObjective(Objective):
         self.head = GroupingHead(recipe.hidden_size, k.hidden_dim, k.out_dim)
         self._logged: dict[str, float] = {}
 
+    def sample(self, bank: SceneBank, batch_size: int, generator: torch.Generator) -> Int[Tensor, " batch"]:
+        """Twin pairs side by side when the twin term is on (`GroupingKnobs.twin_weight`)."""
+        twins = self.recipe.grouping.twin_weight > 0
+        return bank.sample_twins(batch_size, generator) if twins else bank.sample(batch_size, generator)
+
     def loss(self, bank: SceneBank, index: Int[Tensor, " batch"], generator: torch.Generator) -> Float[Tensor, ""]:
-        pixels, instances = bank.pixels_and_patches(index, generator)
+        k = self.recipe.grouping
+        pixels, instances, units = bank.pixels_and_patches(index, generator, twins=k.twin_weight > 0)
         embeddings = self.head(self.backbone(pixel_values=pixels).last_hidden_state[:, 1:]).float()
         self._note_cosines(embeddings.detach(), instances)
-        return instance_contrastive_loss(embeddings, instances, self.recipe.grouping.temperature)
+        loss = instance_contrastive_loss(embeddings, instances, k.temperature)
+        self._logged["twin_loss"] = math.nan
+        if k.twin_weight > 0:
+            cosine = embeddings @ embeddings.transpose(1, 2)
+            twin = twin_flip_loss(
+                cosine[0::2], cosine[1::2], flip_type(units[0::2, :, None], units[0::2, None, :]), k.temperature
+            )
+            self._logged["twin_loss"] = twin.item()
+            loss = loss + k.twin_weight * twin
+        return loss
 
     def _note_cosines(
         self, embeddings: Float[Tensor, "batch patch embedding"], instances: Int[Tensor, "batch patch"]

@@ -113,6 +113,9 @@ class GroupingKnobs:
     temperature: float = 0.1
     hidden_dim: int = 192
     out_dim: int = 64
+    twin_weight: float = 1.0
+    """Weight of the paired-twin term (`losses.grouping.twin_flip_loss`) on the batch's twin mazes, whose batches
+    hold twin pairs side by side; 0: the within-image loss alone, on batches drawn scene by scene."""
 
 
 DATA_SEED_BASE = 1
@@ -194,6 +197,8 @@ class ZooRecipe:
         check_positive_ints({f"grouping.{k}": getattr(self.grouping, k) for k in ("hidden_dim", "out_dim")})
         if not self.grouping.temperature > 0:
             raise InputError(f"grouping.temperature must be positive, got {self.grouping.temperature}")
+        if not self.grouping.twin_weight >= 0:
+            raise InputError(f"grouping.twin_weight must be >= 0, got {self.grouping.twin_weight}")
         if not (self.lr > 0 and 0 <= self.min_lr <= self.lr):
             raise InputError(f"need lr > 0 and 0 <= min_lr <= lr, got lr {self.lr}, min_lr {self.min_lr}")
 

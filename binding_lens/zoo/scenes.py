@@ -8,6 +8,8 @@ of the scene generator; the zoo's binding measurements use the `test` split, an 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from jaxtyping import Bool, Float, Int, UInt8
@@ -16,6 +18,7 @@ from torch import Tensor
 from ..data import SyntheticScenes, patch_labels
 from ..data.palette import COLORS
 from ..data.shapes import SHAPES
+from ..data.tiling import patch_units
 from .recipe import ZooRecipe
 from .registry import zoo_card
 
@@ -74,6 +77,9 @@ class SceneBank:
                 np.int64
             )
         )
+        self.units: Int[Tensor, "n patch"] = torch.from_numpy(
+            np.stack([_patch_units(s, cells) for s in rendered]).astype(np.int64)
+        )
         self.identity = scenes.identity
         self._mean = torch.tensor(IMAGE_MEAN).view(1, 3, 1, 1)
         self._std = torch.tensor(IMAGE_STD).view(1, 3, 1, 1)
@@ -91,19 +97,30 @@ class SceneBank:
         """Indices of a batch drawn without replacement."""
         return torch.randperm(len(self), generator=generator)[:batch_size]
 
+    def sample_twins(self, batch_size: int, generator: torch.Generator) -> Tensor:
+        """Indices of `batch_size // 2` twin pairs (scenes 2t and 2t + 1) drawn without replacement, each
+        pair's twins side by side."""
+        pairs = torch.randperm(len(self) // 2, generator=generator)[: max(1, batch_size // 2)]
+        return torch.stack([2 * pairs, 2 * pairs + 1], dim=1).reshape(-1)
+
     def pixels(self, index: Tensor, generator: torch.Generator | None = None) -> Float[Tensor, "batch 3 height width"]:
         """Normalized pixels of these scenes; with a generator, each is flipped left-right with p = 1/2.
         Random draws come from the (CPU) generator whatever the device, so a seed means the same batches."""
         return self._normalized(index, None if generator is None else self._flips(len(index), generator))
 
     def pixels_and_patches(
-        self, index: Tensor, generator: torch.Generator
-    ) -> tuple[Float[Tensor, "batch 3 height width"], Int[Tensor, "batch patch"]]:
-        """As `pixels` with a generator (the same draws), and each scene's patch instance ids flipped with it."""
-        flip = self._flips(len(index), generator)
-        grid = self.patches[index.to(self.patches.device)].view(len(index), self.grid, self.grid)
-        grid[flip] = grid[flip].flip(-1)
-        return self._normalized(index, flip), grid.reshape(len(index), -1)
+        self, index: Tensor, generator: torch.Generator, twins: bool = False
+    ) -> tuple[Float[Tensor, "batch 3 height width"], Int[Tensor, "batch patch"], Int[Tensor, "batch patch"]]:
+        """As `pixels` with a generator (the same draws), and each scene's patch instance ids and twin-maze
+        units flipped with it; `twins`: the index holds twin pairs side by side, flipped together."""
+        flip = self._flips(len(index) // 2 if twins else len(index), generator)
+        flip = flip.repeat_interleave(2) if twins else flip
+        grids = []
+        for table in (self.patches, self.units):
+            grid = table[index.to(table.device)].view(len(index), self.grid, self.grid)
+            grid[flip] = grid[flip].flip(-1)
+            grids.append(grid.reshape(len(index), -1))
+        return self._normalized(index, flip), grids[0], grids[1]
 
     def _normalized(self, index: Tensor, flip: Bool[Tensor, " batch"] | None) -> Float[Tensor, "batch 3 height width"]:
         x = self.images[index.to(self.images.device)].permute(0, 3, 1, 2).float().div_(255)
@@ -114,6 +131,14 @@ class SceneBank:
     def _flips(self, n: int, generator: torch.Generator) -> Bool[Tensor, " batch"]:
         """Which of `n` scenes are flipped left-right (p = 1/2), drawn from the CPU generator on any device."""
         return (torch.rand(n, generator=generator) < 0.5).to(self.images.device)
+
+
+def _patch_units(scene: Any, cells: tuple[int, int]) -> Int[np.ndarray, " patch"]:
+    """The twin-maze unit of each patch (`data.tiling.patch_units`: -1 off the cycle and near a swapped gap);
+    all -1 for a scene that is not a twin maze."""
+    if "units" not in scene.metadata:
+        return np.full(cells[0] * cells[1], -1, dtype=np.int64)
+    return patch_units(scene.metadata["units"], scene.metadata["swapped"], cells)
 
 
 def _maybe_tqdm(items, progress: bool, desc: str):

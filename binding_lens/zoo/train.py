@@ -281,7 +281,7 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
         def loss_at(step: int) -> torch.Tensor:  # the engine counts steps from 1, the recipe from 0
             objective.begin_step(step - 1, recipe.steps)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-                loss = objective.loss(bank, bank.sample(recipe.batch_size, generator), generator).float()
+                loss = objective.loss(bank, objective.sample(bank, recipe.batch_size, generator), generator).float()
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"{recipe.objective} loss became {loss.item()} at step {step - 1}; lower --lr")
             history.losses.append(loss.item())

@@ -94,3 +94,33 @@ def test_the_heads_read_out_is_the_cosine_of_its_embeddings():
     torch.testing.assert_close(torch.diagonal(same, dim1=1, dim2=2), torch.ones(2, 5))
     z = head(tokens)
     torch.testing.assert_close(same[1, 2, 3], torch.nn.functional.cosine_similarity(z[1, 2], z[1, 3], dim=0))
+
+
+def test_the_twin_term_is_its_formula_and_favours_the_twin_that_joins_the_pair():
+    """softplus(-(s0 - s1) / t) where twin 0 joins the pair, softplus((s0 - s1) / t) where twin 1 does, pair by
+    pair; a read-out that follows the open gap scores lower than one that sees both twins alike."""
+    from binding_lens.losses.grouping import twin_flip_loss
+
+    g = torch.Generator().manual_seed(3)
+    c0, c1 = (
+        torch.rand(2, 4, 4, generator=g, dtype=torch.float64),
+        torch.rand(2, 4, 4, generator=g, dtype=torch.float64),
+    )
+    flips = torch.randint(-1, 2, (2, 4, 4), generator=g)
+    terms = [
+        math.log1p(math.exp(-(c0[i, a, b] - c1[i, a, b]).item() / 0.2 * (1 if flips[i, a, b] == 0 else -1)))
+        for i in range(2)
+        for a in range(4)
+        for b in range(4)
+        if flips[i, a, b] >= 0
+    ]
+    assert twin_flip_loss(c0, c1, flips, 0.2).item() == pytest.approx(sum(terms) / len(terms), rel=1e-9)
+    same = torch.full((1, 2, 2), 0.5)
+    flip = torch.tensor([[[-1, 0], [1, -1]]])  # (0, 1): twin 0 joins it; (1, 0): twin 1 does
+    follows = twin_flip_loss(
+        torch.tensor([[[0.0, 0.9], [0.1, 0.0]]]), torch.tensor([[[0.0, 0.1], [0.9, 0.0]]]), flip, 0.1
+    )
+    assert follows.item() < twin_flip_loss(same, same, flip, 0.1).item() == pytest.approx(math.log(2))
+    assert twin_flip_loss(same, same, torch.full((1, 2, 2), -1), 0.1).item() == 0.0
+    with pytest.raises(InputError, match="temperature must be positive"):
+        twin_flip_loss(same, same, flip, 0.0)

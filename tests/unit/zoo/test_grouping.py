@@ -46,7 +46,7 @@ def test_the_scene_bank_flips_patch_labels_with_their_pixels():
         expected = patch_labels(scenes[i].instance_mask, grid=(6, 6)).instance.reshape(-1)
         np.testing.assert_array_equal(bank.patches[i].numpy(), expected)
     index = torch.arange(12)
-    pixels, patches = bank.pixels_and_patches(index, torch.Generator().manual_seed(4))
+    pixels, patches, _ = bank.pixels_and_patches(index, torch.Generator().manual_seed(4))
     torch.testing.assert_close(pixels, bank.pixels(index, torch.Generator().manual_seed(4)))  # the same draws
     flipped = [i for i in range(12) if not torch.equal(pixels[i], bank.pixels(index[i : i + 1])[0])]
     assert 0 < len(flipped) < 12
@@ -88,7 +88,7 @@ def test_a_grouping_model_trains_and_ships_its_head(tmp_path):
     assert "--preset" not in card["command"]  # the shipped recipe's preset
     assert read_card(out)["files"].keys() >= {"model.safetensors", "heads.safetensors", "training_log.csv"}
     header = (out / "training_log.csv").read_text().splitlines()[0]
-    assert header == "step,loss,lr,seconds,same_cosine,different_cosine"
+    assert header == "step,loss,lr,seconds,same_cosine,different_cosine,twin_loss"
     head, temperature = load_grouping_head(out)
     assert temperature == 0.1 and head.in_dim == 16 and head.out_dim == 16
     assert set(read_heads(out)) == {f"head.{name}" for name in head.state_dict()}
@@ -108,3 +108,26 @@ def test_zoo_train_takes_the_grouping_objective(tmp_path, capsys):
     command = ["zoo", "train", "--objective", "grouping", "--out", str(out), *flags]
     assert main([*command, "--batch-size", "4", "--steps", "2", "--no-progress"]) == 0
     assert read_card(out)["recipe"]["preset"] == "binding" and "2 steps" in capsys.readouterr().out
+
+
+def test_twin_batches_hold_both_twins_flipped_together_with_their_maze_units():
+    from binding_lens.data.tiling import patch_units
+
+    recipe = tiny_recipe("grouping", image_size=48, n_scenes=16)
+    bank, scenes = SceneBank(recipe), training_scenes(recipe)
+    for i in range(16):
+        md = scenes[i].metadata
+        expected = patch_units(md["units"], md["swapped"], (6, 6)) if "units" in md else np.full(36, -1)
+        np.testing.assert_array_equal(bank.units[i].numpy(), expected)
+    assert (bank.units >= 0).any() and (bank.units < 0).all(dim=1).any()  # mazes and other scenes
+    index = bank.sample_twins(8, torch.Generator().manual_seed(5))
+    assert len(index) == 8 and torch.equal(index[1::2], index[0::2] + 1) and (index[0::2] % 2 == 0).all()
+    pixels, patches, units = bank.pixels_and_patches(index, torch.Generator().manual_seed(6), twins=True)
+    for pair in range(4):
+        a, b = index[2 * pair].item(), index[2 * pair + 1].item()
+        flipped = [not torch.equal(pixels[j], bank.pixels(index[j : j + 1])[0]) for j in (2 * pair, 2 * pair + 1)]
+        assert flipped[0] == flipped[1]  # the twins keep their shared pixels aligned
+        torch.testing.assert_close(units[2 * pair], units[2 * pair + 1])
+        grid = bank.units[a].view(6, 6)
+        torch.testing.assert_close(units[2 * pair].view(6, 6), grid.flip(-1) if flipped[0] else grid)
+        assert torch.equal(bank.units[a], bank.units[b])

@@ -46,16 +46,21 @@ def objectives(monkeypatch) -> list[torch.nn.Module]:
 
 
 def interrupt_at_step(monkeypatch, step: int) -> None:
-    """Ctrl-C while the batch of `step` (counted from 1) is drawn: after steps 1 .. step - 1 are done."""
-    sample, calls = SceneBank.sample, [0]
+    """Ctrl-C while the batch of `step` (counted from 1) is drawn: after steps 1 .. step - 1 are done (batches
+    of scenes, or of twin pairs for the grouping objective)."""
+    calls = [0]
 
-    def sample_or_interrupt(self, *args, **kwargs):
-        calls[0] += 1
-        if calls[0] == step:
-            raise KeyboardInterrupt
-        return sample(self, *args, **kwargs)
+    def interrupting(sample):
+        def sample_or_interrupt(self, *args, **kwargs):
+            calls[0] += 1
+            if calls[0] == step:
+                raise KeyboardInterrupt
+            return sample(self, *args, **kwargs)
 
-    monkeypatch.setattr(SceneBank, "sample", sample_or_interrupt)
+        return sample_or_interrupt
+
+    for name in ("sample", "sample_twins"):
+        monkeypatch.setattr(SceneBank, name, interrupting(getattr(SceneBank, name)))
 
 
 def assert_same_state(a: torch.nn.Module, b: torch.nn.Module) -> None:
