@@ -78,10 +78,10 @@ class SceneKnobs:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready copy of every knob (tuples become lists); `maze_cells` only for `matched` mazes and
-        `mixture` only for mixtures, the compositions that read them (so the other presets' identities, and
+        mixtures (whose mazes it sizes), `mixture` only for mixtures, the compositions that read them (so the other presets' identities, and
         the stores that record them, stay as they were)."""
         knobs = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-        if self.composition != "matched":
+        if self.composition not in ("matched", "mixture"):
             del knobs["maze_cells"]
         if self.composition != "mixture":
             del knobs["mixture"]
@@ -249,8 +249,10 @@ PRESETS: dict[str, SceneKnobs] = {
         p_same_look=0.5,
         max_occlusion=0.5,
         mixture=(0.25, 0.5, 0.25),
+        maze_cells=2,
     ),
 }
+PRESETS["matched_small"] = replace(PRESETS["matched"], maze_cells=2)
 """Named knob sets: `default`, `twins` (method notes section 7), `colorshape` and `balanced` (method notes
 section 8), and `matched` (binding with proximity, appearance and every local cue taken away: twin mazes,
 `data.tiling`; its 12-patch reference grid is the zoo's 8 px patches at 96 px).
@@ -261,9 +263,15 @@ covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (
 objects of 3 to 4 sixteenths of the image side (2 to 3 patches across at 96 px, 3 to 4 at 224 px)
 fit without overlap. H(O | F) is then log2 of 755,100 covering sets (19.5 bits) instead of 32.9.
 
+`matched_small` is `matched` with the shortest paths: one cell per unit, so an instance is two cells joined by
+the one gap the twins swap. The construction is the benchmark's (every network-free classifier of a patch's
+surroundings is at chance on its flip pairs), the path from a patch to the gap that decides it is shorter:
+the positive control `zoo:grouping` learns to follow it on a CPU budget, where the six-cell mazes of
+`matched` are still beyond it (`docs/results/zoo.md`).
+
 `binding` is a world where binding is needed to tell objects apart (the `zoo:grouping` positive control trains
 on it; `data.mixture`): each twin pair of scenes is drawn, by the weights `mixture`, as `default` scenes (a
-quarter), `matched` twin mazes (half) or shared-look scenes (a quarter: `random` scenes with the knobs above, 3
+quarter), twin mazes (half; `maze_cells` 2, as in `matched_small`) or shared-look scenes (a quarter: `random` scenes with the knobs above, 3
 to 5 objects each an exact twin or a same-class, same-color, same-texture copy of an earlier one, overlapping by
 up to half). In `default` scenes a patch's color and position mostly settle which object it belongs to; in the
 other two they do not: every instance of a maze or of a shared-look scene has one look, so a patch's

@@ -23,11 +23,11 @@ sprite scenes, (seed, split, t, 2) for mazes)."""
 
 
 def part_knobs(knobs: SceneKnobs) -> dict[str, SceneKnobs]:
-    """The knobs of each part of a mixture: the `default` and `matched` presets as they are, and the
-    shared-look part drawn as `random` scenes with the mixture's own knobs."""
+    """The knobs of each part of a mixture: the `default` preset as it is, `matched` twin mazes of the
+    mixture's own `maze_cells`, and the shared-look part drawn as `random` scenes with the mixture's knobs."""
     return {
         "default": PRESETS["default"],
-        "matched": PRESETS["matched"],
+        "matched": replace(PRESETS["matched"], maze_cells=knobs.maze_cells),
         "shared_look": replace(knobs, composition="random"),
     }
 

@@ -314,11 +314,10 @@ def default_recipe(objective: str, scale: str = "small") -> ZooRecipe:
     return (RECIPES if scale == "small" else GPU_RECIPES)[objective]
 
 
-GROUPING_STEPS = 3600
-"""The grouping recipe's steps: about 40 min of one CPU thread, the budget the `dinov2` cards record (2.0 s of CPU
-a step). Timed side by side on one thread of the same loaded machine, a grouping step cost 1.32 s of CPU, a
-`dinov2` step 4.11 s and a `supervised` one 1.18 s; rendering its 6,000 `binding` scenes (half of them mazes)
-1.8 min. The card's `cpu_time_s` says what a run used."""
+GROUPING_STEPS = 2400
+"""The grouping recipe's steps: about 45 min of one CPU thread (a step of 48 scenes, 24 twin pairs, cost 1.0 to
+1.2 s of CPU on one thread of this 2-core machine; the `dinov2` cards record 40 min). Rendering its 6,000
+`binding` scenes (half of them mazes) takes about a minute. The card's `cpu_time_s` says what a run used."""
 
 RECIPES: dict[str, ZooRecipe] = {
     "dino": ZooRecipe("dino", steps=1200, lr=5e-4),
