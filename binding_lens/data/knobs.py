@@ -78,8 +78,8 @@ class SceneKnobs:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready copy of every knob (tuples become lists); `maze_cells` only for `matched` mazes and
-        mixtures (whose mazes it sizes), `mixture` only for mixtures, the compositions that read them (so the other presets' identities, and
-        the stores that record them, stay as they were)."""
+        mixtures (whose mazes it sizes), `mixture` only for mixtures: the compositions that read them (so the
+        other presets' identities, and the stores that record them, stay as they were)."""
         knobs = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
         if self.composition not in ("matched", "mixture"):
             del knobs["maze_cells"]
@@ -271,8 +271,8 @@ the positive control `zoo:grouping` learns to follow it on a CPU budget, where t
 
 `binding` is a world where binding is needed to tell objects apart (the `zoo:grouping` positive control trains
 on it; `data.mixture`): each twin pair of scenes is drawn, by the weights `mixture`, as `default` scenes (a
-quarter), twin mazes (half; `maze_cells` 2, as in `matched_small`) or shared-look scenes (a quarter: `random` scenes with the knobs above, 3
-to 5 objects each an exact twin or a same-class, same-color, same-texture copy of an earlier one, overlapping by
+quarter), twin mazes (half; `maze_cells` 2, as in `matched_small`) or shared-look scenes (a quarter: `random`
+scenes with the knobs above, 3 to 5 objects each an exact twin or a same-class, same-color, same-texture copy of an earlier one, overlapping by
 up to half). In `default` scenes a patch's color and position mostly settle which object it belongs to; in the
 other two they do not: every instance of a maze or of a shared-look scene has one look, so a patch's
 appearance says nothing of which of them it is in, and two patches a few pixels apart across a touching
