@@ -269,15 +269,15 @@ surroundings is at chance on its flip pairs), the path from a patch to the gap t
 the positive control `zoo:grouping` learns to follow it on a CPU budget, where the six-cell mazes of
 `matched` are still beyond it (`docs/results/zoo.md`).
 
-`binding` is a world where binding is needed to tell objects apart (the `zoo:grouping` positive control trains
-on it; `data.mixture`): each twin pair of scenes is drawn, by the weights `mixture`, as `default` scenes (a
-quarter), twin mazes (half; `maze_cells` 2, as in `matched_small`) or shared-look scenes (a quarter: `random`
-scenes with the knobs above, 3 to 5 objects each an exact twin or a same-class, same-color, same-texture copy of an earlier one, overlapping by
-up to half). In `default` scenes a patch's color and position mostly settle which object it belongs to; in the
-other two they do not: every instance of a maze or of a shared-look scene has one look, so a patch's
-appearance says nothing of which of them it is in, and two patches a few pixels apart across a touching
-border or a closed maze wall belong to different instances while two far apart may share one. Only what lies
-between them (the border, the path through the maze's gaps) tells, which is binding."""
+`binding` is a world where binding is needed to tell objects apart (the `zoo:grouping` positive control trains on
+it; `data.mixture`): each twin pair of scenes is drawn, by the weights `mixture`, as `default` scenes (a quarter),
+twin mazes (half; `maze_cells` 2, as in `matched_small`) or shared-look scenes (a quarter: `random` scenes with the
+knobs above, 3 to 5 objects each an exact twin or a same-class, same-color, same-texture copy of an earlier one,
+overlapping by up to half). In `default` scenes a patch's color and position mostly settle which object it belongs
+to; in the other two they do not: every instance of a maze or of a shared-look scene has one look, so a patch's
+appearance says nothing of which of them it is in, and two patches a few pixels apart across a touching border or a
+closed maze wall belong to different instances while two far apart may share one. Only what lies between them (the
+border, the path through the maze's gaps) tells, which is binding."""
 
 
 def preset_knobs(preset: str, **overrides: Any) -> SceneKnobs:
