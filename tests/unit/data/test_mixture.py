@@ -1,4 +1,4 @@
-"""The `binding` preset: a mixture of `default` scenes, `matched` twin mazes and shared-look scenes, drawn per
+"""The `binding` preset: a mixture of `default` scenes, twin mazes (`matched_small`) and shared-look scenes, drawn per
 pair of scenes from the seed, each scene its part's own scene pixel for pixel, with consistent labels."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_each_scene_is_its_parts_scene_and_a_pure_function_of_seed_split_and_ind
     shared = part_knobs(mixture.knobs)["shared_look"].as_dict()
     parts = {
         "default": SyntheticScenes("default", n=N, size=SIZE, seed=5, split="train"),
-        "matched": SyntheticScenes("matched", n=N, size=SIZE, seed=5, split="train"),
+        "matched": SyntheticScenes("matched_small", n=N, size=SIZE, seed=5, split="train"),  # maze_cells 2
         "shared_look": SyntheticScenes("default", n=N, size=SIZE, seed=5, split="train", **shared),
     }
     backward = {i: SyntheticScenes("binding", n=N, size=SIZE, seed=5, split="train")[i] for i in reversed(range(N))}
@@ -100,7 +100,10 @@ def test_splits_and_seeds_draw_other_scenes_and_the_identity_rebuilds_them():
     identity = test.identity
     assert json.loads(json.dumps(identity)) == identity
     assert identity["knobs"]["mixture"] == list(PRESETS["binding"].mixture) and identity["split"] == "test"
-    assert identity["parts"]["matched"]["knobs"] == PRESETS["matched"].as_dict()
+    assert (
+        identity["parts"]["matched"]["knobs"] == PRESETS["matched_small"].as_dict()
+        and identity["knobs"]["maze_cells"] == 2
+    )
     assert identity["parts"]["shared_look"]["knobs"]["composition"] == "random"
     rebuilt = dataset_from_identity(identity)
     assert rebuilt.identity == identity
