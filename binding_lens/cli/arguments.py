@@ -11,8 +11,9 @@ from pathlib import Path
 from ..errors import InputError
 
 DATA_HELP = (
-    "a synthetic preset: default, twins, colorshape, balanced or matched (the benchmark: twin mazes where "
-    "position, pixels and local context are at chance; no download); ade20k:<path>; folder:<path>; "
+    "a synthetic preset: default, twins, colorshape, balanced, binding, matched (the benchmark: twin mazes where "
+    "position, pixels and local context are at chance; no download) or matched_small (its mazes of one cell per "
+    "unit); ade20k:<path>; folder:<path>; "
     "coco:<annotations.json>[:<image dir>]; hf:<datasets folder or parquet>[:image=<col>,instances=<col>,"
     "classes=<col>]"
 )
