@@ -23,8 +23,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     claims.add_argument(
         "--data",
         default=None,
-        help="the synthetic preset every model is measured on: default, twins, colorshape, balanced or matched "
-        "(the benchmark: twin mazes, every decoding measure on its flip pairs, twin groups resampled) "
+        help="the synthetic preset every model is measured on: default, twins, colorshape, balanced, binding, "
+        "matched (the benchmark: twin mazes, every decoding measure on its flip pairs, twin groups resampled) or "
+        "matched_small (its mazes of one cell per unit) "
         "(default: each zoo model's own training preset; default for other models)",
     )
     claims.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model for the sweep")
