@@ -31,14 +31,19 @@ from binding_lens.probes.provenance import FittedOn
 from binding_lens.probes.sharing import preprocessing_of
 
 
-def _subspace(model: HookedViT, layer: int = 1, k: int = 4) -> BindingSubspace:
-    torch.manual_seed(0)
+def _probe(model: HookedViT, layer: int = 1, seed: int = 2):
+    """A quadratic probe of random weights that says it was fitted at `layer` of `model`."""
+    torch.manual_seed(seed)
     probe = make_probe("quadratic", model.cfg.d_model)
     with torch.no_grad():
         for parameter in probe.parameters():
             parameter.normal_()
     probe.fitted_on = FittedOn.of(model, layer)
-    return BindingSubspace.from_probe(probe, k)
+    return probe
+
+
+def _subspace(model: HookedViT, layer: int = 1, k: int = 4) -> BindingSubspace:
+    return BindingSubspace.from_probe(_probe(model, layer, seed=0), k)
 
 
 def _edited(model: HookedViT, subspace: BindingSubspace, pixels: torch.Tensor) -> torch.Tensor:
@@ -175,16 +180,6 @@ def test_the_hub_path_uploads_the_saved_folder_and_fetches_it_back(saved, fake_h
     )
     fetched = BindingSubspace.from_pretrained("me/binding-subspace")
     assert torch.equal(fetched.basis, subspace.basis) and fetched.fitted_on == subspace.fitted_on
-
-
-def _probe(model: HookedViT, layer: int = 1):
-    torch.manual_seed(2)
-    probe = make_probe("quadratic", model.cfg.d_model)
-    with torch.no_grad():
-        for parameter in probe.parameters():
-            parameter.normal_()
-    probe.fitted_on = FittedOn.of(model, layer)
-    return probe
 
 
 def test_a_saved_probe_scores_the_same_and_is_refused_where_it_was_not_fitted(tmp_path, fake_hub):

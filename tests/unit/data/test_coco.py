@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from binding_lens.cli import main
-from binding_lens.data import patch_labels
 from binding_lens.data.coco import CLASS_AGNOSTIC, CocoInstances
 from binding_lens.data.spec import dataset_from_spec
 from binding_lens.errors import BindingLensError, InputError
 
 from helpers.coco import write_coco_fixture
+from helpers.scenes import assert_same_scenes
 
 pytest.importorskip("pycocotools.mask", reason="pycocotools: pip install 'binding_lens[coco]'")
 
@@ -35,15 +35,7 @@ def test_coco_scenes_are_the_folder_scenes_pixel_by_pixel_and_pair_by_pair(fixtu
     annotations, images, folder = fixture
     coco, masks = dataset_from_spec(f"coco:{annotations}:{images}"), dataset_from_spec(f"folder:{folder}")
     assert len(coco) == len(masks) == 8
-    for index in range(8):
-        a, b = coco[index], masks[index]
-        assert np.array_equal(a.image, b.image)
-        assert np.array_equal(a.instance_mask, b.instance_mask) and np.array_equal(a.class_mask, b.class_mask)
-        grid = (a.image.shape[0] // 8, a.image.shape[1] // 8)
-        la = patch_labels(a.instance_mask, a.class_mask, grid=grid)
-        lb = patch_labels(b.instance_mask, b.class_mask, grid=grid)
-        assert np.array_equal(la.valid, lb.valid) and np.array_equal(la.instance, lb.instance)
-        assert np.array_equal(la.classes, lb.classes)
+    assert_same_scenes(coco, masks)
     scene = coco[6]
     assert (scene.instance_mask[30:44, 50:76] == 0).all()  # the crowd region: no pair is drawn there
     polygon = scene.instance_mask.max()  # the last instance of the file

@@ -15,11 +15,12 @@ import pytest
 from PIL import Image
 
 from binding_lens.cli import main
-from binding_lens.data import HFInstances, patch_labels
+from binding_lens.data import HFInstances
 from binding_lens.data.spec import dataset_from_identity, dataset_from_spec
 from binding_lens.errors import BindingLensError
 
 from helpers.hf import PARQUET_COLUMNS, write_hf_fixture
+from helpers.scenes import assert_same_scenes
 
 datasets = pytest.importorskip("datasets")
 
@@ -27,19 +28,6 @@ datasets = pytest.importorskip("datasets")
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory) -> tuple[Path, Path, Path]:
     return write_hf_fixture(tmp_path_factory.mktemp("hf"))
-
-
-def _same_scenes(a, b) -> None:
-    assert len(a) == len(b)
-    for index in reversed(range(len(a))):  # backwards: parquet row groups are read out of order
-        x, y = a[index], b[index]
-        assert np.array_equal(x.image, y.image)
-        assert np.array_equal(x.instance_mask, y.instance_mask) and np.array_equal(x.class_mask, y.class_mask)
-        grid = (x.image.shape[0] // 8, x.image.shape[1] // 8)
-        lx = patch_labels(x.instance_mask, x.class_mask, grid=grid)
-        ly = patch_labels(y.instance_mask, y.class_mask, grid=grid)
-        assert np.array_equal(lx.valid, ly.valid) and np.array_equal(lx.instance, ly.instance)
-        assert np.array_equal(lx.classes, ly.classes)
 
 
 def test_both_layouts_are_the_folder_scenes_pixel_by_pixel_and_pair_by_pair(fixture, capsys):
@@ -51,11 +39,11 @@ def test_both_layouts_are_the_folder_scenes_pixel_by_pixel_and_pair_by_pair(fixt
         f"hf: image, instances, classes column(s) guessed from the features: "
         f"hf:{arrow}:image=image,instances=instance_mask,classes=object_class"
     )
-    _same_scenes(guessed, masks)
+    assert_same_scenes(guessed, masks)
     assert guessed.class_names == masks.class_names  # ClassLabel k is class k + 1, named
     named = dataset_from_spec(f"hf:{parquet}:{PARQUET_COLUMNS}")
     assert capsys.readouterr().err == ""  # nothing guessed, nothing said
-    _same_scenes(named, masks)
+    assert_same_scenes(named, masks)
     assert len(named.rows.groups) == 3 and named[6].image.shape[:2] == (48, 80)
     assert HFInstances(arrow, split="train").identity["n"] == 2
 
@@ -66,7 +54,7 @@ def test_a_recorded_identity_rebuilds_the_same_dataset_without_guessing(fixture,
     capsys.readouterr()
     again = dataset_from_identity(json.loads(json.dumps(first.identity)))
     assert capsys.readouterr().err == "" and again.identity == first.identity
-    _same_scenes(first, again)
+    assert_same_scenes(first, again)
 
 
 def test_a_sweep_on_an_hf_dataset_is_the_sweep_on_the_same_scenes_as_masks(fixture, tmp_path, capsys):
@@ -133,7 +121,9 @@ def test_splits_and_paths_that_are_not_there_are_refused_in_one_line(fixture, tm
         dataset_from_spec(f"hf:{arrow}")
     with pytest.raises(BindingLensError, match=r"no split 'test'.*\(hf:.*/arrow/train\)"):
         dataset_from_spec(f"hf:{arrow}", split="test")
-    _same_scenes(dataset_from_spec(f"hf:{arrow}/validation"), dataset_from_spec(f"hf:{arrow}", split="validation"))
+    assert_same_scenes(
+        dataset_from_spec(f"hf:{arrow}/validation"), dataset_from_spec(f"hf:{arrow}", split="validation")
+    )
     with pytest.raises(BindingLensError, match=r"neither a save_to_disk folder .* nor parquet files"):
         dataset_from_spec(f"hf:{folder}")
     capsys.readouterr()
