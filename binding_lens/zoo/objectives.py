@@ -390,8 +390,9 @@ class SupervisedObjective(Objective):
 class GroupingObjective(Objective):
     """Instance grouping, the known positive (`recipe.GroupingKnobs`): the last layer's patch tokens (after the
     final LayerNorm) go through a projection head, and a supervised contrastive loss within each image pulls
-    the embeddings of one instance's patches together and pushes the other objects' away. Trained on the
-    `binding` preset, where only binding tells those objects apart. The head ships beside the backbone."""
+    the embeddings of one instance's patches together and pushes the other objects' away; on twin mazes, the
+    paired-twin term makes each flip pair score higher in the twin that joins it. Trained on the `binding`
+    preset, where only binding tells those objects apart. The head ships beside the backbone."""
 
     name = "grouping"
     log_columns = ("same_cosine", "different_cosine", "twin_loss")

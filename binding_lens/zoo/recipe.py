@@ -107,8 +107,10 @@ class GroupingKnobs:
     """Instance grouping, the known positive (`losses.grouping`): on the `binding` preset's scenes, where color and
     position do not settle which patches belong together, a projection head on the last layer's patch tokens
     (after the final LayerNorm) is trained with a supervised contrastive loss, positives the patches of the
-    anchor's instance, negatives the other labeled patches of its image. The head ships beside the backbone;
-    the cosine of its embeddings is the model's own same-object read-out."""
+    anchor's instance, negatives the other labeled patches of its image, plus `twin_weight` times a paired-twin
+    term on the batch's twin mazes (`losses.grouping.twin_flip_loss`), without which the mazes were not
+    learnt on a CPU budget. The head ships beside the backbone; the cosine of its embeddings is the model's
+    own same-object read-out."""
 
     temperature: float = 0.1
     hidden_dim: int = 192

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from binding_lens.zoo.registry import zoo_names
+
 from helpers.docs import ROOT, document_items, python_code
 
 pytestmark = pytest.mark.release
@@ -59,7 +61,8 @@ def test_the_wheel_and_the_sdist_carry_the_package_data_the_metadata_and_the_com
     assert "binding-lens = binding_lens.cli:main" in entry_points
     assert "binding_lens/py.typed" in names
     cards = {name for name in names if name.startswith("binding_lens/zoo/checkpoints/") and name.endswith("card.json")}
-    assert len(cards) == 15, f"the wheel ships {len(cards)} zoo cards, not the 15 models"
+    shipped = len(zoo_names())
+    assert len(cards) == shipped, f"the wheel ships {len(cards)} zoo cards, not the {shipped} models"
     assert any(name.startswith("binding_lens/zoo/checkpoints/mae/") and name.endswith(".safetensors") for name in names)
     assert {n for n in names if n.startswith("binding_lens/vis/html_viewer/static/")} >= {
         "binding_lens/vis/html_viewer/static/viewer.js",
