@@ -242,22 +242,22 @@ class _ParquetRows:
         self.features = datasets.Features.from_arrow_schema(self.files[0].schema_arrow)
         self.groups = [(f, g) for f in self.files for g in range(f.num_row_groups)]
         sizes = [f.metadata.row_group(g).num_rows for f, g in self.groups]
-        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.starts: list[int] = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64).tolist()
         self.columns: list[str] | None = None
         self._cached: tuple[int, Any] | None = None
 
     def __len__(self) -> int:
-        return int(self.starts[-1])
+        return self.starts[-1]
 
     def select(self, columns: list[str]) -> None:
         self.columns = columns
 
     def row(self, index: int) -> dict[str, Any]:
-        group = bisect_right(self.starts.tolist(), index) - 1
+        group = bisect_right(self.starts, index) - 1
         if self._cached is None or self._cached[0] != group:
             file, g = self.groups[group]
             self._cached = (group, file.read_row_group(g, columns=self.columns))
-        record = self._cached[1].slice(index - int(self.starts[group]), 1).to_pylist()[0]
+        record = self._cached[1].slice(index - self.starts[group], 1).to_pylist()[0]
         return {name: _decoded(self.features[name], value) for name, value in record.items()}
 
 

@@ -412,11 +412,11 @@ class GroupingObjective(Objective):
         k = self.recipe.grouping
         pixels, instances, units = bank.pixels_and_patches(index, generator, twins=k.twin_weight > 0)
         embeddings = self.head(self.backbone(pixel_values=pixels).last_hidden_state[:, 1:]).float()
-        self._note_cosines(embeddings.detach(), instances)
+        cosine = embeddings @ embeddings.transpose(1, 2)
+        self._note_cosines(cosine.detach(), instances)
         loss = instance_contrastive_loss(embeddings, instances, k.temperature)
         self._logged["twin_loss"] = math.nan
         if k.twin_weight > 0:
-            cosine = embeddings @ embeddings.transpose(1, 2)
             twin = twin_flip_loss(
                 cosine[0::2], cosine[1::2], flip_type(units[0::2, :, None], units[0::2, None, :]), k.temperature
             )
@@ -424,11 +424,8 @@ class GroupingObjective(Objective):
             loss = loss + k.twin_weight * twin
         return loss
 
-    def _note_cosines(
-        self, embeddings: Float[Tensor, "batch patch embedding"], instances: Int[Tensor, "batch patch"]
-    ) -> None:
+    def _note_cosines(self, cosine: Float[Tensor, "batch patch patch"], instances: Int[Tensor, "batch patch"]) -> None:
         """Mean cosine of same-instance and of different-instance pairs of labeled patches (for the log)."""
-        cosine = embeddings @ embeddings.transpose(1, 2)
         labeled = (instances[:, :, None] > 0) & (instances[:, None, :] > 0)
         labeled &= ~torch.eye(instances.shape[1], dtype=torch.bool, device=instances.device)
         same = instances[:, :, None] == instances[:, None, :]
