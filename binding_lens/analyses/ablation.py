@@ -17,7 +17,9 @@ dimension k and to a random subspace of the same dimension, mid-forward, and mea
   be 1 by construction (`AblationResult.skipped` says so);
 - the DINO loss (teacher = student = the model, global + local crops, centering); shuffles only, as
   informed injection is undefined under local crops. The head is fitted on clean features with the
-  backbone frozen unless one is given, and the table says which.
+  backbone frozen unless one is given, and the table says which;
+- a grouping model's own read-out, where its head is given (`grouping_head_gap`, `effects.grouping`): the
+  head's mean same-object minus other-object cosine on the final features (flip pairs on twin mazes).
 
 Every condition is compared with the clean run on the same images (`reference` "clean"), and every
 binding-subspace condition with the random-subspace one of the same kind and strength (`reference`
@@ -53,6 +55,7 @@ from tqdm.auto import tqdm
 
 from ..activations.context import TwinSlots, scene_twins
 from ..binding import BindingSubspace, Inject, Shuffle
+from ..binding.diagnostics import principal_angles
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..binding.interventions import Dose, InjectByProbe, Intervention
 from ..data import Scene, patch_labels
@@ -64,6 +67,7 @@ from ..effects.attention import (
     own_object_excess_sums,
 )
 from ..effects.dino import fit_dino_head, measure_dino_loss
+from ..effects.grouping import head_gap_sums
 from ..effects.segmentation import (
     fit_instance_head,
     fit_semantic_head,
@@ -77,6 +81,7 @@ from ..hooks import HookedViT, names
 from ..hooks.bridged import HookedModel, HookedOrBridge, hooked_vit_only
 from ..io import write_json_atomic
 from ..losses.dino import DinoHead
+from ..losses.grouping import GroupingHead
 from ..probes import PairProbe, split_by_image
 from ..probes.batch import label_space
 from ..probes.pairing import twin_pairs
@@ -85,7 +90,7 @@ from ..stats import LEVEL, Interval, bootstrap_counts
 from ..stats.bootstrap import Reduce, ratio_of_sums
 from ..stats.groups import group_sums
 from ..stats.inference import bootstrap_p_value, replicate_interval, seeded_replicates, two_level_interval
-from .report import Row, difference_text, format_table, write_table
+from .report import Row, format_table, null_text, write_table
 
 SHUFFLE_DOSE = "shuffle dose"
 """The intervention of a dose-response row: the full shuffle at strength s (`AblationSettings.shuffle_doses`)."""
@@ -296,8 +301,11 @@ REDUCERS: dict[str, Reduce] = {
     "own_object_attention": ratio_of_sums,
     "own_object_excess_attention": ratio_of_sums,
     "attention_kl_to_clean": ratio_of_sums,
+    "grouping_head_gap": ratio_of_sums,
 }
 """Each measure's value from its per-image parts summed over a set of images."""
+OWN_HEAD = "grouping_head_gap"
+"""The model's own grouping read-out (`effects.grouping`): measured only where a grouping head is given."""
 HEAD_MEASURES = ("semantic_miou", "instance_miou")
 """The measures read through retrained heads (the ones a head refit moves)."""
 PER_UNIT = ("own_object_excess_attention",)
@@ -341,12 +349,13 @@ MIN_IMAGES = 10
 class _Pairing:
     """How the images pair: on twin mazes the twins' slots (`TwinSlots`), each test image's twin group
     (`test_units`, 0..groups-1) and that of each DINO image, and the flip pairs of the test images the excess
-    own-object attention counts; on other data every image is its own unit (None) and every pair counts."""
+    own-object attention and the grouping head's gap count; on other data every image is its own unit (None)
+    and every pair counts."""
 
     twins: TwinSlots | None
     test_units: Tensor | None
     dino_units: Tensor | None
-    attention_pairs: Tensor | None
+    flip_pairs: Tensor | None
 
     @property
     def unit(self) -> str:
@@ -369,10 +378,14 @@ class _AblationPlan:
     grid: tuple[int, int]
     pairing: _Pairing
     skipped: dict[str, str] = field(default_factory=dict)
+    grouping: GroupingHead | None = None
+    """The model's own grouping head (its `OWN_HEAD` measure is taken only with one)."""
 
     @property
     def measures(self) -> tuple[str, ...]:
-        return tuple(name for name in REDUCERS if name not in self.skipped)
+        return tuple(
+            name for name in REDUCERS if name not in self.skipped and (name != OWN_HEAD or self.grouping is not None)
+        )
 
     @property
     def head_measures(self) -> tuple[str, ...]:
@@ -460,7 +473,12 @@ def _head_seeds(settings: AblationSettings) -> list[int]:
 def _with_controls(plan: _AblationPlan, settings: AblationSettings, tokens: Tensor) -> tuple[_AblationPlan, Row]:
     """The random subspaces of every draw (draw j seeded with seed + j), each with the binding subspace's
     share of the within-image variance of the clean tokens at the layer (`settings.matched_energy`), and
-    the energy of both (`energy`: what the report prints beside the effects)."""
+    the energy of both (`energy`: what the report prints beside the effects), with how much of the binding
+    subspace the controls share (`overlap`: mean squared cosine of their principal angles, averaged over the
+    draws; `overlap_uniform`: k / d_model, what a uniformly random subspace shares on average). An
+    energy-matched control leans towards the high-variance directions, so where binding lives there too
+    it shares more of the binding subspace, and a "binding - random" difference reads only what they do not
+    share."""
     covariance = within_image_covariance(tokens)
     binding = plan.subspaces["binding"][0]
     share = variance_share(binding.basis, covariance)
@@ -470,11 +488,14 @@ def _with_controls(plan: _AblationPlan, settings: AblationSettings, tokens: Tens
     else:
         random = [BindingSubspace.random(binding.d_model, settings.k, seed=seed) for seed in seeds]
     shares = [variance_share(r.basis, covariance) for r in random]
+    overlaps = [float(principal_angles(binding, r).deg2rad().cos().pow(2).mean()) for r in random]
     energy = {
         "measure": "share of the within-image variance of the clean patch tokens at the layer",
         "binding": share,
         "random": shares,
         "random_mean": sum(shares) / len(shares) if shares else None,
+        "overlap": sum(overlaps) / len(overlaps) if overlaps else None,
+        "overlap_uniform": settings.k / binding.d_model,
         "matched": settings.matched_energy,
         "draws": len(random),
         "head_draws": settings.head_seeds if random else 0,
@@ -500,18 +521,27 @@ def _head_parts(plan: _AblationPlan, settings: AblationSettings, features: Tenso
     return parts
 
 
-def _attention_parts(plan: _AblationPlan, pattern: Tensor, clean_pattern: Tensor) -> dict[str, Tensor]:
-    """Attention at l+1 on the test images (both patterns hold only those), per image: the raw own-object mass
-    (every labeled query), the excess own-object attention at matched distance (flip pairs on twin mazes) and
-    the KL to clean."""
+def _forward_parts(plan: _AblationPlan, run: Forward, clean_pattern: Tensor) -> dict[str, Tensor]:
+    """The measures of one forward pass on the test images (`run` holds only those), per image: at l+1 the raw
+    own-object attention mass (every labeled query), the excess own-object attention at matched distance (flip
+    pairs on twin mazes) and the KL to clean; with a grouping head, its same-object gap on the final features
+    (the same pairs)."""
     instance = plan.data.instance[plan.split[1]]
-    return {
-        "own_object_attention": own_object_attention_sums(pattern, instance),
+    parts = {
+        "own_object_attention": own_object_attention_sums(run.pattern, instance),
         "own_object_excess_attention": own_object_excess_sums(
-            pattern, instance, plan.grid, plan.pairing.attention_pairs, plan.test_units
+            run.pattern, instance, plan.grid, plan.pairing.flip_pairs, plan.test_units
         ),
-        "attention_kl_to_clean": attention_kl_sums(clean_pattern, pattern, instance),
+        "attention_kl_to_clean": attention_kl_sums(clean_pattern, run.pattern, instance),
     }
+    if plan.grouping is not None:
+        parts[OWN_HEAD] = head_gap_sums(plan.grouping, run.features, instance, plan.pairing.flip_pairs)
+    return parts
+
+
+def _on_test(run: Forward, test: Tensor) -> Forward:
+    """A run over every image cut to the test images (its tokens dropped)."""
+    return Forward(run.features[test], run.pattern[test])
 
 
 def _stacked(per_unit: list[dict[str, Tensor]]) -> dict[str, Tensor]:
@@ -528,9 +558,9 @@ def _clean_runs(
     """The clean run (heads of every head seed) and, with `settings.head_refit`, the head refit: the clean
     features read by heads of the second seed, set against the first (fitted here when there is one seed).
     Parts are kept per unit (`_AblationPlan.per_unit`)."""
-    test_pattern = clean.pattern[plan.split[1]]
+    test = _on_test(clean, plan.split[1])
     parts = _stacked([_head_parts(plan, settings, clean.features, seed) for seed in _head_seeds(settings)])
-    parts |= _stacked([_attention_parts(plan, test_pattern, test_pattern)])
+    parts |= _stacked([_forward_parts(plan, test, test.pattern)])
     if dino is not None:
         parts["dino_loss"] = dino.losses([])[None]
     parts = plan.per_unit(parts)
@@ -567,7 +597,7 @@ def _intervened(
         make = lambda batch, edit=edit: [edit(data.instance[batch]).at(layer)]  # noqa: E731
         with_heads = j < settings.head_seeds
         run = _run(model, data, layer, make, settings.batch_size, images=None if with_heads else test)
-        attention.append(_attention_parts(plan, run.pattern[test] if with_heads else run.pattern, clean_pattern))
+        attention.append(_forward_parts(plan, _on_test(run, test) if with_heads else run, clean_pattern))
         if with_heads:
             seeds = [settings.seed + j] if varies else _head_seeds(settings)
             heads += [_head_parts(plan, settings, run.features, seed) for seed in seeds]
@@ -716,6 +746,7 @@ def ablation_study(
     *,
     size: int | None = None,
     dino: DinoCheckpoint | None = None,
+    grouping: GroupingHead | None = None,
     progress: bool = True,
 ) -> AblationResult:
     """Measure every condition against the clean run (module docstring); written under `out` if given
@@ -724,10 +755,13 @@ def ablation_study(
     DINO loss: with `dino` (a checkpoint's head, with its training center and temperatures) the loss is
     the model's own; without a center, the clean model's mean head output on these images is used;
     without a head, one is fitted on clean features (the result's `dino_head` says which).
+
+    Grouping head: with `grouping` (a grouping model's own read-out, `zoo.load_grouping_head`) its same-object
+    gap on the final features is measured under every condition too (`effects.grouping`).
     """
     model = hooked_vit_only(model, "ablation_study")
     check_probe_fits(probe, model, settings.layer)
-    plan = _plan(model, scenes, probe, settings, size)
+    plan = replace(_plan(model, scenes, probe, settings, size), grouping=grouping)
     clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size, keep_tokens=True)
     assert clean.tokens is not None
     plan, energy = _with_controls(plan, settings, clean.tokens)
@@ -821,8 +855,8 @@ def ablation_table(rows: Sequence[Row]) -> str:
 
 def difference_table(differences: Sequence[Row]) -> str:
     """Each condition's differences to its reference (the clean run; "binding - random" rows: the random
-    subspace's same condition) as `+0.012 [-0.010, +0.031]`, starred when the interval excludes 0 ("-" where
-    a measure was not taken)."""
+    subspace's same condition) as `+0.012 [-0.010, +0.031]`, starred when the interval excludes 0, else with
+    its detection limit (`report.null_text`; "-" where a measure was not taken)."""
     conditions: dict[tuple, Row] = {}
     for d in differences:
         against = d.get("reference", "clean")
@@ -835,7 +869,7 @@ def difference_table(differences: Sequence[Row]) -> str:
                 "strength": "-" if d["strength"] is None else d["strength"],
             },
         )
-        row[d["measure"]] = difference_text(d["difference"], d["low"], d["high"], star=True)
+        row[d["measure"]] = null_text(d["difference"], d["low"], d["high"])
     measured = {d["measure"] for d in differences}
     columns = ["subspace", "intervention", "strength", *(name for name in REDUCERS if name in measured)]
     return format_table([{c: row.get(c, "-") for c in columns} for row in conditions.values()], columns)

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import InputError
 from ..io import write_atomic, write_json_atomic
 from ..stats import beyond_noise
+from ..stats.power import interval_limit
 
 Row = dict[str, Any]
 
@@ -64,6 +65,19 @@ def difference_text(value: float, low: float, high: float, *, star: bool = False
     spec = "+.1e" if small else "+.3f"
     mark = "*" if star and beyond_noise(low, high) else ""
     return f"{value:{spec}} [{low:{spec}}, {high:{spec}}]{mark}"
+
+
+def limit_value(limit: float) -> str:
+    """A detection limit as ±0.031 (±3.2e-04 below 0.01, so a tight limit does not print as ±0.000)."""
+    return f"±{limit:.3f}" if limit >= 0.01 else f"±{limit:.1e}"
+
+
+def null_text(value: float, low: float, high: float) -> str:
+    """`difference_text` with its star, and beside a null its detection limit (the smallest difference its test
+    would have found with 80 % power, `stats.power`): "+0.004 [-0.010, +0.018] (limit ±0.020)"."""
+    text = difference_text(value, low, high, star=True)
+    limit = None if beyond_noise(low, high) else interval_limit(low, high)
+    return text if limit is None else f"{text} (limit {limit_value(limit)})"
 
 
 def format_table(rows: Sequence[Row], columns: Sequence[str]) -> str:

@@ -638,11 +638,16 @@ def attention_measure(
 
 # --- interventions ---------------------------------------------------------------------------------
 INTERVENTION_CLAIMS = {
-    "shuffle_hurts": ("shuffle", 1.0, -1),
-    "inject_helps": ("inject", 0.0, 1),
-    "inject_own_helps": ("inject_probe", 0.0, 1),
+    "shuffle_hurts": ("shuffle", 1.0, -1, None),
+    "inject_helps": ("inject", 0.0, 1, None),
+    "inject_own_helps": ("inject_probe", 0.0, 1, None),
+    "shuffle_moves_attention": ("shuffle", 1.0, -1, "own_object_excess_attention"),
+    "shuffle_hurts_own_head": ("shuffle", 1.0, -1, "grouping_head_gap"),
 }
-"""claim -> (intervention, strength, sign): the claim's value is sign x (binding - random) instance mIoU."""
+"""claim -> (intervention, strength, sign, measure): the claim's value is sign x (binding - random) of the measure
+(None: the segmentation measure, instance mIoU unless told)."""
+OWN_HEAD_ONLY = "no grouping head: only a model trained with one (`zoo:grouping`) has its own read-out"
+"""Why the own-head claim is not applicable to other models."""
 
 
 def intervention_measures(
@@ -652,26 +657,29 @@ def intervention_measures(
     skipped: dict[str, str] | None = None,
 ) -> dict[str, Measure]:
     """The intervention claims from an ablation study's differences: binding minus random subspace, paired by
-    image (twin group on twin mazes) and by draw of the control (each with its own head seed; a shuffle's fall
-    counted as positive), with each side's change from the clean run, the head refit (the noise floor of one
-    head seed) and the energy of both subspaces (`energy`: their shares of the within-image token variance)
-    for context. Where the study did not take `measure` on these data (`skipped`, its reason: semantic mIoU
-    with a single class, say), every claim is "not applicable", saying why; a condition the study did not
-    run gives no claim."""
-    if skipped and measure in skipped:
-        why = f"{measure} is not measured on these data ({skipped[measure]})"
-        return {claim: not_applicable(why, measure=measure) for claim in INTERVENTION_CLAIMS}
+    image (twin group on twin mazes) and by draw of the control (each with its own head seed; a fall counted
+    as positive), with each side's change from the clean run, the head refit (the noise floor of one head seed)
+    and the energy of both subspaces (`energy`: their shares of the within-image token variance) for context.
+    A claim whose measure the study did not take on these data (`skipped`, its reason: semantic mIoU with a
+    single class, say; the own head's gap without a grouping head) is "not applicable", saying why; a
+    condition the study did not run gives no claim."""
     found = {
-        (d["subspace"], d["intervention"], d["strength"], d.get("reference", "clean")): d
+        (d["measure"], d["subspace"], d["intervention"], d["strength"], d.get("reference", "clean")): d
         for d in differences
-        if d["measure"] == measure
     }
-    refit = found.get(("-", "head refit", None, "clean"))
     out = {}
-    for claim, (kind, strength, sign) in INTERVENTION_CLAIMS.items():
-        contrast = found.get(("binding", kind, strength, "random"))
-        if contrast is None:
+    for claim, (kind, strength, sign, own) in INTERVENTION_CLAIMS.items():
+        name = own or measure
+        if skipped and name in skipped:
+            out[claim] = not_applicable(f"{name} is not measured on these data ({skipped[name]})", measure=name)
             continue
+        contrast = found.get((name, "binding", kind, strength, "random"))
+        if contrast is None:
+            if own == "grouping_head_gap" and differences:
+                out[claim] = not_applicable(OWN_HEAD_ONLY, measure=name)
+            continue
+        refit_row = found.get((measure, "-", "head refit", None, "clean"))
+        refit = {} if own else {"head refit": _difference_row(refit_row)}  # the heads' noise: head measures only
         row = {
             "value": contrast["difference"],
             "low": contrast["low"],
@@ -679,15 +687,17 @@ def intervention_measures(
             "p_value": contrast["p_value"],
             "method": contrast["method"],
             "applicable": True,
-            "clean": found[("binding", kind, strength, "clean")]["clean"],
+            "measure": name,
+            "clean": found[(name, "binding", kind, strength, "clean")]["clean"],
             "beside": {
-                name: _difference_row(found.get((subspace, kind, strength, "clean")))
-                for name, subspace in (("binding vs clean", "binding"), ("random vs clean", "random"))
+                label: _difference_row(found.get((name, subspace, kind, strength, "clean")))
+                for label, subspace in (("binding vs clean", "binding"), ("random vs clean", "random"))
             }
-            | {"head refit": _difference_row(refit)},
+            | refit,
         }
         if energy:
             row["energy"] = {key: energy[key] for key in ("binding", "random_mean", "draws", "head_draws", "matched")}
+            row["energy"] |= {key: energy.get(key) for key in ("overlap", "overlap_uniform")}
             row["energy"]["random_range"] = [min(energy["random"]), max(energy["random"])] if energy["random"] else None
         out[claim] = flipped(row) if sign < 0 else row
     return out

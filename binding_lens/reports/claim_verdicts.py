@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..analyses.report import limit_value
 from ..stats import holm, mean_interval
 from ..stats.inference import seed_difference, t_p_value
 from ..stats.power import interval_limit
@@ -38,6 +39,13 @@ CLAIMS: dict[str, str] = {
     "same injection into a random subspace (binding minus random; the labels are handed to the model)",
     "inject_own_helps": "injecting each patch's mean over the patches the probe itself groups it with helps "
     "more than the same into a random subspace (binding minus random; no labels used)",
+    "shuffle_moves_attention": "shuffling the binding subspace at l lowers the next layer's own-object attention "
+    "more than shuffling a random subspace of the same energy (excess attention on own-object keys over "
+    "other-object keys at the same grid distance at l + 1, flip pairs on twin mazes; random minus binding)",
+    "shuffle_hurts_own_head": "shuffling the binding subspace closes the model's own grouping read-out more than "
+    "shuffling a random subspace of the same energy (its grouping head's same-object minus other-object cosine "
+    "on the final tokens, flip pairs on twin mazes; random minus binding; only models trained with a grouping "
+    "head have one)",
     "attention_follows": "attention at l + 1 follows IsSameObject at l beyond patch distance and beyond what a "
     "probe trained the same way on shuffled labels reads (partial r given distance, probe minus shuffled-label "
     "probe, l = the middle layer for every model)",
@@ -270,9 +278,12 @@ def limit_text(test: Row) -> str:
     return f"no effect beyond {limit_value(test['limit'])} at this configuration"
 
 
-def limit_value(limit: float) -> str:
-    """A detection limit as ±0.031 (±3.2e-04 below 0.01, so a tight limit does not print as ±0.000)."""
-    return f"±{limit:.3f}" if limit >= 0.01 else f"±{limit:.1e}"
+def _overlap(energy: Row) -> str:
+    """The controls' share of the binding subspace with the uniform expectation ("-" in reports from before it
+    was recorded)."""
+    if energy.get("overlap") is None:
+        return "-"
+    return f"{energy['overlap']:.3f} ({energy['overlap_uniform']:.3f})"
 
 
 def family_sizes(rows: Sequence[Row]) -> dict[str, int]:
@@ -379,11 +390,14 @@ def model_grid(rows: Sequence[Row]) -> str:
 
 def energy_grid(models: Sequence[Row]) -> str:
     """Per model: the share of the within-image token variance at the middle layer that the binding subspace
-    and the random control's draws carry (mean [min, max]), and the draws behind the intervention claims, as
-    markdown: a reader checks here that the control moves as much of the tokens as what it controls."""
+    and the random control's draws carry (mean [min, max]), the draws behind the intervention claims, and how
+    much of the binding subspace the controls share (mean squared cosine of their principal angles; beside it
+    k / d, what a uniformly random subspace shares), as markdown: a reader checks here that the control moves
+    as much of the tokens as what it controls, and how far it is another subspace."""
     lines = [
-        "| model | binding subspace | random control: mean [min, max] | random / binding | draws (with heads) |",
-        "|---|---|---|---|---|",
+        "| model | binding subspace | random control: mean [min, max] | random / binding | draws (with heads) "
+        "| shared with binding (uniform) |",
+        "|---|---|---|---|---|---|",
     ]
     for m in models:
         energy = next(
@@ -394,6 +408,7 @@ def energy_grid(models: Sequence[Row]) -> str:
         low, high = energy["random_range"]
         lines.append(
             f"| `{m['model']}` | {energy['binding']:.3f} | {energy['random_mean']:.3f} [{low:.3f}, {high:.3f}] | "
-            f"{energy['random_mean'] / energy['binding']:.3f} | {energy['draws']} ({energy['head_draws']}) |"
+            f"{energy['random_mean'] / energy['binding']:.3f} | {energy['draws']} ({energy['head_draws']}) | "
+            f"{_overlap(energy)} |"
         )
     return "\n".join(lines) + "\n"

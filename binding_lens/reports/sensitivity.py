@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..analyses.report import format_table
+from ..analyses.report import format_table, limit_value
 from ..errors import InputError, MissingFileError
 from ..stats import Interval
 from ..stats.power import POWER, units_to_detect
-from .claim_verdicts import interval_text, limit_value
+from .claim_verdicts import interval_text
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -284,3 +285,48 @@ def test_shuffle_doses_run_on_both_subspaces_from_clean_at_0_to_the_full_shuffle
     assert {d["intervention"] for d in result.differences} >= {"shuffle dose"}
     with pytest.raises(InputError, match="every shuffle dose must be in"):
         ablation_study(model, scenes, random_quadratic(32), AblationSettings(layer=1, shuffle_doses=(1.5,)))
+
+
+def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given():
+    """The model's own grouping read-out: its clean value is the head's gap on the clean final tokens of the
+    test images (all pairs off twin mazes), conditions that leave the model clean leave it, and a study without
+    a head has no such measure."""
+    from binding_lens.analyses.ablation import OWN_HEAD, label_images
+    from binding_lens.effects.grouping import head_gap_sums
+    from binding_lens.losses.grouping import GroupingHead
+    from binding_lens.probes import split_by_image
+
+    model = HookedViT.from_pretrained("tiny:vit")
+    torch.manual_seed(0)
+    probe, head = random_quadratic(32), GroupingHead(32, 16, 8).eval()
+    scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
+    fast = FAST | {"dino": False, "head_seeds": 2, "control_draws": 2, "inject_by_probe": False}
+    settings = AblationSettings(layer=1, k=4, n_boot=200, shuffle_ratios=(0.0, 1.0), inject_alphas=(), **fast)
+    result = ablation_study(model, scenes, probe, settings, grouping=head, progress=False)
+    by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
+    data = label_images(model, scenes, None)
+    test = split_by_image(12, fractions=(0.7, 0.0, 0.3), seed=0)[2]
+    with torch.inference_mode():
+        features = model(data.pixels[test])[:, 1:]
+    parts = head_gap_sums(head, features, data.instance[test]).sum(0)
+    assert by["-", "clean", None][OWN_HEAD] == pytest.approx(float(parts[0] / parts[1]), abs=1e-6)
+    assert (
+        by["binding", "shuffle", 0.0][OWN_HEAD]
+        == by["random", "shuffle", 0.0][OWN_HEAD]
+        == by["-", "clean", None][OWN_HEAD]
+    )
+    assert by["binding", "shuffle", 1.0][OWN_HEAD] != by["-", "clean", None][OWN_HEAD]
+    assert by["-", "head refit", None][OWN_HEAD] is None  # no head is retrained for it
+    own = [d for d in result.differences if d["measure"] == OWN_HEAD]
+    assert {(d["subspace"], d["reference"]) for d in own} == {
+        ("binding", "clean"),
+        ("random", "clean"),
+        ("binding", "random"),
+    }
+    energy = result.energy  # how much of the binding subspace the controls share, beside a uniform draw's k / d
+    assert 0 <= energy["overlap"] <= 1 and energy["overlap_uniform"] == 4 / 32
+    without = ablation_study(
+        model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False), progress=False
+    )
+    assert all(OWN_HEAD not in row for row in without.rows)
+    assert all(d["measure"] != OWN_HEAD for d in without.differences)

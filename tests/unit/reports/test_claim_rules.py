@@ -12,6 +12,7 @@ import torch
 from binding_lens.analyses.layer_sweep import SweepResult
 from binding_lens.analyses.toy import ToyResult
 from binding_lens.reports.claim_measures import (
+    OWN_HEAD_ONLY,
     AurocDraws,
     decoding_measures,
     energy_share,
@@ -51,14 +52,14 @@ def _model(objective: str, seed: int, p: float, value: float = 0.05, applicable:
 
 
 def test_holm_runs_within_each_family_as_by_hand():
-    """Three models, each with p = 0.001, 0.02 or 0.04 on all 10 primary claims: a family of 30 tests. By hand:
-    the ten 0.001s are ranks 0-9, adjusted 30 x 0.001 = 0.03 (monotone over the ten); the 0.02s, ranks
-    10-19, 20 x 0.02 = 0.4; the 0.04s, ranks 20-29, 10 x 0.04 = 0.4."""
+    """Three models, each with p = 0.001, 0.02 or 0.04 on all 12 primary claims: a family of 36 tests. By hand:
+    the twelve 0.001s are ranks 0-11, adjusted 36 x 0.001 = 0.036 (monotone over the twelve); the 0.02s, ranks
+    12-23, 24 x 0.02 = 0.48; the 0.04s, ranks 24-35, 12 x 0.04 = 0.48."""
     models = [_model("mae", s, p) for s, p in enumerate((0.001, 0.02, 0.04))]
     rows = adjust(model_rows(models))
     tested = [r for r in rows if r["family"] == "models"]
-    assert len(tested) == 30  # every primary claim on every model; the floor is in no family
-    by_hand = {"`zoo:mae@0`": 0.03, "`zoo:mae@1`": 0.4, "`zoo:mae@2`": 0.4}
+    assert len(tested) == 36  # every primary claim on every model; the floor is in no family
+    by_hand = {"`zoo:mae@0`": 0.036, "`zoo:mae@1`": 0.48, "`zoo:mae@2`": 0.48}
     assert [r["p_adjusted"] for r in tested] == pytest.approx([by_hand[r["on"]] for r in tested])
     assert [r["p_adjusted"] for r in tested] == pytest.approx(holm([r["p_value"] for r in tested]))
     assert {r["verdict_adjusted"] for r in tested if r["on"] == "`zoo:mae@0`"} == {"holds"}
@@ -248,8 +249,14 @@ def test_intervention_claims_are_binding_minus_random_paired():
         d("random", "inject", 0.0, "clean", 0.09),
         d("binding", "inject", 0.0, "random", 0.01, p=0.5),
     ]
-    measures = intervention_measures(differences)
+    attention = [d | {"measure": "own_object_excess_attention"} for d in differences if d["intervention"] == "shuffle"]
+    measures = intervention_measures(differences + attention)
     hurts, helps = measures["shuffle_hurts"], measures["inject_helps"]
+    moved = measures["shuffle_moves_attention"]  # its own measure, no head refit beside it
+    assert (moved["value"], moved["measure"]) == (pytest.approx(0.05), "own_object_excess_attention")
+    assert "head refit" not in moved["beside"]
+    own = measures["shuffle_hurts_own_head"]  # a study without a grouping head
+    assert not own["applicable"] and own["why"] == OWN_HEAD_ONLY
     assert (hurts["value"], hurts["low"], hurts["high"]) == pytest.approx((0.05, 0.03, 0.07))  # a fall, as a rise
     assert (helps["value"], helps["p_value"]) == pytest.approx((0.01, 0.5))  # helps, but no more than random
     assert hurts["beside"]["random vs clean"]["value"] == pytest.approx(-0.03)

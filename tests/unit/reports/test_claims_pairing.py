@@ -17,7 +17,7 @@ from binding_lens.errors import InputError
 from binding_lens.hooks import HookedViT
 from binding_lens.probes import ProbeData, ProbeTrainingConfig
 from binding_lens.reports import claim_measures, claims
-from binding_lens.reports.claim_measures import INTERVENTION_CLAIMS, intervention_measures
+from binding_lens.reports.claim_measures import INTERVENTION_CLAIMS, OWN_HEAD_ONLY, intervention_measures
 from binding_lens.reports.claim_verdicts import adjust, model_rows
 from binding_lens.zoo import RECIPES, registry, train_zoo_model
 
@@ -80,6 +80,9 @@ def test_claims_on_matched_train_and_score_on_flip_pairs_and_resample_twin_group
     assert "over twin groups" in attention["method"] and attention["n"] == n_test_groups
     assert attention["paper_r"]["unit"] == "twin groups" and "pair_level" not in attention
     for claim in INTERVENTION_CLAIMS:
+        if claim == "shuffle_hurts_own_head":  # an untrained model has no grouping head
+            assert found[claim]["why"] == OWN_HEAD_ONLY
+            continue
         assert "twin groups" in found[claim]["method"] and "images" not in found[claim]["method"], claim
     ablation = json.loads((tmp_path / "claims" / "ablation" / "random" / "ablation_summary.json").read_text())
     assert ablation["pairing"] == "twins" and ablation["skipped"] == {"semantic_miou": ONE_CLASS}
@@ -93,10 +96,11 @@ def test_a_measure_the_data_do_not_take_leaves_its_claims_not_applicable():
     """The ablation study skips semantic mIoU on one class: claims reading it are "not applicable", and the
     verdict rows say so instead of failing."""
     found = intervention_measures([], measure="semantic_miou", skipped={"semantic_miou": ONE_CLASS})
-    assert set(found) == set(INTERVENTION_CLAIMS)
+    segmentation = {claim for claim, (*_, own) in INTERVENTION_CLAIMS.items() if own is None}
+    assert set(found) == segmentation  # the attention and own-head claims read other measures
     assert all(not m["applicable"] and ONE_CLASS in m["why"] for m in found.values())
     rows = adjust(model_rows([{"model": "zoo:x", "objective": "x", "measures": found, "row": {}}]))
-    assert {r["verdict_adjusted"] for r in rows} == {"not applicable"} and len(rows) == len(INTERVENTION_CLAIMS)
+    assert {r["verdict_adjusted"] for r in rows} == {"not applicable"} and len(rows) == len(segmentation)
     assert intervention_measures([], skipped={"semantic_miou": ONE_CLASS}) == {}  # instance mIoU: not skipped
 
 
@@ -122,3 +126,13 @@ def test_claims_refuses_data_that_is_not_a_preset_and_a_grid_too_coarse_for_flip
     with pytest.raises(InputError, match="too coarse"):
         claims._check_flip_pairs(model, "tiny:vit", SyntheticScenes("matched", n=2, size=32, seed=0, split="test"))
     claims._check_flip_pairs(model, "tiny:vit", SyntheticScenes("matched", n=2, size=64, seed=0, split="test"))
+
+
+def test_only_a_grouping_model_brings_its_own_head_to_the_claims():
+    from binding_lens.losses.grouping import GroupingHead
+    from binding_lens.reports.claims import own_grouping_head
+
+    assert own_grouping_head(HookedViT.from_pretrained("zoo:random")) is None
+    model = HookedViT.from_pretrained("zoo:grouping")
+    head = own_grouping_head(model)
+    assert isinstance(head, GroupingHead) and head.in_dim == model.cfg.d_model and not head.training
