@@ -39,10 +39,14 @@ class Sensitivity:
 
 
 def unit_of(row: dict[str, Any]) -> str:
-    """What a row's n counts: training seeds (an objective's t interval), twin groups or images."""
+    """What a row's n counts: training seeds (an objective's t interval), probe seeds (a Welch test between
+    probes trained on true and on shuffled labels: `low_dimensional`), twin groups or images."""
+    method = str(row.get("method") or "")
     if row.get("level") == "objective":
         return "training seeds"
-    return "twin groups" if "twin group" in str(row.get("method") or "") else "images"
+    if method == "welch":
+        return "probe seeds"
+    return "twin groups" if "twin group" in method else "images"
 
 
 def sensitivity_rows(verdicts: list[dict[str, Any]], effect: float | None = None) -> list[Sensitivity]:

@@ -73,3 +73,12 @@ def test_a_folder_without_a_report_or_without_limits_is_one_line(tmp_path, capsy
     assert main(["sensitivity", "--claims", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "predates detection limits" in err and len(err.splitlines()) == 1
+
+
+def test_each_rows_n_is_named_by_what_it_counts():
+    from binding_lens.reports.sensitivity import unit_of
+
+    assert unit_of({"level": "objective", "method": "t across 3 training seeds"}) == "training seeds"
+    assert unit_of({"level": "model", "method": "welch"}) == "probe seeds"  # low_dimensional: probes of 3 seeds
+    assert unit_of({"level": "model", "method": "paired bootstrap over twin groups"}) == "twin groups"
+    assert unit_of({"level": "model", "method": "paired bootstrap over images"}) == "images"
