@@ -136,6 +136,8 @@ class AblationSettings:
     """Side of the DINO local crops in px (None: a quarter of the image side)."""
     dino_global_scale: tuple[float, float] = (0.4, 1.0)
     dino_local_scale: tuple[float, float] = (0.05, 0.4)
+    progress: bool = True
+    """Show a progress bar over the conditions (it changes no number)."""
     attention_permutations: int = 1000
     """Unused: the attention-vs-probe correlation's p-value now comes from images (a jackknife over images or twin
     groups), not from permuting pairs. Kept so that existing configurations still load."""
@@ -747,7 +749,6 @@ def ablation_study(
     size: int | None = None,
     dino: DinoCheckpoint | None = None,
     grouping: GroupingHead | None = None,
-    progress: bool = True,
 ) -> AblationResult:
     """Measure every condition against the clean run (module docstring); written under `out` if given
     (`ablation.csv`, `ablation_differences.csv`, `ablation_summary.json`).
@@ -781,7 +782,7 @@ def ablation_study(
     clean_run, *conditions = _clean_runs(plan, settings, clean, measurement)
     clean_pattern = clean.pattern[plan.split[1]]
     for condition in tqdm(
-        plan.conditions, desc=f"ablate layer {settings.layer}", unit="condition", disable=not progress
+        plan.conditions, desc=f"ablate layer {settings.layer}", unit="condition", disable=not settings.progress
     ):
         conditions.append(_intervened(model, plan, settings, condition, clean_pattern, measurement))
     result = AblationResult(

@@ -100,6 +100,21 @@ def _zoo_dino(model, spec: str, settings, device: str):
     return settings, DinoCheckpoint(head.to(device), center, temperatures)
 
 
+def _own_heads(model, spec: str, settings, device: str):
+    """(settings, DINO checkpoint, grouping head): a zoo model's own heads, those its objective trained (a DINO
+    model's head, center and crops unless settings skip the DINO loss; a grouping model's head), else None."""
+    objective = model.cfg.extra.get("zoo_objective")
+    if objective == "dino" and settings.dino:
+        settings, dino = _zoo_dino(model, spec, settings, device)
+        return settings, dino, None
+    if objective == "grouping":
+        from ..zoo.checkpoint import load_grouping_head
+        from ..zoo.registry import zoo_path
+
+        return settings, None, load_grouping_head(zoo_path(spec))[0]
+    return settings, None, None
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -125,14 +140,7 @@ def run(args: argparse.Namespace) -> int:
         matched_energy=not args.unmatched_control,
         shuffle_doses=args.doses,
     )
-    dino, grouping = None, None
-    if model.cfg.extra.get("zoo_objective") == "dino" and not args.no_dino:
-        settings, dino = _zoo_dino(model, model_spec, settings, device)
-    if model.cfg.extra.get("zoo_objective") == "grouping":
-        from ..zoo.checkpoint import load_grouping_head
-        from ..zoo.registry import zoo_path
-
-        grouping = load_grouping_head(zoo_path(model_spec))[0]
+    settings, dino, grouping = _own_heads(model, model_spec, settings, device)
     result = ablation_study(
         model,
         [scenes[i] for i in range(len(scenes))],

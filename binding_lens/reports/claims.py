@@ -386,6 +386,7 @@ def _ablation_settings(config: ClaimsConfig, layer: int, k: int, seed: int) -> A
         head_seeds=config.head_seeds,
         control_draws=max(config.control_draws, config.head_seeds),
         n_boot=config.n_boot,
+        progress=config.progress,
     )
 
 
@@ -403,7 +404,6 @@ def _interventions(
         _ablation_settings(config, layer, k, seed),
         out,
         grouping=own_grouping_head(model),
-        progress=config.progress,
     )
     return measures_of.intervention_measures(ablation.differences, ablation.energy, skipped=ablation.skipped)
 

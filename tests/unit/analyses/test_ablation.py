@@ -18,6 +18,7 @@ from binding_lens.probes import save_probe
 from helpers.probes import random_quadratic
 
 FAST = dict(
+    progress=False,
     segmentation_epochs=3,
     dino_images=6,
     dino_head_steps=2,
@@ -34,7 +35,7 @@ def test_ablation_rows_identities_control_and_paired_differences():
     probe = random_quadratic(32)
     scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
     settings = AblationSettings(layer=1, k=4, shuffle_ratios=(0.0, 1.0), inject_alphas=(1.0, 0.0), n_boot=200, **FAST)
-    result = ablation_study(model, scenes, probe, settings, progress=False)
+    result = ablation_study(model, scenes, probe, settings)
     rows = result.rows
     assert len(rows) == 2 + 12 and {row["subspace"] for row in rows} == {"-", "binding", "random"}
     by = {(row["subspace"], row["intervention"], row["strength"]): row for row in rows}
@@ -272,7 +273,7 @@ def test_shuffle_doses_run_on_both_subspaces_from_clean_at_0_to_the_full_shuffle
     settings = AblationSettings(
         layer=1, k=4, shuffle_ratios=(1.0,), inject_alphas=(), shuffle_doses=(0.0, 0.5, 1.0), dino=False, **FAST
     )
-    result = ablation_study(model, scenes, random_quadratic(32), settings, progress=False)
+    result = ablation_study(model, scenes, random_quadratic(32), settings)
     by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
     clean = by["-", "clean", None]
     measures = ("instance_miou", "own_object_attention", "own_object_excess_attention")
@@ -302,7 +303,7 @@ def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given()
     scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
     fast = FAST | {"dino": False, "head_seeds": 2, "control_draws": 2, "inject_by_probe": False}
     settings = AblationSettings(layer=1, k=4, n_boot=200, shuffle_ratios=(0.0, 1.0), inject_alphas=(), **fast)
-    result = ablation_study(model, scenes, probe, settings, grouping=head, progress=False)
+    result = ablation_study(model, scenes, probe, settings, grouping=head)
     by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
     data = label_images(model, scenes, None)
     test = split_by_image(12, fractions=(0.7, 0.0, 0.3), seed=0)[2]
@@ -325,8 +326,6 @@ def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given()
     }
     energy = result.energy  # how much of the binding subspace the controls share, beside a uniform draw's k / d
     assert 0 <= energy["overlap"] <= 1 and energy["overlap_uniform"] == 4 / 32
-    without = ablation_study(
-        model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False), progress=False
-    )
+    without = ablation_study(model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False))
     assert all(OWN_HEAD not in row for row in without.rows)
     assert all(d["measure"] != OWN_HEAD for d in without.differences)

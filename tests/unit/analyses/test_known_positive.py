@@ -65,8 +65,9 @@ def test_on_the_known_positive_its_own_head_loses_the_objects_step_by_step_with_
         control_draws=3,
         segmentation_epochs=1,
         n_boot=200,
+        progress=False,
     )
-    result = ablation_study(model, [scenes[i] for i in range(40)], probe, settings, grouping=head, progress=False)
+    result = ablation_study(model, [scenes[i] for i in range(40)], probe, settings, grouping=head)
     by = {(row["subspace"], row["strength"]): row[OWN_HEAD] for row in result.rows}
     curve = [by["binding", dose] for dose in doses]
     assert curve[0] == by["-", None] > 0.2  # dose 0 is the clean run; the clean head groups the objects

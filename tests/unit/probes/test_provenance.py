@@ -80,7 +80,7 @@ def test_width_family_layer_and_hook_are_each_refused_and_a_fit_passes(vit):
 
 def test_ablation_study_refuses_a_probe_of_another_width_before_reading_any_image(vit):
     settings = AblationSettings(layer=0, k=4, dino=False, head_seeds=1, control_draws=1)
-    message = refusal(lambda: ablation_study(vit, [], make_probe("quadratic", 96), settings, progress=False))
+    message = refusal(lambda: ablation_study(vit, [], make_probe("quadratic", 96), settings))
     assert "reads 96-dimensional tokens" in message  # not "needs at least 10 images": checked first
 
 
