@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 
 from ..activations.context import TwinSlots, scene_twins
 from ..binding import BindingSubspace, Inject, Shuffle
-from ..binding.diagnostics import principal_angles
+from ..binding.diagnostics import overlap
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..binding.interventions import Dose, InjectByProbe, Intervention
 from ..data import Scene, patch_labels
@@ -490,7 +490,7 @@ def _with_controls(plan: _AblationPlan, settings: AblationSettings, tokens: Tens
     else:
         random = [BindingSubspace.random(binding.d_model, settings.k, seed=seed) for seed in seeds]
     shares = [variance_share(r.basis, covariance) for r in random]
-    overlaps = [float(principal_angles(binding, r).deg2rad().cos().pow(2).mean()) for r in random]
+    overlaps = [overlap(binding, r) for r in random]
     energy = {
         "measure": "share of the within-image variance of the clean patch tokens at the layer",
         "binding": share,

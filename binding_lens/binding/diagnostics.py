@@ -47,13 +47,24 @@ def principal_angles(
 ) -> Float[Tensor, " angle"]:
     """Principal angles between two subspaces in degrees, smallest first (min(k, m) of them):
     arccos of the singular values of Qa^T Qb. 0 means a shared direction, 90 an orthogonal one."""
+    return torch.rad2deg(torch.arccos(_principal_cosines(a, b)))
+
+
+def overlap(a: BindingSubspace | Float[Tensor, "d_model k"], b: BindingSubspace | Float[Tensor, "d_model m"]) -> float:
+    """The mean squared cosine of the principal angles: how much of one subspace the other holds (1: the same
+    span, 0: orthogonal; two uniformly random k-dimensional subspaces of R^d share k / d on average)."""
+    cosines = _principal_cosines(a, b)
+    return float(cosines.pow(2).mean()) if cosines.numel() else 0.0
+
+
+def _principal_cosines(a: BindingSubspace | Tensor, b: BindingSubspace | Tensor) -> Float[Tensor, " angle"]:
+    """The singular values of Qa^T Qb, largest first (the cosines of the principal angles)."""
     qa, qb = _basis(a), _basis(b)
     if qa.shape[0] != qb.shape[0]:
         raise InputError(f"subspaces live in different spaces: d_model {qa.shape[0]} and {qb.shape[0]}")
     if qa.shape[1] == 0 or qb.shape[1] == 0:
         return torch.zeros(0, dtype=torch.float64)
-    cosines = torch.linalg.svdvals(qa.T @ qb).clamp(-1.0, 1.0)
-    return torch.rad2deg(torch.arccos(cosines))
+    return torch.linalg.svdvals(qa.T @ qb).clamp(-1.0, 1.0)
 
 
 def random_angles(d_model: int, k: int, n: int = 200, seed: int = 0) -> dict[str, Tensor]:

@@ -107,12 +107,9 @@ def _own_heads(model, spec: str, settings, device: str):
     if objective == "dino" and settings.dino:
         settings, dino = _zoo_dino(model, spec, settings, device)
         return settings, dino, None
-    if objective == "grouping":
-        from ..zoo.checkpoint import load_grouping_head
-        from ..zoo.registry import zoo_path
+    from ..zoo.loader import own_grouping_head
 
-        return settings, None, load_grouping_head(zoo_path(spec))[0]
-    return settings, None, None
+    return settings, None, own_grouping_head(model)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ from ..stats.correlation import (
     stratum_moments,
 )
 from ..stats.groups import dense_groups, group_sums
+from .pairs import counted_pairs
 
 
 def next_layer_attention(
@@ -110,11 +111,7 @@ def own_object_excess_sums(
     if grid[0] * grid[1] != instance.shape[1]:
         rows, cols = grid
         raise InputError(f"a {rows} x {cols} grid has {rows * cols} patches, the labels {instance.shape[1]}")
-    same, labeled = _same_object(instance.to(pattern.device))
-    kept = labeled[:, :, None] & labeled[:, None, :]
-    kept &= ~torch.eye(kept.shape[-1], dtype=torch.bool, device=kept.device)[None]
-    if pairs is not None:
-        kept &= pairs.to(kept.device)
+    same, kept = counted_pairs(instance.to(pattern.device), pairs)
     unit, n_units, _ = _units(groups, pattern.shape[0], pattern.device)
     stratum, n_strata = distance_strata(grid)
     n = instance.shape[1]

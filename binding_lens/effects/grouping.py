@@ -21,6 +21,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..losses.grouping import GroupingHead
+from .pairs import counted_pairs
 
 
 def head_gap_sums(
@@ -44,14 +45,9 @@ def head_gap_sums(
     instance = instance.to(features.device)
     with torch.inference_mode():
         cosine = head.same_object(features.float()).double()
-    labeled = instance >= 0
-    kept = labeled[:, :, None] & labeled[:, None, :]
-    kept &= ~torch.eye(instance.shape[1], dtype=torch.bool, device=kept.device)[None]
-    if pairs is not None:
-        kept &= pairs.to(kept.device)
-    same = instance[:, :, None] == instance[:, None, :]
+    same, kept = counted_pairs(instance, pairs)
     sums, counts = [], []
-    for kind in (kept & same, kept & ~same):
+    for kind in (same, kept & ~same):
         sums.append((cosine * kind).sum((1, 2)))
         counts.append(kind.sum((1, 2)).double())
     both = (counts[0] > 0) & (counts[1] > 0)

@@ -35,7 +35,7 @@ from torch import Tensor
 
 from ..activations.context import TwinSlots, scene_twins
 from ..activations.prepare import choose_slots
-from ..analyses.ablation import Labeled, label_images
+from ..analyses.ablation import OWN_HEAD, Labeled, label_images
 from ..analyses.layer_sweep import SweepResult
 from ..analyses.run import RunDirectory
 from ..analyses.toy import ToyResult
@@ -642,7 +642,7 @@ INTERVENTION_CLAIMS = {
     "inject_helps": ("inject", 0.0, 1, None),
     "inject_own_helps": ("inject_probe", 0.0, 1, None),
     "shuffle_moves_attention": ("shuffle", 1.0, -1, "own_object_excess_attention"),
-    "shuffle_hurts_own_head": ("shuffle", 1.0, -1, "grouping_head_gap"),
+    "shuffle_hurts_own_head": ("shuffle", 1.0, -1, OWN_HEAD),
 }
 """claim -> (intervention, strength, sign, measure): the claim's value is sign x (binding - random) of the measure
 (None: the segmentation measure, instance mIoU unless told)."""
@@ -675,7 +675,7 @@ def intervention_measures(
             continue
         contrast = found.get((name, "binding", kind, strength, "random"))
         if contrast is None:
-            if own == "grouping_head_gap" and differences:
+            if own == OWN_HEAD and differences:
                 out[claim] = not_applicable(OWN_HEAD_ONLY, measure=name)
             continue
         refit_row = found.get((measure, "-", "head refit", None, "clean"))

@@ -47,11 +47,10 @@ from ..data.shuffled import ShuffledLabels
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
-from ..losses.grouping import GroupingHead
 from ..probes import ProbeTrainingConfig
 from ..stats import bootstrap_counts
-from ..zoo.checkpoint import load_grouping_head
-from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_path
+from ..zoo.loader import own_grouping_head
+from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card
 from . import claim_measures as measures_of
 from .claim_verdicts import (
     ADJUSTMENT,
@@ -406,13 +405,6 @@ def _interventions(
         grouping=own_grouping_head(model),
     )
     return measures_of.intervention_measures(ablation.differences, ablation.energy, skipped=ablation.skipped)
-
-
-def own_grouping_head(model: HookedViT) -> GroupingHead | None:
-    """A grouping zoo model's own head (its downstream read-out), None for every other model."""
-    if model.cfg.extra.get("zoo_objective") != "grouping":
-        return None
-    return load_grouping_head(zoo_path(model.cfg.source))[0]
 
 
 def _measured_once(spec: str, out: Path, key: Row, started: Row, measure: Callable[[], Row]) -> Row:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..hooks import HookedViT
+from ..losses.grouping import GroupingHead
 from ..spec_prefixes import register_spec_prefix
 from .registry import PREFIX, zoo_card, zoo_path
 
@@ -23,6 +24,15 @@ def load_zoo_model(spec: str, *, seed: int = 0, fused_attention: bool = False, *
     model.cfg.extra["zoo_objective"] = zoo_card(spec)["objective"]
     model.cfg.extra["revision"] = "shipped with binding_lens"
     return model
+
+
+def own_grouping_head(model: HookedViT) -> GroupingHead | None:
+    """A grouping zoo model's own head (its downstream same-object read-out), None for every other model."""
+    if model.cfg.extra.get("zoo_objective") != "grouping":
+        return None
+    from .checkpoint import load_grouping_head  # reads the head only when there is one
+
+    return load_grouping_head(zoo_path(model.cfg.source))[0]
 
 
 register_spec_prefix(PREFIX, load_zoo_model)

@@ -116,3 +116,14 @@ def test_a_random_probe_subspace_is_no_closer_to_another_than_random(planted):
     reference = random_angles(64, 4)
     low, high = reference["mean_angle_range"].tolist()
     assert low < float(principal_angles(a, b).mean()) < high
+
+
+def test_overlap_is_the_mean_squared_cosine_of_the_principal_angles():
+    from binding_lens.binding.diagnostics import overlap, principal_angles
+
+    eye = torch.eye(6)
+    assert overlap(eye[:, :2], eye[:, :2]) == pytest.approx(1.0)
+    assert overlap(eye[:, :2], eye[:, 2:4]) == pytest.approx(0.0)
+    a, b = torch.randn(6, 3, generator=torch.Generator().manual_seed(0)), eye[:, :3]
+    slow = float(torch.cos(torch.deg2rad(principal_angles(a, b))).pow(2).mean())
+    assert overlap(a, b) == pytest.approx(slow, abs=1e-9)

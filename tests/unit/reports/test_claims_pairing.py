@@ -130,7 +130,7 @@ def test_claims_refuses_data_that_is_not_a_preset_and_a_grid_too_coarse_for_flip
 
 def test_only_a_grouping_model_brings_its_own_head_to_the_claims():
     from binding_lens.losses.grouping import GroupingHead
-    from binding_lens.reports.claims import own_grouping_head
+    from binding_lens.zoo.loader import own_grouping_head
 
     assert own_grouping_head(HookedViT.from_pretrained("zoo:random")) is None
     model = HookedViT.from_pretrained("zoo:grouping")
