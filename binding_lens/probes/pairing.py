@@ -14,6 +14,8 @@ group, as the two twins are not independent.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
@@ -44,14 +46,19 @@ def _priorities(
     low = torch.minimum(patch[:, :, None], patch[:, None, :])
     high = torch.maximum(patch[:, :, None], patch[:, None, :])
     flat = low * n_patches + high
-    out = torch.empty(flat.shape, dtype=torch.long)
-    tables: dict[int, Tensor] = {}
-    for row, key in enumerate(group.tolist()):
-        if key not in tables:
-            generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(key))
-            tables[key] = torch.randperm(n_patches * n_patches, generator=generator)
-        out[row] = tables[key][flat[row]]
-    return out
+    keys = group.tolist()
+    tables = torch.stack([_priority_table(int(seed), int(key), n_patches) for key in keys]) if keys else None
+    if tables is None:
+        return torch.empty(flat.shape, dtype=torch.long)
+    return tables.gather(1, flat.flatten(1)).view(flat.shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _priority_table(seed: int, group: int, n_patches: int) -> Int[Tensor, " pair"]:
+    """The priorities of one twin group's patch pairs: drawn once per (seed, group, grid) and kept, since
+    every training batch asks for them again (a random permutation of 20,736 pairs on a 12 x 12 grid)."""
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + group)
+    return torch.randperm(n_patches * n_patches, generator=generator)
 
 
 def twin_pairs(
@@ -69,17 +76,14 @@ def twin_pairs(
     candidate = mask & (types >= 0)
     n_patches = int(twins.patch.max()) + 1 if twins.patch.numel() else 1
     priority = _priorities(twins.group[images.to(twins.group.device)], patch, n_patches, seed).to(mask.device)
-    keep = torch.zeros_like(mask)
-    for row in range(mask.shape[0]):
-        counts = [int((candidate[row] & (types[row] == t)).sum()) for t in (0, 1)]
-        m = min(counts)
-        for t in (0, 1):
-            chosen = candidate[row] & (types[row] == t)
-            if m and counts[t] > m:  # the m of lowest priority
-                cut = priority[row][chosen].kthvalue(m).values
-                chosen = chosen & (priority[row] <= cut)
-            keep[row] |= chosen if m else torch.zeros_like(chosen)
-    return keep
+    chosen = torch.stack([candidate & (types == t) for t in (0, 1)])  # [kind, batch, k, k]
+    counts = chosen.flatten(2).sum(-1)
+    m = counts.min(0).values  # per image: how many of each kind are kept
+    # the m of lowest priority of each kind (ties at the cut all kept, as a kthvalue threshold would)
+    ranked = priority.expand_as(chosen).masked_fill(~chosen, torch.iinfo(torch.long).max).flatten(2).sort(-1).values
+    cut = ranked.gather(-1, (m - 1).clamp_min(0)[None, :, None].expand(2, -1, 1))[..., 0]
+    kept = chosen & (priority <= cut[..., None, None]) & (m > 0)[None, :, None, None]
+    return kept[0] | kept[1]
 
 
 def twin_pair_set(

@@ -155,3 +155,22 @@ def test_a_baselines_factored_logit_is_the_sum_over_its_feature_maps(name, other
     slow = PairFeatureBaseline._pair_logits(probe, x, y)
     assert fast.shape == slow.shape == (5, 7, 6 if other else 7)
     torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-10)
+
+
+def test_a_fit_is_made_once_per_inputs_and_handed_out_as_a_copy(default_scenes, monkeypatch):
+    from binding_lens.analyses import pair_baselines
+
+    _, context, instance, klass, splits, _ = default_scenes
+    calls = []
+    fit = pair_baselines._fit
+    monkeypatch.setattr(pair_baselines, "_fit", lambda *args: calls.append(1) or fit(*args))
+    monkeypatch.setattr(pair_baselines, "_FITTED", type(pair_baselines._FITTED)())
+    first = fit_baselines(context, instance, klass, splits, QUICK, n_boot=50)
+    first.rows.append({"probe": "changed by its caller"})
+    again = fit_baselines(context, instance, klass, splits, QUICK, n_boot=50)
+    assert len(calls) == 1 and again.rows == first.rows[:-1] and again.strongest == first.strongest
+    moved = context.features.clone()
+    moved[0, 0, 0] += 1.0  # other pixels: another fit
+    fit_baselines(SlotContext(moved, context.look, context.twins), instance, klass, splits, QUICK, n_boot=50)
+    fit_baselines(context, instance, klass, splits, replace(QUICK, seed=1), n_boot=50)  # other settings
+    assert len(calls) == 3

@@ -77,3 +77,42 @@ def test_twins_share_a_split_and_other_data_split_as_before():
     expected = [part.sort().values for part in torch.split(order, [28, 6, 6])]
     for got, want in zip(split_by_image(40, seed=3), expected):
         assert torch.equal(got, want)
+
+
+def slow_twin_pairs(twins, images, slots, mask, seed=0):
+    """The rule written out image by image: in each image, per kind (the twin that joins the pair), the m
+    kept flip pairs of lowest priority, m the smaller kind's count; a fresh permutation per twin group."""
+    n_patches = int(twins.patch.max()) + 1
+    keep = torch.zeros_like(mask)
+    for row, image in enumerate(images.tolist()):
+        unit, patch = twins.unit[image][slots[row]], twins.patch[image][slots[row]].clamp_min(0)
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + int(twins.group[image]))
+        table = torch.randperm(n_patches * n_patches, generator=generator)
+        k = slots.shape[1]
+        kinds = {0: [], 1: []}
+        for i in range(k):
+            for j in range(k):
+                kind = int(flip_type(int(unit[i]), int(unit[j])))
+                if mask[row, i, j] and kind >= 0:
+                    low, high = sorted((int(patch[i]), int(patch[j])))
+                    kinds[kind].append((int(table[low * n_patches + high]), i, j))
+        m = min(len(kinds[0]), len(kinds[1]))
+        for pairs in kinds.values():
+            if m:
+                cut = sorted(priority for priority, _, _ in pairs)[m - 1]
+                for priority, i, j in pairs:
+                    keep[row, i, j] |= priority <= cut
+    return keep
+
+
+def test_twin_pairs_match_the_rule_written_out_image_by_image(maze_slots):
+    context, instance, _ = maze_slots
+    generator = torch.Generator().manual_seed(1)
+    images = torch.tensor([0, 3, 3, 6, 9, 14])
+    slots = torch.stack([torch.randperm(instance.shape[1], generator=generator)[:40] for _ in images])
+    mask = torch.rand(len(images), 40, 40, generator=generator) < 0.6
+    mask[2] = False  # an image with no candidate pair keeps none
+    for seed in (0, 7):
+        got = twin_pairs(context.twins, images, slots, mask, seed=seed)
+        want = slow_twin_pairs(context.twins, images, slots, mask, seed=seed)
+        assert torch.equal(got, want) and got[0].any() and not got[2].any()
