@@ -15,13 +15,14 @@ stream, and two measures read it on every image (method notes section 6):
 - `own_object_attention`: block l + 1's attention mass from each labeled patch to the patches of its own
   object (head mean; `effects.attention.own_object_attention_sums`);
 - `next_auroc`: the AUROC of the probe trained at l + 1 on clean tokens, over every labeled pair (i < j)
-  of each image: does the next layer still read which patches belong together?
+  of each image (on the benchmark's twin mazes its flip pairs, `probes.pairing`): does the next layer still
+  read which patches belong together?
 
 Every difference (an edit against the clean run, the binding edit against the random one) carries a
 percentile bootstrap interval over images, from one set of resamples for every measure and comparison
 (`stats.bootstrap_counts` with `seed`), so each is paired by image; so does every value itself
-(`intervals`: what a bar of the value shows; `energy`: both subspaces' shares). One random subspace, one
-permutation.
+(`intervals`: what a bar of the value shows; `energy`: both subspaces' shares). On twin mazes the unit
+resampled is the twin group, as the two twins are not independent. One random subspace, one permutation.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from ..activations.context import scene_twins
 from ..binding import BindingSubspace, Shuffle
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..data import Scene
@@ -43,6 +45,7 @@ from ..hooks import names
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..probes import PairProbe
 from ..probes.metrics import bootstrap_auroc, paired_auroc_difference
+from ..probes.pairing import twin_pairs
 from ..stats import LEVEL, Interval, bootstrap_counts, paired_bootstrap_difference, percentile_interval
 from ..stats.bootstrap import ratio_of_sums
 from .ablation import label_images
@@ -113,6 +116,11 @@ class _Run:
     attention: Float[Tensor, "image 2"]
     scores: Float[Tensor, " pair"]
 
+    def by_unit(self, units: Int[Tensor, " image"]) -> _Run:
+        """The attention parts summed per resampling unit (units numbered 0..g-1; the scores stay per pair)."""
+        summed = torch.zeros(int(units.max()) + 1, 2, dtype=self.attention.dtype)
+        return _Run(summed.index_add_(0, units, self.attention), self.scores)
+
 
 def _check(model: HookedModel, config: ShuffleEffectConfig, n_images: int) -> None:
     if not 0 <= config.layer < model.cfg.n_layers - 1:
@@ -139,6 +147,18 @@ def _value_intervals(
             run.scores, same, image, n_boot=config.n_boot, level=config.level, seed=config.seed
         )
     return found
+
+
+def _scored_pairs(
+    scenes: Sequence[Scene], grid: tuple[int, int], instance: Int[Tensor, "image n"], seed: int
+) -> tuple[Bool[Tensor, "image n n"], Int[Tensor, " image"]]:
+    """The pairs `next_auroc` scores (every labeled pair, or on twin mazes the flip pairs the benchmark keeps)
+    and each image's resampling unit (itself, or its twin group)."""
+    mask = _pair_mask(instance)
+    twins = scene_twins(scenes, grid, instance)
+    if not twins.any:
+        return mask, torch.arange(instance.shape[0])
+    return twin_pairs(twins, torch.arange(instance.shape[0]), twins.patch, mask, seed), twins.group
 
 
 def _pair_mask(instance: Int[Tensor, "image n"]) -> Tensor:
@@ -171,6 +191,7 @@ def _measure(
     probe_next: PairProbe,
     edit: Shuffle | None,
     config: ShuffleEffectConfig,
+    pairs: Bool[Tensor, "image n n"],
 ) -> _Run:
     """Block l + 1's patch attention and resid_post(l + 1) under `edit` at layer l, read by both measures."""
     n_prefix, layer = model.cfg.n_prefix_tokens, config.layer
@@ -187,7 +208,7 @@ def _measure(
         attention.append(own_object_attention_sums(pattern, instance[batch]).cpu())
         tokens = cache[resid_name][:, n_prefix:].float()
         logits = probe_next.to(tokens.device).pair_logits(tokens).float().cpu()
-        scores.append(logits[_pair_mask(instance[batch])])
+        scores.append(logits[pairs[batch]])
     return _Run(torch.cat(attention), torch.cat(scores))
 
 
@@ -205,6 +226,7 @@ def shuffle_effect(
     _check(model, config, len(scenes))
     model.eval()
     data = label_images(model, scenes, config.size)
+    pairs, units = _scored_pairs(scenes, model.patch_grid(data.pixels), data.instance, config.seed)
     binding = BindingSubspace.from_probe(probe, config.k)
     covariance = within_image_covariance(_clean_tokens(model, data.pixels, config))
     share = variance_share(binding.basis, covariance)
@@ -214,13 +236,13 @@ def shuffle_effect(
     }
     energy = {condition: variance_share(subspace.basis, covariance) for condition, subspace in subspaces.items()}
     n_prefix = model.cfg.n_prefix_tokens
-    runs = {"clean": _measure(model, data.pixels, data.instance, probe_next, None, config)}
+    runs = {"clean": _measure(model, data.pixels, data.instance, probe_next, None, config, pairs)}
     for condition, subspace in subspaces.items():
         edit = Shuffle(subspace, config.ratio, n_prefix, seed=config.seed)
-        runs[condition] = _measure(model, data.pixels, data.instance, probe_next, edit, config)
-    mask = _pair_mask(data.instance)
-    same = (data.instance[:, :, None] == data.instance[:, None, :])[mask]
-    image = torch.arange(data.instance.shape[0])[:, None, None].expand_as(mask)[mask]
+        runs[condition] = _measure(model, data.pixels, data.instance, probe_next, edit, config, pairs)
+    runs = {condition: run.by_unit(units) for condition, run in runs.items()}
+    same = (data.instance[:, :, None] == data.instance[:, None, :])[pairs]
+    image = units[:, None, None].expand_as(pairs)[pairs]
     n_images = data.instance.shape[0]
     values: dict[str, dict[str, float]] = {condition: {} for condition in CONDITIONS}
     differences: dict[tuple[str, str, str], Interval] = {}
@@ -239,4 +261,4 @@ def shuffle_effect(
             values[condition][measure], values[reference][measure] = value, base
             differences[(measure, condition, reference)] = interval
     intervals = _value_intervals(runs, same, image, config)
-    return ShuffleEffect(config, values, differences, n_images, int(mask.sum()), intervals, energy)
+    return ShuffleEffect(config, values, differences, n_images, int(pairs.sum()), intervals, energy)

@@ -82,3 +82,27 @@ def test_no_shuffle_changes_nothing_and_bad_settings_are_refused(setup):
         shuffle_effect(model, scenes, probe, probe_next, ShuffleEffectConfig(layer=0, k=model.cfg.d_model))
     with pytest.raises(InputError, match="at least 2 images"):
         shuffle_effect(model, scenes[:1], probe, probe_next, ShuffleEffectConfig(layer=0, k=3))
+
+
+def test_on_twin_mazes_the_readout_scores_the_flip_pairs_and_resamples_twin_groups(setup):
+    model, _, probe, probe_next = setup
+    from binding_lens.activations.context import scene_twins
+    from binding_lens.probes.metrics import auroc
+    from binding_lens.probes.pairing import twin_pairs
+
+    mazes = SyntheticScenes("matched_small", n=8, size=96, seed=2, split="test")
+    scenes = [mazes[i] for i in range(8)]
+    config = ShuffleEffectConfig(layer=1, k=4, n_boot=200, batch_size=16, size=96)
+    effect = shuffle_effect(model, scenes, probe, probe_next, config)
+    data = label_images(model, scenes, 96)
+    twins = scene_twins(scenes, model.patch_grid(data.pixels), data.instance)
+    labeled = (data.instance >= 0)[:, :, None] & (data.instance >= 0)[:, None, :]
+    upper = labeled & torch.ones_like(labeled[0]).triu(1)
+    flips = twin_pairs(twins, torch.arange(8), twins.patch, upper, seed=0)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(data.pixels, names_filter="blocks.2.hook_resid_post", stop_at_layer=3)
+    logits = probe_next.pair_logits(cache["blocks.2.hook_resid_post"][:, model.cfg.n_prefix_tokens :])
+    same = data.instance[:, :, None] == data.instance[:, None, :]
+    assert effect.n_pairs == int(flips.sum()) < int(upper.sum())
+    assert effect.values["clean"]["next_auroc"] == pytest.approx(auroc(logits[flips], same[flips]), abs=1e-6)
+    assert all(interval.n == 4 for interval in effect.differences.values())  # 4 twin groups, not 8 images
