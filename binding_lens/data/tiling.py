@@ -53,15 +53,24 @@ MAX_AREA_RATIO = 1.5
 def flip_type(unit_a: Any, unit_b: Any) -> Any:
     """Which twin joins two units: 0 (twin 0 joins them), 1 (twin 1 does), -1 (neither: not a flip pair,
     or a unit outside the cycle). Arrays or tensors (broadcast), answered in the same kind."""
-    if isinstance(unit_a, torch.Tensor):
-        shape = torch.broadcast_shapes(unit_a.shape, unit_b.shape)
-        out: Any = torch.full(shape, -1, dtype=torch.long, device=unit_a.device)
-    else:
-        out = np.full(np.broadcast(unit_a, unit_b).shape, -1, dtype=np.int64)
+    if isinstance(unit_a, torch.Tensor):  # one lookup in the table of every pair of units (-1..3)
+        table = torch.as_tensor(_FLIP_TABLE, device=unit_a.device)
+        inside = (unit_a >= -1) & (unit_a < _N_UNITS) & (unit_b >= -1) & (unit_b < _N_UNITS)
+        a, b = (unit.clamp(-1, _N_UNITS - 1) + 1 for unit in (unit_a, unit_b))
+        return torch.where(inside, table[a, b], -1)
+    out = np.full(np.broadcast(unit_a, unit_b).shape, -1, dtype=np.int64)
     for twin, joins in enumerate(JOINS):
         for p, q in joins:
             out[((unit_a == p) & (unit_b == q)) | ((unit_a == q) & (unit_b == p))] = twin
     return out
+
+
+_N_UNITS = 4
+_FLIP_TABLE = np.full((_N_UNITS + 1, _N_UNITS + 1), -1, dtype=np.int64)
+"""`flip_type` of units (a, b) at [a + 1, b + 1] (row and column 0: unit -1, outside the cycle)."""
+for _twin, _joins in enumerate(JOINS):
+    for _p, _q in _joins:
+        _FLIP_TABLE[_p + 1, _q + 1] = _FLIP_TABLE[_q + 1, _p + 1] = _twin
 
 
 @dataclass(frozen=True)

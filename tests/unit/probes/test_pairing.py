@@ -21,7 +21,7 @@ def maze_slots():
 
 
 def test_flip_types_follow_the_datas_rule():
-    unit = torch.tensor([[-1, 0, 1, 2, 3, 0]])
+    unit = torch.tensor([[-1, 0, 1, 2, 3, 0, 4, -2]])  # the table covers -1..3; anything else is no flip pair
     expected = flip_type(unit[0].numpy()[:, None], unit[0].numpy()[None, :])
     np.testing.assert_array_equal(flip_types(unit)[0].numpy(), expected)
 
