@@ -1,18 +1,21 @@
-"""`binding-lens demo`: binding where the zoo has it, and the model using it, in under a minute on 2 CPU cores.
+"""`binding-lens demo`: does a zoo model bind, measured beside a model known to, in about a minute and a half
+on 2 CPU cores.
 
-The demo needs no download and no GPU: it runs on the package's own zoo. Its model is
-`DEMO_MODEL` (`demo_config`), the zoo's strongest binder by `binding-lens zoo compare`; everything else is
-derived from it:
+The demo needs no download and no GPU: it runs on the package's own zoo, on the benchmark's twin mazes
+(`DEMO_DATA`), where position and pixels alone are at chance. Three models are swept on the same held-out
+scenes: the model asked about (`DEMO_MODEL`), the known positive (`POSITIVE`, trained to bind; if the probe
+cannot see binding there, it cannot see it anywhere) and the untrained twin (`random_twin`: the zoo's model of
+the same architecture and seed, never trained):
 
-1. a layer sweep of a few probes (`DEMO_PROBES`) on the model's held-out scenes, beside the same sweep of
-   its random-init twin (`random_twin`: the zoo's untrained model of the same architecture and training
-   seed), on the same images: each probe's peak AUROC in both, and the difference, paired by test image;
-2. one live intervention on the model at a middle layer (`intervention_layer`): the binding subspace of the
-   sweep's quadratic probe (its top d_model / 8 directions) shuffled among each image's patches, against a
-   random subspace of the same k and energy (`analyses.shuffle_effect`), on fresh held-out scenes;
-3. one figure of both (`figures.demo_figure`), and a sentence for each part saying what the numbers mean.
+1. a sweep of a few probes (`DEMO_PROBES`, with each layer's linear control) at the edited layer and its
+   neighbors: each probe's peak AUROC (chosen on validation), the trained models against the twin and
+   against the strongest network-free baseline, each paired by twin group;
+2. one live intervention on the positive at a middle layer (`intervention_layer`): the binding subspace of
+   the sweep's quadratic probe (its top d_model / 8 directions) shuffled among each image's patches, against
+   a random subspace of the same k and energy (`analyses.shuffle_effect`), on fresh held-out scenes;
+3. one figure of both (`figures.demo_figure`), and after each table what survives, in a sentence.
 
-`binding-lens demo --model zoo:dino` runs the same on another zoo model.
+`binding-lens demo --model zoo:dino` asks the same of another zoo model.
 """
 
 from __future__ import annotations
@@ -56,20 +59,59 @@ CONTROL = "random shuffle"
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """One trained model's probe at its peak layer, against the untrained twin's peak on the same test pairs
+    and against the strongest network-free baseline (each difference paired by resampling unit)."""
+
+    model: str
+    probe: str
+    layer: int
+    auroc: Interval
+    twin: str
+    twin_layer: int
+    twin_auroc: Interval
+    versus_twin: Interval
+    within_distance: Interval
+    baseline: str
+    baseline_auroc: float
+    versus_baseline: Interval
+    learnt: bool
+    twin_learnt: bool
+
+    def row(self) -> Row:
+        """The record as a flat CSV row (`comparison.csv`)."""
+        row: Row = {"model": self.model, "probe": self.probe, "layer": self.layer}
+        for name in ("auroc", "twin_auroc", "versus_twin", "within_distance", "versus_baseline"):
+            interval = getattr(self, name)
+            row |= {name: interval.estimate, f"{name}_low": interval.low, f"{name}_high": interval.high}
+        return row | {
+            "twin": self.twin,
+            "twin_layer": self.twin_layer,
+            "beyond_noise": self.versus_twin.beyond_noise,
+            "baseline": self.baseline,
+            "baseline_auroc": self.baseline_auroc,
+            "learnt": self.learnt,
+            "twin_learnt": self.twin_learnt,
+        }
+
+
+@dataclass(frozen=True)
 class DemoResult:
-    """The demo's numbers: each sweep, the model-vs-twin rows, the intervention, and the files written."""
+    """The demo's numbers: each sweep, the trained models against the twin, the intervention, the files."""
 
     sweeps: dict[str, SweepResult]
-    comparison: list[Row]
+    comparison: list[Comparison]
     effect: ShuffleEffect
     files: dict[str, Path] = field(default_factory=dict)
 
 
 class RenderedScenes(Sequence):
-    """Scenes rendered once and kept (the demo reads the same ones four times), under their source's identity."""
+    """Scenes rendered once and kept (every sweep reads the same ones), under their source's identity and
+    pairing (the benchmark's flip pairs on twin mazes)."""
 
     def __init__(self, scenes: SyntheticScenes):
         self.scenes, self.identity = [scenes[i] for i in range(len(scenes))], scenes.identity
+        self.pairing = scenes.pairing
 
     def __len__(self) -> int:
         return len(self.scenes)
@@ -83,8 +125,8 @@ def random_twin(spec: str) -> str:
     (zoo:mae -> zoo:random, zoo:dino@1 -> zoo:random@1)."""
     if not is_zoo_spec(spec):
         raise InputError(
-            f"the demo runs on a zoo model (zoo:<name>; `binding-lens zoo list`), beside its random-init twin, "
-            f"on the scenes it was trained on; got {spec!r}"
+            f"the demo runs on zoo models (zoo:<name>; `binding-lens zoo list`), beside their random-init twin; "
+            f"got {spec!r}"
         )
     card = zoo_card(spec)
     if card["objective"] == "random":
@@ -100,31 +142,51 @@ def random_twin(spec: str) -> str:
     return twins[0]
 
 
+def demo_models(config: DemoConfig) -> list[str]:
+    """The models swept, in the order shown: the known positive, the model asked about, the model's twin."""
+    random_twin(config.positive)  # a trained zoo model too
+    return list(dict.fromkeys((config.positive, config.model, random_twin(config.model))))
+
+
 def intervention_layer(n_layers: int) -> int:
     """The middle layer the demo edits (block layer + 1 reads the edit, so at most n_layers - 2)."""
     return min(n_layers // 2, n_layers - 2)
 
 
+def swept_layers(n_layers: int) -> list[int]:
+    """The edited layer, the one before and the one after (whose probe reads the edit)."""
+    layer = intervention_layer(n_layers)
+    return list(range(max(0, layer - 1), layer + 2))
+
+
 @dataclass(frozen=True)
 class Swept:
     """One model's part of the demo: what its weights are (with the hooks' parity), its sweep, and each probe's
-    test pairs scored at its peak layer (for the comparison paired by image)."""
+    test pairs scored at its peak layer (for the comparison paired by unit)."""
 
     note: str
     result: SweepResult
     scored: dict[str, ScoredPairs]
 
 
+def _scenes(config: DemoConfig, n: int, seed: int = 0) -> SyntheticScenes:
+    return held_out_scenes(config.positive, n, seed=seed, preset=config.data)
+
+
 def _plan(model: HookedViT, scenes: Scenes, config: DemoConfig, out: Path) -> SweepPlan:
-    settings = SweepConfig(probes=config.probes, training=ProbeTrainingConfig(seed=0), progress=config.progress)
+    settings = SweepConfig(
+        layers=swept_layers(model.cfg.n_layers),
+        probes=config.probes,
+        training=ProbeTrainingConfig(seed=0),
+        progress=config.progress,
+    )
     return plan_sweep(model, scenes, out / model.cfg.source.removeprefix("zoo:"), settings)
 
 
-def sweep_and_score(spec: str, config: DemoConfig, out: Path) -> Swept:
-    """Sweep `spec` on the demo model's held-out scenes (the same images for the model and its twin) and score
-    each probe's test pairs at its peak layer."""
+def sweep_and_score(spec: str, scenes: RenderedScenes, config: DemoConfig, out: Path) -> Swept:
+    """Sweep `spec` on the demo's held-out scenes (the same images for every model) and score each probe's
+    test pairs at its peak layer."""
     model = HookedViT.from_pretrained(spec)
-    scenes = RenderedScenes(held_out_scenes(config.model, config.n_scenes))
     parity = max(hf_parity(model, model.preprocess(scenes[0].image)))
     note = f"{weights_note(model)}; {hook_point_count(model)}, max |HookedViT - HF| = {parity:.1e}"
     computed = compute_sweep(model, scenes, _plan(model, scenes, config, out))
@@ -134,63 +196,58 @@ def sweep_and_score(spec: str, config: DemoConfig, out: Path) -> Swept:
     return Swept(note, result, scored_test_pairs(model, scenes, computed, peaks))
 
 
-def sweep_both(config: DemoConfig, twin: str, out: Path) -> dict[str, Swept]:
-    """The model's sweep and its twin's; a run folder holding other settings is refused before either starts."""
-    for spec in (config.model, twin):
-        _plan(HookedViT.from_pretrained(spec), held_out_scenes(config.model, config.n_scenes), config, out)
-    return {spec: sweep_and_score(spec, config, out) for spec in (config.model, twin)}
+def sweep_all(config: DemoConfig, specs: list[str], out: Path) -> dict[str, Swept]:
+    """Every model's sweep; a run folder holding other settings is refused before any starts."""
+    scenes = RenderedScenes(_scenes(config, config.n_scenes))
+    for spec in specs:
+        _plan(HookedViT.from_pretrained(spec), scenes, config, out)
+    return {spec: sweep_and_score(spec, scenes, config, out) for spec in specs}
 
 
-def _comparison(sweeps: dict[str, SweepResult], scored: dict[str, dict], probes: tuple[str, ...]) -> list[Row]:
-    """Per probe: its peak in the model and in the twin, and their AUROC difference paired by test image."""
-    (model, twin), rows = list(sweeps), []
-    for probe in probes:
-        a, b = scored[model][probe], scored[twin][probe]
-        if not (a.labels.equal(b.labels) and a.images.equal(b.images)):
-            raise AssertionError("the model's and the twin's sweeps must score the same test pairs")
-        _, _, difference = paired_auroc_difference(a.scores, b.scores, a.labels, a.images)
-        peaks = {spec: sweeps[spec].peaks[probe] for spec in (model, twin)}
-        rows.append(
-            {
-                "probe": probe,
-                **{f"{spec} {key}": peaks[spec][key] for spec in (model, twin) for key in ("peak_layer", "auroc")},
-                **{
-                    f"{spec} auroc_{end}": peaks[spec][f"auroc_{end}"]
-                    for spec in (model, twin)
-                    for end in ("low", "high")
-                },
-                "difference": difference.estimate,
-                "low": difference.low,
-                "high": difference.high,
-                "beyond_noise": difference.beyond_noise,
-                **{f"{spec} learnt": peaks[spec]["learnt"] for spec in (model, twin)},
-                **{
-                    f"{spec} {key}": peaks[spec][key]
-                    for spec in (model, twin)
-                    for key in (
-                        "auroc_within_distance",
-                        "auroc_within_distance_low",
-                        "auroc_within_distance_high",
-                        "baseline",
-                        "baseline_auroc",
-                        "vs_baseline",
-                        "vs_baseline_low",
-                        "vs_baseline_high",
-                    )
-                },
-            }
-        )
-    return rows
+def _peak_interval(peak: Row, key: str) -> Interval:
+    return Interval(peak[key], peak.get(f"{key}_low"), peak.get(f"{key}_high"), method="bootstrap over units")
+
+
+def compare(swept: dict[str, Swept], twin: str, probes: Sequence[str]) -> list[Comparison]:
+    """Per trained model and probe: its peak, the twin's, and their AUROC difference on the same test pairs."""
+    found = []
+    for spec in (name for name in swept if name != twin):
+        for probe in probes:
+            a, b = swept[spec].scored[probe], swept[twin].scored[probe]
+            if not (a.labels.equal(b.labels) and a.images.equal(b.images)):
+                raise AssertionError("every model's sweep must score the same test pairs")
+            _, _, difference = paired_auroc_difference(a.scores, b.scores, a.labels, a.images)
+            peak, twin_peak = swept[spec].result.peaks[probe], swept[twin].result.peaks[probe]
+            found.append(
+                Comparison(
+                    spec,
+                    probe,
+                    peak["peak_layer"],
+                    _peak_interval(peak, "auroc"),
+                    twin,
+                    twin_peak["peak_layer"],
+                    _peak_interval(twin_peak, "auroc"),
+                    difference,
+                    _peak_interval(peak, "auroc_within_distance"),
+                    peak["baseline"],
+                    peak["baseline_auroc"],
+                    _peak_interval(peak, "vs_baseline"),
+                    bool(peak["learnt"]),
+                    bool(twin_peak["learnt"]),
+                )
+            )
+    return found
 
 
 def _intervene(config: DemoConfig, out: Path) -> ShuffleEffect:
-    """The binding subspace of the sweep's quadratic probe at the middle layer, shuffled, against a random one."""
-    model = HookedViT.from_pretrained(config.model)
+    """The positive's binding subspace (its sweep's quadratic probe at the middle layer), shuffled, against a
+    random one of the same k and energy."""
+    model = HookedViT.from_pretrained(config.positive)
     layer = intervention_layer(model.cfg.n_layers)
-    run = RunDirectory(out / config.model.removeprefix("zoo:"))
+    run = RunDirectory(out / config.positive.removeprefix("zoo:"))
     probe, probe_next = (load_probe(run.probe_path(at, "quadratic"), model.device) for at in (layer, layer + 1))
     settings = ShuffleEffectConfig(layer=layer, k=max(1, model.cfg.d_model // 8))
-    scenes = list(held_out_scenes(config.model, config.intervention_scenes, seed=1))  # not the sweep's images
+    scenes = list(_scenes(config, config.intervention_scenes, seed=1))  # not the sweep's images
     return shuffle_effect(model, scenes, probe, probe_next, settings)
 
 
@@ -203,36 +260,44 @@ def run_demo(out: str | Path = "runs/demo", config: DemoConfig | None = None, **
         raise InputError(
             f"the demo's probes must include quadratic (its binding subspace is edited), got {config.probes}"
         )
-    out, twin = Path(out), random_twin(config.model)
+    out, specs = Path(out), demo_models(config)
+    twin = specs[-1]
     print(_header(config, twin))
-    swept = sweep_both(config, twin, out)
+    swept = sweep_all(config, specs, out)
     print("\n".join(part.note for part in swept.values()))
     sweeps = {spec: part.result for spec, part in swept.items()}
-    scored = {spec: part.scored for spec, part in swept.items()}
-    comparison = _comparison(sweeps, scored, config.probes)
-    print("\n" + sweep_text(sweeps, comparison) + "\n")
+    comparison = compare(swept, twin, config.probes)
+    print("\n" + sweep_text(sweeps, comparison, config.positive) + "\n")
     effect = _intervene(config, out)
-    quadratic = _interval(next(row for row in comparison if row["probe"] == "quadratic"))
-    print(
-        intervention_text(effect, config.model, learnt_binding=bool(quadratic.beyond_noise and quadratic.estimate > 0))
-    )
+    print(intervention_text(effect, config.positive, learnt_binding=_binds(comparison, config.positive)))
     print()
     files = {
-        "comparison": write_table(comparison, out / "comparison")[0],
+        "comparison": write_table([c.row() for c in comparison], out / "comparison")[0],
         "intervention": write_table(effect.rows(), out / "intervention")[0],
-        "figure": _figure(sweeps, comparison, effect, out),
+        "figure": _figure(sweeps, comparison, effect, out, config.positive),
     }
     print(report_line(out, [spec.removeprefix("zoo:") for spec in sweeps], files, time.perf_counter() - started))
     return DemoResult(sweeps, comparison, effect, files)
+
+
+def _quadratic(comparison: list[Comparison], model: str) -> Comparison:
+    return next(c for c in comparison if c.model == model and c.probe == "quadratic")
+
+
+def _binds(comparison: list[Comparison], model: str) -> bool:
+    """Whether the sweep found `model`'s quadratic probe above its untrained twin's, beyond noise."""
+    versus = _quadratic(comparison, model).versus_twin
+    return bool(versus.beyond_noise and versus.estimate > 0)
 
 
 def _header(config: DemoConfig, twin: str) -> str:
     card = zoo_card(config.model)
     return (
         f"binding-lens demo: does {config.model} ({card['objective']} objective, trained here) know which patches "
-        f"belong to the same object, beyond its random-init twin {twin}, and does its next layer use that?\n"
-        f"Sweep: {', '.join(config.probes)} at every layer, on {config.n_scenes} "
-        "held-out synthetic scenes (never trained on), the same images for both models."
+        f"belong to the same object, where position and pixels cannot tell? Measured beside {config.positive}, "
+        f"trained to bind (the known positive), and the untrained twin {twin}.\n"
+        f"Sweep: {', '.join(config.probes)} (and each layer's linear control) on {config.n_scenes} held-out "
+        f"{config.data} scenes (never trained on), the same images for every model."
     )
 
 
@@ -248,113 +313,103 @@ def _text(interval: Interval) -> str:
     return difference_text(interval.estimate, interval.low, interval.high)
 
 
-def _interval(row: Row) -> Interval:
-    return Interval(row["difference"], row["low"], row["high"], method="paired bootstrap over images")
+def _value(interval: Interval) -> str:
+    """A value as "0.812 [0.790, 0.833]"."""
+    return interval_text({"v": interval.estimate, "v_low": interval.low, "v_high": interval.high}, "v")
 
 
-def sweep_text(sweeps: dict[str, SweepResult], comparison: list[Row]) -> str:
-    """The model-vs-twin table and what it means."""
-    model, twin = list(sweeps)
-    images = sweeps[model].summary["images"]
-    names = {spec: spec.removeprefix("zoo:") for spec in (model, twin)}
+def sweep_text(sweeps: dict[str, SweepResult], comparison: list[Comparison], positive: str) -> str:
+    """The models' table, the baselines' table, and what survives."""
+    model = next(iter(sweeps))
+    images, unit = sweeps[model].summary["images"], "twin groups" if _paired_by_twins(sweeps[model]) else "images"
     rows = [
         {
-            "probe": row["probe"],
-            **{
-                column: value
-                for spec, name in names.items()
-                for column, value in (
-                    (f"{name} layer", row[f"{spec} peak_layer"]),
-                    (f"{name} AUROC [95% CI]", interval_text(row, f"{spec} auroc")),
-                )
-            },
-            f"{names[model]} - {names[twin]} [95% CI]": difference_text(row["difference"], row["low"], row["high"]),
-            "verdict": verdict(_interval(row), names[model], names[twin]),
-            **{
-                f"{name} within distance": interval_text(row, f"{spec} auroc_within_distance")
-                for spec, name in names.items()
-            },
-            **{
-                f"{name} - baseline": difference_text(
-                    row[f"{spec} vs_baseline"], row[f"{spec} vs_baseline_low"], row[f"{spec} vs_baseline_high"]
-                )
-                for spec, name in names.items()
-            },
-            f"learnt ({'/'.join(names.values())})": "/".join("yes" if row[f"{s} learnt"] else "no" for s in names),
+            "model": c.model.removeprefix("zoo:") + (" (known positive)" if c.model == positive else ""),
+            "probe": c.probe,
+            "layer": c.layer,
+            "AUROC [95% CI]": _value(c.auroc),
+            "- twin [95% CI]": _text(c.versus_twin),
+            "- baseline [95% CI]": _text(c.versus_baseline),
+            "learnt": "yes" if c.learnt else "no",
         }
-        for row in comparison
+        for c in comparison
+    ]
+    twin = comparison[0].twin
+    rows += [
+        {
+            "model": twin.removeprefix("zoo:") + " (untrained twin)",
+            "probe": c.probe,
+            "layer": c.twin_layer,
+            "AUROC [95% CI]": _value(c.twin_auroc),
+            "- twin [95% CI]": "",
+            "- baseline [95% CI]": "",
+            "learnt": "yes" if c.twin_learnt else "no",
+        }
+        for c in comparison
+        if c.model == comparison[0].model
     ]
     baselines = [
         {"baseline (no network)": row["probe"].removeprefix("baseline:"), "AUROC [95% CI]": interval_text(row, "auroc")}
-        | {"within distance": interval_text(row, "auroc_within_distance")}
         for row in sweeps[model].baselines
     ]
     return (
-        f"IsSameObject, model beside twin ({images['train']} train / {images['val']} val / {images['test']} test "
-        "images; each probe's peak layer chosen on validation AUROC; AUROC on the test pairs with its 95% bootstrap "
-        f"interval over the {images['test']} test images; difference {model} - {twin} on the same pairs, paired by "
-        "image; within distance: AUROC comparing pairs only at the same grid distance; - baseline: AUROC minus the "
-        "strongest network-free baseline's on the same pairs; learnt: above that baseline on validation, beyond "
-        "the noise):\n"
+        f"IsSameObject on the benchmark's flip pairs ({images['train']} train / {images['val']} val / "
+        f"{images['test']} test images; each probe's peak layer chosen on validation AUROC; AUROC on the test pairs "
+        f"with its 95% bootstrap interval over {unit}; - twin: minus the untrained twin's AUROC on the same pairs, "
+        "- baseline: minus the strongest network-free baseline's, both paired; learnt: above that baseline and "
+        "its layer's linear probe on validation, beyond the noise):\n"
         + format_table(rows, list(rows[0]))
         + "\n\nWhat position and pixels alone achieve on the same test pairs:\n"
         + format_table(baselines, list(baselines[0]))
         + "\n"
-        + sweep_meaning(comparison, model, twin)
+        + sweep_meaning(comparison, positive)
     )
 
 
-def sweep_meaning(comparison: list[Row], model: str, twin: str) -> str:
-    """A sentence on the quadratic probe's difference (beyond or within noise), one on probes that learnt nothing."""
-    row = next(row for row in comparison if row["probe"] == "quadratic")
-    a, b, d = row[f"{model} auroc"], row[f"{twin} auroc"], _interval(row)
-    numbers = f"AUROC {a:.3f} against {b:.3f}, {difference_text(d.estimate, row['low'], row['high'])}"
-    if d.beyond_noise and d.estimate > 0:
+def _paired_by_twins(result: SweepResult) -> bool:
+    return result.summary.get("baselines", {}).get("pairing") == "twins"
+
+
+def sweep_meaning(comparison: list[Comparison], positive: str) -> str:
+    """What survives: the known positive first (does the instrument see binding where there is some?), then
+    each model against its twin and the baseline, then the probes that learnt nothing."""
+    known = _quadratic(comparison, positive)
+    seen = bool(known.versus_baseline.beyond_noise and known.versus_baseline.estimate > 0 and known.learnt)
+    if seen:
         text = (
-            f"What it means: {model}'s patch tokens tell which patches belong to the same object better than its "
-            f"untrained twin's ({numbers}, beyond noise). The twin's AUROC is what the architecture and the scenes "
-            "give without training (color, position); the difference is what training taught."
-        )
-    elif d.beyond_noise:
-        text = (
-            f"What it means: {model}'s quadratic probe reads less than its untrained twin's ({numbers}, beyond noise)."
+            f"What survives: the known positive {positive} is seen: its quadratic probe reads AUROC "
+            f"{known.auroc.estimate:.3f}, {_text(known.versus_baseline)} over position and pixels alone and "
+            f"{_text(known.versus_twin)} over the untrained twin. The probe can see binding on these pairs."
         )
     else:
         text = (
-            f"What it means: {model} cannot be told from its untrained twin ({numbers}, within noise): what its "
-            "quadratic probe reads comes from the architecture and the scenes (color, position), not from training."
+            f"What survives: the known positive {positive} is not seen here (AUROC {known.auroc.estimate:.3f}, "
+            f"{_text(known.versus_baseline)} over position and pixels alone): at this size the probe could miss "
+            "binding in any model; give more --n-scenes before reading a null."
         )
-    text += " " + _beyond_baseline(row, model)
-    nothing = [f"{row['probe']} in {spec}" for row in comparison for spec in (model, twin) if not row[f"{spec} learnt"]]
+    for c in comparison:
+        if c.probe == "quadratic" and c.model != positive:
+            text += " " + _model_sentence(c, seen)
+    nothing = [f"{c.probe} in {c.model}" for c in comparison if not c.learnt]
     if nothing:
-        text += f" No better than the strongest baseline on validation: {', '.join(nothing)}"
-        linear = any(name.startswith("linear ") for name in nothing)
-        text += (
-            " (a linear probe scores each patch alone, so it cannot tell whether two belong together)."
-            if linear
-            else "."
-        )
+        text += f" No better than the strongest baseline or its linear control on validation: {', '.join(nothing)}."
     return text
 
 
-def _beyond_baseline(row: Row, model: str) -> str:
-    """A sentence on what survives of the quadratic probe against position and pixels alone."""
-    d = Interval(row[f"{model} vs_baseline"], row[f"{model} vs_baseline_low"], row[f"{model} vs_baseline_high"])
+def _model_sentence(c: Comparison, positive_seen: bool) -> str:
+    """One model's quadratic probe against the twin and the baselines, read in the light of the positive."""
     numbers = (
-        f"AUROC {row[f'{model} auroc']:.3f} against {row[f'{model} baseline_auroc']:.3f} for "
-        f"{row[f'{model} baseline']} alone, {_text(d)}"
+        f"AUROC {c.auroc.estimate:.3f}, {_text(c.versus_baseline)} over position and pixels alone, "
+        f"{_text(c.versus_twin)} over its twin"
     )
-    if d.beyond_noise and d.estimate > 0:
-        return f"Against the pair's position and pixels alone, {model}'s quadratic probe keeps an edge ({numbers})."
-    if d.beyond_noise:
+    if c.learnt and c.versus_baseline.beyond_noise and c.versus_baseline.estimate > 0:
+        return f"{c.model} binds here too ({numbers})."
+    if positive_seen:
         return (
-            f"Against the pair's position and pixels alone, {model}'s quadratic probe falls short ({numbers}): on "
-            "these scenes its number measures proximity and color more than binding."
+            f"{c.model} is not seen to bind ({numbers}): on the same pairs, with the same probe, the positive was, "
+            "so this is the model's null, not a blind instrument."
         )
-    return (
-        f"Against the pair's position and pixels alone, {model}'s quadratic probe is within noise ({numbers}): on "
-        "these scenes its number measures proximity and color more than binding."
-    )
+    return f"{c.model} is not seen to bind ({numbers}), and neither is the positive: this null says nothing."
 
 
 def _change(effect: ShuffleEffect, measure: str, condition: str) -> float:
@@ -389,7 +444,7 @@ def intervention_text(effect: ShuffleEffect, model: str, learnt_binding: bool = 
         f"probe) is swapped with another patch's of the same image; the control swaps the same patches in a random "
         f"{k}-dimensional subspace of the same energy. Block {after} reads the edited stream. Changes against the "
         "clean run and "
-        f"binding - random, with 95% bootstrap intervals over the {effect.n_images} images, paired by image:\n"
+        f"binding - random, with 95% bootstrap intervals over the {_units(effect)}, paired:\n"
     )
     meaning = intervention_meaning(effect)
     if not learnt_binding:
@@ -398,6 +453,12 @@ def intervention_text(effect: ShuffleEffect, model: str, learnt_binding: bool = 
             "directions carry here is what the architecture and the scenes give, not what training taught."
         )
     return head + format_table(rows, list(rows[0])) + "\n" + meaning
+
+
+def _units(effect: ShuffleEffect) -> str:
+    """What the intervention's intervals resample: its images, or on twin mazes their twin groups."""
+    n = next(iter(effect.differences.values())).n
+    return f"{effect.n_images} images" if n == effect.n_images else f"{n} twin groups of its {effect.n_images} images"
 
 
 def intervention_meaning(effect: ShuffleEffect) -> str:
@@ -464,34 +525,39 @@ def _bars(effect: ShuffleEffect) -> list[Bars]:
     return panels
 
 
-def _figure(sweeps: dict[str, SweepResult], comparison: list[Row], effect: ShuffleEffect, out: Path) -> Path:
-    """`demo.png`: the probes by layer in the model and its twin, and the intervention beside its control."""
-    model, twin = list(sweeps)
+def _figure(
+    sweeps: dict[str, SweepResult], comparison: list[Comparison], effect: ShuffleEffect, out: Path, positive: str
+) -> Path:
+    """`demo.png`: the probes by layer in every model, and the positive's intervention beside its control."""
     layer, after = effect.config.layer, effect.config.layer + 1
-    row = next(row for row in comparison if row["probe"] == "quadratic")
+    known = _quadratic(comparison, positive)
+    asked = [c for c in comparison if c.probe == "quadratic" and c.model != positive]
     edit, control = (_change(effect, "own_object_attention", condition) for condition in (EDIT, CONTROL))
+    auroc = {condition: effect.values[condition]["next_auroc"] for condition in ("clean", EDIT, CONTROL)}
     title = (
-        f"{model} beside its untrained twin: quadratic probe AUROC {row[f'{model} auroc']:.3f} vs "
-        f"{row[f'{twin} auroc']:.3f} ({verdict(_interval(row), model, twin)}); {row[f'{model} baseline']} alone, "
-        "no network: "
-        f"{row[f'{model} baseline_auroc']:.3f}. Shuffling its binding subspace at layer {layer} "
-        f"changes own-object attention at layer {after} by {edit:+.0%}, a random subspace by {control:+.0%}"
+        f"Quadratic probe AUROC on the benchmark's flip pairs: {positive} (known positive) {known.auroc.estimate:.3f}"
+        + "".join(f", {c.model} {c.auroc.estimate:.3f}" for c in asked)
+        + f", {known.twin} (untrained) {known.twin_auroc.estimate:.3f}; {known.baseline} alone, no network: "
+        f"{known.baseline_auroc:.3f}. Shuffling {positive}'s binding subspace at layer {layer} takes the layer-{after} "
+        f"probe from {auroc['clean']:.3f} to {auroc[EDIT]:.3f}, a random subspace of the same energy to "
+        f"{auroc[CONTROL]:.3f}; own-object attention changes by {edit:+.0%} and {control:+.0%}"
     )
     footnote = (
-        f"top: each probe's AUROC on the test pairs of {sweeps[model].summary['images']['test']} held-out images, "
-        f"95% bootstrap band; bottom: {effect.n_images} fresh images, error bars: each value's 95% interval over "
-        "them; above a bar: its change from clean [95% interval of the change, paired by image]"
+        f"top: each probe's AUROC on the test pairs of {sweeps[positive].summary['images']['test']} held-out images, "
+        f"95% bootstrap band; bottom: {effect.n_images} fresh images, error bars: each value's 95% interval; above a "
+        "bar: its change from clean [95% interval of the change, paired]"
     )
+    roles = {positive: "known positive, trained to bind", known.twin: "untrained twin"}
     return demo_figure(
         [row for result in sweeps.values() for row in result.rows],
-        {model: f"{model} (trained, {zoo_card(model)['objective']})", twin: f"{twin} (untrained twin)"},
+        {spec: f"{spec} ({roles.get(spec, 'trained, ' + zoo_card(spec)['objective'])})" for spec in sweeps},
         _bars(effect),
         out / "demo.png",
         title,
-        probes=[row["probe"] for row in comparison],
+        probes=list(dict.fromkeys(row["probe"] for result in sweeps.values() for row in result.rows)),
         marks=SweepMarks(
-            edited=(model, layer, f"layer {layer}: edited"),
-            baseline=(row[f"{model} baseline_auroc"], f"{row[f'{model} baseline']} baseline (no network)"),
+            edited=(positive, layer, f"layer {layer}: edited"),
+            baseline=(known.baseline_auroc, f"{known.baseline} baseline (no network)"),
         ),
         footnote=footnote,
     )
@@ -501,8 +567,9 @@ def report_line(out: Path, folders: list[str], files: dict[str, Path], seconds: 
     """The demo's last line: where each model's sweep and the demo's own files are, and how long it took."""
     run = RunDirectory(out / folders[0])
     sweep = [f"{run.sweep_stem.name}.csv", f"{run.peaks_stem.name}.csv", run.plot_path.name, f"{run.probes_dir.name}/"]
-    names = [path.name for path in files.values()]
+    names, models = [path.name for path in files.values()], [f"{name}/" for name in folders]
+    listed = models[0] if len(models) == 1 else f"{', '.join(models[:-1])} and {models[-1]}"
     return (
-        f"report in {out.resolve()}: {' and '.join(f'{name}/' for name in folders)} (one sweep each: "
+        f"report in {out.resolve()}: {listed} (one sweep each: "
         f"{', '.join(sweep)}), {', '.join(names[:-1])} and {names[-1]} ({seconds:.0f} s)"
     )

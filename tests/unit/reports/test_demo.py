@@ -12,14 +12,18 @@ from binding_lens.cli.demo import DEFAULTS
 from binding_lens.errors import InputError
 from binding_lens.reports.demo import (
     DEMO_MODEL,
+    Comparison,
     DemoConfig,
+    demo_models,
     intervention_layer,
     intervention_meaning,
     intervention_text,
     random_twin,
     report_line,
     sweep_meaning,
+    swept_layers,
 )
+from binding_lens.reports.demo_config import POSITIVE
 from binding_lens.stats import Interval
 
 
@@ -29,44 +33,69 @@ def test_the_twin_is_the_untrained_model_of_the_same_seed_and_the_default_is_one
     assert DEFAULTS == DemoConfig() and DemoConfig().model == DEMO_MODEL  # `demo --help` shows the demo's defaults
     with pytest.raises(InputError, match="untrained control itself"):
         random_twin("zoo:random@1")
-    with pytest.raises(InputError, match="runs on a zoo model"):
+    with pytest.raises(InputError, match="runs on zoo models"):
         random_twin("facebook/dinov2-small")
 
 
-def test_the_edited_layer_is_a_middle_one_with_a_next_block():
+def test_the_demo_sweeps_the_positive_the_model_and_the_models_twin_once_each():
+    assert demo_models(DemoConfig()) == [POSITIVE, DEMO_MODEL, "zoo:random"]
+    assert demo_models(DemoConfig(model="zoo:dino@1")) == [POSITIVE, "zoo:dino@1", "zoo:random@1"]
+    assert demo_models(DemoConfig(model=POSITIVE)) == [POSITIVE, "zoo:random"]
+    with pytest.raises(InputError, match="untrained control itself"):
+        demo_models(DemoConfig(positive="zoo:random"))
+
+
+def test_the_edited_layer_is_a_middle_one_with_a_next_block_and_the_sweep_holds_its_neighbors():
     assert [intervention_layer(n) for n in (2, 3, 6, 12, 24)] == [0, 1, 3, 6, 12]
+    assert swept_layers(6) == [2, 3, 4] and swept_layers(2) == [0, 1] and swept_layers(12) == [5, 6, 7]
 
 
-def comparison(
-    difference: float, low: float, high: float, learnt: bool = True, vs_baseline: tuple = (-0.02, -0.03, -0.01)
-) -> list[dict]:
-    row = {"probe": "quadratic", "zoo:a auroc": 0.9, "zoo:b auroc": 0.9 - difference}
-    row |= {"difference": difference, "low": low, "high": high, "zoo:a learnt": True, "zoo:b learnt": True}
-    row |= {"zoo:a baseline": "pixel_position", "zoo:a baseline_auroc": 0.9 - vs_baseline[0]}
-    row |= dict(zip(("zoo:a vs_baseline", "zoo:a vs_baseline_low", "zoo:a vs_baseline_high"), vs_baseline))
-    linear = {**row, "probe": "linear", "zoo:a learnt": learnt, "zoo:b learnt": learnt}
-    return [row, linear]
+def interval(estimate: float, low: float, high: float) -> Interval:
+    return Interval(estimate, low, high)
 
 
-def test_the_sweep_sentence_says_beyond_or_within_noise_and_names_probes_that_learnt_nothing():
-    beyond = sweep_meaning(comparison(0.19, 0.15, 0.22), "zoo:a", "zoo:b")
-    assert "better than its untrained twin's" in beyond and "+0.190 [+0.150, +0.220], beyond noise" in beyond
-    assert "No better than the strongest baseline" not in beyond
-    within = sweep_meaning(comparison(0.01, -0.02, 0.04, learnt=False), "zoo:a", "zoo:b")
-    assert "cannot be told from its untrained twin" in within and "within noise" in within
-    assert "No better than the strongest baseline on validation: linear in zoo:a, linear in zoo:b (a linear" in within
-    below = sweep_meaning(comparison(-0.05, -0.08, -0.02), "zoo:a", "zoo:b")
-    assert "reads less than its untrained twin" in below
+def record(model: str, auroc: float, versus: tuple, learnt: bool = True, probe: str = "quadratic") -> Comparison:
+    """A model's probe `versus` (estimate, low, high) above both the twin and the baseline (at 0.5)."""
+    return Comparison(
+        model,
+        probe,
+        3,
+        interval(auroc, auroc - 0.05, auroc + 0.05),
+        "zoo:random",
+        2,
+        interval(0.5, 0.5, 0.5),
+        interval(*versus),
+        interval(auroc, auroc - 0.05, auroc + 0.05),
+        "distance",
+        0.5,
+        interval(*versus),
+        learnt,
+        False,
+    )
 
 
-def test_the_sweep_sentence_says_what_survives_against_position_and_pixels_alone():
-    short = sweep_meaning(comparison(0.19, 0.15, 0.22), "zoo:a", "zoo:b")
-    assert "falls short (AUROC 0.900 against 0.920 for pixel_position alone, -0.020 [-0.030, -0.010])" in short
-    assert "measures proximity and color more than binding" in short
-    edge = sweep_meaning(comparison(0.19, 0.15, 0.22, vs_baseline=(0.03, 0.01, 0.05)), "zoo:a", "zoo:b")
-    assert "keeps an edge (AUROC 0.900 against 0.870" in edge and "more than binding" not in edge
-    noise = sweep_meaning(comparison(0.19, 0.15, 0.22, vs_baseline=(0.01, -0.01, 0.03)), "zoo:a", "zoo:b")
-    assert "is within noise" in noise
+def test_the_sweep_sentence_reads_each_null_in_the_light_of_the_known_positive():
+    seen = sweep_meaning(
+        [record("zoo:g", 0.88, (0.38, 0.27, 0.47)), record("zoo:m", 0.5, (0.0, -0.01, 0.01), False)], "zoo:g"
+    )
+    assert seen.startswith("What survives: the known positive zoo:g is seen: its quadratic probe reads AUROC 0.880, ")
+    assert "zoo:m is not seen to bind (AUROC 0.500" in seen and "not a blind instrument" in seen
+    assert seen.endswith(
+        "No better than the strongest baseline or its linear control on validation: quadratic in zoo:m."
+    )
+    blind = sweep_meaning(
+        [record("zoo:g", 0.52, (0.02, -0.03, 0.07), False), record("zoo:m", 0.5, (0, -0.01, 0.01))], "zoo:g"
+    )
+    assert "is not seen here" in blind and "give more --n-scenes" in blind and "this null says nothing" in blind
+    both = sweep_meaning([record("zoo:g", 0.9, (0.4, 0.3, 0.5)), record("zoo:m", 0.7, (0.2, 0.1, 0.3))], "zoo:g")
+    assert "zoo:m binds here too (AUROC 0.700, +0.200 [+0.100, +0.300] over position" in both
+
+
+def test_a_comparison_is_one_flat_row_in_its_csv():
+    row = record("zoo:g", 0.88, (0.38, 0.27, 0.47)).row()
+    assert row["model"] == "zoo:g" and row["auroc"] == 0.88 and row["versus_twin_low"] == 0.27
+    assert row["beyond_noise"] is True and row["baseline"] == "distance" and row["twin_layer"] == 2
+    assert all(not isinstance(value, (dict, list, Interval)) for value in row.values())
 
 
 def effect(attention: tuple[float, float, float], auroc: tuple[float, float, float], noise: float) -> ShuffleEffect:
@@ -115,9 +144,9 @@ def test_the_intervention_sentence_sets_the_binding_shuffle_against_its_control(
 
 def test_the_last_line_names_each_model_folder_and_the_files_of_the_demo(tmp_path):
     files = {name: tmp_path / name for name in ("comparison.csv", "intervention.csv", "demo.png")}
-    line = report_line(tmp_path, ["mae", "random"], files, 48.4)
+    line = report_line(tmp_path, ["grouping", "mae", "random"], files, 48.4)
     assert line == (
-        f"report in {tmp_path.resolve()}: mae/ and random/ (one sweep each: sweep.csv, peaks.csv, "
+        f"report in {tmp_path.resolve()}: grouping/, mae/ and random/ (one sweep each: sweep.csv, peaks.csv, "
         "accuracy_by_layer.png, probes/), comparison.csv, intervention.csv and demo.png (48 s)"
     )
     assert Path(line.split(": ")[0].removeprefix("report in ")).is_absolute()
