@@ -352,8 +352,9 @@ def sweep_text(sweeps: dict[str, SweepResult], comparison: list[Comparison], pos
         {"baseline (no network)": row["probe"].removeprefix("baseline:"), "AUROC [95% CI]": interval_text(row, "auroc")}
         for row in sweeps[model].baselines
     ]
+    pairs = "the benchmark's flip pairs" if unit == "twin groups" else "every labeled pair"
     return (
-        f"IsSameObject on the benchmark's flip pairs ({images['train']} train / {images['val']} val / "
+        f"IsSameObject on {pairs} ({images['train']} train / {images['val']} val / "
         f"{images['test']} test images; each probe's peak layer chosen on validation AUROC; AUROC on the test pairs "
         f"with its 95% bootstrap interval over {unit}; - twin: minus the untrained twin's AUROC on the same pairs, "
         "- baseline: minus the strongest network-free baseline's, both paired; learnt: above that baseline and "
@@ -380,6 +381,12 @@ def sweep_meaning(comparison: list[Comparison], positive: str) -> str:
             f"What survives: the known positive {positive} is seen: its quadratic probe reads AUROC "
             f"{known.auroc.estimate:.3f}, {_text(known.versus_baseline)} over position and pixels alone and "
             f"{_text(known.versus_twin)} over the untrained twin. The probe can see binding on these pairs."
+        )
+    elif known.versus_baseline.beyond_noise and known.versus_baseline.estimate < 0:
+        text = (
+            f"What survives: the known positive {positive} is not seen here: its quadratic probe falls short of "
+            f"position and pixels alone (AUROC {known.auroc.estimate:.3f}, {_text(known.versus_baseline)}). On "
+            "these scenes they settle most pairs, so no probe can show binding beyond them."
         )
     else:
         text = (
@@ -535,7 +542,8 @@ def _figure(
     edit, control = (_change(effect, "own_object_attention", condition) for condition in (EDIT, CONTROL))
     auroc = {condition: effect.values[condition]["next_auroc"] for condition in ("clean", EDIT, CONTROL)}
     title = (
-        f"Quadratic probe AUROC on the benchmark's flip pairs: {positive} (known positive) {known.auroc.estimate:.3f}"
+        f"Quadratic probe AUROC{' on the flip pairs' if _paired_by_twins(sweeps[positive]) else ''}: {positive} "
+        f"(known positive) {known.auroc.estimate:.3f}"
         + "".join(f", {c.model} {c.auroc.estimate:.3f}" for c in asked)
         + f", {known.twin} (untrained) {known.twin_auroc.estimate:.3f}; {known.baseline} alone, no network: "
         f"{known.baseline_auroc:.3f}. Shuffling {positive}'s binding subspace at layer {layer} takes the layer-{after} "

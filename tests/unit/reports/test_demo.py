@@ -87,6 +87,11 @@ def test_the_sweep_sentence_reads_each_null_in_the_light_of_the_known_positive()
         [record("zoo:g", 0.52, (0.02, -0.03, 0.07), False), record("zoo:m", 0.5, (0, -0.01, 0.01))], "zoo:g"
     )
     assert "is not seen here" in blind and "give more --n-scenes" in blind and "this null says nothing" in blind
+    short = sweep_meaning(
+        [record("zoo:g", 0.92, (-0.05, -0.07, -0.03), False), record("zoo:m", 0.9, (-0.04, -0.06, -0.02))], "zoo:g"
+    )
+    assert "falls short of position and pixels alone (AUROC 0.920, -0.050 [-0.070, -0.030])" in short
+    assert "no probe can show binding beyond them" in short and "--n-scenes" not in short
     both = sweep_meaning([record("zoo:g", 0.9, (0.4, 0.3, 0.5)), record("zoo:m", 0.7, (0.2, 0.1, 0.3))], "zoo:g")
     assert "zoo:m binds here too (AUROC 0.700, +0.200 [+0.100, +0.300] over position" in both
 
