@@ -28,7 +28,8 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--sae",
         default=None,
         help="a saved SAE to rank instead of training one: a folder in SAELens's layout (cfg.json + "
-        "sae_weights.safetensors) or a saev checkpoint file; it must have been trained on this model's --layer",
+        "sae_weights.safetensors), a ViT-Prisma folder (config.json + weights .pt) or a saev checkpoint file; it "
+        "must have been trained on this model's --layer",
     )
     sae.add_argument("--d-sae", type=positive_int, default=768, help="features of the SAE")
     sae.add_argument("--k", type=positive_int, default=16, help="active features per token (TopK)")

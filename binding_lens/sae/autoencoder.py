@@ -173,10 +173,15 @@ class SparseAutoencoder(HookedRootModule):
 def load_sae(path: str | Path) -> SparseAutoencoder:
     """An SAE in SAELens's layout (a folder): saved by `SparseAutoencoder.save`, or by SAELens (5.x and 6.x
     configs: the hook name at the top or under `metadata` / `meta`) for the topk, standard and jumprelu
-    architectures, with their `apply_b_dec_to_input` and `normalize_activations`; or a saev checkpoint (a
-    file: `saev_format.load_saev`). What cannot be read as its library would (another architecture, a hook_z
+    architectures, with their `apply_b_dec_to_input` and `normalize_activations`; a ViT-Prisma SAE (a folder
+    with `config.json` and its weights, or the weights file: `prisma_format.load_prisma`); or a saev checkpoint
+    (a file: `saev_format.load_saev`). What cannot be read as its library would (another architecture, a hook_z
     reshape, missing weights) is one `InputError` line."""
     path = Path(path)
+    from .prisma_format import is_prisma, load_prisma
+
+    if is_prisma(path) and not (path / CONFIG_FILE).is_file():
+        return load_prisma(path)
     if path.is_file():
         from .saev_format import load_saev
 

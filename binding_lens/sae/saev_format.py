@@ -39,8 +39,9 @@ def load_saev(path: str | Path) -> SparseAutoencoder:
         header = json.loads(first)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise InputError(
-            f"{path} is not an SAE: give a folder in SAELens's layout (cfg.json, sae_weights.safetensors) or a saev "
-            "checkpoint (a JSON header line, then the state dict)"
+            f"{path} is not an SAE: give a folder in SAELens's layout (cfg.json, sae_weights.safetensors), a "
+            "ViT-Prisma folder (config.json beside its weights .pt) or a saev checkpoint (a JSON header line, then "
+            "the state dict)"
         ) from None
     config, activation, top_k = _config(header, path)
     if activation not in ACTIVATIONS:

@@ -1,0 +1,151 @@
+"""ViT-Prisma SAEs load as the SAEs ViT-Prisma runs, reconstruct the activations they were saved with and run
+through `binding-lens sae`.
+
+The fixtures are written from ViT-Prisma's documented layout (Prisma-Multimodal/ViT-Prisma,
+src/vit_prisma/sae/sae.py, `load_from_pretrained`: a `config.json` of `VisionModelSAERunnerConfig` fields beside
+a weights `.pt` holding the state dict W_enc [d_in, d_sae], b_enc, W_dec [d_sae, d_in], b_dec, plain or under
+"state_dict"). vit_prisma is not installed here; the reference below is its `forward` written out slowly
+(b_dec subtracted from the input; "topk" keeps the k largest pre-activations and ReLUs them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from binding_lens import HookedViT
+from binding_lens.cli import main
+from binding_lens.errors import InputError
+from binding_lens.sae import attach_sae, load_sae
+
+
+def write_prisma(folder: Path, config: dict, state: dict, name: str = "weights.pt", nested: bool = False) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    torch.save({"state_dict": state} if nested else state, folder / name)
+    return folder
+
+
+def reference(x: torch.Tensor, w: dict[str, torch.Tensor], k: int | None) -> torch.Tensor:
+    pre = (x - w["b_dec"]) @ w["W_enc"] + w["b_enc"]
+    acts = torch.zeros_like(pre)
+    for index in range(pre.shape[0]):
+        for token in range(pre.shape[1]):
+            row = pre[index, token]
+            kept = range(row.shape[0]) if k is None else row.topk(k).indices.tolist()
+            for feature in kept:
+                acts[index, token, feature] = max(float(row[feature]), 0.0)
+    return acts @ w["W_dec"] + w["b_dec"]
+
+
+def _state(d_in: int, d_sae: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "W_enc": torch.randn(d_in, d_sae, generator=g) / d_in**0.5,
+        "b_enc": torch.randn(d_sae, generator=g) * 0.5,
+        "W_dec": torch.randn(d_sae, d_in, generator=g) / d_sae**0.5,
+        "b_dec": torch.randn(d_in, generator=g) * 0.1,
+    }
+
+
+CONFIGS = {
+    "relu, d_sae from the expansion factor, plain state dict": (
+        {"d_in": 32, "expansion_factor": 2, "activation_fn_str": "relu", "hook_point": "blocks.8.hook_mlp_out"},
+        None,
+        False,
+    ),
+    "topk, d_sae given, state dict under state_dict": (
+        {
+            "d_in": 32,
+            "d_sae": 64,
+            "activation_fn_str": "topk",
+            "activation_fn_kwargs": {"k": 5},
+            "normalize_activations": "none",
+            "hook_point": "blocks.3.hook_resid_post",
+            "model_name": "open-clip:laion/CLIP-ViT-B-32-DataComp.XL-s13B-b90K",
+        },
+        5,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_a_prisma_sae_computes_what_prisma_computes(name, tmp_path):
+    config, k, nested = CONFIGS[name]
+    state = _state(32, 64)
+    folder = write_prisma(tmp_path / "sae", config, state, "n_images_2600058.pt", nested)
+    x = torch.randn(3, 7, 32, generator=torch.Generator().manual_seed(1)) * 2
+    for path in (folder, folder / "n_images_2600058.pt"):  # the folder, or its weights file
+        sae = load_sae(path)
+        with torch.no_grad():
+            torch.testing.assert_close(sae(x), reference(x, state, k), atol=1e-5, rtol=1e-5)
+        assert (sae.d_in, sae.d_sae, sae.k) == (32, 64, k) and sae.hook_name == config["hook_point"]
+        assert sae.metadata["source"] == "vit_prisma"
+
+
+def test_a_prisma_sae_reconstructs_its_activations_splices_in_and_runs_through_the_sae_command(tmp_path, capsys):
+    model = HookedViT.from_pretrained("tiny:vit")
+    hook = "blocks.0.hook_resid_post"
+    d = model.cfg.d_model
+    eye = torch.eye(d)  # features +x and -x around b_dec = 0: every activation reconstructed exactly
+    state = {"W_enc": torch.cat([eye, -eye], 1), "b_enc": torch.zeros(2 * d), "W_dec": torch.cat([eye, -eye], 0)}
+    state["b_dec"] = torch.zeros(d)
+    folder = write_prisma(tmp_path / "sae", {"d_in": d, "expansion_factor": 2, "hook_point": hook}, state)
+    sae = load_sae(folder)
+    pixels = torch.randn(2, 3, *model.cfg.image_size, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        clean, cache = model.run_with_cache(pixels, names_filter=hook)
+    with torch.no_grad():
+        torch.testing.assert_close(sae(cache[hook]), cache[hook], atol=1e-5, rtol=0)
+    with attach_sae(model, sae), torch.inference_mode():
+        torch.testing.assert_close(model(pixels), clean, atol=1e-5, rtol=0)
+    out = tmp_path / "run"
+    args = ["sae", "--model", "tiny:vit", "--layer", "0", "--sae", str(folder), "--n-images", "40", "--size", "64"]
+    assert main([*args, "--out", str(out)]) == 0
+    capsys.readouterr()
+    features = json.loads((out / "features.json").read_text())
+    assert len(features) == 10 and all(0 <= row["auroc_low"] <= row["auroc_high"] <= 1 for row in features)
+    wrong = tmp_path / "wrong"
+    write_prisma(wrong, {"d_in": d, "expansion_factor": 2, "hook_point": "blocks.1.hook_resid_post"}, state)
+    assert (
+        main([*args[:-6], "--sae", str(wrong), "--n-images", "40", "--size", "64", "--out", str(tmp_path / "w")]) == 2
+    )
+    assert "trained on blocks.1.hook_resid_post but is applied at blocks.0.hook_resid_post" in capsys.readouterr().err
+
+
+BAD = {
+    "tanh-relu": ({"activation_fn_str": "tanh-relu"}, "activation 'tanh-relu' is not supported"),
+    "normalized": ({"normalize_activations": "layer_norm"}, "normalize_activations='layer_norm'"),
+    "one head": ({"hook_point_head_index": 3}, "one attention head"),
+    "no width": ({"expansion_factor": None}, "neither d_sae nor expansion_factor"),
+    "topk without k": ({"activation_fn_str": "topk"}, "needs activation_fn_kwargs.k"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_what_prisma_would_not_run_as_this_library_does_is_one_line(name, tmp_path):
+    change, message = BAD[name]
+    config = {"d_in": 32, "expansion_factor": 2, "hook_point": "blocks.0.hook_resid_post", **change}
+    with pytest.raises(InputError, match=message) as error:
+        load_sae(write_prisma(tmp_path / "sae", config, _state(32, 64)))
+    assert "\n" not in str(error.value)
+
+
+def test_a_damaged_or_pickled_prisma_file_is_one_line(tmp_path):
+    config = {"d_in": 32, "expansion_factor": 2}
+    state = _state(32, 64)
+    del state["b_dec"]
+    with pytest.raises(InputError, match="lacks b_dec"):
+        load_sae(write_prisma(tmp_path / "partial", config, state))
+    folder = write_prisma(tmp_path / "pickled", config, {})
+    torch.save({"cfg": Path("a config object"), "state_dict": _state(32, 64)}, folder / "weights.pt")
+    with pytest.raises(InputError, match="pickles its config object, which only vit_prisma can read"):
+        load_sae(folder)
+    (folder / "weights.pt").unlink()
+    for name in ("a.pt", "b.pt"):
+        torch.save(_state(32, 64), folder / name)
+    with pytest.raises(InputError, match="holds 2 .pt files"):
+        load_sae(folder)
