@@ -22,6 +22,7 @@ DATA = {
     "/data/my_scenes": "data/my_scenes",
     "/data/coco": "data/coco",  # tests/helpers/coco.py writes it (annotations/instances.json, images/)
     "/data/hf": "data/hf",  # tests/helpers/hf.py writes it (arrow/, a save_to_disk folder; parquet/)
+    "/data/saes": "data/saes",  # tests/helpers/saes.py writes it (saelens/, prisma/, saev.pt: zoo:mae layer 3)
 }
 MARKER = re.compile(r"^<!--\s*readme-test:(.*?)-->\s*$")
 FENCE = re.compile(r"^```(\S*)\s*$")

@@ -69,6 +69,7 @@ from helpers.docs import DATA, DOCUMENTS, ROOT, Item, document_items, nav_pages,
 from helpers.extras import extra
 from helpers.hf import write_hf_fixture
 from helpers.processes import torchrun
+from helpers.saes import write_sae_layouts
 
 BINDING_LENS = Path(sys.executable).parent / "binding-lens"
 
@@ -246,6 +247,7 @@ def readme(tmp_path_factory):
     write_image_folder(cwd / DATA["/data/my_scenes"])
     write_coco_fixture(cwd / "data")  # data/coco/annotations/instances.json and data/coco/images/
     write_hf_fixture(cwd / "data" / "hf")  # data/hf/arrow (save_to_disk) and data/hf/parquet
+    write_sae_layouts(cwd / DATA["/data/saes"], d_in=96, hook="blocks.3.hook_resid_post")  # zoo:mae's width
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield {"cwd": cwd, "namespaces": {}, "python_failed": {}}

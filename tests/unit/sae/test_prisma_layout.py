@@ -20,12 +20,7 @@ from binding_lens.cli import main
 from binding_lens.errors import InputError
 from binding_lens.sae import attach_sae, load_sae
 
-
-def write_prisma(folder: Path, config: dict, state: dict, name: str = "weights.pt", nested: bool = False) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config))
-    torch.save({"state_dict": state} if nested else state, folder / name)
-    return folder
+from helpers.saes import random_sae_state, write_prisma
 
 
 def reference(x: torch.Tensor, w: dict[str, torch.Tensor], k: int | None) -> torch.Tensor:
@@ -38,16 +33,6 @@ def reference(x: torch.Tensor, w: dict[str, torch.Tensor], k: int | None) -> tor
             for feature in kept:
                 acts[index, token, feature] = max(float(row[feature]), 0.0)
     return acts @ w["W_dec"] + w["b_dec"]
-
-
-def _state(d_in: int, d_sae: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return {
-        "W_enc": torch.randn(d_in, d_sae, generator=g) / d_in**0.5,
-        "b_enc": torch.randn(d_sae, generator=g) * 0.5,
-        "W_dec": torch.randn(d_sae, d_in, generator=g) / d_sae**0.5,
-        "b_dec": torch.randn(d_in, generator=g) * 0.1,
-    }
 
 
 CONFIGS = {
@@ -75,7 +60,7 @@ CONFIGS = {
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_a_prisma_sae_computes_what_prisma_computes(name, tmp_path):
     config, k, nested = CONFIGS[name]
-    state = _state(32, 64)
+    state = random_sae_state(32, 64)
     folder = write_prisma(tmp_path / "sae", config, state, "n_images_2600058.pt", nested)
     x = torch.randn(3, 7, 32, generator=torch.Generator().manual_seed(1)) * 2
     for path in (folder, folder / "n_images_2600058.pt"):  # the folder, or its weights file
@@ -130,22 +115,22 @@ def test_what_prisma_would_not_run_as_this_library_does_is_one_line(name, tmp_pa
     change, message = BAD[name]
     config = {"d_in": 32, "expansion_factor": 2, "hook_point": "blocks.0.hook_resid_post", **change}
     with pytest.raises(InputError, match=message) as error:
-        load_sae(write_prisma(tmp_path / "sae", config, _state(32, 64)))
+        load_sae(write_prisma(tmp_path / "sae", config, random_sae_state(32, 64)))
     assert "\n" not in str(error.value)
 
 
 def test_a_damaged_or_pickled_prisma_file_is_one_line(tmp_path):
     config = {"d_in": 32, "expansion_factor": 2}
-    state = _state(32, 64)
+    state = random_sae_state(32, 64)
     del state["b_dec"]
     with pytest.raises(InputError, match="lacks b_dec"):
         load_sae(write_prisma(tmp_path / "partial", config, state))
     folder = write_prisma(tmp_path / "pickled", config, {})
-    torch.save({"cfg": Path("a config object"), "state_dict": _state(32, 64)}, folder / "weights.pt")
+    torch.save({"cfg": Path("a config object"), "state_dict": random_sae_state(32, 64)}, folder / "weights.pt")
     with pytest.raises(InputError, match="pickles its config object, which only vit_prisma can read"):
         load_sae(folder)
     (folder / "weights.pt").unlink()
     for name in ("a.pt", "b.pt"):
-        torch.save(_state(32, 64), folder / name)
+        torch.save(random_sae_state(32, 64), folder / name)
     with pytest.raises(InputError, match="holds 2 .pt files"):
         load_sae(folder)

@@ -9,9 +9,7 @@ pre-activations as they are)."""
 
 from __future__ import annotations
 
-import io
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,12 +19,7 @@ from binding_lens.cli import main
 from binding_lens.errors import InputError
 from binding_lens.sae import attach_sae, load_sae
 
-
-def write_saev(path: Path, header: dict, state: dict[str, torch.Tensor]) -> Path:
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    path.write_bytes((json.dumps(header) + "\n").encode() + buffer.getvalue())
-    return path
+from helpers.saes import write_saev
 
 
 def reference(x: torch.Tensor, w: dict[str, torch.Tensor], top_k: int | None) -> torch.Tensor:
