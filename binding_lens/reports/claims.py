@@ -50,7 +50,7 @@ from ..io import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig
 from ..stats import bootstrap_counts
 from ..zoo.loader import own_grouping_head
-from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card
+from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_family
 from . import claim_measures as measures_of
 from .claim_verdicts import (
     ADJUSTMENT,
@@ -286,7 +286,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     card = _card(spec)
     return {
         "model": spec,
-        "objective": card["objective"],
+        "objective": zoo_family(spec) if is_zoo_spec(spec) else card["objective"],
         "training_seed": card["recipe"]["seed"],
         "row": objective_row(spec, card, sweep),
         "data": data_preset(config.data) or (card["recipe"].get("preset") if is_zoo_spec(spec) else "default"),

@@ -41,7 +41,7 @@ from ..stats import Interval, aggregate_rows, holm
 from ..stats.inference import seed_difference
 from ..stats.interval import direction
 from ..zoo import held_out_scenes
-from ..zoo.registry import PREFIX, zoo_card
+from ..zoo.registry import PREFIX, zoo_card, zoo_family
 from .claim_verdicts import ALPHA
 
 TABLE_PROBES = ("linear", "diag_quadratic", "quadratic")
@@ -276,7 +276,7 @@ def objective_row(spec: str, card: dict[str, Any], sweep: SweepResult) -> Row:
     layer = peak["layer"]
     return {
         "model": spec,
-        "objective": card["objective"],
+        "objective": zoo_family(spec),  # the objective, and its world where not the usual one
         "training_seed": card["recipe"]["seed"],
         "quadratic_layer": layer,
         "quadratic_layer_normalized": peak["layer_normalized"],
@@ -410,7 +410,7 @@ def binding_by_objective(
         )
         sweeps[spec] = sweep
         rows.append(objective_row(spec, cards[spec], sweep))
-        all_rows += [row | {"objective": cards[spec]["objective"]} for row in sweep.rows]
+        all_rows += [row | {"objective": zoo_family(spec)} for row in sweep.rows]
     objectives, differences = objective_summary(rows)
     table = ObjectiveTable(rows, sweeps, out, objectives, differences)
     table.files["csv"], table.files["json"] = write_table(rows, out / "objective_table")

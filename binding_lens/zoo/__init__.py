@@ -34,7 +34,7 @@ from ..lazy import lazy_exports
 if TYPE_CHECKING:
     from .checkpoint import load_dino_head
     from .recipe import OBJECTIVES, RECIPES, ZooRecipe, default_recipe
-    from .registry import is_zoo_spec, list_zoo, zoo_card, zoo_names, zoo_path
+    from .registry import WORLDS, is_zoo_spec, list_zoo, zoo_card, zoo_family, zoo_names, zoo_path
     from .scenes import held_out_scenes
     from .train import train_zoo_model
 
@@ -49,7 +49,9 @@ _MOVED = {
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        **dict.fromkeys(["is_zoo_spec", "list_zoo", "zoo_card", "zoo_names", "zoo_path"], ".registry"),
+        **dict.fromkeys(
+            ["WORLDS", "is_zoo_spec", "list_zoo", "zoo_card", "zoo_family", "zoo_names", "zoo_path"], ".registry"
+        ),
         **dict.fromkeys(["OBJECTIVES", "RECIPES", "ZooRecipe", "default_recipe"], ".recipe"),
         "load_dino_head": ".checkpoint",
         "held_out_scenes": ".scenes",
@@ -64,6 +66,7 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "OBJECTIVES",
+    "WORLDS",
     "RECIPES",
     "ZooRecipe",
     "default_recipe",
@@ -73,6 +76,7 @@ __all__ = [
     "load_dino_head",
     "train_zoo_model",
     "zoo_card",
+    "zoo_family",
     "zoo_names",
     "zoo_path",
 ]

@@ -96,7 +96,10 @@ class SupervisedKnobs:
     """Multi-label classification of the color x shape conjunctions present in a scene.
 
     A conjunction label needs the model to tie a color to a shape, so it rewards binding
-    without ever showing the model a mask."""
+    without ever showing the model a mask. In the `binding` world (`zoo:supervised-bw`) the labels stay
+    conjunctions: they need no instance masks, and its shared-look scenes (several instances of one look) still
+    ask for a color tied to a shape. Its mazes hold no shape, so their target is empty ("no sprite"); a label of
+    their own that needs no mask, such as the number of instances, would say nothing, as every maze holds two."""
 
     min_visible_fraction: float = 0.25
     """An object counts as present when at least this fraction of its pixels is visible."""

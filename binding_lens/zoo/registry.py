@@ -21,6 +21,18 @@ MODELS_DIR = Path(__file__).resolve().parent / "checkpoints"
 PREFIX = "zoo:"
 
 
+WORLDS = {"bw": "binding"}
+"""Name suffixes that say which scenes a zoo model was trained on when they are not its objective's usual ones:
+`zoo:dinov2-bw@1` is DINOv2, training seed 1, trained on the `binding` preset (a world that needs binding)."""
+
+
+def zoo_family(spec: str) -> str:
+    """What a zoo model's training seeds share: its name without `@seed`, the objective and, where it was trained
+    elsewhere than its objective's usual scenes, the world (`zoo:dinov2-bw@1` -> `dinov2-bw`). Comparisons pool
+    seeds by it, so models of one objective trained in two worlds are never pooled."""
+    return spec.removeprefix(PREFIX).partition("@")[0]
+
+
 def zoo_names() -> list[str]:
     """Names of the shipped models (directories with a model card)."""
     if not MODELS_DIR.is_dir():

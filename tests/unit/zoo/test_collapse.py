@@ -92,7 +92,7 @@ def test_a_checkpoint_read_as_shipped_gives_its_cards_diagnostic(tmp_path):
         checkpoint_collapse(tmp_path / "mae")
 
 
-@pytest.mark.parametrize("name", [n for n in zoo_names() if n.partition("@")[0] in SELF_DISTILLATION])
+@pytest.mark.parametrize("name", [n for n in zoo_names() if zoo_card(n)["objective"] in SELF_DISTILLATION])
 def test_every_shipped_self_distillation_model_carries_its_diagnostic(name):
     collapse = zoo_card(name)["collapse"]
     cls = collapse["held_out"]["cls"]

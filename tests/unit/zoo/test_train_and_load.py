@@ -16,7 +16,17 @@ from binding_lens.cli import main
 from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
 from binding_lens.reports import binding_by_objective
-from binding_lens.zoo import RECIPES, ZooRecipe, load_dino_head, registry, train_zoo_model, zoo_names, zoo_path
+from binding_lens.zoo import (
+    RECIPES,
+    WORLDS,
+    ZooRecipe,
+    load_dino_head,
+    registry,
+    train_zoo_model,
+    zoo_family,
+    zoo_names,
+    zoo_path,
+)
 from binding_lens.zoo.checkpoint import CheckpointError, read_card, read_heads
 from binding_lens.zoo.objectives import MaeObjective, make_objective
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
@@ -217,19 +227,22 @@ FIRST_ZOO = ("dino", "dinov2", "mae", "supervised", "random")
 def test_the_zoo_ships_each_objective_and_its_training_seeds():
     names = zoo_names()
     assert {"dino", "mae", "random", "supervised"} <= set(names)
-    for name in names:  # seed 0 under the objective's name, other training seeds as <objective>@<seed>
-        objective, _, seed = name.partition("@")
-        assert objective in RECIPES and (seed == "" or int(seed) > 0)
+    for name in names:  # seed 0 under the objective's name, other seeds as <objective>@<seed>, a world as -<world>
+        family, _, seed = name.partition("@")
+        objective, _, world = family.partition("-")
+        assert objective in RECIPES and (seed == "" or int(seed) > 0) and (world == "" or world in WORLDS)
+        assert zoo_family(f"zoo:{name}") == family
 
 
 @pytest.mark.parametrize("name", zoo_names())
 def test_shipped_weights_load_offline_and_match_their_card(name):
     card = read_card(zoo_path(name))  # checks every file's sha256
     recipe = ZooRecipe.from_dict(card["recipe"])
-    objective, _, seed = name.partition("@")
+    family, _, seed = name.partition("@")
+    objective, _, world = family.partition("-")
     # the first zoo's seeds all trained on scene draw 1; models trained since draw 1 + seed (the default)
-    draw = 1 if objective in FIRST_ZOO else 1 + int(seed or 0)
-    expected = RECIPES[objective].with_overrides(seed=int(seed or 0), data_seed=draw)
+    draw = 1 if family in FIRST_ZOO else 1 + int(seed or 0)
+    expected = RECIPES[objective].with_overrides(seed=int(seed or 0), data_seed=draw, preset=WORLDS.get(world))
     assert recipe == expected, "the shipped model must be what its shipped recipe makes (with its training seed)"
     assert RECIPES[objective].with_overrides(seed=int(seed or 0)).scenes_seed == 1 + int(seed or 0)
     assert card["objective"] == objective and card["steps"] == recipe.steps
