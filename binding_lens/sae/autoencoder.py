@@ -146,6 +146,16 @@ class SparseAutoencoder(HookedRootModule):
         return self.hook_sae_output(recons)
 
     # --- files (SAELens's layout) ----------------------------------------------------------------
+    def load_weights(self, state: dict[str, Tensor], where: str, kind: str) -> SparseAutoencoder:
+        """Take every parameter from `state` (as float32); a missing one is one `InputError` line naming
+        `where` the weights came from and the `kind` of SAE they were read as."""
+        names = [name for name, _ in self.named_parameters()]
+        missing = [name for name in names if name not in state]
+        if missing:
+            raise InputError(f"{where} lacks {', '.join(missing)} for a {kind} SAE")
+        self.load_state_dict({name: state[name].float() for name in names})
+        return self
+
     def config(self) -> dict[str, Any]:
         return {
             "architecture": self.architecture,
@@ -211,13 +221,7 @@ def load_sae(path: str | Path) -> SparseAutoencoder:
         apply_b_dec_to_input=config.get("apply_b_dec_to_input", True),
         normalize_activations=config.get("normalize_activations") or "none",
     )
-    state = load_file(str(path / WEIGHTS_FILE))
-    names = [name for name, _ in sae.named_parameters()]
-    missing = [name for name in names if name not in state]
-    if missing:
-        raise InputError(f"{path / WEIGHTS_FILE} lacks {', '.join(missing)} for a {architecture} SAE")
-    sae.load_state_dict({name: state[name].float() for name in names})
-    return sae
+    return sae.load_weights(load_file(str(path / WEIGHTS_FILE)), str(path / WEIGHTS_FILE), architecture)
 
 
 def _set_module(root: nn.Module, dotted: str, module: nn.Module) -> None:

@@ -55,13 +55,7 @@ def load_prisma(path: str | Path) -> SparseAutoencoder:
         metadata={"source": "vit_prisma", **{key: config[key] for key in ("model_name",) if config.get(key)}},
         apply_b_dec_to_input=True,
     )
-    state = _state(weights)
-    names = [name for name, _ in sae.named_parameters()]
-    missing = [name for name in names if name not in state]
-    if missing:
-        raise InputError(f"{weights} lacks {', '.join(missing)} for a ViT-Prisma SAE")
-    sae.load_state_dict({name: state[name].float() for name in names})
-    return sae
+    return sae.load_weights(_state(weights), str(weights), "ViT-Prisma")
 
 
 def _weights_file(folder: Path) -> Path:

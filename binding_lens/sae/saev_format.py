@@ -54,11 +54,7 @@ def load_saev(path: str | Path) -> SparseAutoencoder:
         raise InputError(f"{path}: a damaged saev checkpoint ({type(error).__name__}: {error})") from None
     metadata = {"source": "saev", "saev_header": {k: v for k, v in header.items() if k != "cfg"}}
     sae = SparseAutoencoder(d_in, d_sae, ACTIVATIONS[activation], top_k, metadata=metadata, apply_b_dec_to_input=False)
-    missing = [name for name, _ in sae.named_parameters() if name not in state]
-    if missing:
-        raise InputError(f"{path} lacks {', '.join(missing)} for a saev SAE")
-    sae.load_state_dict({name: state[name].float() for name, _ in sae.named_parameters()})
-    return sae
+    return sae.load_weights(state, str(path), "saev")
 
 
 def _config(header: dict[str, Any], path: Path) -> tuple[dict[str, Any], str, int | None]:

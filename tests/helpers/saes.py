@@ -52,3 +52,41 @@ def write_sae_layouts(root: Path, d_in: int, hook: str, d_sae: int = 192) -> dic
         "prisma": write_prisma(root / "prisma", {"d_in": d_in, "d_sae": d_sae, "hook_point": hook}, state),
         "saev": write_saev(root / "saev.pt", header, state),
     }
+
+
+def exact_sae_state(d: int) -> dict[str, torch.Tensor]:
+    """Features +x and -x (ReLU) around b_dec = 0: an SAE that reconstructs every activation exactly."""
+    eye = torch.eye(d)
+    return {
+        "W_enc": torch.cat([eye, -eye], 1),
+        "b_enc": torch.zeros(2 * d),
+        "W_dec": torch.cat([eye, -eye], 0),
+        "b_dec": torch.zeros(d),
+    }
+
+
+def check_exact_sae(model, sae, hook: str) -> None:
+    """`sae` (exact) reconstructs `model`'s activations at `hook`, and spliced in leaves its output unchanged."""
+    from binding_lens.sae import attach_sae
+
+    pixels = torch.randn(2, 3, *model.cfg.image_size, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        clean, cache = model.run_with_cache(pixels, names_filter=hook)
+    with torch.no_grad():
+        torch.testing.assert_close(sae(cache[hook]), cache[hook], atol=1e-5, rtol=0)
+    with attach_sae(model, sae, hook), torch.inference_mode():
+        torch.testing.assert_close(model(pixels), clean, atol=1e-5, rtol=0)
+
+
+def sae_command_args(path: Path) -> list[str]:
+    """`binding-lens sae` ranking the SAE at `path` on tiny:vit's layer 0 (add --out)."""
+    return ["sae", "--model", "tiny:vit", "--layer", "0", "--sae", str(path), "--n-images", "40", "--size", "64"]
+
+
+def check_sae_command(path: Path, out: Path) -> None:
+    """The SAE at `path` runs through `binding-lens sae` and its features are ranked with intervals."""
+    from binding_lens.cli import main
+
+    assert main([*sae_command_args(path), "--out", str(out)]) == 0
+    features = json.loads((out / "features.json").read_text())
+    assert len(features) == 10 and all(0 <= row["auroc_low"] <= row["auroc_high"] <= 1 for row in features)

@@ -9,7 +9,6 @@ a weights `.pt` holding the state dict W_enc [d_in, d_sae], b_enc, W_dec [d_sae,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,16 @@ import torch
 from binding_lens import HookedViT
 from binding_lens.cli import main
 from binding_lens.errors import InputError
-from binding_lens.sae import attach_sae, load_sae
+from binding_lens.sae import load_sae
 
-from helpers.saes import random_sae_state, write_prisma
+from helpers.saes import (
+    check_exact_sae,
+    check_sae_command,
+    exact_sae_state,
+    random_sae_state,
+    sae_command_args,
+    write_prisma,
+)
 
 
 def reference(x: torch.Tensor, w: dict[str, torch.Tensor], k: int | None) -> torch.Tensor:
@@ -73,31 +79,14 @@ def test_a_prisma_sae_computes_what_prisma_computes(name, tmp_path):
 
 def test_a_prisma_sae_reconstructs_its_activations_splices_in_and_runs_through_the_sae_command(tmp_path, capsys):
     model = HookedViT.from_pretrained("tiny:vit")
-    hook = "blocks.0.hook_resid_post"
-    d = model.cfg.d_model
-    eye = torch.eye(d)  # features +x and -x around b_dec = 0: every activation reconstructed exactly
-    state = {"W_enc": torch.cat([eye, -eye], 1), "b_enc": torch.zeros(2 * d), "W_dec": torch.cat([eye, -eye], 0)}
-    state["b_dec"] = torch.zeros(d)
-    folder = write_prisma(tmp_path / "sae", {"d_in": d, "expansion_factor": 2, "hook_point": hook}, state)
-    sae = load_sae(folder)
-    pixels = torch.randn(2, 3, *model.cfg.image_size, generator=torch.Generator().manual_seed(2))
-    with torch.inference_mode():
-        clean, cache = model.run_with_cache(pixels, names_filter=hook)
-    with torch.no_grad():
-        torch.testing.assert_close(sae(cache[hook]), cache[hook], atol=1e-5, rtol=0)
-    with attach_sae(model, sae), torch.inference_mode():
-        torch.testing.assert_close(model(pixels), clean, atol=1e-5, rtol=0)
-    out = tmp_path / "run"
-    args = ["sae", "--model", "tiny:vit", "--layer", "0", "--sae", str(folder), "--n-images", "40", "--size", "64"]
-    assert main([*args, "--out", str(out)]) == 0
+    hook, d = "blocks.0.hook_resid_post", model.cfg.d_model
+    folder = write_prisma(tmp_path / "sae", {"d_in": d, "expansion_factor": 2, "hook_point": hook}, exact_sae_state(d))
+    check_exact_sae(model, load_sae(folder), hook)
+    check_sae_command(folder, tmp_path / "run")
     capsys.readouterr()
-    features = json.loads((out / "features.json").read_text())
-    assert len(features) == 10 and all(0 <= row["auroc_low"] <= row["auroc_high"] <= 1 for row in features)
-    wrong = tmp_path / "wrong"
-    write_prisma(wrong, {"d_in": d, "expansion_factor": 2, "hook_point": "blocks.1.hook_resid_post"}, state)
-    assert (
-        main([*args[:-6], "--sae", str(wrong), "--n-images", "40", "--size", "64", "--out", str(tmp_path / "w")]) == 2
-    )
+    wrong = {"d_in": d, "expansion_factor": 2, "hook_point": "blocks.1.hook_resid_post"}
+    write_prisma(tmp_path / "wrong", wrong, exact_sae_state(d))
+    assert main([*sae_command_args(tmp_path / "wrong"), "--out", str(tmp_path / "w")]) == 2
     assert "trained on blocks.1.hook_resid_post but is applied at blocks.0.hook_resid_post" in capsys.readouterr().err
 
 

@@ -9,17 +9,14 @@ pre-activations as they are)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.cli import main
 from binding_lens.errors import InputError
-from binding_lens.sae import attach_sae, load_sae
+from binding_lens.sae import load_sae
 
-from helpers.saes import write_saev
+from helpers.saes import check_exact_sae, check_sae_command, exact_sae_state, write_saev
 
 
 def reference(x: torch.Tensor, w: dict[str, torch.Tensor], top_k: int | None) -> torch.Tensor:
@@ -81,41 +78,13 @@ def test_a_saev_checkpoint_computes_what_saev_computes(name, tmp_path):
     assert sae.d_in == 32 and sae.d_sae == 64 and sae.k == top_k and sae.metadata["source"] == "saev"
 
 
-def _exact(model: HookedViT) -> dict[str, torch.Tensor]:
-    """Features +x and -x (ReLU): the SAE reconstructs every activation exactly."""
-    d = model.cfg.d_model
-    eye = torch.eye(d)
-    return {
-        "W_enc": torch.cat([eye, -eye], 1),
-        "b_enc": torch.zeros(2 * d),
-        "W_dec": torch.cat([eye, -eye], 0),
-        "b_dec": torch.zeros(d),
-    }
-
-
 def test_a_saev_sae_reconstructs_its_activations_splices_in_and_runs_through_the_sae_command(tmp_path, capsys):
     model = HookedViT.from_pretrained("tiny:vit")
-    hook = "blocks.0.hook_resid_post"
-    path = write_saev(
-        tmp_path / "sae.pt",
-        {"schema": 2, "cfg": {"d_vit": 32, "exp_factor": 2, "activation": {"cls": "Relu", "params": {}}}},
-        _exact(model),
-    )
-    sae = load_sae(path)
-    pixels = torch.randn(2, 3, *model.cfg.image_size, generator=torch.Generator().manual_seed(2))
-    with torch.inference_mode():
-        clean, cache = model.run_with_cache(pixels, names_filter=hook)
-    with torch.no_grad():
-        torch.testing.assert_close(sae(cache[hook]), cache[hook], atol=1e-5, rtol=0)
-    sae.hook_name = hook
-    with attach_sae(model, sae), torch.inference_mode():
-        torch.testing.assert_close(model(pixels), clean, atol=1e-5, rtol=0)
-    out = tmp_path / "run"
-    args = ["sae", "--model", "tiny:vit", "--layer", "0", "--sae", str(path), "--n-images", "40", "--size", "64"]
-    assert main([*args, "--out", str(out)]) == 0
+    header = {"schema": 2, "cfg": {"d_vit": 32, "exp_factor": 2, "activation": {"cls": "Relu", "params": {}}}}
+    path = write_saev(tmp_path / "sae.pt", header, exact_sae_state(model.cfg.d_model))
+    check_exact_sae(model, load_sae(path), "blocks.0.hook_resid_post")  # a saev file names no hook
+    check_sae_command(path, tmp_path / "run")
     capsys.readouterr()
-    features = json.loads((out / "features.json").read_text())
-    assert len(features) == 10 and all(0 <= row["auroc_low"] <= row["auroc_high"] <= 1 for row in features)
 
 
 def test_what_is_not_a_saev_checkpoint_is_one_line(tmp_path):
