@@ -224,6 +224,11 @@ class SweepResult:
     summary: dict[str, Any] = field(default_factory=dict)
     baselines: list[Row] = field(default_factory=list)
 
+    @property
+    def pairing(self) -> str:
+        """The pairs its probes were trained and scored on: "twins" (the benchmark's flip pairs) or "all"."""
+        return self.summary.get("baselines", {}).get("pairing", "all")
+
     def table(self) -> str:
         """Peak layer and test metrics of each probe, its stratified AUROCs and its difference from the
         strongest baseline; then the baselines' own rows on the same pairs, as text. A table of random-init
@@ -307,7 +312,7 @@ class SweepResult:
 
 def _and_linear(result: SweepResult) -> str:
     """ " (or its layer's linear probe)" on the benchmark, where `learnt` needs both."""
-    return " (or its layer's linear probe)" if result.summary.get("baselines", {}).get("pairing") == "twins" else ""
+    return " (or its layer's linear probe)" if result.pairing == "twins" else ""
 
 
 def _linear_text(row: Row) -> str:

@@ -321,7 +321,7 @@ def _value(interval: Interval) -> str:
 def sweep_text(sweeps: dict[str, SweepResult], comparison: list[Comparison], positive: str) -> str:
     """The models' table, the baselines' table, and what survives."""
     model = next(iter(sweeps))
-    images, unit = sweeps[model].summary["images"], "twin groups" if _paired_by_twins(sweeps[model]) else "images"
+    images, unit = sweeps[model].summary["images"], "twin groups" if sweeps[model].pairing == "twins" else "images"
     rows = [
         {
             "model": c.model.removeprefix("zoo:") + (" (known positive)" if c.model == positive else ""),
@@ -365,10 +365,6 @@ def sweep_text(sweeps: dict[str, SweepResult], comparison: list[Comparison], pos
         + "\n"
         + sweep_meaning(comparison, positive)
     )
-
-
-def _paired_by_twins(result: SweepResult) -> bool:
-    return result.summary.get("baselines", {}).get("pairing") == "twins"
 
 
 def sweep_meaning(comparison: list[Comparison], positive: str) -> str:
@@ -542,7 +538,7 @@ def _figure(
     edit, control = (_change(effect, "own_object_attention", condition) for condition in (EDIT, CONTROL))
     auroc = {condition: effect.values[condition]["next_auroc"] for condition in ("clean", EDIT, CONTROL)}
     title = (
-        f"Quadratic probe AUROC{' on the flip pairs' if _paired_by_twins(sweeps[positive]) else ''}: {positive} "
+        f"Quadratic probe AUROC{' on the flip pairs' if sweeps[positive].pairing == 'twins' else ''}: {positive} "
         f"(known positive) {known.auroc.estimate:.3f}"
         + "".join(f", {c.model} {c.auroc.estimate:.3f}" for c in asked)
         + f", {known.twin} (untrained) {known.twin_auroc.estimate:.3f}; {known.baseline} alone, no network: "
