@@ -17,7 +17,10 @@ drawn with the probe eigen-subspace's share of the within-image token variance a
   its clean AUROC.
 
 The random rows give the mean and the [min, max] over their seeds: a subspace whose effect lies
-inside that range does no more than any k directions would. One model, one seed of probes and DAS.
+inside that range does no more than any k directions would. The DAS and probe rows also carry their
+shuffled AUROC minus the random controls' mean (`shuffle_minus_random`, its 95 % interval a paired bootstrap
+over the held-out images, or their twin groups), printed with a star beyond noise and otherwise with its
+detection limit. One model, one seed of probes and DAS.
 
 On the benchmark's twin mazes (the `matched` preset: scenes with `units` / `swapped` metadata) every step
 takes the benchmark's pairing (`probes.pairing`, `settings["pairing"] == "twins"`): the two twins of a group
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
-from jaxtyping import Bool, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..activations.context import TwinSlots, scene_twins
@@ -45,11 +48,11 @@ from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
-from ..probes.metrics import auroc
+from ..probes.metrics import auroc, paired_auroc_difference
 from ..probes.pairing import PAIRINGS, twin_pairs
 from .ablation import label_images
 from .layer_probes import fit_layer_probes
-from .report import Row, format_table
+from .report import Row, format_table, null_text
 
 COLUMNS = (
     "subspace",
@@ -62,6 +65,7 @@ COLUMNS = (
     "next_auroc_shuffled",
     "next_auroc_clean",
 )
+SHUFFLE_VERSUS_RANDOM = "shuffle - random [95% CI]"  # next_auroc_shuffled minus the random controls' mean
 
 
 def scored_pairs(
@@ -87,8 +91,17 @@ def benchmark_pairs(twins: TwinSlots, instance: Int[Tensor, "image n"], seed: in
     return twin_pairs(twins, images, slots, scored_pairs(instance), seed)
 
 
+@dataclass(frozen=True)
+class ReadPairs:
+    """The pairs an effect is read on: the readout's score, whether same-object, and the pair's image."""
+
+    scores: Float[Tensor, " pair"]
+    same: Bool[Tensor, " pair"]
+    image: Int[Tensor, " pair"]
+
+
 @torch.no_grad()
-def readout_auroc(
+def readout_scores(
     tokens: Tensor,
     instance: Tensor,
     readout: Readout,
@@ -96,9 +109,9 @@ def readout_auroc(
     batch_images: int = 32,
     *,
     pairs: Bool[Tensor, "image n n"] | None = None,
-) -> float:
-    """AUROC of `readout`'s scores over every labeled pair (i < j) of each image, after `edit(patches)`;
-    with `pairs` (e.g. `benchmark_pairs`), over those pairs only (`scored_pairs`)."""
+) -> ReadPairs:
+    """`readout`'s scores of every labeled pair (i < j) of each image after `edit(patches)`, with the pairs'
+    labels and images; with `pairs` (e.g. `benchmark_pairs`), of those pairs only (`scored_pairs`)."""
     mask = scored_pairs(instance, pairs)
     scores, same = [], []
     for start in range(0, tokens.shape[0], batch_images):
@@ -108,7 +121,22 @@ def readout_auroc(
         labels, kept = instance[images].cpu(), mask[images]
         scores.append(logits[kept])
         same.append((labels[:, :, None] == labels[:, None, :])[kept])
-    return auroc(torch.cat(scores), torch.cat(same))
+    image = torch.arange(tokens.shape[0])[:, None, None].expand_as(mask)[mask]
+    return ReadPairs(torch.cat(scores), torch.cat(same), image)
+
+
+def readout_auroc(
+    tokens: Tensor,
+    instance: Tensor,
+    readout: Readout,
+    edit: Any = None,
+    batch_images: int = 32,
+    *,
+    pairs: Bool[Tensor, "image n n"] | None = None,
+) -> float:
+    """AUROC of `readout_scores` (every labeled pair, or those of `pairs`, after `edit`)."""
+    read = readout_scores(tokens, instance, readout, edit, batch_images, pairs=pairs)
+    return auroc(read.scores, read.same)
 
 
 @dataclass
@@ -121,12 +149,23 @@ class SubspaceComparison:
     splits: dict[str, Tensor] = field(default_factory=dict)  # train / val / test: indices into the scenes
 
     def text(self) -> str:
-        return format_table(self.rows, list(COLUMNS))
+        return format_table(self._shown(), [*COLUMNS, SHUFFLE_VERSUS_RANDOM])
 
     def markdown(self) -> str:
         cell = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
-        head = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
-        return head + "\n".join("| " + " | ".join(cell(row[c]) for c in COLUMNS) + " |" for row in self.rows) + "\n"
+        columns = [*COLUMNS, SHUFFLE_VERSUS_RANDOM]
+        head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+        return head + "\n".join("| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in self._shown()) + "\n"
+
+    def _shown(self) -> list[Row]:
+        """The rows with the shuffle's difference from the random controls as text, its limit beside a null."""
+        return [row | {SHUFFLE_VERSUS_RANDOM: _shuffle_text(row)} for row in self.rows]
+
+
+def _shuffle_text(row: Row) -> str:
+    if row.get("shuffle_minus_random_low") is None:
+        return ""
+    return null_text(row["shuffle_minus_random"], row["shuffle_minus_random_low"], row["shuffle_minus_random_high"])
 
 
 @dataclass(frozen=True)
@@ -195,14 +234,16 @@ def compare_subspaces(
     held_pairs = (
         None if benchmark is None else benchmark_pairs(benchmark.select(test_idx), instance, training.eval_seed)
     )
-    measured = _measure(subspaces, das.subspace, tokens, instance, readout, covariance, held_pairs, config)
+    measured, clean, shuffled = _measure(
+        subspaces, das.subspace, tokens, instance, readout, covariance, held_pairs, config
+    )
     rows = [row for row in measured if not row["subspace"].startswith("random")]
     randoms = [row for row in measured if row["subspace"].startswith("random")]
     if randoms:
+        units = torch.arange(len(test_idx)) if groups is None else groups[test_idx].cpu()
+        _shuffle_intervals(rows, clean, shuffled, units, seed)
         rows.append(_summarize_random(randoms, k))
     reference = random_angles(model.cfg.d_model, k)
-    read = scored_pairs(instance, held_pairs)
-    same = instance[:, :, None] == instance[:, None, :]
     settings = {
         "layer": layer,
         "k": k,
@@ -211,7 +252,7 @@ def compare_subspaces(
         "fraction": config.fraction,
         "pairing": pairing,
         "images": {"train": len(train_idx), "val": len(val_idx), "test": len(test_idx)},
-        "held_out_pairs": {"scored": int(read.sum()), "same_object": int((same.cpu() & read).sum())},
+        "held_out_pairs": {"scored": int(clean.scores.numel()), "same_object": int(clean.same.sum())},
         "das_loss": das.history,
     }
     splits = {"train": train_idx, "val": val_idx, "test": test_idx}
@@ -227,15 +268,19 @@ def _measure(
     covariance: Tensor,
     pairs: Tensor | None,
     config: SubspaceComparisonConfig,
-) -> list[Row]:
+) -> tuple[list[Row], ReadPairs, dict[str, Tensor]]:
     """Every subspace's row on the held-out tokens: its energy, angles to the DAS subspace, the interchange
-    effect and the shuffle effect, read on `pairs` (the benchmark's flip pairs; None: every labeled pair)."""
-    clean = readout_auroc(tokens, instance, readout, pairs=pairs)
+    effect and the shuffle effect, read on `pairs` (the benchmark's flip pairs; None: every labeled pair);
+    with the clean pairs and each subspace's shuffled scores of them (for the intervals, `_shuffle_intervals`)."""
+    clean = readout_scores(tokens, instance, readout, pairs=pairs)
+    clean_auroc = auroc(clean.scores, clean.same)
     measured: list[Row] = []
+    shuffled: dict[str, Tensor] = {}
     for name, sub in subspaces.items():
         angles = principal_angles(sub, das)
         swap = swap_effect(tokens, instance, readout, sub, fraction=config.fraction, seed=config.seed, pairs=pairs)
         shuffle = Shuffle(sub, 1.0, 0, seed=config.seed)
+        shuffled[name] = readout_scores(tokens, instance, readout, shuffle.apply, pairs=pairs).scores
         measured.append(
             {
                 "subspace": name,
@@ -245,11 +290,31 @@ def _measure(
                 "min_angle_to_das": float(angles.min()),
                 "swap_rate": swap["swap_rate"],
                 "auroc_swapped": swap["auroc_swapped"],
-                "next_auroc_shuffled": readout_auroc(tokens, instance, readout, shuffle.apply, pairs=pairs),
-                "next_auroc_clean": clean,
+                "next_auroc_shuffled": auroc(shuffled[name], clean.same),
+                "next_auroc_clean": clean_auroc,
             }
         )
-    return measured
+    return measured, clean, shuffled
+
+
+def _shuffle_intervals(
+    rows: list[Row], read: ReadPairs, shuffled: dict[str, Tensor], units: Int[Tensor, " image"], seed: int
+) -> None:
+    """Into each row that is not a random control: its shuffled AUROC minus the random controls' mean
+    (`shuffle_minus_random`, with `_low` / `_high`: paired bootstrap over `units`, the held-out images or
+    their twin groups), so a subspace's shuffle is read against the same edit of k random directions of
+    its energy, beyond noise or with the smallest difference the comparison would have seen."""
+    randoms = torch.stack([scores for name, scores in shuffled.items() if name.startswith("random")])
+    for row in rows:
+        if row["subspace"] in shuffled and not row["subspace"].startswith("random"):
+            _, _, difference = paired_auroc_difference(
+                shuffled[row["subspace"]], randoms, read.same, units[read.image], seed=seed
+            )
+            row |= {
+                "shuffle_minus_random": difference.estimate,
+                "shuffle_minus_random_low": difference.low,
+                "shuffle_minus_random_high": difference.high,
+            }
 
 
 def _pairing(asked: str, twins: TwinSlots) -> str:

@@ -159,7 +159,7 @@ def _ordered_pairs(
 
 def paired_auroc_difference(
     scores: Float[Tensor, " pair"],
-    reference: Float[Tensor, " pair"],
+    reference: Float[Tensor, " pair"] | Float[Tensor, "control pair"],
     labels: Bool[Tensor, " pair"],
     groups: Int[Tensor, " pair"],
     *,
@@ -171,16 +171,19 @@ def paired_auroc_difference(
     models on the same images): (value, reference value, difference with its paired percentile bootstrap
     interval over the units of `groups`, e.g. images). Each replicate draws units once
     (`stats.bootstrap_counts(n_units, n_boot, seed)`, the draws of `stats.paired_bootstrap_difference` with
-    the same seed when every unit has pairs) and computes both AUROCs on that draw."""
+    the same seed when every unit has pairs) and computes both AUROCs on that draw. A [control, pair]
+    `reference` (e.g. several random subspaces' edits) is their mean AUROC, on the same draws."""
     labels = labels.bool().flatten()
-    _check(labels, scores, reference)
+    controls = reference[None] if reference.ndim == 1 else reference
+    _check(labels, scores, *controls)
     check_bootstrap(n_boot, level)
     _, n_units = unit_index(groups)
     counts = bootstrap_counts(n_units, n_boot, seed)
-    differences = auroc_replicates(scores, labels, groups, counts) - auroc_replicates(reference, labels, groups, counts)
+    base_replicates = torch.stack([auroc_replicates(control, labels, groups, counts) for control in controls]).mean(0)
+    differences = auroc_replicates(scores, labels, groups, counts) - base_replicates
     differences = differences[torch.isfinite(differences)]
     low, high = percentile_interval(differences, level) if differences.numel() else (math.nan, math.nan)
-    value, base = auroc(scores, labels), auroc(reference, labels)
+    value, base = auroc(scores, labels), sum(auroc(control, labels) for control in controls) / len(controls)
     return value, base, Interval(value - base, low, high, level, "paired bootstrap over images", n_units)
 
 

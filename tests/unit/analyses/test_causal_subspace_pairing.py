@@ -82,7 +82,7 @@ def test_the_pairs_read_on_twin_mazes_are_the_benchmarks_kept_flip_pairs(model, 
 
 def _recording(monkeypatch) -> dict[str, list]:
     """Record the `pairs` every DAS training, readout AUROC and swap effect of `compare_subspaces` gets."""
-    calls: dict[str, list] = {"train_das": [], "readout_auroc": [], "swap_effect": []}
+    calls: dict[str, list] = {"train_das": [], "readout_scores": [], "swap_effect": []}
     for name in calls:
         original = getattr(causal_subspace, name)
 
@@ -110,7 +110,7 @@ def test_compare_subspaces_on_twin_mazes_pairs_like_the_benchmark(model, mazes, 
     (das_pairs,) = calls["train_das"]
     assert torch.equal(das_pairs, benchmark_pairs(twins.select(train), labeled.instance[train], 3))
     held_out = benchmark_pairs(twins.select(test), labeled.instance[test], 0)  # the probes' eval_seed
-    read = calls["readout_auroc"] + calls["swap_effect"]
+    read = calls["readout_scores"] + calls["swap_effect"]
     assert len(read) == 1 + 2 * 3 and all(torch.equal(pairs, held_out) for pairs in read)  # clean = edited pairs
     sweep = _sweep_selection(twins.select(test), labeled.instance[test], 0)
     n_same = sum(same for *_, same in sweep)
@@ -128,7 +128,7 @@ def test_compare_subspaces_elsewhere_reads_every_labeled_pair(model, monkeypatch
     expected = split_by_image(12, fractions=(0.6, 0.15, 0.25), seed=0)  # no twin groups
     assert all(torch.equal(table.splits[name], indices) for name, indices in zip(("train", "val", "test"), expected))
     assert all(result.config.pairing == "all" for result in table.probes.values())
-    assert all(pairs is None for pairs in calls["train_das"] + calls["readout_auroc"] + calls["swap_effect"])
+    assert all(pairs is None for pairs in calls["train_das"] + calls["readout_scores"] + calls["swap_effect"])
     with pytest.raises(ValueError, match="pairing='twins' scores the flip pairs of twin mazes"):
         compare_subspaces(model, [scenes[i] for i in range(12)], layer=0, k=4, pairing="twins", size=64)
     with pytest.raises(ValueError, match="pairing must be 'auto' or one of all, twins"):

@@ -155,6 +155,14 @@ def test_compare_subspaces_rows_and_controls():
     assert abs(low - probe["variance_share"]) <= 0.01 * probe["variance_share"] >= abs(high - probe["variance_share"])
     assert len({row["next_auroc_clean"] for row in table.rows}) == 1  # one clean reference for all
     assert all(set(COLUMNS) <= set(row) for row in table.rows) and "| DAS | 4 |" in table.markdown()
+    for row in (das, probe):  # the shuffle against the random controls' mean, paired over the held-out images
+        difference = row["next_auroc_shuffled"] - random["next_auroc_shuffled"]
+        assert row["shuffle_minus_random"] == pytest.approx(difference, abs=1e-9)
+        assert row["shuffle_minus_random_low"] <= row["shuffle_minus_random"] <= row["shuffle_minus_random_high"]
+    assert "shuffle_minus_random" not in random and "shuffle - random [95% CI]" in table.text()
+    shown = table.text().splitlines()
+    assert all(("]" in line) == (not line.startswith("random")) for line in shown[1:])  # the control has none
+    assert any("(limit ±" in line or "]*" in line for line in shown[1:3])  # a null says what it could have seen
     with pytest.raises(ValueError, match="layer must be in 0..4"):
         compare_subspaces(model, [scenes[0]], layer=5, k=4)
     d = model.cfg.d_model

@@ -186,3 +186,29 @@ def test_paired_auroc_difference_pairs_the_two_score_sets_by_unit():
     low, high = bootstrap_auroc(scores, labels, group, n_boot=200)
     assert difference.low < difference.estimate < difference.high
     assert difference.high - difference.low < (high - low) / 2
+
+
+def test_paired_auroc_difference_against_several_controls_is_against_their_mean_auroc_per_draw():
+    """A [control, pair] reference: the estimate is AUROC(scores) minus the controls' mean AUROC, and each
+    replicate is that difference on one draw of units (slow: the pairs of each unit repeated as drawn)."""
+    from binding_lens.stats import bootstrap_counts, percentile_interval
+
+    gen = torch.Generator().manual_seed(1)
+    group = torch.arange(240) % 12
+    labels = torch.rand(240, generator=gen) < 0.4
+    scores = labels.float() + torch.randn(240, generator=gen)
+    controls = torch.stack([labels.float() * w + torch.randn(240, generator=gen) for w in (0.0, 0.5, 1.5)])
+    value, base, difference = paired_auroc_difference(scores, controls, labels, group, n_boot=40, seed=3)
+    assert value == pytest.approx(slow_auroc(scores, labels), abs=1e-12)
+    assert base == pytest.approx(sum(slow_auroc(c, labels) for c in controls) / 3, abs=1e-12)
+    slow = []
+    for row in bootstrap_counts(12, 40, 3):
+        keep = torch.cat([torch.nonzero(group == g).flatten().repeat(int(c)) for g, c in enumerate(row.tolist())])
+        mean = sum(slow_auroc(c[keep], labels[keep]) for c in controls) / 3
+        slow.append(slow_auroc(scores[keep], labels[keep]) - mean)
+    low, high = percentile_interval(torch.tensor(slow, dtype=torch.float64), 0.95)
+    assert (difference.low, difference.high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+    one = paired_auroc_difference(scores, controls[1], labels, group, n_boot=40, seed=3)
+    assert paired_auroc_difference(scores, controls[1:2], labels, group, n_boot=40, seed=3) == one
+    with unchecked(), pytest.raises(ValueError, match="labels and scores must be 1-D of the same length"):
+        paired_auroc_difference(scores, controls[:, :100], labels, group)
