@@ -20,3 +20,18 @@ def one_thread():
 @pytest.fixture(params=list(TINY_CASES.values()), ids=list(TINY_CASES))
 def family(request) -> TinyCase:
     return request.param
+
+
+# The longest files, started first: `make test` runs `--dist loadfile` on two workers, and a long file
+# collected late would run alone at the end while the other worker idles.
+LONG_FIRST = (
+    "tests/integration/test_readme.py",
+    "tests/integration/test_demo.py",
+    "tests/integration/test_claims.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Collection order with the files of LONG_FIRST first (stable otherwise)."""
+    rank = {path: i for i, path in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))

@@ -4,7 +4,9 @@ paired intervals.
 For one layer l and a quadratic probe trained there, every condition (shuffle ratios 0.5 / 1,
 injection alphas 0.5 / 0, and the same alphas of `InjectByProbe`, which averages over the patches the
 probe groups together instead of the ground-truth objects) is applied to the binding subspace of
-dimension k and to a random subspace of the same dimension, mid-forward, and measured by:
+dimension k and to a random subspace of the same dimension, mid-forward (with `replacements`, also the subspace
+removed, its coordinates replaced by zero, the train images' mean, matched noise or another image's:
+`binding.Replace`), and measured by:
 
 - next-layer attention at l+1: the attention mass inside the query patch's own object (raw: near patches
   attend to each other and more often share an object, so it mixes proximity in), beside it the excess
@@ -57,7 +59,8 @@ from ..activations.context import TwinSlots, scene_twins
 from ..binding import BindingSubspace, Inject, Shuffle
 from ..binding.diagnostics import overlap
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
-from ..binding.interventions import Dose, InjectByProbe, Intervention
+from ..binding.interventions import Dose, InjectByProbe, Intervention, Replace
+from ..binding.replacement import check_mode
 from ..data import Scene, patch_labels
 from ..effects.attention import (
     attention_follows_scores,
@@ -121,6 +124,11 @@ class AblationSettings:
     the first `head_seeds` draws, with their spread, are in the intervals of the head measures)."""
     inject_by_probe: bool = True
     """Also inject toward the probe's own groups (`InjectByProbe`) at `inject_alphas`."""
+    replacements: tuple[str, ...] = ()
+    """Also remove the binding subspace (and its control) with each of these replacements
+    (`binding.replacement.REPLACEMENTS`: zero, mean, noise, resample; `binding.Replace`, the reference the clean
+    tokens of the train images): "remove (zero)" rows and so on, side by side, so a reader sees how much a
+    verdict depends on what the removed coordinates become."""
     n_boot: int = 1000
     level: float = LEVEL
     seed: int = 0
@@ -382,6 +390,9 @@ class _AblationPlan:
     skipped: dict[str, str] = field(default_factory=dict)
     grouping: GroupingHead | None = None
     """The model's own grouping head (its `OWN_HEAD` measure is taken only with one)."""
+    reference: Tensor | None = None
+    """The clean patch tokens at the layer of the train images: what a removal's mean, noise and resample
+    replacements draw from (set with `settings.replacements`)."""
 
     @property
     def measures(self) -> tuple[str, ...]:
@@ -448,6 +459,7 @@ def _plan(
     edits = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
     edits += [(SHUFFLE_DOSE, s) for s in settings.shuffle_doses]
     edits += [("inject_probe", a) for a in settings.inject_alphas] if settings.inject_by_probe else []
+    edits += [(removal(check_mode(mode)), 1.0) for mode in settings.replacements]
     names_ = ["binding", "random"] if settings.control else ["binding"]
     conditions = [(name, kind, strength) for name in names_ for kind, strength in edits]
     pairing = _pairing(twins if groups is not None else None, data, test, settings)
@@ -591,12 +603,12 @@ def _intervened(
     that no draw changes (an injection into the binding subspace) runs once, its heads with every head seed."""
     (subspace_name, kind, strength), data = condition, plan.data
     layer, n_prefix, test = settings.layer, model.cfg.n_prefix_tokens, plan.split[1]
-    varies = subspace_name != "binding" or kind in ("shuffle", SHUFFLE_DOSE)
+    varies = subspace_name != "binding" or kind in ("shuffle", SHUFFLE_DOSE, *map(removal, ("noise", "resample")))
     heads, attention, losses = [], [], []
     for j in range(settings.control_draws if varies else 1):
         subspace = plan.subspaces[subspace_name][j if subspace_name != "binding" else 0]
-        edit = partial(_intervention, kind, strength, subspace, n_prefix, probe=plan.probe, seed=settings.seed + j)
-        make = lambda batch, edit=edit: [edit(data.instance[batch]).at(layer)]  # noqa: E731
+        edit = partial(_intervention, kind, strength, subspace, n_prefix, plan, seed=settings.seed + j)
+        make = lambda batch, edit=edit: [edit(batch).at(layer)]  # noqa: E731
         with_heads = j < settings.head_seeds
         run = _run(model, data, layer, make, settings.batch_size, images=None if with_heads else test)
         attention.append(_forward_parts(plan, _on_test(run, test) if with_heads else run, clean_pattern))
@@ -766,6 +778,8 @@ def ablation_study(
     clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size, keep_tokens=True)
     assert clean.tokens is not None
     plan, energy = _with_controls(plan, settings, clean.tokens)
+    if settings.replacements:
+        plan = replace(plan, reference=clean.tokens[plan.split[0]])
     correlation = _attention_vs_probe(model, plan, probe, clean.pattern[plan.split[1]], settings)
     measurement = (
         DinoMeasurement.prepare(
@@ -828,22 +842,32 @@ def _side(model: HookedViT, pixels: float) -> int:
     return max(patch, int(round(pixels / patch)) * patch)
 
 
+def removal(mode: str) -> str:
+    """The intervention name of removing the subspace with replacement `mode`: "remove (zero)", ..."""
+    return f"remove ({mode})"
+
+
 def _intervention(
     kind: str,
     strength: float,
     subspace: BindingSubspace,
     n_prefix: int,
-    instance: Tensor,
-    probe: PairProbe,
+    plan: _AblationPlan,
+    batch: Tensor,
     seed: int,
 ) -> Intervention:
+    """The edit of one condition for the images `batch` (indices into the plan's images)."""
     if kind == "shuffle":
         return Shuffle(subspace, strength, n_prefix, seed=seed)
     if kind == SHUFFLE_DOSE:
         return Dose(Shuffle(subspace, 1.0, n_prefix, seed=seed), strength)
     if kind == "inject_probe":
-        return InjectByProbe(subspace, strength, n_prefix, probe)
-    return Inject(subspace, strength, n_prefix, instance)
+        return InjectByProbe(subspace, strength, n_prefix, plan.probe)
+    if kind.startswith(removal("")[:-1]):
+        mode = kind.removeprefix("remove (").removesuffix(")")
+        reference = None if mode == "zero" else plan.reference
+        return Replace(subspace, n_prefix, mode, reference, seed=seed, images=batch, reference_images=plan.split[0])
+    return Inject(subspace, strength, n_prefix, plan.data.instance[batch])
 
 
 def ablation_table(rows: Sequence[Row]) -> str:

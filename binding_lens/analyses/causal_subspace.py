@@ -182,6 +182,18 @@ class SubspaceComparisonConfig:
     pairing: str = "auto"  # 'all', 'twins' (the benchmark's flip pairs), 'auto': 'twins' on twin mazes
 
 
+def check_layer_and_k(n_layers: int, d_model: int, layer: int, k: int) -> None:
+    """The layers and subspace sizes `compare_subspaces` can compare (checked before any image is made):
+    an effect is read at layer + 1, and at k = d_model every subspace is the whole residual stream."""
+    if not 0 <= layer < n_layers - 1:
+        raise InputError(f"layer must be in 0..{n_layers - 2}: effects are read at layer + 1, got {layer}")
+    if not 1 <= k < d_model:
+        raise InputError(
+            f"k must be in 1..{d_model - 1}, below d_model {d_model} (at k = d_model every "
+            f"subspace is the whole residual stream, so there is nothing to compare), got {k}"
+        )
+
+
 def compare_subspaces(
     model: HookedOrBridge,
     scenes: Scenes,
@@ -195,13 +207,7 @@ def compare_subspaces(
     model = hooked_vit_only(model, "compare_subspaces")
     config = replace(config or SubspaceComparisonConfig(), **options)
     seed = config.seed
-    if not 0 <= layer < model.cfg.n_layers - 1:
-        raise InputError(f"layer must be in 0..{model.cfg.n_layers - 2}: effects are read at layer + 1, got {layer}")
-    if not 1 <= k < model.cfg.d_model:
-        raise InputError(
-            f"k must be in 1..{model.cfg.d_model - 1}, below d_model {model.cfg.d_model} (at k = d_model every "
-            f"subspace is the whole residual stream, so there is nothing to compare), got {k}"
-        )
+    check_layer_and_k(model.cfg.n_layers, model.cfg.d_model, layer, k)
     if config.pairing != "auto" and config.pairing not in PAIRINGS:
         raise InputError(f"pairing must be 'auto' or one of {', '.join(PAIRINGS)}, got {config.pairing!r}")
     data = label_images(model, scenes, config.size)

@@ -8,7 +8,8 @@ interventions on them (method notes sections 5 and 6).
 The rest lives in its module: the `Intervention` base class in `interventions`, principal angles and
 `StabilityReport` in `diagnostics`, DAS's parts (`fit_interchange_subspace`, `swap_effect`, `DASResult`)
 in `das`, `head_means`, `head_reference` and `HeadReference` in `head_ablation`, `SubspaceProbe` in
-`subspace`, and saving, loading and sharing a subspace or an intervention (`save_subspace`,
+`subspace`, what a removed signal becomes (`REPLACEMENTS`, `Reference`, `replaced`) in `replacement`, and
+saving, loading and sharing a subspace or an intervention (`save_subspace`,
 `load_subspace`, `save_intervention`, `load_intervention`, `push_*_to_hub`; `save_pretrained`,
 `from_pretrained` and `push_to_hub` on `BindingSubspace` and `Intervention` call them) in `sharing`.
 """
@@ -17,7 +18,7 @@ from ..lazy import lazy_exports
 from .das import interchange_effect, train_das
 from .diagnostics import accuracy_kept, eigen_spectrum, elbow, subspace_stability
 from .head_ablation import HeadAblation
-from .interventions import Dose, Inject, Interchange, MeanAblate, ProjectOut, Shuffle
+from .interventions import Dose, Inject, Interchange, MeanAblate, ProjectOut, Replace, Shuffle
 from .subspace import BindingSubspace, accuracy_by_k
 
 # Exported here before issue 30: `from binding_lens.binding import principal_angles` says where each name lives now.
@@ -40,6 +41,7 @@ __all__ = [
     "Interchange",
     "MeanAblate",
     "ProjectOut",
+    "Replace",
     "Shuffle",
     "accuracy_by_k",
     "accuracy_kept",

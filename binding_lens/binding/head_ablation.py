@@ -24,7 +24,6 @@ reference images other than the ones measured, so "resample" never draws an imag
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
@@ -32,19 +31,14 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..hooks import names
+from .replacement import REPLACEMENTS, Reference, replaced
 
-MODES = ("zero", "mean", "noise", "resample")
-"""What an ablated head's z becomes (see the module docstring); every mode but "zero" needs a reference."""
+MODES = REPLACEMENTS
+"""What an ablated head's z becomes (`binding.replacement`); every mode but "zero" needs a reference."""
 
-
-@dataclass(frozen=True)
-class HeadReference:
-    """One block's `attn.hook_z` over reference images: every image's z, and their mean and standard
-    deviation per position, head and d_head (what "mean", "noise" and "resample" replace z with)."""
-
-    samples: Float[Tensor, "image pos head_index d_head"]
-    mean: Float[Tensor, "pos head_index d_head"]
-    std: Float[Tensor, "pos head_index d_head"]
+HeadReference = Reference
+"""One block's `attn.hook_z` over reference images (`head_reference`): every image's z, and their mean and
+standard deviation per position, head and d_head; a `binding.replacement.Reference`."""
 
 
 class HeadAblation:
@@ -97,7 +91,8 @@ class HeadAblation:
     def replacement(
         self, z: Float[Tensor, "batch pos head_index d_head"]
     ) -> Float[Tensor, "batch pos head_index d_head"]:
-        """What every ablated head's z becomes for this batch (all heads given; the call keeps the others)."""
+        """What every ablated head's z becomes for this batch (all heads given; the call keeps the others):
+        `binding.replacement.replaced`, or the mean given as `mean=`."""
         assert self.mean is not None  # every mode but zero has one (checked in __init__)
         if self.mean.shape != z.shape[1:]:
             raise InputError(
@@ -106,12 +101,7 @@ class HeadAblation:
             )
         if self.mode == "mean":
             return self.mean.to(z)[None].expand_as(z)
-        assert self.reference is not None
-        if self.mode == "noise":
-            noise = torch.randn(z.shape, generator=self.generator, dtype=torch.float32)
-            return (self.reference.mean + self.reference.std * noise).to(z)
-        drawn = torch.randint(self.reference.samples.shape[0], (z.shape[0],), generator=self.generator)
-        return self.reference.samples[drawn].to(z)
+        return replaced(z, self.mode, self.reference, self.generator)
 
 
 def _hook_z(model, pixels: Tensor, layer: int, batch_size: int, who: str) -> Iterator[Tensor]:
@@ -144,5 +134,5 @@ def head_reference(
 ) -> HeadReference:
     """`blocks.{layer}.attn.hook_z` of every image in `pixels`, with its mean and standard deviation (for the
     mean, noise and resample ablations)."""
-    z = torch.cat([z.float().cpu() for z in _hook_z(model, pixels, layer, batch_size, "head_reference")])
-    return HeadReference(z, z.double().mean(0).float(), z.double().std(0, correction=0).float())
+    z = [z.float().cpu() for z in _hook_z(model, pixels, layer, batch_size, "head_reference")]
+    return Reference.of(torch.cat(z))

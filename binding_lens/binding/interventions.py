@@ -35,6 +35,7 @@ from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..hooks.names import resid_post
 from ..probes import PairProbe
+from .replacement import Reference, check_replacement, replaced
 from .subspace import BindingSubspace
 
 
@@ -223,6 +224,37 @@ class MeanAblate(Intervention):
 
     def edit_patches(self, patches: Tensor) -> Tensor:
         return self._replace_binding(patches, self.subspace.binding_part(self.mean.to(patches))[None, None])
+
+
+class Replace(Intervention):
+    """Remove the binding part of every patch token and put its replacement in (`binding.replacement`):
+    h' = f(h) + Q r, with r = 0 ("zero", as `ProjectOut`), the reference's mean coordinates at that patch
+    position ("mean"), that mean plus Gaussian noise of the reference's spread ("noise"), or the coordinates of
+    the same position in a reference image drawn at random ("resample"; never the image's own when `images`,
+    the batch's image ids, and `reference_images`, the reference's, are given). `reference`: patch tokens
+    [image, n, d_model] of other images at the same hook. Seeded: the same draws on every forward."""
+
+    def __init__(
+        self,
+        subspace: BindingSubspace,
+        n_prefix: int,
+        mode: str = "zero",
+        reference: Float[Tensor, "image n d_model"] | None = None,
+        *,
+        seed: int = 0,
+        images: Int[Tensor, " batch"] | None = None,
+        reference_images: Int[Tensor, " image"] | None = None,
+    ):
+        super().__init__(subspace, n_prefix)
+        self.reference = None if reference is None else Reference.of(subspace.coordinates(reference.float().cpu()))
+        self.mode = check_replacement(mode, self.reference)
+        self.seed, self.images, self.reference_images = seed, images, reference_images
+
+    def edit_patches(self, patches: Tensor) -> Tensor:
+        coordinates = self.subspace.coordinates(patches)
+        generator = torch.Generator().manual_seed(self.seed)
+        new = replaced(coordinates, self.mode, self.reference, generator, self.images, self.reference_images)
+        return self._replace_binding(patches, new @ self.subspace.basis.to(patches).T)
 
 
 class Interchange(Intervention):

@@ -42,7 +42,17 @@ from ..probes.sharing import (
     read_card,
     save_probe_folder,
 )
-from .interventions import Dose, Inject, InjectByProbe, Interchange, Intervention, MeanAblate, ProjectOut, Shuffle
+from .interventions import (
+    Dose,
+    Inject,
+    InjectByProbe,
+    Interchange,
+    Intervention,
+    MeanAblate,
+    ProjectOut,
+    Replace,
+    Shuffle,
+)
 from .subspace import BindingSubspace
 
 WEIGHTS, CARD = "subspace.safetensors", "binding_subspace.json"
@@ -202,8 +212,12 @@ def _edit_record(intervention: Intervention) -> tuple[dict[str, Any], dict[str, 
         return {"name": "mean_ablate"}, {"mean": intervention.mean.detach().cpu().contiguous()}, None
     if isinstance(intervention, InjectByProbe):
         return {"name": "inject_by_probe", "alpha": intervention.alpha}, {}, intervention.probe
-    if isinstance(intervention, (Inject, Interchange)):
-        needs = "instance labels" if isinstance(intervention, Inject) else "source activations"
+    if isinstance(intervention, Replace) and intervention.reference is None:
+        return {"name": "project_out"}, {}, None  # "zero": ProjectOut
+    if isinstance(intervention, (Inject, Interchange, Replace)):
+        needs = {Inject: "instance labels", Interchange: "source activations"}.get(
+            type(intervention), "reference activations"
+        )
         raise InputError(
             f"{type(intervention).__name__} reads each batch's {needs}, which are data, not part of the edit: save "
             "its subspace (intervention.subspace.save_pretrained) and rebuild the edit where the data is"

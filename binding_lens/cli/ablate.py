@@ -14,6 +14,7 @@ from .arguments import (
     output_dir,
     pair_probe_source,
     positive_int,
+    replacement_list,
 )
 
 
@@ -39,6 +40,14 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=(),
         help="a dose-response: the full shuffle also at these strengths in [0, 1], e.g. 0.25,0.5,0.75 (the shuffled "
         "and clean binding coordinates mixed), on the binding subspace and its control",
+    )
+    ablate.add_argument(
+        "--replace",
+        type=replacement_list,
+        default=(),
+        help="also remove the binding subspace (and its control) with each of these replacements, side by side: "
+        "zero, mean (the train images' mean at each position), noise (that mean plus noise of their spread), "
+        "resample (another image's coordinates at the same position), e.g. zero,mean,noise,resample",
     )
     ablate.add_argument("--data", default="default", help=DATA_HELP)
     ablate.add_argument(
@@ -136,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         control_draws=max(args.control_draws, args.head_seeds),
         matched_energy=not args.unmatched_control,
         shuffle_doses=args.doses,
+        replacements=args.replace,
     )
     settings, dino, grouping = _own_heads(model, model_spec, settings, device)
     result = ablation_study(

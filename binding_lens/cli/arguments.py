@@ -76,6 +76,17 @@ def dose_list(text: str) -> tuple[float, ...]:
     return doses
 
 
+def replacement_list(text: str) -> tuple[str, ...]:
+    """An argparse type: comma-separated replacements of a removed signal (`binding.replacement.REPLACEMENTS`),
+    e.g. zero,mean,noise,resample."""
+    from ..binding.replacement import REPLACEMENTS as modes  # only when the option is given: --help stays light
+
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not chosen or any(mode not in modes for mode in chosen):
+        raise argparse.ArgumentTypeError(f"{text!r}: give replacements among {','.join(modes)}, comma-separated")
+    return chosen
+
+
 def output_dir(text: str) -> str:
     """An argparse type: a directory to create or resume (refused when a file is in the way)."""
     if Path(text).exists() and not Path(text).is_dir():

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from safetensors.torch import save
 
-    from ..analyses.causal_subspace import compare_subspaces
+    from ..analyses.causal_subspace import check_layer_and_k, compare_subspaces
     from ..analyses.report import write_table
     from ..data.spec import dataset_from_spec
     from ..hooks import HookedViT
@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
     device = default_device(args.device)
     model = HookedViT.from_pretrained(args.model, device=device)
+    check_layer_and_k(model.cfg.n_layers, model.cfg.d_model, args.layer, args.k)  # before any scene is drawn
     size = args.size or model.cfg.image_size[0]
     scenes = dataset_from_spec(args.data, n=args.n_images, size=size, seed=args.seed)
     table = compare_subspaces(

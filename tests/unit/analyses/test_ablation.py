@@ -329,3 +329,28 @@ def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given()
     without = ablation_study(model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False))
     assert all(OWN_HEAD not in row for row in without.rows)
     assert all(d["measure"] != OWN_HEAD for d in without.differences)
+
+
+def test_removals_with_each_replacement_run_side_by_side_on_both_subspaces():
+    """`replacements`: the binding subspace and its control removed with each replacement, every one a change
+    from clean and compared with the control's same removal; an unknown replacement is one line."""
+    model = HookedViT.from_pretrained("tiny:vit")
+    torch.manual_seed(0)
+    scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
+    modes = ("zero", "mean", "noise", "resample")
+    settings = AblationSettings(
+        layer=1, k=4, shuffle_ratios=(), inject_alphas=(), replacements=modes, dino=False, n_boot=200, **FAST
+    )
+    result = ablation_study(model, scenes, random_quadratic(32), settings)
+    by = {(row["subspace"], row["intervention"]): row for row in result.rows}
+    for subspace in ("binding", "random"):
+        for mode in modes:
+            assert by[subspace, f"remove ({mode})"]["attention_kl_to_clean"] > 0
+    versus = {d["intervention"] for d in result.differences if d.get("reference") == "random"}
+    assert versus == {f"remove ({mode})" for mode in modes}
+    zero, mean = by["binding", "remove (zero)"], by["binding", "remove (mean)"]
+    assert zero["attention_kl_to_clean"] != mean["attention_kl_to_clean"]  # the replacement matters
+    with pytest.raises(InputError, match="the replacement must be one of zero, mean, noise, resample, got 'median'"):
+        ablation_study(model, scenes, random_quadratic(32), replace(settings, replacements=("median",)))
+    with pytest.raises(SystemExit):
+        main(["ablate", "--model", "tiny:vit", "--layer", "1", "--replace", "zero,median", "--out", "unused"])
