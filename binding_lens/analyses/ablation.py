@@ -60,7 +60,6 @@ from ..binding import BindingSubspace, Inject, Shuffle
 from ..binding.diagnostics import overlap
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
 from ..binding.interventions import Dose, InjectByProbe, Intervention, Replace
-from ..binding.replacement import check_mode
 from ..data import Scene, patch_labels
 from ..effects.attention import (
     attention_follows_scores,
@@ -82,6 +81,7 @@ from ..effects.segmentation import (
 from ..errors import InputError
 from ..hooks import HookedViT, names
 from ..hooks.bridged import HookedModel, HookedOrBridge, hooked_vit_only
+from ..hooks.replacement import check_mode
 from ..io import write_json_atomic
 from ..losses.dino import DinoHead
 from ..losses.grouping import GroupingHead
@@ -126,7 +126,7 @@ class AblationSettings:
     """Also inject toward the probe's own groups (`InjectByProbe`) at `inject_alphas`."""
     replacements: tuple[str, ...] = ()
     """Also remove the binding subspace (and its control) with each of these replacements
-    (`binding.replacement.REPLACEMENTS`: zero, mean, noise, resample; `binding.Replace`, the reference the clean
+    (`hooks.replacement.REPLACEMENTS`: zero, mean, noise, resample; `binding.Replace`, the reference the clean
     tokens of the train images): "remove (zero)" rows and so on, side by side, so a reader sees how much a
     verdict depends on what the removed coordinates become."""
     n_boot: int = 1000

@@ -8,8 +8,7 @@ interventions on them (method notes sections 5 and 6).
 The rest lives in its module: the `Intervention` base class in `interventions`, principal angles and
 `StabilityReport` in `diagnostics`, DAS's parts (`fit_interchange_subspace`, `swap_effect`, `DASResult`)
 in `das`, `head_means`, `head_reference` and `HeadReference` in `head_ablation`, `SubspaceProbe` in
-`subspace`, what a removed signal becomes (`REPLACEMENTS`, `Reference`, `replaced`) in `replacement`, and
-saving, loading and sharing a subspace or an intervention (`save_subspace`,
+`subspace`, and saving, loading and sharing a subspace or an intervention (`save_subspace`,
 `load_subspace`, `save_intervention`, `load_intervention`, `push_*_to_hub`; `save_pretrained`,
 `from_pretrained` and `push_to_hub` on `BindingSubspace` and `Intervention` call them) in `sharing`.
 """

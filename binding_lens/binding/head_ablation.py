@@ -31,14 +31,14 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..hooks import names
-from .replacement import REPLACEMENTS, Reference, replaced
+from ..hooks.replacement import REPLACEMENTS, Reference, replaced
 
 MODES = REPLACEMENTS
-"""What an ablated head's z becomes (`binding.replacement`); every mode but "zero" needs a reference."""
+"""What an ablated head's z becomes (`hooks.replacement`); every mode but "zero" needs a reference."""
 
 HeadReference = Reference
 """One block's `attn.hook_z` over reference images (`head_reference`): every image's z, and their mean and
-standard deviation per position, head and d_head; a `binding.replacement.Reference`."""
+standard deviation per position, head and d_head; a `hooks.replacement.Reference`."""
 
 
 class HeadAblation:
@@ -92,7 +92,7 @@ class HeadAblation:
         self, z: Float[Tensor, "batch pos head_index d_head"]
     ) -> Float[Tensor, "batch pos head_index d_head"]:
         """What every ablated head's z becomes for this batch (all heads given; the call keeps the others):
-        `binding.replacement.replaced`, or the mean given as `mean=`."""
+        `hooks.replacement.replaced`, or the mean given as `mean=`."""
         assert self.mean is not None  # every mode but zero has one (checked in __init__)
         if self.mean.shape != z.shape[1:]:
             raise InputError(

@@ -34,8 +34,8 @@ from torch import Tensor
 from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..hooks.names import resid_post
+from ..hooks.replacement import Reference, check_replacement, replaced
 from ..probes import PairProbe
-from .replacement import Reference, check_replacement, replaced
 from .subspace import BindingSubspace
 
 
@@ -227,7 +227,7 @@ class MeanAblate(Intervention):
 
 
 class Replace(Intervention):
-    """Remove the binding part of every patch token and put its replacement in (`binding.replacement`):
+    """Remove the binding part of every patch token and put its replacement in (`hooks.replacement`):
     h' = f(h) + Q r, with r = 0 ("zero", as `ProjectOut`), the reference's mean coordinates at that patch
     position ("mean"), that mean plus Gaussian noise of the reference's spread ("noise"), or the coordinates of
     the same position in a reference image drawn at random ("resample"; never the image's own when `images`,

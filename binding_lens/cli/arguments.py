@@ -77,9 +77,9 @@ def dose_list(text: str) -> tuple[float, ...]:
 
 
 def replacement_list(text: str) -> tuple[str, ...]:
-    """An argparse type: comma-separated replacements of a removed signal (`binding.replacement.REPLACEMENTS`),
+    """An argparse type: comma-separated replacements of a removed signal (`hooks.replacement.REPLACEMENTS`),
     e.g. zero,mean,noise,resample."""
-    from ..binding.replacement import REPLACEMENTS as modes  # only when the option is given: --help stays light
+    from ..hooks.replacement import REPLACEMENTS as modes  # only when the option is given: --help stays light
 
     chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     if not chosen or any(mode not in modes for mode in chosen):

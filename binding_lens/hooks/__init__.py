@@ -5,10 +5,11 @@ per family (adapters/); `names` spells hook names, `parity` measures agreement w
 extension point that lets `from_pretrained` take `zoo:`/`random:`/... specs registered by
 `binding_lens.models` and `binding_lens.zoo`. `bridge` puts the same families inside TransformerLens 4's
 `TransformerBridge` (an architecture adapter, found through an entry point) and `bridged` reads such a bridge
-as the analyses read a HookedViT (`as_hooked`); neither is imported here.
+as the analyses read a HookedViT (`as_hooked`); neither is imported here. `replacement` says what an ablated
+hooked value becomes (zero, mean, noise, resample), for every ablation that takes one.
 """
 
-from . import names
+from . import names, replacement
 from .adapters import ADAPTERS, FamilyAdapter, UnsupportedArchitectureError, register_adapter
 from .config import HookedViTConfig
 from .hooked_vit import DisabledHookPointError, HookedViT, UnknownHookPointError
@@ -16,6 +17,7 @@ from .images import ImageSizeError, patch_grid, preprocess, token_index, token_t
 
 __all__ = [
     "names",
+    "replacement",
     "ADAPTERS",
     "DisabledHookPointError",
     "FamilyAdapter",

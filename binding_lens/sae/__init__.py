@@ -5,6 +5,9 @@
     with attach_sae(model, sae):                   # as SAELens's HookedSAETransformer splices it
         _, cache = model.run_with_cache(pixels)
     cache["blocks.3.hook_resid_post.hook_sae_acts_post"]
+    reference = latent_reference(model, sae, other_pixels)    # ablate latents with a replacement
+    with attach_sae(model, sae, use_error_term=True):
+        model.run_with_hooks(pixels, fwd_hooks=[LatentAblation([12, 40], "resample", reference).at(sae)])
 
 SAELens itself is not a dependency: its releases pin transformer-lens < 4 and import a module that
 transformer-lens 4 removed, so it cannot be installed beside this package. The autoencoder here
@@ -13,6 +16,7 @@ uses SAELens's parameter names, hook names and files, so a trained SAE loads wit
 """
 
 from ..lazy import lazy_exports
+from .ablation import LatentAblation, latent_reference
 from .autoencoder import SparseAutoencoder, attach_sae, load_sae
 from .training import SaeTrainingConfig, SaeTrainingRecord, initialize_sae, train_sae
 
@@ -20,11 +24,13 @@ from .training import SaeTrainingConfig, SaeTrainingRecord, initialize_sae, trai
 __getattr__, __dir__ = lazy_exports(__name__, {}, moved={"initialise_sae": f"{__name__}.initialize_sae"})  # old name
 
 __all__ = [
+    "LatentAblation",
     "SaeTrainingConfig",
     "SaeTrainingRecord",
     "SparseAutoencoder",
     "attach_sae",
     "initialize_sae",
+    "latent_reference",
     "load_sae",
     "train_sae",
 ]
