@@ -6,7 +6,7 @@ injection alphas 0.5 / 0, and the same alphas of `InjectByProbe`, which averages
 probe groups together instead of the ground-truth objects) is applied to the binding subspace of
 dimension k and to a random subspace of the same dimension, mid-forward (with `replacements`, also the subspace
 removed, its coordinates replaced by zero, the train images' mean, matched noise or another image's:
-`binding.Replace`), and measured by:
+`binding.interventions.Replace`), and measured by:
 
 - next-layer attention at l+1: the attention mass inside the query patch's own object (raw: near patches
   attend to each other and more often share an object, so it mixes proximity in), beside it the excess
@@ -126,9 +126,9 @@ class AblationSettings:
     """Also inject toward the probe's own groups (`InjectByProbe`) at `inject_alphas`."""
     replacements: tuple[str, ...] = ()
     """Also remove the binding subspace (and its control) with each of these replacements
-    (`hooks.replacement.REPLACEMENTS`: zero, mean, noise, resample; `binding.Replace`, the reference the clean
-    tokens of the train images): "remove (zero)" rows and so on, side by side, so a reader sees how much a
-    verdict depends on what the removed coordinates become."""
+    (`hooks.replacement.REPLACEMENTS`: zero, mean, noise, resample; `binding.interventions.Replace`, the
+    reference the clean tokens of the train images): "remove (zero)" rows and so on, side by side, so a reader
+    sees how much a verdict depends on what the removed coordinates become."""
     n_boot: int = 1000
     level: float = LEVEL
     seed: int = 0

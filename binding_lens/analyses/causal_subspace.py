@@ -99,6 +99,10 @@ class ReadPairs:
     same: Bool[Tensor, " pair"]
     image: Int[Tensor, " pair"]
 
+    def auroc(self) -> float:
+        """The AUROC of the scores for same-object."""
+        return auroc(self.scores, self.same)
+
 
 @torch.no_grad()
 def readout_scores(
@@ -123,20 +127,6 @@ def readout_scores(
         same.append((labels[:, :, None] == labels[:, None, :])[kept])
     image = torch.arange(tokens.shape[0])[:, None, None].expand_as(mask)[mask]
     return ReadPairs(torch.cat(scores), torch.cat(same), image)
-
-
-def readout_auroc(
-    tokens: Tensor,
-    instance: Tensor,
-    readout: Readout,
-    edit: Any = None,
-    batch_images: int = 32,
-    *,
-    pairs: Bool[Tensor, "image n n"] | None = None,
-) -> float:
-    """AUROC of `readout_scores` (every labeled pair, or those of `pairs`, after `edit`)."""
-    read = readout_scores(tokens, instance, readout, edit, batch_images, pairs=pairs)
-    return auroc(read.scores, read.same)
 
 
 @dataclass
@@ -279,7 +269,7 @@ def _measure(
     effect and the shuffle effect, read on `pairs` (the benchmark's flip pairs; None: every labeled pair);
     with the clean pairs and each subspace's shuffled scores of them (for the intervals, `_shuffle_intervals`)."""
     clean = readout_scores(tokens, instance, readout, pairs=pairs)
-    clean_auroc = auroc(clean.scores, clean.same)
+    clean_auroc = clean.auroc()
     measured: list[Row] = []
     shuffled: dict[str, Tensor] = {}
     for name, sub in subspaces.items():

@@ -5,7 +5,8 @@ interventions on them (method notes sections 5 and 6).
     model.run_with_hooks(pixels, fwd_hooks=[Shuffle(sub, 0.5, model.cfg.n_prefix_tokens).at(8)])
     das = train_das(model, pixels, instance, layer=3, probe_next=probe_at_4, k=8)   # das.subspace
 
-The rest lives in its module: the `Intervention` base class in `interventions`, principal angles and
+The rest lives in its module: the `Intervention` base class and `Replace` (a removal with a replacement) in
+`interventions`, principal angles and
 `StabilityReport` in `diagnostics`, DAS's parts (`fit_interchange_subspace`, `swap_effect`, `DASResult`)
 in `das`, `head_means`, `head_reference` and `HeadReference` in `head_ablation`, `SubspaceProbe` in
 `subspace`, and saving, loading and sharing a subspace or an intervention (`save_subspace`,
@@ -17,7 +18,7 @@ from ..lazy import lazy_exports
 from .das import interchange_effect, train_das
 from .diagnostics import accuracy_kept, eigen_spectrum, elbow, subspace_stability
 from .head_ablation import HeadAblation
-from .interventions import Dose, Inject, Interchange, MeanAblate, ProjectOut, Replace, Shuffle
+from .interventions import Dose, Inject, Interchange, MeanAblate, ProjectOut, Shuffle
 from .subspace import BindingSubspace, accuracy_by_k
 
 # Exported here before issue 30: `from binding_lens.binding import principal_angles` says where each name lives now.
@@ -40,7 +41,6 @@ __all__ = [
     "Interchange",
     "MeanAblate",
     "ProjectOut",
-    "Replace",
     "Shuffle",
     "accuracy_by_k",
     "accuracy_kept",

@@ -11,7 +11,7 @@ from binding_lens import HookedViT
 from binding_lens.activations.context import scene_twins
 from binding_lens.analyses import causal_subspace
 from binding_lens.analyses.ablation import label_images
-from binding_lens.analyses.causal_subspace import benchmark_pairs, compare_subspaces, readout_auroc, scored_pairs
+from binding_lens.analyses.causal_subspace import benchmark_pairs, compare_subspaces, readout_scores, scored_pairs
 from binding_lens.data.synthetic import SyntheticScenes
 from binding_lens.probes import ProbeData, ProbeTrainingConfig, split_by_image
 from binding_lens.probes.evaluation import lay_out_pairs
@@ -72,12 +72,14 @@ def test_the_pairs_read_on_twin_mazes_are_the_benchmarks_kept_flip_pairs(model, 
     readout = lambda images, patches: scores[images]  # noqa: E731
     tokens = torch.zeros(*instance.shape, 4)
     expected = auroc(scores[pairs], same[pairs])
-    assert readout_auroc(tokens, instance, readout, pairs=pairs) == pytest.approx(expected, abs=1e-12)
+    assert readout_scores(tokens, instance, readout, pairs=pairs).auroc() == pytest.approx(expected, abs=1e-12)
     symmetric = pairs | pairs.transpose(1, 2)  # either order of a pair names the same pair
-    assert readout_auroc(tokens, instance, readout, pairs=symmetric) == pytest.approx(expected, abs=1e-12)
+    assert readout_scores(tokens, instance, readout, pairs=symmetric).auroc() == pytest.approx(expected, abs=1e-12)
     assert torch.equal(scored_pairs(instance, symmetric), pairs)
     every = scored_pairs(instance)
-    assert readout_auroc(tokens, instance, readout) == pytest.approx(auroc(scores[every], same[every]), abs=1e-12)
+    assert readout_scores(tokens, instance, readout).auroc() == pytest.approx(
+        auroc(scores[every], same[every]), abs=1e-12
+    )
 
 
 def _recording(monkeypatch) -> dict[str, list]:

@@ -7,7 +7,7 @@ import torch
 
 from binding_lens import HookedViT
 from binding_lens.analyses.ablation import label_images
-from binding_lens.analyses.causal_subspace import readout_auroc
+from binding_lens.analyses.causal_subspace import readout_scores
 from binding_lens.analyses.shuffle_effect import (
     COMPARISONS,
     CONDITIONS,
@@ -56,7 +56,7 @@ def test_each_condition_matches_the_attention_and_the_readout_measured_another_w
         with torch.no_grad(), model.hooks(fwd_hooks=hooks):
             _, cache = model.run_with_cache(data.pixels, names_filter="blocks.2.hook_resid_post", stop_at_layer=3)
         tokens = cache["blocks.2.hook_resid_post"][:, n_prefix:]
-        auroc = readout_auroc(tokens, data.instance, lambda images, patches: probe_next.pair_logits(patches))
+        auroc = readout_scores(tokens, data.instance, lambda images, patches: probe_next.pair_logits(patches)).auroc()
         assert effect.values[condition]["own_object_attention"] == pytest.approx(attention, abs=1e-6)
         assert effect.values[condition]["next_auroc"] == pytest.approx(auroc, abs=1e-6)
     assert effect.values["binding shuffle"] != effect.values["clean"] != effect.values["random shuffle"]

@@ -1,4 +1,4 @@
-"""What a removed signal becomes (`hooks.replacement`, `binding.Replace`): on a planted component whose
+"""What a removed signal becomes (`hooks.replacement`, `binding.interventions.Replace`): on a planted component whose
 coordinates are mu + sigma * noise, each replacement's mean squared change is the one its definition gives
 (mean sigma^2 < noise = resample 2 sigma^2 < zero mu^2 + sigma^2), the rest of the token is untouched,
 resample never hands an image its own values, and every mistake is one line."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from binding_lens.binding import BindingSubspace, ProjectOut, Replace
+from binding_lens.binding import BindingSubspace, ProjectOut
+from binding_lens.binding.interventions import Replace
 from binding_lens.hooks.replacement import REPLACEMENTS, Reference, replaced
 
 MU, SIGMA, K = torch.tensor([3.0, -2.0]), 0.5, 2
