@@ -44,9 +44,15 @@ class FolderLock:
         home = self.path.parent
         self._created = [p for p in (home, *home.parents) if not p.exists()][::-1]
         try:
-            home.mkdir(parents=True, exist_ok=True)
-            while self._fd is None:
-                self._fd = self._try_lock()
+            for attempt in range(5):
+                home.mkdir(parents=True, exist_ok=True)
+                try:
+                    while self._fd is None:
+                        self._fd = self._try_lock()
+                    break
+                except FileNotFoundError:  # another torchrun rank's writability check removed the folder it made
+                    if attempt == 4:
+                        raise
         except FolderInUseError:
             self._remove_created()
             raise

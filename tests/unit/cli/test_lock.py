@@ -80,3 +80,22 @@ def test_a_lock_beside_the_folder_leaves_the_folder_to_its_writer(tmp_path):
         with pytest.raises(FolderInUseError, match="zoo train"):
             FolderLock(out, "again", beside=True).acquire()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_lock_is_taken_when_another_rank_removes_the_folder_it_made_meanwhile(tmp_path, monkeypatch):
+    """Under torchrun every rank checks that --out is writable (`io.check_writable_dir` makes the folder and
+    removes it again) while rank 0 takes the lock: a folder removed between the lock's mkdir and its open is
+    made again, not reported as unwritable."""
+    out, opened = tmp_path / "acts", []
+    real_open = os.open
+
+    def racing_open(path, flags, mode=0o777):
+        if str(path).endswith(LOCK_NAME) and not opened:
+            opened.append(path)
+            out.rmdir()  # what the other rank's check does at that moment
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", racing_open)
+    with FolderLock(out, "binding-lens extract --out acts") as held:
+        assert held.path.is_file() and opened
+    assert not out.exists()
