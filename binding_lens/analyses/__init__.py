@@ -5,7 +5,8 @@
     table = compare_subspaces(model, held_out_scenes("zoo:dino", 600), layer=3, k=8)
 
 The rest lives in its module: the sweep in stages (`plan_sweep`, `compute_sweep`, `write_sweep`, `ALL_PROBES`)
-in `layer_sweep`, the result types in theirs (`HeadMap` in `heads`, `PairAttribution` in
+in `layer_sweep`, the result types in theirs (`HeadMap` in `heads`, with the head map per replacement
+(`head_maps_by_replacement`, `replacement_table`), `PairAttribution` in
 `gradient_attribution`, `SubspaceComparison` in `causal_subspace`), report tables in `report`, the network-free
 baselines every probe is judged against in `pair_baselines`; the ablation
 study, SAE binding features, code-probe bits and the toy experiments in `ablation`, `sae_binding`, `bits`, `toy`.

@@ -22,12 +22,13 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..binding.head_ablation import HeadAblation, head_reference
+from ..binding.head_ablation import MODES, HeadAblation, head_reference
 from ..errors import InputError
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeData, evaluate
 from ..probes.evaluation import auroc_with_interval
 from ..probes.sampling import fixed_pairs
+from .report import format_table
 
 
 @dataclass
@@ -144,3 +145,42 @@ def head_ablation_map(
             ablated = score(layer, [ablation.at(layer)])
             auroc[i, head], accuracy[i, head] = ablated["auroc"], ablated["accuracy"]
     return HeadMap(layers, n_heads, mode, auroc, accuracy, clean_auroc, clean_accuracy, interval)
+
+
+def head_maps_by_replacement(
+    model: HookedOrBridge,
+    pixels: Float[Tensor, "image channels height width"],
+    instance: Int[Tensor, "image n_patches"],
+    probes: dict[int, PairProbe],
+    modes: tuple[str, ...] = MODES,
+    **options: Any,
+) -> dict[str, HeadMap]:
+    """`head_ablation_map` once per replacement in `modes` (zero, mean, noise, resample; the other keywords as
+    there), on the same pairs: what `replacement_table` sets side by side."""
+    return {mode: head_ablation_map(model, pixels, instance, probes, mode=mode, **options) for mode in modes}
+
+
+def replacement_table(maps: dict[str, HeadMap], n: int = 5) -> str:
+    """The heads in the top `n` by AUROC drop under any replacement, with their drop under each (and the
+    clean AUROC's interval width, below which a drop is not evidence): a head that leads under "zero" alone
+    owes its rank to the replacement."""
+    first = next(iter(maps.values()))
+    drops = {mode: hmap.auroc_drop for mode, hmap in maps.items()}
+    chosen = sorted(
+        {(row["layer"], row["head"]) for hmap in maps.values() for row in hmap.top(n)},
+        key=lambda key: -max(float(drop[first.layers.index(key[0]), key[1]]) for drop in drops.values()),
+    )
+    rows = []
+    for layer, head in chosen:
+        i = first.layers.index(layer)
+        width = float(first.clean_interval[i, 1] - first.clean_interval[i, 0])
+        row: dict[str, Any] = {"layer": layer, "head": head}
+        row |= {f"drop ({mode})": float(drop[i, head]) for mode, drop in drops.items()}
+        row |= {"ranks": " ".join(str(_rank(drop, i, head)) for drop in drops.values()), "clean CI width": width}
+        rows.append(row)
+    return format_table(rows, list(rows[0])) if rows else "no heads"
+
+
+def _rank(drop: Tensor, i: int, head: int) -> int:
+    """The head's rank (1 = the largest drop) among all mapped heads under one replacement."""
+    return int((drop > drop[i, head]).sum()) + 1

@@ -156,3 +156,25 @@ def test_a_head_map_in_every_mode_finds_the_writing_head_and_a_real_model_refere
         hmap = head_ablation_map(hooked, x, instance, {1: probe}, mode=mode, reference_pixels=others)
         assert hmap.mode == mode and bool((hmap.auroc_drop[0, 1:] == 0).all())  # silent heads: nothing moves
         assert float(hmap.auroc_drop[0, 0].abs()) > 0  # the one head that writes
+
+
+def test_the_head_maps_of_every_replacement_side_by_side():
+    """`head_maps_by_replacement` is `head_ablation_map` once per replacement; `replacement_table` lists every
+    head in the top n under any replacement, with its drop and its rank under each (the writing head is the
+    only one whose removal moves the probe)."""
+    from binding_lens.analyses.heads import head_maps_by_replacement, replacement_table
+
+    case, hooked, x, instance, probe = _one_writing_head()
+    others = pixels(case.native, batch=4, seed=9)
+    maps = head_maps_by_replacement(hooked, x, instance, {1: probe}, reference_pixels=others)
+    assert list(maps) == ["zero", "mean", "noise", "resample"]
+    one = head_ablation_map(hooked, x, instance, {1: probe}, mode="noise", reference_pixels=others)
+    assert torch.equal(maps["noise"].auroc, one.auroc)
+    lines = replacement_table(maps, n=2).splitlines()
+    assert lines[0].split()[:6] == ["layer", "head", "drop", "(zero)", "drop", "(mean)"] and "ranks" in lines[0]
+    listed = {(int(line.split()[0]), int(line.split()[1])) for line in lines[1:]}
+    assert listed == {(row["layer"], row["head"]) for hmap in maps.values() for row in hmap.top(2)}
+    row = next(line.split() for line in lines[1:] if line.split()[:2] == ["0", "0"])
+    ranks = [1 + int((hmap.auroc_drop[0] > hmap.auroc_drop[0, 0]).sum()) for hmap in maps.values()]
+    assert row[6:10] == [str(rank) for rank in ranks]
+    assert all(bool((hmap.auroc_drop[0, 1:] == 0).all()) and hmap.auroc_drop[0, 0] != 0 for hmap in maps.values())
