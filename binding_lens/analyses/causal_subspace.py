@@ -50,6 +50,7 @@ from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
 from ..probes.metrics import auroc, paired_auroc_difference
 from ..probes.pairing import PAIRINGS, twin_pairs
+from ..stats import Interval
 from .ablation import label_images
 from .layer_probes import fit_layer_probes
 from .report import Row, format_table, null_text
@@ -137,6 +138,8 @@ class SubspaceComparison:
     random_reference: dict[str, Tensor]
     settings: dict[str, Any] = field(default_factory=dict)
     splits: dict[str, Tensor] = field(default_factory=dict)  # train / val / test: indices into the scenes
+    versus_random: dict[str, Interval] = field(default_factory=dict)
+    """Per subspace: its shuffled AUROC minus the random controls' mean, with its paired bootstrap interval."""
 
     def text(self) -> str:
         return format_table(self._shown(), [*COLUMNS, SHUFFLE_VERSUS_RANDOM])
@@ -149,13 +152,13 @@ class SubspaceComparison:
 
     def _shown(self) -> list[Row]:
         """The rows with the shuffle's difference from the random controls as text, its limit beside a null."""
-        return [row | {SHUFFLE_VERSUS_RANDOM: _shuffle_text(row)} for row in self.rows]
+        return [row | {SHUFFLE_VERSUS_RANDOM: self._versus_text(row["subspace"])} for row in self.rows]
 
-
-def _shuffle_text(row: Row) -> str:
-    if row.get("shuffle_minus_random_low") is None:
-        return ""
-    return null_text(row["shuffle_minus_random"], row["shuffle_minus_random_low"], row["shuffle_minus_random_high"])
+    def _versus_text(self, name: str) -> str:
+        found = self.versus_random.get(name)
+        if found is None or found.low is None or found.high is None:
+            return ""
+        return null_text(found.estimate, found.low, found.high)
 
 
 @dataclass(frozen=True)
@@ -235,9 +238,10 @@ def compare_subspaces(
     )
     rows = [row for row in measured if not row["subspace"].startswith("random")]
     randoms = [row for row in measured if row["subspace"].startswith("random")]
+    versus_random: dict[str, Interval] = {}
     if randoms:
         units = torch.arange(len(test_idx)) if groups is None else groups[test_idx].cpu()
-        _shuffle_intervals(rows, clean, shuffled, units, seed)
+        versus_random = _shuffle_intervals(rows, clean, shuffled, units, seed)
         rows.append(_summarize_random(randoms, k))
     reference = random_angles(model.cfg.d_model, k)
     settings = {
@@ -252,7 +256,7 @@ def compare_subspaces(
         "das_loss": das.history,
     }
     splits = {"train": train_idx, "val": val_idx, "test": test_idx}
-    return SubspaceComparison(rows, subspaces, probes, reference, settings, splits)
+    return SubspaceComparison(rows, subspaces, probes, reference, settings, splits, versus_random)
 
 
 def _measure(
@@ -295,22 +299,25 @@ def _measure(
 
 def _shuffle_intervals(
     rows: list[Row], read: ReadPairs, shuffled: dict[str, Tensor], units: Int[Tensor, " image"], seed: int
-) -> None:
-    """Into each row that is not a random control: its shuffled AUROC minus the random controls' mean
-    (`shuffle_minus_random`, with `_low` / `_high`: paired bootstrap over `units`, the held-out images or
-    their twin groups), so a subspace's shuffle is read against the same edit of k random directions of
-    its energy, beyond noise or with the smallest difference the comparison would have seen."""
+) -> dict[str, Interval]:
+    """Per subspace that is not a random control: its shuffled AUROC minus the random controls' mean, with its
+    95 % interval (paired bootstrap over `units`, the held-out images or their twin groups), so a subspace's
+    shuffle is read against the same edit of k random directions of its energy; also written into its row
+    (`shuffle_minus_random`, `_low`, `_high`) for the CSV."""
     randoms = torch.stack([scores for name, scores in shuffled.items() if name.startswith("random")])
+    found: dict[str, Interval] = {}
     for row in rows:
-        if row["subspace"] in shuffled and not row["subspace"].startswith("random"):
-            _, _, difference = paired_auroc_difference(
-                shuffled[row["subspace"]], randoms, read.same, units[read.image], seed=seed
+        name = row["subspace"]
+        if name in shuffled and not name.startswith("random"):
+            _, _, found[name] = paired_auroc_difference(
+                shuffled[name], randoms, read.same, units[read.image], seed=seed
             )
             row |= {
-                "shuffle_minus_random": difference.estimate,
-                "shuffle_minus_random_low": difference.low,
-                "shuffle_minus_random_high": difference.high,
+                "shuffle_minus_random": found[name].estimate,
+                "shuffle_minus_random_low": found[name].low,
+                "shuffle_minus_random_high": found[name].high,
             }
+    return found
 
 
 def _pairing(asked: str, twins: TwinSlots) -> str:

@@ -159,6 +159,9 @@ def test_compare_subspaces_rows_and_controls():
         difference = row["next_auroc_shuffled"] - random["next_auroc_shuffled"]
         assert row["shuffle_minus_random"] == pytest.approx(difference, abs=1e-9)
         assert row["shuffle_minus_random_low"] <= row["shuffle_minus_random"] <= row["shuffle_minus_random_high"]
+        typed = table.versus_random[row["subspace"]]  # the row's columns come from the typed record
+        columns = [row[f"shuffle_minus_random{end}"] for end in ("", "_low", "_high")]
+        assert [typed.estimate, typed.low, typed.high] == columns
     assert "shuffle_minus_random" not in random and "shuffle - random [95% CI]" in table.text()
     shown = table.text().splitlines()
     assert all(("]" in line) == (not line.startswith("random")) for line in shown[1:])  # the control has none
