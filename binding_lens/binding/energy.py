@@ -95,7 +95,11 @@ def matched_random_subspace(
     rotated = vectors.T @ gaussian
 
     def span(exponent: float) -> Tensor:
-        return torch.linalg.qr(vectors @ (scale[:, None] ** (exponent / 2) * rotated)).Q[:, :k]
+        weights = scale[:, None] ** (exponent / 2)
+        if not bool(torch.isfinite(weights).all()):  # a steep negative exponent on a tiny eigenvalue overflows
+            logs = (exponent / 2) * scale.log()
+            weights = (logs - logs.max()).exp()[:, None]  # the same span, scaled into range
+        return torch.linalg.qr(vectors @ (weights * rotated)).Q[:, :k]
 
     low, high = -_EXPONENT_LIMIT, _EXPONENT_LIMIT
     for _ in range(80):
@@ -105,7 +109,7 @@ def matched_random_subspace(
         if abs(found - share) <= tolerance * share / 4:
             break
         low, high = (exponent, high) if found < share else (low, exponent)
-    if abs(found - share) > tolerance * share:
+    if not abs(found - share) <= tolerance * share:  # NaN fails too
         raise InputError(
             f"could not match a within-image variance share of {share:.4f} with seed {seed} (got {found:.4f}); "
             "try another seed"

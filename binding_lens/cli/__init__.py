@@ -5,6 +5,7 @@
     sweep    every probe at every layer                                    (cli/sweep.py)
     ablate   shuffle / inject binding vectors, measure what breaks        (cli/ablate.py)
     das      the causal binding subspace against the probe's and random ones (cli/das.py)
+    ground   which heads, neurons, directions and SAE latents follow instances (cli/ground.py)
     bits     binding information in bits by layer, token set and probe family (cli/bits.py)
     sae      a sparse autoencoder at one layer and its binding features    (cli/sae.py)
     toy      twins, their residual differences, position decodability     (cli/toy.py)
@@ -35,7 +36,7 @@ from typing import Any, NoReturn
 from ..errors import BindingLensError, GridSizeError, KnobError
 from ..threads import THREADS_HELP, use_threads
 from ..version import __version__
-from . import ablate, bits, claims, das, demo, hooks, sae, sensitivity, sweep, toy, view, zoo
+from . import ablate, bits, claims, das, demo, ground, hooks, sae, sensitivity, sweep, toy, view, zoo
 from .arguments import parse_layers, positive_int
 from .preflight import output_lock, preflight
 
@@ -45,6 +46,7 @@ COMMANDS = {
     "sweep": sweep,
     "ablate": ablate,
     "das": das,
+    "ground": ground,
     "bits": bits,
     "sae": sae,
     "toy": toy,

@@ -179,7 +179,7 @@ def check_layers(args: argparse.Namespace, n_layers: int, d_model: int) -> None:
             raise InputError(
                 f"k must be in 1..{d_model - 1} (below d_model {d_model}: the swap needs a complement), got {args.k}"
             )
-    elif args.command == "sae" and layer >= n_layers:
+    elif args.command in ("sae", "ground") and layer >= n_layers:
         raise InputError(f"layer {layer} does not exist: this model has layers 0..{n_layers - 1}")
 
 
