@@ -456,6 +456,8 @@ class UnitMaps:
     """The best unit of each kind at every patch of a few report images (for `figures.unit_maps_figure`)."""
 
     images: list[np.ndarray]
+    masks: list[np.ndarray]
+    """Each image's instance mask, at the image's size."""
     instances: list[np.ndarray]
     """[rows, cols] instance ids (-1: unlabeled)."""
     maps: dict[str, Sequence[np.ndarray]]
@@ -481,4 +483,4 @@ def unit_maps(
         values = read.values[:, :, column].reshape(len(chosen), grid[0], grid[1], -1).numpy()
         maps[f"{read.kind} {best[read.kind]}"] = list(values)
     instances = [labeled.instance[i].reshape(grid).numpy() for i in range(len(chosen))]
-    return UnitMaps(labeled.images, instances, maps)
+    return UnitMaps(labeled.images, [np.asarray(scene.instance_mask) for scene in chosen], instances, maps)

@@ -55,7 +55,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     ground.add_argument("--n-random", type=positive_int, default=5, help="random units per reported unit")
     ground.add_argument("--seed", type=non_negative_int, default=0, help="scene seed; also seeds the split and draws")
     ground.add_argument("--device", default=None, help=DEVICE_HELP)
-    ground.add_argument("--out", type=output_dir, required=True, help="output directory (units.csv, figures)")
+    ground.add_argument(
+        "--out", type=output_dir, required=True, help="output directory (units.csv, figures, viewer.html)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from ..hooks import HookedViT
     from ..io import write_json_atomic
     from ..sae import load_sae
+    from ..vis.grounding_viewer import grounding_viewer
 
     kinds, sae_path = parse_units(args.units)
     device = default_device(args.device)
@@ -103,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     maps_figure = unit_maps_figure(
         maps.images, maps.instances, maps.maps, out / "unit_maps", f"The best unit of each kind ({where})"
     )
+    viewer = grounding_viewer(maps, out / "viewer.html", args.layer, args.model)
     print(result.text())
-    print(f"report: {csv_path}, {out / 'summary.json'}, {figure}, {maps_figure}")
+    print(f"report: {csv_path}, {out / 'summary.json'}, {figure}, {maps_figure}, {viewer}")
     return 0

@@ -25,6 +25,7 @@ from binding_lens.errors import InputError
 from binding_lens.figures.grounding import UnitBar, grounding_figure, unit_maps_figure
 from binding_lens.probes import split_by_image
 from binding_lens.sae import SaeTrainingConfig, train_sae
+from binding_lens.vis.grounding_viewer import grounding_viewer, unit_similarity
 
 GRID = (8, 8)
 
@@ -179,6 +180,8 @@ def test_ground_end_to_end_on_a_tiny_model_with_an_sae(tmp_path):
     assert list(maps.maps) == [f"{kind} {result.units[2 * i].name}" for i, kind in enumerate(config.kinds)]
     assert maps.maps[f"heads {result.units[0].name}"][0].shape == (4, 4, 8)
     assert unit_maps_figure(maps.images, maps.instances, maps.maps, tmp_path / "maps", "maps").exists()
+    page = grounding_viewer(maps, tmp_path / "viewer.html", layer=1, name="tiny:vit").read_text()
+    assert all(label in page for label in maps.maps) and "block 1" in page
     bars = [UnitBar(u.name, u.auroc.estimate, u.auroc.low, u.auroc.high, u.relabeled.estimate) for u in result.units]
     assert grounding_figure(bars, tmp_path / "bars", "bars").exists()
 
@@ -191,7 +194,7 @@ def test_ground_command_writes_its_table_and_figures(tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "unit - random [95% CI]" in printed and "subspace: " in printed
-    for name in ("units.csv", "summary.json", "grounding.png", "unit_maps.png"):
+    for name in ("units.csv", "summary.json", "grounding.png", "unit_maps.png", "viewer.html"):
         assert (tmp_path / "g" / name).exists()
 
 
@@ -221,3 +224,14 @@ def test_an_sae_on_another_hook_is_refused(tmp_path):
     sae, _ = train_sae(torch.randn(64, 32), SaeTrainingConfig(d_sae=16, steps=2), hook_name="blocks.9.hook_resid_post")
     with pytest.raises(InputError, match="which this model does not have"):
         ground(model, SyntheticScenes("matched", n=12, size=32), 0, GroundingConfig(("sae",), sae))
+
+
+def test_unit_similarity_is_exp_of_minus_distance_over_the_median():
+    values = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(0)).numpy()
+    flat = values.reshape(12, 5)
+    distances = [[float(((flat[i] - flat[j]) ** 2).sum() ** 0.5) for j in range(12)] for i in range(12)]
+    off = sorted(distances[i][j] for i in range(12) for j in range(12) if i != j)
+    median = (off[len(off) // 2 - 1] + off[len(off) // 2]) / 2
+    expected = torch.tensor(distances, dtype=torch.float64).div(median).neg().exp().numpy()
+    assert abs(unit_similarity(values) - expected).max() < 1e-9
+    assert (unit_similarity(torch.ones(2, 2, 1).numpy()) == 1).all()
