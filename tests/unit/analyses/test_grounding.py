@@ -227,7 +227,7 @@ def test_an_sae_on_another_hook_is_refused(tmp_path):
 
 
 def test_unit_similarity_is_exp_of_minus_distance_over_the_median():
-    values = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(0)).numpy()
+    values = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64).numpy()
     flat = values.reshape(12, 5)
     distances = [[float(((flat[i] - flat[j]) ** 2).sum() ** 0.5) for j in range(12)] for i in range(12)]
     off = sorted(distances[i][j] for i in range(12) for j in range(12) if i != j)
