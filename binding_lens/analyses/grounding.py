@@ -49,8 +49,8 @@ from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import split_by_image
 from ..probes.metrics import auroc_replicates, stratified_auroc
 from ..sae import SparseAutoencoder
-from ..stats import Interval, bootstrap_counts, holm, percentile_interval
-from ..stats.inference import bootstrap_p_value
+from ..stats import Interval, bootstrap_counts, holm
+from ..stats.inference import bootstrap_p_value, replicate_interval
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe
 from .report import format_table, null_text
@@ -286,9 +286,7 @@ class _Report:
 
 
 def _interval(estimate: float, replicates: Tensor, n: int) -> Interval:
-    finite = replicates[torch.isfinite(replicates)]
-    low, high = percentile_interval(finite) if finite.numel() else (math.nan, math.nan)
-    return Interval(estimate, low, high, method="bootstrap over images", n=n)
+    return replicate_interval(estimate, replicates, n=n, method="bootstrap over images")
 
 
 def _random_scores(units: UnitValues, unit: int, report: _Report, n_random: int, seed: int) -> list[Tensor]:
@@ -299,21 +297,9 @@ def _random_scores(units: UnitValues, unit: int, report: _Report, n_random: int,
     share = variance_share(units.read_in[unit], covariance)
     reads = []
     for r in range(n_random):
-        basis = _matched(covariance, width, share, seed + 1009 * r + 7919 * unit).basis.float()
-        reads.append(report.own.scores((units.stream @ basis)[:, :, None])[:, 0])
+        control = matched_random_subspace(covariance, width, share, seed + 1009 * r + 7919 * unit, tries=10)
+        reads.append(report.own.scores((units.stream @ control.basis.float())[:, :, None])[:, 0])
     return reads
-
-
-def _matched(covariance: Tensor, width: int, share: float, seed: int, tries: int = 10) -> BindingSubspace:
-    """`matched_random_subspace`, drawing again (seed + 10^6 t) when a draw cannot reach the share: the bisection
-    over its exponent assumes a monotone share, which a rare draw of several directions is not."""
-    for attempt in range(tries):
-        try:
-            return matched_random_subspace(covariance, width, share, seed=seed + 10**6 * attempt)
-        except InputError:
-            if attempt == tries - 1:
-                raise
-    raise AssertionError("unreachable")
 
 
 def _graded(units: UnitValues, unit: int, selected: float, report: _Report, config: GroundingConfig) -> tuple:
@@ -382,13 +368,9 @@ def score_units(data: GroundingData, units: Sequence[UnitValues], config: Ground
     tested = [i for i, p in enumerate(p_values) if not math.isnan(p)]
     adjusted = dict(zip(tested, holm([p_values[i] for i in tested])))
     return [
-        _with_holm(record, adjusted.get(2 * i, math.nan), adjusted.get(2 * i + 1, math.nan))
+        replace(record, holm_p=(adjusted.get(2 * i, math.nan), adjusted.get(2 * i + 1, math.nan)))
         for i, (record, _) in enumerate(graded)
     ]
-
-
-def _with_holm(unit: GroundedUnit, relabeled: float, random: float) -> GroundedUnit:
-    return replace(unit, holm_p=(relabeled, random))
 
 
 def patch_baselines(

@@ -75,10 +75,26 @@ def matched_random_subspace(
     share: float,
     seed: int,
     tolerance: float = SHARE_TOLERANCE,
+    tries: int = 1,
 ) -> BindingSubspace:
     """A random k-dimensional subspace whose `variance_share` is `share` (to `tolerance`, relative): the
     span of C^(a/2) G for a Gaussian G drawn with `seed` and the exponent a that hits the share (module
-    docstring). Raises `InputError` when no k-dimensional subspace can hold `share`."""
+    docstring). Raises `InputError` when no k-dimensional subspace can hold `share`, or when none of `tries`
+    draws (seeds seed, seed + 10^6, ...) reaches it: the bisection over the exponent assumes a share that
+    grows with it, which a rare draw of several directions does not."""
+    for attempt in range(tries):
+        try:
+            return _draw_matched(covariance, k, share, seed + 10**6 * attempt, tolerance)
+        except InputError:
+            if attempt == tries - 1:
+                raise
+    raise InputError(f"tries must be >= 1, got {tries}")
+
+
+def _draw_matched(
+    covariance: Float[Tensor, "d_model d_model"], k: int, share: float, seed: int, tolerance: float
+) -> BindingSubspace:
+    """One draw of `matched_random_subspace`."""
     covariance = covariance.double().cpu()
     d_model = covariance.shape[0]
     if not 0 < k <= d_model:

@@ -94,3 +94,21 @@ def test_a_stream_with_a_null_direction_never_gives_a_nan_control():
         assert abs(variance_share(control.basis, covariance) - 0.238) <= 0.011 * 0.238
         matched += 1
     assert matched >= 25  # the others raise InputError ("try another seed")
+
+
+def test_redrawing_reaches_a_share_a_single_draw_misses():
+    """`tries` draws again (seed + 10^6 t) where one draw's bisection cannot reach the share."""
+    generator = torch.Generator().manual_seed(0)
+    spectrum = torch.cat([torch.zeros(1), torch.logspace(-2.1, 0, 31)]).double()
+    rotation = torch.linalg.qr(torch.randn(32, 32, generator=generator, dtype=torch.float64)).Q
+    covariance = rotation @ torch.diag(spectrum) @ rotation.T
+    missed = []
+    for seed in range(40):
+        try:
+            matched_random_subspace(covariance, 8, 0.238, seed)
+        except InputError:
+            missed.append(seed)
+    assert missed
+    for seed in missed:
+        control = matched_random_subspace(covariance, 8, 0.238, seed, tries=10)
+        assert abs(variance_share(control.basis, covariance) - 0.238) <= 0.011 * 0.238
