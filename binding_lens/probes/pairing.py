@@ -30,27 +30,22 @@ PAIRINGS = ("all", "twins")
 """Which pairs of a pair set are scored and trained on: all of them, or the flip pairs of twin mazes."""
 
 
-def flip_types(unit: Int[Tensor, "image k"]) -> Int[Tensor, "image k k"]:
-    """For every pair of slots, the twin that joins their units (0 or 1), or -1 (not a flip pair):
-    `data.tiling.flip_type` over all pairs of each image."""
-    return flip_type(unit[:, :, None], unit[:, None, :])
-
-
 def _priorities(
-    group: Int[Tensor, " image"], patch: Int[Tensor, "image k"], n_patches: int, seed: int
-) -> Int[Tensor, "image k k"]:
-    """One random priority per (twin group, unordered pair of grid patches), the same for both twins however
-    their slots are laid out: a random permutation of the patch pairs from a generator seeded with (seed,
-    group)."""
+    group: Int[Tensor, " image"],
+    patch: Int[Tensor, "image k"],
+    n_patches: int,
+    seed: int,
+    at: tuple[Tensor, Tensor, Tensor],
+) -> Int[Tensor, " pair"]:
+    """The priority of each pair `at` = (row, slot i, slot j), in row order: one random priority per (twin
+    group, unordered pair of grid patches), the same for both twins however their slots are laid out: a
+    random permutation of the patch pairs from a generator seeded with (seed, group)."""
+    row, i, j = (index.cpu() for index in at)
     patch = patch.clamp_min(0).cpu()
-    low = torch.minimum(patch[:, :, None], patch[:, None, :])
-    high = torch.maximum(patch[:, :, None], patch[:, None, :])
-    flat = low * n_patches + high
-    keys = group.tolist()
-    tables = torch.stack([_priority_table(int(seed), int(key), n_patches) for key in keys]) if keys else None
-    if tables is None:
-        return torch.empty(flat.shape, dtype=torch.long)
-    return tables.gather(1, flat.flatten(1)).view(flat.shape)
+    low, high = torch.minimum(patch[row, i], patch[row, j]), torch.maximum(patch[row, i], patch[row, j])
+    per_row = (low * n_patches + high).split(torch.bincount(row, minlength=len(group)).tolist())
+    looked_up = [_priority_table(int(seed), int(key), n_patches)[flat] for key, flat in zip(group.tolist(), per_row)]
+    return torch.cat(looked_up) if looked_up else torch.empty(0, dtype=torch.long)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -69,21 +64,33 @@ def twin_pairs(
     seed: int = 0,
 ) -> Bool[Tensor, "batch k k"]:
     """Among the pairs `mask` holds (slots `slots` of images `images` of `twins`), the flip pairs to keep: in
-    each image the same number of each kind (the kind with more gives up its pairs of lowest priority)."""
+    each image the same number of each kind (the kind with more gives up its pairs of lowest priority).
+
+    Only the candidate pairs are ranked: one sort of (image, kind, priority) over them, and in each
+    (image, kind) the pairs up to the m-th lowest priority are kept, m the smaller kind's count (ties at
+    the cut all kept, as a kthvalue threshold would)."""
     rows, columns = images.to(twins.unit.device)[:, None], slots.to(twins.unit.device)
     unit, patch = twins.unit[rows, columns].to(mask.device), twins.patch[rows, columns]
-    types = flip_types(unit)
-    candidate = mask & (types >= 0)
+    row, i, j = mask.nonzero(as_tuple=True)  # row-major: the pairs of each image together, in image order
+    kind = flip_type(unit[row, i], unit[row, j])
+    flips = (kind >= 0).nonzero().squeeze(1)
+    row, i, j, kind = row[flips], i[flips], j[flips], kind[flips]
+    kept = torch.zeros_like(mask)
+    if not len(row):
+        return kept
     n_patches = int(twins.patch.max()) + 1 if twins.patch.numel() else 1
-    priority = _priorities(twins.group[images.to(twins.group.device)], patch, n_patches, seed).to(mask.device)
-    chosen = torch.stack([candidate & (types == t) for t in (0, 1)])  # [kind, batch, k, k]
-    counts = chosen.flatten(2).sum(-1)
-    m = counts.min(0).values  # per image: how many of each kind are kept
-    # the m of lowest priority of each kind (ties at the cut all kept, as a kthvalue threshold would)
-    ranked = priority.expand_as(chosen).masked_fill(~chosen, torch.iinfo(torch.long).max).flatten(2).sort(-1).values
-    cut = ranked.gather(-1, (m - 1).clamp_min(0)[None, :, None].expand(2, -1, 1))[..., 0]
-    kept = chosen & (priority <= cut[..., None, None]) & (m > 0)[None, :, None, None]
-    return kept[0] | kept[1]
+    group = twins.group[images.to(twins.group.device)]
+    priority = _priorities(group, patch, n_patches, seed, (row, i, j)).to(mask.device)
+    segment = row * 2 + kind  # (image, kind)
+    counts = torch.bincount(segment, minlength=2 * len(images)).view(-1, 2)
+    m = counts.min(1).values  # per image: how many of each kind are kept
+    size = n_patches * n_patches  # above every priority
+    ranked = (segment * size + priority).sort().values % size  # priorities by (image, kind), each part sorted
+    first = counts.flatten().cumsum(0) - counts.flatten()  # where each (image, kind) starts in `ranked`
+    cut = ranked[(first + m.repeat_interleave(2) - 1).clamp(0, len(ranked) - 1)]  # its m-th lowest priority
+    keep = (priority <= cut[segment]) & (m[row] > 0)
+    kept[row[keep], i[keep], j[keep]] = True
+    return kept
 
 
 def twin_pair_set(

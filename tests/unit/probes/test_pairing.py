@@ -9,7 +9,7 @@ from binding_lens.data import SyntheticScenes
 from binding_lens.data.tiling import flip_type
 from binding_lens.probes import ProbeData, split_by_image
 from binding_lens.probes.evaluation import lay_out_pairs
-from binding_lens.probes.pairing import flip_types, twin_pairs
+from binding_lens.probes.pairing import twin_pairs
 from binding_lens.probes.sampling import fixed_pairs
 
 
@@ -20,10 +20,10 @@ def maze_slots():
     return context, instance, kept
 
 
-def test_flip_types_follow_the_datas_rule():
-    unit = torch.tensor([[-1, 0, 1, 2, 3, 0, 4, -2]])  # the table covers -1..3; anything else is no flip pair
-    expected = flip_type(unit[0].numpy()[:, None], unit[0].numpy()[None, :])
-    np.testing.assert_array_equal(flip_types(unit)[0].numpy(), expected)
+def test_the_tensor_lookup_of_flip_types_follows_the_datas_rule():
+    unit = torch.tensor([-1, 0, 1, 2, 3, 0, 4, -2])  # the table covers -1..3; anything else is no flip pair
+    expected = flip_type(unit.numpy()[:, None], unit.numpy()[None, :])
+    np.testing.assert_array_equal(flip_type(unit[:, None], unit[None, :]).numpy(), expected)
 
 
 def kept_pairs(context, instance, image):
