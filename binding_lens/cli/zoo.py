@@ -101,6 +101,12 @@ def _add_list_and_compare(actions: argparse._SubParsersAction) -> None:
         help="repeat each model's sweep over seeds SEED..SEED+N-1 (scene draw, split, probe init)",
     )
     compare.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=2000,
+        help="most optimizer steps per probe; each stops earlier once its validation loss stops improving",
+    )
+    compare.add_argument(
         "--peak-by",
         choices=("val", "test"),
         default="val",
@@ -196,7 +202,7 @@ def _compare(args: argparse.Namespace) -> int:
         n_scenes=args.n_scenes,
         seeds=range(args.seed, args.seed + args.seeds),
         peak_by=args.peak_by,
-        training=ProbeTrainingConfig(seed=args.seed),
+        training=ProbeTrainingConfig(seed=args.seed, max_steps=args.max_steps),
         data=args.data,
     )
     print("\n" + table.text())

@@ -386,3 +386,20 @@ def test_the_gpu_recipe_trains_a_few_steps_on_cpu_in_bf16(objective, tmp_path):
     assert model.cfg.d_model == 384
     with pytest.raises(InputError, match="precision"):
         train_zoo_model(recipe, tmp_path / "x", progress=False, precision="fp8")
+
+
+def test_zoo_compare_passes_its_probe_budget_and_seed_to_the_sweeps(tmp_path, monkeypatch, capsys):
+    from binding_lens.cli import main
+    from binding_lens.reports import zoo_compare
+
+    asked = {}
+
+    def fake(models, out, **options):
+        asked.update(options, models=models)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(zoo_compare, "binding_by_objective", fake)
+    with pytest.raises(SystemExit):
+        main(["zoo", "compare", "--models", "zoo:mae", "--max-steps", "30", "--seed", "3", "--out", str(tmp_path)])
+    assert asked["models"] == ["zoo:mae"] and list(asked["seeds"]) == [3]
+    assert asked["training"].max_steps == 30 and asked["training"].seed == 3
