@@ -7,6 +7,14 @@ import torch
 
 from binding_lens.models import TINY_CASES, TinyCase
 
+from helpers.typecheck import new_test
+
+
+@pytest.fixture(autouse=True)
+def _check_the_first_calls_of_each_test():
+    """Each test's calls are checked afresh (`helpers.typecheck.first_calls`)."""
+    new_test()
+
 
 @pytest.fixture
 def one_thread():

@@ -6,6 +6,9 @@
 - `helpers.scenes`: scene lists that fail on purpose.
 - `helpers.processes`: torchrun launches on this CPU machine.
 - `helpers.docs`: the README and docs pages as the tests read them (code blocks, inline commands, markers).
+- `helpers.typecheck`: the runtime type checker pyproject's pytest `addopts` gives jaxtyping's import hook.
 
 Fixtures stay in `tests/conftest.py`; test files never import each other.
 """
+
+from . import typecheck  # noqa: F401  (the hook names `helpers.typecheck.first_calls` after `import helpers`)

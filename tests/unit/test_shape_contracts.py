@@ -54,3 +54,17 @@ def test_an_axis_name_binds_one_size_across_arguments():
     assert probe.pair_logits(x, torch.randn(2, 4, 8)).shape == (2, 5, 4)
     expect_type_check_error(lambda: probe.pair_logits(x, torch.randn(3, 4, 8)))
     expect_type_check_error(lambda: probe.pair_logits(x, torch.randn(2, 4, 7)))
+
+
+def test_each_test_checks_the_first_calls_of_every_function_again():
+    """The suite checks each function's first CHECKED_CALLS calls per test (tests/helpers/typecheck.py): past
+    them a wrong call goes through, and the next test checks again."""
+    from helpers.typecheck import CHECKED_CALLS, new_test
+
+    if not CHECKED_CALLS:
+        pytest.skip("BINDING_LENS_CHECK_EVERY_CALL=1: every call is checked")
+    for _ in range(CHECKED_CALLS):
+        ratio_of_sums(torch.ones(4, 2))
+    assert ratio_of_sums(torch.ones(4, 3)).shape == (4,)  # unchecked now: plain Python divides columns 0 and 1
+    new_test()  # what conftest does before each test
+    expect_type_check_error(lambda: ratio_of_sums(torch.ones(4, 3)))
