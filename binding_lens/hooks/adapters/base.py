@@ -28,9 +28,8 @@ TINY_DIMS: dict[str, Any] = dict(
 """The shape every family's tiny test models share (eager attention, so patterns can be compared).
 
 `attn_implementation` is a keyword every HF config takes (`PreTrainedConfig.__init__` reads it from
-`**kwargs`), but the signature transformers' `dataclass_transform` gives the configs lists the declared
-fields only, so a type checker refuses it where it is written out: those calls carry
-`# type: ignore[call-arg]`."""
+`**kwargs`), though the signature transformers' `dataclass_transform` gives the configs lists the declared
+fields only (mypy does not read transformers' sources here: pyproject's `[tool.mypy]`)."""
 VIT_B_DIMS: dict[str, Any] = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
 TINY_TEXT_DIMS: dict[str, Any] = dict(
     hidden_size=32,

@@ -38,14 +38,14 @@ class ClipAdapter(FamilyAdapter):
     tiny_cases = (
         TinyCase(
             "clip_vision",
-            lambda: CLIPVisionModel(CLIPVisionConfig(**_TINY_VISION, attn_implementation="eager")),  # type: ignore[call-arg]  # see TINY_DIMS
+            lambda: CLIPVisionModel(CLIPVisionConfig(**_TINY_VISION, attn_implementation="eager")),
             (32, 32),
             (24, 40),
         ),
         TinyCase(
             "clip_full",
             lambda: CLIPModel(
-                CLIPConfig(  # type: ignore[call-arg]  # see TINY_DIMS
+                CLIPConfig(
                     text_config=TINY_TEXT_DIMS,
                     vision_config=_TINY_VISION,
                     projection_dim=16,

@@ -43,7 +43,7 @@ class SiglipAdapter(FamilyAdapter):
         TinyCase(
             "siglip_full",
             lambda: SiglipModel(
-                SiglipConfig(  # type: ignore[call-arg]  # see TINY_DIMS
+                SiglipConfig(
                     text_config=TINY_TEXT_DIMS,
                     vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
                     attn_implementation="eager",

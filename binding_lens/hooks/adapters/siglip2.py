@@ -55,7 +55,7 @@ class Siglip2Adapter(SiglipAdapter):
         TinyCase(
             "siglip2_full",
             lambda: Siglip2Model(
-                Siglip2Config(  # type: ignore[call-arg]  # see TINY_DIMS
+                Siglip2Config(
                     text_config=TINY_TEXT_DIMS,
                     vision_config={k: v for k, v in _TINY_VISION.items() if k != "attn_implementation"},
                     attn_implementation="eager",

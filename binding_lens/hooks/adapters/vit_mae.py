@@ -22,7 +22,7 @@ def _tiny_mae_with_sincos_positions() -> nn.Module:
     init leaves them at zero, which would hide every position effect)."""
     model = ViTMAEModel(ViTMAEConfig(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8, mask_ratio=0.0))
     # nn.Module.__setattr__ is typed for tensors and modules only; a plain attribute is fine at run time
-    model.embeddings.patch_embeddings.projection._is_hf_initialized = False  # type: ignore[assignment]
+    model.embeddings.patch_embeddings.projection._is_hf_initialized = False
     model.embeddings.initialize_weights()
     return model
 
