@@ -72,10 +72,10 @@ def limit_value(limit: float) -> str:
     return f"±{limit:.3f}" if limit >= 0.01 else f"±{limit:.1e}"
 
 
-def null_text(value: float, low: float, high: float) -> str:
-    """`difference_text` with its star, and beside a null its detection limit (the smallest difference its test
-    would have found with 80 % power, `stats.power`): "+0.004 [-0.010, +0.018] (limit ±0.020)"."""
-    text = difference_text(value, low, high, star=True)
+def null_text(value: float, low: float, high: float, *, star: bool = True) -> str:
+    """`difference_text` (with its star), and beside a null its detection limit (the smallest difference its
+    test would have found with 80 % power, `stats.power`): "+0.004 [-0.010, +0.018] (limit ±0.020)"."""
+    text = difference_text(value, low, high, star=star)
     limit = None if beyond_noise(low, high) else interval_limit(low, high)
     return text if limit is None else f"{text} (limit {limit_value(limit)})"
 

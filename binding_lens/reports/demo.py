@@ -36,7 +36,7 @@ from ..analyses.layer_sweep import (
     weights_note,
     write_sweep,
 )
-from ..analyses.report import Row, difference_text, format_table, interval_text, write_table
+from ..analyses.report import Row, difference_text, format_table, interval_text, null_text, write_table
 from ..analyses.run import RunDirectory
 from ..analyses.shuffle_effect import ShuffleEffect, ShuffleEffectConfig, shuffle_effect
 from ..data import Scene, SyntheticScenes
@@ -313,6 +313,13 @@ def _text(interval: Interval) -> str:
     return difference_text(interval.estimate, interval.low, interval.high)
 
 
+def _null(interval: Interval) -> str:
+    """`_text`, and beside a null its detection limit: "+0.004 [-0.010, +0.018] (limit ±0.020)"."""
+    if interval.low is None or interval.high is None:
+        return _text(interval)
+    return null_text(interval.estimate, interval.low, interval.high, star=False)
+
+
 def _value(interval: Interval) -> str:
     """A value as "0.812 [0.790, 0.833]"."""
     return interval_text({"v": interval.estimate, "v_low": interval.low, "v_high": interval.high}, "v")
@@ -402,8 +409,8 @@ def sweep_meaning(comparison: list[Comparison], positive: str) -> str:
 def _model_sentence(c: Comparison, positive_seen: bool) -> str:
     """One model's quadratic probe against the twin and the baselines, read in the light of the positive."""
     numbers = (
-        f"AUROC {c.auroc.estimate:.3f}, {_text(c.versus_baseline)} over position and pixels alone, "
-        f"{_text(c.versus_twin)} over its twin"
+        f"AUROC {c.auroc.estimate:.3f}, {_null(c.versus_baseline)} over position and pixels alone, "
+        f"{_null(c.versus_twin)} over its twin"
     )
     if c.learnt and c.versus_baseline.beyond_noise and c.versus_baseline.estimate > 0:
         return f"{c.model} binds here too ({numbers})."
@@ -439,7 +446,7 @@ def intervention_text(effect: ShuffleEffect, model: str, learnt_binding: bool = 
             row[condition] = values[condition][measure]
             row[f"change ({condition.split()[0]})"] = _text(change)
         versus = differences[(measure, EDIT, CONTROL)]
-        row["binding - random"] = _text(versus)
+        row["binding - random"] = _null(versus)
         rows.append(row | {"verdict": verdict(versus, "binding", "random")})
     head = (
         f"Live intervention on {model} at layer {layer}, on {effect.n_images} fresh held-out scenes: mid-forward, "
@@ -486,7 +493,7 @@ def intervention_meaning(effect: ShuffleEffect) -> str:
             f"than a random {k} of the same energy. "
         )
     else:
-        text += f"Binding and random shuffles are within noise of each other on attention ({_text(attention)}). "
+        text += f"Binding and random shuffles are within noise of each other on attention ({_null(attention)}). "
     text += (
         f"The layer-{after} probe goes from {values['clean']['next_auroc']:.3f} to {values[EDIT]['next_auroc']:.3f} "
         f"after the binding shuffle (chance: 0.5) and to {values[CONTROL]['next_auroc']:.3f} after the random one"
@@ -495,7 +502,7 @@ def intervention_meaning(effect: ShuffleEffect) -> str:
         return text + ": which patches belong together reaches the next layer through these directions."
     if auroc.beyond_noise:
         return text + f": the random shuffle lowers it more, beyond noise ({_text(auroc)})."
-    return text + f" (within noise of each other, {_text(auroc)})."
+    return text + f" (within noise of each other, {_null(auroc)})."
 
 
 def _bars(effect: ShuffleEffect) -> list[Bars]:

@@ -25,6 +25,7 @@ from binding_lens.reports.demo import (
 )
 from binding_lens.reports.demo_config import POSITIVE
 from binding_lens.stats import Interval
+from binding_lens.stats.power import interval_limit
 
 
 def test_the_twin_is_the_untrained_model_of_the_same_seed_and_the_default_is_one_constant():
@@ -80,6 +81,8 @@ def test_the_sweep_sentence_reads_each_null_in_the_light_of_the_known_positive()
     )
     assert seen.startswith("What survives: the known positive zoo:g is seen: its quadratic probe reads AUROC 0.880, ")
     assert "zoo:m is not seen to bind (AUROC 0.500" in seen and "not a blind instrument" in seen
+    limit = interval_limit(-0.01, 0.01)  # the null says what it could have detected
+    assert f"+0.000 [-0.010, +0.010] (limit ±{limit:.3f}) over position and pixels alone" in seen
     assert seen.endswith(
         "No better than the strongest baseline or its linear control on validation: quadratic in zoo:m."
     )
@@ -132,13 +135,19 @@ def test_the_intervention_sentence_sets_the_binding_shuffle_against_its_control(
     assert "reaches the next layer through these directions" in used
     unused = intervention_meaning(effect((0.2, 0.19, 0.19), (0.8, 0.79, 0.79), noise=0.02))
     assert "within noise of each other on attention" in unused and "reaches the next layer" not in unused
+    limit = interval_limit(-0.02, 0.02)  # a null says what it could have detected; an effect beyond noise does not
+    assert f"on attention (+0.000 [-0.020, +0.020] (limit ±{limit:.3f}))" in unused
+    assert unused.endswith(f"(within noise of each other, +0.000 [-0.020, +0.020] (limit ±{limit:.3f})).")
+    assert "limit" not in used
     # the other way: the binding shuffle cuts attention less than the random one (and the probe less)
     less = intervention_meaning(effect((0.2, 0.1, 0.06), (0.95, 0.8, 0.6), noise=0.01))
     assert "leaves more own-object attention than the random one, beyond noise (+0.040 [+0.030, +0.050])" in less
     assert "needs these 12 directions less than a random 12" in less and "uses these" not in less
     assert less.endswith("the random shuffle lowers it more, beyond noise (+0.200 [+0.190, +0.210]).")
     rows = intervention_text(effect((0.2, 0.1, 0.06), (0.95, 0.8, 0.6), noise=0.01), "zoo:a")
-    assert "binding > random, beyond noise" in rows and "binding < random" not in rows
+    assert "binding > random, beyond noise" in rows and "binding < random" not in rows and "limit" not in rows
+    within = intervention_text(effect((0.2, 0.19, 0.19), (0.8, 0.79, 0.79), noise=0.02), "zoo:a")
+    assert within.count(f"+0.000 [-0.020, +0.020] (limit ±{limit:.3f})") == 4  # both table rows, both sentences
     table = intervention_text(effect((0.2, 0.1, 0.18), (0.95, 0.5, 0.9), noise=0.01), "zoo:a")
     assert "Live intervention on zoo:a at layer 3, on 64 fresh held-out scenes" in table and "untrained" not in table
     untaught = intervention_text(effect((0.2, 0.1, 0.18), (0.95, 0.5, 0.9), noise=0.01), "zoo:a", learnt_binding=False)
