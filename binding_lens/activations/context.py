@@ -23,9 +23,11 @@ from torch import Tensor
 from ..data import Scene, patch_labels
 from ..data.appearance import APPEARANCE_FEATURES, look_groups, patch_appearance, slot_looks
 from ..data.neighborhood import NEIGHBORHOOD_FEATURES, SCENE_FEATURES, neighborhood_features
+from ..data.scene import twin_group_key
 from ..data.skips import unusable_reason
 from ..data.tiling import patch_units
 from ..errors import InputError
+from ..stats.groups import dense_groups
 from .prepare import target_size
 
 CONTEXT_FEATURES = ("row", "col", *APPEARANCE_FEATURES, *NEIGHBORHOOD_FEATURES, *SCENE_FEATURES)
@@ -111,12 +113,13 @@ def slot_context(
         features.append(one)
         looks.append(look)
         units.append(unit)
-        groups.append(scene.metadata.get("twin_group", -1 - row))  # other data: a group of its own
+        groups.append(twin_group_key(scene, row))
     if not features:
         empty = torch.zeros(0, slots.shape[1]).long()
         twins = TwinSlots(empty, empty, torch.zeros(0).long())
         return SlotContext(torch.zeros(0, slots.shape[1], len(CONTEXT_FEATURES)), empty, twins)
-    twins = TwinSlots(torch.as_tensor(np.stack(units)), torch.as_tensor(slots).long(), _dense(groups))
+    group, _ = dense_groups(torch.as_tensor(groups, dtype=torch.long))
+    twins = TwinSlots(torch.as_tensor(np.stack(units)), torch.as_tensor(slots).long(), group)
     return SlotContext(torch.as_tensor(np.stack(features)), torch.as_tensor(np.stack(looks)), twins)
 
 
@@ -131,17 +134,12 @@ def scene_twins(scenes: Sequence[Scene], grid: tuple[int, int], instance: Int[Te
         if "units" in scene.metadata and "swapped" in scene.metadata:
             unit = patch_units(scene.metadata["units"], scene.metadata["swapped"], grid)
         units.append(unit)
-        groups.append(scene.metadata.get("twin_group", -1 - row))
+        groups.append(twin_group_key(scene, row))
     unit_tensor = torch.as_tensor(np.stack(units)).long() if units else torch.zeros(0, grid[0] * grid[1]).long()
     unit_tensor = torch.where(instance.cpu() >= 0, unit_tensor, torch.full_like(unit_tensor, -1))
     patch = torch.arange(grid[0] * grid[1]).expand(len(units), -1).clone()
-    return TwinSlots(unit_tensor, patch, _dense(groups))
-
-
-def _dense(groups: list[int]) -> Int[Tensor, " image"]:
-    """Group keys renumbered 0..g-1 in order of first appearance."""
-    first: dict[int, int] = {}
-    return torch.as_tensor([first.setdefault(int(key), len(first)) for key in groups]).long()
+    group, _ = dense_groups(torch.as_tensor(groups, dtype=torch.long))
+    return TwinSlots(unit_tensor, patch, group)
 
 
 def scene_context(

@@ -42,7 +42,7 @@ from torch import Tensor
 from ..binding import BindingSubspace
 from ..binding.das import residual_at
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
-from ..data.scene import Scenes
+from ..data.scene import Scenes, twin_group_key
 from ..effects.attention import distance_strata
 from ..errors import InputError
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
@@ -391,7 +391,8 @@ def sample_slots(n_images: int, n_patches: int, k: int, seed: int) -> Int[Tensor
 
 
 def _groups(scenes: Scenes) -> Int[Tensor, " image"]:
-    keys = [scenes[i].metadata.get("twin_group", -1 - i) for i in range(len(scenes))]
+    """Each image's twin group (`data.scene.twin_group_key`), numbered in the order of the keys."""
+    keys = [twin_group_key(scenes[i], i) for i in range(len(scenes))]
     return torch.unique(torch.tensor(keys), return_inverse=True)[1]
 
 

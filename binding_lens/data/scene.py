@@ -115,3 +115,9 @@ if TYPE_CHECKING:
     """A dataset: scenes by index (ADE20K, SyntheticScenes, a list, ...)."""
 else:  # at run time (jaxtyping's test hook) a bare Sequence: beartype would index one random scene, i.e. load it
     Scenes = Sequence
+
+
+def twin_group_key(scene: Scene, position: int) -> int:
+    """The twin group of `scene` (on twin mazes, the pair it belongs to); a scene of other data is a group of its
+    own, keyed -1 - `position` (its place among the scenes whose groups are drawn)."""
+    return int(scene.metadata.get("twin_group", -1 - position))

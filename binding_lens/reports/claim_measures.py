@@ -41,7 +41,7 @@ from ..analyses.run import RunDirectory
 from ..analyses.toy import ToyResult
 from ..binding import BindingSubspace
 from ..data import Scene
-from ..data.scene import Scenes
+from ..data.scene import Scenes, twin_group_key
 from ..effects.attention import attention_follows_draws, attention_score_correlation
 from ..errors import InputError
 from ..hooks import HookedViT, names
@@ -162,7 +162,7 @@ def _stored(
 def twin_groups(scenes: dict[int, Scene]) -> dict[int, int]:
     """Each image's twin group as the sweep numbered it: in order of first appearance over its kept images in
     dataset order (the order it stored them); an image of other data is a group of its own."""
-    keys = [scene.metadata.get("twin_group", -1 - index) for index, scene in sorted(scenes.items())]
+    keys = [twin_group_key(scene, index) for index, scene in sorted(scenes.items())]
     dense, _ = dense_groups(torch.as_tensor(keys, dtype=torch.long))
     return dict(zip(sorted(scenes), dense.tolist()))
 

@@ -54,3 +54,14 @@ def test_error_names_the_source_file():
             np.zeros((3, 3), dtype=np.int32),
             metadata={"source_path": "some/file.jpg"},
         )
+
+
+def test_a_twin_mazes_scene_keeps_its_group_and_any_other_scene_is_a_group_of_its_own():
+    from binding_lens.data import SyntheticScenes
+    from binding_lens.data.scene import twin_group_key
+
+    mazes = SyntheticScenes("matched", n=4, size=96, seed=0)
+    keys = [twin_group_key(mazes[i], i) for i in range(4)]
+    assert keys[0] == keys[1] and keys[2] == keys[3] and keys[0] != keys[2] and min(keys) >= 0
+    plain = SyntheticScenes("default", n=3, size=64, seed=0)
+    assert [twin_group_key(plain[i], i) for i in range(3)] == [-1, -2, -3]
