@@ -136,6 +136,8 @@ class GroundingSettings:
     n_random: int
     n_boot: int
     seed: int
+    resampled: str = "images"
+    """What the intervals resample: images, or the twin groups of twin mazes."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ class Grounding:
         head = (
             f"layer {s.layer}: units ranked on {s.images[1]} images, reported on {s.images[2]} "
             f"({s.report_pairs} same-class patch pairs, {s.report_same} of one instance); AUROC within "
-            f"{s.strata} distance strata, 95 % bootstrap intervals over images; random unit: the mean of "
+            f"{s.strata} distance strata, 95 % bootstrap intervals over {s.resampled}; random unit: the mean of "
             f"{s.n_random} reads of matched energy"
         )
         rows = [_printed(unit) for unit in self.units]
@@ -234,6 +236,11 @@ class GroundingData:
     split: tuple[Tensor, Tensor, Tensor]
     strata: Int[Tensor, "patch patch"]
 
+    @property
+    def resampled(self) -> str:
+        """What the bootstrap resamples: the twin groups of twin mazes, else the images."""
+        return "twin groups" if len(self.groups.unique()) < len(self.groups) else "images"
+
     def pairs(self, rows: Int[Tensor, " image"], labels_from: Int[Tensor, " image"] | None = None) -> PairTable:
         """The same-class pairs among the slots of `rows`, labeled by the images `labels_from` (default: their
         own), at the same grid positions."""
@@ -275,6 +282,7 @@ class _Report:
     relabeled: PairTable
     counts: Tensor
     covariance: dict[str, Tensor]
+    resampled: str  # what the bootstrap resamples (GroundingData.resampled)
 
     def replicates(self, scores: Tensor, relabeled: bool = False) -> Tensor:
         pairs = self.relabeled if relabeled else self.own
@@ -285,8 +293,9 @@ class _Report:
         return stratified_auroc(scores, pairs.same, pairs.stratum)
 
 
-def _interval(estimate: float, replicates: Tensor, n: int) -> Interval:
-    return replicate_interval(estimate, replicates, n=n, method="bootstrap over images")
+def _interval(estimate: float, replicates: Tensor, report: _Report) -> Interval:
+    n = report.counts.shape[1]
+    return replicate_interval(estimate, replicates, n=n, method=f"bootstrap over {report.resampled}")
 
 
 def _random_scores(units: UnitValues, unit: int, report: _Report, n_random: int, seed: int) -> list[Tensor]:
@@ -304,27 +313,26 @@ def _random_scores(units: UnitValues, unit: int, report: _Report, n_random: int,
 
 def _graded(units: UnitValues, unit: int, selected: float, report: _Report, config: GroundingConfig) -> tuple:
     """One unit on the report images: (record without Holm, p-values of its two differences)."""
-    n = report.counts.shape[1]
     own = report.own.scores(units.values[:, :, [unit]])[:, 0]
     swapped = report.relabeled.scores(units.values[:, :, [unit]])[:, 0]
     own_reps, swapped_reps = report.replicates(own), report.replicates(swapped, relabeled=True)
     own_est, swapped_est = report.estimate(own), report.estimate(swapped, relabeled=True)
-    versus_relabeled = _interval(own_est - swapped_est, own_reps - swapped_reps, n)
+    versus_relabeled = _interval(own_est - swapped_est, own_reps - swapped_reps, report)
     p = [bootstrap_p_value(versus_relabeled.estimate, own_reps - swapped_reps), math.nan]
     random_unit = versus_random = None
     if units.read_in is not None:
         reads = _random_scores(units, unit, report, config.n_random, config.seed)
         random_reps = torch.stack([report.replicates(read) for read in reads]).mean(0)
         random_est = sum(report.estimate(read) for read in reads) / len(reads)
-        random_unit = _interval(random_est, random_reps, n)
-        versus_random = _interval(own_est - random_est, own_reps - random_reps, n)
+        random_unit = _interval(random_est, random_reps, report)
+        versus_random = _interval(own_est - random_est, own_reps - random_reps, report)
         p[1] = bootstrap_p_value(versus_random.estimate, own_reps - random_reps)
     record = GroundedUnit(
         units.kind,
         units.names[unit],
         selected,
-        _interval(own_est, own_reps, n),
-        _interval(swapped_est, swapped_reps, n),
+        _interval(own_est, own_reps, report),
+        _interval(swapped_est, swapped_reps, report),
         versus_relabeled,
         random_unit,
         versus_random,
@@ -348,7 +356,7 @@ def _report(data: GroundingData, units: Sequence[UnitValues], config: GroundingC
     train = data.split[0]
     covariance = {u.hook: within_image_covariance(u.stream[train], valid[train]) for u in units if u.stream is not None}
     counts = bootstrap_counts(int(common.numel()), config.n_boot, config.seed)
-    return _Report(own, relabeled, counts, covariance)
+    return _Report(own, relabeled, counts, covariance, data.resampled)
 
 
 def score_units(data: GroundingData, units: Sequence[UnitValues], config: GroundingConfig) -> list[GroundedUnit]:
@@ -430,6 +438,7 @@ def ground(model: HookedOrBridge, scenes: Scenes, layer: int, config: GroundingC
         config.n_random,
         config.n_boot,
         config.seed,
+        data.resampled,
     )
     return Grounding(graded, settings, subspace)
 

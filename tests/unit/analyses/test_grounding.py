@@ -235,3 +235,11 @@ def test_unit_similarity_is_exp_of_minus_distance_over_the_median():
     expected = torch.tensor(distances, dtype=torch.float64).div(median).neg().exp().numpy()
     assert abs(unit_similarity(values) - expected).max() < 1e-9
     assert (unit_similarity(torch.ones(2, 2, 1).numpy()) == 1).all()
+
+
+def test_the_intervals_say_what_they_resample():
+    instance, klass = planted_world()
+    data = planted_data(instance, klass)
+    assert data.resampled == "images"  # every image its own group
+    paired = GroundingData(instance, klass, data.slots, data.groups // 2, data.split, data.strata)
+    assert paired.resampled == "twin groups"
