@@ -28,6 +28,17 @@ MODEL_HELP = (
 DEVICE_HELP = "cpu, cuda, cuda:1, ... (default: cuda when there is a GPU, else cpu)"
 
 
+def add_max_steps(parser: argparse.ArgumentParser) -> None:
+    """`--max-steps`: the probes' step budget, as every command that trains pair probes takes it (the default is
+    `ProbeTrainingConfig`'s, written out: the parser must not import torch)."""
+    parser.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=2000,
+        help="most optimizer steps per probe; each stops earlier once its validation loss stops improving",
+    )
+
+
 def _integer(text: str, minimum: int, what: str) -> int:
     try:
         value = int(text)

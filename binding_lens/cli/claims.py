@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import non_negative_int, output_dir, positive_int
+from .arguments import add_max_steps, non_negative_int, output_dir, positive_int
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -67,12 +67,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="a null run: every scene's labels moved by patch block, so no claim should hold",
     )
-    claims.add_argument(
-        "--max-steps",
-        type=positive_int,
-        default=2000,
-        help="most optimizer steps per probe (each stops earlier once its validation loss stops improving)",
-    )
+    add_max_steps(claims)
     claims.add_argument(
         "--out",
         type=output_dir,

@@ -13,6 +13,7 @@ from .arguments import (
     DATA_HELP,
     DEVICE_HELP,
     MODEL_HELP,
+    add_max_steps,
     default_device,
     layer_list,
     non_negative_int,
@@ -153,12 +154,7 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         default="all",
         help="all, or a comma list of probe names (quadratic, linear, ...; a wrong name lists them all)",
     )
-    command.add_argument(
-        "--max-steps",
-        type=positive_int,
-        default=2000,
-        help="most optimizer steps per probe; each stops earlier once its validation loss stops improving",
-    )
+    add_max_steps(command)
     command.add_argument(
         "--epochs",
         type=positive_int,

@@ -7,7 +7,7 @@ import shlex
 import sys
 
 from ..zoo.recipe import CHECKPOINT_EVERY, COMMAND_LINE_FIELDS, MAX_HOURS, OBJECTIVES
-from .arguments import default_device, non_negative_int, output_dir, positive_float, positive_int
+from .arguments import add_max_steps, default_device, non_negative_int, output_dir, positive_float, positive_int
 
 ARGUMENT_TYPES = {int: positive_int, float: positive_float, str: str}
 
@@ -100,12 +100,7 @@ def _add_list_and_compare(actions: argparse._SubParsersAction) -> None:
         default=1,
         help="repeat each model's sweep over seeds SEED..SEED+N-1 (scene draw, split, probe init)",
     )
-    compare.add_argument(
-        "--max-steps",
-        type=positive_int,
-        default=2000,
-        help="most optimizer steps per probe; each stops earlier once its validation loss stops improving",
-    )
+    add_max_steps(compare)
     compare.add_argument(
         "--peak-by",
         choices=("val", "test"),
