@@ -64,6 +64,7 @@ from ..probes.batch import label_space
 from ..probes.evaluation import ScoredPairs, score_pairs
 from ..probes.pairing import PAIRINGS
 from ..probes.provenance import FittedOn
+from ..probes.relations import RELATIONS, check_relation, decoded, relate
 from ..probes.sampling import split_sizes
 from ..probes.training import stopping_rule
 from .pair_baselines import Baselines, Judgement, fit_baselines, held_out_pairs, judge, verdict
@@ -229,12 +230,19 @@ class SweepResult:
         """The pairs its probes were trained and scored on: "twins" (the benchmark's flip pairs) or "all"."""
         return self.summary.get("baselines", {}).get("pairing", "all")
 
+    @property
+    def relation(self) -> str:
+        """The pair relation its probes decode (`probes.relations.RELATIONS`): "same_object" by default."""
+        return str(self.summary.get("relation", "same_object"))
+
     def table(self) -> str:
         """Peak layer and test metrics of each probe, its stratified AUROCs and its difference from the
         strongest baseline; then the baselines' own rows on the same pairs, as text. A table of random-init
         weights says so on its first line (its numbers are a control's, not a model's)."""
         weights = str(self.summary.get("weights", ""))
         first = f"{weights}\n" if weights.startswith(RANDOM_INIT) else ""
+        if self.relation != "same_object":
+            first += f"relation {self.relation}: {RELATIONS[self.relation]}\n"
         rows = [
             row
             | {
@@ -386,6 +394,7 @@ class SweepConfig:
     memory_budget: int | None = None  # bytes
     progress: bool = True
     pairing: str = "auto"  # 'all', 'twins' (the benchmark's flip pairs: `probes.pairing`), 'auto': the dataset's
+    relation: str = "same_object"  # the pair relation probed (`probes.relations.RELATIONS`)
 
 
 @dataclass(frozen=True)
@@ -468,7 +477,9 @@ def layer_sweep(
     probe's best-validation epoch with the threshold calibrated on the validation images, and report test
     metrics with image-bootstrap intervals (`n_boot` replicates) on a fixed pair set of held-out images.
     `peak_by`: "val" (each probe's peak layer has the best validation AUROC) or "test" (best test
-    accuracy, the paper's rule; optimistic, and labeled so in the peaks).
+    accuracy, the paper's rule; optimistic, and labeled so in the peaks). `relation`: the pair relation the
+    probes decode, `same_object` (IsSameObject) or another of `probes.relations.RELATIONS`, with the baselines
+    trained and scored on the same pairs.
 
     `store`: 'none' holds the activations in memory (on `device`) and trains from there, writing no
     store; 'disk' extracts to the resumable store in the run directory and trains on as many layers
@@ -507,6 +518,11 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
         pairing = getattr(dataset, "pairing", "all")
     if pairing not in PAIRINGS:
         raise InputError(f"pairing must be 'auto' or one of {', '.join(PAIRINGS)}, got {pairing!r}")
+    if check_relation(config.relation) != "same_object" and pairing == "twins":
+        raise InputError(
+            f"the benchmark's flip pairs (twin mazes) are same-object pairs: the relation {config.relation} "
+            "needs scenes with classes (another preset), or pairing 'all'"
+        )
     training = replace(training, pairing=pairing)  # probes train on the pairs they are scored on
     if pairing == "twins":  # every split must get images, known before the first is read
         split_sizes(len(dataset) // 2, config.split, "twin groups")
@@ -609,6 +625,7 @@ class _ProbeSetup:
     dataset_indices: dict[str, list[int]]  # each split's images as indices into the dataset
     twins: tuple[TwinSlots, TwinSlots, TwinSlots]  # each split's benchmark units (the flip pairs of twin mazes)
     baselines: Baselines  # fitted on the same split, scored on the same pairs as the probes
+    relation: str  # the pair relation probed (`probes.relations`)
 
 
 def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> _ProbeSetup:
@@ -638,9 +655,20 @@ def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored
         replace(plan.training, device=None),
         pairing=plan.pairing,
         n_boot=plan.config.n_boot,
+        relation=plan.config.relation,
     )
     twins = (context.twins.select(train), context.twins.select(val), context.twins.select(test))
-    return _ProbeSetup((train, val, test), n_images, n_classes, n_queries, initial, dataset_indices, twins, baselines)
+    return _ProbeSetup(
+        (train, val, test),
+        n_images,
+        n_classes,
+        n_queries,
+        initial,
+        dataset_indices,
+        twins,
+        baselines,
+        plan.config.relation,
+    )
 
 
 def _context(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> SlotContext:
@@ -703,7 +731,8 @@ def _layer_data(
 ) -> tuple[ProbeData, ...]:
     """The train, val and test data of one layer, with their twins."""
     return tuple(
-        ProbeData([acts[layer]], instance, klass, twins) for (acts, instance, klass), twins in zip(splits, setup.twins)
+        relate(ProbeData([acts[layer]], instance, klass, twins), setup.relation)
+        for (acts, instance, klass), twins in zip(splits, setup.twins)
     )
 
 
@@ -743,6 +772,7 @@ def _sweep_fits(plan: SweepPlan) -> SweepFits:
         "rank": plan.config.rank,
         "n_boot": plan.config.n_boot,
         "pairing": plan.pairing,
+        "relation": plan.config.relation,
         "device": plan.device.type,
     }
     return SweepFits(plan.run, plan.extraction.request, settings)
@@ -875,7 +905,10 @@ def scored_test_pairs(
     context = _context(dataset, plan, held)
     _, _, test = sweep_split(plan, context)
     data = {
-        layer: ProbeData([held.acts[layer][test]], held.instance[test], held.klass[test], context.twins.select(test))
+        layer: relate(
+            ProbeData([held.acts[layer][test]], held.instance[test], held.klass[test], context.twins.select(test)),
+            plan.config.relation,
+        )
         for layer in set(probes.values())
     }
     split = held_out_pairs(data[next(iter(data))], context.select(test), plan.training, plan.pairing)
@@ -915,9 +948,8 @@ def write_sweep(model: HookedOrBridge, computed: SweepComputation) -> SweepResul
         [{"probe": probe} | {k: row[k] for k in peak_columns} for probe, row in peaks.items()], run.peaks_stem
     )
     files["baselines_csv"], files["baselines_json"] = write_table(computed.baselines, run.baselines_stem)
-    files["plot"] = accuracy_by_layer(
-        rows, run.plot_path, title=f"IsSameObject by layer (test images, 95% bootstrap bands)\n{weights_note(model)}"
-    )
+    title = f"{decoded(plan.config.relation)} by layer (test images, 95% bootstrap bands)\n{weights_note(model)}"
+    files["plot"] = accuracy_by_layer(rows, run.plot_path, title=title)
     summary = _summary(model, computed)
     result = SweepResult(
         rows=rows, peaks=peaks, out=plan.out, files=files, summary=summary, baselines=computed.baselines
@@ -955,6 +987,7 @@ def _summary(model: HookedModel, computed: SweepComputation) -> dict[str, Any]:
         "rank": plan.config.rank,
         "peak_by": plan.config.peak_by,
         "baselines": {"strongest": computed.strongest_baseline, "pairing": plan.pairing},
+        "relation": plan.config.relation,
         "n_boot": plan.config.n_boot,
         "n_queries": computed.n_queries,
         "n_classes": computed.n_classes,

@@ -45,6 +45,7 @@ from ..probes.pair_context import (
     context_metrics,
 )
 from ..probes.pairing import check_pairing
+from ..probes.relations import relate
 from ..probes.sampling import PairSet, fixed_pairs
 from ..stats import Interval
 from .report import Row
@@ -112,17 +113,19 @@ def fit_baselines(
     *,
     pairing: str = "all",
     n_boot: int = 1000,
+    relation: str = "same_object",
 ) -> Baselines:
     """Train every baseline on the `splits[0]` images (validated on `splits[1]`) exactly as the probes train,
-    and score them on the `splits[1]` and `splits[2]` held-out pairs (`held_out_pairs`, as the probes').
+    and score them on the `splits[1]` and `splits[2]` held-out pairs (`held_out_pairs`, as the probes'), for
+    the pair `relation` (`probes.relations`).
 
     The fit depends only on its inputs (seeded), so one made for these scenes, pairs and settings is kept
     (the last `KEPT_FITS`) and handed out again as a copy: sweeps of several models on the same scenes (the
     demo, `claims`, `zoo compare`) fit the baselines once."""
     check_pairing(pairing)
-    key = _fingerprint(context, instance, klass, splits, f"{training!r} {pairing} {n_boot}")
+    key = _fingerprint(context, instance, klass, splits, f"{training!r} {pairing} {n_boot} {relation}")
     if key not in _FITTED:
-        _FITTED[key] = _fit(context, instance, klass, splits, training, pairing, n_boot)
+        _FITTED[key] = _fit(context, instance, klass, splits, training, pairing, n_boot, relation)
         while len(_FITTED) > KEPT_FITS:
             _FITTED.popitem(last=False)
     _FITTED.move_to_end(key)
@@ -158,15 +161,19 @@ def _fit(
     training: ProbeTrainingConfig,
     pairing: str,
     n_boot: int,
+    relation: str,
 ) -> Baselines:
     """`fit_baselines` without the memo."""
     names = list(BASELINES)
     data = [
-        ProbeData(
-            [context.features[split]] * len(names),
-            instance[split],
-            None if klass is None else klass[split],
-            context.twins.select(split),
+        relate(
+            ProbeData(
+                [context.features[split]] * len(names),
+                instance[split],
+                None if klass is None else klass[split],
+                context.twins.select(split),
+            ),
+            relation,
         )
         for split in splits
     ]

@@ -26,6 +26,7 @@ from ..figures import accuracy_by_layer
 from ..hooks.bridged import HookedOrBridge, as_hooked
 from ..io import write_json_atomic
 from ..probes import ProbeTrainingConfig
+from ..probes.relations import decoded
 from ..stats import aggregate_rows, distinct_seeds
 from .layer_sweep import PEAK_RULES, SweepResult, layer_sweep, weights_note
 from .pair_baselines import verdict
@@ -120,17 +121,15 @@ def layer_sweep_over_seeds(
         [{"probe": probe} | row for probe, row in peaks.items()], out / "peaks"
     )
     files["baselines_csv"], files["baselines_json"] = write_table(baselines, out / "baselines")
-    files["plot"] = accuracy_by_layer(
-        rows,
-        out / "accuracy_by_layer.png",
-        title=f"IsSameObject by layer: mean and 95% interval over {len(seeds)} seeds "
-        f"(probe init, split, scene draw)\n{weights_note(model)}",
-    )
+    title = f"{decoded(runs[0].relation)} by layer: mean and 95% interval over {len(seeds)} seeds"
+    title += f" (probe init, split, scene draw)\n{weights_note(model)}"
+    files["plot"] = accuracy_by_layer(rows, out / "accuracy_by_layer.png", title=title)
     summary = {
         "seeds": seeds,
         "runs": [str(run.out) for run in runs],
         "weights": weights_note(model),
         "peak_by": peak_by,
+        "relation": runs[0].relation,
         "training_problems": [f"seed {seed}: {line}" for seed, run in zip(seeds, runs) for line in run.problems()],
         "seconds": {"total": round(time.perf_counter() - started, 2)},
     }

@@ -30,6 +30,11 @@ if TYPE_CHECKING:  # annotations only: building the parser (and --help) imports 
     from ..data import Scene
     from ..hooks import HookedViT
 
+RELATION_NAMES = (  # probes.relations.RELATIONS (a test checks), so --help imports no torch
+    "same_object",
+    "same_class_other_instance",
+    "same_object_within_class",
+)
 STORE_MODES = ("auto", "none", "disk")  # activations.budget.STORE_MODES, without importing torch for --help
 PROBE_NAMES = (  # analyses.layer_sweep.ALL_PROBES (a test checks), so a wrong --probes costs no torch import
     "linear",
@@ -174,6 +179,14 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         default=1,
         help="repeat the sweep with seeds SEED..SEED+N-1 (scene draw, split, probe init) and "
         "report each probe's mean and 95%% interval across them (runs in OUT/seed-<s>/)",
+    )
+    command.add_argument(
+        "--relation",
+        choices=RELATION_NAMES,
+        default="same_object",
+        help="the pair relation the probes decode: same_object (IsSameObject, every pair), "
+        "same_class_other_instance (pairs of two instances; positive: one class) or same_object_within_class "
+        "(pairs of one class; positive: one instance)",
     )
     command.add_argument(
         "--peak-by",
@@ -389,11 +402,17 @@ def _sweep(
         training=training,
         rank=args.rank,
         peak_by=args.peak_by,
+        relation=args.relation,
         device=device,
         extract_kwargs=options,
         store=args.store,
         memory_budget=None if args.memory_budget is None else int(args.memory_budget * GiB),
     )
+
+
+def _what(result: SweepResult) -> str:
+    """What a learnt probe of this sweep would be read as: binding, or its relation by name."""
+    return "binding" if result.relation == "same_object" else f"knowing {result.relation}"
 
 
 def _print_report(args: argparse.Namespace, result: SweepResult) -> None:
@@ -406,7 +425,7 @@ def _print_report(args: argparse.Namespace, result: SweepResult) -> None:
     problems = result.problems()
     if problems:
         print(
-            f"\n{len(problems)} of {len(result.rows)} probes are not to be read as binding (learnt False: on "
+            f"\n{len(problems)} of {len(result.rows)} probes are not to be read as {_what(result)} (learnt False: on "
             "validation they do not beat the strongest network-free baseline beyond the noise, or on the "
             "benchmark their layer's linear probe) or did not converge:"
         )

@@ -10,6 +10,7 @@
 
 Every probe scores all pairs of a batch of images with batched matrix products
 (`probe.pair_logits(x)` -> [image, N, N]); several layers' probes train together with `train_probes`.
+`relate(data, "same_class_other_instance")` asks the same probes about another pair relation (`RELATIONS`).
 
 The rest lives in its module, one home each: the probe classes in `bilinear`, `similarity`,
 `attention`, `pointwise`, `scalar` (by name: `PROBES`); metrics (`auroc`, bootstrap intervals,
@@ -23,6 +24,7 @@ from .checkpoint import load_probe, save_probe
 from .data import ProbeData
 from .evaluation import evaluate
 from .registry import PROBES, make_probe
+from .relations import RELATIONS, relate
 from .sampling import split_by_image
 from .training import ProbeTrainingConfig, TrainResult, train_probe, train_probes
 
@@ -53,6 +55,7 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "PROBES",
+    "RELATIONS",
     "PairProbe",
     "ProbeData",
     "ProbeTrainingConfig",
@@ -61,6 +64,7 @@ __all__ = [
     "evaluate",
     "load_probe",
     "make_probe",
+    "relate",
     "save_probe",
     "split_by_image",
     "train_probe",

@@ -27,6 +27,35 @@ def label_space(
 
 
 @dataclass(frozen=True)
+class PairKeys:
+    """Which pairs a relation other than IsSameObject takes (`probes.relations`): per patch slot, `apart` ids
+    that must differ between the two patches of a pair and `within` ids that must be equal (None: no rule)."""
+
+    apart: Int[Tensor, "image patch"] | None = None
+    within: Int[Tensor, "image patch"] | None = None
+
+    def select(self, images: Int[Tensor, " n"]) -> "PairKeys":
+        """The rows `images` of both keys."""
+        return PairKeys(*(None if key is None else key[images] for key in (self.apart, self.within)))
+
+    def pick(self, images: Int[Tensor, " batch"], patches: Int[Tensor, "batch k"]) -> "PairKeys":
+        """The keys of these images' sampled patch slots."""
+        return PairKeys(*(None if key is None else key[images[:, None], patches] for key in (self.apart, self.within)))
+
+    def to(self, device: torch.device | str) -> "PairKeys":
+        return PairKeys(*(None if key is None else key.to(device) for key in (self.apart, self.within)))
+
+    def mask(self) -> Bool[Tensor, "image k k"] | None:
+        """The pairs these keys allow, for keys of sampled slots [image, k] (None: every pair)."""
+        mask = None
+        for key, allowed in ((self.apart, torch.ne), (self.within, torch.eq)):
+            if key is not None:
+                rule = allowed(key[:, :, None], key[:, None, :])
+                mask = rule if mask is None else mask & rule
+        return mask
+
+
+@dataclass(frozen=True)
 class PairBatch:
     """Sampled patches of a batch of images: instance ids, optional class ids, and validity.
 
@@ -38,6 +67,7 @@ class PairBatch:
     valid: Bool[Tensor, "image k"]
     klass: Int[Tensor, "image k"] | None = None
     keep: Bool[Tensor, "image k k"] | None = None  # a further selection of pairs (e.g. the benchmark's flip pairs)
+    keys: PairKeys | None = None  # a relation's rule for which pairs take part (of the sampled slots)
 
     def __post_init__(self) -> None:
         if self.instance.shape != self.valid.shape or self.instance.ndim != 2:
@@ -50,23 +80,29 @@ class PairBatch:
     def to(self, device: torch.device | str) -> "PairBatch":
         """The same labels on `device`."""
         klass, keep = (None if t is None else t.to(device) for t in (self.klass, self.keep))
-        return PairBatch(self.instance.to(device), self.valid.to(device), klass, keep)
+        keys = None if self.keys is None else self.keys.to(device)
+        return PairBatch(self.instance.to(device), self.valid.to(device), klass, keep, keys)
 
     def selecting(self, keep: Bool[Tensor, "image k k"]) -> "PairBatch":
         """The same labels with only the pairs where `keep` holds supervised (`pair_mask`)."""
-        return PairBatch(self.instance, self.valid, self.klass, keep)
+        return PairBatch(self.instance, self.valid, self.klass, keep, self.keys)
 
     @cached_property
     def pair_mask(self) -> Bool[Tensor, "image k k"]:
-        """The supervised pairs: strict upper triangle, both patches valid (and kept, with `keep`)."""
+        """The supervised pairs: strict upper triangle, both patches valid (and kept, with `keep`; allowed by the
+        relation's `keys`)."""
         k = self.valid.shape[1]
         upper = torch.ones(k, k, dtype=torch.bool, device=self.valid.device).triu(1)
         mask = self.valid[:, :, None] & self.valid[:, None, :] & upper
-        return mask if self.keep is None else mask & self.keep
+        for rule in (self.keep, None if self.keys is None else self.keys.mask()):
+            if rule is not None:
+                mask = mask & rule
+        return mask
 
     @cached_property
     def same(self) -> Bool[Tensor, "image k k"]:
-        """IsSameObject for every (i, j) of each image (meaningful where `pair_mask` is True)."""
+        """Equal ids for every (i, j) of each image: IsSameObject, or a relation's target (`probes.relations`),
+        meaningful where `pair_mask` is True."""
         return self.instance[:, :, None] == self.instance[:, None, :]
 
     @cached_property

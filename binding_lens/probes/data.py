@@ -1,7 +1,9 @@
 """The probe's view of the activation store: tokens of one or more layers and per-patch labels.
 
-`twins` (optional) says which slots of twin mazes take part in the benchmark's flip pairs, for training on
-them (`ProbeTrainingConfig.pairing`, `probes.pairing`).
+`keys` (optional) is a relation's rule for which pairs take part (`probes.relations`: `instance` then holds
+the relation's target ids, equal for the pairs it calls positive). `twins` (optional) says which slots of
+twin mazes take part in the benchmark's flip pairs, for training on them (`ProbeTrainingConfig.pairing`,
+`probes.pairing`).
 
 `acts` is `[image, patch, d_model]` (any float dtype; gathered batches are cast to float32), or a
 sequence of such tensors / a `[layer, image, patch, d_model]` tensor for several layers sharing
@@ -21,6 +23,7 @@ from torch import Tensor
 
 from ..activations.context import TwinSlots
 from ..errors import InputError
+from .batch import PairKeys
 
 
 def _check_labels(labels: Any, name: str) -> Tensor:
@@ -41,6 +44,7 @@ class ProbeData:
     instance: Int[Tensor, "image patch"]
     klass: Int[Tensor, "image patch"] | None = None
     twins: TwinSlots | None = None  # the benchmark's units of twin mazes: for training on flip pairs
+    keys: PairKeys | None = None  # a relation's rule for which pairs take part (None: every pair)
 
     def __post_init__(self) -> None:
         layers = self.acts
@@ -76,6 +80,10 @@ class ProbeData:
             object.__setattr__(self, "klass", klass)
         if self.twins is not None and self.twins.unit.shape != instance.shape:
             raise InputError(f"twins.unit {tuple(self.twins.unit.shape)} must be [image, patch] like instance")
+        for name in ("apart", "within"):
+            key = None if self.keys is None else getattr(self.keys, name)
+            if key is not None and key.shape != instance.shape:
+                raise InputError(f"keys.{name} {tuple(key.shape)} must be [image, patch] like instance")
 
     @classmethod
     def coerce(cls, data: Any, name: str = "data") -> "ProbeData":
@@ -105,6 +113,7 @@ class ProbeData:
             self.instance[images],
             None if self.klass is None else self.klass[images],
             None if self.twins is None else self.twins.select(images),
+            None if self.keys is None else self.keys.select(images),
         )
 
     def tokens(

@@ -50,7 +50,7 @@ def lay_out_pairs(
     batches, labels, counts = [], [], []
     for start in range(0, data.n_images, batch_images):
         images = torch.arange(start, min(start + batch_images, data.n_images))
-        batch = pairs.batch(data.instance, images)
+        batch = pairs.batch(data.instance, images, keys=data.keys)
         mask = batch.pair_mask
         if pairing == "twins":
             assert data.twins is not None  # checked above

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..data.sampling import count_pairs, sample_patch_slots
 from ..errors import InputError
-from .batch import PairBatch
+from .batch import PairBatch, PairKeys
 
 
 def split_by_image(
@@ -80,12 +80,18 @@ class PairSet:
         return self.patches.shape[0]
 
     def batch(
-        self, instance: Int[Tensor, "image patch"], images: Int[Tensor, " batch"], klass: Tensor | None = None
+        self,
+        instance: Int[Tensor, "image patch"],
+        images: Int[Tensor, " batch"],
+        klass: Tensor | None = None,
+        keys: PairKeys | None = None,
     ) -> PairBatch:
-        """The labels of these images' sampled patches (rows `images` of both this set and `instance`)."""
+        """The labels of these images' sampled patches (rows `images` of both this set and `instance`); `keys`:
+        a relation's rule for which pairs take part (`probes.relations`)."""
         patches, valid = self.patches[images], self.valid[images]
         picked_klass = None if klass is None else _pick(klass, images, patches, valid)
-        return PairBatch(_pick(instance, images, patches, valid), valid, picked_klass)
+        picked_keys = None if keys is None else keys.pick(images, patches)
+        return PairBatch(_pick(instance, images, patches, valid), valid, picked_klass, keys=picked_keys)
 
     def check_against(self, instance: Int[Tensor, "image patch"]) -> None:
         """Raise unless this pair set was built for these labels (same images, labeled slots only)."""

@@ -282,7 +282,7 @@ def _batches(
 
 def _training_batch(train: ProbeData, images: Tensor, sample: PairSet, config: ProbeTrainingConfig) -> PairBatch:
     """The labels of one step's batch; with `pairing="twins"` only the benchmark's flip pairs are supervised."""
-    batch = sample.batch(train.instance, images, train.klass)
+    batch = sample.batch(train.instance, images, train.klass, train.keys)
     if config.pairing != "twins":
         return batch
     if train.twins is None:

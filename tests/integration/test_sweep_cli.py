@@ -290,3 +290,27 @@ def test_too_few_images_for_a_split_are_refused_before_extraction_is_planned(pai
     with pytest.raises(InputError, match=f"{unit} leave the test split empty"):
         module.plan_sweep(model, SyntheticScenes("twins", n=n, size=32, seed=0), tmp_path / "few", config)
     assert not (tmp_path / "few").exists()
+
+
+def test_a_sweep_of_another_relation_scores_its_own_pairs_beside_baselines_on_them(tmp_path, capsys):
+    """`--relation same_class_other_instance`: every scored pair joins two instances (so a same-object sweep
+    of the same scenes scores more pairs), the baselines stand on the same pairs, the table and the summary
+    name the relation; on twin mazes, whose flip pairs are same-object pairs, it is refused in one line."""
+    common = ["sweep", "--model", "tiny:vit", "--n-images", "30", "--size", "64", "--layers", "1"]
+    common += ["--probes", "linear", "--epochs", "1"]
+    for relation in ("same_object", "same_class_other_instance"):
+        assert main([*common, "--relation", relation, "--out", str(tmp_path / relation)]) == 0
+    printed = capsys.readouterr().out
+    assert "relation same_class_other_instance: pairs of two instances; positive: one class" in printed
+    rows = {
+        relation: json.loads((tmp_path / relation / "sweep.json").read_text())[0]
+        for relation in ("same_object", "same_class_other_instance")
+    }
+    baseline = json.loads((tmp_path / "same_class_other_instance" / "baselines.json").read_text())[0]
+    assert rows["same_class_other_instance"]["n_pairs"] == baseline["n_pairs"]
+    assert 0 < rows["same_class_other_instance"]["n_pairs"] < rows["same_object"]["n_pairs"]
+    summary = json.loads((tmp_path / "same_class_other_instance" / "summary.json").read_text())
+    assert summary["relation"] == "same_class_other_instance"
+    twins = ["--data", "matched", "--relation", "same_object_within_class", "--out", str(tmp_path / "twins")]
+    assert main([*common, *twins]) == 2
+    assert "the relation same_object_within_class needs scenes with classes" in capsys.readouterr().err

@@ -776,6 +776,13 @@ def test_the_sweeps_own_probe_list_is_the_libraries():
     assert PROBE_NAMES == ALL_PROBES
 
 
+def test_the_sweeps_relation_names_are_the_libraries():
+    from binding_lens.cli.sweep import RELATION_NAMES
+    from binding_lens.probes.relations import RELATIONS
+
+    assert RELATION_NAMES == tuple(RELATIONS)
+
+
 def bad_input_table() -> str:
     """The markdown table of BAD_INPUTS with the first line the CLI prints now (for notes)."""
     rows = ["| # | mistake | `binding-lens` arguments | first line printed (exit status, time) |", "|---|---|---|---|"]

@@ -1,0 +1,67 @@
+"""Pair relations other than IsSameObject, through the same probes, pairs, baselines and tables.
+
+A relation says, for a pair of labeled patches of one image, whether it takes part and whether it holds. The
+ones here are all "equal target ids, among the pairs the keys allow", so a relation is a relabeling of the
+per-patch ids (`ProbeData.instance` becomes the target) plus `PairKeys`, and nothing downstream changes:
+
+- `same_object` (the default): every pair; positive when both patches show one instance.
+- `same_class_other_instance`: pairs of two different instances; positive when they are of one class. The
+  authors' `pointwise_class` question: a model can know category without knowing which object is which, and
+  this relation sees that where `same_object` cannot (no pair of it lies within one object).
+- `same_object_within_class`: pairs of one class; positive when they are one instance. Category cannot
+  answer it (both patches always share it): what is left is identity, binding beyond category.
+
+Each needs class ids beside the instance ids (every synthetic preset, ADE20K and COCO have them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from ..errors import InputError
+from .batch import PairKeys
+from .data import ProbeData
+
+RELATIONS = {
+    "same_object": "every pair; positive: one instance",
+    "same_class_other_instance": "pairs of two instances; positive: one class",
+    "same_object_within_class": "pairs of one class; positive: one instance",
+}
+"""The pair relations a probe, a baseline and a sweep can be asked about (`relate`), each with the pairs it
+takes and the ones it calls positive."""
+
+
+def check_relation(relation: str) -> str:
+    """`relation` if it is one of `RELATIONS`, else an InputError naming them."""
+    if relation not in RELATIONS:
+        raise InputError(f"unknown relation {relation!r}; choose from {', '.join(RELATIONS)}")
+    return relation
+
+
+def decoded(relation: str) -> str:
+    """What a probe of `relation` decodes, for titles: IsSameObject, or the relation by name."""
+    return "IsSameObject" if check_relation(relation) == "same_object" else relation
+
+
+def relation_labels(
+    relation: str, instance: Int[Tensor, "image patch"], klass: Int[Tensor, "image patch"] | None
+) -> tuple[Int[Tensor, "image patch"], PairKeys | None]:
+    """(target ids, pair keys) of `relation` for these per-patch instance and class ids (< 0: excluded): the
+    pairs the keys allow are positive where their target ids are equal."""
+    if check_relation(relation) == "same_object":
+        return instance, None
+    if klass is None:
+        raise InputError(f"the relation {relation} needs class ids beside the instance ids (klass)")
+    if relation == "same_class_other_instance":
+        return torch.where(instance >= 0, klass, torch.full_like(klass, -1)), PairKeys(apart=instance)
+    return instance, PairKeys(within=klass)
+
+
+def relate(data: ProbeData, relation: str) -> ProbeData:
+    """`data` labeled for `relation`: its target ids in place of the instance ids, and the relation's keys."""
+    target, keys = relation_labels(relation, data.instance, data.klass)
+    return replace(data, instance=target, keys=keys)
