@@ -45,6 +45,7 @@ from ..activations.extract import request_differences
 from ..activations.prepare import resize_policy
 from ..activations.store import Shard
 from ..data import Scene
+from ..data.depth import occlusion_table
 from ..errors import InputError
 from ..figures import accuracy_by_layer
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
@@ -64,7 +65,8 @@ from ..probes.batch import label_space
 from ..probes.evaluation import ScoredPairs, score_pairs
 from ..probes.pairing import PAIRINGS
 from ..probes.provenance import FittedOn
-from ..probes.relations import RELATIONS, check_relation, decoded, relate
+from ..probes.registry import DIRECTED_PROBES
+from ..probes.relations import DIRECTED, RELATIONS, PairRelation, check_relation, decoded, relate
 from ..probes.sampling import split_sizes
 from ..probes.training import stopping_rule
 from .pair_baselines import Baselines, Judgement, fit_baselines, held_out_pairs, judge, verdict
@@ -500,6 +502,24 @@ def layer_sweep(
     return write_sweep(model, computed)
 
 
+def _checked_probes(config: SweepConfig) -> SweepConfig:
+    """`config` with its probes checked against its relation: a directed relation takes the directed probes
+    (all of them in place of the default), as a symmetric probe scores (i, j) as (j, i)."""
+    directed = check_relation(config.relation) in DIRECTED
+    known = tuple(DIRECTED_PROBES) if directed else ALL_PROBES
+    if directed and tuple(config.probes) == ALL_PROBES:
+        return replace(config, probes=known)
+    unknown = [name for name in config.probes if name not in known]
+    if unknown and directed:
+        raise InputError(
+            f"the relation {config.relation} is directed: a symmetric probe scores (i, j) as (j, i) and sits at "
+            f"chance; choose from {', '.join(known)} (not {', '.join(unknown)})"
+        )
+    if unknown:
+        raise InputError(f"unknown probe(s) {unknown}; choose from {', '.join(known)}")
+    return config
+
+
 def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path, config: SweepConfig) -> SweepPlan:
     """Check `config` and where the activations will go, before any image is read beyond the first; a run
     directory `out` that holds a run with other settings is refused (its probes and tables would be mixed)."""
@@ -507,9 +527,7 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
     started = time.perf_counter()
     out = Path(out)
     layers = sorted(set(range(model.cfg.n_layers) if config.layers is None else config.layers))
-    unknown = [name for name in config.probes if name not in ALL_PROBES]
-    if unknown:
-        raise InputError(f"unknown probe(s) {unknown}; choose from {', '.join(ALL_PROBES)}")
+    config = _checked_probes(config)
     if config.peak_by not in PEAK_RULES:
         raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {config.peak_by!r}")
     training = config.training or ProbeTrainingConfig(seed=config.seed)
@@ -625,7 +643,7 @@ class _ProbeSetup:
     dataset_indices: dict[str, list[int]]  # each split's images as indices into the dataset
     twins: tuple[TwinSlots, TwinSlots, TwinSlots]  # each split's benchmark units (the flip pairs of twin mazes)
     baselines: Baselines  # fitted on the same split, scored on the same pairs as the probes
-    relation: str  # the pair relation probed (`probes.relations`)
+    relation: PairRelation  # the pair relation probed, over the stored images (`probes.relations`)
 
 
 def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> _ProbeSetup:
@@ -634,6 +652,7 @@ def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored
     context = _context(dataset, plan, stored)
     train, val, test = sweep_split(plan, context)
     n_classes, n_queries = label_space(stored.instance, stored.klass)
+    relation = _relation(dataset, plan, stored)
     last = model.cfg.n_layers - 1  # self_attention has no next block after the last layer
     initial = {}
     for name in plan.probes:
@@ -655,7 +674,7 @@ def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored
         replace(plan.training, device=None),
         pairing=plan.pairing,
         n_boot=plan.config.n_boot,
-        relation=plan.config.relation,
+        relation=relation,
     )
     twins = (context.twins.select(train), context.twins.select(val), context.twins.select(test))
     return _ProbeSetup(
@@ -667,8 +686,16 @@ def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored
         dataset_indices,
         twins,
         baselines,
-        plan.config.relation,
+        relation,
     )
+
+
+def _relation(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> PairRelation:
+    """The sweep's relation over the stored images (for `occludes`, each image's table of which object covers
+    which, read from its scene)."""
+    if plan.config.relation not in DIRECTED:
+        return PairRelation(plan.config.relation)
+    return PairRelation(plan.config.relation, occlusion_table(dataset, stored.image_index.cpu().tolist()))
 
 
 def _context(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> SlotContext:
@@ -731,8 +758,8 @@ def _layer_data(
 ) -> tuple[ProbeData, ...]:
     """The train, val and test data of one layer, with their twins."""
     return tuple(
-        relate(ProbeData([acts[layer]], instance, klass, twins), setup.relation)
-        for (acts, instance, klass), twins in zip(splits, setup.twins)
+        relate(ProbeData([acts[layer]], instance, klass, twins), setup.relation.select(split))
+        for (acts, instance, klass), twins, split in zip(splits, setup.twins, setup.splits)
     )
 
 
@@ -904,10 +931,11 @@ def scored_test_pairs(
     )
     context = _context(dataset, plan, held)
     _, _, test = sweep_split(plan, context)
+    relation = _relation(dataset, plan, held).select(test)
     data = {
         layer: relate(
             ProbeData([held.acts[layer][test]], held.instance[test], held.klass[test], context.twins.select(test)),
-            plan.config.relation,
+            relation,
         )
         for layer in set(probes.values())
     }

@@ -33,7 +33,7 @@ from ..activations.context import SlotContext, scene_context
 from ..data import Scene
 from ..errors import InputError
 from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, split_by_image, train_probes
-from ..probes.baselines import BASELINES, make_baseline
+from ..probes.baselines import BASELINES, DIRECTED_BASELINES, make_baseline
 from ..probes.evaluation import EvaluationConfig, PairLayout, ScoredPairs, lay_out_pairs, score_pairs, scored_metrics
 from ..probes.metrics import auroc, bootstrap_auroc, calibrated_threshold
 from ..probes.pair_context import (
@@ -45,7 +45,7 @@ from ..probes.pair_context import (
     context_metrics,
 )
 from ..probes.pairing import check_pairing
-from ..probes.relations import relate
+from ..probes.relations import PairRelation, relate
 from ..probes.sampling import PairSet, fixed_pairs
 from ..stats import Interval
 from .report import Row
@@ -113,7 +113,7 @@ def fit_baselines(
     *,
     pairing: str = "all",
     n_boot: int = 1000,
-    relation: str = "same_object",
+    relation: str | PairRelation = "same_object",
 ) -> Baselines:
     """Train every baseline on the `splits[0]` images (validated on `splits[1]`) exactly as the probes train,
     and score them on the `splits[1]` and `splits[2]` held-out pairs (`held_out_pairs`, as the probes'), for
@@ -123,7 +123,9 @@ def fit_baselines(
     (the last `KEPT_FITS`) and handed out again as a copy: sweeps of several models on the same scenes (the
     demo, `claims`, `zoo compare`) fit the baselines once."""
     check_pairing(pairing)
-    key = _fingerprint(context, instance, klass, splits, f"{training!r} {pairing} {n_boot} {relation}")
+    relation = relation if isinstance(relation, PairRelation) else PairRelation(relation)
+    settings = f"{training!r} {pairing} {n_boot} {relation.name}"
+    key = _fingerprint(context, (instance, klass, relation.occludes, *splits), settings)
     if key not in _FITTED:
         _FITTED[key] = _fit(context, instance, klass, splits, training, pairing, n_boot, relation)
         while len(_FITTED) > KEPT_FITS:
@@ -137,13 +139,11 @@ KEPT_FITS = 4
 _FITTED: OrderedDict[str, Baselines] = OrderedDict()
 
 
-def _fingerprint(
-    context: SlotContext, instance: Tensor, klass: Tensor | None, splits: Sequence[Tensor], settings: str
-) -> str:
-    """A digest of everything a baseline fit reads."""
+def _fingerprint(context: SlotContext, labels: Sequence[Tensor | None], settings: str) -> str:
+    """A digest of everything a baseline fit reads: the context, the labels and splits, the settings."""
     digest = hashlib.blake2b(settings.encode(), digest_size=16)
     twins = context.twins
-    for tensor in (context.features, context.look, twins.unit, twins.patch, twins.group, instance, klass, *splits):
+    for tensor in (context.features, context.look, twins.unit, twins.patch, twins.group, *labels):
         if tensor is None:
             digest.update(b"none")
             continue
@@ -161,10 +161,10 @@ def _fit(
     training: ProbeTrainingConfig,
     pairing: str,
     n_boot: int,
-    relation: str,
+    relation: PairRelation,
 ) -> Baselines:
     """`fit_baselines` without the memo."""
-    names = list(BASELINES)
+    names = list(DIRECTED_BASELINES if relation.directed else BASELINES)
     data = [
         relate(
             ProbeData(
@@ -173,7 +173,7 @@ def _fit(
                 None if klass is None else klass[split],
                 context.twins.select(split),
             ),
-            relation,
+            relation.select(split),
         )
         for split in splits
     ]

@@ -34,7 +34,10 @@ RELATION_NAMES = (  # probes.relations.RELATIONS (a test checks), so --help impo
     "same_object",
     "same_class_other_instance",
     "same_object_within_class",
+    "occludes",
 )
+DIRECTED_RELATIONS = ("occludes",)  # probes.relations.DIRECTED
+DIRECTED_PROBE_NAMES = ("linear_difference", "bilinear")  # probes.registry.DIRECTED_PROBES (a test checks)
 STORE_MODES = ("auto", "none", "disk")  # activations.budget.STORE_MODES, without importing torch for --help
 PROBE_NAMES = (  # analyses.layer_sweep.ALL_PROBES (a test checks), so a wrong --probes costs no torch import
     "linear",
@@ -185,8 +188,9 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         choices=RELATION_NAMES,
         default="same_object",
         help="the pair relation the probes decode: same_object (IsSameObject, every pair), "
-        "same_class_other_instance (pairs of two instances; positive: one class) or same_object_within_class "
-        "(pairs of one class; positive: one instance)",
+        "same_class_other_instance (pairs of two instances; positive: one class), same_object_within_class "
+        "(pairs of one class; positive: one instance) or occludes (directed: pairs of two overlapping objects; "
+        "positive: the first patch's object in front; its probes: linear_difference, bilinear)",
     )
     command.add_argument(
         "--peak-by",
@@ -321,19 +325,23 @@ def _patches_per_image(args: argparse.Namespace, patch_size: int, pairing: str) 
 
 
 def _probe_names(args: argparse.Namespace) -> list[str]:
-    """The probes `--probes` names (every one for `extract`), each checked: a wrong name lists them all."""
+    """The probes `--probes` names (every one for `extract`; the directed ones for a directed `--relation`),
+    each checked: a wrong name lists them all."""
     from ..errors import InputError
 
+    directed = getattr(args, "relation", "same_object") in DIRECTED_RELATIONS
+    known = DIRECTED_PROBE_NAMES if directed else PROBE_NAMES
     probes = (
-        list(PROBE_NAMES)
+        list(known)
         if getattr(args, "probes", "all") == "all"
         else [p.strip() for p in args.probes.split(",") if p.strip()]
     )
     for name in probes:
-        if name not in PROBE_NAMES:
-            close = difflib.get_close_matches(name, PROBE_NAMES, n=1)
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise InputError(f"--probes: unknown probe {name!r}.{hint} Known probes: {', '.join(PROBE_NAMES)}")
+            what = f"probe for the directed relation {args.relation}" if directed else "probe"
+            raise InputError(f"--probes: unknown {what} {name!r}.{hint} Known: {', '.join(known)}")
     return probes
 
 

@@ -45,6 +45,7 @@ class Canvas:
         self.classes: Int[np.ndarray, "height width"] = np.zeros((h, w), dtype=np.int32)
         self.full: list[int] = [0]  # full (unoccluded) pixel count per instance id; id 0 unused
         self.visible: list[int] = [0]
+        self.occludes: list[list[int]] = [[]]  # per instance id: the earlier instances it covers part of
 
     def fits(self, sprite: Sprite, y0: int, x0: int, max_occlusion: float) -> bool:
         """True if pasting here leaves every earlier object at least (1 - max_occlusion) visible."""
@@ -67,9 +68,11 @@ class Canvas:
             return 0
         inst = self.instance[y0 : y0 + s, x0 : x0 + s]
         covered = np.bincount(inst[m], minlength=len(self.full))
-        for j in np.flatnonzero(covered[1:]) + 1:
+        behind = (np.flatnonzero(covered[1:]) + 1).tolist()
+        for j in behind:
             self.visible[j] -= int(covered[j])
         new_id = len(self.full)
+        self.occludes.append(behind)
         inst[m] = new_id
         self.classes[y0 : y0 + s, x0 : x0 + s][m] = class_id
         n = int(m.sum())

@@ -287,7 +287,8 @@ def _sprites(plan: list[ObjectSpec], contrast: float) -> list[Sprite]:
 def _object_records(
     plan: list[ObjectSpec], sprites: list[Sprite], placed: list, canvas: Canvas
 ) -> list[dict[str, Any]]:
-    """Per placed object: ids, class, color, shape, texture, bbox, full and visible pixel counts."""
+    """Per placed object: ids, class, color, shape, texture, bbox, full and visible pixel counts, and the
+    objects it covers part of."""
     visible = np.bincount(canvas.instance.ravel(), minlength=len(canvas.full))
     id_of_plan = {p: at[2] for p, at in enumerate(placed) if at is not None}
     records = []
@@ -311,6 +312,7 @@ def _object_records(
                 "pixel_count": full,
                 "visible_pixels": int(visible[iid]),
                 "occluded": bool(visible[iid] < full),
+                "occludes": canvas.occludes[iid],  # the objects it covers part of (it is in front of them)
                 "role": spec.role,
                 "twin_of": id_of_plan.get(spec.twin_of) if spec.twin_of is not None else None,
                 "same_look_as": id_of_plan.get(spec.same_look_as) if spec.same_look_as is not None else None,

@@ -434,6 +434,7 @@ def object_records(
                 "pixel_count": int(ys.size),
                 "visible_pixels": int(ys.size),
                 "occluded": False,
+                "occludes": [],
                 "role": "region",
                 "twin_of": None,
                 "same_look_as": 1 if iid > 1 else None,

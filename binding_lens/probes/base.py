@@ -2,8 +2,8 @@
 
 A probe maps tokens `x: [image, N, d]` (and optionally `y: [image, M, d]`) to a score for every
 pair (i, j) inside the same image, `[image, N, M]`, by batched matrix products: images are never
-looped over in Python and no `[N, M, d]` pair tensor is formed. All probes are symmetric:
-`pair_logits(x, y)[b, i, j] == pair_logits(y, x)[b, j, i]`.
+looped over in Python and no `[N, M, d]` pair tensor is formed. Every IsSameObject probe is symmetric:
+`pair_logits(x, y)[b, i, j] == pair_logits(y, x)[b, j, i]`; the directed probes (`directed`) are not.
 """
 
 from __future__ import annotations

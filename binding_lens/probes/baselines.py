@@ -17,7 +17,9 @@ the same `train_probes`:
   pixel, sizes and counts of the dark structures touching them, each also over the 3 x 3 patches around),
   and the scene's statistics.
 
-The two logistic baselines fit their weights exactly (Newton) on the first training batch and refine them
+For a directed relation (`occludes`) two directed baselines take their place: `signed_position` (the signed
+offset: which patch is lower) and `signed_context` (the signed difference of every per-patch column).
+The logistic baselines fit their weights exactly (Newton) on the first training batch and refine them
 in the training loop, like the scalar probes. A probe shows binding where it beats the strongest of the
 three (chosen on validation) by more than the noise.
 """
@@ -67,10 +69,10 @@ class GridDistanceBaseline(ScalarScoreProbe):
 
 
 class PairFeatureBaseline(PairProbe):
-    """sigma(w . standardized pair features + b): logistic regression on symmetric features of each pair of
-    context columns, fitted exactly on the first training batch (`initialize`). The features come one
-    [image, n, m] map at a time (`feature_maps`), so scoring every pair of many images never holds more than
-    one map and the running sum."""
+    """sigma(w . standardized pair features + b): logistic regression on features of each pair of context
+    columns (symmetric; signed for the directed baselines), fitted exactly on the first training batch
+    (`initialize`). The features come one [image, n, m] map at a time (`feature_maps`), so scoring every
+    pair of many images never holds more than one map and the running sum."""
 
     n_features: ClassVar[int]
     center: Tensor
@@ -92,7 +94,7 @@ class PairFeatureBaseline(PairProbe):
     def feature_maps(
         x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]
     ) -> Iterator[Float[Tensor, "image n m"]]:
-        """The symmetric features of every pair, one map per feature, in order (no trained parameter inside)."""
+        """The features of every pair, one map per feature, in order (no trained parameter inside)."""
 
     def pair_features(
         self, x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]
@@ -214,14 +216,47 @@ _GAP_CHUNK = 1 << 24
 """Elements of the pairs' |difference| tensor `PixelContextBaseline` builds at once (64 MiB of float32)."""
 
 
+class SignedPositionBaseline(PairFeatureBaseline):
+    """Directed: logistic regression on the pair's signed offset (d row, d col). Which patch lies lower or
+    further right: in photographs the lower of two overlapping objects is often the one in front."""
+
+    name: ClassVar[str] = "signed_position"
+    n_features: ClassVar[int] = 2
+
+    @staticmethod
+    def feature_maps(x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]) -> Iterator[Tensor]:
+        for column in (0, 1):
+            yield x[:, :, None, column] - y[:, None, :, column]
+
+
+class SignedContextBaseline(PairFeatureBaseline):
+    """Directed: logistic regression on the signed difference of every per-patch context column (position,
+    pixel statistics, surroundings; the scene's own columns are one value per image and drop out)."""
+
+    name: ClassVar[str] = "signed_context"
+    n_features: ClassVar[int] = N_CONTEXT - N_SCENE
+
+    @staticmethod
+    def feature_maps(x: Float[Tensor, "image n feature"], y: Float[Tensor, "image m feature"]) -> Iterator[Tensor]:
+        for column in range(N_CONTEXT - N_SCENE):
+            yield x[:, :, None, column] - y[:, None, :, column]
+
+
 BASELINES: dict[str, type[PairProbe]] = {
     cls.name: cls for cls in (GridDistanceBaseline, PixelPositionBaseline, PixelContextBaseline)
 }
 """The network-free baselines by name, in the order tables show them."""
 
+DIRECTED_BASELINES: dict[str, type[PairProbe]] = {
+    cls.name: cls for cls in (SignedPositionBaseline, SignedContextBaseline)
+}
+"""The network-free baselines of a directed relation (`probes.relations.DIRECTED`): symmetric ones sit at
+chance there by construction."""
+
 
 def make_baseline(name: str) -> PairProbe:
-    """A fresh baseline of `name` (a key of `BASELINES`) over the context features."""
-    if name not in BASELINES:
-        raise InputError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
-    return BASELINES[name](N_CONTEXT)
+    """A fresh baseline of `name` (a key of `BASELINES` or `DIRECTED_BASELINES`) over the context features."""
+    known = BASELINES | DIRECTED_BASELINES
+    if name not in known:
+        raise InputError(f"unknown baseline {name!r}; choose from {', '.join(known)}")
+    return known[name](N_CONTEXT)

@@ -28,30 +28,48 @@ def label_space(
 
 @dataclass(frozen=True)
 class PairKeys:
-    """Which pairs a relation other than IsSameObject takes (`probes.relations`): per patch slot, `apart` ids
-    that must differ between the two patches of a pair and `within` ids that must be equal (None: no rule)."""
+    """Which pairs a relation other than IsSameObject takes (`probes.relations`), and for a directed one what
+    each is: per patch slot, `apart` ids that must differ between the two patches of a pair and `within` ids
+    that must be equal; per image, `occludes[front, back]` over the pairs' target ids (a pair takes part when
+    one of its objects covers the other, and is positive when the first patch's object is in front)."""
 
     apart: Int[Tensor, "image patch"] | None = None
     within: Int[Tensor, "image patch"] | None = None
+    occludes: Bool[Tensor, "image id id"] | None = None
 
     def select(self, images: Int[Tensor, " n"]) -> "PairKeys":
-        """The rows `images` of both keys."""
-        return PairKeys(*(None if key is None else key[images] for key in (self.apart, self.within)))
+        """The rows `images` of every key."""
+        return PairKeys(*(None if key is None else key[images] for key in (self.apart, self.within, self.occludes)))
 
     def pick(self, images: Int[Tensor, " batch"], patches: Int[Tensor, "batch k"]) -> "PairKeys":
-        """The keys of these images' sampled patch slots."""
-        return PairKeys(*(None if key is None else key[images[:, None], patches] for key in (self.apart, self.within)))
+        """The keys of these images' sampled patch slots (an image's occlusion table as it is)."""
+        apart, within = (None if key is None else key[images[:, None], patches] for key in (self.apart, self.within))
+        return PairKeys(apart, within, None if self.occludes is None else self.occludes[images])
 
     def to(self, device: torch.device | str) -> "PairKeys":
-        return PairKeys(*(None if key is None else key.to(device) for key in (self.apart, self.within)))
+        return PairKeys(*(None if key is None else key.to(device) for key in (self.apart, self.within, self.occludes)))
 
-    def mask(self) -> Bool[Tensor, "image k k"] | None:
-        """The pairs these keys allow, for keys of sampled slots [image, k] (None: every pair)."""
+    def in_front(self, ids: Int[Tensor, "image k"]) -> Bool[Tensor, "image k k"]:
+        """occludes[id(i), id(j)] for every (i, j) of sampled slots with target ids `ids` (< 0: never)."""
+        assert self.occludes is not None  # only a directed relation asks
+        n = self.occludes.shape[-1]
+        safe = ids.clamp(0, n - 1)
+        flat = (safe[:, :, None] * n + safe[:, None, :]).flatten(1)
+        table = self.occludes.flatten(1).gather(1, flat).view(ids.shape[0], ids.shape[1], ids.shape[1])
+        known = (ids >= 0) & (ids < n)
+        return table & known[:, :, None] & known[:, None, :]
+
+    def mask(self, ids: Int[Tensor, "image k"]) -> Bool[Tensor, "image k k"] | None:
+        """The pairs these keys allow, for keys of sampled slots with target ids `ids` (None: every pair)."""
         mask = None
         for key, allowed in ((self.apart, torch.ne), (self.within, torch.eq)):
             if key is not None:
                 rule = allowed(key[:, :, None], key[:, None, :])
                 mask = rule if mask is None else mask & rule
+        if self.occludes is not None:
+            front = self.in_front(ids)
+            rule = front | front.transpose(1, 2)
+            mask = rule if mask is None else mask & rule
         return mask
 
 
@@ -94,7 +112,7 @@ class PairBatch:
         k = self.valid.shape[1]
         upper = torch.ones(k, k, dtype=torch.bool, device=self.valid.device).triu(1)
         mask = self.valid[:, :, None] & self.valid[:, None, :] & upper
-        for rule in (self.keep, None if self.keys is None else self.keys.mask()):
+        for rule in (self.keep, None if self.keys is None else self.keys.mask(self.instance)):
             if rule is not None:
                 mask = mask & rule
         return mask
@@ -102,7 +120,10 @@ class PairBatch:
     @cached_property
     def same(self) -> Bool[Tensor, "image k k"]:
         """Equal ids for every (i, j) of each image: IsSameObject, or a relation's target (`probes.relations`),
-        meaningful where `pair_mask` is True."""
+        meaningful where `pair_mask` is True; for a directed relation, whether the first patch's object is in
+        front of the second's."""
+        if self.keys is not None and self.keys.occludes is not None:
+            return self.keys.in_front(self.instance)
         return self.instance[:, :, None] == self.instance[:, None, :]
 
     @cached_property

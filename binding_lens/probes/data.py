@@ -84,6 +84,8 @@ class ProbeData:
             key = None if self.keys is None else getattr(self.keys, name)
             if key is not None and key.shape != instance.shape:
                 raise InputError(f"keys.{name} {tuple(key.shape)} must be [image, patch] like instance")
+        if self.keys is not None and self.keys.occludes is not None and len(self.keys.occludes) != len(instance):
+            raise InputError(f"keys.occludes has {len(self.keys.occludes)} images, instance {len(instance)}")
 
     @classmethod
     def coerce(cls, data: Any, name: str = "data") -> "ProbeData":

@@ -14,6 +14,7 @@ from .bilinear import (
     QuadraticFixedRankProbe,
     QuadraticProbe,
 )
+from .directed import BilinearProbe, LinearDifferenceProbe
 from .pointwise import PointwiseClassProbe, PointwiseIdentityProbe
 from .similarity import CosineSimilarityProbe, DistanceProbe, DotProductProbe
 
@@ -33,6 +34,9 @@ PROBES: dict[str, type[PairProbe]] = {
     )
 }
 
+DIRECTED_PROBES: dict[str, type[PairProbe]] = {cls.name: cls for cls in (LinearDifferenceProbe, BilinearProbe)}
+"""The probes whose score of (i, j) differs from (j, i), for a directed relation (`probes.relations`)."""
+
 _REQUIRED = {
     "quadratic_fixed_rank": "rank=<int>, e.g. rank=64",
     "pointwise_class": "n_classes=<int>",
@@ -47,12 +51,14 @@ class UnknownProbeError(BindingLensError, KeyError):
 
 
 def probe_class(name: str) -> type[PairProbe]:
-    """The class registered under `name`; an unknown name lists the known ones."""
-    if name not in PROBES:
-        close = difflib.get_close_matches(str(name), PROBES, n=1)
+    """The class registered under `name` (an IsSameObject or a directed probe); an unknown name lists the known
+    ones."""
+    known = PROBES | DIRECTED_PROBES
+    if name not in known:
+        close = difflib.get_close_matches(str(name), known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise UnknownProbeError(f"unknown probe {name!r}.{hint} Known probes: {', '.join(PROBES)}")
-    return PROBES[name]
+        raise UnknownProbeError(f"unknown probe {name!r}.{hint} Known probes: {', '.join(known)}")
+    return known[name]
 
 
 def make_probe(name: str, d_model: int, **kwargs: Any) -> PairProbe:

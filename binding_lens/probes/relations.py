@@ -10,16 +10,20 @@ per-patch ids (`ProbeData.instance` becomes the target) plus `PairKeys`, and not
   this relation sees that where `same_object` cannot (no pair of it lies within one object).
 - `same_object_within_class`: pairs of one class; positive when they are one instance. Category cannot
   answer it (both patches always share it): what is left is identity, binding beyond category.
+- `occludes` (directed): pairs of patches of two overlapping objects; positive when the first patch's object
+  is the one in front (`data.depth`). A symmetric probe scores (i, j) as (j, i), so it cannot tell: only
+  the directed probes (`DIRECTED_PROBES`) and baselines are fitted for it.
 
-Each needs class ids beside the instance ids (every synthetic preset, ADE20K and COCO have them).
+The class relations need class ids beside the instance ids (every synthetic preset, ADE20K and COCO have
+them); `occludes` needs the scenes' depth order (synthetic scenes record it).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Bool, Int
 from torch import Tensor
 
 from ..errors import InputError
@@ -30,6 +34,7 @@ RELATIONS = {
     "same_object": "every pair; positive: one instance",
     "same_class_other_instance": "pairs of two instances; positive: one class",
     "same_object_within_class": "pairs of one class; positive: one instance",
+    "occludes": "pairs of two overlapping objects; positive: the first patch's object in front",
 }
 """The pair relations a probe, a baseline and a sweep can be asked about (`relate`), each with the pairs it
 takes and the ones it calls positive."""
@@ -42,17 +47,57 @@ def check_relation(relation: str) -> str:
     return relation
 
 
+DIRECTED = ("occludes",)
+"""The relations whose pairs have a direction: (i, j) and (j, i) have opposite labels."""
+
+
+@dataclass(frozen=True)
+class PairRelation:
+    """A relation by name, with what it needs beyond the per-patch ids: for `occludes`, each image's table of
+    which object covers which (`data.depth.occlusion_table`), one row per image of the data it labels."""
+
+    name: str = "same_object"
+    occludes: Bool[Tensor, "image id id"] | None = None
+
+    def __post_init__(self) -> None:
+        check_relation(self.name)
+        if self.name in DIRECTED and self.occludes is None:
+            raise InputError(
+                "the relation occludes needs each image's occlusion table: PairRelation('occludes', "
+                "data.depth.occlusion_table(scenes, indices, n_ids))"
+            )
+        if self.name not in DIRECTED and self.occludes is not None:
+            raise InputError(f"the relation {self.name} takes no occlusion table (only occludes does)")
+
+    @property
+    def directed(self) -> bool:
+        return self.name in DIRECTED
+
+    def select(self, images: Int[Tensor, " n"]) -> "PairRelation":
+        """The relation for the rows `images` of the data it labels."""
+        return self if self.occludes is None else PairRelation(self.name, self.occludes[images])
+
+
 def decoded(relation: str) -> str:
     """What a probe of `relation` decodes, for titles: IsSameObject, or the relation by name."""
     return "IsSameObject" if check_relation(relation) == "same_object" else relation
 
 
 def relation_labels(
-    relation: str, instance: Int[Tensor, "image patch"], klass: Int[Tensor, "image patch"] | None
+    relation: str | PairRelation, instance: Int[Tensor, "image patch"], klass: Int[Tensor, "image patch"] | None
 ) -> tuple[Int[Tensor, "image patch"], PairKeys | None]:
     """(target ids, pair keys) of `relation` for these per-patch instance and class ids (< 0: excluded): the
-    pairs the keys allow are positive where their target ids are equal."""
-    if check_relation(relation) == "same_object":
+    pairs the keys allow are positive where their target ids are equal (for `occludes`, where the first
+    patch's object covers the second's)."""
+    relation = relation if isinstance(relation, PairRelation) else PairRelation(check_relation(relation))
+    if relation.occludes is not None:
+        if relation.occludes.shape[0] != instance.shape[0]:
+            raise InputError(
+                f"the occlusion table has {relation.occludes.shape[0]} images, the labels {instance.shape[0]}"
+            )
+        return instance, PairKeys(occludes=relation.occludes.to(instance.device))
+    relation = relation.name
+    if relation == "same_object":
         return instance, None
     if klass is None:
         raise InputError(f"the relation {relation} needs class ids beside the instance ids (klass)")
@@ -61,7 +106,7 @@ def relation_labels(
     return instance, PairKeys(within=klass)
 
 
-def relate(data: ProbeData, relation: str) -> ProbeData:
+def relate(data: ProbeData, relation: str | PairRelation) -> ProbeData:
     """`data` labeled for `relation`: its target ids in place of the instance ids, and the relation's keys."""
     target, keys = relation_labels(relation, data.instance, data.klass)
     return replace(data, instance=target, keys=keys)

@@ -314,3 +314,34 @@ def test_a_sweep_of_another_relation_scores_its_own_pairs_beside_baselines_on_th
     twins = ["--data", "matched", "--relation", "same_object_within_class", "--out", str(tmp_path / "twins")]
     assert main([*common, *twins]) == 2
     assert "the relation same_object_within_class needs scenes with classes" in capsys.readouterr().err
+
+
+def test_a_sweep_of_a_directed_relation_fits_directed_probes_beside_directed_baselines(tmp_path, capsys):
+    """`--relation occludes`: the directed probes in place of the default ones, the directed baselines on the
+    same pairs (pairs of overlapping objects only), and a symmetric probe refused in one line before any image
+    is read."""
+    common = ["sweep", "--model", "tiny:vit", "--n-images", "40", "--size", "64", "--layers", "1"]
+    common += ["--epochs", "1", "--relation", "occludes"]
+    assert main([*common, "--out", str(tmp_path / "occludes")]) == 0
+    rows = json.loads((tmp_path / "occludes" / "sweep.json").read_text())
+    baselines = json.loads((tmp_path / "occludes" / "baselines.json").read_text())
+    assert [row["probe"] for row in rows] == ["linear_difference", "bilinear"]
+    assert [row["probe"] for row in baselines] == ["baseline:signed_position", "baseline:signed_context"]
+    assert {row["n_pairs"] for row in rows + baselines} == {rows[0]["n_pairs"]} and rows[0]["n_pairs"] > 0
+    capsys.readouterr()
+    assert main([*common, "--probes", "quadratic", "--out", str(tmp_path / "symmetric")]) == 2
+    error = capsys.readouterr().err
+    assert "unknown probe for the directed relation occludes 'quadratic'" in error
+    assert not (tmp_path / "symmetric").exists()
+    from binding_lens import HookedViT
+    from binding_lens.analyses import layer_sweep
+    from binding_lens.data import SyntheticScenes
+
+    with pytest.raises(InputError, match="the relation occludes is directed: a symmetric probe scores"):
+        layer_sweep(
+            HookedViT.from_pretrained("tiny:vit"),
+            SyntheticScenes("default", n=12, size=64, seed=0),
+            tmp_path / "python",
+            relation="occludes",
+            probes=["quadratic"],
+        )

@@ -783,6 +783,14 @@ def test_the_sweeps_relation_names_are_the_libraries():
     assert RELATION_NAMES == tuple(RELATIONS)
 
 
+def test_the_sweeps_directed_names_are_the_libraries():
+    from binding_lens.cli.sweep import DIRECTED_PROBE_NAMES, DIRECTED_RELATIONS
+    from binding_lens.probes.registry import DIRECTED_PROBES
+    from binding_lens.probes.relations import DIRECTED
+
+    assert DIRECTED_PROBE_NAMES == tuple(DIRECTED_PROBES) and DIRECTED_RELATIONS == DIRECTED
+
+
 def bad_input_table() -> str:
     """The markdown table of BAD_INPUTS with the first line the CLI prints now (for notes)."""
     rows = ["| # | mistake | `binding-lens` arguments | first line printed (exit status, time) |", "|---|---|---|---|"]

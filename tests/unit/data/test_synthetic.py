@@ -38,10 +38,14 @@ def test_masks_match_per_object_pixel_counts(preset):
             # a superset of the visible mask when occluded
             sprite = shape_mask(o["shape"], y1 - y0, o["angle"])
             assert sprite.sum() == o["pixel_count"]
+            in_front = {f["instance_id"] for f in objects if iid in f["occludes"]}
             if o["occluded"]:
                 occluded_seen += 1
                 assert (sprite | ~inside).all() and o["visible_pixels"] < o["pixel_count"]
+                covering = set(np.unique(s.instance_mask[y0:y1, x0:x1][sprite & ~inside]).tolist())
+                assert covering == in_front and min(in_front) > iid  # exactly the later objects over it
             else:
+                assert not in_front
                 np.testing.assert_array_equal(inside, sprite)
             assert (s.class_mask[s.instance_mask == iid] == CLASS_IDS[o["shape"]]).all()
         assert ((s.instance_mask == 0) == (s.class_mask == 0)).all()

@@ -11,11 +11,12 @@ from safetensors.torch import save_file
 
 from binding_lens.probes import PROBES, load_probe, save_probe
 from binding_lens.probes.checkpoint import read_header
+from binding_lens.probes.registry import DIRECTED_PROBES
 
 from helpers.probes import D, build
 
 
-@pytest.mark.parametrize("name", list(PROBES))
+@pytest.mark.parametrize("name", [*PROBES, *DIRECTED_PROBES])
 def test_round_trip_gives_the_same_probe(tmp_path, name):
     probe = build(name, seed=11)
     path = save_probe(probe, tmp_path / "sub" / f"{name}.safetensors")

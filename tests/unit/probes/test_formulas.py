@@ -1,4 +1,5 @@
-"""Every probe of SPEC section 4 against an explicit double loop over pairs; symmetry; no big tensors."""
+"""Every probe of SPEC section 4 (and the directed probes) against an explicit double loop over pairs;
+symmetry, or for the directed probes its absence; no big tensors."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from torch.utils._pytree import tree_leaves
 from binding_lens.probes import PROBES, PairProbe, make_probe
 from binding_lens.probes.attention import SelfAttentionProbe
 from binding_lens.probes.batch import PairBatch
+from binding_lens.probes.registry import DIRECTED_PROBES
 
 from helpers.checks import unchecked
 from helpers.probes import D, build
@@ -36,6 +38,10 @@ def slow_probability(probe: PairProbe, x: torch.Tensor, y: torch.Tensor) -> floa
 
     if name == "linear":
         return sig(float(probe.w @ x + probe.w @ y + probe.b))
+    if name == "linear_difference":
+        return sig(float(probe.w @ x - probe.w @ y + probe.b))
+    if name == "bilinear":
+        return sig(float(x @ probe.A @ y / math.sqrt(d) + probe.w @ x - probe.w @ y + probe.b))
     if name == "diag_quadratic":
         return sig(sum(float(probe.w[k] * x[k] * y[k]) for k in range(d)) + float(probe.b))
     if name == "quadratic":
@@ -68,7 +74,7 @@ def slow_probability(probe: PairProbe, x: torch.Tensor, y: torch.Tensor) -> floa
     return sig(float(probe.a) * (s - float(probe.center)) / float(probe.scale) + float(probe.b))
 
 
-@pytest.mark.parametrize("name", list(PROBES))
+@pytest.mark.parametrize("name", [*PROBES, *DIRECTED_PROBES])
 def test_probe_matches_slow_double_loop(name):
     probe = build(name).double()
     gen = torch.Generator().manual_seed(1)
@@ -106,6 +112,17 @@ def test_probe_is_symmetric(name):
         torch.testing.assert_close(s, s.transpose(1, 2), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", list(DIRECTED_PROBES))
+def test_a_directed_probe_scores_the_two_orders_of_a_pair_apart(name):
+    probe = build(name, seed=3)
+    x = torch.randn(3, 5, D, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        s = probe.pair_logits(x) - probe.b
+    assert (s - s.transpose(1, 2)).abs().max() > 0.1
+    if name == "linear_difference":  # antisymmetric but for the bias
+        torch.testing.assert_close(s, -s.transpose(1, 2))
+
+
 class _Shapes(TorchDispatchMode):
     """Records the shape of every tensor an op produces (forward and backward)."""
 
@@ -119,7 +136,7 @@ class _Shapes(TorchDispatchMode):
         return out
 
 
-@pytest.mark.parametrize("name", list(PROBES))
+@pytest.mark.parametrize("name", [*PROBES, *DIRECTED_PROBES])
 def test_no_pair_by_feature_tensor_and_no_dense_matrix_for_low_rank(name):
     d, n, m = 64, 7, 5
     probe = build(name, d=d, seed=4)
@@ -135,7 +152,7 @@ def test_no_pair_by_feature_tensor_and_no_dense_matrix_for_low_rank(name):
         assert not (d in shape and (shape.count(n) >= 2 or (n in shape and m in shape))), (
             f"{op} made a [N, M, d] tensor {shape}"
         )
-        if name != "quadratic":
+        if name not in ("quadratic", "bilinear"):
             assert shape.count(d) < 2, f"{name}: {op} formed a d x d tensor {shape}"
 
 

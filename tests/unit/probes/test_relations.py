@@ -1,6 +1,8 @@
 """Pair relations: the pairs each takes and the ones it calls positive, against a loop over every pair; a
 planted category signal and a planted identity signal each found by the relation that asks for it and by no
-other; and wrong names and missing class ids refused."""
+other; a planted depth order found by the directed probes and by no symmetric one; the directed baselines
+against their formulas (the directed probes are in `test_formulas`); and wrong names, missing class ids and
+missing depth orders refused."""
 
 from __future__ import annotations
 
@@ -9,14 +11,14 @@ import torch
 
 from binding_lens.errors import InputError
 from binding_lens.probes import ProbeTrainingConfig, evaluate, make_probe, split_by_image, train_probe
-from binding_lens.probes.relations import RELATIONS, relate, relation_labels
+from binding_lens.probes.relations import RELATIONS, PairRelation, relate, relation_labels
 from binding_lens.probes.sampling import PairSet, fixed_pairs
 from binding_lens.probes.synthetic import planted_binding
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def slow_pairs(relation: str, instance: torch.Tensor, klass: torch.Tensor) -> list[tuple[int, int, int, bool]]:
+def slow_pairs(relation: str, instance, klass, occludes) -> list[tuple[int, int, int, bool]]:
     """(image, i, j, positive) of every pair the relation takes, i < j, written out pair by pair."""
     out = []
     for b in range(instance.shape[0]):
@@ -31,6 +33,8 @@ def slow_pairs(relation: str, instance: torch.Tensor, klass: torch.Tensor) -> li
                     out.append((b, i, j, ci == cj))
                 elif relation == "same_object_within_class" and ci == cj:
                     out.append((b, i, j, oi == oj))
+                elif relation == "occludes" and (occludes[b, oi, oj] or occludes[b, oj, oi]):
+                    out.append((b, i, j, bool(occludes[b, oi, oj])))
     return out
 
 
@@ -41,11 +45,14 @@ def test_each_relation_takes_and_labels_the_pairs_a_loop_does(relation):
     instance[torch.rand(6, 10, generator=g) < 0.2] = -1
     klass = torch.randint(0, 3, (6, 5), generator=g).gather(1, instance.clamp_min(0) % 5)  # one class per instance
     klass[instance < 0] = -1
-    target, keys = relation_labels(relation, instance, klass)
+    occludes = torch.rand(6, 5, 5, generator=g) < 0.3
+    occludes &= ~occludes.transpose(1, 2)  # one of two overlapping objects is in front
+    asked = PairRelation(relation, occludes) if relation == "occludes" else relation
+    target, keys = relation_labels(asked, instance, klass)
     every = torch.arange(10).expand(6, 10)
     batch = PairSet(every, target >= 0).batch(target, torch.arange(6), keys=keys)
     got = [(b, i, j, bool(batch.same[b, i, j])) for b, i, j in batch.pair_mask.nonzero().tolist()]
-    expected = slow_pairs(relation, instance, klass)
+    expected = slow_pairs(relation, instance, klass, occludes)
     assert got == expected
     assert any(positive for *_, positive in expected) and not all(positive for *_, positive in expected)
 
@@ -69,6 +76,49 @@ def test_a_planted_category_is_seen_across_instances_and_a_planted_identity_with
     assert _quadratic_auroc(identity, "same_class_other_instance") < 0.6
 
 
+def planted_depth(n_images: int = 600, n_patches: int = 16, d_model: int = 24, seed: int = 0):
+    """Tokens of 4 objects per image whose depth rank (0 back .. 3 front) is written along one direction, with
+    the table of which object covers which (every later object covers every earlier one it is paired with)."""
+    g = torch.Generator().manual_seed(seed)
+    obj = torch.randint(0, 4, (n_images, n_patches), generator=g)
+    depth = torch.rand(n_images, 4, generator=g).argsort(1).float()  # a random order of the 4 objects
+    direction = torch.nn.functional.normalize(torch.randn(d_model, generator=g), dim=0)
+    x = 0.6 * depth.gather(1, obj)[..., None] * direction + 0.3 * torch.randn(n_images, n_patches, d_model, generator=g)
+    overlap = torch.rand(n_images, 5, 5, generator=g) < 0.6
+    front = torch.zeros(n_images, 5, 5, dtype=torch.bool)
+    front[:, 1:, 1:] = depth[:, :, None] > depth[:, None, :]
+    from binding_lens.probes import ProbeData
+
+    return ProbeData(x, obj + 1, torch.zeros_like(obj)), front & (overlap | overlap.transpose(1, 2))
+
+
+def _directed_auroc(data, table, name: str) -> float:
+    data = relate(data, PairRelation("occludes", table))
+    train, val, test = (data.select(split) for split in split_by_image(data.n_images, seed=0))
+    torch.manual_seed(0)
+    config = ProbeTrainingConfig(lr=3e-2, max_steps=400, batch_images=64, patches_per_image=16)
+    result = train_probe(make_probe(name, data.d_model()), train, val, config, warn=False)
+    return evaluate(result.probe, test, fixed_pairs(test.instance, 16, 0))["auroc"]
+
+
+def test_a_planted_depth_order_is_read_by_the_directed_probes_and_by_no_symmetric_one():
+    data, table = planted_depth()
+    assert _directed_auroc(data, table, "linear_difference") > 0.95
+    assert _directed_auroc(data, table, "bilinear") > 0.9
+    for symmetric in ("quadratic", "linear"):
+        assert abs(_directed_auroc(data, table, symmetric) - 0.5) < 0.06
+
+
+def test_the_directed_baselines_are_signed_differences():
+    from binding_lens.probes.baselines import make_baseline
+
+    features = torch.randn(2, 5, 27, generator=torch.Generator().manual_seed(1))
+    signed = make_baseline("signed_position").pair_features(features, features)
+    assert torch.allclose(signed[0, 1, 3], features[0, 1, :2] - features[0, 3, :2])
+    context = make_baseline("signed_context").pair_features(features, features)
+    assert torch.allclose(context[1, 4, 0], features[1, 4, :22] - features[1, 0, :22])
+
+
 def test_wrong_relations_and_missing_classes_are_refused_in_one_line():
     data = planted_binding(n_images=4, n_patches=6).data
     with pytest.raises(InputError, match="unknown relation 'same_color'; choose from same_object"):
@@ -76,3 +126,7 @@ def test_wrong_relations_and_missing_classes_are_refused_in_one_line():
     with pytest.raises(InputError, match="needs class ids"):
         relation_labels("same_object_within_class", data.instance, None)
     assert relate(data, "same_object").keys is None
+    with pytest.raises(InputError, match="the relation occludes needs each image's occlusion table"):
+        relate(data, "occludes")
+    with pytest.raises(InputError, match="the occlusion table has 3 images, the labels 4"):
+        relate(data, PairRelation("occludes", torch.zeros(3, 4, 4, dtype=torch.bool)))
