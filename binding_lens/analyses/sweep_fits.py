@@ -123,8 +123,10 @@ class FitProgress:
             self._show(step)
 
     def done(self, peak: str) -> None:
-        """The fit finished; `peak` says where its probe peaks so far."""
+        """The fit finished; `peak` says where its probe peaks so far (shown at once: after the last fit the bar
+        ends on the table's peak, not the one before it)."""
         self.peak = peak
+        self.bar.set_postfix_str(f"{self.fitting}: done | {peak}", refresh=False)
         self.bar.update(1)
 
     def close(self) -> None:
