@@ -215,6 +215,10 @@ class RunDirectory:
         dataset = self.summary().get("dataset", {})
         return tuple(dataset["size"]) if isinstance(dataset.get("size"), list) else None
 
+    def relation(self) -> str:
+        """The pair relation the run's probes decode (`probes.relations`; "same_object" where none is recorded)."""
+        return str(self.summary().get("relation", "same_object")) if self.summary_path.is_file() else "same_object"
+
     def model(self, device: str | None = None) -> HookedViT:
         """The run's model, rebuilt from its spec and checked against the recorded weights fingerprint."""
         summary = self.summary()

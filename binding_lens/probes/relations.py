@@ -47,6 +47,14 @@ def check_relation(relation: str) -> str:
     return relation
 
 
+READOUTS = {
+    "same_object": "P(same object as {patch})",
+    "same_class_other_instance": "P(another instance of the class of {patch})",
+    "same_object_within_class": "P(same object as {patch}, among the patches of its class)",
+    "occludes": "P(the object of {patch} is in front of this patch's object)",
+}
+"""What a probe of each relation gives for a pair (`{patch}`: the first patch), in words (the viewer's caption)."""
+
 DIRECTED = ("occludes",)
 """The relations whose pairs have a direction: (i, j) and (j, i) have opposite labels."""
 

@@ -56,6 +56,7 @@ def viewer_from_run(
         directory = RunDirectory(run)
         model = directory.model(device=device)
         name = model.cfg.source if len(runs) == 1 else f"{model.cfg.source} ({Path(run).name})"
-        entries.append(ModelEntry(model, directory.load_probes(probes, layers), name=name, size=directory.input_size()))
+        probe_set = directory.load_probes(probes, layers)
+        entries.append(ModelEntry(model, probe_set, name, directory.input_size(), directory.relation()))
     images = run_images(runs[0], list(image_indices))
     return viewer(entries, images, out_path=Path(runs[0]) / VIEWER_FILE if out_path is None else out_path, **options)

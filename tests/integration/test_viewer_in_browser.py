@@ -95,7 +95,9 @@ def test_viewer_in_headless_chromium(chromium, pages):
     assert clicked["state"]["locked"] and clicked["state"]["patch"] == 4 * 14 + 11
     assert clicked["score"]["hash"] != initial["score"]["hash"]
     assert clicked["attn"]["hash"] != initial["attn"]["hash"]
-    assert "r4c11" in clicked["captions"][0] and "Mean over the other patches of its object" in clicked["captions"][0]
+    caption = clicked["captions"][0]
+    assert caption.startswith("P(same object as r4c11) for every patch.")
+    assert "Mean over the other patches of its object" in caption
     # arrow keys move the locked patch: one row down is r5c11
     assert steps["arrow-down"]["state"]["patch"] == 5 * 14 + 11 and "r5c11" in steps["arrow-down"]["captions"][0]
     assert steps["arrow-down"]["score"]["hash"] != clicked["score"]["hash"]

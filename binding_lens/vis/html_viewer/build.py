@@ -22,6 +22,7 @@ from ...analyses.run import load_run_probes
 from ...errors import InputError
 from ...hooks import HookedViT
 from ...io import write_text_atomic
+from ...probes.relations import check_relation
 from .compute import ProbeSet, compute_model_maps
 from .images import as_input_images, display_size, outline, resize_rgb
 from .maps import ViewerImage
@@ -33,12 +34,14 @@ VIEWER_FILE = "viewer.html"
 
 @dataclass
 class ModelEntry:
-    """One model of a multi-model viewer: its probes, display name and input size (None: image size)."""
+    """One model of a multi-model viewer: its probes, display name, input size (None: image size) and the
+    pair relation its probes decode (`probes.relations`; a sweep run records it)."""
 
     model: HookedViT
     probes: ProbeSet | str | os.PathLike
     name: str | None = None
     size: int | tuple[int, int] | None = None
+    relation: str = "same_object"
 
 
 def _entries(models: Any, probes: Any, size: Any) -> list[ModelEntry]:
@@ -49,9 +52,7 @@ def _entries(models: Any, probes: Any, size: Any) -> list[ModelEntry]:
     if isinstance(models, Sequence) and models and all(isinstance(m, ModelEntry) for m in models):
         if probes is not None:
             raise InputError("with ModelEntry items the probes go in each entry, not in probes=")
-        return [
-            m if m.size is not None or size is None else ModelEntry(m.model, m.probes, m.name, size) for m in models
-        ]
+        return [m if m.size is not None or size is None else replace(m, size=size) for m in models]
     raise TypeError(f"models must be a HookedViT or a non-empty list of ModelEntry, got {type(models).__name__}")
 
 
@@ -93,16 +94,15 @@ def viewer_html(
         shown.append(ViewerImage(item.name, resize_rgb(item.rgb, hw), edge))
     maps = []
     for entry in entries:
-        maps.append(
-            compute_model_maps(
-                entry.model,
-                [item.rgb for item in inputs],
-                _probe_set(entry.probes),
-                size=entry.size,
-                instance_masks=[item.instance_mask for item in inputs],
-                name=entry.name,
-            )
+        computed = compute_model_maps(
+            entry.model,
+            [item.rgb for item in inputs],
+            _probe_set(entry.probes),
+            size=entry.size,
+            instance_masks=[item.instance_mask for item in inputs],
+            name=entry.name,
         )
+        maps.append(replace(computed, relation=check_relation(entry.relation)))
     names_used = [m.name for m in maps]
     if len(set(names_used)) != len(names_used):
         raise InputError(

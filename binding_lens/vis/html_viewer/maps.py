@@ -29,7 +29,8 @@ class ModelMaps:
     """One model's maps over every image.
 
     grids[i]: (rows, cols) of image i. truth[i]: instance id per patch (0 = no object) or None.
-    scores[(probe, image, layer)]: IsSameObject probabilities of every patch pair at that layer.
+    scores[(probe, image, layer)]: the probe's probabilities of every patch pair at that layer (IsSameObject,
+    or `relation`).
     attention[(image, block)]: attention of block `block` (mean over heads), patch to patch.
     """
 
@@ -39,6 +40,7 @@ class ModelMaps:
     truth: list[Int[np.ndarray, " n"] | None] = field(default_factory=list)
     scores: dict[tuple[str, int, int], Quantized] = field(default_factory=dict)
     attention: dict[tuple[int, int], Quantized] = field(default_factory=dict)
+    relation: str = "same_object"  # the pair relation the probes decode (`probes.relations`)
 
     def probe_layers(self) -> dict[str, list[int]]:
         """Sorted probed layers of each probe (in the order probes were added)."""

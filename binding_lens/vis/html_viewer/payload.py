@@ -4,8 +4,8 @@ Metadata keys (read by the page script):
     display      the side (px) of the box each image is drawn to fit
     images[i]    {name, src (PNG data URL), width, height, outline (PNG data URL or null)}
     models[m]    {name, nLayers, grids [[rows, cols] per image], truth [ids per patch | null per image],
-                  probes {probe: [layers]}}
-    scores       {"m|i|probe|layer": blob id}     IsSameObject probabilities at layer `layer`
+                  probes {probe: [layers]}, relation {name, title, readout}}
+    scores       {"m|i|probe|layer": blob id}     the probes' pair probabilities at layer `layer`
     attention    {"m|i|block": blob id}           attention of block `block` (the viewer shows l+1)
     blobs        {blob id: layout}                see `encoding.layout`
 """
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError
+from ...probes.relations import READOUTS, decoded
 from .encoding import Quantized, encode, layout
 from .images import outline_data_url, png_data_url
 from .maps import ModelMaps, ViewerImage
@@ -92,6 +93,11 @@ def build_payload(
                 "grids": [list(g) for g in maps.grids],
                 "truth": [None if t is None else [int(x) for x in t] for t in maps.truth],
                 "probes": maps.probe_layers(),
+                "relation": {
+                    "name": maps.relation,
+                    "title": decoded(maps.relation),
+                    "readout": READOUTS[maps.relation],
+                },
             }
         )
         for (probe, image, layer), q in maps.scores.items():

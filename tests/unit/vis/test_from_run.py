@@ -65,6 +65,24 @@ def test_viewer_from_run_rebuilds_model_probes_and_scenes(run, tmp_path):
     assert np.abs(got - want).max() <= 0.5 / 63 + 0.5 / 255 + 1e-6
 
 
+def test_a_viewer_of_a_relation_run_says_what_its_probes_give(run, tmp_path):
+    """A same-object run's viewer reads P(same object); one of another relation names it and its readout."""
+    meta, _ = read_page(viewer_from_run(run, [0], tmp_path / "same.html").read_text())
+    assert meta["models"][0]["relation"] == {
+        "name": "same_object",
+        "title": "IsSameObject",
+        "readout": "P(same object as {patch})",
+    }
+    other = tmp_path / "occludes"
+    model = HookedViT.from_pretrained("tiny:vit")
+    scenes = SyntheticScenes("default", n=24, size=64, seed=0)
+    layer_sweep(model, scenes, other, layers=[1], relation="occludes", probes=["bilinear"], progress=False, n_boot=20)
+    assert RunDirectory(other).relation() == "occludes"
+    meta, _ = read_page(viewer_from_run(other, [0], tmp_path / "occludes.html").read_text())
+    assert meta["models"][0]["relation"]["title"] == "occludes"
+    assert meta["models"][0]["relation"]["readout"].startswith("P(the object of {patch} is in front")
+
+
 def test_probes_may_be_given_as_a_run_directory(run):
     scenes = [SyntheticScenes("twins", n=10, size=64, seed=0)[2]]
     meta, _ = read_page(viewer_html(RunDirectory(run).model(), scenes, run))

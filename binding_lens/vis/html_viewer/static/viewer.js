@@ -230,8 +230,10 @@
       drawColorbar(panel);
       panel.heat.dataset.state = [state.model, state.image, state.probe, state.layer, state.patch].join("|");
     }
-    panels[0].title.textContent = `IsSameObject: ${state.probe} probe, layer ${state.layer}`;
-    panels[0].caption.textContent = `P(same object as ${patch}) for every patch.` + (ids ? objectStats(scoreRow, ids) : "");
+    const relation = model().relation;
+    panels[0].title.textContent = `${relation.title}: ${state.probe} probe, layer ${state.layer}`;
+    panels[0].caption.textContent = `${relation.readout.replace("{patch}", patch)} for every patch.` +
+      (ids && relation.name === "same_object" ? objectStats(scoreRow, ids) : "");
     panels[0].max.textContent = "1";
     panels[1].title.textContent = attn ? `Attention of block ${block}, mean over heads` : `No block ${block}`;
     panels[1].caption.textContent = attn
