@@ -45,7 +45,7 @@ from ..activations.extract import request_differences
 from ..activations.prepare import resize_policy
 from ..activations.store import Shard
 from ..data import Scene
-from ..data.depth import occlusion_table
+from ..data.depth import occlusion_table, occlusions
 from ..errors import InputError
 from ..figures import accuracy_by_layer
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
@@ -541,6 +541,8 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
             f"the benchmark's flip pairs (twin mazes) are same-object pairs: the relation {config.relation} "
             "needs scenes with classes (another preset), or pairing 'all'"
         )
+    if config.relation in DIRECTED and len(dataset):  # the first scene says whether the data record a depth order
+        occlusions(dataset[0], "scene 0")
     training = replace(training, pairing=pairing)  # probes train on the pairs they are scored on
     if pairing == "twins":  # every split must get images, known before the first is read
         split_sizes(len(dataset) // 2, config.split, "twin groups")

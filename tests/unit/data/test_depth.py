@@ -29,3 +29,14 @@ def test_a_scene_without_a_depth_order_is_refused_in_one_line():
     mask = np.ones((8, 8), np.int32)
     with pytest.raises(InputError, match="scene 0 records no depth order .* e.g. SyntheticScenes"):
         occlusion_table([Scene(image, mask, mask)], [0])
+
+
+def test_a_sweep_of_occludes_on_data_without_depth_is_refused_before_extraction(tmp_path):
+    from binding_lens import HookedViT
+    from binding_lens.analyses.layer_sweep import SweepConfig, plan_sweep
+
+    image, mask = np.zeros((64, 64, 3), np.uint8), np.ones((64, 64), np.int32)
+    scenes = [Scene(image, mask, mask, metadata={"index": i}) for i in range(12)]
+    with pytest.raises(InputError, match="scene 0 records no depth order"):
+        plan_sweep(HookedViT.from_pretrained("tiny:vit"), scenes, tmp_path / "x", SweepConfig(relation="occludes"))
+    assert not (tmp_path / "x").exists()
