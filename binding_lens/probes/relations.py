@@ -1,8 +1,9 @@
 """Pair relations other than IsSameObject, through the same probes, pairs, baselines and tables.
 
-A relation says, for a pair of labeled patches of one image, whether it takes part and whether it holds. The
-ones here are all "equal target ids, among the pairs the keys allow", so a relation is a relabeling of the
-per-patch ids (`ProbeData.instance` becomes the target) plus `PairKeys`, and nothing downstream changes:
+A relation says, for a pair of labeled patches of one image, whether it takes part and whether it holds. It
+is a relabeling of the per-patch ids (`ProbeData.instance` becomes the target: a pair holds where its ids are
+equal) plus `PairKeys` (which pairs take part; for the directed relation, which way each holds), so nothing
+downstream changes:
 
 - `same_object` (the default): every pair; positive when both patches show one instance.
 - `same_class_other_instance`: pairs of two different instances; positive when they are of one class. The
@@ -72,7 +73,7 @@ class PairRelation:
         if self.name in DIRECTED and self.occludes is None:
             raise InputError(
                 "the relation occludes needs each image's occlusion table: PairRelation('occludes', "
-                "data.depth.occlusion_table(scenes, indices, n_ids))"
+                "data.depth.occlusion_table(scenes, indices))"
             )
         if self.name not in DIRECTED and self.occludes is not None:
             raise InputError(f"the relation {self.name} takes no occlusion table (only occludes does)")
@@ -104,12 +105,11 @@ def relation_labels(
                 f"the occlusion table has {relation.occludes.shape[0]} images, the labels {instance.shape[0]}"
             )
         return instance, PairKeys(occludes=relation.occludes.to(instance.device))
-    relation = relation.name
-    if relation == "same_object":
+    if relation.name == "same_object":
         return instance, None
     if klass is None:
-        raise InputError(f"the relation {relation} needs class ids beside the instance ids (klass)")
-    if relation == "same_class_other_instance":
+        raise InputError(f"the relation {relation.name} needs class ids beside the instance ids (klass)")
+    if relation.name == "same_class_other_instance":
         return torch.where(instance >= 0, klass, torch.full_like(klass, -1)), PairKeys(apart=instance)
     return instance, PairKeys(within=klass)
 
