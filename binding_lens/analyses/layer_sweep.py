@@ -244,7 +244,7 @@ class SweepResult:
         weights = str(self.summary.get("weights", ""))
         first = f"{weights}\n" if weights.startswith(RANDOM_INIT) else ""
         if self.relation != "same_object":
-            first += f"relation {self.relation}: {RELATIONS[self.relation]}\n"
+            first += f"relation {self.relation}: {RELATIONS[self.relation].pairs}\n"
         rows = [
             row
             | {

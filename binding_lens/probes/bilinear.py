@@ -15,7 +15,7 @@ scale: enough to leave the saddle, too little to survive as structure in W.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from jaxtyping import Float
@@ -43,17 +43,24 @@ class _VectorProbe(PairProbe):
         return {"d_model": self.d_model}
 
 
-class LinearProbe(_VectorProbe):
-    """sigma(w.x + w.y + b): each patch gets a scalar, a pair the sum (symmetric by construction)."""
+class PatchScalarProbe(_VectorProbe):
+    """sigma(w.x + pair_sign * w.y + b): each patch gets a scalar w.x, a pair their sum (the linear probe) or,
+    with `pair_sign` -1, their difference (`directed.LinearDifferenceProbe`)."""
 
-    name = "linear"
+    pair_sign: ClassVar[float] = 1.0
 
     def _pair_logits(
         self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
     ) -> Float[Tensor, "image n m"]:
         ax = x @ self.w
         ay = ax if y is None else y @ self.w
-        return ax[:, :, None] + ay[:, None, :] + self.b
+        return ax[:, :, None] + self.pair_sign * ay[:, None, :] + self.b
+
+
+class LinearProbe(PatchScalarProbe):
+    """sigma(w.x + w.y + b): each patch gets a scalar, a pair the sum (symmetric by construction)."""
+
+    name = "linear"
 
 
 class DiagQuadraticProbe(_VectorProbe):

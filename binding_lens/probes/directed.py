@@ -18,20 +18,14 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from .bilinear import _VectorProbe
+from .bilinear import PatchScalarProbe
 
 
-class LinearDifferenceProbe(_VectorProbe):
+class LinearDifferenceProbe(PatchScalarProbe):
     """sigma(w.x - w.y + b): a per-patch scalar, compared across the pair (the linear probe's w, subtracted)."""
 
     name = "linear_difference"
-
-    def _pair_logits(
-        self, x: Float[Tensor, "image n d_model"], y: Float[Tensor, "image m d_model"] | None
-    ) -> Float[Tensor, "image n m"]:
-        ax = x @ self.w
-        ay = ax if y is None else y @ self.w
-        return ax[:, :, None] - ay[:, None, :] + self.b
+    pair_sign = -1.0
 
 
 class BilinearProbe(LinearDifferenceProbe):

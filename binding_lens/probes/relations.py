@@ -31,14 +31,36 @@ from ..errors import InputError
 from .batch import PairKeys
 from .data import ProbeData
 
+
+@dataclass(frozen=True)
+class RelationSpec:
+    """A relation in words: the pairs it takes and the ones it calls positive (`pairs`), what a probe of it
+    gives for a pair (`readout`; `{patch}` is the first patch: the viewer's caption), and whether its pairs
+    have a direction ((i, j) and (j, i) with opposite labels)."""
+
+    pairs: str
+    readout: str
+    directed: bool = False
+
+
 RELATIONS = {
-    "same_object": "every pair; positive: one instance",
-    "same_class_other_instance": "pairs of two instances; positive: one class",
-    "same_object_within_class": "pairs of one class; positive: one instance",
-    "occludes": "pairs of two overlapping objects; positive: the first patch's object in front",
+    "same_object": RelationSpec("every pair; positive: one instance", "P(same object as {patch})"),
+    "same_class_other_instance": RelationSpec(
+        "pairs of two instances; positive: one class", "P(another instance of the class of {patch})"
+    ),
+    "same_object_within_class": RelationSpec(
+        "pairs of one class; positive: one instance", "P(same object as {patch}, among the patches of its class)"
+    ),
+    "occludes": RelationSpec(
+        "pairs of two overlapping objects; positive: the first patch's object in front",
+        "P(the object of {patch} is in front of this patch's object)",
+        directed=True,
+    ),
 }
-"""The pair relations a probe, a baseline and a sweep can be asked about (`relate`), each with the pairs it
-takes and the ones it calls positive."""
+"""The pair relations a probe, a baseline and a sweep can be asked about (`relate`), by name."""
+
+DIRECTED = tuple(name for name, spec in RELATIONS.items() if spec.directed)
+"""The relations whose pairs have a direction."""
 
 
 def check_relation(relation: str) -> str:
@@ -46,18 +68,6 @@ def check_relation(relation: str) -> str:
     if relation not in RELATIONS:
         raise InputError(f"unknown relation {relation!r}; choose from {', '.join(RELATIONS)}")
     return relation
-
-
-READOUTS = {
-    "same_object": "P(same object as {patch})",
-    "same_class_other_instance": "P(another instance of the class of {patch})",
-    "same_object_within_class": "P(same object as {patch}, among the patches of its class)",
-    "occludes": "P(the object of {patch} is in front of this patch's object)",
-}
-"""What a probe of each relation gives for a pair (`{patch}`: the first patch), in words (the viewer's caption)."""
-
-DIRECTED = ("occludes",)
-"""The relations whose pairs have a direction: (i, j) and (j, i) have opposite labels."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,7 @@ class PairRelation:
 
     @property
     def directed(self) -> bool:
-        return self.name in DIRECTED
+        return RELATIONS[self.name].directed
 
     def select(self, images: Int[Tensor, " n"]) -> "PairRelation":
         """The relation for the rows `images` of the data it labels."""

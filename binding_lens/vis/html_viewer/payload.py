@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError
-from ...probes.relations import READOUTS, decoded
+from ...probes.relations import RELATIONS, decoded
 from .encoding import Quantized, encode, layout
 from .images import outline_data_url, png_data_url
 from .maps import ModelMaps, ViewerImage
@@ -96,7 +96,7 @@ def build_payload(
                 "relation": {
                     "name": maps.relation,
                     "title": decoded(maps.relation),
-                    "readout": READOUTS[maps.relation],
+                    "readout": RELATIONS[maps.relation].readout,
                 },
             }
         )
