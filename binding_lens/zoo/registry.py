@@ -33,6 +33,18 @@ def zoo_family(spec: str) -> str:
     return spec.removeprefix(PREFIX).partition("@")[0]
 
 
+def family_world(family: str) -> str:
+    """The world suffix of a family (`dinov2-bw` -> `bw`; a key of `WORLDS`), or "" for an objective's usual
+    scenes (`dinov2`, and any name that is not a zoo family)."""
+    stem, _, suffix = family.rpartition("-")
+    return suffix if stem and suffix in WORLDS else ""
+
+
+def in_world(objective: str, world: str) -> str:
+    """The family of `objective` trained in `world` (`in_world("dinov2", "bw")` -> `dinov2-bw`)."""
+    return f"{objective}-{world}" if world else objective
+
+
 def zoo_names() -> list[str]:
     """Names of the shipped models (directories with a model card)."""
     if not MODELS_DIR.is_dir():

@@ -145,6 +145,37 @@ def test_the_paper_ordering_is_tested_on_dinov2_too():
     assert dinov2["on"] == "dinov2 > supervised > mae" and dinov2["verdict"] == "holds"
 
 
+def test_the_paper_ordering_is_tested_in_each_world_and_never_across_two():
+    """Binding-world families (`dinov2-bw`, ...) get their own ordered claims; a default-world family in the same
+    report is never a step of theirs, and a family outside the paper's orders (`grouping`) adds no world."""
+    aurocs = {
+        "dinov2-bw": [0.6, 0.61, 0.62],
+        "supervised-bw": [0.7, 0.71, 0.72],
+        "mae-bw": [0.5, 0.51, 0.52],
+        "mae": [0.99, 0.99, 0.99],
+        "grouping": [0.9, 0.9, 0.9],
+    }
+    rows = [
+        {"model": f"zoo:{o}@{s}", "objective": o, "training_seed": s, "measures": {}, "row": {"quadratic_auroc": a}}
+        for o, values in aurocs.items()
+        for s, a in enumerate(values)
+    ]
+    on = {row["on"]: row for row in ordering_rows(rows)}
+    assert list(on) == [
+        "dinov2 > supervised > mae",
+        "dino > supervised > mae",
+        "dinov2-bw > supervised-bw > mae-bw",
+        "dino-bw > supervised-bw > mae-bw",
+    ]
+    assert on["dinov2-bw > supervised-bw > mae-bw"]["verdict"] == "fails"  # dinov2-bw - supervised-bw: -0.100
+    assert "dinov2-bw - supervised-bw: -0.100" in on["dinov2-bw > supervised-bw > mae-bw"]["text"]
+    assert "missing: dino-bw" in on["dino-bw > supervised-bw > mae-bw"]["text"]
+    assert "missing: dinov2, supervised" in on["dinov2 > supervised > mae"]["text"]
+    only_bw = [r for r in rows if r["objective"].endswith("-bw")]
+    assert [r["on"] for r in ordering_rows(only_bw)][0] == "dinov2-bw > supervised-bw > mae-bw"
+    assert len(ordering_rows(only_bw)) == 2
+
+
 def _sweep(aurocs: list[float]) -> SweepResult:
     n = len(aurocs)
     rows = [

@@ -29,6 +29,7 @@ from binding_lens.zoo import (
 )
 from binding_lens.zoo.checkpoint import CheckpointError, read_card, read_heads
 from binding_lens.zoo.objectives import MaeObjective, make_objective
+from binding_lens.zoo.registry import family_world, in_world
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
 from binding_lens.zoo.train import learning_rate
 
@@ -232,6 +233,7 @@ def test_the_zoo_ships_each_objective_and_its_training_seeds():
         objective, _, world = family.partition("-")
         assert objective in RECIPES and (seed == "" or int(seed) > 0) and (world == "" or world in WORLDS)
         assert zoo_family(f"zoo:{name}") == family
+        assert family_world(family) == world and in_world(objective, world) == family
 
 
 @pytest.mark.parametrize("name", zoo_names())
