@@ -1,7 +1,7 @@
 """ADE20K (2021_17_01 release) as a sequence of `Scene`s, read from the official layout.
 
     ROOT/index_ade20k.pkl                     pickled dict: 'filename', 'folder', 'objectnames', ...
-    ROOT/images/ADE/training/<...>/ADE_train_00000001.jpg  (+ _seg.png beside it)
+    ROOT/images/ADE/training/<...>/ADE_train_00000001.jpg  (+ _seg.png and, where it has parts, _parts_1.png)
     ROOT/images/ADE/validation/<...>/ADE_val_00000001.jpg
     ROOT/objectInfo150.csv                    optional: Idx,Ratio,Train,Val[,Stuff],Name
 
@@ -18,6 +18,11 @@ objectInfo150.csv circulates in two spellings of its Name column: synonyms joine
 dresser") are matched on the sequence of words, which is the same in both (`map_to_150`). Full
 classes outside the 150 are unlabeled (0); which ones, and any 150-class that no full name matches,
 are listed in `ADE20K.unmatched_full` and `ADE20K.unmatched_150` (the latter also warned about).
+
+Parts: `*_parts_1.png` (the first level of parts: a car's wheels, a person's head) is encoded as `_seg.png`
+is; each distinct part (class, B) is one part id of `Scene.part_mask`. An image without that file has no
+annotated part (its part mask is all 0). A part's pixels are also its whole object's in `_seg.png`, so the
+object a part belongs to is the instance under it (`data.parts.part_owners`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import numpy as np
 from jaxtyping import Int, UInt8
 
 from ..errors import InputError, MissingFileError
-from .masks_io import decode_ade_seg, read_image
+from .masks_io import decode_ade_parts, decode_ade_seg, read_image
 from .scene import Scene
 
 RELEASE_DIR = "ADE20K_2021_17_01"
@@ -330,7 +335,12 @@ class ADE20K(Sequence):
             "source_path": str(path),
             "seg_path": str(seg_path),
         }
-        return Scene(self._read(path, index), instances, classes, self.class_names, metadata)
+        parts_path = path.with_name(path.stem + "_parts_1.png")
+        parts = np.zeros_like(instances)
+        if parts_path.is_file():
+            parts = decode_ade_parts(self._read(parts_path, index))
+            metadata["parts_path"] = str(parts_path)
+        return Scene(self._read(path, index), instances, classes, self.class_names, metadata, parts)
 
     def _read(self, path: Path, index: int) -> UInt8[np.ndarray, "height width 3"]:
         """An image or `*_seg.png` of scene `index` as RGB; a corrupt file is a SceneError naming it."""

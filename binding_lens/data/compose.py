@@ -28,6 +28,8 @@ class ObjectSpec:
     role: str | None = None
     twin_of: int | None = None  # plan index of the object this one copies exactly
     same_look_as: int | None = None  # plan index of the object whose class and color this one shares
+    part_colors: tuple[str, ...] = ()  # the colors of its parts after the first (none: one whole object)
+    cut: float = 0.0  # the angle of the cuts between its parts
 
     @property
     def texture_dict(self) -> dict[str, Any]:
@@ -35,7 +37,7 @@ class ObjectSpec:
 
     def look(self) -> tuple:
         """Everything that decides the sprite's pixels (equal looks render identically)."""
-        return (self.shape, self.color, self.side, self.angle, self.texture)
+        return (self.shape, self.color, self.side, self.angle, self.texture, self.part_colors, self.cut)
 
 
 def _side(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> int:
@@ -83,6 +85,25 @@ def plan_random(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) ->
             color = knobs.colors[int(rng.integers(0, len(knobs.colors)))]
             plan.append(_fresh(rng, knobs, patch_px, shape, color))
     return plan
+
+
+def plan_parts(rng: np.random.Generator, plan: list[ObjectSpec], knobs: SceneKnobs) -> list[ObjectSpec]:
+    """`plan` with every object in `knobs.object_parts` parts: a cut at a random angle, each part after the first
+    in a palette color other than the object's. A twin copies its source's parts; a same-look object its
+    source's colors (not its cut)."""
+    out: list[ObjectSpec] = []
+    for spec in plan:
+        if spec.twin_of is not None:
+            source = out[spec.twin_of]
+            out.append(replace(spec, part_colors=source.part_colors, cut=source.cut))
+            continue
+        others = [c for c in knobs.colors if c != spec.color] or [spec.color]
+        picks = rng.integers(0, len(others), size=knobs.object_parts - 1)
+        colors = tuple(others[int(i)] for i in picks)
+        if spec.same_look_as is not None:
+            colors = out[spec.same_look_as].part_colors
+        out.append(replace(spec, part_colors=colors, cut=float(rng.uniform(0.0, np.pi))))
+    return out
 
 
 def plan_twins(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> list[ObjectSpec]:

@@ -51,6 +51,9 @@ class SceneKnobs:
         free conjunctions and F is whatever they use.
     maze_cells: cells per instance of a `matched` maze (even: an instance is two units of half as many).
     mixture: the weights of `MIXTURE_PARTS` (`default`, `matched`, shared-look) in a `mixture`.
+    object_parts: parts per object (`random` scenes): each object is cut into this many bands at a random
+        angle, every band after the first in another palette color, and the scene's part mask records them
+        (1: whole objects, no part mask).
     """
 
     composition: str = "random"
@@ -72,19 +75,23 @@ class SceneKnobs:
     features_per_scene: tuple[int, int] | None = None
     maze_cells: int = 6
     mixture: tuple[float, float, float] = (0.25, 0.5, 0.25)
+    object_parts: int = 1
 
     def __post_init__(self) -> None:
         _check(self)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready copy of every knob (tuples become lists); `maze_cells` only for `matched` mazes and
-        mixtures (whose mazes it sizes), `mixture` only for mixtures: the compositions that read them (so the
-        other presets' identities, and the stores that record them, stay as they were)."""
+        mixtures (whose mazes it sizes), `mixture` only for mixtures, `object_parts` only where objects have
+        parts: the scenes that read them (so the other presets' identities, and the stores that record them,
+        stay as they were)."""
         knobs = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
         if self.composition not in ("matched", "mixture"):
             del knobs["maze_cells"]
         if self.composition != "mixture":
             del knobs["mixture"]
+        if self.object_parts == 1:
+            del knobs["object_parts"]
         return knobs
 
     def with_overrides(self, **overrides: Any) -> "SceneKnobs":
@@ -166,6 +173,10 @@ def _check(k: SceneKnobs) -> None:
             f"twins), got {k.n_objects!r}"
         )
     _check_mixture(k.mixture)
+    if not isinstance(k.object_parts, int) or isinstance(k.object_parts, bool) or not 1 <= k.object_parts <= 4:
+        raise InputError(f"knob object_parts must be an integer in 1..4, got {k.object_parts!r}")
+    if k.object_parts > 1 and k.composition != "random":
+        raise InputError(f"knob object_parts applies to composition 'random' only, not {k.composition!r}")
 
 
 def _check_mixture(weights: Any) -> None:
@@ -253,9 +264,15 @@ PRESETS: dict[str, SceneKnobs] = {
     ),
 }
 PRESETS["matched_small"] = replace(PRESETS["matched"], maze_cells=2)
+PRESETS["parts"] = replace(PRESETS["default"], object_parts=2)
 """Named knob sets: `default`, `twins` (method notes section 7), `colorshape` and `balanced` (method notes
 section 8), and `matched` (binding with proximity, appearance and every local cue taken away: twin mazes,
 `data.tiling`; its 12-patch reference grid is the zoo's 8 px patches at 96 px).
+
+`parts` is `default` with every object in two parts of two colors (a band each side of a cut at a random
+angle) and a part mask: the scenes of the `part_of` relation (`probes.relations`), where two patches of one
+object may differ in color and two of different objects share one, so color does not say which parts make up
+one object.
 
 `balanced` is the second paper's ColorShape in form (6 of 8 colors x 6 of 8 shapes per scene, objects
 covering all twelve) with 8 objects where the paper has 18: at the zoo's 96 px (a 12 x 12 patch grid)

@@ -70,3 +70,13 @@ def decode_ade_seg(
     values = values[values != 0]
     lut[values] = np.arange(1, values.size + 1, dtype=np.int32)
     return classes, lut[b]
+
+
+def decode_ade_parts(parts: UInt8[np.ndarray, "height width 3"]) -> Int[np.ndarray, "height width"]:
+    """ADE20K `*_parts_N.png` RGB (encoded as `*_seg.png`) -> part ids: one per distinct (class, B) among the
+    pixels of a part class, numbered 1..K in increasing (class, B); 0 where no part."""
+    classes, _ = decode_ade_seg(parts)
+    key = np.where(classes > 0, classes * 256 + parts[..., 2].astype(np.int32) + 1, 0)
+    values, dense = np.unique(key, return_inverse=True)
+    ids = dense.reshape(key.shape).astype(np.int32)
+    return ids if values[0] == 0 else ids + 1

@@ -79,6 +79,8 @@ class Scene:
     0 = unlabeled. class_mask: H x W int32 class ids, 0 = unlabeled. class_names maps
     class id -> name. metadata: free-form, JSON-like facts about the scene (source,
     index, per-object records for synthetic scenes, O/F codes for `colorshape`).
+    part_mask: H x W int32, one id per part of an object (0 = no part), where the data
+    annotates parts (synthetic `parts` scenes, ADE20K's part masks); None elsewhere.
     """
 
     image: UInt8[np.ndarray, "height width 3"]
@@ -86,6 +88,7 @@ class Scene:
     class_mask: Int[np.ndarray, "height width"]
     class_names: Mapping[int, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    part_mask: Int[np.ndarray, "height width"] | None = None
 
     def __post_init__(self) -> None:
         md = self.metadata
@@ -98,6 +101,8 @@ class Scene:
         cls = check_mask(self.class_mask, image_hw=hw, where=f"{where}: class mask")
         object.__setattr__(self, "instance_mask", inst)
         object.__setattr__(self, "class_mask", cls)
+        if self.part_mask is not None:
+            object.__setattr__(self, "part_mask", check_mask(self.part_mask, image_hw=hw, where=f"{where}: part mask"))
 
     @property
     def hw(self) -> tuple[int, int]:

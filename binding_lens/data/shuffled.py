@@ -21,7 +21,7 @@ from .scene import Scene, Scenes
 
 
 class ShuffledLabels(Sequence):
-    """`scenes` with the instance and class masks of each one permuted by `patch_size`-pixel blocks."""
+    """`scenes` with the instance, class (and part) masks of each one permuted by `patch_size`-pixel blocks."""
 
     def __init__(self, scenes: Scenes, patch_size: int, seed: int = 0):
         if patch_size < 1:
@@ -46,7 +46,8 @@ class ShuffledLabels(Sequence):
         rows, cols = height // p, width // p
         order = np.random.default_rng([self.seed, int(index)]).permutation(rows * cols)
         instance, klass = (_permute_blocks(mask, p, order) for mask in (scene.instance_mask, scene.class_mask))
-        return replace(scene, instance_mask=instance, class_mask=klass)
+        parts = None if scene.part_mask is None else _permute_blocks(scene.part_mask, p, order)
+        return replace(scene, instance_mask=instance, class_mask=klass, part_mask=parts)
 
 
 def _permute_blocks(mask: np.ndarray, p: int, order: np.ndarray) -> np.ndarray:

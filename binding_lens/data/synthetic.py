@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GridSizeError, InputError, KnobError
 from .colorshape import SPLITS, conjunction_names, feature_names
-from .compose import ObjectSpec, plan_colorshape, plan_random, plan_twins
+from .compose import ObjectSpec, plan_colorshape, plan_parts, plan_random, plan_twins
 from .knobs import PRESETS, SceneKnobs, preset_knobs
 from .mixture import MIXTURE_VERSION, draw_part, part_knobs
 from .palette import COLORS
@@ -181,6 +181,8 @@ class SyntheticScenes(Sequence):
             }
         else:
             plan = plan_random(rng, k, self.patch_px)
+        if k.object_parts > 1:
+            plan = plan_parts(rng, plan, k)
         sprites = _sprites(plan, k.texture_contrast)
         canvas, placed = self._layout(rng, plan, sprites)
         objects = _object_records(plan, sprites, placed, canvas)
@@ -196,7 +198,8 @@ class SyntheticScenes(Sequence):
             "patch_px": self.patch_px,
             **extra,
         }
-        return Scene(canvas.image, canvas.instance, canvas.classes, self.class_names, metadata)
+        parts = canvas.parts if k.object_parts > 1 else None
+        return Scene(canvas.image, canvas.instance, canvas.classes, self.class_names, metadata, parts)
 
     def _render_mixture(self, i: int) -> Scene:
         """Scene `i` of the part `part_of(i)`, with this mixture's preset and class names and its part named."""
@@ -279,7 +282,10 @@ def _sprites(plan: list[ObjectSpec], contrast: float) -> list[Sprite]:
     for spec in plan:
         key = spec.look()
         if key not in cache:
-            cache[key] = make_sprite(spec.shape, spec.side, spec.angle, COLORS[spec.color], spec.texture_dict, contrast)
+            part_rgbs = tuple(COLORS[color] for color in spec.part_colors)
+            cache[key] = make_sprite(
+                spec.shape, spec.side, spec.angle, COLORS[spec.color], spec.texture_dict, contrast, part_rgbs, spec.cut
+            )
         out.append(cache[key])
     return out
 
@@ -287,8 +293,8 @@ def _sprites(plan: list[ObjectSpec], contrast: float) -> list[Sprite]:
 def _object_records(
     plan: list[ObjectSpec], sprites: list[Sprite], placed: list, canvas: Canvas
 ) -> list[dict[str, Any]]:
-    """Per placed object: ids, class, color, shape, texture, bbox, full and visible pixel counts, and the
-    objects it covers part of."""
+    """Per placed object: ids, class, color, shape, texture, bbox, full and visible pixel counts, the objects
+    it covers part of and, for objects in parts, its part ids (in the scene's part mask) and their colors."""
     visible = np.bincount(canvas.instance.ravel(), minlength=len(canvas.full))
     id_of_plan = {p: at[2] for p, at in enumerate(placed) if at is not None}
     records = []
@@ -318,6 +324,9 @@ def _object_records(
                 "same_look_as": id_of_plan.get(spec.same_look_as) if spec.same_look_as is not None else None,
             }
         )
+        if spec.part_colors:
+            records[-1]["parts"] = [part for part, owner in enumerate(canvas.part_objects) if part and owner == iid]
+            records[-1]["part_colors"] = [spec.color, *spec.part_colors]
     return records
 
 
