@@ -23,6 +23,7 @@ from torch import Tensor
 from ..data import Scene, patch_labels
 from ..data.appearance import APPEARANCE_FEATURES, look_groups, patch_appearance, slot_looks
 from ..data.neighborhood import NEIGHBORHOOD_FEATURES, SCENE_FEATURES, neighborhood_features
+from ..data.parts import patch_parts
 from ..data.scene import twin_group_key
 from ..data.skips import unusable_reason
 from ..data.tiling import patch_units
@@ -121,6 +122,30 @@ def slot_context(
     group, _ = dense_groups(torch.as_tensor(groups, dtype=torch.long))
     twins = TwinSlots(torch.as_tensor(np.stack(units)), torch.as_tensor(slots).long(), group)
     return SlotContext(torch.as_tensor(np.stack(features)), torch.as_tensor(np.stack(looks)), twins)
+
+
+def slot_parts(
+    dataset: Sequence[Scene],
+    image_index: Int[Tensor, " image"],
+    patch_index: Int[Tensor, "image slot"],
+    instance: Int[Tensor, "image slot"],
+    *,
+    patch_size: int,
+    size: int | tuple[int, int] | None,
+) -> Int[Tensor, "image slot"]:
+    """The part id of each stored slot (as `slot_context` addresses them): the part that wins the slot's patch
+    where it belongs to the slot's own object (`data.parts.patch_parts`), else -1 (no part, an empty slot, or a
+    border patch whose pixels mostly lie on another object's part)."""
+    slots, labels = patch_index.cpu().numpy(), instance.cpu().numpy()
+    rows = []
+    for row, index in enumerate(image_index.tolist()):
+        scene = dataset[index]
+        hw = target_size(scene, size)
+        part, owner = patch_parts(scene, (hw[0] // patch_size, hw[1] // patch_size), f"scene {index}")
+        used = np.clip(slots[row], 0, None)
+        own = (slots[row] >= 0) & (part[used] > 0) & (owner[used] == labels[row])
+        rows.append(np.where(own, part[used], -1))
+    return torch.as_tensor(np.stack(rows) if rows else np.zeros((0, slots.shape[1]))).long()
 
 
 def scene_twins(scenes: Sequence[Scene], grid: tuple[int, int], instance: Int[Tensor, "image patch"]) -> TwinSlots:

@@ -40,12 +40,13 @@ from tqdm.auto import tqdm
 from ..activations import ExtractionPlan, extract, extract_to_memory, plan_extraction, ranks
 from ..activations.budget import choose_store, layer_groups
 from ..activations.budget import memory_budget as activation_budget
-from ..activations.context import SlotContext, TwinSlots, slot_context
+from ..activations.context import SlotContext, TwinSlots, slot_context, slot_parts
 from ..activations.extract import request_differences
 from ..activations.prepare import resize_policy
 from ..activations.store import Shard
 from ..data import Scene
 from ..data.depth import occlusion_table, occlusions
+from ..data.parts import part_owners
 from ..errors import InputError
 from ..figures import accuracy_by_layer
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
@@ -543,6 +544,8 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
         )
     if config.relation in DIRECTED and len(dataset):  # the first scene says whether the data record a depth order
         occlusions(dataset[0], "scene 0")
+    if config.relation == "part_of" and len(dataset):  # and whether they annotate parts
+        part_owners(dataset[0], "scene 0")
     training = replace(training, pairing=pairing)  # probes train on the pairs they are scored on
     if pairing == "twins":  # every split must get images, known before the first is read
         split_sizes(len(dataset) // 2, config.split, "twin groups")
@@ -694,10 +697,22 @@ def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored
 
 def _relation(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> PairRelation:
     """The sweep's relation over the stored images (for `occludes`, each image's table of which object covers
-    which, read from its scene)."""
-    if plan.config.relation not in DIRECTED:
-        return PairRelation(plan.config.relation)
-    return PairRelation(plan.config.relation, occlusion_table(dataset, stored.image_index.cpu().tolist()))
+    which; for `part_of`, each stored slot's part: read from its scene)."""
+    name = plan.config.relation
+    if name in DIRECTED:
+        return PairRelation(name, occlusion_table(dataset, stored.image_index.cpu().tolist()))
+    if name == "part_of":
+        preparation = plan.extraction.preparation
+        parts = slot_parts(
+            dataset,
+            stored.image_index.cpu(),
+            stored.patch_index.cpu(),
+            stored.instance.cpu(),
+            patch_size=preparation.patch_size,
+            size=preparation.size,
+        )
+        return PairRelation(name, parts=parts)
+    return PairRelation(name)
 
 
 def _context(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> SlotContext:

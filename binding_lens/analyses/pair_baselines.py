@@ -125,7 +125,7 @@ def fit_baselines(
     check_pairing(pairing)
     relation = relation if isinstance(relation, PairRelation) else PairRelation(relation)
     settings = f"{training!r} {pairing} {n_boot} {relation.name}"
-    key = _fingerprint(context, (instance, klass, relation.occludes, *splits), settings)
+    key = _fingerprint(context, (instance, klass, *relation.tables, *splits), settings)
     if key not in _FITTED:
         _FITTED[key] = _fit(context, instance, klass, splits, training, pairing, n_boot, relation)
         while len(_FITTED) > KEPT_FITS:

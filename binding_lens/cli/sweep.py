@@ -35,6 +35,7 @@ RELATION_NAMES = (  # probes.relations.RELATIONS (a test checks), so --help impo
     "same_class_other_instance",
     "same_object_within_class",
     "occludes",
+    "part_of",
 )
 DIRECTED_RELATIONS = ("occludes",)  # probes.relations.DIRECTED
 DIRECTED_PROBE_NAMES = ("linear_difference", "bilinear")  # probes.registry.DIRECTED_PROBES (a test checks)
@@ -189,8 +190,10 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         default="same_object",
         help="the pair relation the probes decode: same_object (IsSameObject, every pair), "
         "same_class_other_instance (pairs of two instances; positive: one class), same_object_within_class "
-        "(pairs of one class; positive: one instance) or occludes (directed: pairs of two overlapping objects; "
-        "positive: the first patch's object in front; its probes: linear_difference, bilinear)",
+        "(pairs of one class; positive: one instance), occludes (directed: pairs of two overlapping objects; "
+        "positive: the first patch's object in front; its probes: linear_difference, bilinear) or part_of "
+        "(pairs on two different parts; positive: parts of one object; needs scenes with parts, e.g. "
+        "--data parts)",
     )
     command.add_argument(
         "--peak-by",

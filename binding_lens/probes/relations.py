@@ -14,9 +14,13 @@ downstream changes:
 - `occludes` (directed): pairs of patches of two overlapping objects; positive when the first patch's object
   is the one in front (`data.depth`). A symmetric probe scores (i, j) as (j, i), so it cannot tell: only
   the directed probes (`DIRECTED_PROBES`) and baselines are fitted for it.
+- `part_of`: pairs of patches on two different parts; positive when the two parts belong to one object
+  (`data.parts`). What holds an object's parts together when they differ in look: binding of parts into
+  wholes. Patches on no part (or on a part of an object other than their own) take no pairs.
 
 The class relations need class ids beside the instance ids (every synthetic preset, ADE20K and COCO have
-them); `occludes` needs the scenes' depth order (synthetic scenes record it).
+them); `occludes` needs the scenes' depth order (synthetic scenes record it); `part_of` their part masks
+(`parts` scenes, ADE20K).
 """
 
 from __future__ import annotations
@@ -56,6 +60,10 @@ RELATIONS = {
         "P(the object of {patch} is in front of this patch's object)",
         directed=True,
     ),
+    "part_of": RelationSpec(
+        "pairs on two different parts; positive: parts of one object",
+        "P(this patch's part and the part of {patch} make up one object)",
+    ),
 }
 """The pair relations a probe, a baseline and a sweep can be asked about (`relate`), by name."""
 
@@ -70,31 +78,52 @@ def check_relation(relation: str) -> str:
     return relation
 
 
+TABLES = {"occludes": "occludes", "part_of": "parts"}
+"""The relations that need a table read from the scenes beside the per-patch ids, and the `PairRelation` field
+that holds it."""
+
+
 @dataclass(frozen=True)
 class PairRelation:
-    """A relation by name, with what it needs beyond the per-patch ids: for `occludes`, each image's table of
-    which object covers which (`data.depth.occlusion_table`), one row per image of the data it labels."""
+    """A relation by name, with what it needs beyond the per-patch ids (`TABLES`), one row per image of the
+    data it labels: for `occludes`, each image's table of which object covers which
+    (`data.depth.occlusion_table`); for `part_of`, each patch slot's part id (-1: none;
+    `activations.context.slot_parts`)."""
 
     name: str = "same_object"
     occludes: Bool[Tensor, "image id id"] | None = None
+    parts: Int[Tensor, "image patch"] | None = None
 
     def __post_init__(self) -> None:
         check_relation(self.name)
-        if self.name in DIRECTED and self.occludes is None:
-            raise InputError(
-                "the relation occludes needs each image's occlusion table: PairRelation('occludes', "
-                "data.depth.occlusion_table(scenes, indices))"
-            )
-        if self.name not in DIRECTED and self.occludes is not None:
-            raise InputError(f"the relation {self.name} takes no occlusion table (only occludes does)")
+        needed = TABLES.get(self.name)
+        if needed is not None and getattr(self, needed) is None:
+            what, maker = {
+                "occludes": ("each image's occlusion table", "data.depth.occlusion_table(scenes, indices)"),
+                "parts": ("each patch's part id", "activations.context.slot_parts(...)"),
+            }[needed]
+            raise InputError(f"the relation {self.name} needs {what}: PairRelation({self.name!r}, {needed}={maker})")
+        for field in TABLES.values():
+            if field != needed and getattr(self, field) is not None:
+                raise InputError(f"the relation {self.name} takes no {field} table (only {_needing(field)} does)")
 
     @property
     def directed(self) -> bool:
         return RELATIONS[self.name].directed
 
+    @property
+    def tables(self) -> tuple[Tensor | None, Tensor | None]:
+        """The tables it holds (None where it has none): what a cache of fits on it must key on."""
+        return self.occludes, self.parts
+
     def select(self, images: Int[Tensor, " n"]) -> "PairRelation":
         """The relation for the rows `images` of the data it labels."""
-        return self if self.occludes is None else PairRelation(self.name, self.occludes[images])
+        occludes, parts = (None if table is None else table[images] for table in self.tables)
+        return PairRelation(self.name, occludes, parts)
+
+
+def _needing(field: str) -> str:
+    return next(name for name, needed in TABLES.items() if needed == field)
 
 
 def decoded(relation: str) -> str:
@@ -107,8 +136,13 @@ def relation_labels(
 ) -> tuple[Int[Tensor, "image patch"], PairKeys | None]:
     """(target ids, pair keys) of `relation` for these per-patch instance and class ids (< 0: excluded): the
     pairs the keys allow are positive where their target ids are equal (for `occludes`, where the first
-    patch's object covers the second's)."""
+    patch's object covers the second's; for `part_of`, the ids of patches on a part, pairs on two parts)."""
     relation = relation if isinstance(relation, PairRelation) else PairRelation(check_relation(relation))
+    if relation.parts is not None:
+        if relation.parts.shape != instance.shape:
+            raise InputError(f"the part table is {tuple(relation.parts.shape)}, the labels {tuple(instance.shape)}")
+        parts = relation.parts.to(instance.device)
+        return torch.where(parts >= 0, instance, torch.full_like(instance, -1)), PairKeys(apart=parts)
     if relation.occludes is not None:
         if relation.occludes.shape[0] != instance.shape[0]:
             raise InputError(

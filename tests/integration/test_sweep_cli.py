@@ -316,6 +316,23 @@ def test_a_sweep_of_another_relation_scores_its_own_pairs_beside_baselines_on_th
     assert "the relation same_object_within_class needs scenes with classes" in capsys.readouterr().err
 
 
+def test_a_sweep_of_part_of_scores_pairs_across_two_parts_and_refuses_scenes_without_parts(tmp_path, capsys):
+    """`--relation part_of` on `parts` scenes: fewer pairs than same_object on the same scenes (none within
+    one part), the baselines on the same pairs; on scenes without part masks, one line before extraction."""
+    common = ["sweep", "--model", "tiny:vit", "--n-images", "30", "--size", "64", "--layers", "1", "--data", "parts"]
+    common += ["--probes", "linear", "--epochs", "1"]
+    for relation in ("same_object", "part_of"):
+        assert main([*common, "--relation", relation, "--out", str(tmp_path / relation)]) == 0
+    assert "relation part_of: pairs on two different parts; positive: parts of one object" in capsys.readouterr().out
+    rows = {r: json.loads((tmp_path / r / "sweep.json").read_text())[0] for r in ("same_object", "part_of")}
+    baseline = json.loads((tmp_path / "part_of" / "baselines.json").read_text())[0]
+    assert 0 < rows["part_of"]["n_pairs"] == baseline["n_pairs"] < rows["same_object"]["n_pairs"]
+    plain = [*common[:-6], "--data", "default", "--relation", "part_of", "--out", str(tmp_path / "plain")]
+    assert main(plain) == 2
+    assert "scene 0 has no part mask; the relation part_of needs scenes" in capsys.readouterr().err
+    assert not (tmp_path / "plain").exists()
+
+
 def test_a_sweep_of_a_directed_relation_fits_directed_probes_beside_directed_baselines(tmp_path, capsys):
     """`--relation occludes`: the directed probes in place of the default ones, the directed baselines on the
     same pairs (pairs of overlapping objects only), and a symmetric probe refused in one line before any image

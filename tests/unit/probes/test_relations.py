@@ -18,13 +18,14 @@ from binding_lens.probes.synthetic import planted_binding
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def slow_pairs(relation: str, instance, klass, occludes) -> list[tuple[int, int, int, bool]]:
+def slow_pairs(relation: str, instance, klass, occludes, parts) -> list[tuple[int, int, int, bool]]:
     """(image, i, j, positive) of every pair the relation takes, i < j, written out pair by pair."""
     out = []
     for b in range(instance.shape[0]):
         for i in range(instance.shape[1]):
             for j in range(i + 1, instance.shape[1]):
                 oi, oj, ci, cj = int(instance[b, i]), int(instance[b, j]), int(klass[b, i]), int(klass[b, j])
+                pi, pj = int(parts[b, i]), int(parts[b, j])
                 if oi < 0 or oj < 0:
                     continue
                 if relation == "same_object":
@@ -35,6 +36,8 @@ def slow_pairs(relation: str, instance, klass, occludes) -> list[tuple[int, int,
                     out.append((b, i, j, oi == oj))
                 elif relation == "occludes" and (occludes[b, oi, oj] or occludes[b, oj, oi]):
                     out.append((b, i, j, bool(occludes[b, oi, oj])))
+                elif relation == "part_of" and pi >= 0 and pj >= 0 and pi != pj:
+                    out.append((b, i, j, oi == oj))
     return out
 
 
@@ -47,17 +50,19 @@ def test_each_relation_takes_and_labels_the_pairs_a_loop_does(relation):
     klass[instance < 0] = -1
     occludes = torch.rand(6, 5, 5, generator=g) < 0.3
     occludes &= ~occludes.transpose(1, 2)  # one of two overlapping objects is in front
-    asked = PairRelation(relation, occludes) if relation == "occludes" else relation
+    parts = torch.where(torch.rand(6, 10, generator=g) < 0.2, -1, 2 * instance.clamp_min(0) + (torch.arange(10) % 2))
+    tables = {"occludes": {"occludes": occludes}, "part_of": {"parts": parts}}
+    asked = PairRelation(relation, **tables[relation]) if relation in tables else relation
     target, keys = relation_labels(asked, instance, klass)
     every = torch.arange(10).expand(6, 10)
     batch = PairSet(every, target >= 0).batch(target, torch.arange(6), keys=keys)
     got = [(b, i, j, bool(batch.same[b, i, j])) for b, i, j in batch.pair_mask.nonzero().tolist()]
-    expected = slow_pairs(relation, instance, klass, occludes)
+    expected = slow_pairs(relation, instance, klass, occludes, parts)
     assert got == expected
     assert any(positive for *_, positive in expected) and not all(positive for *_, positive in expected)
 
 
-def _quadratic_auroc(data, relation: str) -> float:
+def _quadratic_auroc(data, relation: str | PairRelation) -> float:
     data = relate(data, relation)
     train, val, test = (data.select(split) for split in split_by_image(data.n_images, seed=0))
     torch.manual_seed(0)
@@ -74,6 +79,34 @@ def test_a_planted_category_is_seen_across_instances_and_a_planted_identity_with
     assert _quadratic_auroc(category, "same_object_within_class") < 0.6
     assert _quadratic_auroc(identity, "same_object_within_class") > 0.95
     assert _quadratic_auroc(identity, "same_class_other_instance") < 0.6
+
+
+def planted_parts(object_signal: float, n_images: int = 600, n_patches: int = 16, d_model: int = 24, seed: int = 0):
+    """Tokens of 4 objects of 2 parts each per image: each part's own look (a random vector of its image, strong)
+    plus, at `object_signal`, its object's identity (a random vector of its image in a rank-12 subspace), with
+    each patch's part id."""
+    g = torch.Generator().manual_seed(seed)
+    obj = torch.randint(0, 4, (n_images, n_patches), generator=g)
+    part = 2 * obj + torch.randint(0, 2, (n_images, n_patches), generator=g)
+    basis = torch.linalg.qr(torch.randn(d_model, d_model, generator=g)).Q
+    identity = torch.randn(n_images, 4, 12, generator=g) @ basis[:12]  # per image and object, in 12 dims
+    look = torch.randn(n_images, 8, d_model - 12, generator=g) @ basis[12:]  # per image and part, in the others
+    x = object_signal * identity.gather(1, obj[..., None].expand(-1, -1, d_model))
+    x = x + 1.5 * look.gather(1, part[..., None].expand(-1, -1, d_model))
+    x = x + 0.3 * torch.randn(n_images, n_patches, d_model, generator=g)
+    from binding_lens.probes import ProbeData
+
+    return ProbeData(x, obj + 1, torch.zeros_like(obj)), part
+
+
+def test_a_planted_whole_is_found_across_its_parts_and_parts_alone_stay_at_chance():
+    """Where the parts of an object share its identity, part_of finds it although each part looks its own
+    way; where they share nothing (the same looks, the identities gone), it sits at chance."""
+    whole, parts = planted_parts(object_signal=1.0)
+    alone, _ = planted_parts(object_signal=0.0)
+    assert _quadratic_auroc(whole, PairRelation("part_of", parts=parts)) > 0.9
+    assert abs(_quadratic_auroc(alone, PairRelation("part_of", parts=parts)) - 0.5) < 0.06
+    assert _quadratic_auroc(alone, "same_object") > 0.7  # the pairs within one part carry same_object there
 
 
 def planted_depth(n_images: int = 600, n_patches: int = 16, d_model: int = 24, seed: int = 0):
