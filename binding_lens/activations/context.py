@@ -12,7 +12,7 @@ with no model and no store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +94,17 @@ def _image_context(
     return features, look, unit
 
 
+def _stored_scenes(
+    dataset: Sequence[Scene], image_index: Int[Tensor, " image"], patch_size: int, size: int | tuple[int, int] | None
+) -> Iterator[tuple[int, int, Scene, tuple[int, int]]]:
+    """(row, scene index, scene, patch grid) of each stored image, the grid a model of `patch_size` sees at
+    `size` (None: the scene's own)."""
+    for row, index in enumerate(image_index.tolist()):
+        scene = dataset[index]
+        hw = target_size(scene, size)
+        yield row, index, scene, (hw[0] // patch_size, hw[1] // patch_size)
+
+
 def slot_context(
     dataset: Sequence[Scene],
     image_index: Int[Tensor, " image"],
@@ -107,10 +118,8 @@ def slot_context(
     `patch_size`, slot s of row b at flat grid index `patch_index[b, s]` (-1: empty)."""
     features, looks, units, groups = [], [], [], []
     slots, labels = patch_index.cpu().numpy(), instance.cpu().numpy()
-    for row, index in enumerate(image_index.tolist()):
-        scene = dataset[index]
-        hw = target_size(scene, size)
-        one, look, unit = _image_context(scene, slots[row], labels[row], (hw[0] // patch_size, hw[1] // patch_size))
+    for row, _, scene, grid in _stored_scenes(dataset, image_index, patch_size, size):
+        one, look, unit = _image_context(scene, slots[row], labels[row], grid)
         features.append(one)
         looks.append(look)
         units.append(unit)
@@ -138,10 +147,8 @@ def slot_parts(
     border patch whose pixels mostly lie on another object's part)."""
     slots, labels = patch_index.cpu().numpy(), instance.cpu().numpy()
     rows = []
-    for row, index in enumerate(image_index.tolist()):
-        scene = dataset[index]
-        hw = target_size(scene, size)
-        part, owner = patch_parts(scene, (hw[0] // patch_size, hw[1] // patch_size), f"scene {index}")
+    for row, index, scene, grid in _stored_scenes(dataset, image_index, patch_size, size):
+        part, owner = patch_parts(scene, grid, f"scene {index}")
         used = np.clip(slots[row], 0, None)
         own = (slots[row] >= 0) & (part[used] > 0) & (owner[used] == labels[row])
         rows.append(np.where(own, part[used], -1))

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -702,23 +702,22 @@ def _relation(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> PairR
     if name in DIRECTED:
         return PairRelation(name, occlusion_table(dataset, stored.image_index.cpu().tolist()))
     if name == "part_of":
-        preparation = plan.extraction.preparation
-        parts = slot_parts(
-            dataset,
-            stored.image_index.cpu(),
-            stored.patch_index.cpu(),
-            stored.instance.cpu(),
-            patch_size=preparation.patch_size,
-            size=preparation.size,
-        )
-        return PairRelation(name, parts=parts)
+        return PairRelation(name, parts=_read_slots(slot_parts, dataset, plan, stored))
     return PairRelation(name)
 
 
 def _context(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> SlotContext:
     """What the baselines and the pairing know of the stored slots (`activations.context.slot_context`)."""
+    return _read_slots(slot_context, dataset, plan, stored)
+
+
+T = TypeVar("T")
+
+
+def _read_slots(reader: Callable[..., T], dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> T:
+    """`reader` (`slot_context`, `slot_parts`) over the stored slots, on the grid the extraction fed the model."""
     preparation = plan.extraction.preparation
-    return slot_context(
+    return reader(
         dataset,
         stored.image_index.cpu(),
         stored.patch_index.cpu(),
