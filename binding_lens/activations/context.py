@@ -24,11 +24,10 @@ from ..data import Scene, patch_labels
 from ..data.appearance import APPEARANCE_FEATURES, look_groups, patch_appearance, slot_looks
 from ..data.neighborhood import NEIGHBORHOOD_FEATURES, SCENE_FEATURES, neighborhood_features
 from ..data.parts import patch_parts
-from ..data.scene import twin_group_key
+from ..data.scene import twin_groups
 from ..data.skips import unusable_reason
 from ..data.tiling import patch_units
 from ..errors import InputError
-from ..stats.groups import dense_groups
 from .prepare import target_size
 
 CONTEXT_FEATURES = ("row", "col", *APPEARANCE_FEATURES, *NEIGHBORHOOD_FEATURES, *SCENE_FEATURES)
@@ -116,20 +115,19 @@ def slot_context(
 ) -> SlotContext:
     """The context of a store's slots: scene `image_index[b]`, fed at `size` (None: its own) to a model of
     `patch_size`, slot s of row b at flat grid index `patch_index[b, s]` (-1: empty)."""
-    features, looks, units, groups = [], [], [], []
+    features, looks, units, scenes = [], [], [], []
     slots, labels = patch_index.cpu().numpy(), instance.cpu().numpy()
     for row, _, scene, grid in _stored_scenes(dataset, image_index, patch_size, size):
         one, look, unit = _image_context(scene, slots[row], labels[row], grid)
         features.append(one)
         looks.append(look)
         units.append(unit)
-        groups.append(twin_group_key(scene, row))
+        scenes.append(scene)
     if not features:
         empty = torch.zeros(0, slots.shape[1]).long()
         twins = TwinSlots(empty, empty, torch.zeros(0).long())
         return SlotContext(torch.zeros(0, slots.shape[1], len(CONTEXT_FEATURES)), empty, twins)
-    group, _ = dense_groups(torch.as_tensor(groups, dtype=torch.long))
-    twins = TwinSlots(torch.as_tensor(np.stack(units)), torch.as_tensor(slots).long(), group)
+    twins = TwinSlots(torch.as_tensor(np.stack(units)), torch.as_tensor(slots).long(), twin_groups(scenes))
     return SlotContext(torch.as_tensor(np.stack(features)), torch.as_tensor(np.stack(looks)), twins)
 
 
@@ -160,18 +158,16 @@ def scene_twins(scenes: Sequence[Scene], grid: tuple[int, int], instance: Int[Te
     each patch's cycle unit on twin mazes (-1 where `instance` excludes it, and on other data) and each
     image's twin group (other data: one group per image). What the analyses that label images themselves
     (ablation, DAS) pair the benchmark with."""
-    units, groups = [], []
-    for row, scene in enumerate(scenes):
+    units = []
+    for scene in scenes:
         unit = np.full(grid[0] * grid[1], -1, dtype=np.int64)
         if "units" in scene.metadata and "swapped" in scene.metadata:
             unit = patch_units(scene.metadata["units"], scene.metadata["swapped"], grid)
         units.append(unit)
-        groups.append(twin_group_key(scene, row))
     unit_tensor = torch.as_tensor(np.stack(units)).long() if units else torch.zeros(0, grid[0] * grid[1]).long()
     unit_tensor = torch.where(instance.cpu() >= 0, unit_tensor, torch.full_like(unit_tensor, -1))
     patch = torch.arange(grid[0] * grid[1]).expand(len(units), -1).clone()
-    group, _ = dense_groups(torch.as_tensor(groups, dtype=torch.long))
-    return TwinSlots(unit_tensor, patch, group)
+    return TwinSlots(unit_tensor, patch, twin_groups(scenes))
 
 
 def scene_context(

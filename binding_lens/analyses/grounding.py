@@ -42,7 +42,7 @@ from torch import Tensor
 from ..binding import BindingSubspace
 from ..binding.das import residual_at
 from ..binding.energy import matched_random_subspace, variance_share, within_image_covariance
-from ..data.scene import Scenes, twin_group_key
+from ..data.scene import Scenes, twin_groups
 from ..effects.attention import distance_strata
 from ..errors import InputError
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
@@ -398,12 +398,6 @@ def sample_slots(n_images: int, n_patches: int, k: int, seed: int) -> Int[Tensor
     return torch.rand(n_images, n_patches, generator=generator).argsort(1)[:, :k].sort(1).values
 
 
-def _groups(scenes: Scenes) -> Int[Tensor, " image"]:
-    """Each image's twin group (`data.scene.twin_group_key`), numbered in the order of the keys."""
-    keys = [twin_group_key(scenes[i], i) for i in range(len(scenes))]
-    return torch.unique(torch.tensor(keys), return_inverse=True)[1]
-
-
 def ground(model: HookedOrBridge, scenes: Scenes, layer: int, config: GroundingConfig | None = None) -> Grounding:
     """Score the units of block `layer` (and the SAE's latents) by how well they tell instances apart, rank them on
     one part of the images and report the best on another, against the relabeled and random-unit controls."""
@@ -412,9 +406,10 @@ def ground(model: HookedOrBridge, scenes: Scenes, layer: int, config: GroundingC
     check_request(model, UnitRequest(layer, [k for k in config.kinds if k != "subspace"], None, config.sae))
     if len(scenes) < 10:
         raise InputError(f"ground needs at least 10 images (a fit, a ranking and a report part), got {len(scenes)}")
-    labeled = label_images(model, [scenes[i] for i in range(len(scenes))], config.size)
+    read = [scenes[i] for i in range(len(scenes))]
+    labeled = label_images(model, read, config.size)
     grid = model.patch_grid(labeled.pixels)
-    groups = _groups(scenes)
+    groups = twin_groups(read)
     split = split_by_image(len(scenes), SPLIT, seed=config.seed, groups=groups)
     slots = sample_slots(len(scenes), grid[0] * grid[1], config.patches_per_image, config.seed)
     data = GroundingData(labeled.instance, labeled.klass, slots, groups, split, distance_strata(grid)[0])

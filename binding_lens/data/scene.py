@@ -7,14 +7,17 @@ enters the library, with the file or index that produced it in the message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, no_type_check
 
 import numpy as np
+import torch
 from jaxtyping import Int, UInt8
+from torch import Tensor
 
 from ..errors import InputError
+from ..stats.groups import dense_groups
 
 
 class SceneError(InputError):
@@ -126,3 +129,10 @@ def twin_group_key(scene: Scene, position: int) -> int:
     """The twin group of `scene` (on twin mazes, the pair it belongs to); a scene of other data is a group of its
     own, keyed -1 - `position` (its place among the scenes whose groups are drawn)."""
     return int(scene.metadata.get("twin_group", -1 - position))
+
+
+def twin_groups(scenes: Iterable[Scene]) -> Int[Tensor, " image"]:
+    """Each scene's twin group (`twin_group_key`), numbered 0, 1, ... in order of first appearance: the unit
+    every split and interval keeps whole, so two twins never fall on two sides."""
+    keys = [twin_group_key(scene, position) for position, scene in enumerate(scenes)]
+    return dense_groups(torch.as_tensor(keys, dtype=torch.long))[0]

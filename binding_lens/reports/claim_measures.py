@@ -40,8 +40,7 @@ from ..analyses.layer_sweep import SweepResult
 from ..analyses.run import RunDirectory
 from ..analyses.toy import ToyResult
 from ..binding import BindingSubspace
-from ..data import Scene
-from ..data.scene import Scenes, twin_group_key
+from ..data.scene import Scenes, twin_groups
 from ..effects.attention import attention_follows_draws, attention_score_correlation
 from ..errors import InputError
 from ..hooks import HookedViT, names
@@ -159,20 +158,13 @@ def _stored(
     return ProbeData(acts, labels, None, TwinSlots(unit, slots, twins.group))
 
 
-def twin_groups(scenes: dict[int, Scene]) -> dict[int, int]:
-    """Each image's twin group as the sweep numbered it: in order of first appearance over its kept images in
-    dataset order (the order it stored them); an image of other data is a group of its own."""
-    keys = [twin_group_key(scene, index) for index, scene in sorted(scenes.items())]
-    dense, _ = dense_groups(torch.as_tensor(keys, dtype=torch.long))
-    return dict(zip(sorted(scenes), dense.tolist()))
-
-
 def sweep_splits(model: HookedViT, scenes: Scenes, run: RunDirectory, batch: int = 64) -> SweepSplits:
     """Every split of the sweep's run, forwarded once, as the sweep stored it, with its pairing."""
     indices, request = run.split_indices(), run.request() or {}
     wanted = [names.resid_post(layer) for layer in range(model.cfg.n_layers)]
     read = {index: scenes[index] for chosen in indices.values() for index in chosen}
-    groups = twin_groups(read)
+    ordered = sorted(read)  # the twin groups as the sweep numbered them: over its images in dataset order
+    groups = dict(zip(ordered, twin_groups(read[index] for index in ordered).tolist()))
     data = {}
     for split, chosen in indices.items():
         labeled = label_images(model, [read[i] for i in chosen], None)

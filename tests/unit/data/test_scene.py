@@ -65,3 +65,13 @@ def test_a_twin_mazes_scene_keeps_its_group_and_any_other_scene_is_a_group_of_it
     assert keys[0] == keys[1] and keys[2] == keys[3] and keys[0] != keys[2] and min(keys) >= 0
     plain = SyntheticScenes("default", n=3, size=64, seed=0)
     assert [twin_group_key(plain[i], i) for i in range(3)] == [-1, -2, -3]
+
+
+def test_twin_groups_number_the_pairs_of_twin_mazes_and_give_other_scenes_their_own():
+    from binding_lens.data import SyntheticScenes
+    from binding_lens.data.scene import twin_groups
+
+    mazes = SyntheticScenes("matched_small", n=6, size=48, seed=0)
+    assert twin_groups([mazes[i] for i in (2, 3, 0, 1, 4)]).tolist() == [0, 0, 1, 1, 2]
+    others = SyntheticScenes("default", n=3, size=48, seed=0)
+    assert twin_groups([others[0], mazes[5], others[1], mazes[4]]).tolist() == [0, 1, 2, 1]
