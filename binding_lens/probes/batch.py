@@ -59,15 +59,18 @@ class PairKeys:
         known = (ids >= 0) & (ids < n)
         return table & known[:, :, None] & known[:, None, :]
 
-    def mask(self, ids: Int[Tensor, "image k"]) -> Bool[Tensor, "image k k"] | None:
-        """The pairs these keys allow, for keys of sampled slots with target ids `ids` (None: every pair)."""
+    def mask(
+        self, ids: Int[Tensor, "image k"], front: Bool[Tensor, "image k k"] | None = None
+    ) -> Bool[Tensor, "image k k"] | None:
+        """The pairs these keys allow, for keys of sampled slots with target ids `ids` (None: every pair);
+        `front`: `in_front(ids)` where the caller has it already."""
         mask = None
         for key, allowed in ((self.apart, torch.ne), (self.within, torch.eq)):
             if key is not None:
                 rule = allowed(key[:, :, None], key[:, None, :])
                 mask = rule if mask is None else mask & rule
         if self.occludes is not None:
-            front = self.in_front(ids)
+            front = self.in_front(ids) if front is None else front
             rule = front | front.transpose(1, 2)
             mask = rule if mask is None else mask & rule
         return mask
@@ -112,7 +115,7 @@ class PairBatch:
         k = self.valid.shape[1]
         upper = torch.ones(k, k, dtype=torch.bool, device=self.valid.device).triu(1)
         mask = self.valid[:, :, None] & self.valid[:, None, :] & upper
-        for rule in (self.keep, None if self.keys is None else self.keys.mask(self.instance)):
+        for rule in (self.keep, None if self.keys is None else self.keys.mask(self.instance, self._front)):
             if rule is not None:
                 mask = mask & rule
         return mask
@@ -122,9 +125,17 @@ class PairBatch:
         """Equal ids for every (i, j) of each image: IsSameObject, or a relation's target (`probes.relations`),
         meaningful where `pair_mask` is True; for a directed relation, whether the first patch's object is in
         front of the second's."""
-        if self.keys is not None and self.keys.occludes is not None:
-            return self.keys.in_front(self.instance)
+        if self._front is not None:
+            return self._front
         return self.instance[:, :, None] == self.instance[:, None, :]
+
+    @cached_property
+    def _front(self) -> Bool[Tensor, "image k k"] | None:
+        """For a directed relation, whether each (i, j)'s first object is in front (`PairKeys.in_front`), once
+        for `pair_mask` and `same`; None otherwise."""
+        if self.keys is None or self.keys.occludes is None:
+            return None
+        return self.keys.in_front(self.instance)
 
     @cached_property
     def dense_instance(self) -> Int[Tensor, "image k"]:
