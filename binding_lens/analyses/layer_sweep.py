@@ -658,10 +658,9 @@ def _setup(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan, stored
     train, val, test = sweep_split(plan, context)
     n_classes, n_queries = label_space(stored.instance, stored.klass)
     relation = _relation(dataset, plan, stored)
-    last = model.cfg.n_layers - 1  # self_attention has no next block after the last layer
     initial = {}
     for name in plan.probes:
-        probe_layers = [layer for layer in plan.layers if not (name == "self_attention" and layer == last)]
+        probe_layers = [layer for layer in plan.layers if _fits_at(model, name, layer)]
         with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
             torch.manual_seed(plan.training.seed)
             initial[name] = {
@@ -795,15 +794,14 @@ def _control(
 
 
 def _fits_to_make(model: HookedModel, plan: SweepPlan) -> list[tuple[str, int]]:
-    """This rank's (probe, layer)s in probe then layer order (self_attention has no next block after the
-    last layer)."""
-    last = model.cfg.n_layers - 1
-    return [
-        (name, layer)
-        for name in plan.probes
-        for layer in plan.my_layers
-        if not (name == "self_attention" and layer == last)
-    ]
+    """This rank's (probe, layer)s in probe then layer order (`_fits_at`)."""
+    return [(name, layer) for name in plan.probes for layer in plan.my_layers if _fits_at(model, name, layer)]
+
+
+def _fits_at(model: HookedModel, name: str, layer: int) -> bool:
+    """Whether probe `name` has a fit at `layer`: every probe does, but `self_attention` at the last layer (it
+    reads the next block's attention, and there is none)."""
+    return not (name == "self_attention" and layer == model.cfg.n_layers - 1)
 
 
 def _sweep_fits(plan: SweepPlan) -> SweepFits:
