@@ -15,6 +15,7 @@ from ..stats import beyond_noise
 from ..stats.power import interval_limit
 
 Row = dict[str, Any]
+"""A result row as the tables write it (CSV / JSON): the one row type of the analyses and reports."""
 
 
 def write_table(rows: Sequence[Row], stem: Path) -> tuple[Path, Path]:

@@ -13,13 +13,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..analyses.report import limit_value
+from ..analyses.report import Row, limit_value
 from ..stats import holm, mean_interval
 from ..stats.inference import seed_difference, t_p_value
 from ..stats.power import interval_limit
 from ..zoo.registry import family_world, in_world
-
-Row = dict[str, Any]
 
 CLAIMS: dict[str, str] = {
     "quadratic_beats_diagonal": "the full quadratic probe reads IsSameObject better than the diagonal one "

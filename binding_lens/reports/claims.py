@@ -37,6 +37,7 @@ import torch
 
 from ..activations.context import scene_twins
 from ..analyses.ablation import AblationSettings, ablation_study, label_images
+from ..analyses.report import Row
 from ..analyses.run import RunDirectory
 from ..analyses.seed_sweep import layer_sweep_over_seeds
 from ..analyses.toy import toy_experiments
@@ -77,7 +78,6 @@ from .zoo_compare import (
     training_scenes_for,
 )
 
-Row = dict[str, Any]
 KEPT_FRACTION = 8
 
 
