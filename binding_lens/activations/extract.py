@@ -295,9 +295,14 @@ def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: Ex
 
 
 def plan_extraction(model: HookedOrBridge, dataset: Scenes, layers: Sequence[int], **options: Any) -> ExtractionPlan:
-    """The checked plan of `extract` (or `extract_to_memory`) with these `options` (their keywords; the
-    pipeline's own, such as `workers` or `device`, do not change the plan and are ignored), without
-    extracting anything: for callers that must size the work or refuse other settings first."""
+    """The checked plan of `extract` (or `extract_to_memory`) with these `options` (`ExtractConfig`'s fields;
+    the pipeline's own, such as `workers` or `device`, do not change the plan), without extracting anything:
+    for callers that must size the work or refuse other settings first. An unknown option is refused."""
+    unknown = sorted(set(options) - EXTRACT_OPTIONS - {"profile"})  # `profile`: extract's keyword, not a setting
+    if unknown:
+        raise InputError(
+            f"unknown extraction option(s) {', '.join(unknown)}; the options are {', '.join(sorted(EXTRACT_OPTIONS))}"
+        )
     config = ExtractConfig(**{k: v for k, v in options.items() if k in EXTRACT_OPTIONS})
     return _plan(as_hooked(model), dataset, layers, config)
 

@@ -385,3 +385,12 @@ def test_a_two_rank_sweep_trains_a_share_of_the_layers_on_each_and_gives_the_row
     assert probes == sorted(p.name for p in two_run.probes_dir.iterdir()) and len(probes) == 8
     for name in probes:  # rank 1's probes, gathered by rank 0, saved byte for byte as one process saves them
         assert (one_run.probes_dir / name).read_bytes() == (two_run.probes_dir / name).read_bytes(), name
+
+
+def test_an_unknown_extraction_option_is_refused_in_one_line_and_a_known_one_planned():
+    from binding_lens.activations import plan_extraction
+
+    model, scenes = HookedViT.from_pretrained("tiny:vit"), SyntheticScenes("default", n=4, size=32, seed=0)
+    with pytest.raises(InputError, match="unknown extraction option.* patches_per_imag; the options are"):
+        plan_extraction(model, scenes, [0], patches_per_imag=8)
+    assert plan_extraction(model, scenes, [0], patches_per_image=8, workers=0).preparation.patches_per_image == 8
