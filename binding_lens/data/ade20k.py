@@ -19,10 +19,12 @@ dresser") are matched on the sequence of words, which is the same in both (`map_
 classes outside the 150 are unlabeled (0); which ones, and any 150-class that no full name matches,
 are listed in `ADE20K.unmatched_full` and `ADE20K.unmatched_150` (the latter also warned about).
 
-Parts: `*_parts_1.png` (the first level of parts: a car's wheels, a person's head) is encoded as `_seg.png`
-is; each distinct part (class, B) is one part id of `Scene.part_mask`. An image without that file has no
-annotated part (its part mask is all 0). A part's pixels are also its whole object's in `_seg.png`, so the
-object a part belongs to is the instance under it (`data.parts.part_owners`).
+Parts: `*_parts_1.png` (the first level of parts: a car's wheels, a person's head) is decoded as `_seg.png`
+is (class = R // 10 * 256 + G, as the release's own loader reads it); each distinct (class, B) is one part id
+of `Scene.part_mask` (that loader leaves part instances undone; B is read as it is for whole objects). An
+image without that file has no annotated part (its part mask is all 0). The object a part belongs to is
+taken as the instance under most of its pixels (`data.parts.part_owners`): the per-image JSON's
+`parts.ispartof` says the same where a whole's mask covers its parts.
 """
 
 from __future__ import annotations
