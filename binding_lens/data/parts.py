@@ -12,18 +12,15 @@ import numpy as np
 from jaxtyping import Int
 
 from ..errors import InputError
-from .patches import patch_labels
+from .patches import patch_labels, plurality
 from .scene import Scene
 
 
 def part_owners(scene: Scene, where: str = "scene") -> Int[np.ndarray, " part"]:
-    """The instance id most of each part's pixels carry, indexed by part id (0 for id 0 and unused ids)."""
+    """The instance id most of each part's pixels carry, indexed by part id (0 for id 0 and unused ids): the
+    plurality vote `patch_labels` takes per patch, taken here per part."""
     parts = _part_mask(scene, where).reshape(-1)
-    instances = scene.instance_mask.reshape(-1)
-    _, dense = np.unique(instances, return_inverse=True)
-    table = np.zeros((int(parts.max()) + 1, int(dense.max()) + 1), dtype=np.int64)
-    np.add.at(table, (parts, dense.reshape(-1)), 1)
-    owners = np.unique(instances)[table.argmax(axis=1)]
+    owners, _ = plurality(parts, scene.instance_mask.reshape(-1), int(parts.max()) + 1)
     owners[0] = 0
     return owners.astype(np.int32)
 

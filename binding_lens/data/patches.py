@@ -93,10 +93,11 @@ def _cells(hw: tuple[int, int], grid: tuple[int, int]) -> tuple[np.ndarray, np.n
     return cell, sizes
 
 
-def _plurality(
+def plurality(
     key_cell: Int[np.ndarray, " pixel"], values: Int[np.ndarray, " pixel"], n_cells: int
 ) -> tuple[Int[np.ndarray, " cell"], Int[np.ndarray, " cell"]]:
-    """Most frequent value per cell (ties -> smallest value) and its count."""
+    """Most frequent value per cell (ties -> smallest value) and its count; a cell is any integer key (a patch,
+    a part)."""
     top = int(values.max()) + 1 if values.size else 1
     if n_cells * top <= _direct_bins(values.size):  # few small ids (the usual case): count directly
         uniq, dense = None, values
@@ -123,13 +124,13 @@ def _vote(
     """(winning instance, its pixel count, the plurality class among its pixels) per cell. Small ids (the
     usual case) take one count of (cell, instance, class) triples; large ones two votes on compressed ids."""
     if cls is None:
-        winner, votes = _plurality(cell, inst, n_cells)
+        winner, votes = plurality(cell, inst, n_cells)
         return winner, votes, np.where(winner != 0, 1, 0)
     n_inst, n_cls = int(inst.max()) + 1, int(cls.max()) + 1
     if n_cells * n_inst * n_cls > _direct_bins(inst.size):
-        winner, votes = _plurality(cell, inst, n_cells)
+        winner, votes = plurality(cell, inst, n_cells)
         mine = inst == winner[cell]
-        classes, _ = _plurality(cell[mine], cls[mine], n_cells)
+        classes, _ = plurality(cell[mine], cls[mine], n_cells)
         return winner, votes, classes
     key = cell * (n_inst * n_cls) + (inst * n_cls + cls)
     counts = np.bincount(key, minlength=n_cells * n_inst * n_cls).reshape(n_cells, n_inst, n_cls)
