@@ -43,6 +43,14 @@ def add(commands: argparse._SubParsersAction) -> None:
             help=f"{text} (default: the shipped recipe's)",
         )
     train.add_argument(
+        "--knob",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set any other recipe field, its knobs named by section (repeatable): dinov2.teacher_temp=0.04, "
+        "dino.local_scale=[0.05,0.35], warmup_steps=50; the card's recipe lists them all",
+    )
+    train.add_argument(
         "--scale",
         choices=("small", "gpu"),
         default="small",
@@ -124,11 +132,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from ..zoo.recipe import default_recipe
+    from ..zoo.recipe import default_recipe, parse_knob
     from ..zoo.train import train_zoo_model
 
     overrides = {field: getattr(args, field) for field in COMMAND_LINE_FIELDS}
-    recipe = default_recipe(args.objective, args.scale).with_overrides(**overrides)
+    knobs = dict(parse_knob(text) for text in args.knob)
+    recipe = default_recipe(args.objective, args.scale).with_overrides(**overrides).with_knobs(knobs)
     command = "binding-lens " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["zoo"] else None
     device = default_device(args.device)
     card = train_zoo_model(

@@ -8,6 +8,8 @@ card, so `binding-lens zoo train --objective X` with the card's knobs remakes th
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -242,18 +244,11 @@ class ZooRecipe:
         unknown = sorted(set(data) - known)
         if unknown:
             raise InputError(f"unknown recipe field(s) {unknown}; known: {sorted(known)}")
-        nested = {
-            "dino": DinoKnobs,
-            "dinov2": Dinov2Knobs,
-            "mae": MaeKnobs,
-            "supervised": SupervisedKnobs,
-            "grouping": GroupingKnobs,
-        }
         values = {}
         for key, value in data.items():
-            if key in nested:
+            if key in _NESTED:
                 sub = {k: tuple(v) if isinstance(v, list) else v for k, v in (value or {}).items()}
-                values[key] = nested[key](**sub)
+                values[key] = _NESTED[key](**sub)
             else:
                 values[key] = value
         return cls(**values)
@@ -261,6 +256,75 @@ class ZooRecipe:
     def with_overrides(self, **overrides: Any) -> "ZooRecipe":
         """A copy with top-level fields replaced (None values are ignored)."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def with_knobs(self, knobs: Mapping[str, Any]) -> "ZooRecipe":
+        """A copy with fields named as `flat_fields` names them replaced (`{"dinov2.teacher_temp": 0.04}`,
+        `{"warmup_steps": 50}`); an unknown name is refused, naming the known ones of its section."""
+        data = self.as_dict()
+        known = flat_fields(data)
+        for name, value in knobs.items():
+            if name not in known or name in ("objective", "scale"):
+                section = name.partition(".")[0]
+                choices = [k for k in known if k.startswith(section + ".")] or [
+                    k for k in known if "." not in k and k not in ("objective", "scale")
+                ]
+                raise InputError(f"unknown recipe knob {name!r}; known here: {', '.join(choices)}")
+            if not _same_kind(value, known[name]):
+                raise InputError(f"recipe knob {name} takes a value like {known[name]!r}, got {value!r}")
+            section, _, key = name.rpartition(".")
+            (data[section] if section else data)[key] = value
+        return ZooRecipe.from_dict(data)
+
+
+_NESTED: dict[str, type] = {
+    "dino": DinoKnobs,
+    "dinov2": Dinov2Knobs,
+    "mae": MaeKnobs,
+    "supervised": SupervisedKnobs,
+    "grouping": GroupingKnobs,
+}
+"""The recipe's knob sections, by field name."""
+
+
+def flat_fields(recipe: Mapping[str, Any]) -> dict[str, Any]:
+    """A recipe's JSON fields with its knobs as `dinov2.teacher_temp` (lists as tuples): the names `--knob` and
+    the resume check use."""
+    flat: dict[str, Any] = {}
+    for key, value in recipe.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": tuple(v) if isinstance(v, list) else v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def knob_text(name: str, value: Any) -> str:
+    """`--knob NAME=VALUE` as a shell takes it (`parse_knob` reads it back)."""
+    return f"--knob {name}={json.dumps(value, separators=(',', ':'))}"
+
+
+def _same_kind(value: Any, current: Any) -> bool:
+    """Whether `value` can stand where `current` is (an int for a float; a list for a tuple of its length)."""
+    if current is None or isinstance(current, bool) or isinstance(value, bool):
+        return current is None or type(value) is type(current)
+    if isinstance(current, float):
+        return isinstance(value, (int, float))
+    if isinstance(current, tuple):
+        return isinstance(value, (list, tuple)) and len(value) == len(current)
+    return type(value) is type(current)
+
+
+def parse_knob(text: str) -> tuple[str, Any]:
+    """`"dinov2.teacher_temp=0.04"` -> `("dinov2.teacher_temp", 0.04)`: the value read as JSON (numbers,
+    `true`, `[0.1, 0.35]`), else kept as text (`centering=sinkhorn_knopp`)."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip():
+        raise InputError(f"a knob is NAME=VALUE (for example dinov2.teacher_temp=0.04), got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return name.strip(), value
 
 
 def _check_self_distillation(name: str, knobs: DinoKnobs, patch_size: int) -> None:

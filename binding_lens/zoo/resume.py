@@ -22,7 +22,7 @@ import torch
 
 from ..errors import InputError
 from ..io import write_atomic_chunks
-from .recipe import COMMAND_LINE_FIELDS, ZooRecipe
+from .recipe import COMMAND_LINE_FIELDS, ZooRecipe, flat_fields, knob_text
 
 STATE_VERSION = 1
 
@@ -81,11 +81,11 @@ def load_state(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
         raise InputError(f"{path} was written by another version of binding_lens; delete it to start over")
     difference = _first_difference(state["settings"], settings)
     if difference is not None:
-        flag, saved, given = difference
+        saved, given = difference
         steps = state["settings"]["recipe"]["steps"]
         raise InputError(
-            f"{path} holds an interrupted run (step {state['step']} of {steps}) started with {flag} {saved}, but "
-            f"this command gives {flag} {given}: rerun with {flag} {saved} to resume it, or delete {path} to start over"
+            f"{path} holds an interrupted run (step {state['step']} of {steps}) started with {saved}, but "
+            f"this command gives {given}: rerun with {saved} to resume it, or delete {path} to start over"
         )
     return state
 
@@ -115,23 +115,21 @@ def restore_state(
     return int(state["step"])
 
 
-def _first_difference(saved: dict[str, Any], given: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """(flag as typed on the command line, saved value, given value) of the first setting that differs."""
+def _first_difference(saved: dict[str, Any], given: dict[str, Any]) -> tuple[str, str] | None:
+    """The first setting that differs, saved and given, as typed on the command line (`--lr 0.001`,
+    `--knob dino.teacher_temp=0.04`)."""
     old, new = _flat(saved), _flat(given)
     order = ["objective", "scale", *COMMAND_LINE_FIELDS, "precision", "device"]
     for key in [*order, *sorted(set(old) | set(new))]:
         if old.get(key) != new.get(key):
-            flag = "--" + key.replace("_", "-") if key in order else f"recipe field {key}"
-            return flag, old.get(key), new.get(key)
+            return _as_typed(key, old.get(key), key in order), _as_typed(key, new.get(key), key in order)
     return None
+
+
+def _as_typed(key: str, value: Any, own_flag: bool) -> str:
+    return f"--{key.replace('_', '-')} {value}" if own_flag else knob_text(key, value)
 
 
 def _flat(settings: dict[str, Any]) -> dict[str, Any]:
     """Settings with the recipe's fields at the top and its knobs as `dino.out_dim` (lists as tuples)."""
-    flat = {k: v for k, v in settings.items() if k != "recipe"}
-    for key, value in settings["recipe"].items():
-        if isinstance(value, dict):
-            flat.update({f"{key}.{k}": tuple(v) if isinstance(v, list) else v for k, v in value.items()})
-        else:
-            flat[key] = value
-    return flat
+    return {k: v for k, v in settings.items() if k != "recipe"} | flat_fields(settings["recipe"])

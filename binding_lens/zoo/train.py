@@ -37,7 +37,16 @@ from ..version import __version__
 from .checkpoint import LOG, write_checkpoint
 from .collapse import COLLAPSE_SCENES, collapse_card, over_training
 from .objectives import Objective, SelfDistillation, make_objective
-from .recipe import CHECKPOINT_EVERY, COMMAND_LINE_FIELDS, MAX_HOURS, SELF_DISTILLATION, ZooRecipe, default_recipe
+from .recipe import (
+    CHECKPOINT_EVERY,
+    COMMAND_LINE_FIELDS,
+    MAX_HOURS,
+    SELF_DISTILLATION,
+    ZooRecipe,
+    default_recipe,
+    flat_fields,
+    knob_text,
+)
 from .resume import load_state, restore_state, resume_path, run_settings, save_state
 from .scenes import SceneBank, training_scenes
 
@@ -246,11 +255,13 @@ def _mean(values: list[float]) -> float | None:
 
 
 def canonical_command(recipe: ZooRecipe, out: Path) -> str:
-    """The `binding-lens zoo train` line that remakes this recipe (top-level knobs that differ from
-    the objective's shipped recipe are spelt out)."""
-    base = default_recipe(recipe.objective, recipe.scale).as_dict()
-    mine = recipe.as_dict()
-    flags = [f"--{k.replace('_', '-')} {v}" for k, v in mine.items() if k in COMMAND_LINE_FIELDS and base.get(k) != v]
+    """The `binding-lens zoo train` line that remakes this recipe (the fields that differ from the objective's
+    shipped recipe spelt out: as their own flags, or as `--knob NAME=VALUE`)."""
+    base = flat_fields(default_recipe(recipe.objective, recipe.scale).as_dict())
+    mine = flat_fields(recipe.as_dict())
+    changed = {k: v for k, v in mine.items() if base.get(k) != v}
+    flags = [f"--{k.replace('_', '-')} {v}" for k, v in changed.items() if k in COMMAND_LINE_FIELDS]
+    flags += [knob_text(k, v) for k, v in changed.items() if k not in COMMAND_LINE_FIELDS]
     scale = [] if recipe.scale == "small" else ["--scale", recipe.scale]
     return " ".join(["binding-lens zoo train --objective", recipe.objective, *scale, *flags, "--out", str(out)])
 

@@ -126,12 +126,17 @@ def test_the_same_command_resumes_and_other_flags_are_refused(tmp_path, capsys, 
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "interrupted" in error
     assert f"step 3 of 9 is kept in {resume_path(out)}; the same command resumes from it" in error
-    for flag, value, saved in (("--lr", "0.002", "0.001"), ("--precision", "bf16", "fp32"), ("--batch-size", "5", "4")):
+    changes = [("--lr", "0.002", "0.001"), ("--precision", "bf16", "fp32"), ("--batch-size", "5", "4")]
+    changes += [("--knob", "mae.mask_ratio=0.6", "mae.mask_ratio=0.75")]
+    for flag, value, saved in changes:
         assert main([*command, flag, value]) == 2, flag  # argparse keeps the last of a repeated flag
         error = capsys.readouterr().err.strip()
         assert error.count("\n") == 0, error
-        assert f"started with {flag} {saved}, but this command gives {flag} {value}" in error
-        assert f"rerun with {flag} {saved} to resume it, or delete {resume_path(out)} to start over" in error
+        saved, value = (
+            (f"{flag} {saved}", f"{flag} {value}") if flag != "--knob" else (f"--knob {saved}", f"--knob {value}")
+        )
+        assert f"started with {saved}, but this command gives {value}" in error
+        assert f"rerun with {saved} to resume it, or delete {resume_path(out)} to start over" in error
         assert resume_path(out).is_file() and not out.exists()
     assert main([*command, "--checkpoint-every", "4"]) == 0  # how often it checkpoints is no setting of the model
     assert "resumed at step 3" in capsys.readouterr().out
