@@ -27,6 +27,7 @@ from ..data.parts import patch_parts
 from ..data.scene import twin_groups
 from ..data.skips import unusable_reason
 from ..data.tiling import patch_units
+from ..data.views import view_of_columns
 from ..errors import InputError
 from .prepare import target_size
 
@@ -150,7 +151,31 @@ def slot_parts(
         used = np.clip(slots[row], 0, None)
         own = (slots[row] >= 0) & (part[used] > 0) & (owner[used] == labels[row])
         rows.append(np.where(own, part[used], -1))
-    return torch.as_tensor(np.stack(rows) if rows else np.zeros((0, slots.shape[1]))).long()
+    return _stacked_rows(rows, slots.shape[1])
+
+
+def slot_views(
+    dataset: Sequence[Scene],
+    image_index: Int[Tensor, " image"],
+    patch_index: Int[Tensor, "image slot"],
+    instance: Int[Tensor, "image slot"],
+    *,
+    patch_size: int,
+    size: int | tuple[int, int] | None,
+) -> Int[Tensor, "image slot"]:
+    """The view of each stored slot (as `slot_context` addresses them) of scenes that hold views side by side
+    (`data.views`): 0 for the left one, 1 for the next, ...; -1 for an empty slot."""
+    slots = patch_index.cpu().numpy()
+    rows = []
+    for row, _, scene, grid in _stored_scenes(dataset, image_index, patch_size, size):
+        view = view_of_columns(grid[1], int(scene.metadata.get("views", 1)))[np.clip(slots[row], 0, None) % grid[1]]
+        rows.append(np.where(slots[row] >= 0, view, -1))
+    return _stacked_rows(rows, slots.shape[1])
+
+
+def _stacked_rows(rows: list[np.ndarray], width: int) -> Int[Tensor, "image slot"]:
+    """Per-image rows of slot ids as one tensor (an empty one `width` wide when no image is stored)."""
+    return torch.as_tensor(np.stack(rows) if rows else np.zeros((0, width))).long()
 
 
 def scene_twins(scenes: Sequence[Scene], grid: tuple[int, int], instance: Int[Tensor, "image patch"]) -> TwinSlots:

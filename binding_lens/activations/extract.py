@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from einops import rearrange
+from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -178,6 +180,8 @@ class ExtractionPlan:
     n_images: int
     autocast: bool
     d_model: int
+    views: int = 1
+    """Views side by side in each image (`data.views`): the model runs on each alone, its patch tokens joined."""
 
     @property
     def bytes_per_layer(self) -> int:
@@ -232,9 +236,12 @@ def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: Ex
         raise InputError(
             "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
         )
+    views = int(getattr(dataset, "views", 1))
     if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
         height, width = target_size(None, size)
-        check_image_size(height, width, model.cfg.patch_size)
+        if width % views:
+            raise InputError(f"size {height}x{width} cannot hold {views} views of one width side by side")
+        check_image_size(height, width // views, model.cfg.patch_size)
         if patches_per_image is not None:  # every image has this grid: more slots would only be padding
             grid = (height // model.cfg.patch_size) * (width // model.cfg.patch_size)
             patches_per_image = max(2, min(patches_per_image, grid))
@@ -254,7 +261,9 @@ def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: Ex
                 "image_std": list(model.cfg.image_std),
                 "size": size if size is None or isinstance(size, int) else list(size),
             },
-            "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid",
+            "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid"
+            if views == 1
+            else f"each of its {views} views side by side alone, their patch tokens joined on the image's grid",
             "layer_convention": LAYER_CONVENTION,
             "layers": layers,
             "dataset": identity,
@@ -291,6 +300,7 @@ def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: Ex
         len(dataset),
         config.autocast,
         model.cfg.d_model,
+        views,
     )
 
 
@@ -594,6 +604,22 @@ def _run(
         bar.close()
 
 
+def split_views(pixels: Float[Tensor, "image 3 height width"], views: int) -> Float[Tensor, "image_view 3 height w"]:
+    """Each image's `views` equal panels, side by side in it, as images of their own (all first panels, then
+    all second ones, ...)."""
+    return rearrange(pixels, "b c h (v w) -> (v b) c h w", v=views)
+
+
+def join_views(
+    resid: Float[Tensor, "image_view token d_model"], n_prefix: int, grid: tuple[int, int], views: int
+) -> Float[Tensor, "image prefix_and_patch d_model"]:
+    """The inverse of `split_views` for tokens: each image's views' patch tokens on the image's own `grid` (its
+    prefix tokens are its first view's), as if the model had read the whole image at once."""
+    prefix, patches = resid[:, :n_prefix], resid[:, n_prefix:]
+    joined = rearrange(patches, "(v b) (h w) d -> b (h v w) d", v=views, h=grid[0])
+    return torch.cat([prefix[: joined.shape[0]], joined], dim=1)
+
+
 def _forward(
     model: HookedModel, plan: ExtractionPlan, batch: PreparedBatch, shard: _ShardInProgress, device: torch.device
 ) -> None:
@@ -606,18 +632,22 @@ def _forward(
     every_patch = plan.preparation.patches_per_image is None  # slots 0..n-1 of every image: a slice, no gather
     for group in batch.groups:
         pixels = normalize(group.pixels.to(device, non_blocking=True), *stats).to(weights_dtype)
+        grid = (pixels.shape[-2] // model.cfg.patch_size, pixels.shape[-1] // model.cfg.patch_size)
+        rows = slice(shard.rows, shard.rows + pixels.shape[0])
+        if plan.views > 1:
+            pixels = split_views(pixels, plan.views)
         padded = bool((group.slots < 0).any())  # on the host: no device sync
         slots = group.slots.to(device, non_blocking=True)
-        rows = slice(shard.rows, shard.rows + pixels.shape[0])
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
             _, cache = model.run_with_cache(pixels, names_filter=names, stop_at_layer=plan.layers[-1] + 1)
             index = (slots.clamp(min=0) + n_prefix).unsqueeze(-1).expand(-1, -1, d_model)
             empty = (slots < 0).unsqueeze(-1)
             for layer, name in zip(plan.layers, names):
+                resid = cache[name] if plan.views == 1 else join_views(cache[name], n_prefix, grid, plan.views)
                 if every_patch:
-                    tokens = cache[name][:, n_prefix : n_prefix + slots.shape[1]]
+                    tokens = resid[:, n_prefix : n_prefix + slots.shape[1]]
                 else:
-                    tokens = cache[name].gather(1, index)
+                    tokens = resid.gather(1, index)
                 if padded:
                     tokens = tokens.masked_fill(empty, 0)
                 if tokens.device.type != "cpu":  # converted on the device, then copied to pinned memory

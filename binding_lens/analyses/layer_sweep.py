@@ -40,13 +40,14 @@ from tqdm.auto import tqdm
 from ..activations import ExtractionPlan, extract, extract_to_memory, plan_extraction, ranks
 from ..activations.budget import choose_store, layer_groups
 from ..activations.budget import memory_budget as activation_budget
-from ..activations.context import SlotContext, TwinSlots, slot_context, slot_parts
+from ..activations.context import SlotContext, TwinSlots, slot_context, slot_parts, slot_views
 from ..activations.extract import request_differences
 from ..activations.prepare import resize_policy
 from ..activations.store import Shard
 from ..data import Scene
 from ..data.depth import occlusion_table, occlusions
 from ..data.parts import part_owners
+from ..data.views import TwoViews, scene_views
 from ..errors import InputError
 from ..figures import accuracy_by_layer
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
@@ -496,7 +497,10 @@ def layer_sweep(
     through `hooks.bridged.as_hooked`, as every stage does).
     """
     model = as_hooked(model)
-    plan = plan_sweep(model, dataset, out, replace(config or SweepConfig(), **options))
+    config = replace(config or SweepConfig(), **options)
+    if config.relation == "same_object_across_views" and scene_views(dataset) == 1:
+        dataset = TwoViews(dataset, seed=config.seed)
+    plan = plan_sweep(model, dataset, out, config)
     computed = compute_sweep(model, dataset, plan)
     if computed is None:  # under torchrun, rank 0 gathers the rows and writes the report
         return SweepResult(rows=[], peaks={}, out=plan.out, summary={"rank": plan.rank_id, "store": plan.mode})
@@ -546,12 +550,14 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
         occlusions(dataset[0], "scene 0")
     if config.relation == "part_of" and len(dataset):  # and whether they annotate parts
         part_owners(dataset[0], "scene 0")
+    extract_kwargs = dict(config.extract_kwargs or {})
+    if config.relation == "same_object_across_views":
+        extract_kwargs["size"] = _views_size(dataset, extract_kwargs.get("size"))
     training = replace(training, pairing=pairing)  # probes train on the pairs they are scored on
     if pairing == "twins":  # every split must get images, known before the first is read
         split_sizes(len(dataset) // 2, config.split, "twin groups")
     else:
         split_sizes(len(dataset), config.split)
-    extract_kwargs = dict(config.extract_kwargs or {})
     if pairing == "twins":  # both twins keep every patch, so every flip pair has its twin copy
         extract_kwargs.setdefault("patches_per_image", None)
         if "linear" not in config.probes:  # the per-patch control every probe is judged by
@@ -588,6 +594,18 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
         world_size,
         pairing,
     )
+
+
+def _views_size(dataset: Sequence[Scene], size: int | tuple[int, int] | None) -> int | tuple[int, int] | None:
+    """The size two-view scenes are fed at: `size` per view (an int s: s x 2s), or a (height, width) as given;
+    scenes of one view are refused."""
+    views = scene_views(dataset)
+    if views == 1:
+        raise InputError(
+            "the relation same_object_across_views needs two views of each scene side by side: pass "
+            "data.views.TwoViews(scenes) (layer_sweep wraps the scenes itself)"
+        )
+    return (size, views * size) if isinstance(size, int) else size
 
 
 @dataclass(frozen=True)
@@ -702,6 +720,8 @@ def _relation(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> PairR
         return PairRelation(name, occlusion_table(dataset, stored.image_index.cpu().tolist()))
     if name == "part_of":
         return PairRelation(name, parts=_read_slots(slot_parts, dataset, plan, stored))
+    if name == "same_object_across_views":
+        return PairRelation(name, views=_read_slots(slot_views, dataset, plan, stored))
     return PairRelation(name)
 
 

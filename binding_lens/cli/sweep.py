@@ -36,6 +36,7 @@ RELATION_NAMES = (  # probes.relations.RELATIONS (a test checks), so --help impo
     "same_object_within_class",
     "occludes",
     "part_of",
+    "same_object_across_views",
 )
 DIRECTED_RELATIONS = ("occludes",)  # probes.relations.DIRECTED
 DIRECTED_PROBE_NAMES = ("linear_difference", "bilinear")  # probes.registry.DIRECTED_PROBES (a test checks)
@@ -193,7 +194,8 @@ def _add_probe_arguments(command: argparse.ArgumentParser) -> None:
         "(pairs of one class; positive: one instance), occludes (directed: pairs of two overlapping objects; "
         "positive: the first patch's object in front; its probes: linear_difference, bilinear) or part_of "
         "(pairs on two different parts; positive: parts of one object; needs scenes with parts, e.g. "
-        "--data parts)",
+        "--data parts) or same_object_across_views (two crops of each scene, the model run on each alone; pairs "
+        "across them; positive: one instance; --size is each view's)",
     )
     command.add_argument(
         "--peak-by",
@@ -240,6 +242,8 @@ def flag_differences(stored: dict[str, Any], requested: dict[str, Any]) -> str:
 def request_flags(request: dict[str, Any]) -> dict[str, str | None]:
     """The flags of `extract` / `sweep` that give an extraction `request` (as its manifest records it)."""
     dataset = request.get("dataset") or {}
+    views = dataset.get("views")  # two views of each scene (--relation same_object_across_views)
+    dataset = dataset.get("scenes") or {} if views else dataset
     first = dataset.get("first") if "subset_of" in dataset else None
     dataset = dataset.get("subset_of", dataset)
     kind = dataset.get("dataset")
@@ -255,6 +259,8 @@ def request_flags(request: dict[str, Any]) -> dict[str, str | None]:
             root = {"ade20k": "ade20k:", "image_folder": "folder:"}.get(kind, f"{kind}:") + str(dataset.get("root"))
         data, n_images = (root, first) if first is not None else (f"{root} ({dataset.get('n')} images)", None)
     size = (request.get("preprocessing") or {}).get("size")
+    if views and isinstance(size, list):  # each view's: the --size given
+        size = size[0] if size[1] == views * size[0] else [size[0], size[1] // views]
     flags = {
         "--model": (request.get("model") or {}).get("source"),
         "--data": data,
@@ -265,6 +271,7 @@ def request_flags(request: dict[str, Any]) -> dict[str, str | None]:
         "--patches-per-image": request.get("patches_per_image"),
         "--seed": request.get("seed"),
         "--shard-size": request.get("shard_size"),
+        "--relation": "same_object_across_views" if views else None,
     }
     return {flag: None if value is None else str(value) for flag, value in flags.items()}
 

@@ -23,6 +23,7 @@ from .hf import HFInstances
 from .knobs import PRESETS
 from .scene import Scene, Scenes
 from .synthetic import SyntheticScenes
+from .views import TwoViews
 
 
 class Subset(Sequence):
@@ -83,6 +84,8 @@ def dataset_from_identity(identity: dict[str, Any]) -> Scenes:
     kind = identity.get("dataset")
     if "subset_of" in identity:
         return dataset_from_identity(identity["subset_of"])
+    if "views" in identity:
+        return TwoViews(dataset_from_identity(identity["scenes"]), identity["seed"], tuple(identity["crop_scale"]))
     if kind == "synthetic":
         return SyntheticScenes(
             identity["preset"],

@@ -17,10 +17,13 @@ downstream changes:
 - `part_of`: pairs of patches on two different parts; positive when the two parts belong to one object
   (`data.parts`). What holds an object's parts together when they differ in look: binding of parts into
   wholes. Patches on no part (or on a part of an object other than their own) take no pairs.
+- `same_object_across_views`: pairs of patches in two views of one scene (`data.views.TwoViews`: two crops,
+  the model run on each alone); positive when they show one instance. A model can answer it only with what
+  its tokens carry of the object itself: no attention joins the two views.
 
 The class relations need class ids beside the instance ids (every synthetic preset, ADE20K and COCO have
 them); `occludes` needs the scenes' depth order (synthetic scenes record it); `part_of` their part masks
-(`parts` scenes, ADE20K).
+(`parts` scenes, ADE20K); `same_object_across_views` scenes with two views side by side (the sweep makes them).
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ RELATIONS = {
         "pairs on two different parts; positive: parts of one object",
         "P(this patch's part and the part of {patch} make up one object)",
     ),
+    "same_object_across_views": RelationSpec(
+        "pairs across two views of one scene; positive: one instance", "P(same object as {patch}, in the other view)"
+    ),
 }
 """The pair relations a probe, a baseline and a sweep can be asked about (`relate`), by name."""
 
@@ -78,7 +84,7 @@ def check_relation(relation: str) -> str:
     return relation
 
 
-TABLES = {"occludes": "occludes", "part_of": "parts"}
+TABLES = {"occludes": "occludes", "part_of": "parts", "same_object_across_views": "views"}
 """The relations that need a table read from the scenes beside the per-patch ids, and the `PairRelation` field
 that holds it."""
 
@@ -88,11 +94,13 @@ class PairRelation:
     """A relation by name, with what it needs beyond the per-patch ids (`TABLES`), one row per image of the
     data it labels: for `occludes`, each image's table of which object covers which
     (`data.depth.occlusion_table`); for `part_of`, each patch slot's part id (-1: none;
-    `activations.context.slot_parts`)."""
+    `activations.context.slot_parts`); for `same_object_across_views`, each slot's view
+    (`activations.context.slot_views`)."""
 
     name: str = "same_object"
     occludes: Bool[Tensor, "image id id"] | None = None
     parts: Int[Tensor, "image patch"] | None = None
+    views: Int[Tensor, "image patch"] | None = None
 
     def __post_init__(self) -> None:
         check_relation(self.name)
@@ -101,6 +109,7 @@ class PairRelation:
             what, maker = {
                 "occludes": ("each image's occlusion table", "data.depth.occlusion_table(scenes, indices)"),
                 "parts": ("each patch's part id", "activations.context.slot_parts(...)"),
+                "views": ("each patch's view", "activations.context.slot_views(...)"),
             }[needed]
             raise InputError(f"the relation {self.name} needs {what}: PairRelation({self.name!r}, {needed}={maker})")
         for field in TABLES.values():
@@ -112,14 +121,14 @@ class PairRelation:
         return RELATIONS[self.name].directed
 
     @property
-    def tables(self) -> tuple[Tensor | None, Tensor | None]:
+    def tables(self) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         """The tables it holds (None where it has none): what a cache of fits on it must key on."""
-        return self.occludes, self.parts
+        return self.occludes, self.parts, self.views
 
     def select(self, images: Int[Tensor, " n"]) -> "PairRelation":
         """The relation for the rows `images` of the data it labels."""
-        occludes, parts = (None if table is None else table[images] for table in self.tables)
-        return PairRelation(self.name, occludes, parts)
+        occludes, parts, views = (None if table is None else table[images] for table in self.tables)
+        return PairRelation(self.name, occludes, parts, views)
 
 
 def _needing(field: str) -> str:
@@ -136,8 +145,13 @@ def relation_labels(
 ) -> tuple[Int[Tensor, "image patch"], PairKeys | None]:
     """(target ids, pair keys) of `relation` for these per-patch instance and class ids (< 0: excluded): the
     pairs the keys allow are positive where their target ids are equal (for `occludes`, where the first
-    patch's object covers the second's; for `part_of`, the ids of patches on a part, pairs on two parts)."""
+    patch's object covers the second's; for `part_of`, the ids of patches on a part, pairs on two parts; for
+    `same_object_across_views`, pairs in two views)."""
     relation = relation if isinstance(relation, PairRelation) else PairRelation(check_relation(relation))
+    if relation.views is not None:
+        if relation.views.shape != instance.shape:
+            raise InputError(f"the view table is {tuple(relation.views.shape)}, the labels {tuple(instance.shape)}")
+        return instance, PairKeys(apart=relation.views.to(instance.device))
     if relation.parts is not None:
         if relation.parts.shape != instance.shape:
             raise InputError(f"the part table is {tuple(relation.parts.shape)}, the labels {tuple(instance.shape)}")

@@ -54,6 +54,11 @@ def viewer_from_run(
     entries = []
     for run in runs:
         directory = RunDirectory(run)
+        if directory.relation() == "same_object_across_views":
+            raise InputError(
+                f"{run} probes pairs across two views the model read apart; the viewer runs it on one image at "
+                "once: view a sweep of another relation"
+            )
         model = directory.model(device=device)
         name = model.cfg.source if len(runs) == 1 else f"{model.cfg.source} ({Path(run).name})"
         probe_set = directory.load_probes(probes, layers)

@@ -333,6 +333,40 @@ def test_a_sweep_of_part_of_scores_pairs_across_two_parts_and_refuses_scenes_wit
     assert not (tmp_path / "plain").exists()
 
 
+def test_a_sweep_across_two_views_runs_the_model_on_each_view_and_scores_pairs_across_them(tmp_path, capsys):
+    """`--relation same_object_across_views`: each scene as two crops, each fed at --size alone (the store's
+    grid is two views wide), only pairs across the views scored (baselines on the same pairs); a plan on scenes
+    of one view is refused in one line."""
+    common = ["sweep", "--model", "tiny:vit", "--n-images", "30", "--size", "32", "--layers", "1"]
+    common += ["--probes", "linear", "--epochs", "1", "--data", "matched_small"]
+    out = tmp_path / "views"
+    assert main([*common, "--relation", "same_object_across_views", "--out", str(out)]) == 0
+    assert "relation same_object_across_views: pairs across two views of one scene" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dataset"]["views"] == 2 and summary["baselines"]["pairing"] == "all"
+    row = json.loads((out / "sweep.json").read_text())[0]
+    assert 0 < row["n_pairs"] == json.loads((out / "baselines.json").read_text())[0]["n_pairs"]
+    from binding_lens import HookedViT
+    from binding_lens.analyses import SweepConfig
+    from binding_lens.analyses.layer_sweep import plan_sweep
+    from binding_lens.data import SyntheticScenes
+    from binding_lens.data.views import TwoViews
+
+    model, scenes = HookedViT.from_pretrained("tiny:vit"), SyntheticScenes("default", n=12, size=64, seed=0)
+    config = SweepConfig(relation="same_object_across_views", extract_kwargs={"size": 32})
+    plan = plan_sweep(model, TwoViews(scenes), tmp_path / "plan", config)
+    assert plan.extraction.preparation.size == (32, 64) and plan.extraction.views == 2
+    with pytest.raises(InputError, match="needs two views of each scene side by side: pass data.views.TwoViews"):
+        plan_sweep(model, scenes, tmp_path / "one", config)
+    from binding_lens.analyses.run import RunDirectory
+    from binding_lens.vis import viewer_from_run
+
+    rebuilt = RunDirectory(out).dataset()  # the run's two views, as it read them
+    assert isinstance(rebuilt, TwoViews) and rebuilt.identity == summary["dataset"]
+    with pytest.raises(InputError, match="probes pairs across two views the model read apart"):
+        viewer_from_run(out)
+
+
 def test_a_sweep_of_a_directed_relation_fits_directed_probes_beside_directed_baselines(tmp_path, capsys):
     """`--relation occludes`: the directed probes in place of the default ones, the directed baselines on the
     same pairs (pairs of overlapping objects only), and a symmetric probe refused in one line before any image

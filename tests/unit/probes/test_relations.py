@@ -18,7 +18,7 @@ from binding_lens.probes.synthetic import planted_binding
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def slow_pairs(relation: str, instance, klass, occludes, parts) -> list[tuple[int, int, int, bool]]:
+def slow_pairs(relation: str, instance, klass, occludes, parts, views) -> list[tuple[int, int, int, bool]]:
     """(image, i, j, positive) of every pair the relation takes, i < j, written out pair by pair."""
     out = []
     for b in range(instance.shape[0]):
@@ -38,6 +38,8 @@ def slow_pairs(relation: str, instance, klass, occludes, parts) -> list[tuple[in
                     out.append((b, i, j, bool(occludes[b, oi, oj])))
                 elif relation == "part_of" and pi >= 0 and pj >= 0 and pi != pj:
                     out.append((b, i, j, oi == oj))
+                elif relation == "same_object_across_views" and views[b, i] != views[b, j]:
+                    out.append((b, i, j, oi == oj))
     return out
 
 
@@ -51,13 +53,18 @@ def test_each_relation_takes_and_labels_the_pairs_a_loop_does(relation):
     occludes = torch.rand(6, 5, 5, generator=g) < 0.3
     occludes &= ~occludes.transpose(1, 2)  # one of two overlapping objects is in front
     parts = torch.where(torch.rand(6, 10, generator=g) < 0.2, -1, 2 * instance.clamp_min(0) + (torch.arange(10) % 2))
-    tables = {"occludes": {"occludes": occludes}, "part_of": {"parts": parts}}
+    views = (torch.arange(10) // 5).expand(6, 10)
+    tables = {
+        "occludes": {"occludes": occludes},
+        "part_of": {"parts": parts},
+        "same_object_across_views": {"views": views},
+    }
     asked = PairRelation(relation, **tables[relation]) if relation in tables else relation
     target, keys = relation_labels(asked, instance, klass)
     every = torch.arange(10).expand(6, 10)
     batch = PairSet(every, target >= 0).batch(target, torch.arange(6), keys=keys)
     got = [(b, i, j, bool(batch.same[b, i, j])) for b, i, j in batch.pair_mask.nonzero().tolist()]
-    expected = slow_pairs(relation, instance, klass, occludes, parts)
+    expected = slow_pairs(relation, instance, klass, occludes, parts, views)
     assert got == expected
     assert any(positive for *_, positive in expected) and not all(positive for *_, positive in expected)
 
@@ -107,6 +114,36 @@ def test_a_planted_whole_is_found_across_its_parts_and_parts_alone_stay_at_chanc
     assert _quadratic_auroc(whole, PairRelation("part_of", parts=parts)) > 0.9
     assert abs(_quadratic_auroc(alone, PairRelation("part_of", parts=parts)) - 0.5) < 0.06
     assert _quadratic_auroc(alone, "same_object") > 0.7  # the pairs within one part carry same_object there
+
+
+def planted_views(shared: bool, n_images: int = 600, n_patches: int = 16, d_model: int = 24, seed: int = 0):
+    """Tokens of 4 objects in two views of 8 patches each: each patch carries its view's look (strong) and its
+    object's identity (a random vector of its image in a rank-12 subspace), `shared` by the two views or drawn
+    anew in each; with each patch's view."""
+    g = torch.Generator().manual_seed(seed)
+    obj = torch.randint(0, 4, (n_images, n_patches), generator=g)
+    view = (torch.arange(n_patches) // (n_patches // 2)).expand(n_images, -1)
+    basis = torch.linalg.qr(torch.randn(d_model, d_model, generator=g)).Q
+    identity = torch.randn(n_images, 2, 4, 12, generator=g) @ basis[:12]  # per image, view and object
+    if shared:
+        identity = identity[:, :1].expand(-1, 2, -1, -1)
+    look = torch.randn(n_images, 2, d_model - 12, generator=g) @ basis[12:]  # per image and view
+    x = identity.flatten(1, 2).gather(1, (4 * view + obj)[..., None].expand(-1, -1, d_model))
+    x = x + 1.5 * look.gather(1, view[..., None].expand(-1, -1, d_model))
+    x = x + 0.3 * torch.randn(n_images, n_patches, d_model, generator=g)
+    from binding_lens.probes import ProbeData
+
+    return ProbeData(x, obj + 1, torch.zeros_like(obj)), view
+
+
+def test_an_identity_shared_by_two_views_is_found_across_them_and_one_per_view_is_not():
+    """Where both views carry one identity per object, pairs across them find it; where each view draws its
+    own (identity within a view only), they sit at chance, though same_object within each view still holds."""
+    shared, views = planted_views(shared=True)
+    apart, _ = planted_views(shared=False)
+    assert _quadratic_auroc(shared, PairRelation("same_object_across_views", views=views)) > 0.9
+    assert abs(_quadratic_auroc(apart, PairRelation("same_object_across_views", views=views)) - 0.5) < 0.06
+    assert _quadratic_auroc(apart, "same_object") > 0.7
 
 
 def planted_depth(n_images: int = 600, n_patches: int = 16, d_model: int = 24, seed: int = 0):
