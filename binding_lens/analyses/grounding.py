@@ -90,6 +90,8 @@ class GroundedUnit:
     versus_random: Interval | None = None
     holm_p: tuple[float, float] = (math.nan, math.nan)
     """Holm-adjusted p-values of (unit - relabeled, unit - random unit) over every reported unit's tests."""
+    p: tuple[float, float] = (math.nan, math.nan)
+    """Their raw p-values (paired bootstrap), for a caller that adjusts within a family of its own."""
 
     @property
     def follows_instances(self) -> bool:
@@ -376,8 +378,8 @@ def score_units(data: GroundingData, units: Sequence[UnitValues], config: Ground
     tested = [i for i, p in enumerate(p_values) if not math.isnan(p)]
     adjusted = dict(zip(tested, holm([p_values[i] for i in tested])))
     return [
-        replace(record, holm_p=(adjusted.get(2 * i, math.nan), adjusted.get(2 * i + 1, math.nan)))
-        for i, (record, _) in enumerate(graded)
+        replace(record, holm_p=(adjusted.get(2 * i, math.nan), adjusted.get(2 * i + 1, math.nan)), p=(raw[0], raw[1]))
+        for i, (record, raw) in enumerate(graded)
     ]
 
 

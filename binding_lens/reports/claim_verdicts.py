@@ -58,12 +58,23 @@ FLOORS: dict[str, str] = {
     "quadratic_beats_linear": "a floor, not a claim: quadratic minus linear AUROC (a linear probe cannot express "
     "sameness, so this says only that the quadratic probe is above chance)",
 }
+BEYOND: dict[str, str] = {
+    "identity_within_class": "patches of one class are told apart by instance beyond position and pixels: the "
+    "quadratic probe of same_object_within_class pairs at the middle layer minus the strongest network-free "
+    "baseline on the same pairs (paired over test images; needs scenes whose classes hold several instances)",
+    "heads_follow_instances": "an attention head of the middle layer follows object instances: the head ranked "
+    "first on held-out images (`ground`), on other images, beats both its relabeled-instance control and a "
+    "random read of matched energy (the weaker of the two paired differences, with its p-value: an "
+    "intersection-union test)",
+}
+"""The measures beyond the paper's claims (`claim_beyond`), by name: a family of their own."""
 FAMILIES: dict[str, str] = {
     "models": "every primary claim on every model",
     "objectives": "every primary claim on every trained objective with two or more training seeds (the "
     "untrained control's own rows are reported raw, outside every family: no question of the report is about them)",
     "against the control": "every primary claim's objective value minus the untrained control's (paired over "
     "the training seeds both share, Welch otherwise)",
+    "beyond same-object": "every measure beyond the paper's claims (a relation, grounding) on every model",
 }
 """The families whose family-wise error Holm's adjustment controls (the ordering is an intersection-union
 test of its three steps, each at 5 %: it needs no adjustment)."""
@@ -74,7 +85,7 @@ PAPER_ORDERS = (("dinov2", "supervised", "mae"), ("dino", "supervised", "mae"))
 world the report's models were trained in (`dinov2-bw > supervised-bw > mae-bw` for the `binding` world)."""
 CONTROL = "random"
 """The untrained objective: each other objective's claim values are compared with its."""
-MEASURED = [claim for claim in (*CLAIMS, *FLOORS) if claim != "ordering"]
+MEASURED = [claim for claim in (*CLAIMS, *FLOORS, *BEYOND) if claim != "ordering"]
 
 
 def verdict(low: float | None, high: float | None, threshold: float = 0.0) -> str:
@@ -124,12 +135,16 @@ def _row(claim: str, on: str, level: str, measure: Row, family: str | None) -> R
 def model_rows(models: Sequence[Row]) -> list[Row]:
     """One row per (claim, model) for every measured claim and floor."""
     return [
-        _row(claim, f"`{m['model']}`", "model", m["measures"][claim], "models" if claim in CLAIMS else None)
+        _row(claim, f"`{m['model']}`", "model", m["measures"][claim], _model_family(claim))
         | {"objective": m["objective"]}
         for claim in MEASURED
         for m in models
         if claim in m["measures"]
     ]
+
+
+def _model_family(claim: str) -> str | None:
+    return "models" if claim in CLAIMS else "beyond same-object" if claim in BEYOND else None
 
 
 def _groups(models: Sequence[Row]) -> dict[str, list[Row]]:

@@ -53,8 +53,10 @@ from ..stats import bootstrap_counts
 from ..zoo.loader import own_grouping_head
 from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_family
 from . import claim_measures as measures_of
+from .claim_beyond import beyond_measures
 from .claim_verdicts import (
     ADJUSTMENT,
+    BEYOND,
     CLAIMS,
     CONTROL,
     FAMILIES,
@@ -129,7 +131,7 @@ class ClaimsReport:
             "| claim | " + " | ".join(f"{o} ({seeds[o]} seeds)" for o in objectives) + " |",
             "|---|" + "---|" * len(objectives),
         ]
-        for claim in [c for c in (*CLAIMS, *FLOORS) if c != "ordering"]:
+        for claim in [c for c in (*CLAIMS, *FLOORS, *BEYOND) if c != "ordering"]:
             cells = [_cell(by.get((claim, o))) for o in objectives]
             lines.append(f"| `{claim}` | " + " | ".join(cells) + " |")
         for ordering in (r for r in self.verdicts if r["claim"] == "ordering"):
@@ -139,6 +141,7 @@ class ClaimsReport:
     def markdown(self) -> str:
         claims = "\n".join(f"- `{name}`: {text}" for name, text in CLAIMS.items())
         floors = "\n".join(f"- `{name}` ({text})" for name, text in FLOORS.items())
+        beyond = "\n".join(f"- `{name}`: {text}" for name, text in BEYOND.items())
         sizes = family_sizes(self.verdicts)
         families = "\n".join(f"- {name} ({sizes[name]} tests): {text}" for name, text in FAMILIES.items())
         lines = [
@@ -152,7 +155,8 @@ class ClaimsReport:
                 f"{_p(row.get('p_adjusted'))} | **{row['verdict_adjusted']}**{_limit(row)} | {_control_text(row)} |"
             )
         return (
-            f"{claims}\n\nFloor rows (in no family):\n{floors}\n\nFamilies ({ADJUSTMENT.title()}-adjusted within "
+            f"{claims}\n\nFloor rows (in no family):\n{floors}\n\nBeyond the paper's claims (at the middle layer; "
+            f"at the objective level, raw):\n{beyond}\n\nFamilies ({ADJUSTMENT.title()}-adjusted within "
             f"each, at 5 %):\n{families}\n\n{FIT_MARK}: fed by a probe fit that did not converge (it stopped on its "
             "step limit or its learning-rate floor) or is no better than the strongest network-free baseline on "
             "validation; each row's text and claims.json's `fit_problems` name the fits.\n\nBeside each \"cannot "
@@ -283,6 +287,9 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         training=replace(training, seed=toy_seed),
     )
     found |= measures_of.toy_measures(toy, n_layers, found["middle_signal"])
+    found |= beyond_measures(
+        model, scenes(seed), out / "relations" / name, middle, training, config.n_boot, config.progress
+    )
     card = _card(spec)
     return {
         "model": spec,
@@ -458,7 +465,7 @@ def claims_report(
         for spec in models
     ]
     verdicts = adjust(model_rows(measured) + objective_rows(measured) + ordering_rows(measured))
-    order = [*CLAIMS, *FLOORS]
+    order = [*CLAIMS, *FLOORS, *BEYOND]
     verdicts.sort(key=lambda row: (order.index(row["claim"]), row["level"] == "model"))
     report = ClaimsReport(measured, verdicts, out)
     _write(report, config, started_in, time.perf_counter() - started)
@@ -486,6 +493,7 @@ def _write(report: ClaimsReport, config: ClaimsConfig, provenance: Row, seconds:
         {
             "claims": CLAIMS,
             "floors": FLOORS,
+            "beyond": BEYOND,
             "families": FAMILIES,
             "adjustment": ADJUSTMENT,
             "verdicts": report.verdicts,

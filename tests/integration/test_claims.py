@@ -14,7 +14,7 @@ import pytest
 from binding_lens.analyses.run import RunDirectory
 from binding_lens.cli import main
 from binding_lens.reports import claims
-from binding_lens.reports.claim_verdicts import CLAIMS, FAMILIES, FLOORS
+from binding_lens.reports.claim_verdicts import BEYOND, CLAIMS, FAMILIES, FLOORS
 from binding_lens.zoo import RECIPES, registry, train_zoo_model
 
 from helpers.zoo import TINY_64
@@ -81,8 +81,17 @@ def test_claims_command_records_traces_and_resumes(tmp_path, monkeypatch, capsys
         assert energy["draws"] == 3 and energy["head_draws"] == 2 and energy["matched"]
         low, high = energy["random_range"]
         assert abs(low - energy["binding"]) <= 0.01 * energy["binding"] >= abs(high - energy["binding"])
+        # beyond the paper: identity within a class from the relation's own sweep at the middle layer, and the
+        # middle layer's top head against its two controls
+        within = m["measures"]["identity_within_class"]
+        peaks = json.loads((out / "relations" / m["model"].removeprefix("zoo:") / "peaks.json").read_text())
+        assert within["value"] == pytest.approx(peaks[0]["vs_baseline"]) and 0 <= within["p_value"] <= 1
+        heads = m["measures"]["heads_follow_instances"]
+        assert heads["unit"].startswith("L") and heads["weaker_control"] in ("relabeled", "random unit")
     verdicts = record["verdicts"]
-    assert {row["claim"] for row in verdicts} == set(CLAIMS) | set(FLOORS)
+    assert {row["claim"] for row in verdicts} == set(CLAIMS) | set(FLOORS) | set(BEYOND)
+    beyond = [row for row in verdicts if row["family"] == "beyond same-object"]
+    assert len(beyond) == 4 and all(row["level"] == "model" and row["p_adjusted"] is not None for row in beyond)
     assert all(row["verdict_adjusted"] in ("holds", "fails", "cannot tell", "not applicable") for row in verdicts)
     assert all(row["p_adjusted"] is not None for row in verdicts if row["family"])
     assert (out / "objective_table.md").read_text().startswith("| model | objective |")
@@ -114,7 +123,7 @@ def test_no_claim_holds_on_random_init_networks_with_shuffled_labels(tmp_path, m
     null = [*SMALL, "--n-scenes", "80", "--max-steps", "30", "--shuffled-labels"]  # 12 test images a model
     assert main(["claims", *null, "--out", str(out)]) == 0
     verdicts = json.loads((out / "claims.json").read_text())["verdicts"]
-    primary = [row for row in verdicts if row["claim"] in CLAIMS and row["claim"] != "ordering"]
+    primary = [row for row in verdicts if row["claim"] in (*CLAIMS, *BEYOND) and row["claim"] != "ordering"]
     tested = [row for row in primary if row["family"]]  # the control's own objective rows are reported raw
     assert tested and not [row["claim"] for row in tested if row["verdict_adjusted"] == "holds"]
     raw_holds = [row for row in primary if row["verdict"] == "holds"]
