@@ -1,7 +1,8 @@
 """What the baselines see of each stored patch: its place on the grid, its pixels and surroundings, its look group.
 
 A store (or `extract_to_memory`) keeps, per image, the flat grid index of every slot (`Shard.patch_index`);
-`slot_context` reads the same scenes again and gives each slot its (row, col) on the model's patch grid,
+`slot_context` reads the same scenes again and gives each slot its (row, col) on the model's patch grid (on
+views side by side, `data.views`, in its own view: where the model, run on that view alone, sees it),
 the pixel statistics of its patch (`data.appearance`), the dark structure and edges of it and of the patches
 around it and the scene's own counts (`data.neighborhood`), and the look group of its instance. None of it
 passes through a network: it is what position, appearance and local pixel context alone know
@@ -82,6 +83,7 @@ def _image_context(
     surroundings, scene_stats = neighborhood_features(scene.image, grid)
     used = np.clip(slots, 0, None)
     rows, cols = np.divmod(used, grid[1])
+    cols = cols % (grid[1] // int(scene.metadata.get("views", 1)))  # views side by side: its place in its own view
     position = np.stack([rows, cols], 1).astype(np.float32)
     stats = np.broadcast_to(scene_stats, (slots.size, scene_stats.size))
     features = np.concatenate([position, appearance[used], surroundings[used], stats], axis=1)

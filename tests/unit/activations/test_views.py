@@ -9,6 +9,7 @@ import torch
 
 from binding_lens import HookedViT
 from binding_lens.activations import extract_to_memory
+from binding_lens.activations.context import slot_context, slot_views
 from binding_lens.activations.extract import join_views, split_views
 from binding_lens.data import SyntheticScenes
 from binding_lens.data.resize import resize_image, resize_mask
@@ -84,3 +85,17 @@ def _resized(image, view, size, patch, model):
     return normalize(
         pixel_batch([wide[:, view * size : (view + 1) * size]], patch), model.cfg.image_mean, model.cfg.image_std
     )
+
+
+def test_the_baselines_see_each_patch_at_its_place_in_its_own_view():
+    """A patch's position, as the baselines and the distance strata read it, is where the model saw it: in its
+    own view (the same place in both views is distance 0), not on the joined grid."""
+    views = TwoViews(SyntheticScenes("default", n=3, size=64, seed=0), seed=0)
+    every = torch.arange(8 * 16).expand(3, -1)
+    context = slot_context(views, torch.arange(3), every, torch.zeros(3, 8 * 16).long(), patch_size=8, size=None)
+    rows, cols = context.features[0, :, 0], context.features[0, :, 1]
+    assert torch.equal(cols, (torch.arange(8 * 16) % 16 % 8).float()) and torch.equal(
+        rows, (torch.arange(128) // 16).float()
+    )
+    views_of = slot_views(views, torch.arange(3), every, torch.zeros(3, 128).long(), patch_size=8, size=None)
+    assert torch.equal(views_of[1], (torch.arange(128) % 16 // 8))
