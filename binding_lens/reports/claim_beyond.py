@@ -64,7 +64,8 @@ def identity_within_class(
     n_images = len(sweep.summary["images"]["split_indices"]["test"])
     difference = Interval(peak["vs_baseline"], low, high, method="paired bootstrap over test images", n=n_images)
     p_value = float(2 * scipy_stats.norm.sf(abs(difference.estimate) / se_of_interval(low, high)))
-    return measure_of(difference, p_value, baseline=peak["baseline"], auroc=peak["auroc"], n_pairs=peak["n_pairs"])
+    context = {key: peak[key] for key in ("baseline", "baseline_auroc", "auroc", "n_pairs")}
+    return measure_of(difference, p_value, layer=layer, **context)
 
 
 def heads_follow_instances(model: HookedViT, scenes: Scenes, layer: int, n_boot: int, seed: int) -> Measure:
@@ -78,4 +79,4 @@ def heads_follow_instances(model: HookedViT, scenes: Scenes, layer: int, n_boot:
     assert head.versus_random is not None  # a head reads the stream: it has its random control
     tests = [(head.versus_relabeled, head.p[0], "relabeled"), (head.versus_random, head.p[1], "random unit")]
     weaker, p_value, against = max(tests, key=lambda test: test[1])
-    return measure_of(weaker, p_value, unit=head.name, auroc=head.auroc.estimate, weaker_control=against)
+    return measure_of(weaker, p_value, layer=layer, unit=head.name, auroc=head.auroc.estimate, weaker_control=against)

@@ -371,6 +371,10 @@ def _context(m: Row) -> str:
             f"token variance share: binding {energy['binding']:.3f}, random {energy['random_mean']:.3f} "
             f"({energy['draws']} draws, {energy['head_draws']} with heads)"
         )
+    if "baseline" in m and "auroc" in m:
+        parts.append(f"layer {m['layer']}: the probe {m['auroc']:.3f}, {m['baseline']} {m['baseline_auroc']:.3f}")
+    if "weaker_control" in m:
+        parts.append(f"{m['unit']}: AUROC {m['auroc']:.3f}; the weaker test: against the {m['weaker_control']}")
     if "layers" in m and "rise" not in m:
         parts.append(f"layer {m['layers'][0]} vs {m['layers'][1]}")
     if "seeds" in m:
