@@ -220,6 +220,18 @@ class ExtractConfig:
 EXTRACT_OPTIONS = frozenset(f.name for f in fields(ExtractConfig))
 
 
+def _at_size(size: int | tuple[int, int], views: int, patch_size: int, patches_per_image: int | None) -> int | None:
+    """`patches_per_image` at a fixed `size` (at most the grid's patches: more slots would only be padding),
+    once the size is checked: whole patches in each of its `views` side by side."""
+    height, width = target_size(None, size)
+    if width % views:
+        raise InputError(f"size {height}x{width} cannot hold {views} views of one width side by side")
+    check_image_size(height, width // views, patch_size)
+    if patches_per_image is None:
+        return None
+    return max(2, min(patches_per_image, (height // patch_size) * (width // patch_size)))
+
+
 def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: ExtractConfig) -> ExtractionPlan:
     """Check the settings (before any image is read beyond the first) and describe the extraction. At a
     fixed `size`, at most the grid's patches are stored per image (and recorded so), whatever
@@ -238,13 +250,7 @@ def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: Ex
         )
     views = int(getattr(dataset, "views", 1))
     if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
-        height, width = target_size(None, size)
-        if width % views:
-            raise InputError(f"size {height}x{width} cannot hold {views} views of one width side by side")
-        check_image_size(height, width // views, model.cfg.patch_size)
-        if patches_per_image is not None:  # every image has this grid: more slots would only be padding
-            grid = (height // model.cfg.patch_size) * (width // model.cfg.patch_size)
-            patches_per_image = max(2, min(patches_per_image, grid))
+        patches_per_image = _at_size(size, views, model.cfg.patch_size, patches_per_image)
     if len(dataset) == 0:
         raise InputError("the dataset has no images to extract")
     request = _as_json(
