@@ -13,7 +13,7 @@ with no model and no store.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +28,7 @@ from ..data.parts import patch_parts
 from ..data.scene import twin_groups
 from ..data.skips import unusable_reason
 from ..data.tiling import patch_units
-from ..data.views import view_of_columns
+from ..data.views import view_of_columns, views_in
 from ..errors import InputError
 from .prepare import target_size
 
@@ -83,7 +83,7 @@ def _image_context(
     surroundings, scene_stats = neighborhood_features(scene.image, grid)
     used = np.clip(slots, 0, None)
     rows, cols = np.divmod(used, grid[1])
-    cols = cols % (grid[1] // int(scene.metadata.get("views", 1)))  # views side by side: its place in its own view
+    cols = cols % (grid[1] // views_in(scene))  # views side by side: its place in its own view
     position = np.stack([rows, cols], 1).astype(np.float32)
     stats = np.broadcast_to(scene_stats, (slots.size, scene_stats.size))
     features = np.concatenate([position, appearance[used], surroundings[used], stats], axis=1)
@@ -146,14 +146,15 @@ def slot_parts(
     """The part id of each stored slot (as `slot_context` addresses them): the part that wins the slot's patch
     where it belongs to the slot's own object (`data.parts.patch_parts`), else -1 (no part, an empty slot, or a
     border patch whose pixels mostly lie on another object's part)."""
-    slots, labels = patch_index.cpu().numpy(), instance.cpu().numpy()
-    rows = []
-    for row, index, scene, grid in _stored_scenes(dataset, image_index, patch_size, size):
+    labels = instance.cpu().numpy()
+
+    def part_of(row: int, index: int, scene: Scene, grid: tuple[int, int], slots: np.ndarray) -> np.ndarray:
         part, owner = patch_parts(scene, grid, f"scene {index}")
-        used = np.clip(slots[row], 0, None)
-        own = (slots[row] >= 0) & (part[used] > 0) & (owner[used] == labels[row])
-        rows.append(np.where(own, part[used], -1))
-    return _stacked_rows(rows, slots.shape[1])
+        used = np.clip(slots, 0, None)
+        own = (slots >= 0) & (part[used] > 0) & (owner[used] == labels[row])
+        return np.where(own, part[used], -1)
+
+    return _per_slot(part_of, dataset, image_index, patch_index, patch_size, size)
 
 
 def slot_views(
@@ -167,17 +168,29 @@ def slot_views(
 ) -> Int[Tensor, "image slot"]:
     """The view of each stored slot (as `slot_context` addresses them) of scenes that hold views side by side
     (`data.views`): 0 for the left one, 1 for the next, ...; -1 for an empty slot."""
+
+    def view_of(_row: int, _index: int, scene: Scene, grid: tuple[int, int], slots: np.ndarray) -> np.ndarray:
+        return np.where(slots >= 0, view_of_columns(grid[1], views_in(scene))[np.clip(slots, 0, None) % grid[1]], -1)
+
+    return _per_slot(view_of, dataset, image_index, patch_index, patch_size, size)
+
+
+def _per_slot(
+    read: Callable[[int, int, Scene, tuple[int, int], np.ndarray], np.ndarray],
+    dataset: Sequence[Scene],
+    image_index: Int[Tensor, " image"],
+    patch_index: Int[Tensor, "image slot"],
+    patch_size: int,
+    size: int | tuple[int, int] | None,
+) -> Int[Tensor, "image slot"]:
+    """`read(row, scene index, scene, grid, the row's slots)` of every stored image, one id per slot, as one
+    tensor (an empty one as wide as the slots when no image is stored)."""
     slots = patch_index.cpu().numpy()
-    rows = []
-    for row, _, scene, grid in _stored_scenes(dataset, image_index, patch_size, size):
-        view = view_of_columns(grid[1], int(scene.metadata.get("views", 1)))[np.clip(slots[row], 0, None) % grid[1]]
-        rows.append(np.where(slots[row] >= 0, view, -1))
-    return _stacked_rows(rows, slots.shape[1])
-
-
-def _stacked_rows(rows: list[np.ndarray], width: int) -> Int[Tensor, "image slot"]:
-    """Per-image rows of slot ids as one tensor (an empty one `width` wide when no image is stored)."""
-    return torch.as_tensor(np.stack(rows) if rows else np.zeros((0, width))).long()
+    rows = [
+        read(row, index, scene, grid, slots[row])
+        for row, index, scene, grid in _stored_scenes(dataset, image_index, patch_size, size)
+    ]
+    return torch.as_tensor(np.stack(rows) if rows else np.zeros((0, slots.shape[1]))).long()
 
 
 def scene_twins(scenes: Sequence[Scene], grid: tuple[int, int], instance: Int[Tensor, "image patch"]) -> TwinSlots:

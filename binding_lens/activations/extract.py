@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from ..data import SkipReport
 from ..data.scene import Scenes
+from ..data.views import scene_views
 from ..errors import InputError
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..hooks.images import check_image_size, normalize
@@ -248,7 +249,7 @@ def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: Ex
         raise InputError(
             "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
         )
-    views = int(getattr(dataset, "views", 1))
+    views = scene_views(dataset)
     if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
         patches_per_image = _at_size(size, views, model.cfg.patch_size, patches_per_image)
     if len(dataset) == 0:

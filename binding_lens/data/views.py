@@ -52,7 +52,7 @@ class TwoViews(Sequence):
 
     def __getitem__(self, index: int) -> Scene:  # type: ignore[override]
         scene = self.scenes[index]
-        if int(scene.metadata.get("views", 1)) != 1:
+        if views_in(scene) != 1:
             raise InputError(f"scene {index} already holds {scene.metadata['views']} views: wrap the scenes once")
         generator = np.random.default_rng([self.seed, int(index)])
         crops = [crop_box(scene.hw, generator.uniform(*self.scale), generator) for _ in range(VIEWS)]
@@ -89,6 +89,11 @@ def view_of_columns(n_columns: int, views: int) -> np.ndarray:
     return np.arange(n_columns) // (n_columns // views)
 
 
+def views_in(scene: Scene) -> int:
+    """How many views `scene` holds side by side (`TwoViews` records it; 1 for an ordinary scene)."""
+    return int(scene.metadata.get("views", 1))
+
+
 def scene_views(scenes: Sequence[Scene]) -> int:
-    """How many views the first scene holds side by side (1 for ordinary data)."""
-    return int(scenes[0].metadata.get("views", 1)) if len(scenes) else 1
+    """How many views the scenes hold side by side, read off the first (1 for ordinary data or none)."""
+    return views_in(scenes[0]) if len(scenes) else 1

@@ -13,7 +13,10 @@ middle layer fixed before looking (the claims report's family "beyond same-objec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from scipy import stats as scipy_stats
 
@@ -28,9 +31,30 @@ from ..stats.power import se_of_interval
 from .claim_measures import Measure, measure_of, not_applicable
 
 
+@dataclass(frozen=True)
+class BeyondMeasure:
+    """One measure beyond the paper's claims: its difference against its null with the p-value that agrees
+    with it, and what it compares (`context`); or, where it does not apply, `why`."""
+
+    difference: Interval | None
+    p_value: float | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+    why: str | None = None
+
+    @classmethod
+    def not_applicable(cls, why: str) -> "BeyondMeasure":
+        return cls(None, why=why)
+
+    def to_row(self) -> Measure:
+        """The claims report's measure (`claim_measures.measure_of`, or `not_applicable`)."""
+        if self.difference is None:
+            return not_applicable(self.why or "not measured")
+        return measure_of(self.difference, self.p_value, **self.context)
+
+
 def beyond_measures(
     model: HookedViT, scenes: Scenes, out: Path, layer: int, training: ProbeTrainingConfig, n_boot: int, progress: bool
-) -> dict[str, Measure]:
+) -> dict[str, BeyondMeasure]:
     """The measures of `claim_verdicts.BEYOND` on one model at `layer`, on its held-out `scenes` (the sweep's
     own draw)."""
     return {
@@ -41,11 +65,13 @@ def beyond_measures(
 
 def identity_within_class(
     model: HookedViT, scenes: Scenes, out: Path, layer: int, training: ProbeTrainingConfig, progress: bool
-) -> Measure:
+) -> BeyondMeasure:
     """`identity_within_class`: the relation's sweep at `layer` into `out`, its quadratic probe against the
     strongest baseline (the p-value from the paired bootstrap interval's normal approximation)."""
     if getattr(scenes, "pairing", "all") == "twins":
-        return not_applicable("twin mazes have no classes beside their regions: no pair of one class and two instances")
+        return BeyondMeasure.not_applicable(
+            "twin mazes have no classes beside their regions: no pair of one class and two instances"
+        )
     try:
         sweep = layer_sweep(
             model,
@@ -58,25 +84,26 @@ def identity_within_class(
             progress=progress,
         )
     except InputError as error:
-        return not_applicable(f"the relation's sweep refused these scenes: {error}")
+        return BeyondMeasure.not_applicable(f"the relation's sweep refused these scenes: {error}")
     peak = sweep.peaks["quadratic"]
     low, high = peak["vs_baseline_low"], peak["vs_baseline_high"]
     n_images = len(sweep.summary["images"]["split_indices"]["test"])
     difference = Interval(peak["vs_baseline"], low, high, method="paired bootstrap over test images", n=n_images)
     p_value = float(2 * scipy_stats.norm.sf(abs(difference.estimate) / se_of_interval(low, high)))
     context = {key: peak[key] for key in ("baseline", "baseline_auroc", "auroc", "n_pairs")}
-    return measure_of(difference, p_value, layer=layer, **context)
+    return BeyondMeasure(difference, p_value, {"layer": layer, **context})
 
 
-def heads_follow_instances(model: HookedViT, scenes: Scenes, layer: int, n_boot: int, seed: int) -> Measure:
+def heads_follow_instances(model: HookedViT, scenes: Scenes, layer: int, n_boot: int, seed: int) -> BeyondMeasure:
     """`heads_follow_instances`: `ground` over the heads of block `layer`, its top head's weaker test."""
     config = GroundingConfig(kinds=("heads",), top=1, n_boot=n_boot, seed=seed)
     try:
         grounding = ground(model, scenes, layer, config)
     except InputError as error:
-        return not_applicable(f"grounding refused these scenes: {error}")
+        return BeyondMeasure.not_applicable(f"grounding refused these scenes: {error}")
     head = next(unit for unit in grounding.units if unit.kind == "heads")
     assert head.versus_random is not None  # a head reads the stream: it has its random control
     tests = [(head.versus_relabeled, head.p[0], "relabeled"), (head.versus_random, head.p[1], "random unit")]
     weaker, p_value, against = max(tests, key=lambda test: test[1])
-    return measure_of(weaker, p_value, layer=layer, unit=head.name, auroc=head.auroc.estimate, weaker_control=against)
+    context = {"layer": layer, "unit": head.name, "auroc": head.auroc.estimate, "weaker_control": against}
+    return BeyondMeasure(weaker, p_value, context)

@@ -287,9 +287,10 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         training=replace(training, seed=toy_seed),
     )
     found |= measures_of.toy_measures(toy, n_layers, found["middle_signal"])
-    found |= beyond_measures(
+    beyond = beyond_measures(
         model, scenes(seed), out / "relations" / name, middle, training, config.n_boot, config.progress
     )
+    found |= {claim: measure.to_row() for claim, measure in beyond.items()}
     card = _card(spec)
     return {
         "model": spec,

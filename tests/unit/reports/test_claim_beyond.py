@@ -34,7 +34,7 @@ def _grounding(p_relabeled: float, p_random: float) -> Grounding:
 def test_the_head_measure_is_its_weaker_test(p_relabeled, p_random, against, value, monkeypatch):
     monkeypatch.setattr(claim_beyond, "ground", lambda *args: _grounding(p_relabeled, p_random))
     with unchecked():  # no model: `ground` is stood in for
-        measure = claim_beyond.heads_follow_instances(None, [], 1, 500, 0)
+        measure = claim_beyond.heads_follow_instances(None, [], 1, 500, 0).to_row()
     assert measure["weaker_control"] == against and measure["value"] == value
     assert measure["p_value"] == max(p_relabeled, p_random) and measure["unit"] == "L1.H0"
 
@@ -44,6 +44,6 @@ def test_identity_within_class_is_not_applicable_on_twin_mazes():
         pairing = "twins"
 
     with unchecked():  # no model: refused before one is used
-        measure = claim_beyond.identity_within_class(None, Mazes(), None, 1, None, False)
+        measure = claim_beyond.identity_within_class(None, Mazes(), None, 1, None, False).to_row()
     assert not measure["applicable"] and "twin mazes have no classes" in measure["why"]
     assert measure["value"] is None
