@@ -94,6 +94,6 @@ def views_in(scene: Scene) -> int:
     return int(scene.metadata.get("views", 1))
 
 
-def scene_views(scenes: Sequence[Scene]) -> int:
+def scene_views(scenes: Scenes) -> int:
     """How many views the scenes hold side by side, read off the first (1 for ordinary data or none)."""
     return views_in(scenes[0]) if len(scenes) else 1
