@@ -10,10 +10,12 @@ resolution input. No CLS token (`n_prefix_tokens = 0`); the rest is SigLIP's enc
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import einops
 import torch
+from jaxtyping import Int64
+from torch import Tensor
 from transformers import Siglip2Config, Siglip2Model, Siglip2VisionConfig, Siglip2VisionModel
 from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_STD
 from transformers.models.siglip2.modeling_siglip2 import Siglip2VisionEmbeddings
@@ -31,10 +33,11 @@ def patchify(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:
     return einops.rearrange(pixel_values, "b c (h ph) (w pw) -> b (h w) (ph pw c)", ph=patch_size, pw=patch_size)
 
 
-def spatial_shapes(pixel_values: torch.Tensor, patch_size: int) -> torch.LongTensor:
+def spatial_shapes(pixel_values: torch.Tensor, patch_size: int) -> Int64[Tensor, "batch 2"]:
+    """Each image's (rows, columns) of patches, on the images' device. Not `torch.LongTensor`, the name
+    transformers annotates it with: that is the CPU tensor type, which a CUDA tensor is not an instance of."""
     rows, cols = pixel_values.shape[-2] // patch_size, pixel_values.shape[-1] // patch_size
-    shapes = torch.tensor([[rows, cols]], device=pixel_values.device).expand(pixel_values.shape[0], 2)
-    return cast(torch.LongTensor, shapes)  # int64, which transformers annotates as LongTensor
+    return torch.tensor([[rows, cols]], device=pixel_values.device).expand(pixel_values.shape[0], 2)
 
 
 @register_adapter

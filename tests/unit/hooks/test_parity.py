@@ -133,6 +133,22 @@ def test_siglip2_patches_are_laid_out_as_its_image_processor_lays_them_out():
     torch.testing.assert_close(patchify(image[None], 8)[0], expected, atol=0, rtol=0)
 
 
+def test_siglip2_spatial_shapes_keep_their_annotation_off_the_cpu():
+    """`torch.LongTensor` (transformers' annotation) is the CPU type: a CUDA tensor failed the type check. The
+    meta device stands in for CUDA here (its tensors are not `torch.LongTensor` either)."""
+    from typing import get_type_hints
+
+    from beartype.door import is_bearable
+
+    from binding_lens.hooks.adapters.siglip2 import spatial_shapes
+
+    for device in ("cpu", "meta"):
+        shapes = spatial_shapes(torch.zeros(2, 3, 24, 40, device=device), 8)
+        assert shapes.dtype == torch.int64 and shapes.device.type == device and shapes.shape == (2, 2)
+        assert is_bearable(shapes, get_type_hints(spatial_shapes)["return"])
+    assert spatial_shapes(torch.zeros(2, 3, 24, 40), 8).tolist() == [[3, 5], [3, 5]]
+
+
 def test_dinov3_rotates_patch_queries_and_keys_but_not_cls_or_registers():
     _, hooked = build(TINY_CASES["dinov3"])
     assert hooked.cfg.positional_embedding_type == "rotary" and hooked.cfg.n_prefix_tokens == 3
