@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The wheels a lent GPU machine lacks, downloaded here into .whl/ (.gitignore) for `make bench-gpu` there.
 #
-# That machine's image has Python 3.12, torch 2.11, transformers, jaxtyping, pytest, numpy, pandas, pyarrow,
-# safetensors, matplotlib, ... but not transformer-lens, nnsight or circuitsvis, and it reaches no package
+# That machine's image has Python 3.12, torch 2.11, transformers 5.17, jaxtyping, pytest, numpy, pandas, pyarrow,
+# safetensors, matplotlib, ... but not transformer-lens, nnsight or circuitsvis (and its transformers predates the
+# module layout the adapters read, 5.18; 5.23 needs nothing newer than that image has), and it reaches no package
 # registry: what it lacks travels as wheels (carry: [".whl"]) and is installed there with
 #     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 #     export PYTHONPATH=/tmp/site:$PWD
@@ -14,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.whl
 WHEELS=(
+    transformers==5.23.0
     transformer-lens==4.3.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 fancy-einsum==0.0.3 typeguard==4.6.1
     beartype==0.23.1
     circuitsvis==1.43.3 importlib-metadata==10.2.0 lazy-importer==0.1.0

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable
 from typing import cast
 
+import transformers
 from torch import nn
 from transformers import PretrainedConfig
 
@@ -43,8 +45,27 @@ class UnsupportedArchitectureError(InputError):
     """Raised for an HF model or config whose family has no adapter."""
 
 
+MIN_TRANSFORMERS = "5.18"
+"""The first transformers whose modules every adapter reads: DINOv2's attention became q_proj / k_proj / v_proj /
+o_proj (and its SwiGLU MLP gate_proj / up_proj / down_proj) in 5.18. pyproject.toml's lower bound says the same."""
+
+
+def check_transformers(version: str | None = None) -> None:
+    """An error naming the upgrade when the installed transformers (or `version`) predates the module layout
+    the adapters read (pip enforces pyproject.toml's bound; an environment assembled by hand may not)."""
+    version = version or transformers.__version__
+    release = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if release < tuple(int(part) for part in MIN_TRANSFORMERS.split(".")):
+        raise UnsupportedArchitectureError(
+            f"binding_lens reads the module layout of transformers >= {MIN_TRANSFORMERS}, and this Python has "
+            f"transformers {version}; upgrade it: pip install -U 'transformers>={MIN_TRANSFORMERS},<6'"
+        )
+
+
 def adapter_for(config: ModelConfig) -> type[FamilyAdapter]:
-    """The adapter for an HF vision config, or an error naming the supported families."""
+    """The adapter for an HF vision config, or an error naming the supported families (or the upgrade of
+    transformers the adapters need)."""
+    check_transformers()
     model_type = getattr(config, "model_type", None)
     if model_type not in ADAPTERS:
         raise UnsupportedArchitectureError(

@@ -231,7 +231,7 @@ def clip_style_block_parts(layer: HFModule, config: ModelConfig) -> BlockParts:
 
 
 def attention_parts(attention: HFModule) -> AttentionParts:
-    """The q/k/v/o projections of a transformers-5 attention module (`o_proj` or CLIP's `out_proj`)."""
+    """The q/k/v/o projections of a transformers >= 5.18 attention module (`o_proj` or CLIP's `out_proj`)."""
     o_proj = attention.o_proj if hasattr(attention, "o_proj") else attention.out_proj
     return AttentionParts(q_proj=attention.q_proj, k_proj=attention.k_proj, v_proj=attention.v_proj, o_proj=o_proj)
 

@@ -170,6 +170,29 @@ def test_unsupported_architecture_names_families_and_how_to_add_one():
         assert expected in str(info.value)
 
 
+def test_a_transformers_older_than_the_layout_the_adapters_read_is_refused_naming_the_upgrade(monkeypatch):
+    import re
+    import tomllib
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from binding_lens.hooks import adapters
+    from binding_lens.hooks.adapters import MIN_TRANSFORMERS, check_transformers
+
+    for fine in (MIN_TRANSFORMERS + ".0", "5.23.0", "5.30.0.dev0", "6.1.2"):
+        check_transformers(fine)
+    for old in ("5.17.0", "5.2.1", "4.57.1"):
+        with pytest.raises(UnsupportedArchitectureError, match=rf"transformers {old}.*>={MIN_TRANSFORMERS},<6"):
+            check_transformers(old)
+    tiny = TINY_CASES["dinov2"].build()
+    monkeypatch.setattr(adapters, "transformers", SimpleNamespace(__version__="5.17.0"))  # DINOv2 had no q_proj
+    with pytest.raises(UnsupportedArchitectureError, match="pip install -U"):
+        HookedViT.from_hf(tiny)
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
+    bound = next(d for d in pyproject["project"]["dependencies"] if d.startswith("transformers"))
+    assert re.search(r">=([\d.]+)", bound).group(1) == MIN_TRANSFORMERS  # pip refuses what the code refuses
+
+
 def test_bad_pixel_values_get_errors_that_say_what_to_do():
     _, model = build(TINY_CASES["dinov2"])
     with pytest.raises(ImageSizeError, match=r"expected 3 color channels, got 4"):
