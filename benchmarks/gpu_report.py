@@ -18,8 +18,8 @@ circuitsvis, the missing packages travel as wheels: `scripts/gpu_wheels.sh` here
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site:$PWD python3 benchmarks/gpu_report.py --out $OUT --budget 540 --only STEPS
 A lent machine stops a command at 10 minutes: `--budget` stops a step still running in time to write the
-report, and `--only` adds the steps it runs to the report already in `--out` (docs/measured.md
-says how).
+report, and `--only` adds the steps it runs to the report already in `--out` (or in `--earlier FOLDER`, where
+each call's `--out` starts empty: carry the earlier report there; docs/measured.md says how).
 """
 
 from __future__ import annotations
@@ -296,6 +296,9 @@ def targets(steps: dict[str, Step], on_gpu: bool, small: bool) -> list[dict[str,
         if name in ("quadratic", "quadratic_fixed_rank"):
             add(f"probes: {name} >= 10x the plain reference", found["speedup"], found["speedup"] >= 10, True)
     sweep = steps["sweep"].result
+    if not sweep and steps["sweep"].error and steps["sweep"].seconds > 30:  # stopped (--budget) past the target
+        stopped = f"> {steps['sweep'].seconds:.0f} s (stopped unfinished)"
+        add("sweep <= 30 s end to end (the sweep's own total)", None, False, True, stopped)
     if sweep:
         add(
             "sweep <= 30 s end to end (the sweep's own total)",
@@ -382,6 +385,13 @@ def main() -> None:
         help="stop a step still running then, start none after it, and write the report (a lent machine's "
         "command limit); with --only, steps run by an earlier call are read back from the report in --out",
     )
+    parser.add_argument(
+        "--earlier",
+        default=None,
+        metavar="FOLDER",
+        help="with --only, the folder of the report an earlier call wrote (default: --out), for a machine whose "
+        "--out starts empty at each call: carry that report there",
+    )
     parser.add_argument("--sweep-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
@@ -395,7 +405,7 @@ def main() -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     steps = plan_steps(args, scratch)
     only = args.only.split(",") if args.only else STEP_NAMES
-    earlier = _earlier_steps(Path(args.out), args) if args.only else {}
+    earlier = _earlier_steps(Path(args.earlier or args.out), args) if args.only else {}
     env = environment(args.device)
     deadline = None if args.budget is None else time.monotonic() + args.budget
     try:

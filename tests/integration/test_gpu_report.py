@@ -57,6 +57,14 @@ def test_each_target_is_judged_on_a_gpu_and_the_gpu_ones_are_not_on_a_cpu(gpu_re
     assert verdicts["sweep <= 30 s end to end (the sweep's own total)"] == "not met"
     assert verdicts["sweep: peak host RSS < 2x the activations"] == "met"
     assert not any("linear" in target for target in verdicts)  # only the quadratic probes have the 10x target
+    steps["sweep"].result, steps["sweep"].error, steps["sweep"].seconds = None, "stopped after 115 s", 115.4
+    stopped = {row["target"]: row for row in gpu_report.targets(steps, on_gpu=True, small=False)}
+    assert stopped["sweep <= 30 s end to end (the sweep's own total)"] == {
+        "target": "sweep <= 30 s end to end (the sweep's own total)",
+        "measured": "> 115 s (stopped unfinished)",
+        "verdict": "not met",
+    }
+    steps["sweep"].result = {"seconds_sweep": 41.0, "peak_rss_over_activations": 1.5}
     on_cpu = {row["target"]: row["verdict"] for row in gpu_report.targets(steps, on_gpu=False, small=False)}
     assert on_cpu["sweep: peak host RSS < 2x the activations"] == "not judged (CPU run)"
     assert on_cpu["null forward: writer pool / plain fsynced write >= 0.8 (dinov2-large 518 px, 64 patches)"] == "met"
