@@ -16,6 +16,8 @@ from .shapes import SHAPES
 from .textures import BACKGROUNDS, TEXTURES
 
 COMPOSITIONS = ("random", "twins", "colorshape", "matched", "mixture")
+MAZE_COMPOSITIONS = ("matched", "mixture")
+"""The compositions whose scenes hold twin mazes, which the knob `maze_cells` sizes."""
 MIXTURE_PARTS = ("default", "matched", "shared_look")
 """The parts a `mixture` draws from, in the order of its `mixture` weights (`data.mixture`)."""
 
@@ -86,7 +88,7 @@ class SceneKnobs:
         parts: the scenes that read them (so the other presets' identities, and the stores that record them,
         stay as they were)."""
         knobs = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-        if self.composition not in ("matched", "mixture"):
+        if self.composition not in MAZE_COMPOSITIONS:
             del knobs["maze_cells"]
         if self.composition != "mixture":
             del knobs["mixture"]

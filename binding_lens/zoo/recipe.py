@@ -143,6 +143,10 @@ class ZooRecipe:
     data_seed: int | None = None
     """The training scenes' seed; None: `DATA_SEED_BASE` + `seed`, so each training seed trains on its own
     draw of scenes (seed 0 on the draw every shipped model has, data seed 1). Cards record the resolved value."""
+    maze_cells: int | None = None
+    """Cells per instance of the preset's twin mazes (`matched`, the `binding` mixture; `data.knobs.SceneKnobs`);
+    None: the preset's own (6 in `matched`, 2 in `binding`). `--knob maze_cells=6` puts the benchmark's mazes in
+    the binding world."""
     # backbone (HF Dinov2Model)
     patch_size: int = 8
     hidden_size: int = 96

@@ -16,9 +16,11 @@ from jaxtyping import Bool, Float, Int, UInt8
 from torch import Tensor
 
 from ..data import SyntheticScenes, patch_labels
+from ..data.knobs import MAZE_COMPOSITIONS, preset_knobs
 from ..data.palette import COLORS
 from ..data.shapes import SHAPES
 from ..data.tiling import patch_units
+from ..errors import InputError
 from .recipe import ZooRecipe
 from .registry import zoo_card
 
@@ -31,16 +33,35 @@ _CONJUNCTION_INDEX = {name: i for i, name in enumerate(CONJUNCTIONS)}
 def training_scenes(recipe: ZooRecipe, split: str = "train") -> SyntheticScenes:
     """The scene source a recipe trains on (`split='test'` gives held-out scenes of the same kind)."""
     return SyntheticScenes(
-        recipe.preset, n=recipe.n_scenes, size=recipe.image_size, seed=recipe.scenes_seed, split=split
+        recipe.preset,
+        n=recipe.n_scenes,
+        size=recipe.image_size,
+        seed=recipe.scenes_seed,
+        split=split,
+        **scene_overrides(recipe),
     )
 
 
+def scene_overrides(recipe: ZooRecipe) -> dict[str, int]:
+    """The scene knobs a recipe sets over its preset's (`maze_cells`); refused where the preset has no mazes,
+    which would otherwise ignore it."""
+    if recipe.maze_cells is None:
+        return {}
+    if preset_knobs(recipe.preset).composition not in MAZE_COMPOSITIONS:
+        raise InputError(
+            f"maze_cells sets the size of twin mazes, and preset {recipe.preset!r} has none; "
+            "use it with --preset matched or binding"
+        )
+    return {"maze_cells": recipe.maze_cells}
+
+
 def held_out_scenes(spec: str, n: int, seed: int = 0, preset: str | None = None) -> SyntheticScenes:
-    """Scenes of the model's training preset (or `preset`, e.g. 'matched') at its training size from the
-    `test` split (never trained on); `seed` draws another set of them."""
+    """Scenes of the model's training preset and scene knobs (or of `preset`, e.g. 'matched', as it is) at its
+    training size from the `test` split (never trained on); `seed` draws another set of them."""
     recipe = ZooRecipe.from_dict(zoo_card(spec)["recipe"])
+    own = scene_overrides(recipe) if preset is None else {}
     return SyntheticScenes(
-        preset or recipe.preset, n=n, size=recipe.image_size, seed=recipe.scenes_seed + seed, split="test"
+        preset or recipe.preset, n=n, size=recipe.image_size, seed=recipe.scenes_seed + seed, split="test", **own
     )
 
 

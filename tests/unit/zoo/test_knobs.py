@@ -58,3 +58,23 @@ def test_wrong_knobs_are_refused_in_one_line(text, words, tmp_path, capsys):
 def test_a_knob_the_recipe_checks_is_checked():
     with pytest.raises(InputError, match="mae.mask_ratio must lie strictly between 0 and 1"):
         default_recipe("mae").with_knobs({"mae.mask_ratio": 1.0})
+
+
+def test_maze_cells_sizes_the_training_worlds_mazes_and_only_where_there_are_mazes(tmp_path, capsys):
+    from binding_lens.zoo.scenes import training_scenes
+
+    recipe = default_recipe("grouping").with_knobs({"maze_cells": 6})
+    scenes = training_scenes(recipe)
+    assert scenes.knobs.maze_cells == 6 and scenes.identity["parts"]["matched"]["knobs"]["maze_cells"] == 6
+    assert training_scenes(default_recipe("grouping")).knobs.maze_cells == 2  # the preset's own
+    assert training_scenes(recipe).identity != training_scenes(default_recipe("grouping")).identity
+    assert "--knob maze_cells=6" in canonical_command(recipe, Path("out"))
+    for objective, knob, words in [
+        ("mae", "maze_cells=6", "preset 'default' has none; use it with --preset matched or binding"),
+        ("grouping", "maze_cells=5", "knob maze_cells must be an even integer >= 2, got 5"),
+    ]:
+        out = tmp_path / objective
+        assert main(["zoo", "train", "--objective", objective, "--out", str(out), "--knob", knob, "--steps", "1"]) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.count("\n") == 0 and words in error, error
+        assert not out.exists()
