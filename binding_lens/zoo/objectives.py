@@ -67,6 +67,11 @@ class Objective(nn.Module):
     def shipped_backbone(self) -> Dinov2Model:
         return self.backbone
 
+    def start_from(self, backbone: dict[str, Tensor], heads: dict[str, Tensor]) -> None:
+        """Begin from a trained network (`recipe.init`) instead of the fresh initialization: its backbone's
+        weights, and its `heads` (a checkpoint of this objective's) where the objective carries them over."""
+        self.backbone.load_state_dict(backbone)
+
     def heads(self) -> dict[str, Tensor]:
         """Tensors saved beside the backbone (keys are file-local names)."""
         return {}
@@ -90,6 +95,12 @@ class SelfDistillation(Objective):
         self._teacher_out: list[Tensor] = []
         self._temp = self.teacher_temp(0, max(recipe.steps, 1))
         self._logged: dict[str, float] = {}
+
+    def start_from(self, backbone: dict[str, Tensor], heads: dict[str, Tensor]) -> None:
+        """The student and its EMA teacher both start as the given backbone (as both start as one fresh network);
+        the prototype heads start fresh (a shipped checkpoint keeps only the teacher's)."""
+        super().start_from(backbone, heads)
+        self.teacher.load_state_dict(backbone)
 
     @property
     def knobs(self) -> DinoKnobs:
@@ -402,6 +413,14 @@ class GroupingObjective(Objective):
         k = recipe.grouping
         self.head = GroupingHead(recipe.hidden_size, k.hidden_dim, k.out_dim)
         self._logged: dict[str, float] = {}
+
+    def start_from(self, backbone: dict[str, Tensor], heads: dict[str, Tensor]) -> None:
+        """The backbone, and the projection head of a grouping checkpoint (`heads`), so fine-tuning goes on from
+        the read-out the backbone was trained with."""
+        super().start_from(backbone, heads)
+        own = {name.removeprefix("head."): t for name, t in heads.items() if name.startswith("head.")}
+        if own:
+            self.head.load_state_dict(own)
 
     def sample(self, bank: SceneBank, batch_size: int, generator: torch.Generator) -> Int[Tensor, " batch"]:
         """Twin pairs side by side when the twin term is on (`GroupingKnobs.twin_weight`)."""

@@ -162,6 +162,10 @@ class ZooRecipe:
     weight_decay: float = 0.05
     clip_grad: float = 3.0
     seed: int = 0
+    init: str | None = None
+    """A zoo model (`zoo:grouping`) or checkpoint directory whose weights the run starts from instead of a fresh
+    initialization (fine-tuning; `zoo.checkpoint.warm_start`): the backbone, and the heads where the objective
+    carries its own over; None: fresh, seeded by `seed`. The architecture must be the recipe's."""
     dino: DinoKnobs = field(default_factory=DinoKnobs)
     dinov2: Dinov2Knobs = field(default_factory=Dinov2Knobs)
     mae: MaeKnobs = field(default_factory=MaeKnobs)
@@ -192,6 +196,8 @@ class ZooRecipe:
             raise InputError(f"steps must be a non-negative integer, got {self.steps!r}")
         if self.objective == "random" and self.steps:
             raise InputError(f"the random control is never trained: steps must be 0, got {self.steps}")
+        if self.objective == "random" and self.init is not None:
+            raise InputError("the random control is a fresh initialization: it takes no --init")
         if self.objective != "random" and not self.steps:
             raise InputError(
                 f"a {self.objective} model needs at least 1 training step, got 0 "
@@ -358,6 +364,7 @@ COMMAND_LINE_FIELDS: dict[str, tuple[type, str]] = {
     "lr": (float, "peak learning rate"),
     "n_scenes": (int, "training scenes rendered"),
     "seed": (int, "initialization and batch-order seed"),
+    "init": (str, "a zoo model (zoo:NAME) or checkpoint directory whose weights the run starts from (fine-tuning)"),
     "data_seed": (int, "training scenes' seed, 1 + --seed when not given (every shipped model used 1)"),
     "preset": (str, "scene preset: default | twins | colorshape | matched | balanced | binding"),
     "image_size": (int, "scene side in px"),

@@ -49,6 +49,7 @@ from .recipe import (
 )
 from .resume import load_state, restore_state, resume_path, run_settings, save_state
 from .scenes import SceneBank, training_scenes
+from .warm_start import warm_start
 
 
 def learning_rate(recipe: ZooRecipe, step: int) -> float:
@@ -116,11 +117,17 @@ def train_zoo_model(
     device = torch.device(config.device)
     run = _Run(run_settings(recipe, precision, device), resume, checkpoint_every, max_hours)
     run.state = load_state(resume, run.settings)
-    objective = make_objective(recipe).to(device)
+    objective = make_objective(recipe)
+    start = warm_start(recipe) if recipe.init is not None else None
+    if start is not None:
+        objective.start_from(start.backbone, start.heads)
+    objective = objective.to(device)
     staging = staging_dir(out)
     try:
         history = _fit(objective, recipe, staging, run, progress) if recipe.steps else _History()
         card = _card(recipe, objective, history, name or out.name, command or canonical_command(recipe, out))
+        if start is not None:
+            card["init"] = start.source
         if isinstance(objective, SelfDistillation):
             summary = over_training(objective.log_columns, history.values, recipe.steps)
             card["collapse"] = collapse_card(objective, summary, min(config.collapse_scenes, recipe.n_scenes))
