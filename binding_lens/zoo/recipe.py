@@ -164,7 +164,7 @@ class ZooRecipe:
     seed: int = 0
     init: str | None = None
     """A zoo model (`zoo:grouping`) or checkpoint directory whose weights the run starts from instead of a fresh
-    initialization (fine-tuning; `zoo.checkpoint.warm_start`): the backbone, and the heads where the objective
+    initialization (fine-tuning; `zoo.warm_start`): the backbone, and the heads where the objective
     carries its own over; None: fresh, seeded by `seed`. The architecture must be the recipe's."""
     dino: DinoKnobs = field(default_factory=DinoKnobs)
     dinov2: Dinov2Knobs = field(default_factory=Dinov2Knobs)
