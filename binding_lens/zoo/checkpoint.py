@@ -106,6 +106,11 @@ def read_card(directory: str | Path) -> dict[str, Any]:
     return card
 
 
+def read_backbone(directory: str | Path) -> Dinov2Model:
+    """The backbone of a checkpoint, in float32 (it is shipped in float16)."""
+    return Dinov2Model.from_pretrained(directory, dtype=torch.float32)
+
+
 def read_heads(directory: str | Path) -> dict[str, Tensor]:
     """The heads saved with a checkpoint, in float32 (empty for models without heads)."""
     path = Path(directory) / HEADS

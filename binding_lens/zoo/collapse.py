@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import Dinov2Model
 
 from ..errors import InputError
 from ..losses.dino import CONSTANT_COLLAPSE, PARTIAL_COLLAPSE, PrototypeUsage, collapse_verdict
-from .checkpoint import read_card, read_heads
+from .checkpoint import read_backbone, read_card, read_heads
 from .objectives import Dinov2Objective, SelfDistillation, make_objective
 from .recipe import ZooRecipe
 from .scenes import SceneBank
@@ -102,7 +101,7 @@ def checkpoint_collapse(directory: str | Path, n_scenes: int = COLLAPSE_SCENES) 
     objective = make_objective(recipe)
     if not isinstance(objective, SelfDistillation):
         raise InputError(f"{directory}: a {recipe.objective} model has no teacher to diagnose")
-    shipped = Dinov2Model.from_pretrained(directory, dtype=torch.float32)
+    shipped = read_backbone(directory)
     objective.teacher.load_state_dict(shipped.state_dict())
     heads = read_heads(directory)
     objective.teacher_head.load_state_dict(_prefixed(heads, "head."))

@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor
-from transformers import Dinov2Model
 
-from .checkpoint import CheckpointError, read_card, read_heads
+from .checkpoint import CheckpointError, read_backbone, read_card, read_heads
 from .recipe import ZooRecipe
 from .registry import is_zoo_spec, zoo_path
 
@@ -48,7 +46,7 @@ def warm_start(recipe: ZooRecipe) -> WarmStart:
     if differ:
         mine = ", ".join(f"{name} {getattr(recipe, name)}" for name in ARCHITECTURE)
         raise CheckpointError(f"--init {recipe.init} has {', '.join(differ)}; this recipe has {mine}")
-    backbone = Dinov2Model.from_pretrained(directory, dtype=torch.float32).state_dict()
+    backbone = read_backbone(directory).state_dict()
     heads = read_heads(directory) if card["objective"] == recipe.objective else {}
     source = {
         "init": recipe.init,
