@@ -8,12 +8,14 @@ nothing of the zoo, and the zoo's training code is not imported to load a model.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from ..hooks import HookedViT
 from ..losses.grouping import GroupingHead
 from ..spec_prefixes import register_spec_prefix
-from .registry import PREFIX, zoo_card, zoo_path
+from .registry import PREFIX, is_zoo_spec, zoo_card, zoo_path
 
 
 def load_zoo_model(spec: str, *, seed: int = 0, fused_attention: bool = False, **hf_kwargs: Any) -> HookedViT:
@@ -27,12 +29,16 @@ def load_zoo_model(spec: str, *, seed: int = 0, fused_attention: bool = False, *
 
 
 def own_grouping_head(model: HookedViT) -> GroupingHead | None:
-    """A grouping zoo model's own head (its downstream same-object read-out), None for every other model."""
-    if model.cfg.extra.get("zoo_objective") != "grouping":
+    """A grouping model's own head (its downstream same-object read-out): a `zoo:` model's, or that of a
+    checkpoint directory `zoo train` wrote (read by its card); None for every other model."""
+    source = str(model.cfg.source)
+    directory = zoo_path(source) if is_zoo_spec(source) else Path(source)
+    card = directory / "card.json"
+    if not card.is_file() or json.loads(card.read_text()).get("objective") != "grouping":
         return None
     from .checkpoint import load_grouping_head  # reads the head only when there is one
 
-    return load_grouping_head(zoo_path(model.cfg.source))[0]
+    return load_grouping_head(directory)[0]
 
 
 register_spec_prefix(PREFIX, load_zoo_model)

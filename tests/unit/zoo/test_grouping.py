@@ -15,6 +15,7 @@ from binding_lens.data import patch_labels
 from binding_lens.errors import InputError
 from binding_lens.zoo import RECIPES, ZooRecipe, default_recipe, train_zoo_model
 from binding_lens.zoo.checkpoint import CheckpointError, load_grouping_head, read_card, read_heads
+from binding_lens.zoo.loader import own_grouping_head
 from binding_lens.zoo.objectives import GroupingObjective, make_objective
 from binding_lens.zoo.scenes import SceneBank, conjunction_labels, training_scenes
 from binding_lens.zoo.train import _optimizer
@@ -97,7 +98,10 @@ def test_a_grouping_model_trains_and_ships_its_head(tmp_path):
         tokens = model(torch.randn(2, 3, 32, 32))[:, model.cfg.n_prefix_tokens :]  # after the final LayerNorm
         same = head.same_object(tokens)
     assert same.shape == (2, 16, 16) and torch.isfinite(same).all()
+    own = own_grouping_head(model)  # what `ablate` and `claims` read: the checkpoint directory's own head
+    assert own is not None and all(torch.equal(a, b) for a, b in zip(own.parameters(), head.parameters()))
     train_zoo_model(tiny_recipe("random"), tmp_path / "random", progress=False)
+    assert own_grouping_head(HookedViT.from_pretrained(str(tmp_path / "random"))) is None
     with pytest.raises(CheckpointError, match="only grouping models carry a grouping head"):
         load_grouping_head(tmp_path / "random")
 
