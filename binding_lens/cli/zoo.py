@@ -168,17 +168,19 @@ def _list() -> int:
         print("no zoo models are shipped with this installation")
         return 1
     print(
-        f"{'id':<16} {'objective':<11} {'arch':<30} {'steps':>6} {'wall':>7} {'final loss':>10}  {'data':<14}  "
-        "teacher on held-out scenes: effective prototypes, mean entropy, verdict"
+        f"{'id':<20} {'objective':<11} {'arch':<30} {'steps':>6} {'wall':>7} {'final loss':>10}  {'data':<28}  "
+        f"{'started from':<16}  teacher on held-out scenes: effective prototypes, mean entropy, verdict"
     )
     for card in cards:
         a = card["architecture"]
         arch = f"{a['model_type']} d{a['hidden_size']} L{a['n_layers']} p{a['patch_size']} @{a['image_size']}"
         loss = "-" if card["final_loss"] is None else f"{card['final_loss']:.4f}"
-        data = f"{card['data']['preset']} x{card['data']['n']}"
+        maze = card["recipe"].get("maze_cells")
+        data = f"{card['data']['preset']} x{card['data']['n']}" + (f", {maze}-cell mazes" if maze else "")
+        start = card.get("init", {}).get("name", "-")  # a warm start (`zoo train --init`): the model it went on from
         print(
-            f"{card['id']:<16} {card['objective']:<11} {arch:<30} {card['steps']:>6} {card['wall_time_s']:>6.0f}s "
-            f"{loss:>10}  {data:<14}  {_collapse_cell(card)}"
+            f"{card['id']:<20} {card['objective']:<11} {arch:<30} {card['steps']:>6} {card['wall_time_s']:>6.0f}s "
+            f"{loss:>10}  {data:<28}  {start:<16}  {_collapse_cell(card)}"
         )
     return 0
 

@@ -21,9 +21,11 @@ MODELS_DIR = Path(__file__).resolve().parent / "checkpoints"
 PREFIX = "zoo:"
 
 
-WORLDS = {"bw": "binding"}
-"""Name suffixes that say which scenes a zoo model was trained on when they are not its objective's usual ones:
-`zoo:dinov2-bw@1` is DINOv2, training seed 1, trained on the `binding` preset (a world that needs binding)."""
+WORLDS: dict[str, dict[str, Any]] = {"bw": {"preset": "binding"}, "maze": {"preset": "binding", "maze_cells": 6}}
+"""Name suffixes that say which scenes a zoo model was trained on when they are not its objective's usual ones,
+as the recipe fields that set them: `zoo:dinov2-bw@1` is DINOv2, training seed 1, trained on the `binding`
+preset (a world that needs binding); `zoo:grouping-maze` went on in that world with the benchmark's six-cell
+mazes (`--knob maze_cells=6`), from `zoo:grouping`'s weights (a curriculum: its card's `init`)."""
 
 
 def zoo_family(spec: str) -> str:

@@ -1,5 +1,6 @@
 """The known positive, `zoo:grouping`, seen by the probe, and used: its own head loses the objects with the dose
-of the binding shuffle. Its random twin, the known negative, reads nothing on the same pairs."""
+of the binding shuffle. Its random twin, the known negative, reads nothing on the same pairs. `zoo:grouping-maze`,
+the same models trained on into the benchmark's own mazes, does the same on `matched`, beyond its control."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from binding_lens.zoo.checkpoint import load_grouping_head
 from binding_lens.zoo.registry import zoo_path
 
 
-def quick_sweep(model: HookedViT, out) -> SweepResult:
-    """The quadratic probe at layer 3 on 60 `matched_small` scenes (flip pairs), 300 steps at most."""
+def quick_sweep(model: HookedViT, out, data: str = "matched_small", layer: int = 3) -> SweepResult:
+    """The quadratic probe at one layer on 60 `data` scenes (flip pairs), 300 steps at most."""
     return layer_sweep(
         model,
-        SyntheticScenes("matched_small", n=60, size=96, seed=0),
+        SyntheticScenes(data, n=60, size=96, seed=0),
         out,
-        layers=[3],
+        layers=[layer],
         probes=("quadratic",),
         n_boot=50,
         training=ProbeTrainingConfig(max_steps=300, min_steps=50, seed=0),
@@ -43,21 +44,21 @@ def test_the_probe_reads_the_positive_and_not_its_twin(positive, tmp_path):
     assert _auroc(quick_sweep(HookedViT.from_pretrained("zoo:random"), tmp_path)) < 0.6
 
 
-def test_on_the_known_positive_its_own_head_loses_the_objects_step_by_step_with_the_dose(positive):
-    """`zoo:grouping` at its probe's peak layer on held-out `matched_small` twin mazes: its grouping head's
-    same-object gap falls at every step of the binding shuffle's dose, from the clean run's at dose 0 to near
-    nothing at the full shuffle."""
-    model, sweep = positive
-    head = load_grouping_head(zoo_path("zoo:grouping"))[0]
-    scenes = SyntheticScenes("matched_small", n=40, size=96, seed=1, split="test")
-    probe = load_probe(sweep.out / "probes" / "L03_quadratic.safetensors")
-    doses = (0.0, 0.25, 0.5, 0.75, 1.0)
+DOSES = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def dose_curves(model: HookedViT, sweep: SweepResult, data: str, layer: int) -> dict[str, list[float]]:
+    """The model's own grouping-head gap at each dose of the shuffle, on 40 held-out `data` scenes, of the binding
+    subspace (k = 4, from the sweep's probe at `layer`) and of its energy-matched control (3 draws)."""
+    head = load_grouping_head(zoo_path(model.cfg.source))[0]
+    scenes = SyntheticScenes(data, n=40, size=96, seed=1, split="test")
+    probe = load_probe(sweep.out / "probes" / f"L{layer:02d}_quadratic.safetensors")
     settings = AblationSettings(
-        layer=3,
+        layer=layer,
         k=4,
         shuffle_ratios=(),
         inject_alphas=(),
-        shuffle_doses=doses,
+        shuffle_doses=DOSES,
         inject_by_probe=False,
         dino=False,
         head_refit=False,
@@ -69,6 +70,37 @@ def test_on_the_known_positive_its_own_head_loses_the_objects_step_by_step_with_
     )
     result = ablation_study(model, [scenes[i] for i in range(40)], probe, settings, grouping=head)
     by = {(row["subspace"], row["strength"]): row[OWN_HEAD] for row in result.rows}
-    curve = [by["binding", dose] for dose in doses]
-    assert curve[0] == by["-", None] > 0.2  # dose 0 is the clean run; the clean head groups the objects
+    return {"clean": [by["-", None]], **{name: [by[name, dose] for dose in DOSES] for name in ("binding", "random")}}
+
+
+def test_on_the_known_positive_its_own_head_loses_the_objects_step_by_step_with_the_dose(positive):
+    """`zoo:grouping` at its probe's peak layer on held-out `matched_small` twin mazes: its grouping head's
+    same-object gap falls at every step of the binding shuffle's dose, from the clean run's at dose 0 to near
+    nothing at the full shuffle."""
+    curves = dose_curves(*positive, "matched_small", 3)
+    curve = curves["binding"]
+    assert curve[0] == curves["clean"][0] > 0.2  # dose 0 is the clean run; the clean head groups the objects
     assert all(later < earlier for earlier, later in zip(curve, curve[1:])) and curve[-1] < 0.1 * curve[0]
+
+
+@pytest.fixture(scope="module")
+def benchmark_positive(tmp_path_factory) -> tuple[HookedViT, SweepResult]:
+    model = HookedViT.from_pretrained("zoo:grouping-maze")
+    return model, quick_sweep(model, tmp_path_factory.mktemp("grouping-maze"), "matched", 4)
+
+
+def test_the_curriculum_positive_reads_the_benchmarks_own_mazes_and_its_twin_does_not(benchmark_positive, tmp_path):
+    assert _auroc(benchmark_positive[1]) > 0.7
+    assert _auroc(quick_sweep(HookedViT.from_pretrained("zoo:random"), tmp_path, "matched", 4)) < 0.6
+
+
+def test_on_the_benchmark_the_binding_shuffle_closes_the_own_head_beyond_its_control(benchmark_positive):
+    """`zoo:grouping-maze` at layer 4 on held-out `matched` twin mazes: the binding shuffle's effect on the
+    model's own head grows at every step of the dose, and at every dose it is larger than shuffling an
+    energy-matched random subspace (the control) does."""
+    curves = dose_curves(*benchmark_positive, "matched", 4)
+    binding, control = curves["binding"], curves["random"]
+    assert all(later < earlier for earlier, later in zip(binding, binding[1:]))
+    assert binding[-1] < 0.1 * binding[0]  # the full shuffle takes nearly all of the clean run's gap
+    assert all(b < c for b, c in zip(binding[1:], control[1:]))
+    assert all(c - b > 0.015 for b, c in zip(binding[2:], control[2:]))  # from dose 0.5 on, clearly beyond it

@@ -23,6 +23,7 @@ from binding_lens.zoo import (
     load_dino_head,
     registry,
     train_zoo_model,
+    zoo_card,
     zoo_family,
     zoo_names,
     zoo_path,
@@ -244,8 +245,12 @@ def test_shipped_weights_load_offline_and_match_their_card(name):
     objective, _, world = family.partition("-")
     # the first zoo's seeds all trained on scene draw 1; models trained since draw 1 + seed (the default)
     draw = 1 if family in FIRST_ZOO else 1 + int(seed or 0)
-    expected = RECIPES[objective].with_overrides(seed=int(seed or 0), data_seed=draw, preset=WORLDS.get(world))
+    # a curriculum stage (`-maze`) started from another model's weights, for its own steps and learning rate
+    stage = {"init": recipe.init, "steps": recipe.steps, "lr": recipe.lr} if "init" in card else {}
+    expected = RECIPES[objective].with_overrides(seed=int(seed or 0), data_seed=draw, **WORLDS.get(world, {}), **stage)
     assert recipe == expected, "the shipped model must be what its shipped recipe makes (with its training seed)"
+    if stage:  # where it started: a model of its own objective, named by the sha256 of its weights
+        assert card["init"]["objective"] == objective and len(card["init"]["model_sha256"]) == 64
     assert RECIPES[objective].with_overrides(seed=int(seed or 0)).scenes_seed == 1 + int(seed or 0)
     assert card["objective"] == objective and card["steps"] == recipe.steps
     assert card["command"].startswith(f"binding-lens zoo train --objective {objective}")
@@ -288,6 +293,8 @@ def test_zoo_list_prints_every_shipped_model(capsys):
     out = capsys.readouterr().out
     for name in ["dino", "mae", "random", "supervised"]:
         assert f"zoo:{name}" in out
+    maze = next(line for line in out.splitlines() if line.startswith("zoo:grouping-maze "))
+    assert "binding x6000, 6-cell mazes" in maze and zoo_card("zoo:grouping-maze")["init"]["name"] in maze
 
 
 def test_zoo_train_command_writes_a_checkpoint_with_its_command(tmp_path, capsys):
