@@ -14,7 +14,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser(
         "demo",
         help="the main job on the embedded defaults: does a zoo model bind where position and pixels cannot "
-        "tell, beside a known positive and the untrained twin, and one live intervention (about 90 s on 2 cores)",
+        "tell, beside a known positive and the untrained twin, and one live intervention (about a minute on 2 cores)",
         description="The main job on the embedded defaults: sweeps of a zoo model, the known positive (a model "
         "trained to bind) and their random-init twin on the same held-out benchmark scenes, against the "
         "network-free baselines, and one live intervention on the positive (its binding subspace shuffled at a "

@@ -10,15 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEMO_MODEL = "zoo:mae"
-"""The zoo model asked about: the only objective of the zoo that keeps anything on the benchmark's mazes
-(`binding-lens zoo compare --data matched`)."""
-POSITIVE = "zoo:grouping"
-"""The known positive: trained to tell instances apart where color and position do not, on scenes that need
-it; the instrument must see binding in it before a null elsewhere means anything."""
-DEMO_DATA = "matched_small"
-"""The benchmark's twin mazes with one cell per unit: every network-free baseline is at chance on their flip
-pairs, and the positive control has learnt to follow their paths (the six-cell mazes of `matched` are still
-beyond it)."""
+"""The zoo model asked about: the objective an earlier version of the benchmark credited with binding (its
+patches' own surroundings gave it away; `binding-lens zoo compare --data matched` reads it at chance now)."""
+POSITIVE = "zoo:grouping-maze"
+"""The known positive: trained to tell instances apart where color and position do not, on the benchmark's own
+mazes; the instrument must see binding in it before a null elsewhere means anything."""
+DEMO_DATA = "matched"
+"""The benchmark's twin mazes: every network-free baseline is at chance on their flip pairs, and the positive
+control has learnt to follow their paths."""
 DEMO_SCENES = 120
 DEMO_PROBES = ("quadratic",)
 """The binding probe (x^T W y); on the benchmark every sweep adds its layer's linear probe, the control a

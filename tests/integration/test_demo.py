@@ -14,18 +14,18 @@ def test_demo_sweeps_the_positive_the_model_and_the_twin_and_shuffles_the_positi
     assert main(["demo", "--out", str(tmp_path), *args]) == 0
     out = capsys.readouterr().out
     assert "zoo:mae: trained here with the mae objective" in out and "random-init weights (zoo:random)" in out
-    assert "grouping (known positive)" in out and "random (untrained twin)" in out
+    assert "grouping-maze (known positive)" in out and "random (untrained twin)" in out
     assert out.count("What survives: ") == 1 and out.count("What it means: ") == 1
-    assert "on 24 held-out matched_small scenes" in out and "over the 4 twin groups of its 8 images" in out
-    assert "Live intervention on zoo:grouping at layer 3, on 8 fresh held-out scenes" in out
-    assert out.rstrip().splitlines()[-1].startswith(f"report in {tmp_path.resolve()}: grouping/, mae/ and random/")
-    for name in ("grouping", "mae", "random"):
+    assert "on 24 held-out matched scenes" in out and "over the 4 twin groups of its 8 images" in out
+    assert "Live intervention on zoo:grouping-maze at layer 3, on 8 fresh held-out scenes" in out
+    assert out.rstrip().splitlines()[-1].startswith(f"report in {tmp_path.resolve()}: grouping-maze/, mae/ and random/")
+    for name in ("grouping-maze", "mae", "random"):
         assert (tmp_path / name / "sweep.csv").is_file()
         assert (tmp_path / name / "probes" / "L04_quadratic.safetensors").is_file()
         assert (tmp_path / name / "probes" / "L04_linear.safetensors").is_file()  # the benchmark's linear control
     comparison = json.loads((tmp_path / "comparison.json").read_text())
     assert [(row["model"], row["probe"]) for row in comparison] == [
-        ("zoo:grouping", "quadratic"),
+        ("zoo:grouping-maze", "quadratic"),
         ("zoo:mae", "quadratic"),
     ]
     for row in comparison:  # the test pairs scored again give the sweep's own AUROCs, so their difference
