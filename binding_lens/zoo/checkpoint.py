@@ -28,9 +28,9 @@ from ..io import adopt_files, publish_dir, sha256_file, write_atomic, write_text
 from ..losses.dino import DinoHead
 from ..losses.grouping import GroupingHead
 from .recipe import ZooRecipe
+from .registry import CARD
 from .scenes import IMAGE_MEAN, IMAGE_STD
 
-CARD = "card.json"
 HEADS = "heads.safetensors"
 LOG = "training_log.csv"
 CARD_VERSION = 1

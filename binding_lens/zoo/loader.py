@@ -8,14 +8,12 @@ nothing of the zoo, and the zoo's training code is not imported to load a model.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from ..hooks import HookedViT
 from ..losses.grouping import GroupingHead
 from ..spec_prefixes import register_spec_prefix
-from .registry import PREFIX, is_zoo_spec, zoo_card, zoo_path
+from .registry import PREFIX, card_in, checkpoint_directory, zoo_card, zoo_path
 
 
 def load_zoo_model(spec: str, *, seed: int = 0, fused_attention: bool = False, **hf_kwargs: Any) -> HookedViT:
@@ -31,10 +29,8 @@ def load_zoo_model(spec: str, *, seed: int = 0, fused_attention: bool = False, *
 def own_grouping_head(model: HookedViT) -> GroupingHead | None:
     """A grouping model's own head (its downstream same-object read-out): a `zoo:` model's, or that of a
     checkpoint directory `zoo train` wrote (read by its card); None for every other model."""
-    source = str(model.cfg.source)
-    directory = zoo_path(source) if is_zoo_spec(source) else Path(source)
-    card = directory / "card.json"
-    if not card.is_file() or json.loads(card.read_text()).get("objective") != "grouping":
+    directory = checkpoint_directory(str(model.cfg.source))
+    if (card_in(directory) or {}).get("objective") != "grouping":
         return None
     from .checkpoint import load_grouping_head  # reads the head only when there is one
 

@@ -19,6 +19,8 @@ from ..errors import InputError
 MODELS_DIR = Path(__file__).resolve().parent / "checkpoints"
 """The shipped checkpoints, one directory per model (package data: pyproject.toml)."""
 PREFIX = "zoo:"
+CARD = "card.json"
+"""The model card's file name in a checkpoint directory (`zoo.checkpoint` writes and checks it)."""
 
 
 WORLDS: dict[str, dict[str, Any]] = {"bw": {"preset": "binding"}, "maze": {"preset": "binding", "maze_cells": 6}}
@@ -51,7 +53,7 @@ def zoo_names() -> list[str]:
     """Names of the shipped models (directories with a model card)."""
     if not MODELS_DIR.is_dir():
         return []
-    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "card.json").is_file())
+    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / CARD).is_file())
 
 
 def is_zoo_spec(spec: str) -> bool:
@@ -72,9 +74,23 @@ def zoo_path(spec: str) -> Path:
     return MODELS_DIR / name
 
 
+def checkpoint_directory(spec: str) -> Path:
+    """Where a model's checkpoint lives: a shipped `zoo:<name>`'s directory, or the directory a path names (a
+    checkpoint `zoo train` wrote)."""
+    return zoo_path(spec) if is_zoo_spec(spec) else Path(spec)
+
+
+def card_in(directory: Path) -> dict[str, Any] | None:
+    """The model card in a directory, read without checking file hashes; None where it holds none."""
+    path = directory / CARD
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def zoo_card(spec: str) -> dict[str, Any]:
     """The model card of a shipped model, read without checking file hashes (`zoo.checkpoint.read_card` checks them)."""
-    return json.loads((zoo_path(spec) / "card.json").read_text())
+    card = card_in(zoo_path(spec))
+    assert card is not None, "zoo_path lists only directories with a card"
+    return card
 
 
 def list_zoo() -> list[dict[str, Any]]:

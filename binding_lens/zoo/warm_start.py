@@ -9,14 +9,13 @@ where the objective keeps its own (`Objective.start_from`). The card records whe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
 from .checkpoint import CheckpointError, read_backbone, read_card, read_heads
 from .recipe import ZooRecipe
-from .registry import is_zoo_spec, zoo_path
+from .registry import checkpoint_directory
 
 ARCHITECTURE = ("image_size", "patch_size", "hidden_size", "n_layers", "n_heads", "mlp_ratio")
 """The recipe fields a warm start must share with its checkpoint (the backbone's shape and its patch grid)."""
@@ -35,7 +34,7 @@ def warm_start(recipe: ZooRecipe) -> WarmStart:
     """The checkpoint `recipe.init` names, checked: its backbone in float32, and its heads where it was trained
     with the recipe's objective (else none: the run's heads start fresh)."""
     assert recipe.init is not None, "warm_start needs a recipe with init"
-    directory = zoo_path(recipe.init) if is_zoo_spec(recipe.init) else Path(recipe.init)
+    directory = checkpoint_directory(recipe.init)
     if not directory.is_dir():
         raise CheckpointError(f"--init {recipe.init}: no such zoo model or checkpoint directory")
     card = read_card(directory)

@@ -11,8 +11,7 @@ from binding_lens.analyses.ablation import OWN_HEAD, AblationSettings, ablation_
 from binding_lens.analyses.layer_sweep import SweepResult, layer_sweep
 from binding_lens.data import SyntheticScenes
 from binding_lens.probes import ProbeTrainingConfig, load_probe
-from binding_lens.zoo.checkpoint import load_grouping_head
-from binding_lens.zoo.registry import zoo_path
+from binding_lens.zoo.loader import own_grouping_head
 
 
 def quick_sweep(model: HookedViT, out, data: str = "matched_small", layer: int = 3) -> SweepResult:
@@ -50,7 +49,7 @@ DOSES = (0.0, 0.25, 0.5, 0.75, 1.0)
 def dose_curves(model: HookedViT, sweep: SweepResult, data: str, layer: int) -> dict[str, list[float]]:
     """The model's own grouping-head gap at each dose of the shuffle, on 40 held-out `data` scenes, of the binding
     subspace (k = 4, from the sweep's probe at `layer`) and of its energy-matched control (3 draws)."""
-    head = load_grouping_head(zoo_path(model.cfg.source))[0]
+    head = own_grouping_head(model)
     scenes = SyntheticScenes(data, n=40, size=96, seed=1, split="test")
     probe = load_probe(sweep.out / "probes" / f"L{layer:02d}_quadratic.safetensors")
     settings = AblationSettings(
