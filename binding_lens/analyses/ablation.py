@@ -21,7 +21,11 @@ removed, its coordinates replaced by zero, the train images' mean, matched noise
   informed injection is undefined under local crops. The head is fitted on clean features with the
   backbone frozen unless one is given, and the table says which;
 - a grouping model's own read-out, where its head is given (`grouping_head_gap`, `effects.grouping`): the
-  head's mean same-object minus other-object cosine on the final features (flip pairs on twin mazes).
+  head's mean same-object minus other-object cosine on the final features (flip pairs on twin mazes);
+- the next layer's probe, where one is given (`next_probe_gap`): a probe trained at l+1 on clean tokens, read
+  on the edited run's tokens at l+1, its mean P(same object) on same-object pairs minus on other-object pairs
+  (flip pairs on twin mazes; `effects.pairs.gap_sums`): does block l+1 still write which patches belong
+  together where a probe finds it?
 
 Every condition is compared with the clean run on the same images (`reference` "clean"), and every
 binding-subspace condition with the random-subspace one of the same kind and strength (`reference`
@@ -70,6 +74,7 @@ from ..effects.attention import (
 )
 from ..effects.dino import fit_dino_head, measure_dino_loss
 from ..effects.grouping import head_gap_sums
+from ..effects.pairs import gap_sums
 from ..effects.segmentation import (
     fit_instance_head,
     fit_semantic_head,
@@ -173,12 +178,13 @@ def label_images(model: HookedModel, scenes: Sequence[Scene], size: int | None) 
 
 @dataclass(frozen=True)
 class Forward:
-    """One run over some of the images: final patch features, layer l+1's patch attention and (on the clean
-    run) the patch tokens at l."""
+    """One run over some of the images: final patch features, layer l+1's patch attention, (on the clean
+    run) the patch tokens at l and (where a probe at l+1 reads them) the patch tokens at l+1."""
 
     features: Tensor
     pattern: Tensor
     tokens: Tensor | None = None
+    next_tokens: Tensor | None = None
 
 
 def _run(
@@ -189,23 +195,28 @@ def _run(
     batch_size: int,
     images: Tensor | None = None,
     keep_tokens: bool = False,
+    keep_next: bool = False,
 ) -> Forward:
     """The images (`images`: their indices; all by default) run under the hooks `make_hooks(batch indices)`;
-    the patch tokens at `layer` are kept only with `keep_tokens` (the clean run's, for the controls' energy)."""
+    the patch tokens at `layer` are kept only with `keep_tokens` (the clean run's, for the controls' energy),
+    those at `layer + 1` only with `keep_next` (for a probe there)."""
     n_prefix = model.cfg.n_prefix_tokens
-    pattern_name, tokens_name = names.pattern(layer + 1), names.resid_post(layer)
-    wanted = [pattern_name, tokens_name] if keep_tokens else [pattern_name]
+    pattern_name = names.pattern(layer + 1)
+    kept = {names.resid_post(layer): keep_tokens, names.resid_post(layer + 1): keep_next}
+    wanted = [pattern_name, *(name for name, keep in kept.items() if keep)]
     indices = torch.arange(data.pixels.shape[0]) if images is None else images
-    features, patterns, tokens = [], [], []
+    features, patterns = [], []
+    tokens: dict[str, list[Tensor]] = {name: [] for name, keep in kept.items() if keep}
     for start in range(0, len(indices), batch_size):
         batch = indices[start : start + batch_size]
         with torch.inference_mode(), model.hooks(fwd_hooks=make_hooks(batch)):
             out, cache = model.run_with_cache(data.pixels[batch], names_filter=wanted)
         features.append(out[:, n_prefix:].float())
         patterns.append(cache[pattern_name][:, :, n_prefix:, n_prefix:].float())
-        if keep_tokens:
-            tokens.append(model.patch_tokens(cache[tokens_name]).float())
-    return Forward(torch.cat(features), torch.cat(patterns), torch.cat(tokens) if keep_tokens else None)
+        for name, parts in tokens.items():
+            parts.append(model.patch_tokens(cache[name]).float())
+    found = [torch.cat(tokens[name]) if name in tokens else None for name in kept]
+    return Forward(torch.cat(features), torch.cat(patterns), *found)
 
 
 @dataclass
@@ -312,10 +323,13 @@ REDUCERS: dict[str, Reduce] = {
     "own_object_excess_attention": ratio_of_sums,
     "attention_kl_to_clean": ratio_of_sums,
     "grouping_head_gap": ratio_of_sums,
+    "next_probe_gap": ratio_of_sums,
 }
 """Each measure's value from its per-image parts summed over a set of images."""
 OWN_HEAD = "grouping_head_gap"
 """The model's own grouping read-out (`effects.grouping`): measured only where a grouping head is given."""
+NEXT_PROBE = "next_probe_gap"
+"""The gap of a probe trained at l+1 on clean tokens (`effects.pairs.gap_sums`): measured only where one is given."""
 HEAD_MEASURES = ("semantic_miou", "instance_miou")
 """The measures read through retrained heads (the ones a head refit moves)."""
 PER_UNIT = ("own_object_excess_attention",)
@@ -390,14 +404,17 @@ class _AblationPlan:
     skipped: dict[str, str] = field(default_factory=dict)
     grouping: GroupingHead | None = None
     """The model's own grouping head (its `OWN_HEAD` measure is taken only with one)."""
+    next_probe: PairProbe | None = None
+    """A probe trained at l+1 on clean tokens (its `NEXT_PROBE` measure is taken only with one)."""
     reference: Tensor | None = None
     """The clean patch tokens at the layer of the train images: what a removal's mean, noise and resample
     replacements draw from (set with `settings.replacements`)."""
 
     @property
     def measures(self) -> tuple[str, ...]:
+        given = {OWN_HEAD: self.grouping, NEXT_PROBE: self.next_probe}
         return tuple(
-            name for name in REDUCERS if name not in self.skipped and (name != OWN_HEAD or self.grouping is not None)
+            name for name in REDUCERS if name not in self.skipped and (name not in given or given[name] is not None)
         )
 
     @property
@@ -539,7 +556,7 @@ def _forward_parts(plan: _AblationPlan, run: Forward, clean_pattern: Tensor) -> 
     """The measures of one forward pass on the test images (`run` holds only those), per image: at l+1 the raw
     own-object attention mass (every labeled query), the excess own-object attention at matched distance (flip
     pairs on twin mazes) and the KL to clean; with a grouping head, its same-object gap on the final features
-    (the same pairs)."""
+    (the same pairs); with a probe at l+1, its gap on the tokens there (the same pairs)."""
     instance = plan.data.instance[plan.split[1]]
     parts = {
         "own_object_attention": own_object_attention_sums(run.pattern, instance),
@@ -550,12 +567,18 @@ def _forward_parts(plan: _AblationPlan, run: Forward, clean_pattern: Tensor) -> 
     }
     if plan.grouping is not None:
         parts[OWN_HEAD] = head_gap_sums(plan.grouping, run.features, instance, plan.pairing.flip_pairs)
+    if plan.next_probe is not None:
+        assert run.next_tokens is not None, "every run keeps the tokens at l+1 where a probe reads them"
+        with torch.inference_mode():
+            scores = plan.next_probe.to(run.next_tokens.device).pair_probabilities(run.next_tokens)
+        parts[NEXT_PROBE] = gap_sums(scores, instance, plan.pairing.flip_pairs)
     return parts
 
 
 def _on_test(run: Forward, test: Tensor) -> Forward:
-    """A run over every image cut to the test images (its tokens dropped)."""
-    return Forward(run.features[test], run.pattern[test])
+    """A run over every image cut to the test images (its tokens at l dropped)."""
+    next_tokens = None if run.next_tokens is None else run.next_tokens[test]
+    return Forward(run.features[test], run.pattern[test], next_tokens=next_tokens)
 
 
 def _stacked(per_unit: list[dict[str, Tensor]]) -> dict[str, Tensor]:
@@ -610,7 +633,8 @@ def _intervened(
         edit = partial(_intervention, kind, strength, subspace, n_prefix, plan, seed=settings.seed + j)
         make = lambda batch, edit=edit: [edit(batch).at(layer)]  # noqa: E731
         with_heads = j < settings.head_seeds
-        run = _run(model, data, layer, make, settings.batch_size, images=None if with_heads else test)
+        images = None if with_heads else test
+        run = _run(model, data, layer, make, settings.batch_size, images, keep_next=plan.next_probe is not None)
         attention.append(_forward_parts(plan, _on_test(run, test) if with_heads else run, clean_pattern))
         if with_heads:
             seeds = [settings.seed + j] if varies else _head_seeds(settings)
@@ -712,6 +736,18 @@ class DinoCheckpoint:
 
 
 @dataclass(frozen=True)
+class Readouts:
+    """What reads the model besides the retrained segmentation heads and the attention at l+1, each measured only
+    where given: a DINO checkpoint's own head (the DINO loss; without one a head is fitted on clean features), a
+    grouping model's own head (`OWN_HEAD`: `zoo.load_grouping_head`), a probe trained at l+1 on clean tokens
+    (`NEXT_PROBE`)."""
+
+    dino: DinoCheckpoint | None = None
+    grouping: GroupingHead | None = None
+    next_probe: PairProbe | None = None
+
+
+@dataclass(frozen=True)
 class AblationResult:
     """What `ablation_study` measured: `rows` (the measures of the clean run, the head refit and every
     (subspace, intervention, strength)), `differences` (each minus the clean run, with paired bootstrap
@@ -759,23 +795,30 @@ def ablation_study(
     out: str | Path | None = None,
     *,
     size: int | None = None,
-    dino: DinoCheckpoint | None = None,
-    grouping: GroupingHead | None = None,
+    readouts: Readouts = Readouts(),
 ) -> AblationResult:
     """Measure every condition against the clean run (module docstring); written under `out` if given
     (`ablation.csv`, `ablation_differences.csv`, `ablation_summary.json`).
 
-    DINO loss: with `dino` (a checkpoint's head, with its training center and temperatures) the loss is
-    the model's own; without a center, the clean model's mean head output on these images is used;
+    DINO loss: with `readouts.dino` (a checkpoint's head, with its training center and temperatures) the loss
+    is the model's own; without a center, the clean model's mean head output on these images is used;
     without a head, one is fitted on clean features (the result's `dino_head` says which).
 
-    Grouping head: with `grouping` (a grouping model's own read-out, `zoo.load_grouping_head`) its same-object
-    gap on the final features is measured under every condition too (`effects.grouping`).
+    Grouping head: with `readouts.grouping` (a grouping model's own read-out) its same-object gap on the final
+    features is measured under every condition too (`effects.grouping`).
+
+    Next layer's probe: with `readouts.next_probe` (a probe trained at layer + 1 on clean tokens, e.g. the
+    sweep's) its same-object gap on the tokens at layer + 1 is measured under every condition too (`NEXT_PROBE`).
     """
     model = hooked_vit_only(model, "ablation_study")
     check_probe_fits(probe, model, settings.layer)
-    plan = replace(_plan(model, scenes, probe, settings, size), grouping=grouping)
-    clean = _run(model, plan.data, settings.layer, lambda batch: [], settings.batch_size, keep_tokens=True)
+    dino, next_probe = readouts.dino, readouts.next_probe
+    if next_probe is not None:
+        check_probe_fits(next_probe, model, settings.layer + 1, source="the next layer's probe")
+    plan = replace(_plan(model, scenes, probe, settings, size), grouping=readouts.grouping, next_probe=next_probe)
+    clean = _run(
+        model, plan.data, settings.layer, lambda batch: [], settings.batch_size, None, True, next_probe is not None
+    )
     assert clean.tokens is not None
     plan, energy = _with_controls(plan, settings, clean.tokens)
     if settings.replacements:

@@ -25,7 +25,10 @@ def add(commands: argparse._SubParsersAction) -> None:
         description="Shuffle or inject binding vectors at one layer and measure what breaks downstream.",
     )
     ablate.add_argument(
-        "--run", default=None, help="a sweep directory: takes its model and RUN/probes/L<layer>_<probe>"
+        "--run",
+        default=None,
+        help="a sweep directory: takes its model and RUN/probes/L<layer>_<probe> (and, where the run has it, the "
+        "probe at layer + 1, read on the edited tokens there: next_probe_gap)",
     )
     ablate.add_argument("--model", default=None, help=MODEL_HELP + " (default: the run's model)")
     ablate.add_argument("--probe-file", default=None, help="a saved quadratic probe (default: from --run)")
@@ -121,10 +124,21 @@ def _own_heads(model, spec: str, settings, device: str):
     return settings, None, own_grouping_head(model)
 
 
+def _next_probe(run: str | None, probe: str, layer: int, device: str):
+    """The sweep's probe at layer + 1 (what `next_probe_gap` reads), where `run` has one; else None."""
+    from ..analyses.run import RunDirectory
+    from ..probes import load_probe
+
+    path = RunDirectory(run).probe_path(layer + 1, probe) if run else None
+    if path is None or not path.is_file():
+        return None
+    return load_probe(path, device=device)
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..analyses.ablation import AblationSettings, ablation_study, ablation_table, difference_table
+    from ..analyses.ablation import AblationSettings, Readouts, ablation_study, ablation_table, difference_table
     from ..data.spec import dataset_from_spec
     from ..hooks import HookedViT
     from ..probes import load_probe
@@ -155,8 +169,7 @@ def run(args: argparse.Namespace) -> int:
         settings,
         out=args.out,
         size=size,
-        dino=dino,
-        grouping=grouping,
+        readouts=Readouts(dino, grouping, _next_probe(args.run, args.probe, args.layer, device)),
     )
     for measure, why in result.skipped.items():
         print(f"{measure} not measured: {why}\n")
@@ -182,7 +195,9 @@ def run(args: argparse.Namespace) -> int:
         "* = beyond noise; the head refit row is what retraining the heads alone moves; "
         "own_object_excess_attention: attention on own-object keys minus other-object keys at the same grid "
         "distance, per query; grouping_head_gap: the model's own grouping head, same-object minus other-object "
-        "cosine; (limit ±x) beside a null: the smallest difference found with 80 % power at this configuration):"
+        "cosine; next_probe_gap: the run's probe at layer + 1 read on the tokens there, P(same object) on "
+        "same-object minus other-object pairs; (limit ±x) beside a null: the smallest difference found with 80 % "
+        "power at this configuration):"
     )
     print(difference_table(result.differences))
     print(

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..losses.grouping import GroupingHead
-from .pairs import counted_pairs
+from .pairs import gap_sums
 
 
 def head_gap_sums(
@@ -42,15 +42,6 @@ def head_gap_sums(
             "pass the head of the model the features come from"
         )
     head = head.to(features.device)
-    instance = instance.to(features.device)
     with torch.inference_mode():
-        cosine = head.same_object(features.float()).double()
-    same, kept = counted_pairs(instance, pairs)
-    sums, counts = [], []
-    for kind in (same, kept & ~same):
-        sums.append((cosine * kind).sum((1, 2)))
-        counts.append(kind.sum((1, 2)).double())
-    both = (counts[0] > 0) & (counts[1] > 0)
-    gap = torch.where(both, sums[0] / counts[0].clamp_min(1) - sums[1] / counts[1].clamp_min(1), 0.0)
-    weight = torch.where(both, counts[0] + counts[1], 0.0)
-    return torch.stack([gap * weight, weight], -1)
+        cosine = head.same_object(features.float())
+    return gap_sums(cosine, instance, pairs)

@@ -35,7 +35,7 @@ from torch import Tensor
 
 from ..activations.context import TwinSlots, scene_twins
 from ..activations.prepare import choose_slots
-from ..analyses.ablation import OWN_HEAD, Labeled, label_images
+from ..analyses.ablation import NEXT_PROBE, OWN_HEAD, Labeled, label_images
 from ..analyses.layer_sweep import SweepResult
 from ..analyses.run import RunDirectory
 from ..analyses.toy import ToyResult
@@ -635,11 +635,14 @@ INTERVENTION_CLAIMS = {
     "inject_own_helps": ("inject_probe", 0.0, 1, None),
     "shuffle_moves_attention": ("shuffle", 1.0, -1, "own_object_excess_attention"),
     "shuffle_hurts_own_head": ("shuffle", 1.0, -1, OWN_HEAD),
+    "shuffle_lowers_next_probe": ("shuffle", 1.0, -1, NEXT_PROBE),
 }
 """claim -> (intervention, strength, sign, measure): the claim's value is sign x (binding - random) of the measure
 (None: the segmentation measure, instance mIoU unless told)."""
 OWN_HEAD_ONLY = "no grouping head: only a model trained with one (`zoo:grouping`) has its own read-out"
 """Why the own-head claim is not applicable to other models."""
+NOT_GIVEN = {OWN_HEAD: OWN_HEAD_ONLY, NEXT_PROBE: "no probe at l + 1 was given to the ablation study"}
+"""Why a claim on a measure the study takes only where it is given (a head, a probe) is not applicable."""
 
 
 def intervention_measures(
@@ -667,8 +670,8 @@ def intervention_measures(
             continue
         contrast = found.get((name, "binding", kind, strength, "random"))
         if contrast is None:
-            if own == OWN_HEAD and differences:
-                out[claim] = not_applicable(OWN_HEAD_ONLY, measure=name)
+            if own in NOT_GIVEN and differences:
+                out[claim] = not_applicable(NOT_GIVEN[own], measure=name)
             continue
         refit_row = found.get((measure, "-", "head refit", None, "clean"))
         refit = {} if own else {"head refit": _difference_row(refit_row)}  # the heads' noise: head measures only

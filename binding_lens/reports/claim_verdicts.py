@@ -45,6 +45,10 @@ CLAIMS: dict[str, str] = {
     "shuffling a random subspace of the same energy (its grouping head's same-object minus other-object cosine "
     "on the final tokens, flip pairs on twin mazes; random minus binding; only models trained with a grouping "
     "head have one)",
+    "shuffle_lowers_next_probe": "shuffling the binding subspace at l closes the next layer's read-out more than "
+    "shuffling a random subspace of the same energy (the sweep's quadratic probe at l + 1, trained on clean "
+    "tokens, read on the edited tokens there: its mean P(same object) on same-object minus other-object pairs, "
+    "flip pairs on twin mazes; random minus binding)",
     "attention_follows": "attention at l + 1 follows IsSameObject at l beyond patch distance and beyond what a "
     "probe trained the same way on shuffled labels reads (partial r given distance, probe minus shuffled-label "
     "probe, l = the middle layer for every model)",

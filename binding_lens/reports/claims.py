@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from ..activations.context import scene_twins
-from ..analyses.ablation import AblationSettings, ablation_study, label_images
+from ..analyses.ablation import AblationSettings, Readouts, ablation_study, label_images
 from ..analyses.report import Row
 from ..analyses.run import RunDirectory
 from ..analyses.seed_sweep import layer_sweep_over_seeds
@@ -48,7 +48,7 @@ from ..data.shuffled import ShuffledLabels
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
-from ..probes import ProbeTrainingConfig
+from ..probes import PairProbe, ProbeTrainingConfig, load_probe
 from ..stats import bootstrap_counts
 from ..zoo.loader import own_grouping_head
 from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_family
@@ -272,8 +272,9 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         measures_of.fits_of(health, ("quadratic", middle), nulls=True),
     )
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
+    next_probe = load_probe(run.probe_path(middle + 1, "quadratic"), model.device)  # the sweep's, at l + 1
     interventions = _interventions(
-        model, probes[0], scenes, out / "ablation" / name, config, middle, k, control_seed(spec, config)
+        model, (probes[0], next_probe), scenes, out / "ablation" / name, config, middle, k, control_seed(spec, config)
     )
     sweep_fit = measures_of.fits_of(health, ("quadratic", middle), refits=False)
     found |= {claim: measures_of.with_fits(m, sweep_fit) for claim, m in interventions.items()}
@@ -398,19 +399,20 @@ def _ablation_settings(config: ClaimsConfig, layer: int, k: int, seed: int) -> A
 
 
 def _interventions(
-    model, probe, scenes, out: Path, config: ClaimsConfig, layer: int, k: int, seed: int
+    model, probes: tuple[PairProbe, PairProbe], scenes, out: Path, config: ClaimsConfig, layer: int, k: int, seed: int
 ) -> dict[str, Row]:
-    """The ablation study at the middle layer on fresh scenes (seed + 1: never the probe's), its controls drawn
-    with the model's own `seed` (`control_seed`); on twin mazes it pairs the twins itself (`ablation_study`),
-    and a measure it does not take on these data leaves its claims not applicable."""
+    """The ablation study at the middle layer on fresh scenes (seed + 1: never the probes'), with the probe at l
+    that defines the binding subspace and the one at l + 1 that reads the next layer (`probes`), its controls
+    drawn with the model's own `seed` (`control_seed`); on twin mazes it pairs the twins itself
+    (`ablation_study`), and a measure it does not take on these data leaves its claims not applicable."""
     fresh = scenes(list(config.seeds)[0] + 1, config.ablation_images)
     ablation = ablation_study(
         model,
         [fresh[i] for i in range(len(fresh))],
-        probe,
+        probes[0],
         _ablation_settings(config, layer, k, seed),
         out,
-        grouping=own_grouping_head(model),
+        readouts=Readouts(grouping=own_grouping_head(model), next_probe=probes[1]),
     )
     return measures_of.intervention_measures(ablation.differences, ablation.energy, skipped=ablation.skipped)
 

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.analyses.ablation import AblationSettings, ablation_study
+from binding_lens.analyses.ablation import AblationSettings, Readouts, ablation_study
 from binding_lens.cli import main
 from binding_lens.data import SyntheticScenes
 from binding_lens.errors import InputError
+from binding_lens.hooks import names
 from binding_lens.probes import save_probe
 
 from helpers.probes import random_quadratic
@@ -250,8 +251,8 @@ def test_ablate_on_the_zoo_dino_model_uses_its_own_head_center_and_crops(tmp_pat
     settings = seen["settings"]
     assert (settings.dino_global_size, settings.dino_local_size, settings.dino_local_crops) == (96, 48, 4)
     assert settings.dino_global_scale == (0.35, 1.0) and seen["size"] == 96
-    assert seen["kwargs"]["dino"].temperatures == {"student_temp": 0.1, "teacher_temp": 0.04}
-    assert seen["kwargs"]["dino"].head.out_dim == 1024
+    assert seen["kwargs"]["readouts"].dino.temperatures == {"student_temp": 0.1, "teacher_temp": 0.04}
+    assert seen["kwargs"]["readouts"].dino.head.out_dim == 1024
 
 
 def test_difference_text_keeps_small_differences_readable():
@@ -303,7 +304,7 @@ def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given()
     scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
     fast = FAST | {"dino": False, "head_seeds": 2, "control_draws": 2, "inject_by_probe": False}
     settings = AblationSettings(layer=1, k=4, n_boot=200, shuffle_ratios=(0.0, 1.0), inject_alphas=(), **fast)
-    result = ablation_study(model, scenes, probe, settings, grouping=head)
+    result = ablation_study(model, scenes, probe, settings, readouts=Readouts(grouping=head))
     by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
     data = label_images(model, scenes, None)
     test = split_by_image(12, fractions=(0.7, 0.0, 0.3), seed=0)[2]
@@ -329,6 +330,41 @@ def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given()
     without = ablation_study(model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False))
     assert all(OWN_HEAD not in row for row in without.rows)
     assert all(d["measure"] != OWN_HEAD for d in without.differences)
+
+
+def test_the_next_layers_probe_is_read_on_the_edited_tokens_under_every_condition_and_only_when_given():
+    """`next_probe_gap`: its clean value is the probe at l + 1's gap (P(same) on same-object minus other-object
+    pairs) on the clean tokens there of the test images, a shuffle of ratio 0 leaves it, the full shuffle at l
+    moves it, a study without the probe has no such measure, and a probe of another width is one line."""
+    from binding_lens.analyses.ablation import NEXT_PROBE, label_images
+    from binding_lens.effects.pairs import gap_sums
+    from binding_lens.probes import split_by_image
+
+    model = HookedViT.from_pretrained("tiny:vit")
+    torch.manual_seed(0)
+    probe, next_probe = random_quadratic(32), random_quadratic(32)
+    scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
+    fast = FAST | {"dino": False, "head_seeds": 1, "control_draws": 2, "inject_by_probe": False, "head_refit": False}
+    settings = AblationSettings(layer=1, k=4, n_boot=200, shuffle_ratios=(0.0, 1.0), inject_alphas=(), **fast)
+    result = ablation_study(model, scenes, probe, settings, readouts=Readouts(next_probe=next_probe))
+    by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
+    data = label_images(model, scenes, None)
+    test = split_by_image(12, fractions=(0.7, 0.0, 0.3), seed=0)[2]
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(data.pixels[test], names_filter=names.resid_post(2))
+        scores = next_probe.pair_probabilities(model.patch_tokens(cache[names.resid_post(2)]))
+    parts = gap_sums(scores, data.instance[test]).sum(0)
+    clean = by["-", "clean", None][NEXT_PROBE]
+    assert clean == pytest.approx(float(parts[0] / parts[1]), abs=1e-6)
+    assert by["binding", "shuffle", 0.0][NEXT_PROBE] == by["random", "shuffle", 0.0][NEXT_PROBE] == clean
+    assert by["binding", "shuffle", 1.0][NEXT_PROBE] != clean
+    assert ("binding", "random") in {
+        (d["subspace"], d["reference"]) for d in result.differences if d["measure"] == NEXT_PROBE
+    }
+    without = ablation_study(model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False))
+    assert all(NEXT_PROBE not in row for row in without.rows)
+    with pytest.raises(InputError, match="next layer's probe"):
+        ablation_study(model, scenes, probe, settings, readouts=Readouts(next_probe=random_quadratic(16)))
 
 
 def test_removals_with_each_replacement_run_side_by_side_on_both_subspaces():

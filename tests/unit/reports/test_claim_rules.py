@@ -52,14 +52,14 @@ def _model(objective: str, seed: int, p: float, value: float = 0.05, applicable:
 
 
 def test_holm_runs_within_each_family_as_by_hand():
-    """Three models, each with p = 0.001, 0.02 or 0.04 on all 12 primary claims: a family of 36 tests. By hand:
-    the twelve 0.001s are ranks 0-11, adjusted 36 x 0.001 = 0.036 (monotone over the twelve); the 0.02s, ranks
-    12-23, 24 x 0.02 = 0.48; the 0.04s, ranks 24-35, 12 x 0.04 = 0.48."""
+    """Three models, each with p = 0.001, 0.02 or 0.04 on all 13 primary claims: a family of 39 tests. By hand:
+    the thirteen 0.001s are ranks 0-12, adjusted 39 x 0.001 = 0.039 (monotone over the thirteen); the 0.02s,
+    ranks 13-25, 26 x 0.02 = 0.52; the 0.04s, ranks 26-38, 13 x 0.04 = 0.52."""
     models = [_model("mae", s, p) for s, p in enumerate((0.001, 0.02, 0.04))]
     rows = adjust(model_rows(models))
     tested = [r for r in rows if r["family"] == "models"]
-    assert len(tested) == 36  # every primary claim on every model; the floor is in no family
-    by_hand = {"`zoo:mae@0`": 0.036, "`zoo:mae@1`": 0.48, "`zoo:mae@2`": 0.48}
+    assert len(tested) == 39  # every primary claim on every model; the floor is in no family
+    by_hand = {"`zoo:mae@0`": 0.039, "`zoo:mae@1`": 0.52, "`zoo:mae@2`": 0.52}
     assert [r["p_adjusted"] for r in tested] == pytest.approx([by_hand[r["on"]] for r in tested])
     assert [r["p_adjusted"] for r in tested] == pytest.approx(holm([r["p_value"] for r in tested]))
     assert {r["verdict_adjusted"] for r in tested if r["on"] == "`zoo:mae@0`"} == {"holds"}
@@ -280,7 +280,8 @@ def test_intervention_claims_are_binding_minus_random_paired():
         d("random", "inject", 0.0, "clean", 0.09),
         d("binding", "inject", 0.0, "random", 0.01, p=0.5),
     ]
-    attention = [d | {"measure": "own_object_excess_attention"} for d in differences if d["intervention"] == "shuffle"]
+    shuffles = [d for d in differences if d["intervention"] == "shuffle"]
+    attention = [d | {"measure": "own_object_excess_attention"} for d in shuffles]
     measures = intervention_measures(differences + attention)
     hurts, helps = measures["shuffle_hurts"], measures["inject_helps"]
     moved = measures["shuffle_moves_attention"]  # its own measure, no head refit beside it
@@ -288,6 +289,11 @@ def test_intervention_claims_are_binding_minus_random_paired():
     assert "head refit" not in moved["beside"]
     own = measures["shuffle_hurts_own_head"]  # a study without a grouping head
     assert not own["applicable"] and own["why"] == OWN_HEAD_ONLY
+    assert not measures["shuffle_lowers_next_probe"]["applicable"]  # a study without a probe at l + 1
+    with_next = intervention_measures(differences + [d | {"measure": "next_probe_gap"} for d in shuffles])
+    lowered = with_next["shuffle_lowers_next_probe"]  # its own measure: random minus binding
+    assert (lowered["value"], lowered["measure"]) == (pytest.approx(0.05), "next_probe_gap")
+    assert lowered["beside"]["binding vs clean"]["value"] == pytest.approx(-0.08)
     assert (hurts["value"], hurts["low"], hurts["high"]) == pytest.approx((0.05, 0.03, 0.07))  # a fall, as a rise
     assert (helps["value"], helps["p_value"]) == pytest.approx((0.01, 0.5))  # helps, but no more than random
     assert hurts["beside"]["random vs clean"]["value"] == pytest.approx(-0.03)
