@@ -69,9 +69,10 @@ class UnknownHookPointError(BindingLensError, KeyError):
         return str(self.args[0])
 
 
-class DisabledHookPointError(InputError):
+class DisabledHookPointError(InputError, AssertionError):
     """A hook on a hook point that only runs under a flag which is off (`attn.hook_result` without
-    `set_use_attn_result(True)`): it would never fire, so it is refused, as in TransformerLens."""
+    `set_use_attn_result(True)`): it would never fire, so it is refused, as in TransformerLens, whose own refusal
+    is an `AssertionError` that TL users' code catches (so this is one too, besides an `InputError`)."""
 
 
 GATED_HOOK_POINTS: dict[str, str] = {

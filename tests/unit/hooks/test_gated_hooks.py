@@ -43,6 +43,8 @@ def test_a_hook_point_that_cannot_fire_is_refused_naming_its_flag(ending, flag):
             assert _no_hooks_left(model)
         with pytest.raises(DisabledHookPointError, match=flag), model.hooks(fwd_hooks=[(name, record)]):
             pass
+        with pytest.raises(AssertionError, match=flag):  # what TransformerLens raises, and its users catch
+            model.add_hook(name, record)
         with pytest.warns(UserWarning, match=flag):
             model.add_hook(lambda n: n.endswith(ending), record)
         assert _no_hooks_left(model)
