@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
@@ -289,25 +289,50 @@ def test_shuffle_doses_run_on_both_subspaces_from_clean_at_0_to_the_full_shuffle
         ablation_study(model, scenes, random_quadratic(32), AblationSettings(layer=1, shuffle_doses=(1.5,)))
 
 
-def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given():
-    """The model's own grouping read-out: its clean value is the head's gap on the clean final tokens of the
-    test images (all pairs off twin mazes), conditions that leave the model clean leave it, and a study without
-    a head has no such measure."""
-    from binding_lens.analyses.ablation import OWN_HEAD, label_images
-    from binding_lens.effects.grouping import head_gap_sums
-    from binding_lens.losses.grouping import GroupingHead
+@dataclass(frozen=True)
+class ReadoutStudy:
+    """A small study with some read-outs (tiny ViT, layer 1, k = 4, shuffle ratios 0 and 1, 2 control draws):
+    what it ran on, its rows by (subspace, intervention, strength), the labeled images and the test split."""
+
+    model: HookedViT
+    scenes: list
+    probe: object
+    settings: AblationSettings
+    result: object
+    by: dict
+    data: object
+    test: torch.Tensor
+
+
+def readout_study(readouts: Readouts, **fast_overrides) -> ReadoutStudy:
+    from binding_lens.analyses.ablation import label_images
     from binding_lens.probes import split_by_image
 
     model = HookedViT.from_pretrained("tiny:vit")
     torch.manual_seed(0)
-    probe, head = random_quadratic(32), GroupingHead(32, 16, 8).eval()
+    probe = random_quadratic(32)
     scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
-    fast = FAST | {"dino": False, "head_seeds": 2, "control_draws": 2, "inject_by_probe": False}
+    fast = FAST | {"dino": False, "control_draws": 2, "inject_by_probe": False} | fast_overrides
     settings = AblationSettings(layer=1, k=4, n_boot=200, shuffle_ratios=(0.0, 1.0), inject_alphas=(), **fast)
-    result = ablation_study(model, scenes, probe, settings, readouts=Readouts(grouping=head))
+    result = ablation_study(model, scenes, probe, settings, readouts=readouts)
     by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
-    data = label_images(model, scenes, None)
     test = split_by_image(12, fractions=(0.7, 0.0, 0.3), seed=0)[2]
+    return ReadoutStudy(model, scenes, probe, settings, result, by, label_images(model, scenes, None), test)
+
+
+def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given():
+    """The model's own grouping read-out: its clean value is the head's gap on the clean final tokens of the
+    test images (all pairs off twin mazes), conditions that leave the model clean leave it, and a study without
+    a head has no such measure."""
+    from binding_lens.analyses.ablation import OWN_HEAD
+    from binding_lens.effects.grouping import head_gap_sums
+    from binding_lens.losses.grouping import GroupingHead
+
+    torch.manual_seed(1)
+    head = GroupingHead(32, 16, 8).eval()
+    study = readout_study(Readouts(grouping=head), head_seeds=2)
+    model, scenes, probe, settings, result = study.model, study.scenes, study.probe, study.settings, study.result
+    by, data, test = study.by, study.data, study.test
     with torch.inference_mode():
         features = model(data.pixels[test])[:, 1:]
     parts = head_gap_sums(head, features, data.instance[test]).sum(0)
@@ -336,20 +361,14 @@ def test_the_next_layers_probe_is_read_on_the_edited_tokens_under_every_conditio
     """`next_probe_gap`: its clean value is the probe at l + 1's gap (P(same) on same-object minus other-object
     pairs) on the clean tokens there of the test images, a shuffle of ratio 0 leaves it, the full shuffle at l
     moves it, a study without the probe has no such measure, and a probe of another width is one line."""
-    from binding_lens.analyses.ablation import NEXT_PROBE, label_images
+    from binding_lens.analyses.ablation import NEXT_PROBE
     from binding_lens.effects.pairs import gap_sums
-    from binding_lens.probes import split_by_image
 
-    model = HookedViT.from_pretrained("tiny:vit")
-    torch.manual_seed(0)
-    probe, next_probe = random_quadratic(32), random_quadratic(32)
-    scenes = [SyntheticScenes("default", n=12, size=64, seed=1)[i] for i in range(12)]
-    fast = FAST | {"dino": False, "head_seeds": 1, "control_draws": 2, "inject_by_probe": False, "head_refit": False}
-    settings = AblationSettings(layer=1, k=4, n_boot=200, shuffle_ratios=(0.0, 1.0), inject_alphas=(), **fast)
-    result = ablation_study(model, scenes, probe, settings, readouts=Readouts(next_probe=next_probe))
-    by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
-    data = label_images(model, scenes, None)
-    test = split_by_image(12, fractions=(0.7, 0.0, 0.3), seed=0)[2]
+    torch.manual_seed(1)
+    next_probe = random_quadratic(32)
+    study = readout_study(Readouts(next_probe=next_probe), head_seeds=1, head_refit=False)
+    model, scenes, probe, settings, result = study.model, study.scenes, study.probe, study.settings, study.result
+    by, data, test = study.by, study.data, study.test
     with torch.inference_mode():
         _, cache = model.run_with_cache(data.pixels[test], names_filter=names.resid_post(2))
         scores = next_probe.pair_probabilities(model.patch_tokens(cache[names.resid_post(2)]))
