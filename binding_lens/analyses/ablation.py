@@ -122,6 +122,10 @@ class AblationSettings:
     matched_energy: bool = True
     """Draw the random subspace with the binding subspace's share of the within-image token variance at the
     layer (`binding.energy`); False: uniformly random (it moves far less of the tokens)."""
+    control_outside: bool = False
+    """Draw the energy-matched random subspace in the orthogonal complement of the binding subspace, so the two
+    share no direction (`matched_random_subspace(outside=...)`); by default it may share some, as it leans into
+    the same high-variance directions."""
     head_refit: bool = True
     """Also compare the clean run's heads of two seeds (what retraining alone moves)."""
     head_seeds: int = 5
@@ -471,6 +475,8 @@ def _plan(
             f"need 1 <= head_seeds <= control_draws, got head_seeds {settings.head_seeds} and control_draws "
             f"{settings.control_draws}"
         )
+    if settings.control_outside and not settings.matched_energy:
+        raise InputError("a control outside the binding subspace is drawn with matched energy: drop one of the two")
     if any(not 0 <= s <= 1 for s in settings.shuffle_doses):
         raise InputError(f"every shuffle dose must be in [0, 1], got {settings.shuffle_doses}")
     edits = [("shuffle", r) for r in settings.shuffle_ratios] + [("inject", a) for a in settings.inject_alphas]
@@ -515,7 +521,8 @@ def _with_controls(plan: _AblationPlan, settings: AblationSettings, tokens: Tens
     share = variance_share(binding.basis, covariance)
     seeds = [settings.seed + j for j in range(settings.control_draws)] if settings.control else []
     if settings.matched_energy:
-        random = [matched_random_subspace(covariance, settings.k, share, seed) for seed in seeds]
+        outside = binding.basis if settings.control_outside else None
+        random = [matched_random_subspace(covariance, settings.k, share, seed, outside=outside) for seed in seeds]
     else:
         random = [BindingSubspace.random(binding.d_model, settings.k, seed=seed) for seed in seeds]
     shares = [variance_share(r.basis, covariance) for r in random]
@@ -528,6 +535,7 @@ def _with_controls(plan: _AblationPlan, settings: AblationSettings, tokens: Tens
         "overlap": sum(overlaps) / len(overlaps) if overlaps else None,
         "overlap_uniform": settings.k / binding.d_model,
         "matched": settings.matched_energy,
+        "outside": settings.control_outside,
         "draws": len(random),
         "head_draws": settings.head_seeds if random else 0,
     }

@@ -15,6 +15,12 @@ exponent a (by bisection, for this draw of G) at which the orthonormalized span 
 a = 0 is a uniformly random subspace, a > 0 leans towards high-variance directions, a < 0 towards
 low-variance ones. Every share between the bottom-k and the top-k principal components is reachable (the
 binding subspace's always is), and each seed gives a different subspace.
+
+Drawn that way a control leans into the high-variance directions, and where the binding subspace lies there
+too the two share part of their span, so "binding - control" reads only what they do not share. With
+`outside=binding.basis` the control is drawn in the orthogonal complement of the binding subspace: it shares
+nothing with it and still holds the same share of the variance, where the complement's top k directions hold
+that much (else one line says so).
 """
 
 from __future__ import annotations
@@ -76,19 +82,44 @@ def matched_random_subspace(
     seed: int,
     tolerance: float = SHARE_TOLERANCE,
     tries: int = 1,
+    outside: Float[Tensor, "d_model m"] | None = None,
 ) -> BindingSubspace:
     """A random k-dimensional subspace whose `variance_share` is `share` (to `tolerance`, relative): the
     span of C^(a/2) G for a Gaussian G drawn with `seed` and the exponent a that hits the share (module
-    docstring). Raises `InputError` when no k-dimensional subspace can hold `share`, or when none of `tries`
-    draws (seeds seed, seed + 10^6, ...) reaches it: the bisection over the exponent assumes a share that
-    grows with it, which a rare draw of several directions does not."""
+    docstring); with `outside` (orthonormal columns), drawn the same way in their orthogonal complement, so
+    it shares no direction with them. Raises `InputError` when no such k-dimensional subspace can hold
+    `share`, or when none of `tries` draws (seeds seed, seed + 10^6, ...) reaches it: the bisection over the
+    exponent assumes a share that grows with it, which a rare draw of several directions does not."""
+    covariance = covariance.double().cpu()
+    complement = None if outside is None else orthogonal_complement(outside.double().cpu())
+    inside = covariance if complement is None else complement.T @ covariance @ complement
+    held = float(torch.trace(inside)) / float(torch.trace(covariance))  # the variance left in there
+    if complement is not None and share > principal_shares(inside, k)[1] * held * (1 + tolerance):
+        given = covariance.shape[0] - complement.shape[1]
+        raise InputError(
+            f"outside the given {given} directions no {k}-dimensional subspace holds a within-image variance "
+            f"share of {share:.3f}: their complement's top {k} principal components hold "
+            f"{principal_shares(inside, k)[1] * held:.3f}, so every control of this energy shares directions with "
+            "them; draw it without `outside` (ablate: without --control-outside)"
+        )
     for attempt in range(tries):
         try:
-            return _draw_matched(covariance, k, share, seed + 10**6 * attempt, tolerance)
+            drawn = _draw_matched(inside, k, share / held, seed + 10**6 * attempt, tolerance)
+            if complement is None:
+                return drawn
+            basis = (complement @ drawn.basis.double()).float()
+            return BindingSubspace(basis=basis, source=f"{drawn.source}, outside the given directions")
         except InputError:
             if attempt == tries - 1:
                 raise
     raise InputError(f"tries must be >= 1, got {tries}")
+
+
+def orthogonal_complement(basis: Float[Tensor, "d_model m"]) -> Float[Tensor, "d_model rest"]:
+    """Orthonormal columns spanning every direction orthogonal to those of `basis` (orthonormal columns)."""
+    d_model, m = basis.shape
+    full = torch.linalg.qr(torch.cat([basis, torch.eye(d_model, dtype=basis.dtype)], 1)).Q
+    return full[:, m:d_model]
 
 
 def _draw_matched(

@@ -86,6 +86,11 @@ def add(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="draw the random subspace uniformly instead of with the binding subspace's share of the token variance",
     )
+    ablate.add_argument(
+        "--control-outside",
+        action="store_true",
+        help="draw the energy-matched random subspace orthogonal to the binding subspace (they share no direction)",
+    )
     ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
     ablate.add_argument("--device", default=None, help=DEVICE_HELP)
     ablate.add_argument("--out", type=output_dir, required=True, help="output directory")
@@ -158,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         head_seeds=args.head_seeds,
         control_draws=max(args.control_draws, args.head_seeds),
         matched_energy=not args.unmatched_control,
+        control_outside=args.control_outside,
         shuffle_doses=args.doses,
         replacements=args.replace,
     )

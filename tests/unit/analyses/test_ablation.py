@@ -409,3 +409,17 @@ def test_removals_with_each_replacement_run_side_by_side_on_both_subspaces():
         ablation_study(model, scenes, random_quadratic(32), replace(settings, replacements=("median",)))
     with pytest.raises(SystemExit):
         main(["ablate", "--model", "tiny:vit", "--layer", "1", "--replace", "zero,median", "--out", "unused"])
+
+
+def test_a_control_outside_the_binding_subspace_shares_none_of_it_and_holds_its_energy():
+    """`control_outside`: every draw of the control is orthogonal to the binding subspace (overlap 0, where a
+    control drawn anywhere shares some) and holds its share of the variance; it needs matched energy."""
+    study = readout_study(Readouts(), head_seeds=1, head_refit=False, control_outside=True)
+    energy = study.result.energy
+    assert energy["outside"] and energy["overlap"] < 1e-6
+    assert energy["random_mean"] == pytest.approx(energy["binding"], rel=0.02)
+    anywhere = readout_study(Readouts(), head_seeds=1, head_refit=False).result.energy
+    assert anywhere["overlap"] > 0.01 and not anywhere["outside"]
+    with pytest.raises(InputError, match="drawn with matched energy"):
+        unmatched = replace(study.settings, matched_energy=False)
+        ablation_study(study.model, study.scenes, study.probe, unmatched)

@@ -9,6 +9,7 @@ from binding_lens.binding import BindingSubspace
 from binding_lens.binding.diagnostics import principal_angles
 from binding_lens.binding.energy import (
     matched_random_subspace,
+    orthogonal_complement,
     principal_shares,
     variance_share,
     within_image_covariance,
@@ -67,6 +68,36 @@ def test_a_high_energy_subspace_is_matched_where_a_uniform_draw_falls_short():
     assert sum(plain) / len(plain) < 0.7 * share  # the unmatched control moves much less of the tokens
     matched = [variance_share(matched_random_subspace(covariance, 4, share, s).basis, covariance) for s in range(20)]
     assert max(abs(m - share) / share for m in matched) <= 0.01
+
+
+def test_the_orthogonal_complement_is_the_null_space_of_the_basis():
+    """Against a slow complement: the left singular vectors of I - B B^T with singular value 1."""
+    basis = torch.linalg.qr(torch.randn(10, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))).Q
+    complement = orthogonal_complement(basis)
+    assert complement.shape == (10, 7)
+    assert torch.allclose(complement.T @ complement, torch.eye(7, dtype=torch.float64), atol=1e-10)
+    assert float((basis.T @ complement).abs().max()) < 1e-10
+    u, singular, _ = torch.linalg.svd(torch.eye(10, dtype=torch.float64) - basis @ basis.T)
+    slow = u[:, singular > 0.5]
+    assert torch.allclose(complement @ complement.T, slow @ slow.T, atol=1e-10)  # the same projector
+
+
+def test_a_control_outside_a_subspace_shares_no_direction_with_it_and_holds_the_same_energy():
+    """Planted: a subspace of middling energy (axes 2, 9, 17, 25); draws outside it are orthogonal to it and
+    hold its share; a subspace of the top axes leaves too little variance outside it for a control of its
+    energy, which is one line naming what the rest can hold."""
+    tokens, _ = _planted()
+    covariance = within_image_covariance(tokens)
+    planted = torch.eye(32, dtype=torch.float64)[:, [2, 9, 17, 25]]
+    share = variance_share(planted, covariance)
+    for seed in range(3):
+        draw = matched_random_subspace(covariance, 4, share, seed, outside=planted)
+        assert float((planted.float().T @ draw.basis).abs().max()) < 1e-5
+        assert variance_share(draw.basis, covariance) == pytest.approx(share, rel=0.01)
+        assert "outside" in draw.source
+    top = torch.eye(32, dtype=torch.float64)[:, :4]
+    with pytest.raises(InputError, match="their complement's top 4 principal components hold"):
+        matched_random_subspace(covariance, 4, variance_share(top, covariance), 0, outside=top)
 
 
 def test_a_share_no_subspace_can_hold_is_refused():
