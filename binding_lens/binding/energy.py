@@ -94,13 +94,14 @@ def matched_random_subspace(
     complement = None if outside is None else orthogonal_complement(outside.double().cpu())
     inside = covariance if complement is None else complement.T @ covariance @ complement
     held = float(torch.trace(inside)) / float(torch.trace(covariance))  # the variance left in there
-    if complement is not None and share > principal_shares(inside, k)[1] * held * (1 + tolerance):
-        given = covariance.shape[0] - complement.shape[1]
+    most = 1.0 if complement is None else principal_shares(inside, k)[1] * held  # the most k directions there hold
+    if complement is not None and share > most * (1 + tolerance):
+        given = covariance.shape[0] - inside.shape[0]
         raise InputError(
             f"outside the given {given} directions no {k}-dimensional subspace holds a within-image variance "
-            f"share of {share:.3f}: their complement's top {k} principal components hold "
-            f"{principal_shares(inside, k)[1] * held:.3f}, so every control of this energy shares directions with "
-            "them; draw it without `outside` (ablate: without --control-outside)"
+            f"share of {share:.3f}: their complement's top {k} principal components hold {most:.3f}, so every "
+            "control of this energy shares directions with them; draw it without `outside` (ablate: without "
+            "--control-outside)"
         )
     for attempt in range(tries):
         try:
