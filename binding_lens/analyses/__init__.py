@@ -6,12 +6,12 @@
     units = ground(model, SyntheticScenes("matched", n=300, size=96), layer=3)  # which units follow instances
 
 The rest lives in its module: the sweep in stages (`plan_sweep`, `compute_sweep`, `write_sweep`, `ALL_PROBES`)
-in `layer_sweep`, the result types in theirs (`HeadMap` in `heads`, with the head map per replacement
-(`head_maps_by_replacement`, `replacement_table`), `PairAttribution` in `gradient_attribution`,
-`SubspaceComparison` in `causal_subspace`, `GroundingConfig` and `Grounding` in `grounding`, with the units it
-reads in `unit_values`), report tables in `report`, the network-free baselines every probe is judged against in
-`pair_baselines`; the ablation study, SAE binding features, code-probe bits and the toy experiments in
-`ablation`, `sae_binding`, `bits`, `toy`.
+in `sweep`, with the network-free baselines every probe is judged against in `sweep.baselines`; the result types
+in theirs (`HeadMap` in `heads`, with the head map per replacement (`head_maps_by_replacement`,
+`replacement_table`), `PairAttribution` in `gradient_attribution`, `SubspaceComparison` in `causal_subspace`,
+`GroundingConfig` and `Grounding` in `grounding`, with the units it reads in `unit_values`), report tables in
+`report`; the ablation study, SAE binding features, code-probe bits and the toy experiments in `ablation`,
+`sae_binding`, `bits`, `toy`.
 """
 
 from ..lazy import lazy_exports
@@ -20,16 +20,14 @@ from .gradient_attribution import pair_attribution
 from .grounding import ground
 from .heads import head_ablation_map
 from .layer_probes import fit_layer_probes
-from .layer_sweep import SweepConfig, SweepResult, layer_sweep
-from .pair_baselines import scene_baselines
-from .seed_sweep import layer_sweep_over_seeds
+from .sweep import SweepConfig, SweepResult, layer_sweep, layer_sweep_over_seeds, scene_baselines
 
 # Exported here before issue 30: `from binding_lens.analyses import plan_sweep` says where each name lives now.
 _MOVED = {
     "causal_subspace": ["SubspaceComparison"],
     "gradient_attribution": ["PairAttribution"],
     "heads": ["HeadMap"],
-    "layer_sweep": [
+    "sweep": [
         "ALL_PROBES",
         "SweepComputation",
         "SweepPlan",

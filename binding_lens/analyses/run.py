@@ -9,7 +9,7 @@
     RUN/activations/                       the resumable activation store (manifest.json, shards/); absent when
                                            the sweep held activations in memory (`--store none`)
     RUN/fits/                              while a sweep runs: each finished (probe, layer)'s row, so a sweep
-                                           stopped midway resumes after them (`sweep_fits`); gone once it ends
+                                           stopped midway resumes after them (`sweep.fits`); gone once it ends
 
 `layer_sweep` writes a run through `RunDirectory`; the viewer, `binding-lens ablate` and `view` read
 it back through the same class. The model is rebuilt from its spec string (random weights with the

@@ -41,7 +41,7 @@ RELATION_NAMES = (  # probes.relations.RELATIONS (a test checks), so --help impo
 DIRECTED_RELATIONS = ("occludes",)  # probes.relations.DIRECTED
 DIRECTED_PROBE_NAMES = ("linear_difference", "bilinear")  # probes.registry.DIRECTED_PROBES (a test checks)
 STORE_MODES = ("auto", "none", "disk")  # activations.budget.STORE_MODES, without importing torch for --help
-PROBE_NAMES = (  # analyses.layer_sweep.ALL_PROBES (a test checks), so a wrong --probes costs no torch import
+PROBE_NAMES = (  # analyses.sweep.ALL_PROBES (a test checks), so a wrong --probes costs no torch import
     "linear",
     "diag_quadratic",
     "quadratic",

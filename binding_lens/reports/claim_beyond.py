@@ -3,7 +3,7 @@ middle layer fixed before looking (the claims report's family "beyond same-objec
 
 - `identity_within_class`: the quadratic probe of the relation `same_object_within_class` (pairs of one class;
   positive: one instance) minus the strongest network-free baseline on the same pairs, paired over test images
-  (`analyses.layer_sweep` with that relation, at the middle layer alone). Category cannot answer these pairs:
+  (`analyses.sweep.layer_sweep` with that relation, at the middle layer alone). Category cannot answer these pairs:
   what is left is identity. Not applicable on twin mazes (their regions have no classes of their own).
 - `heads_follow_instances`: the attention head of the middle layer that `analyses.grounding.ground` ranks
   first on its ranking images, on its report images: the unit minus its relabeled-instance control and minus
@@ -21,7 +21,7 @@ from typing import Any
 from scipy import stats as scipy_stats
 
 from ..analyses.grounding import GroundingConfig, ground
-from ..analyses.layer_sweep import layer_sweep
+from ..analyses.sweep import layer_sweep
 from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks import HookedViT

@@ -36,8 +36,8 @@ from torch import Tensor
 from ..activations.context import TwinSlots, scene_twins
 from ..activations.prepare import choose_slots
 from ..analyses.ablation import NEXT_PROBE, OWN_HEAD, Labeled, label_images
-from ..analyses.layer_sweep import SweepResult
 from ..analyses.run import RunDirectory
+from ..analyses.sweep import SweepResult
 from ..analyses.toy import ToyResult
 from ..binding import BindingSubspace
 from ..data.scene import Scenes, twin_groups
@@ -125,7 +125,7 @@ class SweepSplits:
         return self.data[split].n_images
 
     def pairs(self, split: str, training: ProbeTrainingConfig) -> tuple[PairSet, PairLayout]:
-        """The pairs the sweep scored on `split` and their layout (`pair_baselines.held_out_pairs`' rule: the
+        """The pairs the sweep scored on `split` and their layout (`sweep.baselines.held_out_pairs`' rule: the
         training config's evaluation patches and seed, every patch and the flip pairs only on the benchmark)."""
         data = self.data[split]
         per_image = None if self.pairing == "twins" else training.eval_patches_per_image

@@ -39,7 +39,7 @@ from ..activations.context import scene_twins
 from ..analyses.ablation import AblationSettings, Readouts, ablation_study, label_images
 from ..analyses.report import Row
 from ..analyses.run import RunDirectory
-from ..analyses.seed_sweep import layer_sweep_over_seeds
+from ..analyses.sweep import layer_sweep_over_seeds
 from ..analyses.toy import toy_experiments
 from ..data import SyntheticScenes
 from ..data.knobs import PRESETS

@@ -26,7 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..analyses.layer_sweep import (
+from ..analyses.report import Row, difference_text, format_table, interval_text, null_text, write_table
+from ..analyses.run import RunDirectory
+from ..analyses.shuffle_effect import ShuffleEffect, ShuffleEffectConfig, shuffle_effect
+from ..analyses.sweep import (
     SweepConfig,
     SweepPlan,
     SweepResult,
@@ -36,9 +39,6 @@ from ..analyses.layer_sweep import (
     weights_note,
     write_sweep,
 )
-from ..analyses.report import Row, difference_text, format_table, interval_text, null_text, write_table
-from ..analyses.run import RunDirectory
-from ..analyses.shuffle_effect import ShuffleEffect, ShuffleEffectConfig, shuffle_effect
 from ..data import Scene, SyntheticScenes
 from ..data.scene import Scenes
 from ..errors import InputError

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analyses.layer_sweep import FIRST_PASS_MARK, PEAK_RULES, SweepResult
 from ..analyses.report import Row, difference_text, format_table, interval_text, write_table
-from ..analyses.seed_sweep import layer_sweep_over_seeds
+from ..analyses.sweep import layer_sweep_over_seeds
+from ..analyses.sweep.records import FIRST_PASS_MARK, PEAK_RULES, SweepResult
 from ..data import PRESETS, SyntheticScenes
 from ..errors import InputError
 from ..figures import accuracy_by_model

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from binding_lens.analyses.layer_sweep import ALL_PROBES
+from binding_lens.analyses.sweep import ALL_PROBES
 from binding_lens.cli import main, parse_layers
 from binding_lens.errors import InputError
 from binding_lens.probes import load_probe
@@ -212,7 +212,7 @@ def test_a_sweep_in_stages_is_the_sweep(tmp_path):
 
     from binding_lens import HookedViT
     from binding_lens.analyses import SweepConfig, layer_sweep
-    from binding_lens.analyses.layer_sweep import compute_sweep, plan_sweep, write_sweep
+    from binding_lens.analyses.sweep import compute_sweep, plan_sweep, write_sweep
     from binding_lens.data import SyntheticScenes
     from binding_lens.probes import ProbeTrainingConfig
 
@@ -279,7 +279,7 @@ def test_too_few_images_for_a_split_are_refused_before_extraction_is_planned(pai
     from binding_lens.analyses import SweepConfig
     from binding_lens.data import SyntheticScenes
 
-    module = importlib.import_module("binding_lens.analyses.layer_sweep")  # the package exports a function by its name
+    module = importlib.import_module("binding_lens.analyses.sweep.plan")  # the package exports a function by its name
 
     def no_extraction(*args, **kwargs):
         raise AssertionError("extraction was planned before the split sizes were checked")
@@ -348,7 +348,7 @@ def test_a_sweep_across_two_views_runs_the_model_on_each_view_and_scores_pairs_a
     assert 0 < row["n_pairs"] == json.loads((out / "baselines.json").read_text())[0]["n_pairs"]
     from binding_lens import HookedViT
     from binding_lens.analyses import SweepConfig
-    from binding_lens.analyses.layer_sweep import plan_sweep
+    from binding_lens.analyses.sweep import plan_sweep
     from binding_lens.data import SyntheticScenes
     from binding_lens.data.views import TwoViews
 

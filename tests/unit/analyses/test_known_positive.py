@@ -9,7 +9,7 @@ import pytest
 
 from binding_lens import HookedViT
 from binding_lens.analyses.ablation import NEXT_PROBE, OWN_HEAD, AblationSettings, Readouts, ablation_study
-from binding_lens.analyses.layer_sweep import SweepResult, layer_sweep
+from binding_lens.analyses.sweep import SweepResult, layer_sweep
 from binding_lens.data import SyntheticScenes
 from binding_lens.probes import ProbeTrainingConfig, load_probe
 from binding_lens.zoo.loader import own_grouping_head

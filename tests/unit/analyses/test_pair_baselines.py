@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from binding_lens.activations.context import CONTEXT_FEATURES, SlotContext, TwinSlots, scene_context
-from binding_lens.analyses.pair_baselines import fit_baselines, judge, scene_baselines, verdict
+from binding_lens.analyses.sweep.baselines import fit_baselines, judge, scene_baselines, verdict
 from binding_lens.data import SyntheticScenes, patch_labels
 from binding_lens.data.tiling import contour_oracle
 from binding_lens.probes import ProbeData, ProbeTrainingConfig, make_probe, split_by_image, train_probes
@@ -158,7 +158,7 @@ def test_a_baselines_factored_logit_is_the_sum_over_its_feature_maps(name, other
 
 
 def test_a_fit_is_made_once_per_inputs_and_handed_out_as_a_copy(default_scenes, monkeypatch):
-    from binding_lens.analyses import pair_baselines
+    from binding_lens.analyses.sweep import baselines as pair_baselines
 
     _, context, instance, klass, splits, _ = default_scenes
     calls = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from binding_lens.analyses.sweep_fits import FitProgress
+from binding_lens.analyses.sweep.fits import FitProgress
 
 
 def test_the_bar_shows_each_fits_peak_as_soon_as_it_finishes(capsys):

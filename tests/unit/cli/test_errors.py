@@ -770,7 +770,7 @@ def test_a_bad_argument_fails_before_the_library_is_imported():
 
 
 def test_the_sweeps_own_probe_list_is_the_libraries():
-    from binding_lens.analyses.layer_sweep import ALL_PROBES
+    from binding_lens.analyses.sweep import ALL_PROBES
     from binding_lens.cli.sweep import PROBE_NAMES
 
     assert PROBE_NAMES == ALL_PROBES

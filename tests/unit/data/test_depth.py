@@ -33,7 +33,7 @@ def test_a_scene_without_a_depth_order_is_refused_in_one_line():
 
 def test_a_sweep_of_occludes_on_data_without_depth_is_refused_before_extraction(tmp_path):
     from binding_lens import HookedViT
-    from binding_lens.analyses.layer_sweep import SweepConfig, plan_sweep
+    from binding_lens.analyses.sweep import SweepConfig, plan_sweep
 
     image, mask = np.zeros((64, 64, 3), np.uint8), np.ones((64, 64), np.int32)
     scenes = [Scene(image, mask, mask, metadata={"index": i}) for i in range(12)]

@@ -135,7 +135,7 @@ def test_each_slot_takes_its_patch_part_unless_that_part_is_another_objects():
 
 def test_data_without_parts_is_refused_in_one_line_before_a_sweep_extracts(tmp_path):
     from binding_lens import HookedViT
-    from binding_lens.analyses.layer_sweep import SweepConfig, plan_sweep
+    from binding_lens.analyses.sweep import SweepConfig, plan_sweep
 
     image, mask = np.zeros((64, 64, 3), np.uint8), np.ones((64, 64), np.int32)
     scenes = [Scene(image, mask, mask, metadata={"index": i}) for i in range(12)]

@@ -115,7 +115,7 @@ def test_specs_build_timm_and_open_clip_models_offline_with_random_weights():
 
 
 def test_reports_name_a_caller_built_model_and_do_not_call_it_random():
-    from binding_lens.analyses.layer_sweep import weights_note
+    from binding_lens.analyses.sweep import weights_note
 
     hooked = HookedViT.from_timm(timm_model("vit_small_patch14_dinov2"))
     assert hooked.cfg.source == "vit_small_patch14_dinov2 (timm)"

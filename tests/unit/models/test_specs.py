@@ -55,7 +55,7 @@ def test_a_missing_extra_is_named_with_its_install_line(spec, module, extra, mon
 
 
 def test_a_timm_or_open_clip_spec_at_random_reads_as_random_weights():
-    from binding_lens.analyses.layer_sweep import weights_note
+    from binding_lens.analyses.sweep import weights_note
 
     model = HookedViT.from_pretrained("tiny:vit")
     for source in ("timm:vit_small_patch14_dinov2@random", "open_clip:ViT-B-16@random"):

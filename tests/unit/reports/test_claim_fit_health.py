@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from binding_lens.analyses.layer_sweep import SweepResult
+from binding_lens.analyses.sweep import SweepResult
 from binding_lens.probes import ProbeData, ProbeTrainingConfig
 from binding_lens.reports.claim_measures import (
     SweepSplits,

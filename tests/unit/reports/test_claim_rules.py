@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_lens.analyses.layer_sweep import SweepResult
+from binding_lens.analyses.sweep import SweepResult
 from binding_lens.analyses.toy import ToyResult
 from binding_lens.reports.claim_measures import (
     OWN_HEAD_ONLY,

@@ -29,14 +29,14 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from ..activations.context import SlotContext, scene_context
-from ..data import Scene
-from ..errors import InputError
-from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, split_by_image, train_probes
-from ..probes.baselines import BASELINES, DIRECTED_BASELINES, make_baseline
-from ..probes.evaluation import EvaluationConfig, PairLayout, ScoredPairs, lay_out_pairs, score_pairs, scored_metrics
-from ..probes.metrics import auroc, bootstrap_auroc, calibrated_threshold
-from ..probes.pair_context import (
+from ...activations.context import SlotContext, scene_context
+from ...data import Scene
+from ...errors import InputError
+from ...probes import PairProbe, ProbeData, ProbeTrainingConfig, split_by_image, train_probes
+from ...probes.baselines import BASELINES, DIRECTED_BASELINES, make_baseline
+from ...probes.evaluation import EvaluationConfig, PairLayout, ScoredPairs, lay_out_pairs, score_pairs, scored_metrics
+from ...probes.metrics import auroc, bootstrap_auroc, calibrated_threshold
+from ...probes.pair_context import (
     MIN_AUROC_GAIN,
     PairAnnotations,
     against_baseline,
@@ -44,11 +44,11 @@ from ..probes.pair_context import (
     beats,
     context_metrics,
 )
-from ..probes.pairing import check_pairing
-from ..probes.relations import PairRelation, relate
-from ..probes.sampling import PairSet, fixed_pairs
-from ..stats import Interval
-from .report import Row
+from ...probes.pairing import check_pairing
+from ...probes.relations import PairRelation, relate
+from ...probes.sampling import PairSet, fixed_pairs
+from ...stats import Interval
+from ..report import Row
 
 BASELINE_PREFIX = "baseline:"
 """How tables name a baseline's row (`baseline:distance`), apart from the probe of the same name."""

@@ -32,10 +32,10 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..errors import InputError
-from ..io import write_json_atomic
-from ..probes import PairProbe, load_probe, save_probe
-from .run import RunDirectory
+from ...errors import InputError
+from ...io import write_json_atomic
+from ...probes import PairProbe, load_probe, save_probe
+from ..run import RunDirectory
 
 FITS_FORMAT = 1
 

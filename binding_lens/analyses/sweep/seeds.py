@@ -20,17 +20,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..activations import ranks
-from ..data.scene import Scenes
-from ..figures import accuracy_by_layer
-from ..hooks.bridged import HookedOrBridge, as_hooked
-from ..io import write_json_atomic
-from ..probes import ProbeTrainingConfig
-from ..probes.relations import decoded
-from ..stats import aggregate_rows, distinct_seeds
-from .layer_sweep import PEAK_RULES, SweepResult, layer_sweep, weights_note
-from .pair_baselines import verdict
-from .report import Row, peak_layers, write_table
+from ...activations import ranks
+from ...data.scene import Scenes
+from ...figures import accuracy_by_layer
+from ...hooks.bridged import HookedOrBridge, as_hooked
+from ...io import write_json_atomic
+from ...probes import ProbeTrainingConfig
+from ...probes.relations import decoded
+from ...stats import aggregate_rows, distinct_seeds
+from ..report import Row, peak_layers, write_table
+from .baselines import verdict
+from .entry import layer_sweep
+from .records import PEAK_RULES, SweepResult, weights_note
 
 SEED_METRICS = (
     "accuracy",
