@@ -151,15 +151,17 @@ def test_ablate_on_twin_mazes_pairs_the_twins_and_drops_the_one_class_semantic_m
     monkeypatch.setattr(
         ablation, "AblationSettings", lambda **kw: AblationSettings(**(kw | FAST | {"dino": False, "n_boot": 200}))
     )
+    import binding_lens.analyses.ablation.plan as ablation_plan
+
     seen = {}
-    real_split = ablation.split_by_image
+    real_split = ablation_plan.split_by_image
 
     def split(n, fractions, seed, groups=None):
         seen["groups"] = groups
         seen["split"] = real_split(n, fractions, seed, groups)
         return seen["split"]
 
-    monkeypatch.setattr(ablation, "split_by_image", split)
+    monkeypatch.setattr(ablation_plan, "split_by_image", split)
     torch.manual_seed(0)
     save_probe(random_quadratic(32), tmp_path / "probe.safetensors")
     command = ["ablate", "--model", "tiny:vit", "--probe-file", str(tmp_path / "probe.safetensors"), "--layer", "1"]
