@@ -137,15 +137,9 @@ def _check_flags(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
     from ..activations.tokens import SETS_OF_VECTORS, check_token_sets
-    from ..analyses.bits import (
-        SPLITS,
-        BitsConfig,
-        CodedScenes,
-        check_entropy,
-        check_f_family,
-        coded_preset,
-        combinations,
-    )
+    from ..analyses.bits import SPLITS, BitsConfig, CodedScenes
+    from ..analyses.bits.config import check_f_family, combinations
+    from ..analyses.bits.scenes import check_entropy, coded_preset
     from ..bits import CodeTrainingConfig
     from ..data.synthetic import SyntheticScenes
     from ..errors import InputError
