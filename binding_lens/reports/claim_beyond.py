@@ -28,7 +28,7 @@ from ..hooks import HookedViT
 from ..probes import ProbeTrainingConfig
 from ..stats import Interval
 from ..stats.power import se_of_interval
-from .claim_measures import Measure, measure_of, not_applicable
+from .claim_measures.measure import Measure, measure_of, not_applicable
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,15 @@ from ..probes import PairProbe, ProbeTrainingConfig, load_probe
 from ..stats import bootstrap_counts
 from ..zoo.loader import own_grouping_head
 from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_family
-from . import claim_measures as measures_of
 from .claim_beyond import beyond_measures
+from .claim_measures.attention import AttentionSettings, attention_measure, test_images
+from .claim_measures.decoding import auroc_draws, decoding_measures, refit_keys
+from .claim_measures.fits import attach_fits, fits_of, refit_records, sweep_fit_records, with_fits
+from .claim_measures.interventions import intervention_measures
+from .claim_measures.low_dimensional import low_dimensional_measure
+from .claim_measures.measure import DECODING_PROBES, middle_layer
+from .claim_measures.splits import oriented_cosine, refit_probes, run_pairing, sweep_splits
+from .claim_measures.toy import toy_measures
 from .claim_verdicts import (
     ADJUSTMENT,
     BEYOND,
@@ -263,21 +270,21 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         progress=config.progress,
     )
     run = RunDirectory(sweep.out if len(config.seeds) == 1 else sweep.out / f"seed-{seed}")
-    n_layers, middle = model.cfg.n_layers, measures_of.middle_layer(model.cfg.n_layers)
+    n_layers, middle = model.cfg.n_layers, middle_layer(model.cfg.n_layers)
     found, probes, null, health = _decoding(model, scenes(seed), run, sweep, config)
-    test = measures_of.test_images(model, scenes(seed), run.split_indices()["test"], middle)
-    attention = measures_of.AttentionSettings(config.n_boot, seed)
-    found["attention_follows"] = measures_of.with_fits(
-        measures_of.attention_measure(model, probes, null, test, attention),
-        measures_of.fits_of(health, ("quadratic", middle), nulls=True),
+    test = test_images(model, scenes(seed), run.split_indices()["test"], middle)
+    attention = AttentionSettings(config.n_boot, seed)
+    found["attention_follows"] = with_fits(
+        attention_measure(model, probes, null, test, attention),
+        fits_of(health, ("quadratic", middle), nulls=True),
     )
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
     next_probe = load_probe(run.probe_path(middle + 1, "quadratic"), model.device)  # the sweep's, at l + 1
     interventions = _interventions(
         model, (probes[0], next_probe), scenes, out / "ablation" / name, config, middle, k, control_seed(spec, config)
     )
-    sweep_fit = measures_of.fits_of(health, ("quadratic", middle), refits=False)
-    found |= {claim: measures_of.with_fits(m, sweep_fit) for claim, m in interventions.items()}
+    sweep_fit = fits_of(health, ("quadratic", middle), refits=False)
+    found |= {claim: with_fits(m, sweep_fit) for claim, m in interventions.items()}
     toy_seed = control_seed(spec, config)  # its own twin scenes
     toy = toy_experiments(
         model,
@@ -287,7 +294,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         seed=toy_seed,
         training=replace(training, seed=toy_seed),
     )
-    found |= measures_of.toy_measures(toy, n_layers, found["middle_signal"])
+    found |= toy_measures(toy, n_layers, found["middle_signal"])
     beyond = beyond_measures(
         model, scenes(seed), out / "relations" / name, middle, training, config.n_boot, config.progress
     )
@@ -299,7 +306,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         "training_seed": card["recipe"]["seed"],
         "row": objective_row(spec, card, sweep),
         "data": data_preset(config.data) or (card["recipe"].get("preset") if is_zoo_spec(spec) else "default"),
-        "pairing": measures_of.run_pairing(run),
+        "pairing": run_pairing(run),
         "measures": found,
         "test_indices": run.split_indices()["test"],
         "sweep_run": str(run.root),
@@ -332,47 +339,47 @@ def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config
     (the flip pairs on the benchmark) and resampled as it resampled (twin groups on the benchmark)."""
     seed = list(config.seeds)[0]
     training = replace(config.training or ProbeTrainingConfig(), seed=seed)
-    n_layers, middle = model.cfg.n_layers, measures_of.middle_layer(model.cfg.n_layers)
+    n_layers, middle = model.cfg.n_layers, middle_layer(model.cfg.n_layers)
     peak = sweep.peaks["quadratic"]["layer"]
-    splits = measures_of.sweep_splits(model, scenes, run)
+    splits = sweep_splits(model, scenes, run)
     own = {
         (probe, layer): trained
-        for probe, by_layer in run.load_probes(measures_of.DECODING_PROBES).items()
+        for probe, by_layer in run.load_probes(DECODING_PROBES).items()
         for layer, trained in by_layer.items()
     }
-    own[("cosine_similarity", peak)] = measures_of.oriented_cosine(splits, peak, training)  # a fixed score
-    wanted = measures_of.refit_keys(sweep, n_layers)
-    refits = [measures_of.refit_probes(splits, wanted, training, seed + i) for i in range(1, config.probe_seeds)]
+    own[("cosine_similarity", peak)] = oriented_cosine(splits, peak, training)  # a fixed score
+    wanted = refit_keys(sweep, n_layers)
+    refits = [refit_probes(splits, wanted, training, seed + i) for i in range(1, config.probe_seeds)]
     nulls = [
-        measures_of.refit_probes(splits, [("quadratic", middle)], training, seed + i, shuffled=True)
+        refit_probes(splits, [("quadratic", middle)], training, seed + i, shuffled=True)
         for i in range(config.probe_seeds)
     ]
     fitted = [own, *({key: r.probe for key, r in refit.items()} for refit in refits)]
     counts = bootstrap_counts(splits.units("test"), config.n_boot, seed)
     val_counts = bootstrap_counts(splits.units("val"), config.n_boot, seed)
     quadratic = [{key: p for key, p in own.items() if key[0] == "quadratic"}]
-    found = measures_of.decoding_measures(
-        measures_of.auroc_draws(splits, fitted, training, counts),
+    found = decoding_measures(
+        auroc_draws(splits, fitted, training, counts),
         sweep,
         n_layers,
-        measures_of.auroc_draws(splits, quadratic, training, val_counts, split="val"),
+        auroc_draws(splits, quadratic, training, val_counts, split="val"),
     )
     probes = [own["quadratic", middle], *(refit["quadratic", middle].probe for refit in refits)]
     null = [result["quadratic", middle].probe for result in nulls]
     k = max(1, model.cfg.d_model // KEPT_FRACTION)
-    found["low_dimensional"] = measures_of.low_dimensional_measure(splits, probes, null, k, middle, training)
+    found["low_dimensional"] = low_dimensional_measure(splits, probes, null, k, middle, training)
     health = _health(sweep, refits, nulls, seed)
-    return measures_of.attach_fits(found, health, sweep, n_layers), probes, null, health
+    return attach_fits(found, health, sweep, n_layers), probes, null, health
 
 
 def _health(sweep, refits, nulls, seed: int) -> dict[str, list[dict[str, Any]]]:
     """Every fit's record, by what it is: the sweep's probes, their refits, the shuffled-label nulls."""
-    sweep_records = measures_of.sweep_fit_records(sweep, seed)
+    sweep_records = sweep_fit_records(sweep, seed)
     records: dict[str, list[dict[str, Any]]] = {"sweep": list(sweep_records.values()), "refit": [], "null": []}
     for i, refit in enumerate(refits, 1):
-        records["refit"] += measures_of.refit_records(refit, "refit", seed + i, sweep_records).values()
+        records["refit"] += refit_records(refit, "refit", seed + i, sweep_records).values()
     for i, null in enumerate(nulls):
-        records["null"] += measures_of.refit_records(null, "shuffled-label null", seed + i, sweep_records).values()
+        records["null"] += refit_records(null, "shuffled-label null", seed + i, sweep_records).values()
     return records
 
 
@@ -414,7 +421,7 @@ def _interventions(
         out,
         readouts=Readouts(grouping=own_grouping_head(model), next_probe=probes[1]),
     )
-    return measures_of.intervention_measures(ablation.differences, ablation.energy, skipped=ablation.skipped)
+    return intervention_measures(ablation.differences, ablation.energy, skipped=ablation.skipped)
 
 
 def _measured_once(spec: str, out: Path, key: Row, started: Row, measure: Callable[[], Row]) -> Row:

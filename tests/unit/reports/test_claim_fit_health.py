@@ -8,14 +8,8 @@ import torch
 
 from binding_lens.analyses.sweep import SweepResult
 from binding_lens.probes import ProbeData, ProbeTrainingConfig
-from binding_lens.reports.claim_measures import (
-    SweepSplits,
-    attach_fits,
-    fit_problems,
-    refit_probes,
-    refit_records,
-    sweep_fit_records,
-)
+from binding_lens.reports.claim_measures.fits import attach_fits, fit_problems, refit_records, sweep_fit_records
+from binding_lens.reports.claim_measures.splits import SweepSplits, refit_probes
 from binding_lens.reports.claim_verdicts import FIT_MARK, adjust, model_rows
 
 

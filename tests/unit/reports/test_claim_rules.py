@@ -11,15 +11,11 @@ import torch
 
 from binding_lens.analyses.sweep import SweepResult
 from binding_lens.analyses.toy import ToyResult
-from binding_lens.reports.claim_measures import (
-    OWN_HEAD_ONLY,
-    AurocDraws,
-    decoding_measures,
-    energy_share,
-    intervention_measures,
-    shuffled_instance,
-    toy_measures,
-)
+from binding_lens.reports.claim_measures.decoding import AurocDraws, decoding_measures
+from binding_lens.reports.claim_measures.interventions import OWN_HEAD_ONLY, intervention_measures
+from binding_lens.reports.claim_measures.low_dimensional import energy_share
+from binding_lens.reports.claim_measures.splits import shuffled_instance
+from binding_lens.reports.claim_measures.toy import toy_measures
 from binding_lens.reports.claim_verdicts import (
     CLAIMS,
     FLOORS,

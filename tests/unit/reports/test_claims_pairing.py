@@ -16,8 +16,9 @@ from binding_lens.data import SyntheticScenes
 from binding_lens.errors import InputError
 from binding_lens.hooks import HookedViT
 from binding_lens.probes import ProbeData, ProbeTrainingConfig
-from binding_lens.reports import claim_measures, claims
-from binding_lens.reports.claim_measures import INTERVENTION_CLAIMS, OWN_HEAD_ONLY, intervention_measures
+from binding_lens.reports import claims
+from binding_lens.reports.claim_measures import splits as claim_splits
+from binding_lens.reports.claim_measures.interventions import INTERVENTION_CLAIMS, OWN_HEAD_ONLY, intervention_measures
 from binding_lens.reports.claim_verdicts import adjust, model_rows
 from binding_lens.zoo import RECIPES, registry, train_zoo_model
 
@@ -69,7 +70,7 @@ def test_claims_on_matched_train_and_score_on_flip_pairs_and_resample_twin_group
     # the same pairs again, rebuilt from the run: flip pairs only, as many same-object as not
     model = HookedViT.from_pretrained("zoo:random")
     scenes = claims.scene_source("zoo:random", model.cfg.image_size, claims.ClaimsConfig(data="matched"), 8)(0)
-    rebuilt = claim_measures.sweep_splits(model, scenes, run)
+    rebuilt = claim_splits.sweep_splits(model, scenes, run)
     _, layout = rebuilt.pairs("test", SMALL["training"])
     assert rebuilt.pairing == "twins" and rebuilt.units("test") == n_test_groups == layout.n_units
     assert int(layout.labels.numel()) == found["quadratic_beats_diagonal"]["n_pairs"]
@@ -109,10 +110,10 @@ def test_refits_on_the_benchmark_draw_whole_twin_groups():
     twins = TwinSlots(torch.zeros(images, slots).long(), torch.arange(slots).expand(images, -1), torch.arange(8) // 2)
     data = ProbeData(torch.randn(images, slots, 2), torch.zeros(images, slots).long(), None, twins)
     for seed in range(5):
-        drawn = claim_measures._resample(data, seed, "twins")
+        drawn = claim_splits._resample(data, seed, "twins")
         assert len(drawn) == images and (drawn[0::2] // 2 == drawn[1::2] // 2).all()  # twins drawn together
         assert (drawn[0::2] % 2 == 0).all() and (drawn[1::2] % 2 == 1).all()
-    assert torch.equal(claim_measures._resample(data, 3, "all"), torch.randint(8, (8,), generator=_seeded(3)))
+    assert torch.equal(claim_splits._resample(data, 3, "all"), torch.randint(8, (8,), generator=_seeded(3)))
 
 
 def _seeded(seed: int) -> torch.Generator:

@@ -1,0 +1,101 @@
+"""Every fit's health (how it stopped, whether it beats its baseline), attached to the measures that read it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...analyses.sweep import SweepResult
+from ...probes.training import TrainResult
+from ...training.stopping import CONVERGED
+from .decoding import best_middle
+from .measure import Measure, middle_layer
+from .splits import Key
+
+# --- every fit's health travels with the numbers it feeds -----------------------------------------
+STOPS = {
+    "max_steps": "stopped on its step limit",
+    "epochs": "stopped on its epoch limit",
+    "lr_floor": "stopped with its learning rate on the floor",
+}
+
+
+def fit_record(key: Key, kind: str, seed: int, stopped: str, beats_baseline: bool | None) -> dict[str, Any]:
+    """One probe fit behind a claim: which (probe, layer), what kind ("sweep", "refit", "shuffled-label
+    null"), its seed, why its training stopped and whether it beat the strongest baseline on validation (the
+    sweep's judgment of that probe and layer; None where it does not apply: a null should learn nothing)."""
+    name, layer = key
+    record = {"probe": name, "layer": layer, "kind": kind, "seed": seed, "stopped": stopped}
+    return record | {"converged": stopped == CONVERGED, "beats_baseline": beats_baseline}
+
+
+def sweep_fit_records(sweep: SweepResult, seed: int) -> dict[Key, dict[str, Any]]:
+    """The health of the sweep's own probes, from its rows."""
+    return {
+        (row["probe"], row["layer"]): fit_record(
+            (row["probe"], row["layer"]), "sweep", seed, row["stopped"], row.get("learnt")
+        )
+        for row in sweep.rows
+    }
+
+
+def refit_records(
+    results: dict[Key, TrainResult], kind: str, seed: int, sweep: dict[Key, dict[str, Any]]
+) -> dict[Key, dict[str, Any]]:
+    """The health of refits (`kind` "refit": judged against the baseline as the sweep judged that probe and
+    layer; "shuffled-label null": convergence only)."""
+    return {
+        key: fit_record(
+            key, kind, seed, result.stopped, sweep.get(key, {}).get("beats_baseline") if kind == "refit" else None
+        )
+        for key, result in results.items()
+    }
+
+
+def fit_problems(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per fit a reader must know about: it did not converge (and why it stopped), or it is no
+    better than the strongest network-free baseline."""
+    lines = []
+    for r in records:
+        where = f"{r['kind']} {r['probe']} at layer {r['layer']} (seed {r['seed']})"
+        if not r["converged"]:
+            lines.append(f"{where}: {STOPS.get(r['stopped'], 'stopped: ' + str(r['stopped']))}")
+        if r["beats_baseline"] is False:
+            lines.append(f"{where}: no better than the strongest baseline on validation")
+    return list(dict.fromkeys(lines))
+
+
+def with_fits(measure: Measure, records: Sequence[dict[str, Any]]) -> Measure:
+    """The measure with the fits it is fed by (`fits`) and their problems (`fit_problems`)."""
+    return measure | {"fits": list(records), "fit_problems": fit_problems(records)}
+
+
+def fits_of(
+    health: dict[str, list[dict[str, Any]]], key: Key, refits: bool = True, nulls: bool = False
+) -> list[dict[str, Any]]:
+    """The records of the fits of (probe, layer) `key`: the sweep's, its refits (`refits`) and the
+    shuffled-label nulls at that layer (`nulls`)."""
+    kinds = ["sweep"] + (["refit"] if refits else []) + (["null"] if nulls else [])
+    return [r for kind in kinds for r in health[kind] if (r["probe"], r["layer"]) == key]
+
+
+def attach_fits(
+    measures: dict[str, Measure], health: dict[str, list[dict[str, Any]]], sweep: SweepResult, n_layers: int
+) -> dict[str, Measure]:
+    """Each decoding measure with the fits it is fed by (`with_fits`)."""
+    peak, middle, last = sweep.peaks["quadratic"]["layer"], middle_layer(n_layers), n_layers - 1
+    best = best_middle(sweep, n_layers)
+    feeds: dict[str, list[Key]] = {
+        "quadratic_beats_diagonal": [("quadratic", peak), ("diag_quadratic", peak)],
+        "quadratic_beats_linear": [("quadratic", peak), ("linear", peak)],
+        "quadratic_beats_cosine": [("quadratic", peak)],
+        "middle_layers": [("quadratic", layer) for layer in sorted({0, best, last})],
+        "middle_signal": [("quadratic", middle)],
+    }
+    out = dict(measures)
+    for claim, keys in feeds.items():
+        if claim in out:
+            out[claim] = with_fits(out[claim], [r for key in keys for r in fits_of(health, key)])
+    if "low_dimensional" in out:
+        out["low_dimensional"] = with_fits(out["low_dimensional"], fits_of(health, ("quadratic", middle), nulls=True))
+    return out
