@@ -53,7 +53,7 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..reports.demo import run_demo
+    from ..reports.demo.run import run_demo
 
     probes = tuple(name.strip() for name in args.probes.split(",") if name.strip())
     run_demo(

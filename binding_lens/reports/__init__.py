@@ -4,7 +4,7 @@
     binding_by_objective(["zoo:dino", "zoo:mae", "zoo:random"], "runs/zoo-compare")   # binding-lens zoo compare
     claims_report(["zoo:dino", "zoo:mae", "zoo:random"], "runs/claims")  # binding-lens claims
 
-`demo.py` (the zoo's strongest binder beside its random-init twin, and one live intervention on it; its
+`demo/` (the zoo's strongest binder beside its random-init twin, and one live intervention on it; its
 defaults in `demo_config.py`), `zoo_compare.py` (does binding depend on the training objective?) and
 `claims.py` (every claim of the paper with its interval and verdict) sit above everything they combine:
 the analyses and the zoo.
@@ -16,14 +16,14 @@ from ..lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .claims import ClaimsReport, claims_report
-    from .demo import run_demo
+    from .demo.run import run_demo
     from .zoo_compare import ObjectiveTable, binding_by_objective
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         **dict.fromkeys(["ClaimsReport", "claims_report"], ".claims"),
-        "run_demo": ".demo",
+        "run_demo": ".demo.run",
         **dict.fromkeys(["ObjectiveTable", "binding_by_objective"], ".zoo_compare"),
     },
 )

@@ -10,20 +10,10 @@ import pytest
 from binding_lens.analyses.shuffle_effect import COMPARISONS, ShuffleEffect, ShuffleEffectConfig
 from binding_lens.cli.demo import DEFAULTS
 from binding_lens.errors import InputError
-from binding_lens.reports.demo import (
-    DEMO_MODEL,
-    Comparison,
-    DemoConfig,
-    demo_models,
-    intervention_layer,
-    intervention_meaning,
-    intervention_text,
-    random_twin,
-    report_line,
-    sweep_meaning,
-    swept_layers,
-)
-from binding_lens.reports.demo_config import POSITIVE
+from binding_lens.reports.demo.models import demo_models, intervention_layer, random_twin, swept_layers
+from binding_lens.reports.demo.sweeps import Comparison
+from binding_lens.reports.demo.text import intervention_meaning, intervention_text, report_line, sweep_meaning
+from binding_lens.reports.demo_config import DEMO_MODEL, POSITIVE, DemoConfig
 from binding_lens.stats import Interval
 from binding_lens.stats.power import interval_limit
 
