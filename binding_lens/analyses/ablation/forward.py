@@ -18,7 +18,7 @@ from ...effects.dino import fit_dino_head, measure_dino_loss
 from ...hooks import HookedViT, names
 from ...hooks.bridged import HookedModel
 from ...losses.dino import DinoHead
-from .settings import AblationSettings
+from .settings import AblationSettings, DinoCheckpoint
 
 
 @dataclass
@@ -102,12 +102,12 @@ class DinoMeasurement:
         model: HookedViT,
         data: Labeled,
         settings: AblationSettings,
-        head: DinoHead | None,
-        center: Tensor | None,
-        temperatures: dict[str, float] | None,
+        checkpoint: DinoCheckpoint | None,
     ) -> "DinoMeasurement":
-        """Views and temperatures from the settings; the head given (with its training center, or the
-        clean model's mean output as center), else one fitted on clean features with the backbone frozen."""
+        """Views from the settings; the checkpoint's head, center and temperatures where one is given (without a
+        center: the clean model's mean output), else a head fitted on clean features with the backbone frozen."""
+        head, center = (checkpoint.head, checkpoint.center) if checkpoint is not None else (None, None)
+        temperatures = checkpoint.temperatures if checkpoint is not None else None
         images = data.images[: settings.dino_images]
         side = data.pixels.shape[-1]
         options: dict[str, Any] = dict(

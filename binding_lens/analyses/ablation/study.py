@@ -14,13 +14,15 @@ from tqdm.auto import tqdm
 
 from ...binding import BindingSubspace
 from ...data import Scene
+from ...hooks import HookedViT
 from ...hooks.bridged import HookedOrBridge, hooked_vit_only
 from ...io import write_json_atomic
 from ...probes import PairProbe
 from ...probes.provenance import check_probe_fits
 from ..report import Row, write_table
 from .differences import condition_differences
-from .forward import DinoMeasurement, run_images
+from .forward import DinoMeasurement, Forward, run_images
+from .measures import Condition
 from .parts import attention_vs_probe, clean_runs, intervened
 from .plan import AblationPlan, plan_ablation, with_controls
 from .settings import NO_READOUTS, AblationSettings, Readouts
@@ -91,7 +93,7 @@ def ablation_study(
     """
     model = hooked_vit_only(model, "ablation_study")
     check_probe_fits(probe, model, settings.layer)
-    dino, next_probe = readouts.dino, readouts.next_probe
+    next_probe = readouts.next_probe
     if next_probe is not None:
         check_probe_fits(next_probe, model, settings.layer + 1, source="the next layer's probe")
     plan = replace(
@@ -105,24 +107,8 @@ def ablation_study(
     if settings.replacements:
         plan = replace(plan, reference=clean.tokens[plan.split[0]])
     correlation = attention_vs_probe(model, plan, probe, clean.pattern[plan.split[1]], settings)
-    measurement = (
-        DinoMeasurement.prepare(
-            model,
-            plan.data,
-            settings,
-            dino.head if dino is not None else None,
-            dino.center if dino is not None else None,
-            dino.temperatures if dino is not None else None,
-        )
-        if settings.dino
-        else None
-    )
-    clean_run, *conditions = clean_runs(plan, settings, clean, measurement)
-    clean_pattern = clean.pattern[plan.split[1]]
-    for condition in tqdm(
-        plan.conditions, desc=f"ablate layer {settings.layer}", unit="condition", disable=not settings.progress
-    ):
-        conditions.append(intervened(model, plan, settings, condition, clean_pattern, measurement))
+    measurement = DinoMeasurement.prepare(model, plan.data, settings, readouts.dino) if settings.dino else None
+    clean_run, *conditions = _conditions(model, plan, settings, clean, measurement)
     result = AblationResult(
         rows=[condition.row(settings, plan.measures) for condition in [clean_run, *conditions]],
         differences=condition_differences(conditions, clean_run, settings, plan),
@@ -140,6 +126,19 @@ def ablation_study(
     if out is not None:
         _write(result, Path(out))
     return result
+
+
+def _conditions(
+    model: HookedViT, plan: AblationPlan, settings: AblationSettings, clean: Forward, dino: DinoMeasurement | None
+) -> list[Condition]:
+    """The clean run (and the head refit), then every planned (subspace, intervention, strength), measured."""
+    measured = clean_runs(plan, settings, clean, dino)
+    clean_pattern = clean.pattern[plan.split[1]]
+    for condition in tqdm(
+        plan.conditions, desc=f"ablate layer {settings.layer}", unit="condition", disable=not settings.progress
+    ):
+        measured.append(intervened(model, plan, settings, condition, clean_pattern, dino))
+    return measured
 
 
 def _count_units(plan: AblationPlan) -> int:

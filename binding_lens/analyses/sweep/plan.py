@@ -123,20 +123,7 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
     if config.peak_by not in PEAK_RULES:
         raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {config.peak_by!r}")
     training = config.training or ProbeTrainingConfig(seed=config.seed)
-    pairing = config.pairing
-    if pairing == "auto":
-        pairing = getattr(dataset, "pairing", "all")
-    if pairing not in PAIRINGS:
-        raise InputError(f"pairing must be 'auto' or one of {', '.join(PAIRINGS)}, got {pairing!r}")
-    if check_relation(config.relation) != "same_object" and pairing == "twins":
-        raise InputError(
-            f"the benchmark's flip pairs (twin mazes) are same-object pairs: the relation {config.relation} "
-            "needs scenes with classes (another preset), or pairing 'all'"
-        )
-    if config.relation in DIRECTED and len(dataset):  # the first scene says whether the data record a depth order
-        occlusions(dataset[0], "scene 0")
-    if config.relation == "part_of" and len(dataset):  # and whether they annotate parts
-        part_owners(dataset[0], "scene 0")
+    pairing = _checked_pairing(config, dataset)
     extract_kwargs = dict(config.extract_kwargs or {})
     if config.relation == "same_object_across_views":
         extract_kwargs["size"] = _views_size(dataset, extract_kwargs.get("size"))
@@ -156,15 +143,7 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
     if config.memory_budget is None and world_size > 1:  # the ranks of a machine each hold their layers there
         budget = min(budget, activation_budget("cpu") // ranks.local_world_size())
     mode, why = choose_store(config.store, extraction.bytes_per_layer * len(layers), budget, world_size)
-    request, earlier = extraction.request, RunDirectory(out).request()
-    if earlier is not None and earlier != request:
-        raise RunSettingsError(
-            f"{out} holds a sweep run",
-            request_differences(earlier, request),
-            "Use another output directory (--out), or delete this one to run again.",
-            earlier,
-            request,
-        )
+    _refuse_another_run(out, extraction.request)
     return SweepPlan(
         out=out,
         config=config,
@@ -181,6 +160,37 @@ def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path,
         world_size=world_size,
         pairing=pairing,
     )
+
+
+def _checked_pairing(config: SweepConfig, dataset: Sequence[Scene]) -> str:
+    """The pairs the sweep trains and scores on ('auto': the dataset's), checked against its relation; the first
+    scene says whether the data record what a directed relation or `part_of` needs."""
+    pairing = getattr(dataset, "pairing", "all") if config.pairing == "auto" else config.pairing
+    if pairing not in PAIRINGS:
+        raise InputError(f"pairing must be 'auto' or one of {', '.join(PAIRINGS)}, got {pairing!r}")
+    if check_relation(config.relation) != "same_object" and pairing == "twins":
+        raise InputError(
+            f"the benchmark's flip pairs (twin mazes) are same-object pairs: the relation {config.relation} "
+            "needs scenes with classes (another preset), or pairing 'all'"
+        )
+    if config.relation in DIRECTED and len(dataset):  # the first scene says whether the data record a depth order
+        occlusions(dataset[0], "scene 0")
+    if config.relation == "part_of" and len(dataset):  # and whether they annotate parts
+        part_owners(dataset[0], "scene 0")
+    return pairing
+
+
+def _refuse_another_run(out: Path, request: dict[str, Any]) -> None:
+    """A run directory that holds a sweep of other settings is refused: its probes and tables would be mixed."""
+    earlier = RunDirectory(out).request()
+    if earlier is not None and earlier != request:
+        raise RunSettingsError(
+            f"{out} holds a sweep run",
+            request_differences(earlier, request),
+            "Use another output directory (--out), or delete this one to run again.",
+            earlier,
+            request,
+        )
 
 
 def _views_size(dataset: Sequence[Scene], size: int | tuple[int, int] | None) -> int | tuple[int, int] | None:
