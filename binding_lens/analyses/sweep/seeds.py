@@ -23,7 +23,7 @@ from typing import Any
 from ...activations import ranks
 from ...data.scene import Scenes
 from ...figures import accuracy_by_layer
-from ...hooks.bridged import HookedOrBridge, as_hooked
+from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ...io import write_json_atomic
 from ...probes import ProbeTrainingConfig
 from ...probes.relations import decoded
@@ -74,42 +74,27 @@ def layer_sweep_over_seeds(
     model, seeds = as_hooked(model), distinct_seeds(seeds)
     training = training or ProbeTrainingConfig()
     out = Path(out)
-    if len(seeds) == 1:
+
+    def sweep(seed: int, where: Path) -> SweepResult:
         return layer_sweep(
             model,
-            scenes_for_seed(seeds[0]),
-            out,
-            seed=seeds[0],
-            training=replace(training, seed=seeds[0]),
-            peak_by=peak_by,
-            progress=progress,
-            **sweep_kwargs,
-        )
-    started = time.perf_counter()
-    runs = [
-        layer_sweep(
-            model,
             scenes_for_seed(seed),
-            out / f"seed-{seed}",
+            where,
             seed=seed,
             training=replace(training, seed=seed),
             peak_by=peak_by,
             progress=progress,
             **sweep_kwargs,
         )
-        for seed in seeds
-    ]
+
+    if len(seeds) == 1:
+        return sweep(seeds[0], out)
+    started = time.perf_counter()
+    runs = [sweep(seed, out / f"seed-{seed}") for seed in seeds]
     rank = ranks.world()[0]
     if rank != 0:  # under torchrun, rank 0 gathered each seed's rows: it alone writes the aggregate
         return SweepResult(rows=[], peaks={}, out=out, summary={"rank": rank})
-    per_seed = [row | {"seed": seed} for seed, run in zip(seeds, runs) for row in run.rows]
-    rows = aggregate_rows(per_seed, by=("model", "probe", "layer"), metrics=SEED_METRICS)
-    for row in rows:
-        learnt = [r["learnt"] for r in per_seed if (r["probe"], r["layer"]) == (row["probe"], row["layer"])]
-        row["learnt"] = (
-            all(learnt) if all(learnt) or not any(learnt) else f"{sum(map(bool, learnt))}/{len(learnt)} seeds"
-        )
-        row.pop("seed", None)
+    rows = _rows_over_seeds(seeds, runs)
     metric, rule = PEAK_RULES[peak_by]
     peaks = {
         probe: row | {"peak_chosen_on": f"{rule}, mean over {len(seeds)} seeds", "verdict": verdict(row)}
@@ -125,8 +110,18 @@ def layer_sweep_over_seeds(
     title = f"{decoded(runs[0].relation)} by layer: mean and 95% interval over {len(seeds)} seeds"
     title += f" (probe init, split, scene draw)\n{weights_note(model)}"
     files["plot"] = accuracy_by_layer(rows, out / "accuracy_by_layer.png", title=title)
-    summary = {
-        "seeds": seeds,
+    summary = _summary_over_seeds(model, seeds, runs, peak_by, started)
+    files["summary"] = out / "summary.json"
+    write_json_atomic(files["summary"], summary)
+    return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary, baselines=baselines)
+
+
+def _summary_over_seeds(
+    model: HookedModel, seeds: Sequence[int], runs: Sequence[SweepResult], peak_by: str, started: float
+) -> dict[str, Any]:
+    """`summary.json` of a sweep over seeds: the seeds and their runs, each run's training problems, the time."""
+    return {
+        "seeds": list(seeds),
         "runs": [str(run.out) for run in runs],
         "weights": weights_note(model),
         "peak_by": peak_by,
@@ -134,9 +129,20 @@ def layer_sweep_over_seeds(
         "training_problems": [f"seed {seed}: {line}" for seed, run in zip(seeds, runs) for line in run.problems()],
         "seconds": {"total": round(time.perf_counter() - started, 2)},
     }
-    files["summary"] = out / "summary.json"
-    write_json_atomic(files["summary"], summary)
-    return SweepResult(rows=rows, peaks=peaks, out=out, files=files, summary=summary, baselines=baselines)
+
+
+def _rows_over_seeds(seeds: Sequence[int], runs: Sequence[SweepResult]) -> list[Row]:
+    """Each (probe, layer)'s metrics as the mean and t interval over the seeds' runs; `learnt` True or False where
+    every seed agrees, else how many seeds learnt ("2/3 seeds")."""
+    per_seed = [row | {"seed": seed} for seed, run in zip(seeds, runs) for row in run.rows]
+    rows = aggregate_rows(per_seed, by=("model", "probe", "layer"), metrics=SEED_METRICS)
+    for row in rows:
+        learnt = [r["learnt"] for r in per_seed if (r["probe"], r["layer"]) == (row["probe"], row["layer"])]
+        row["learnt"] = (
+            all(learnt) if all(learnt) or not any(learnt) else f"{sum(map(bool, learnt))}/{len(learnt)} seeds"
+        )
+        row.pop("seed", None)
+    return rows
 
 
 def _baselines_over_seeds(runs: Sequence[SweepResult]) -> list[Row]:
