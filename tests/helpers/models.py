@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.hooks.hooked_vit import GATED_HOOK_POINTS
+from binding_lens.hooks.checked_hooks import GATED_HOOK_POINTS
 from binding_lens.models import TinyCase, tiny_hf_model
 
 

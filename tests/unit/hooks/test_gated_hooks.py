@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from binding_lens.hooks import DisabledHookPointError
-from binding_lens.hooks.hooked_vit import GATED_HOOK_POINTS
+from binding_lens.hooks.checked_hooks import GATED_HOOK_POINTS
 from binding_lens.models import TINY_CASES
 
 from helpers.models import build, pixels
