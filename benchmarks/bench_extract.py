@@ -44,7 +44,7 @@ from binding_lens.data import SyntheticScenes
 from binding_lens.models import ARCHITECTURES
 
 AUTHORS_BYTES = 512 * 1024 * 4
-extract_module = importlib.import_module("binding_lens.activations.extract")  # the module, not the function
+plan_module = importlib.import_module("binding_lens.activations.plan")  # where the fingerprint is taken
 MiB = 1 << 20
 NULL_CONFIGS = (("dinov2-small", 224), ("dinov2-large", 518))
 
@@ -432,12 +432,12 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args()
     if args.null_forward:
-        original = extract_module.weights_fingerprint
-        extract_module.weights_fingerprint = lambda model: "null-forward"  # its weights are never initialized
+        original = plan_module.weights_fingerprint
+        plan_module.weights_fingerprint = lambda model: "null-forward"  # its weights are never initialized
         try:
             result = null_forward(args)
         finally:
-            extract_module.weights_fingerprint = original
+            plan_module.weights_fingerprint = original
     else:
         args.arch, args.size = args.arch or "dinov2-small", args.size or 224
         result = real_forward(args)

@@ -8,19 +8,20 @@ ExtractProfile()                               seconds per stage of one extracti
 ActivationStore(path).load(layers)             a store read back (a `store.Shard`)
 
 The rest lives in its module: the memory budget and the store/memory choice (`STORE_MODES`,
-`choose_store`, `memory_budget`, `layer_groups`) in `budget`, `Shard` in `store`, `weights_fingerprint`
-and `request_differences` in `extract`.
+`choose_store`, `memory_budget`, `layer_groups`) in `budget`, `Shard` in `store`, the planning in `plan`, and
+what a store's manifest records (`weights_fingerprint`, `request_differences`) in `request`.
 """
 
 from ..lazy import lazy_exports
-from .extract import ExtractConfig, ExtractionPlan, extract, extract_to_memory, plan_extraction
+from .extract import extract, extract_to_memory
+from .plan import ExtractConfig, ExtractionPlan, plan_extraction
 from .profile import ExtractProfile
 from .store import ActivationStore, StoreError, StoreNotFoundError
 
 # Exported here before issue 30: `from binding_lens.activations import choose_store` says where each name lives now.
 _MOVED = {
     "budget": ["STORE_MODES", "choose_store", "layer_groups", "memory_budget"],
-    "extract": ["request_differences", "weights_fingerprint"],
+    "request": ["request_differences", "weights_fingerprint"],
     "store": ["Shard"],
 }
 __getattr__, __dir__ = lazy_exports(

@@ -9,14 +9,10 @@ store is the same whatever the batch size or the order shards were written in.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import hashlib
-import json
-import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,107 +24,25 @@ from tqdm.auto import tqdm
 
 from ..data import SkipReport
 from ..data.scene import Scenes
-from ..data.views import scene_views
-from ..errors import InputError
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
-from ..hooks.images import check_image_size, normalize
-from ..hooks.names import LAYER_CONVENTION, resid_post
+from ..hooks.images import normalize
+from ..hooks.names import resid_post
 from ..io import write_json_atomic
-from ..version import __version__
 from . import ranks
 from .budget import available_memory
+from .plan import ExtractConfig, ExtractionPlan, checked_plan, default_workers
 from .prepare import (
     BatchJobs,
-    Preparation,
     PreparedBatch,
     aspect_note,
     batch_jobs,
     loader,
     resize_policy,
-    target_size,
 )
 from .profile import ExtractProfile
-from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, StoreSettingsError
+from .request import build_manifest, request_differences
+from .store import MANIFEST, ActivationStore, Shard, StoreError, StoreSettingsError
 from .writer import ShardWriter, default_writers
-
-
-def weights_fingerprint(model: HookedModel) -> str:
-    """A cheap hash of the weights (name, shape, sum and sum of squares of every parameter)."""
-    digest = hashlib.sha256()
-    with torch.no_grad():
-        for name, param in model.hf_model.named_parameters():
-            p = param.detach().double()
-            digest.update(f"{name}{tuple(p.shape)}{p.sum().item():.6e}{p.square().sum().item():.6e}".encode())
-    return digest.hexdigest()[:16]
-
-
-def build_manifest(
-    model: HookedModel, dataset: Scenes, request: dict[str, Any], n_shards: int, dataset_identity: Any
-) -> dict[str, Any]:
-    """The store's manifest; `resize` says what was done to each image's shape, and (once the extraction
-    has finished) how many kept images were fed at another aspect than their own."""
-    size = request["preprocessing"]["size"]
-    return {
-        "format_version": FORMAT_VERSION,
-        "request": request,
-        "resize": {"policy": resize_policy(size if size is None or isinstance(size, int) else tuple(size))},
-        "n_images": len(dataset),
-        "n_shards": n_shards,
-        "model_config": model.cfg.to_dict(),
-        "dataset": dataset_identity,
-        "package_version": __version__,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-
-
-_ABSENT = object()  # a field one side of a comparison lacks
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """{'dataset.size': 224, ...}: nested dicts as dotted paths."""
-    if not isinstance(value, dict) or not value:
-        return {prefix: value}
-    flat: dict[str, Any] = {}
-    for key, item in value.items():
-        flat |= _flatten(item, f"{prefix}.{key}" if prefix else str(key))
-    return flat
-
-
-def _short(value: Any) -> str:
-    if value is _ABSENT:
-        return "absent"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def request_differences(stored: dict[str, Any], requested: dict[str, Any], budget: int = 160) -> str:
-    """'dataset.size: stored 224, requested 112; ...': only the fields that differ, as dotted paths, values
-    shortened; fields both sides hold come first; about `budget` characters, then 'and N more'."""
-    old, new = _flatten(stored), _flatten(requested)
-    keys = sorted(
-        (k for k in old.keys() | new.keys() if old.get(k, _ABSENT) != new.get(k, _ABSENT)),
-        key=lambda k: (k not in old or k not in new, k),
-    )
-    parts: list[str] = []
-    for key in keys:
-        part = f"{key}: stored {_short(old.get(key, _ABSENT))}, requested {_short(new.get(key, _ABSENT))}"
-        if parts and len("; ".join(parts + [part])) > budget:
-            break
-        parts.append(part)
-    more = len(keys) - len(parts)
-    return "; ".join(parts) + (f"; and {more} more" if more else "")
-
-
-def _as_json(request: dict[str, Any]) -> dict[str, Any]:
-    """The request as the manifest will hold it (tuples as lists, keys as strings), so a re-run compares
-    equal to what it wrote; a dataset identity that is not JSON fails here, before any image is read."""
-    try:
-        return json.loads(json.dumps(request, allow_nan=False))
-    except (TypeError, ValueError) as error:
-        raise InputError(
-            f"cannot record this extraction in manifest.json ({error}): the dataset identity and "
-            "settings must be dicts, lists, strings and finite numbers"
-        ) from None
 
 
 def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
@@ -157,179 +71,6 @@ def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
             manifest["request"],
         )
     return None  # a manifest with no finished shard pins nothing: it is rewritten with the first shard
-
-
-def checked_layers(layers: Sequence[int], n_layers: int) -> list[int]:
-    """`layers` sorted and deduplicated, or an InputError when one lies outside 0..n_layers - 1 or none is given."""
-    layers = sorted({int(layer) for layer in layers})
-    if not layers or any(not 0 <= layer < n_layers for layer in layers):
-        raise InputError(f"layers must be in 0..{n_layers - 1} for this model, got {layers or 'none'}")
-    return layers
-
-
-@dataclass(frozen=True)
-class ExtractionPlan:
-    """One extraction's settings, checked: the request its manifest records and what every stage of the
-    pipeline needs. `plan_extraction` makes one without extracting anything."""
-
-    layers: list[int]
-    request: dict[str, Any]
-    preparation: Preparation
-    dtype: torch.dtype
-    batch_size: int
-    shard_size: int
-    n_images: int
-    autocast: bool
-    d_model: int
-    views: int = 1
-    """Views side by side in each image (`data.views`): the model runs on each alone, its patch tokens joined."""
-
-    @property
-    def bytes_per_layer(self) -> int:
-        """Bytes one layer's activations take, every image kept (an upper bound: skipped images take none)."""
-        return self.n_images * self.preparation.n_slots * self.d_model * self.dtype.itemsize
-
-    @property
-    def n_shards(self) -> int:
-        return max(1, -(-self.n_images // self.shard_size))
-
-    def shard_images(self, index: int) -> range:
-        return range(index * self.shard_size, min((index + 1) * self.shard_size, self.n_images))
-
-
-@dataclass(frozen=True)
-class ExtractConfig:
-    """How `extract` and `extract_to_memory` run (their keywords, as one value). The first nine fields are
-    the plan's: the manifest records them, and a store made with others is refused; `device`, `progress`,
-    `workers` and `writers` only say where and how the pipeline runs."""
-
-    dtype: torch.dtype = torch.float16
-    patches_per_image: int | None = 64  # None: every patch token
-    batch_size: int = 16
-    size: int | tuple[int, int] | None = None
-    purity: float | None = None
-    seed: int = 0
-    shard_size: int = 256
-    dataset_identity: Any = None  # None: the dataset's own `identity`
-    autocast: bool = True
-    device: str | torch.device | None = None  # None: the model's
-    progress: bool = True
-    workers: int | None = None  # None: `default_workers`
-    writers: int | None = None  # shard writer threads; None: `writer.default_writers` (memory permitting)
-
-
-EXTRACT_OPTIONS = frozenset(f.name for f in fields(ExtractConfig))
-
-
-def _at_size(size: int | tuple[int, int], views: int, patch_size: int, patches_per_image: int | None) -> int | None:
-    """`patches_per_image` at a fixed `size` (at most the grid's patches: more slots would only be padding),
-    once the size is checked: whole patches in each of its `views` side by side."""
-    height, width = target_size(None, size)
-    if width % views:
-        raise InputError(f"size {height}x{width} cannot hold {views} views of one width side by side")
-    check_image_size(height, width // views, patch_size)
-    if patches_per_image is None:
-        return None
-    return max(2, min(patches_per_image, (height // patch_size) * (width // patch_size)))
-
-
-def _plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: ExtractConfig) -> ExtractionPlan:
-    """Check the settings (before any image is read beyond the first) and describe the extraction. At a
-    fixed `size`, at most the grid's patches are stored per image (and recorded so), whatever
-    `patches_per_image` asks: more rows would only be padding."""
-    patches_per_image, size, purity, seed = config.patches_per_image, config.size, config.purity, config.seed
-    dtype, shard_size, dataset_identity = config.dtype, config.shard_size, config.dataset_identity
-    layers = checked_layers(layers, model.cfg.n_layers)
-    if patches_per_image is not None and patches_per_image < 2:
-        raise InputError(
-            f"patches_per_image must be >= 2 (pairs need two patches) or None for all, got {patches_per_image}"
-        )
-    identity = dataset_identity if dataset_identity is not None else getattr(dataset, "identity", None)
-    if identity is None:
-        raise InputError(
-            "the dataset has no `identity` to record in the manifest: pass dataset_identity={...} naming what it is"
-        )
-    views = scene_views(dataset)
-    if size is not None:  # checked before any image is read: a wrong size fails at once, not mid-shard
-        patches_per_image = _at_size(size, views, model.cfg.patch_size, patches_per_image)
-    if len(dataset) == 0:
-        raise InputError("the dataset has no images to extract")
-    request = _as_json(
-        {
-            "model": {
-                "source": model.cfg.source,
-                "revision": model.cfg.extra.get("revision"),
-                "family": model.cfg.family,
-                "model_type": model.cfg.model_type,
-                "weights": weights_fingerprint(model),
-            },
-            "preprocessing": {
-                "image_mean": list(model.cfg.image_mean),
-                "image_std": list(model.cfg.image_std),
-                "size": size if size is None or isinstance(size, int) else list(size),
-            },
-            "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid"
-            if views == 1
-            else f"each of its {views} views side by side alone, their patch tokens joined on the image's grid",
-            "layer_convention": LAYER_CONVENTION,
-            "layers": layers,
-            "dataset": identity,
-            "n_images": len(dataset),
-            "dtype": str(dtype).removeprefix("torch."),
-            "patches_per_image": patches_per_image,
-            "purity": purity,
-            "seed": seed,
-            "shard_size": shard_size,
-        }
-    )
-    if patches_per_image is None:  # every patch of the first image's grid
-        height, width = target_size(dataset[0], size)
-        n_slots = (height // model.cfg.patch_size) * (width // model.cfg.patch_size)
-    else:
-        n_slots = patches_per_image
-    preparation = Preparation(
-        tuple(model.cfg.image_mean),
-        tuple(model.cfg.image_std),
-        model.cfg.patch_size,
-        n_slots,
-        patches_per_image,
-        size,
-        purity,
-        seed,
-    )
-    return ExtractionPlan(
-        layers,
-        request,
-        preparation,
-        dtype,
-        config.batch_size,
-        shard_size,
-        len(dataset),
-        config.autocast,
-        model.cfg.d_model,
-        views,
-    )
-
-
-def plan_extraction(model: HookedOrBridge, dataset: Scenes, layers: Sequence[int], **options: Any) -> ExtractionPlan:
-    """The checked plan of `extract` (or `extract_to_memory`) with these `options` (`ExtractConfig`'s fields;
-    the pipeline's own, such as `workers` or `device`, do not change the plan), without extracting anything:
-    for callers that must size the work or refuse other settings first. An unknown option is refused."""
-    unknown = sorted(set(options) - EXTRACT_OPTIONS - {"profile"})  # `profile`: extract's keyword, not a setting
-    if unknown:
-        raise InputError(
-            f"unknown extraction option(s) {', '.join(unknown)}; the options are {', '.join(sorted(EXTRACT_OPTIONS))}"
-        )
-    config = ExtractConfig(**{k: v for k, v in options.items() if k in EXTRACT_OPTIONS})
-    return _plan(as_hooked(model), dataset, layers, config)
-
-
-def default_workers(device: torch.device) -> int:
-    """Loader workers when none are asked for: on a GPU, enough CPU processes to keep it fed; on a CPU
-    none, since the forward pass already uses every core and workers would only compete with it."""
-    if device.type != "cuda":
-        return 0
-    return max(1, min(8, (os.cpu_count() or 2) - 2))
 
 
 def extract(
@@ -361,7 +102,7 @@ def extract(
     out = Path(out)
     model = as_hooked(model)
     config = replace(config or ExtractConfig(), **options)
-    plan = _plan(model, dataset, layers, config)
+    plan = checked_plan(model, dataset, layers, config)
     device = ranks.local_device(config.device if config.device is not None else model.device)
     model = model.to(device).eval()
     rank, world_size = ranks.world()
@@ -432,7 +173,7 @@ def extract_to_memory(
     written in place into tensors allocated once for the whole dataset."""
     model = as_hooked(model)
     config = replace(config or ExtractConfig(), **options)
-    plan = _plan(model, dataset, layers, config)
+    plan = checked_plan(model, dataset, layers, config)
     device = torch.device(config.device) if config.device is not None else model.device
     model = model.to(device).eval()
     whole = {

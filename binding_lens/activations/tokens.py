@@ -21,7 +21,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..hooks.names import resid_post
-from .extract import checked_layers
+from .plan import checked_layers
 from .store import ActivationStore
 
 TOKEN_SETS = ("cls", "mean", "spatial", "registers")

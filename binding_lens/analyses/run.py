@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..activations.extract import weights_fingerprint
+from ..activations.request import weights_fingerprint
 from ..activations.store import MANIFEST
 from ..data.scene import Scenes
 from ..data.spec import dataset_from_identity

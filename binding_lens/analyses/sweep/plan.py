@@ -15,7 +15,7 @@ import torch
 from ...activations import ExtractionPlan, plan_extraction, ranks
 from ...activations.budget import choose_store, layer_groups
 from ...activations.budget import memory_budget as activation_budget
-from ...activations.extract import request_differences
+from ...activations.request import request_differences
 from ...data import Scene
 from ...data.depth import occlusions
 from ...data.parts import part_owners
