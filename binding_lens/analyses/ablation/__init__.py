@@ -50,23 +50,17 @@ split and paired, the conditions, the random controls), `forward` (the labeled i
 `differences` (each condition minus its reference), `study` (`ablation_study`), `tables`.
 """
 
-from .forward import Labeled, label_images
-from .measures import NEXT_PROBE, ONE_CLASS, OWN_HEAD
-from .settings import AblationSettings, DinoCheckpoint, Readouts
-from .study import AblationResult, ablation_study
-from .tables import ablation_table, difference_table
-
-__all__ = [
-    "AblationResult",
-    "AblationSettings",
-    "DinoCheckpoint",
-    "Labeled",
-    "NEXT_PROBE",
-    "ONE_CLASS",
-    "OWN_HEAD",
-    "Readouts",
-    "ablation_study",
-    "ablation_table",
-    "difference_table",
-    "label_images",
-]
+# Re-exported here (the package's public names; `X as X` marks a re-export, there is no `__all__`: these names
+# are the analysis's own, importable from `binding_lens.analyses.<package>` as before it became one).
+from .forward import Labeled as Labeled
+from .forward import label_images as label_images
+from .measures import NEXT_PROBE as NEXT_PROBE
+from .measures import ONE_CLASS as ONE_CLASS
+from .measures import OWN_HEAD as OWN_HEAD
+from .settings import AblationSettings as AblationSettings
+from .settings import DinoCheckpoint as DinoCheckpoint
+from .settings import Readouts as Readouts
+from .study import AblationResult as AblationResult
+from .study import ablation_study as ablation_study
+from .tables import ablation_table as ablation_table
+from .tables import difference_table as difference_table

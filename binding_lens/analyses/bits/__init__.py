@@ -49,25 +49,23 @@ probes and each token set's fits), `measure` (`measure_bits`, `measure_bits_of_t
 `seeds` (`measure_bits_over_seeds`), `interventions` (`bits_under_interventions`).
 """
 
-from .config import BitsConfig
-from .interventions import InterventionConfig, bits_under_interventions, intervention_table
-from .measure import measure_bits, measure_bits_of_tokens
-from .result import BitsResult
-from .scenes import CODED_PRESETS, SPLITS, CodedScenes
-from .seeds import measure_bits_over_seeds
-from .table import fit_prior_probes
-
-__all__ = [
-    "BitsConfig",
-    "BitsResult",
-    "CODED_PRESETS",
-    "CodedScenes",
-    "InterventionConfig",
-    "SPLITS",
-    "bits_under_interventions",
-    "fit_prior_probes",
-    "intervention_table",
-    "measure_bits",
-    "measure_bits_of_tokens",
-    "measure_bits_over_seeds",
-]
+# Re-exported here (the package's public names; `X as X` marks a re-export, there is no `__all__`: these names
+# are the analysis's own, importable from `binding_lens.analyses.<package>` as before it became one).
+from .config import BitsConfig as BitsConfig
+from .interventions import (
+    InterventionConfig as InterventionConfig,
+)
+from .interventions import (
+    bits_under_interventions as bits_under_interventions,
+)
+from .interventions import (
+    intervention_table as intervention_table,
+)
+from .measure import measure_bits as measure_bits
+from .measure import measure_bits_of_tokens as measure_bits_of_tokens
+from .result import BitsResult as BitsResult
+from .scenes import CODED_PRESETS as CODED_PRESETS
+from .scenes import SPLITS as SPLITS
+from .scenes import CodedScenes as CodedScenes
+from .seeds import measure_bits_over_seeds as measure_bits_over_seeds
+from .table import fit_prior_probes as fit_prior_probes

@@ -25,28 +25,19 @@ holding its activations in memory, fits only what is missing when run again; its
 those fits, with the one under way, its step and the time left.
 """
 
-from .baselines import scene_baselines
-from .compute import SweepComputation, compute_sweep
-from .entry import layer_sweep
-from .plan import ALL_PROBES, SweepConfig, SweepPlan, plan_sweep
-from .records import SweepResult, SweepRow, weights_note
-from .rescore import scored_test_pairs
-from .seeds import layer_sweep_over_seeds
-from .write import write_sweep
-
-__all__ = [
-    "ALL_PROBES",
-    "SweepComputation",
-    "SweepConfig",
-    "SweepPlan",
-    "SweepResult",
-    "SweepRow",
-    "compute_sweep",
-    "layer_sweep",
-    "layer_sweep_over_seeds",
-    "plan_sweep",
-    "scene_baselines",
-    "scored_test_pairs",
-    "weights_note",
-    "write_sweep",
-]
+# Re-exported here (`X as X`; no `__all__`: the sweep's public names are `binding_lens.analyses`'s, these the
+# stages and records a caller reaches for beside them).
+from .baselines import scene_baselines as scene_baselines
+from .compute import SweepComputation as SweepComputation
+from .compute import compute_sweep as compute_sweep
+from .entry import layer_sweep as layer_sweep
+from .plan import ALL_PROBES as ALL_PROBES
+from .plan import SweepConfig as SweepConfig
+from .plan import SweepPlan as SweepPlan
+from .plan import plan_sweep as plan_sweep
+from .records import SweepResult as SweepResult
+from .records import SweepRow as SweepRow
+from .records import weights_note as weights_note
+from .rescore import scored_test_pairs as scored_test_pairs
+from .seeds import layer_sweep_over_seeds as layer_sweep_over_seeds
+from .write import write_sweep as write_sweep
