@@ -35,20 +35,8 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from ..errors import InputError
-from ..losses.dino import (
-    AUGMENTATIONS,
-    CropPlan,
-    DinoHead,
-    Images,
-    MultiCrop,
-    Preprocess,
-    _check_images,
-    _check_int,
-    apply_view,
-    dino_loss,
-    ema_update,
-    update_center,
-)
+from ..losses.dino import DinoHead, dino_loss, ema_update, update_center
+from ..losses.views import AUGMENTATIONS, CropPlan, Images, MultiCrop, Preprocess, apply_view, check_images, check_int
 from ..training import train_for
 
 Backbone = Callable[[Float[Tensor, "batch 3 side side"]], Float[Tensor, "batch d_model"]]
@@ -134,7 +122,7 @@ def measure_dino_loss(
     **options: Any,
 ) -> dict[str, Any]:
     """The DINO loss with teacher = student = `backbone` + `head` over the images' multi-crop views
-    (`views`: the fields of `losses.dino.MultiCrop`).
+    (`views`: the fields of `losses.views.MultiCrop`).
 
     `backbone` maps pixels [B, 3, s, s] (any s the patch size divides) to the CLS embedding
     [B, d]; it runs once per view under torch.no_grad, and the teacher reuses the student's global
@@ -154,8 +142,8 @@ def measure_dino_loss(
         config.student_temp,
         config.teacher_temp,
     )
-    _check_int("batch_size", batch_size, 1)
-    sizes = _check_images(images, preprocess)
+    check_int("batch_size", batch_size, 1)
+    sizes = check_images(images, preprocess)
     plan = crops.plan(sizes, patch_size, seed)
     device = next(head.parameters()).device
     feats = _view_features(backbone, images, plan, preprocess, head.in_dim, batch_size, device)
@@ -223,7 +211,7 @@ def fit_dino_head(
     **options: Any,
 ) -> tuple[DinoHead, Float[Tensor, " n_prototypes"], list[float]]:
     """Fit a DINO head on clean features with the backbone frozen: DINO self-distillation of the head only
-    (`views`: the fields of `losses.dino.MultiCrop`).
+    (`views`: the fields of `losses.views.MultiCrop`).
 
     Each step draws `batch_size` images and fresh multi-crop views (seeded by `seed` and the step),
     runs the frozen backbone once per view under torch.no_grad, and trains the student head with
@@ -238,13 +226,13 @@ def fit_dino_head(
     config = replace(config or DinoHeadConfig(), **settings)
     steps, lr, seed, batch_size = config.steps, config.lr, config.seed, config.batch_size
     teacher_momentum, center_momentum, clip_grad = config.teacher_momentum, config.center_momentum, config.clip_grad
-    _check_int("steps", steps, 1)
-    _check_int("batch_size", batch_size, 1)
+    check_int("steps", steps, 1)
+    check_int("batch_size", batch_size, 1)
     if not 0 <= teacher_momentum <= 1:
         raise InputError(f"teacher_momentum must lie in [0, 1], got {teacher_momentum}")
     if not (lr > 0 and math.isfinite(lr)):
         raise InputError(f"lr must be a positive finite number, got {lr!r}")
-    sizes = _check_images(images, preprocess)
+    sizes = check_images(images, preprocess)
     student, teacher = copy.deepcopy(head).train(), copy.deepcopy(head).eval()
     teacher.requires_grad_(False)
     device = next(student.parameters()).device

@@ -19,18 +19,10 @@ from torch import Tensor, nn
 from transformers import Dinov2Model
 
 from ..data.tiling import flip_type
-from ..losses.dino import (
-    DinoHead,
-    PrototypeUsage,
-    apply_view,
-    distillation_loss,
-    ema_update,
-    plan_crops,
-    teacher_statistics,
-    update_center,
-)
+from ..losses.dino import DinoHead, PrototypeUsage, distillation_loss, ema_update, teacher_statistics, update_center
 from ..losses.dinov2 import BlockMasking, ibot_loss, koleo_loss, sinkhorn_knopp
 from ..losses.grouping import GroupingHead, instance_contrastive_loss, twin_flip_loss
+from ..losses.views import apply_view, plan_crops
 from .recipe import DinoKnobs, ZooRecipe
 from .scenes import CONJUNCTIONS, SceneBank
 

@@ -12,16 +12,8 @@ from torch import nn
 from binding_lens import HookedViT
 from binding_lens.data import SyntheticScenes
 from binding_lens.effects.dino import fit_dino_head, measure_dino_loss
-from binding_lens.losses.dino import (
-    DinoHead,
-    apply_view,
-    dino_loss,
-    multi_crop,
-    plan_crops,
-    round_to_patch,
-    teacher_statistics,
-    update_center,
-)
+from binding_lens.losses.dino import DinoHead, dino_loss, teacher_statistics, update_center
+from binding_lens.losses.views import apply_view, multi_crop, plan_crops, round_to_patch
 
 from helpers.checks import unchecked
 
