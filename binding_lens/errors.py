@@ -99,11 +99,18 @@ class SettingsMismatchError(BindingLensError):
         return f"{self.subject} with other settings ({differences}). {self.advice}"
 
 
+def check_ints(values: dict[str, Any], minimum: int = 1) -> None:
+    """Raise `InputError` naming the first of `values` (name -> value) that is not an int >= `minimum` (bools
+    refused): the one check of integer settings."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            wanted = "a positive integer" if minimum == 1 else f"an int >= {minimum}"
+            raise InputError(f"{name} must be {wanted}, got {value!r}")
+
+
 def check_positive_ints(values: dict[str, Any]) -> None:
     """Raise `InputError` naming the first of `values` (name -> value) that is not an int >= 1 (bools refused)."""
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InputError(f"{name} must be a positive integer, got {value!r}")
+    check_ints(values)
 
 
 __all__ = [

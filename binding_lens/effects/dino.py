@@ -34,9 +34,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from ..errors import InputError
+from ..errors import InputError, check_ints
 from ..losses.dino import DinoHead, dino_loss, ema_update, update_center
-from ..losses.views import AUGMENTATIONS, CropPlan, Images, MultiCrop, Preprocess, apply_view, check_images, check_int
+from ..losses.views import AUGMENTATIONS, CropPlan, Images, MultiCrop, Preprocess, apply_view, check_images
 from ..training import train_for
 
 Backbone = Callable[[Float[Tensor, "batch 3 side side"]], Float[Tensor, "batch d_model"]]
@@ -142,7 +142,7 @@ def measure_dino_loss(
         config.student_temp,
         config.teacher_temp,
     )
-    check_int("batch_size", batch_size, 1)
+    check_ints({"batch_size": batch_size})
     sizes = check_images(images, preprocess)
     plan = crops.plan(sizes, patch_size, seed)
     device = next(head.parameters()).device
@@ -226,8 +226,7 @@ def fit_dino_head(
     config = replace(config or DinoHeadConfig(), **settings)
     steps, lr, seed, batch_size = config.steps, config.lr, config.seed, config.batch_size
     teacher_momentum, center_momentum, clip_grad = config.teacher_momentum, config.center_momentum, config.clip_grad
-    check_int("steps", steps, 1)
-    check_int("batch_size", batch_size, 1)
+    check_ints({"steps": steps, "batch_size": batch_size})
     if not 0 <= teacher_momentum <= 1:
         raise InputError(f"teacher_momentum must lie in [0, 1], got {teacher_momentum}")
     if not (lr > 0 and math.isfinite(lr)):

@@ -17,8 +17,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from ..errors import InputError
-from .views import check_int
+from ..errors import InputError, check_ints
 
 
 # --- the head -----------------------------------------------------------------------------------
@@ -59,14 +58,15 @@ class DinoHead(nn.Module):
         seed: int = 0,
     ):
         super().__init__()
-        for name, value in {
-            "in_dim": in_dim,
-            "out_dim": out_dim,
-            "hidden_dim": hidden_dim,
-            "bottleneck_dim": bottleneck_dim,
-            "n_layers": n_layers,
-        }.items():
-            check_int(name, value, 1)
+        check_ints(
+            {
+                "in_dim": in_dim,
+                "out_dim": out_dim,
+                "hidden_dim": hidden_dim,
+                "bottleneck_dim": bottleneck_dim,
+                "n_layers": n_layers,
+            }
+        )
         self.in_dim, self.out_dim, self.hidden_dim = in_dim, out_dim, hidden_dim
         self.bottleneck_dim, self.n_layers = bottleneck_dim, n_layers
         if n_layers == 1:

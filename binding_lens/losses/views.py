@@ -26,7 +26,7 @@ from PIL import Image
 from torch import Tensor, nn
 
 from ..data.scene import check_image
-from ..errors import InputError
+from ..errors import InputError, check_ints
 
 Images = Float[Tensor, "batch 3 height width"] | Sequence[np.ndarray]
 
@@ -40,11 +40,6 @@ ASPECT_RATIO = (3 / 4, 4 / 3)
 AUGMENTATIONS = "random-resized crop + horizontal flip (no color jitter, grayscale, blur or solarisation)"
 
 
-def check_int(name: str, value: Any, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InputError(f"{name} must be an int >= {minimum}, got {value!r}")
-
-
 # --- views --------------------------------------------------------------------------------------
 def _check_scale(name: str, scale: Any) -> tuple[float, float]:
     low, high = (float(s) for s in scale)
@@ -55,8 +50,7 @@ def _check_scale(name: str, scale: Any) -> tuple[float, float]:
 
 def round_to_patch(side: int, patch_size: int) -> int:
     """The multiple of `patch_size` nearest to `side` (halves round up), at least one patch."""
-    check_int("patch_size", patch_size, 1)
-    check_int("crop size", side, 1)
+    check_ints({"patch_size": patch_size, "crop size": side})
     return max(patch_size, (side + patch_size // 2) // patch_size * patch_size)
 
 
@@ -112,8 +106,8 @@ class MultiCrop:
     local_scale: tuple[float, float] = (0.05, 0.4)
 
     def __post_init__(self) -> None:
-        check_int("n_global", self.n_global, 1)
-        check_int("n_local", self.n_local, 0)
+        check_ints({"n_global": self.n_global})
+        check_ints({"n_local": self.n_local}, 0)
         if self.n_global + self.n_local < 2:
             raise InputError("the DINO loss needs at least two views (n_global + n_local >= 2)")
         _check_scale("global_scale", self.global_scale)
