@@ -60,6 +60,21 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="seeds of every probe the claims compare (the sweep's, then refits), and of the shuffled-label probes",
     )
     claims.add_argument(
+        "--intervention-layer",
+        type=_site_layer,
+        default="middle",
+        help="where the shuffle / inject claims edit: middle (the paper's fixed middle layer, the default), best "
+        "(the layer with a next one whose quadratic probe is best on validation) or a layer number; the binding "
+        "subspace is read there, the next layer's probe and attention at layer + 1",
+    )
+    claims.add_argument(
+        "--intervention-k",
+        type=positive_int,
+        default=None,
+        help="dimensions of the binding subspace (and of its energy-matched control) the interventions edit "
+        "(default: the paper's d_model / 8)",
+    )
+    claims.add_argument(
         "--n-boot", type=positive_int, default=10_000, help="bootstrap draws of images behind each interval"
     )
     claims.add_argument(
@@ -74,6 +89,16 @@ def add(commands: argparse._SubParsersAction) -> None:
         default="runs/claims",
         help="output directory (claims.md, claims.json, verdicts.csv; sweeps/, ablation/ and toy/ under it)",
     )
+
+
+def _site_layer(text: str) -> int | str:
+    """An argparse type: "middle", "best" or a layer number >= 0."""
+    if text in ("middle", "best"):
+        return text
+    try:
+        return non_negative_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give middle, best or a layer number >= 0") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         n_boot=args.n_boot,
         labels="shuffled" if args.shuffled_labels else "true",
         data=args.data,
+        intervention_layer=args.intervention_layer,
+        intervention_k=args.intervention_k,
         training=ProbeTrainingConfig(max_steps=args.max_steps, min_steps=min(200, args.max_steps), seed=args.seed),
     )
     from ..reports.claim_verdicts import energy_grid, model_grid
@@ -106,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     grid = model_grid(report.verdicts)
     print(f"Per model (Holm-adjusted verdict; raw in brackets where it differs; · = cannot tell):\n\n{grid}")
     print(
-        "Share of the within-image token variance at the middle layer, binding subspace against its random "
+        "Share of the within-image token variance at the intervention layer, binding subspace against its random "
         f"control (the intervention claims):\n\n{energy_grid(report.measurements)}"
     )
     seconds = ", ".join(

@@ -418,16 +418,22 @@ def model_grid(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _site_text(site: Row | None) -> str:
+    """Where the interventions edited: "layer, k (rule)"."""
+    return "-" if site is None else f"{site['layer']}, {site['k']} ({site['rule']})"
+
+
 def energy_grid(models: Sequence[Row]) -> str:
-    """Per model: the share of the within-image token variance at the middle layer that the binding subspace
-    and the random control's draws carry (mean [min, max]), the draws behind the intervention claims, and how
-    much of the binding subspace the controls share (mean squared cosine of their principal angles; beside it
-    k / d, what a uniformly random subspace shares), as markdown: a reader checks here that the control moves
-    as much of the tokens as what it controls, and how far it is another subspace."""
+    """Per model: where the interventions edited (layer, k and the rule that chose the layer), the share of the
+    within-image token variance there that the binding subspace and the random control's draws carry (mean
+    [min, max]), the draws behind the intervention claims, and how much of the binding subspace the controls
+    share (mean squared cosine of their principal angles; beside it k / d, what a uniformly random subspace
+    shares), as markdown: a reader checks here that the control moves as much of the tokens as what it
+    controls, and how far it is another subspace."""
     lines = [
-        "| model | binding subspace | random control: mean [min, max] | random / binding | draws (with heads) "
-        "| shared with binding (uniform) |",
-        "|---|---|---|---|---|---|",
+        "| model | layer, k | binding subspace | random control: mean [min, max] | random / binding "
+        "| draws (with heads) | shared with binding (uniform) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for m in models:
         energy = next(
@@ -436,8 +442,10 @@ def energy_grid(models: Sequence[Row]) -> str:
         if not energy:
             continue
         low, high = energy["random_range"]
+        site = m.get("intervention")
         lines.append(
-            f"| `{m['model']}` | {energy['binding']:.3f} | {energy['random_mean']:.3f} [{low:.3f}, {high:.3f}] | "
+            f"| `{m['model']}` | {_site_text(site)} | {energy['binding']:.3f} | "
+            f"{energy['random_mean']:.3f} [{low:.3f}, {high:.3f}] | "
             f"{energy['random_mean'] / energy['binding']:.3f} | {energy['draws']} ({energy['head_draws']}) | "
             f"{_overlap(energy)} |"
         )

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from ..activations.context import scene_twins
-from ..analyses.ablation import AblationSettings, Readouts, ablation_study, label_images
+from ..analyses.ablation import AblationSettings, label_images
 from ..analyses.report import Row
 from ..analyses.run import RunDirectory
 from ..analyses.sweep import layer_sweep_over_seeds
@@ -48,17 +48,22 @@ from ..data.shuffled import ShuffledLabels
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..io import write_json_atomic, write_text_atomic
-from ..probes import PairProbe, ProbeTrainingConfig, load_probe
+from ..probes import ProbeTrainingConfig, load_probe
 from ..stats import bootstrap_counts
-from ..zoo.loader import own_grouping_head
 from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_family
 from .claim_beyond import beyond_measures
 from .claim_measures.attention import AttentionSettings, attention_measure, test_images
 from .claim_measures.decoding import auroc_draws, decoding_measures, refit_keys
 from .claim_measures.fits import attach_fits, fits_of, refit_records, sweep_fit_records, with_fits
-from .claim_measures.interventions import intervention_measures
+from .claim_measures.interventions import (
+    SITE_RULES,
+    InterventionSite,
+    check_site,
+    intervention_claims,
+    intervention_site,
+)
 from .claim_measures.low_dimensional import low_dimensional_measure
-from .claim_measures.measure import DECODING_PROBES, middle_layer
+from .claim_measures.measure import DECODING_PROBES, middle_layer, paper_k
 from .claim_measures.splits import oriented_cosine, refit_probes, run_pairing, sweep_splits
 from .claim_measures.toy import toy_measures
 from .claim_verdicts import (
@@ -87,8 +92,6 @@ from .zoo_compare import (
     training_scenes_for,
 )
 
-KEPT_FRACTION = 8
-
 
 @dataclass(frozen=True)
 class ClaimsConfig:
@@ -108,6 +111,8 @@ class ClaimsConfig:
     n_boot: int = 10_000  # bootstrap draws of images (twin groups on `matched`) behind each interval and p-value
     labels: str = "true"  # "shuffled": every scene's labels moved by patch block (a null run: nothing should hold)
     data: str | None = None  # a synthetic preset to measure on (None: each zoo model's training preset; default)
+    intervention_layer: int | str = "middle"  # where the intervention claims edit: a layer, "middle" or "best"
+    intervention_k: int | None = None  # the binding subspace's dimension there (None: the paper's d_model / 8)
     progress: bool = True
 
     def settings(self) -> dict[str, Any]:
@@ -254,12 +259,14 @@ def scene_source(spec: str, size: tuple[int, int], config: ClaimsConfig, patch_s
 def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
     """Every per-model number of the report (`claim_measures`) for one model: the sweep, then the claims read
     off it on its own images (its probes and their refits with more seeds), the low-dimensional null, the
-    attention claim, the interventions and the toy experiments, at the middle layer fixed before looking."""
+    attention claim, the interventions and the toy experiments, at the middle layer fixed before looking (the
+    interventions where `config` puts them: `intervention_site`)."""
     model = HookedViT.from_pretrained(spec)
     name, seed = _run_name(spec), list(config.seeds)[0]
     training = replace(config.training or ProbeTrainingConfig(), seed=seed)
     scenes = scene_source(spec, model.cfg.image_size, config, model.cfg.patch_size)
     _check_flip_pairs(model, spec, scenes(seed, 2))
+    check_site(config.intervention_layer, config.intervention_k, model.cfg.n_layers, model.cfg.d_model)
     sweep = layer_sweep_over_seeds(
         model,
         scenes,
@@ -278,12 +285,17 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         attention_measure(model, probes, null, test, attention),
         fits_of(health, ("quadratic", middle), nulls=True),
     )
-    k = max(1, model.cfg.d_model // KEPT_FRACTION)
-    next_probe = load_probe(run.probe_path(middle + 1, "quadratic"), model.device)  # the sweep's, at l + 1
-    interventions = _interventions(
-        model, (probes[0], next_probe), scenes, out / "ablation" / name, config, middle, k, control_seed(spec, config)
+    site = intervention_site(sweep, n_layers, model.cfg.d_model, config.intervention_layer, config.intervention_k)
+    edited, next_probe = (load_probe(run.probe_path(site.layer + i, "quadratic"), model.device) for i in (0, 1))
+    fresh = scenes(seed + 1, config.ablation_images)  # never the probes' scenes
+    interventions = intervention_claims(
+        model,
+        [fresh[i] for i in range(len(fresh))],
+        (edited, next_probe),  # the sweep's quadratic probes at the site and at the next layer
+        _ablation_settings(config, site, control_seed(spec, config)),
+        out / "ablation" / name,
     )
-    sweep_fit = fits_of(health, ("quadratic", middle), refits=False)
+    sweep_fit = fits_of(health, ("quadratic", site.layer), refits=False)
     found |= {claim: with_fits(m, sweep_fit) for claim, m in interventions.items()}
     toy_seed = control_seed(spec, config)  # its own twin scenes
     toy = toy_experiments(
@@ -312,6 +324,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         "sweep_run": str(run.root),
         "toy_files": {key: str(value) for key, value in toy.files.items()},
         "fits": health,
+        "intervention": site.to_row(),
     }
 
 
@@ -366,7 +379,7 @@ def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config
     )
     probes = [own["quadratic", middle], *(refit["quadratic", middle].probe for refit in refits)]
     null = [result["quadratic", middle].probe for result in nulls]
-    k = max(1, model.cfg.d_model // KEPT_FRACTION)
+    k = paper_k(model.cfg.d_model)
     found["low_dimensional"] = low_dimensional_measure(splits, probes, null, k, middle, training)
     health = _health(sweep, refits, nulls, seed)
     return attach_fits(found, health, sweep, n_layers), probes, null, health
@@ -390,10 +403,12 @@ def control_seed(spec: str, config: ClaimsConfig) -> int:
     return list(config.seeds)[0] + SCENES_PER_TRAINING_SEED * training_seed
 
 
-def _ablation_settings(config: ClaimsConfig, layer: int, k: int, seed: int) -> AblationSettings:
+def _ablation_settings(config: ClaimsConfig, site: InterventionSite | None, seed: int) -> AblationSettings:
+    """The ablation study behind the intervention claims: a full shuffle and a full inject at `site`, with the
+    model's own control `seed` (`control_seed`)."""
     return AblationSettings(
-        layer=layer,
-        k=k,
+        layer=site.layer if site else -1,
+        k=site.k if site else -1,
         shuffle_ratios=(1.0,),
         inject_alphas=(0.0,),
         dino=False,
@@ -403,25 +418,6 @@ def _ablation_settings(config: ClaimsConfig, layer: int, k: int, seed: int) -> A
         n_boot=config.n_boot,
         progress=config.progress,
     )
-
-
-def _interventions(
-    model, probes: tuple[PairProbe, PairProbe], scenes, out: Path, config: ClaimsConfig, layer: int, k: int, seed: int
-) -> dict[str, Row]:
-    """The ablation study at the middle layer on fresh scenes (seed + 1: never the probes'), with the probe at l
-    that defines the binding subspace and the one at l + 1 that reads the next layer (`probes`), its controls
-    drawn with the model's own `seed` (`control_seed`); on twin mazes it pairs the twins itself
-    (`ablation_study`), and a measure it does not take on these data leaves its claims not applicable."""
-    fresh = scenes(list(config.seeds)[0] + 1, config.ablation_images)
-    ablation = ablation_study(
-        model,
-        [fresh[i] for i in range(len(fresh))],
-        probes[0],
-        _ablation_settings(config, layer, k, seed),
-        out,
-        readouts=Readouts(grouping=own_grouping_head(model), next_probe=probes[1]),
-    )
-    return intervention_measures(ablation.differences, ablation.energy, skipped=ablation.skipped)
 
 
 def _measured_once(spec: str, out: Path, key: Row, started: Row, measure: Callable[[], Row]) -> Row:
@@ -493,8 +489,12 @@ def _write(report: ClaimsReport, config: ClaimsConfig, provenance: Row, seconds:
     source = "each zoo model's training preset (default for other models)" if config.data is None else config.data
     write_text_atomic(out / "objective_table.md", ObjectiveTable(rows, {}, out, objectives, differences).markdown())
     settings = config.settings() | {
-        "ablation": asdict(_ablation_settings(config, -1, -1, -1))
-        | {"layer": "the middle layer", "k": "d_model / 8", "seed": "seeds[0] + 1000 x the training seed"},
+        "ablation": asdict(_ablation_settings(config, None, -1))
+        | {
+            "layer": SITE_RULES.get(str(config.intervention_layer), f"layer {config.intervention_layer}, given"),
+            "k": config.intervention_k or "d_model / 8",
+            "seed": "seeds[0] + 1000 x the training seed",
+        },
         "middle_layer": "round((n_layers - 1) / 2), fixed for every model",
         "scenes": f"{source}; training seed t: held-out draw seed + {SCENES_PER_TRAINING_SEED} t",
     }

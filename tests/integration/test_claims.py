@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -55,7 +56,8 @@ def test_claims_command_records_traces_and_resumes(tmp_path, monkeypatch, capsys
     assert main([*args, "--max-steps", "10"]) == 0
     printed = capsys.readouterr().out
     assert "| claim | mae (2 seeds) |" in printed and "measuring time per model: zoo:mae" in printed
-    assert "| model | binding subspace | random control: mean [min, max] |" in printed
+    assert "| model | layer, k | binding subspace | random control: mean [min, max] |" in printed
+    assert "| `zoo:mae` | 1, 2 (middle) |" in printed  # 3 layers, d_model 16: the middle layer, k = d / 8
     record = json.loads((out / "claims.json").read_text())
     assert [m["model"] for m in record["models"]] == ["zoo:mae", "zoo:mae@1"]
     assert set(record["environment"]) >= {"commit", "dirty", "torch", "transformers", "threads", "device"}
@@ -68,6 +70,7 @@ def test_claims_command_records_traces_and_resumes(tmp_path, monkeypatch, capsys
         run = RunDirectory(m["sweep_run"])
         assert record["test_indices"][m["model"]] == run.split_indices()["test"] == m["test_indices"]
         assert m["seconds"] > 0 and m["provenance"]["environment"]["torch"] == record["environment"]["torch"]
+        assert m["intervention"] == {"layer": 1, "k": 2, "rule": "middle"}
         sweep = {(r["probe"], r["layer"]): r["auroc"] for r in json.loads((run.root / "sweep.json").read_text())}
         peak = m["row"]["quadratic_layer"]
         full = m["measures"]["quadratic_beats_diagonal"]
@@ -121,8 +124,18 @@ def test_no_claim_holds_on_random_init_networks_with_shuffled_labels(tmp_path, m
     _zoo(tmp_path, monkeypatch, [("random", "random", 0), ("random@1", "random", 1)])
     out = tmp_path / "null"
     null = [*SMALL, "--n-scenes", "80", "--max-steps", "30", "--shuffled-labels"]  # 12 test images a model
-    assert main(["claims", *null, "--out", str(out)]) == 0
-    verdicts = json.loads((out / "claims.json").read_text())["verdicts"]
+    site = ["--intervention-layer", "best", "--intervention-k", "3"]  # the interventions where validation says
+    assert main(["claims", *null, *site, "--out", str(out)]) == 0
+    record = json.loads((out / "claims.json").read_text())
+    verdicts = record["verdicts"]
+    for m in record["models"]:
+        sweep = json.loads((Path(m["sweep_run"]) / "sweep.json").read_text())
+        val = {r["layer"]: r["val_auroc"] for r in sweep if r["probe"] == "quadratic" and r["layer"] < 2}
+        assert m["intervention"] == {"layer": max(val, key=val.get), "k": 3, "rule": "best"}
+        ablation = json.loads(
+            (out / "ablation" / m["model"].removeprefix("zoo:") / "ablation_summary.json").read_text()
+        )
+        assert (ablation["settings"]["layer"], ablation["settings"]["k"]) == (m["intervention"]["layer"], 3)
     primary = [row for row in verdicts if row["claim"] in (*CLAIMS, *BEYOND) and row["claim"] != "ordering"]
     tested = [row for row in primary if row["family"]]  # the control's own objective rows are reported raw
     assert tested and not [row["claim"] for row in tested if row["verdict_adjusted"] == "holds"]

@@ -1,14 +1,82 @@
-"""The intervention claims: the ablation study's "binding - random" rows as claims, or "not applicable" where it
-did not take the measure.
+"""The intervention claims: where they edit (`InterventionSite`: the paper's middle layer and k = d_model / 8
+unless told), and the ablation study's "binding - random" rows as claims, or "not applicable" where it did not
+take the measure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-from ...analyses.ablation import NEXT_PROBE, OWN_HEAD
-from .measure import Measure, flipped, not_applicable
+from ...analyses.ablation import NEXT_PROBE, OWN_HEAD, AblationSettings, Readouts, ablation_study
+from ...analyses.sweep import SweepResult
+from ...data.scene import Scene
+from ...errors import InputError
+from ...hooks import HookedViT
+from ...probes import PairProbe
+from ...zoo.loader import own_grouping_head
+from .measure import Measure, flipped, middle_layer, not_applicable, paper_k
+
+SITE_RULES = {
+    "middle": "the middle layer, round((n_layers - 1) / 2), fixed before looking (the paper's)",
+    "best": "the layer with a next one whose quadratic probe has the best validation AUROC (chosen on validation)",
+}
+"""How `claims` can choose the layer it edits, by name (or a layer number, given)."""
+
+
+@dataclass(frozen=True)
+class InterventionSite:
+    """Where the intervention claims edit: the residual stream after block `layer`, in the top-`k` subspace of
+    that layer's quadratic probe (the next layer's probe reads layer + 1), and the rule that chose the layer."""
+
+    layer: int
+    k: int
+    rule: str
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_site(layer: int | str, k: int | None, n_layers: int, d_model: int) -> None:
+    """Refuse, in one line and before any measuring, a layer with no next one to read or a k the stream lacks."""
+    if isinstance(layer, str) and layer not in SITE_RULES:
+        raise InputError(f"intervention layer {layer!r}: give a layer number or one of {', '.join(SITE_RULES)}")
+    if isinstance(layer, int) and not 0 <= layer <= n_layers - 2:
+        raise InputError(
+            f"intervention layer {layer}: the next layer's probe and attention read layer + 1, so it must be in "
+            f"0..{n_layers - 2} for a model of {n_layers} layers"
+        )
+    if k is not None and not 1 <= k <= d_model:
+        raise InputError(f"intervention k {k}: the binding subspace has 1..{d_model} dimensions (d_model)")
+
+
+def intervention_site(
+    sweep: SweepResult, n_layers: int, d_model: int, layer: int | str = "middle", k: int | None = None
+) -> InterventionSite:
+    """The site `layer` names (a number, "middle" or "best": `SITE_RULES`) with `k` dimensions (None: the
+    paper's d_model / 8)."""
+    check_site(layer, k, n_layers, d_model)
+    chosen = k or paper_k(d_model)
+    if isinstance(layer, int):
+        return InterventionSite(layer, chosen, "given")
+    if layer == "middle":
+        return InterventionSite(middle_layer(n_layers), chosen, layer)
+    quadratic = [r for r in sweep.rows if r["probe"] == "quadratic" and r["layer"] < n_layers - 1]
+    return InterventionSite(max(quadratic, key=lambda r: r["val_auroc"])["layer"], chosen, layer)
+
+
+def intervention_claims(
+    model: HookedViT, images: list[Scene], probes: tuple[PairProbe, PairProbe], settings: AblationSettings, out: Path
+) -> dict[str, Measure]:
+    """The ablation study on `images` with the probe that defines the binding subspace and the one that reads the
+    next layer (`probes`) and the model's own grouping head where it has one, as claims (`intervention_measures`);
+    a measure it does not take on these data leaves its claims not applicable."""
+    readouts = Readouts(grouping=own_grouping_head(model), next_probe=probes[1])
+    ablation = ablation_study(model, images, probes[0], settings, out, readouts=readouts)
+    return intervention_measures(ablation.differences, ablation.energy, skipped=ablation.skipped)
+
 
 # --- interventions ---------------------------------------------------------------------------------
 INTERVENTION_CLAIMS = {

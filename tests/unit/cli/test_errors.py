@@ -87,6 +87,16 @@ EARLY_INPUTS: list[tuple[str, list[str], str]] = [
         "layer must be in 0..4",
     ),
     (
+        "claims --intervention-layer at the last layer of zoo:dino (no next layer to read)",
+        ["claims", "--models", "zoo:dino", "--intervention-layer", "5", "--out", "{tmp}/c"],
+        "must be in 0..4",
+    ),
+    (
+        "claims --intervention-k above d_model of zoo:dino",
+        ["claims", "--models", "zoo:dino", "--intervention-k", "97", "--out", "{tmp}/c"],
+        "has 1..96 dimensions",
+    ),
+    (
         "sweep --layers beyond zoo:dino",
         ["sweep", "--model", "zoo:dino", "--layers", "0,6", "--out", "{tmp}/o"],
         "do not exist",
