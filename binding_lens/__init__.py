@@ -31,7 +31,6 @@ __getattr__, __dir__ = lazy_exports(
         "HookedViT": ".hooks",
         "HookedViTConfig": ".hooks",
     },
-    moved={"load_hooked_vit": "binding_lens.HookedViT.from_pretrained (the same call)"},
 )
 
 spec_prefixes.add_provider(__name__ + ".models", ("random:", "config:", "tiny:", "timm:", "open_clip:"))

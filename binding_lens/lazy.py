@@ -6,12 +6,6 @@ re-exports from heavy modules declares those names here instead:
     __getattr__, __dir__ = lazy_exports(__name__, {"HookedViT": ".hooks", "extract": ".activations"})
 
 Type checkers and readers still see the imports: put them under `if TYPE_CHECKING:` beside it.
-
-A name that left the package is listed in `moved` with its new home; using it (`package.name` or
-`from package import name`) raises an ImportError that says where it went, as TransformerLens 4
-does with its removed names:
-
-    __getattr__, __dir__ = lazy_exports(__name__, {...}, moved={"binding_by_objective": "binding_lens.reports"})
 """
 
 from __future__ import annotations
@@ -22,16 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lazy_exports(
-    package: str, exports: dict[str, str], moved: dict[str, str] | None = None
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """Module `__getattr__` and `__dir__` that import `name` from `exports[name]` (a relative module) on use,
-    and refuse a `moved` name with its new home (an ImportError, so that `from package import name` keeps
-    the message: Python replaces an AttributeError there with its own 'cannot import name')."""
+def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Module `__getattr__` and `__dir__` that import `name` from `exports[name]` (a relative module) on use."""
 
     def __getattr__(name: str) -> Any:
-        if moved and name in moved:
-            raise ImportError(f"{package}.{name} has moved: use {moved[name]}", name=package)
         if name not in exports:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(exports[name], package), name)

@@ -4,8 +4,8 @@ Why it matters: torch's CPU kernels run on an OpenMP team whose threads meet at 
 parallel operation, and wait there spinning. The probes, SAEs and zoo models here are small, so a run
 is thousands of short operations, each ending at a barrier. Two 2-thread runs on 2 cores put four
 threads on two cores: a thread spins out its time slice waiting for a partner the scheduler has not
-run, and each short operation takes a time slice instead of microseconds (issue 44 measured two
-concurrent sweeps 4-25x slower than one alone; with one thread each, 1.1x).
+run, and each short operation takes a time slice instead of microseconds (two concurrent sweeps measured
+4-25x slower than one alone; with one thread each, 1.1x).
 
 The policy (`default_threads`): OMP_NUM_THREADS when the environment sets it (a scheduler's or the
 user's choice); else the cores this process may use (`os.sched_getaffinity`, and a cgroup CPU quota)

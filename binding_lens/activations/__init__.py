@@ -12,21 +12,10 @@ The rest lives in its module: the memory budget and the store/memory choice (`ST
 what a store's manifest records (`weights_fingerprint`, `request_differences`) in `request`.
 """
 
-from ..lazy import lazy_exports
 from .extract import extract, extract_to_memory
 from .plan import ExtractConfig, ExtractionPlan, plan_extraction
 from .profile import ExtractProfile
 from .store import ActivationStore, StoreError, StoreNotFoundError
-
-# Exported here before issue 30: `from binding_lens.activations import choose_store` says where each name lives now.
-_MOVED = {
-    "budget": ["STORE_MODES", "choose_store", "layer_groups", "memory_budget"],
-    "request": ["request_differences", "weights_fingerprint"],
-    "store": ["Shard"],
-}
-__getattr__, __dir__ = lazy_exports(
-    __name__, {}, moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names}
-)
 
 __all__ = [
     "ActivationStore",

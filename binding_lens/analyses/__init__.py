@@ -14,34 +14,12 @@ in theirs (`HeadMap` in `heads`, with the head map per replacement (`head_maps_b
 `sae_binding`, `bits`, `toy`.
 """
 
-from ..lazy import lazy_exports
 from .causal_subspace import compare_subspaces
 from .gradient_attribution import pair_attribution
 from .grounding import ground
 from .heads import head_ablation_map
 from .layer_probes import fit_layer_probes
 from .sweep import SweepConfig, SweepResult, layer_sweep, layer_sweep_over_seeds, scene_baselines
-
-# Exported here before issue 30: `from binding_lens.analyses import plan_sweep` says where each name lives now.
-_MOVED = {
-    "causal_subspace": ["SubspaceComparison"],
-    "gradient_attribution": ["PairAttribution"],
-    "heads": ["HeadMap"],
-    "sweep": [
-        "ALL_PROBES",
-        "SweepComputation",
-        "SweepPlan",
-        "SweepRow",
-        "compute_sweep",
-        "plan_sweep",
-        "weights_note",
-        "write_sweep",
-    ],
-    "report": ["format_table", "peak_layers", "write_table"],
-}
-__getattr__, __dir__ = lazy_exports(
-    __name__, {}, moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names}
-)
 
 __all__ = [
     "SweepConfig",

@@ -14,24 +14,11 @@ in `das`, `head_means`, `head_reference` and `HeadReference` in `head_ablation`,
 `from_pretrained` and `push_to_hub` on `BindingSubspace` and `Intervention` call them) in `sharing`.
 """
 
-from ..lazy import lazy_exports
 from .das import interchange_effect, train_das
 from .diagnostics import accuracy_kept, eigen_spectrum, elbow, subspace_stability
 from .head_ablation import HeadAblation
 from .interventions import Dose, Inject, Interchange, MeanAblate, ProjectOut, Shuffle
 from .subspace import BindingSubspace, accuracy_by_k
-
-# Exported here before issue 30: `from binding_lens.binding import principal_angles` says where each name lives now.
-_MOVED = {
-    "das": ["DASResult", "RotatedSubspace", "fit_interchange_subspace", "swap_effect"],
-    "diagnostics": ["StabilityReport", "principal_angles", "random_angles"],
-    "head_ablation": ["head_means"],
-    "interventions": ["Intervention"],
-    "subspace": ["SubspaceProbe"],
-}
-__getattr__, __dir__ = lazy_exports(
-    __name__, {}, moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names}
-)
 
 __all__ = [
     "BindingSubspace",

@@ -13,7 +13,6 @@ give pairs (`labeled_scenes`). The rest lives in its module: the generator's kno
 color x shape codes in `colorshape`, resizing in `resize`, the image and mask checks in `scene`.
 """
 
-from ..lazy import lazy_exports
 from .ade20k import ADE20K
 from .coco import CocoInstances
 from .folder import ImageFolderWithMasks
@@ -24,33 +23,6 @@ from .patches import PatchLabels, patch_labels
 from .scene import Scene, SceneError
 from .skips import SkipReport, labeled_scenes
 from .synthetic import CLASS_NAMES, SyntheticScenes
-
-# Exported here before issue 30: `from binding_lens.data import count_pairs` says where each name lives now.
-_MOVED = {
-    "colorshape": [
-        "SPLITS",
-        "conjunction_names",
-        "feature_code",
-        "feature_names",
-        "object_code",
-        "split_of_features",
-    ],
-    "knobs": ["SceneKnobs", "preset_knobs"],
-    "pairs": ["PairStats"],
-    "resize": ["resize_image", "resize_mask"],
-    "sampling": ["count_pairs", "dense_instance_ids", "sample_patch_slots"],
-    "scene": ["check_image", "check_mask"],
-    "skips": ["NO_LABELED_PATCH", "SINGLE_OBJECT", "UnusableImageError", "unusable_reason"],
-}
-_RENAMED = {  # one spelling (American, as torch and transformers write it)
-    "labelled_scenes": f"{__name__}.labeled_scenes",  # old name
-    "NO_LABELLED_PATCH": f"{__name__}.skips.NO_LABELED_PATCH",  # old name
-}
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {},
-    moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names} | _RENAMED,
-)
 
 __all__ = [
     "ADE20K",

@@ -7,19 +7,8 @@ checkpoints and their registry) is `binding_lens.zoo`, which plugs its own prefi
     ARCHITECTURES["dinov2-small"](), tiny_hf_model("vit")        # the configs and test models behind them
 """
 
-from ..lazy import lazy_exports
 from .specs import ARCHITECTURES, random_hf_model
 from .tiny import TINY_CASES, TinyCase, tiny_hf_model
-
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {},
-    moved={
-        "ZOO_PREFIX": "binding_lens.zoo.registry.PREFIX",
-        "is_zoo_spec": "binding_lens.zoo.is_zoo_spec",
-        "load_hooked_vit": "binding_lens.HookedViT.from_pretrained",
-    },
-)
 
 __all__ = [
     "ARCHITECTURES",

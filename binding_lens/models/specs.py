@@ -31,7 +31,6 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig
 from ..errors import InputError, MissingFileError
 from ..hooks import HookedViT
 from ..hooks.adapters import architectures
-from ..lazy import lazy_exports
 from ..spec_prefixes import checkpoint_file, register_spec_prefix
 from .tiny import TINY_CASES, tiny_hf_model
 
@@ -137,8 +136,6 @@ def _load_open_clip(spec: str, *, seed: int = 0, fused_attention: bool = False, 
         spec, "open_clip model", lambda: open_clip.create_model(name, pretrained=pretrained), fused_attention
     )
 
-
-__getattr__, __dir__ = lazy_exports(__name__, {}, moved={"load_hooked_vit": "binding_lens.HookedViT.from_pretrained"})
 
 register_spec_prefix("random:", _load_random)
 register_spec_prefix("config:", _load_config)

@@ -17,7 +17,6 @@ The rest lives in its module, one home each: the probe classes in `bilinear`, `s
 thresholds) in `metrics`; pair sets and patch sampling in `sampling`; `pair_outputs` in `evaluation`.
 """
 
-from ..lazy import lazy_exports
 from .base import PairProbe
 from .bilinear import QuadraticProbe
 from .checkpoint import load_probe, save_probe
@@ -27,31 +26,6 @@ from .registry import PROBES, make_probe
 from .relations import RELATIONS, relate
 from .sampling import split_by_image
 from .training import ProbeTrainingConfig, TrainResult, train_probe, train_probes
-
-# Exported here before issue 30: `from binding_lens.probes import auroc` says where each name lives now.
-_MOVED = {
-    "attention": ["SelfAttentionProbe"],
-    "batch": ["PairBatch", "label_space"],
-    "bilinear": ["DiagQuadraticProbe", "LinearProbe", "QuadraticFixedRankProbe"],
-    "checkpoint": ["read_header"],
-    "evaluation": ["auroc_with_interval", "fit_threshold", "pair_outputs"],
-    "metrics": [
-        "DegeneratePairSetError",
-        "auroc",
-        "bootstrap_accuracy",
-        "bootstrap_auroc",
-        "calibrated_threshold",
-        "pair_metrics",
-    ],
-    "pointwise": ["PointwiseClassProbe", "PointwiseIdentityProbe"],
-    "registry": ["probe_class"],
-    "sampling": ["PairSet", "fixed_pairs", "sample_patches"],
-    "scalar": ["ScalarScoreProbe", "fit_logistic_1d"],
-    "similarity": ["CosineSimilarityProbe", "DistanceProbe", "DotProductProbe"],
-}
-__getattr__, __dir__ = lazy_exports(
-    __name__, {}, moved={name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names}
-)
 
 __all__ = [
     "PROBES",

@@ -15,13 +15,9 @@ uses SAELens's parameter names, hook names and files, so a trained SAE loads wit
 `sae_lens.SAE.load_from_disk` where SAELens is installed.
 """
 
-from ..lazy import lazy_exports
 from .ablation import LatentAblation, latent_reference
 from .autoencoder import SparseAutoencoder, attach_sae, load_sae
 from .training import SaeTrainingConfig, SaeTrainingRecord, initialize_sae, train_sae
-
-# Renamed to one spelling (American, as torch and transformers write it).
-__getattr__, __dir__ = lazy_exports(__name__, {}, moved={"initialise_sae": f"{__name__}.initialize_sae"})  # old name
 
 __all__ = [
     "LatentAblation",

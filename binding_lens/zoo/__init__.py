@@ -38,13 +38,6 @@ if TYPE_CHECKING:
     from .scenes import held_out_scenes
     from .train import train_zoo_model
 
-# Exported here before issue 30: `from binding_lens.zoo import read_card` says where each name lives now.
-_MOVED = {
-    "checkpoint": ["CheckpointError", "read_card", "read_heads"],
-    "objectives": ["OBJECTIVE_CLASSES", "Objective", "make_objective"],
-    "recipe": ["DinoKnobs", "MaeKnobs", "SupervisedKnobs"],
-}
-
 # Loaded on first use: `binding-lens zoo train --help` reads recipe.py alone (no torch).
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -56,11 +49,6 @@ __getattr__, __dir__ = lazy_exports(
         "load_dino_head": ".checkpoint",
         "held_out_scenes": ".scenes",
         "train_zoo_model": ".train",
-    },
-    moved={
-        "binding_by_objective": "binding_lens.reports.binding_by_objective",
-        "ObjectiveTable": "binding_lens.reports.ObjectiveTable",
-        **{name: f"{__name__}.{module}.{name}" for module, names in _MOVED.items() for name in names},
     },
 )
 

@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"analyses"},
     {"vis"},
     {"reports"},
-    {"cli", "subspace", "interventions", "claims", "demo", "__init__"},
+    {"cli", "__init__"},
     {"__main__"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}

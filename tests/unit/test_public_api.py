@@ -46,3 +46,17 @@ def test_a_package_exports_a_few_names_and_has_each(package):
     assert len(set(exported)) == len(exported), f"{package}.__all__ lists a name twice"
     missing = [name for name in exported if not hasattr(module, name)]
     assert not missing, f"{package}.__all__ names what it does not have: {missing}"
+
+
+MODULES = sorted(
+    info.name
+    for info in pkgutil.walk_packages(binding_lens.__path__, "binding_lens.")
+    if not info.name.endswith("__main__")  # runs the command line
+)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_module_imports(module):
+    """No module is a tombstone (a file that only raises to say where its names went): the CHANGELOG's "Moved
+    names" table says where each went."""
+    importlib.import_module(module)
