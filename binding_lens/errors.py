@@ -4,6 +4,11 @@ Every error the library raises on purpose derives from `BindingLensError`; its m
 wrong and what to do, in one or two lines. The command line prints that message and exits 2 with no
 traceback; any other exception is a bug and keeps its traceback. The subclasses also derive from the
 built-in error a caller would catch (ValueError, FileNotFoundError, ...), so `except ValueError` works.
+
+Two families a caller catches: `InputError` (a value that cannot work: an argument, a layer, a hook or probe
+name, an image size, a scene, a checkpoint; its subclasses say which), and the environment's (`MissingFileError`,
+`ModelUnavailableError`, `WriteError`, `FolderInUseError`, `DeviceUnavailableError`, `SettingsMismatchError`,
+the store's `StoreError`).
 """
 
 from __future__ import annotations
@@ -115,12 +120,9 @@ def check_positive_ints(values: dict[str, Any]) -> None:
 
 __all__ = [
     "BindingLensError",
-    "check_positive_ints",
     "DeviceUnavailableError",
     "FolderInUseError",
-    "GridSizeError",
     "InputError",
-    "KnobError",
     "MissingFileError",
     "ModelUnavailableError",
     "SettingsMismatchError",

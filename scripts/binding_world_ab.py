@@ -80,7 +80,7 @@ def _arms(objective: str) -> list[tuple[str, str]]:
 
 
 def _row(name: str, out: Path, checkpoint: str, twin: dict) -> str:
-    from binding_lens.zoo import zoo_path
+    from binding_lens.zoo.registry import zoo_path
 
     folder = zoo_path(checkpoint) if checkpoint.startswith("zoo:") else out / checkpoint
     card = json.loads((folder / "card.json").read_text())

@@ -12,19 +12,19 @@ The rest lives in its module: the memory budget and the store/memory choice (`ST
 what a store's manifest records (`weights_fingerprint`, `request_differences`) in `request`.
 """
 
-from .extract import extract, extract_to_memory
+from .extract import extract as extract
+from .extract import extract_to_memory
 from .plan import ExtractConfig, ExtractionPlan, plan_extraction
 from .profile import ExtractProfile
-from .store import ActivationStore, StoreError, StoreNotFoundError
+from .store import ActivationStore as ActivationStore
+from .store import StoreError, StoreNotFoundError
 
 __all__ = [
-    "ActivationStore",
     "ExtractConfig",
     "ExtractProfile",
     "ExtractionPlan",
     "StoreError",
     "StoreNotFoundError",
-    "extract",
     "extract_to_memory",
     "plan_extraction",
 ]

@@ -27,7 +27,7 @@ from ..data.scene import Scenes
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..hooks.images import normalize
 from ..hooks.names import resid_post
-from ..io import write_json_atomic
+from ..io.atomic import write_json_atomic
 from . import ranks
 from .budget import available_memory
 from .plan import ExtractConfig, ExtractionPlan, checked_plan, default_workers

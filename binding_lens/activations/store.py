@@ -27,7 +27,7 @@ from safetensors import safe_open
 from torch import Tensor
 
 from ..errors import BindingLensError, MissingFileError, SettingsMismatchError
-from ..io import sha256_file, write_atomic_chunks, write_json_atomic
+from ..io.atomic import sha256_file, write_atomic_chunks, write_json_atomic
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
 MANIFEST = "manifest.json"

@@ -19,7 +19,8 @@ from .gradient_attribution import pair_attribution
 from .grounding import ground
 from .heads import head_ablation_map
 from .layer_probes import fit_layer_probes
-from .sweep import SweepConfig, SweepResult, layer_sweep, layer_sweep_over_seeds, scene_baselines
+from .sweep import SweepConfig, SweepResult, layer_sweep_over_seeds, scene_baselines
+from .sweep import layer_sweep as layer_sweep
 
 __all__ = [
     "SweepConfig",
@@ -28,7 +29,6 @@ __all__ = [
     "fit_layer_probes",
     "ground",
     "head_ablation_map",
-    "layer_sweep",
     "layer_sweep_over_seeds",
     "pair_attribution",
     "scene_baselines",

@@ -49,7 +49,8 @@ from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import split_by_image
 from ..probes.metrics import auroc_replicates, stratified_auroc
 from ..sae import SparseAutoencoder
-from ..stats import Interval, bootstrap_counts, holm
+from ..stats import Interval, holm
+from ..stats.bootstrap import bootstrap_counts
 from ..stats.inference import bootstrap_p_value, replicate_interval
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe

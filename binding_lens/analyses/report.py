@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..io import write_atomic, write_json_atomic
+from ..io.atomic import write_atomic, write_json_atomic
 from ..stats import beyond_noise
 from ..stats.power import interval_limit
 

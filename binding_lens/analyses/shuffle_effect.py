@@ -20,7 +20,7 @@ stream, and two measures read it on every image (method notes section 6):
 
 Every difference (an edit against the clean run, the binding edit against the random one) carries a
 percentile bootstrap interval over images, from one set of resamples for every measure and comparison
-(`stats.bootstrap_counts` with `seed`), so each is paired by image; so does every value itself
+(`stats.bootstrap.bootstrap_counts` with `seed`), so each is paired by image; so does every value itself
 (`intervals`: what a bar of the value shows; `energy`: both subspaces' shares). On twin mazes the unit
 resampled is the twin group, as the two twins are not independent. One random subspace, one permutation.
 """
@@ -46,8 +46,9 @@ from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..probes import PairProbe
 from ..probes.metrics import bootstrap_auroc, paired_auroc_difference
 from ..probes.pairing import twin_pairs
-from ..stats import LEVEL, Interval, bootstrap_counts, paired_bootstrap_difference, percentile_interval
-from ..stats.bootstrap import ratio_of_sums
+from ..stats import Interval, paired_bootstrap_difference, percentile_interval
+from ..stats.bootstrap import bootstrap_counts, ratio_of_sums
+from ..stats.interval import LEVEL
 from .ablation import label_images
 from .report import Row
 

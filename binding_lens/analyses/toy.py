@@ -39,13 +39,17 @@ from torch import Tensor
 from ..activations.tokens import read_token_sets
 from ..data import SyntheticScenes
 from ..errors import InputError
-from ..figures import lines_by_layer, query_maps, score_kde, twin_pca
+from ..figures import query_maps
+from ..figures.distributions import score_kde
+from ..figures.layers import lines_by_layer
+from ..figures.pca import twin_pca
 from ..hooks import HookedViT
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
-from ..io import write_json_atomic, write_text_atomic
+from ..io.atomic import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import auroc_replicates
-from ..stats import bootstrap_counts, bootstrap_mean, percentile_interval
+from ..stats import bootstrap_mean, percentile_interval
+from ..stats.bootstrap import bootstrap_counts
 from .ablation import Labeled, label_images
 from .layer_probes import fit_quadratic_probe
 from .report import Row, format_table, interval_text, write_table

@@ -17,18 +17,18 @@ in `das`, `head_means`, `head_reference` and `HeadReference` in `head_ablation`,
 from .das import interchange_effect, train_das
 from .diagnostics import accuracy_kept, eigen_spectrum, elbow, subspace_stability
 from .head_ablation import HeadAblation
-from .interventions import Dose, Inject, Interchange, MeanAblate, ProjectOut, Shuffle
-from .subspace import BindingSubspace, accuracy_by_k
+from .interventions import Dose, Inject, Interchange, MeanAblate, ProjectOut
+from .interventions import Shuffle as Shuffle
+from .subspace import BindingSubspace as BindingSubspace
+from .subspace import accuracy_by_k
 
 __all__ = [
-    "BindingSubspace",
     "Dose",
     "HeadAblation",
     "Inject",
     "Interchange",
     "MeanAblate",
     "ProjectOut",
-    "Shuffle",
     "accuracy_by_k",
     "accuracy_kept",
     "eigen_spectrum",

@@ -37,7 +37,7 @@ from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..probes import PairProbe
 from ..probes.metrics import auroc
-from ..training import train_for
+from ..training.engine import train_for
 from .subspace import BindingSubspace
 
 

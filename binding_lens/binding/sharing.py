@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save
 
 from ..errors import InputError
 from ..hooks.names import resid_post
-from ..io import write_atomic, write_json_atomic
+from ..io.atomic import write_atomic, write_json_atomic
 from ..probes.provenance import check_fitted
 from ..probes.sharing import (
     PROBE_CARD,

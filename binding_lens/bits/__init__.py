@@ -11,21 +11,14 @@ token set given directly (`measure_bits_of_tokens`), from `binding_lens.analyses
 """
 
 from .information import BindingBits, binding_bits
-from .probes import FAMILIES, SINGLE_TOKEN, CodeLayout, CodeProbe, covered, make_code_probe, previous
-from .training import CodeFit, CodeTrainingConfig, bits_per_image, train_code_probe
+from .probes import make_code_probe
+from .training import CodeTrainingConfig, bits_per_image, train_code_probe
 
 __all__ = [
     "BindingBits",
-    "CodeFit",
-    "CodeLayout",
-    "CodeProbe",
     "CodeTrainingConfig",
-    "FAMILIES",
-    "SINGLE_TOKEN",
     "binding_bits",
     "bits_per_image",
-    "covered",
     "make_code_probe",
-    "previous",
     "train_code_probe",
 ]

@@ -19,7 +19,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
-from ..training import StoppingRule, Track, TrainingOutcome, run_training, shuffled_batches
+from ..training.engine import Track, TrainingOutcome, run_training, shuffled_batches
+from ..training.stopping import StoppingRule
 from .probes import CodeProbe
 
 

@@ -37,7 +37,7 @@ from ..errors import BindingLensError, GridSizeError, KnobError
 from ..threads import THREADS_HELP, use_threads
 from ..version import __version__
 from . import ablate, bits, claims, das, demo, ground, hooks, sae, sensitivity, sweep, toy, view, zoo
-from .arguments import parse_layers, positive_int
+from .arguments import positive_int
 from .preflight import output_lock, preflight
 
 COMMANDS = {
@@ -180,7 +180,9 @@ INTERRUPTED = {
 KeyboardInterrupt, and every other command starts over."""
 
 
-__all__ = ["COMMANDS", "build_parser", "main", "parse_layers"]
+__all__ = [
+    "main",
+]
 
 if __name__ == "__main__":
     sys.exit(main())

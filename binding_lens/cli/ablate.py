@@ -101,7 +101,8 @@ def _zoo_dino(model, spec: str, settings, device: str):
     from dataclasses import replace
 
     from ..analyses.ablation import DinoCheckpoint
-    from ..zoo import ZooRecipe, load_dino_head
+    from ..zoo import ZooRecipe
+    from ..zoo.checkpoint import load_dino_head
     from ..zoo.registry import zoo_card, zoo_path
 
     head, center, temperatures = load_dino_head(zoo_path(spec))

@@ -229,7 +229,7 @@ def _table(args, model, splits_for_seed, layers, config, summary) -> int:
     from ..analyses.bits import measure_bits_over_seeds
     from ..analyses.report import write_table
     from ..figures import bits_figure
-    from ..io import write_json_atomic
+    from ..io.atomic import write_json_atomic
 
     seeds = summary["seeds"]
     result = measure_bits_over_seeds(model, splits_for_seed, layers, args.tokens, args.probes, seeds, config)
@@ -274,8 +274,8 @@ def _interventions(args, model, splits, probe, config, summary) -> int:
     from ..analyses.bits import InterventionConfig, bits_under_interventions, intervention_table
     from ..analyses.report import write_table
     from ..binding import BindingSubspace
-    from ..figures import bits_lost_figure
-    from ..io import write_json_atomic
+    from ..figures.bits import bits_lost_figure
+    from ..io.atomic import write_json_atomic
 
     edit_layer, read_layer = summary["edit_layer"], summary["read_layer"]
     subspace = BindingSubspace.from_probe(probe, args.k)

@@ -59,21 +59,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=3,
         help="seeds of every probe the claims compare (the sweep's, then refits), and of the shuffled-label probes",
     )
-    claims.add_argument(
-        "--intervention-layer",
-        type=_site_layer,
-        default="middle",
-        help="where the shuffle / inject claims edit: middle (the paper's fixed middle layer, the default), best "
-        "(the layer with a next one whose quadratic probe is best on validation) or a layer number; the binding "
-        "subspace is read there, the next layer's probe and attention at layer + 1",
-    )
-    claims.add_argument(
-        "--intervention-k",
-        type=positive_int,
-        default=None,
-        help="dimensions of the binding subspace (and of its energy-matched control) the interventions edit "
-        "(default: the paper's d_model / 8)",
-    )
+    _add_site(claims)
     claims.add_argument(
         "--n-boot", type=positive_int, default=10_000, help="bootstrap draws of images behind each interval"
     )
@@ -88,6 +74,25 @@ def add(commands: argparse._SubParsersAction) -> None:
         type=output_dir,
         default="runs/claims",
         help="output directory (claims.md, claims.json, verdicts.csv; sweeps/, ablation/ and toy/ under it)",
+    )
+
+
+def _add_site(claims: argparse.ArgumentParser) -> None:
+    """Where the intervention claims edit: `--intervention-layer`, `--intervention-k`."""
+    claims.add_argument(
+        "--intervention-layer",
+        type=_site_layer,
+        default="middle",
+        help="where the shuffle / inject claims edit: middle (the paper's fixed middle layer, the default), best "
+        "(the layer with a next one whose quadratic probe is best on validation) or a layer number; the binding "
+        "subspace is read there, the next layer's probe and attention at layer + 1",
+    )
+    claims.add_argument(
+        "--intervention-k",
+        type=positive_int,
+        default=None,
+        help="dimensions of the binding subspace (and of its energy-matched control) the interventions edit "
+        "(default: the paper's d_model / 8)",
     )
 
 

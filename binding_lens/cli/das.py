@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from ..analyses.report import write_table
     from ..data.spec import dataset_from_spec
     from ..hooks import HookedViT
-    from ..io import write_atomic, write_json_atomic
+    from ..io.atomic import write_atomic, write_json_atomic
 
     device = default_device(args.device)
     model = HookedViT.from_pretrained(args.model, device=device)

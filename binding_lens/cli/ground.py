@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from ..data.spec import dataset_from_spec
     from ..figures.grounding import UnitBar, grounding_figure, unit_maps_figure
     from ..hooks import HookedViT
-    from ..io import write_json_atomic
+    from ..io.atomic import write_json_atomic
     from ..sae import load_sae
     from ..vis.grounding_viewer import grounding_viewer
 

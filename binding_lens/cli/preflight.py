@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MissingFileError
-from ..io import FolderLock, check_writable_dir
+from ..io.atomic import check_writable_dir
+from ..io.lock import FolderLock
 from ..spec_prefixes import check_spec, looks_like_path, spec_prefix, split_coco_spec, split_hf_spec
 from . import view
 from .arguments import default_device, parse_layers
@@ -43,6 +44,8 @@ def preflight(args: argparse.Namespace) -> None:
     shape = model_shape(model) if model else None
     if shape is not None:
         check_layers(args, *shape)
+    if args.command == "claims":
+        check_claims_sites(args)
     out = view.out_path(args) if args.command == "view" else getattr(args, "out", None)
     if out is not None:
         check_writable_dir(Path(out).parent if args.command in FILE_OUTPUTS else out)
@@ -183,8 +186,18 @@ def check_layers(args: argparse.Namespace, n_layers: int, d_model: int) -> None:
         raise InputError(f"layer {layer} does not exist: this model has layers 0..{n_layers - 1}")
 
 
+def check_claims_sites(args: argparse.Namespace) -> None:
+    """claims' --intervention-layer and --intervention-k against each model whose config says its shape."""
+    from ..reports.claim_measures.site import check_site
+
+    for spec in model_specs(args):
+        shape = model_shape(spec)
+        if shape is not None:
+            check_site(args.intervention_layer, args.intervention_k, *shape)
+
+
 def output_lock(args: argparse.Namespace, command: str) -> contextlib.AbstractContextManager:
-    """The lock on the run folder `--out` names (`io.FolderLock`), for the command line `command`; nothing
+    """The lock on the run folder `--out` names (`io.lock.FolderLock`), for the command line `command`; nothing
     to lock for a command without one or whose --out is a file. Under torchrun only rank 0 takes it: every
     rank of one launch writes the same folder. A lock taken over from a killed run says so on stderr."""
     out = getattr(args, "out", None)

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from ..data.spec import dataset_from_spec
     from ..hooks import HookedViT
     from ..hooks.names import resid_post
-    from ..io import write_json_atomic
+    from ..io.atomic import write_json_atomic
     from ..sae import SaeTrainingConfig, load_sae
     from ..sae.autoencoder import check_sae_fits
 

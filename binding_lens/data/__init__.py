@@ -22,7 +22,8 @@ from .pairs import pair_stats
 from .patches import PatchLabels, patch_labels
 from .scene import Scene, SceneError
 from .skips import SkipReport, labeled_scenes
-from .synthetic import CLASS_NAMES, SyntheticScenes
+from .synthetic import CLASS_NAMES
+from .synthetic import SyntheticScenes as SyntheticScenes
 
 __all__ = [
     "ADE20K",
@@ -35,7 +36,6 @@ __all__ = [
     "Scene",
     "SceneError",
     "SkipReport",
-    "SyntheticScenes",
     "labeled_scenes",
     "pair_stats",
     "patch_labels",

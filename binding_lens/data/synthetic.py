@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import GridSizeError, InputError, KnobError
 from .colorshape import SPLITS, conjunction_names, feature_names
 from .compose import ObjectSpec, plan_colorshape, plan_parts, plan_random, plan_twins
-from .knobs import PRESETS, SceneKnobs, preset_knobs
+from .knobs import SceneKnobs, preset_knobs
 from .mixture import MIXTURE_VERSION, draw_part, part_knobs
 from .palette import COLORS
 from .render import Canvas, Sprite, make_sprite
@@ -328,6 +328,3 @@ def _object_records(
             records[-1]["parts"] = [part for part, owner in enumerate(canvas.part_objects) if part and owner == iid]
             records[-1]["part_colors"] = [spec.color, *spec.part_colors]
     return records
-
-
-__all__ = ["SyntheticScenes", "PRESETS", "CLASS_IDS", "CLASS_NAMES", "GENERATOR_VERSION", "MAZE_VERSION"]

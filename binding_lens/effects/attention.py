@@ -27,7 +27,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..hooks import HookedViT, names
-from ..stats import LEVEL, Interval
+from ..stats import Interval
 from ..stats.correlation import (
     cell_comoments,
     correlation_interval,
@@ -36,6 +36,7 @@ from ..stats.correlation import (
     stratum_moments,
 )
 from ..stats.groups import dense_groups, group_sums
+from ..stats.interval import LEVEL
 from .pairs import counted_pairs
 
 
@@ -297,7 +298,7 @@ def attention_follows_draws(
     groups: Int[Tensor, " batch"] | None = None,
 ) -> dict[str, tuple[float, Tensor]]:
     """{"partial": (r given patch distance, its replicates), "plain": (r, its replicates)} over ordered pairs
-    (i != j) of labeled patches, each replicate drawing units by `counts` (`stats.bootstrap_counts`): images,
+    (i != j) of labeled patches, each replicate drawing units by `counts` (`stats.bootstrap.bootstrap_counts`): images,
     or the twin groups `groups` gives each image (twin mazes: the two twins are not independent; numbered in
     order of first appearance, as `stats.groups.group_sums` does), whole groups drawn at once. One `counts`
     for several probes' scores makes their replicates paired. With `cosine` (the tokens' cosine similarity

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from ..errors import InputError, check_ints
 from ..losses.dino import DinoHead, dino_loss, ema_update, update_center
 from ..losses.views import AUGMENTATIONS, CropPlan, Images, MultiCrop, Preprocess, apply_view, check_images
-from ..training import train_for
+from ..training.engine import train_for
 
 Backbone = Callable[[Float[Tensor, "batch 3 side side"]], Float[Tensor, "batch d_model"]]
 

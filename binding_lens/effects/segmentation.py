@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..losses.matching import detr_mask_loss, hungarian_match
-from ..training import shuffled_batches, train_for
+from ..training.engine import shuffled_batches, train_for
 
 IGNORE = -1
 

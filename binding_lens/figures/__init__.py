@@ -19,28 +19,20 @@ binding_lens but `binding_lens.io`, so any layer can draw.
 """
 
 from .ablation import ablation_figure
-from .bits import bits_figure, bits_lost_figure
-from .demo import demo_figure
-from .distributions import score_kde
+from .bits import bits_figure
 from .head_map import head_map_figure
-from .layers import accuracy_by_layer, accuracy_by_model, lines_by_layer
+from .layers import accuracy_by_layer, accuracy_by_model
 from .maps import query_maps
-from .pca import binding_pca, principal_components, twin_pca
+from .pca import binding_pca
 from .scatter import attention_vs_score
 
 __all__ = [
     "ablation_figure",
     "bits_figure",
-    "bits_lost_figure",
     "accuracy_by_layer",
     "accuracy_by_model",
     "attention_vs_score",
     "binding_pca",
-    "demo_figure",
     "head_map_figure",
-    "lines_by_layer",
-    "principal_components",
     "query_maps",
-    "score_kde",
-    "twin_pca",
 ]

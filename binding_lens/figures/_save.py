@@ -19,7 +19,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextToPath
 
 from ..errors import InputError
-from ..io import write_atomic
+from ..io.atomic import write_atomic
 
 DPI = 150
 LEGEND_WIDTH = 2.0

@@ -14,8 +14,8 @@ from . import names, replacement
 from .adapters import ADAPTERS, FamilyAdapter, UnsupportedArchitectureError, register_adapter
 from .checked_hooks import DisabledHookPointError, UnknownHookPointError
 from .config import HookedViTConfig
-from .hooked_vit import HookedViT
-from .images import ImageSizeError, patch_grid, preprocess, token_index, token_to_patch
+from .hooked_vit import HookedViT as HookedViT
+from .images import ImageSizeError, patch_grid, preprocess, token_to_patch
 
 __all__ = [
     "names",
@@ -23,7 +23,6 @@ __all__ = [
     "ADAPTERS",
     "DisabledHookPointError",
     "FamilyAdapter",
-    "HookedViT",
     "HookedViTConfig",
     "ImageSizeError",
     "UnknownHookPointError",
@@ -31,6 +30,5 @@ __all__ = [
     "patch_grid",
     "preprocess",
     "register_adapter",
-    "token_index",
     "token_to_patch",
 ]

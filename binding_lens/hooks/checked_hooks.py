@@ -21,7 +21,7 @@ from torch import Tensor
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from ..errors import BindingLensError, InputError
+from ..errors import InputError
 
 TL_PRIVATE_HOOKS = {
     "_enable_hook": ("self", "name", "hook", "dir"),
@@ -30,7 +30,7 @@ TL_PRIVATE_HOOKS = {
 """The private methods of TransformerLens's `HookedRootModule` overridden here, with the parameters they take."""
 
 
-class UnknownHookPointError(BindingLensError, KeyError):
+class UnknownHookPointError(InputError, KeyError):
     """A hook name that is not a hook point of this model (a KeyError, as in TransformerLens)."""
 
     def __str__(self) -> str:

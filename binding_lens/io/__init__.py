@@ -11,33 +11,3 @@ FolderLock(out, command)          one run per output folder: a flock naming its 
 
 An OS error while writing (permission, a file in the way, a full disk) raises errors.WriteError.
 """
-
-from .atomic import (
-    adopt_files,
-    check_writable_dir,
-    file_mode,
-    publish_dir,
-    sha256_bytes,
-    sha256_file,
-    staging_dir,
-    write_atomic,
-    write_atomic_chunks,
-    write_json_atomic,
-    write_text_atomic,
-)
-from .lock import FolderLock
-
-__all__ = [
-    "adopt_files",
-    "check_writable_dir",
-    "FolderLock",
-    "file_mode",
-    "publish_dir",
-    "sha256_bytes",
-    "sha256_file",
-    "staging_dir",
-    "write_atomic",
-    "write_atomic_chunks",
-    "write_json_atomic",
-    "write_text_atomic",
-]

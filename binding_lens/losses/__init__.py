@@ -3,19 +3,14 @@ DETR-style Hungarian matching of predicted masks to instances (for the pointwise
 instance segmentation head). The rest lives in its module: `WeightNormLinear` and
 `teacher_statistics` in `dino`, `CropPlan` and `round_to_patch` in `views`, `mask_costs` in `matching`."""
 
-from .dino import DinoHead, dino_loss, ema_update, update_center
-from .matching import detr_mask_loss, hungarian_match
-from .views import MultiCrop, apply_view, multi_crop, plan_crops
+from .dino import DinoHead, dino_loss
+from .matching import detr_mask_loss
+from .views import MultiCrop, multi_crop
 
 __all__ = [
     "DinoHead",
     "MultiCrop",
-    "apply_view",
     "detr_mask_loss",
     "dino_loss",
-    "ema_update",
-    "hungarian_match",
     "multi_crop",
-    "plan_crops",
-    "update_center",
 ]

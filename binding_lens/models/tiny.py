@@ -22,6 +22,3 @@ def tiny_hf_model(name: str, seed: int = 0) -> nn.Module:
         raise KeyError(f"no tiny case {name!r}; choose one of {sorted(TINY_CASES)}")
     torch.manual_seed(seed)
     return TINY_CASES[name].build().eval()
-
-
-__all__ = ["TINY_CASES", "TinyCase", "tiny_hf_model"]

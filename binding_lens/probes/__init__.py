@@ -22,10 +22,12 @@ from .bilinear import QuadraticProbe
 from .checkpoint import load_probe, save_probe
 from .data import ProbeData
 from .evaluation import evaluate
-from .registry import PROBES, make_probe
+from .registry import PROBES
+from .registry import make_probe as make_probe
 from .relations import RELATIONS, relate
 from .sampling import split_by_image
-from .training import ProbeTrainingConfig, TrainResult, train_probe, train_probes
+from .training import ProbeTrainingConfig, TrainResult, train_probes
+from .training import train_probe as train_probe
 
 __all__ = [
     "PROBES",
@@ -37,10 +39,8 @@ __all__ = [
     "TrainResult",
     "evaluate",
     "load_probe",
-    "make_probe",
     "relate",
     "save_probe",
     "split_by_image",
-    "train_probe",
     "train_probes",
 ]

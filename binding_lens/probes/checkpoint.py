@@ -2,7 +2,7 @@
 
 The header is {"format": 1, "probe": <name>, "kwargs": <constructor kwargs>}, and "fitted": where it was
 fitted (`provenance.FittedOn`) when the probe knows it; the tensors are the probe's state dict (parameters
-and buffers, e.g. the frozen attention weights). Writes are atomic (`binding_lens.io.write_atomic`), so a
+and buffers, e.g. the frozen attention weights). Writes are atomic (`binding_lens.io.atomic.write_atomic`), so a
 crash never leaves half a probe.
 """
 
@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save
 
 from ..errors import InputError, MissingFileError
-from ..io import write_atomic
+from ..io.atomic import write_atomic
 from .base import PairProbe
 from .provenance import FittedOn
 from .registry import probe_class

@@ -20,8 +20,9 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import InputError
-from ..stats import LEVEL, Interval
+from ..stats import Interval
 from ..stats.bootstrap import bootstrap_counts, check_bootstrap, percentile_interval, unit_index
+from ..stats.interval import LEVEL
 
 
 class DegeneratePairSetError(InputError):
@@ -170,7 +171,7 @@ def paired_auroc_difference(
     """AUROC(scores) - AUROC(reference) on the same pairs (e.g. one probe before and after an edit, or two
     models on the same images): (value, reference value, difference with its paired percentile bootstrap
     interval over the units of `groups`, e.g. images). Each replicate draws units once
-    (`stats.bootstrap_counts(n_units, n_boot, seed)`, the draws of `stats.paired_bootstrap_difference` with
+    (`stats.bootstrap.bootstrap_counts(n_units, n_boot, seed)`, the draws of `stats.paired_bootstrap_difference` with
     the same seed when every unit has pairs) and computes both AUROCs on that draw. A [control, pair]
     `reference` (e.g. several random subspaces' edits) is their mean AUROC, on the same draws."""
     labels = labels.bool().flatten()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from ..errors import BindingLensError, InputError
+from ..errors import InputError
 from .attention import SelfAttentionProbe
 from .base import PairProbe
 from .bilinear import (
@@ -43,7 +43,7 @@ _REQUIRED = {
 }
 
 
-class UnknownProbeError(BindingLensError, KeyError):
+class UnknownProbeError(InputError, KeyError):
     """A probe name that is not registered (a KeyError, as a dict lookup would raise)."""
 
     def __str__(self) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import InputError, MissingFileError
 from ..hooks.names import resid_post
-from ..io import write_json_atomic
+from ..io.atomic import write_json_atomic
 from ..spec_prefixes import looks_like_path
 from ..version import __version__
 from .base import PairProbe

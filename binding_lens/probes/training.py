@@ -30,7 +30,8 @@ import torch
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
-from ..training import Evaluation, StoppingRule, Track, TrainingOutcome, run_training
+from ..training.engine import Evaluation, Track, TrainingOutcome, run_training
+from ..training.stopping import StoppingRule
 from .base import PairProbe
 from .batch import PairBatch
 from .data import ProbeData
@@ -59,7 +60,7 @@ class ProbeTrainingConfig:
     validation passes go by without improvement (the count starts again after each cut, and the rate never
     falls below `min_lr_factor` times `lr`); "step" is the paper's StepLR (times `gamma` every `step_size`
     epochs); "constant" keeps `lr`. Neither patience nor the plateau count runs before `min_steps`
-    (`binding_lens.training.StoppingRule` is the rule, for every model the package trains).
+    (`binding_lens.training.stopping.StoppingRule` is the rule, for every model the package trains).
     `weight_decay`: L2 decay on the full quadratic probe (the paper names it without a value; 1e-4 is
     ours).
     """

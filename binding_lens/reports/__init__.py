@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .claims import ClaimsReport, claims_report
+    from .claim_report import ClaimsReport
+    from .claims import claims_report
     from .demo.run import run_demo
     from .zoo_compare import ObjectiveTable, binding_by_objective
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        **dict.fromkeys(["ClaimsReport", "claims_report"], ".claims"),
+        "ClaimsReport": ".claim_report",
+        "claims_report": ".claims",
         "run_demo": ".demo.run",
         **dict.fromkeys(["ObjectiveTable", "binding_by_objective"], ".zoo_compare"),
     },

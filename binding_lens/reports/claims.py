@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -47,37 +47,28 @@ from ..data.scene import Scenes
 from ..data.shuffled import ShuffledLabels
 from ..errors import InputError
 from ..hooks import HookedViT
-from ..io import write_json_atomic, write_text_atomic
+from ..io.atomic import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, load_probe
-from ..stats import bootstrap_counts
+from ..stats.bootstrap import bootstrap_counts
 from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_family
 from .claim_beyond import beyond_measures
 from .claim_measures.attention import AttentionSettings, attention_measure, test_images
 from .claim_measures.decoding import auroc_draws, decoding_measures, refit_keys
 from .claim_measures.fits import attach_fits, fits_of, refit_records, sweep_fit_records, with_fits
-from .claim_measures.interventions import (
-    SITE_RULES,
-    InterventionSite,
-    check_site,
-    intervention_claims,
-    intervention_site,
-)
+from .claim_measures.interventions import InterventionSite, intervention_claims, intervention_site
 from .claim_measures.low_dimensional import low_dimensional_measure
-from .claim_measures.measure import DECODING_PROBES, middle_layer, paper_k
+from .claim_measures.measure import DECODING_PROBES
+from .claim_measures.site import SITE_RULES, check_site, middle_layer, paper_k
 from .claim_measures.splits import oriented_cosine, refit_probes, run_pairing, sweep_splits
 from .claim_measures.toy import toy_measures
+from .claim_report import ClaimsReport
 from .claim_verdicts import (
     ADJUSTMENT,
     BEYOND,
     CLAIMS,
-    CONTROL,
     FAMILIES,
-    FIT_MARK,
     FLOORS,
     adjust,
-    family_sizes,
-    interval_text,
-    limit_text,
     model_rows,
     objective_rows,
     ordering_rows,
@@ -119,100 +110,6 @@ class ClaimsConfig:
         """What decides the numbers (the resume key holds it, with the code): every field but `progress`."""
         found = {k: v for k, v in asdict(self).items() if k != "progress"}
         return json.loads(json.dumps(found | {"seeds": list(self.seeds)}, default=str))
-
-
-@dataclass
-class ClaimsReport:
-    measurements: list[Row]
-    verdicts: list[Row]
-    out: Path
-    files: dict[str, Path] = field(default_factory=dict)
-
-    def objectives(self) -> list[str]:
-        return list(
-            dict.fromkeys(r["objective"] for r in self.verdicts if r["level"] == "objective" and "objective" in r)
-        )
-
-    def readme_table(self) -> str:
-        """Claims x objectives: mean over training seeds [95 % t interval], the Holm-adjusted verdict (the raw
-        one beside it where they differ) and the comparison with the untrained control."""
-        objectives = self.objectives()
-        by = {(r["claim"], r.get("objective")): r for r in self.verdicts if r["level"] == "objective"}
-        seeds = {o: sum(1 for m in self.measurements if m["objective"] == o) for o in objectives}
-        lines = [
-            "| claim | " + " | ".join(f"{o} ({seeds[o]} seeds)" for o in objectives) + " |",
-            "|---|" + "---|" * len(objectives),
-        ]
-        for claim in [c for c in (*CLAIMS, *FLOORS, *BEYOND) if c != "ordering"]:
-            cells = [_cell(by.get((claim, o))) for o in objectives]
-            lines.append(f"| `{claim}` | " + " | ".join(cells) + " |")
-        for ordering in (r for r in self.verdicts if r["claim"] == "ordering"):
-            lines.append(f"\nThe paper's ordering {ordering['on']} **{ordering['verdict']}**: {ordering['text']}.")
-        return "\n".join(lines) + "\n"
-
-    def markdown(self) -> str:
-        claims = "\n".join(f"- `{name}`: {text}" for name, text in CLAIMS.items())
-        floors = "\n".join(f"- `{name}` ({text})" for name, text in FLOORS.items())
-        beyond = "\n".join(f"- `{name}`: {text}" for name, text in BEYOND.items())
-        sizes = family_sizes(self.verdicts)
-        families = "\n".join(f"- {name} ({sizes[name]} tests): {text}" for name, text in FAMILIES.items())
-        lines = [
-            "| claim | on | measurement [95% interval] | p | verdict | Holm p | adjusted verdict | minus the "
-            f"`{CONTROL}` control [95% Welch] (adjusted) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for row in self.verdicts:
-            lines.append(
-                f"| {row['claim']} | {row['on']} | {row['text']} | {_p(row.get('p_value'))} | {row['verdict']} | "
-                f"{_p(row.get('p_adjusted'))} | **{row['verdict_adjusted']}**{_limit(row)} | {_control_text(row)} |"
-            )
-        return (
-            f"{claims}\n\nFloor rows (in no family):\n{floors}\n\nBeyond the paper's claims (at the middle layer; "
-            f"at the objective level, raw):\n{beyond}\n\nFamilies ({ADJUSTMENT.title()}-adjusted within "
-            f"each, at 5 %):\n{families}\n\n{FIT_MARK}: fed by a probe fit that did not converge (it stopped on its "
-            "step limit or its learning-rate floor) or is no better than the strongest network-free baseline on "
-            "validation; each row's text and claims.json's `fit_problems` name the fits.\n\nBeside each \"cannot "
-            'tell": the smallest effect its test would have found with 80 % power at this configuration (images, '
-            "head seeds, control draws, k, layer), read off its own interval at the strictest step of its Holm "
-            "family (claims.json: `limit`); more images shrink it as 1 / sqrt(n) (`binding-lens sensitivity`)."
-            "\n\n## By objective\n\n"
-            f"{self.readme_table()}\n## Every row\n\n" + "\n".join(lines) + "\n"
-        )
-
-
-def _p(p: float | None) -> str:
-    return "-" if p is None else "< 1e-4" if p < 1e-4 else f"{p:.2g}"
-
-
-def _side(test: Row) -> str:
-    adjusted = test.get("verdict_adjusted", "cannot tell")
-    return {"holds": ">", "fails": "<"}.get(adjusted, "≈")
-
-
-def _limit(test: Row) -> str:
-    text = limit_text(test)
-    return f" ({text})" if text else ""
-
-
-def _control_text(row: Row) -> str:
-    control = row.get("vs_control")
-    if not control:
-        return "-"
-    return f"{interval_text(control)} {_side(control)} {CONTROL} (p {_p(control.get('p_adjusted'))}){_limit(control)}"
-
-
-def _cell(row: Row | None) -> str:
-    if row is None:
-        return "-"
-    if not row["applicable"]:
-        return "not applicable"
-    text = f"{interval_text(row)} **{row['verdict_adjusted']}**{_limit(row)}"
-    if row["verdict"] != row["verdict_adjusted"]:
-        text += f" (raw: {row['verdict']})"
-    if row.get("fit_problems"):
-        text += f" {FIT_MARK}"
-    control = row.get("vs_control")
-    return text + (f"; {_side(control)} {CONTROL}" if control else "")
 
 
 def _card(spec: str) -> Row:

@@ -35,11 +35,12 @@ from ..data import PRESETS, SyntheticScenes
 from ..errors import InputError
 from ..figures import accuracy_by_model
 from ..hooks import HookedViT
-from ..io import write_json_atomic, write_text_atomic
+from ..io.atomic import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig
-from ..stats import Interval, aggregate_rows, holm
+from ..stats import Interval, holm
 from ..stats.inference import seed_difference
 from ..stats.interval import direction
+from ..stats.tables import aggregate_rows
 from ..zoo import held_out_scenes
 from ..zoo.registry import PREFIX, zoo_card, zoo_family
 from .claim_verdicts import ALPHA

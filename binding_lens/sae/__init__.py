@@ -15,18 +15,16 @@ uses SAELens's parameter names, hook names and files, so a trained SAE loads wit
 `sae_lens.SAE.load_from_disk` where SAELens is installed.
 """
 
-from .ablation import LatentAblation, latent_reference
+from .ablation import LatentAblation
 from .autoencoder import SparseAutoencoder, attach_sae, load_sae
-from .training import SaeTrainingConfig, SaeTrainingRecord, initialize_sae, train_sae
+from .training import SaeTrainingConfig, initialize_sae, train_sae
 
 __all__ = [
     "LatentAblation",
     "SaeTrainingConfig",
-    "SaeTrainingRecord",
     "SparseAutoencoder",
     "attach_sae",
     "initialize_sae",
-    "latent_reference",
     "load_sae",
     "train_sae",
 ]

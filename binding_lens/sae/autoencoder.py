@@ -30,7 +30,7 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from ..errors import InputError, MissingFileError
-from ..io import write_atomic
+from ..io.atomic import write_atomic
 
 ARCHITECTURES = ("topk", "standard", "jumprelu", "topk_signed")
 """SAELens's names: `topk` keeps k activations per token; `standard` is ReLU with an L1 penalty; `jumprelu`

@@ -21,7 +21,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
-from ..training import train_for
+from ..training.engine import train_for
 from .autoencoder import SparseAutoencoder
 
 

@@ -32,22 +32,17 @@ ablation tables):
   when its interval excludes 0.
 """
 
-from .bootstrap import bootstrap_counts, bootstrap_mean, paired_bootstrap_difference, percentile_interval
-from .interval import LEVEL, Interval, beyond_noise
+from .bootstrap import bootstrap_mean, paired_bootstrap_difference, percentile_interval
+from .interval import Interval, beyond_noise
 from .means import difference_interval, mean_interval
 from .multiplicity import benjamini_hochberg, holm
-from .tables import aggregate_rows, distinct_seeds
 
 __all__ = [
-    "LEVEL",
     "Interval",
-    "aggregate_rows",
     "benjamini_hochberg",
     "beyond_noise",
-    "bootstrap_counts",
     "bootstrap_mean",
     "difference_interval",
-    "distinct_seeds",
     "holm",
     "mean_interval",
     "paired_bootstrap_difference",

@@ -8,17 +8,3 @@ Pair probes and code probes train through `run_training` with validation; the se
 DINO head, SAEs, DAS and the zoo models through `train_for` (a fixed number of steps). Their configs
 turn into a `StoppingRule` and their results are, or carry, a `TrainingOutcome`.
 """
-
-from .engine import Evaluation, LoopConfig, Track, TrainingOutcome, run_training, shuffled_batches, train_for
-from .stopping import StoppingRule
-
-__all__ = [
-    "Evaluation",
-    "LoopConfig",
-    "StoppingRule",
-    "Track",
-    "TrainingOutcome",
-    "run_training",
-    "shuffled_batches",
-    "train_for",
-]

@@ -8,22 +8,17 @@
 Figures (PNG + SVG) live in `binding_lens.figures` (also reachable as `binding_lens.vis.figures`).
 """
 
-from .. import figures  # noqa: F401  (binding_lens.vis.figures, as before the figures got their own package)
-from ..analyses.run import load_run_probes
 from .circuits import attention_view, pattern_view
 from .from_run import viewer_from_run
-from .html_viewer import InlineViewer, ModelEntry, iframe_html, show, viewer, viewer_html
-from .labels import token_labels
+from .html_viewer.build import ModelEntry, viewer, viewer_html
+from .html_viewer.notebook import InlineViewer, show
 
 __all__ = [
     "InlineViewer",
     "ModelEntry",
     "attention_view",
-    "iframe_html",
-    "load_run_probes",
     "pattern_view",
     "show",
-    "token_labels",
     "viewer",
     "viewer_from_run",
     "viewer_html",

@@ -22,7 +22,7 @@ from jaxtyping import Float
 
 from ..errors import InputError
 from ..hooks import HookedViT, names
-from ..io import write_text_atomic
+from ..io.atomic import write_text_atomic
 from .labels import grid_for_length, token_labels
 
 DECIMALS = 4

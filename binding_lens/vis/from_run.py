@@ -16,8 +16,7 @@ from typing import Any
 
 from ..analyses.run import RunDirectory
 from ..errors import InputError
-from .html_viewer import ModelEntry, viewer
-from .html_viewer.build import VIEWER_FILE
+from .html_viewer.build import VIEWER_FILE, ModelEntry, viewer
 
 
 def run_images(run_dir: str | os.PathLike, indices: Sequence[int]) -> list[Any]:

@@ -20,7 +20,7 @@ from jaxtyping import Float
 
 from ..analyses.grounding import UnitMaps
 from ..errors import InputError
-from ..io import write_atomic
+from ..io.atomic import write_atomic
 from .html_viewer.compute import patch_truth
 from .html_viewer.encoding import quantize_unit
 from .html_viewer.images import display_size, outline, resize_rgb

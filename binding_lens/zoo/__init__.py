@@ -32,9 +32,8 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .checkpoint import load_dino_head
     from .recipe import OBJECTIVES, RECIPES, ZooRecipe, default_recipe
-    from .registry import WORLDS, is_zoo_spec, list_zoo, zoo_card, zoo_family, zoo_names, zoo_path
+    from .registry import list_zoo, zoo_card, zoo_names
     from .scenes import held_out_scenes
     from .train import train_zoo_model
 
@@ -42,11 +41,8 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        **dict.fromkeys(
-            ["WORLDS", "is_zoo_spec", "list_zoo", "zoo_card", "zoo_family", "zoo_names", "zoo_path"], ".registry"
-        ),
+        **dict.fromkeys(["list_zoo", "zoo_card", "zoo_names"], ".registry"),
         **dict.fromkeys(["OBJECTIVES", "RECIPES", "ZooRecipe", "default_recipe"], ".recipe"),
-        "load_dino_head": ".checkpoint",
         "held_out_scenes": ".scenes",
         "train_zoo_model": ".train",
     },
@@ -54,17 +50,12 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "OBJECTIVES",
-    "WORLDS",
     "RECIPES",
     "ZooRecipe",
     "default_recipe",
     "held_out_scenes",
-    "is_zoo_spec",
     "list_zoo",
-    "load_dino_head",
     "train_zoo_model",
     "zoo_card",
-    "zoo_family",
     "zoo_names",
-    "zoo_path",
 ]

@@ -7,7 +7,7 @@
     <dir>/card.json                          the model card (see `write_checkpoint`)
     <dir>/training_log.csv                   step, loss, lr, seconds (absent for the random control)
 
-Everything is written into a temporary sibling directory (`binding_lens.io.staging_dir`) and renamed
+Everything is written into a temporary sibling directory (`binding_lens.io.atomic.staging_dir`) and renamed
 into place at the end, so a killed run never leaves a directory that looks like a finished checkpoint.
 What a killed run does leave is its training checkpoint, `.<name>.resume.pt` beside it (`resume.py`).
 """
@@ -24,7 +24,7 @@ from torch import Tensor
 from transformers import Dinov2Model
 
 from ..errors import InputError
-from ..io import adopt_files, publish_dir, sha256_file, write_atomic, write_text_atomic
+from ..io.atomic import adopt_files, publish_dir, sha256_file, write_atomic, write_text_atomic
 from ..losses.dino import DinoHead
 from ..losses.grouping import GroupingHead
 from .recipe import ZooRecipe

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..io import write_atomic_chunks
+from ..io.atomic import write_atomic_chunks
 from .recipe import COMMAND_LINE_FIELDS, ZooRecipe, flat_fields, knob_text
 
 STATE_VERSION = 1

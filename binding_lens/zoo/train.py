@@ -31,8 +31,8 @@ import torch
 import transformers
 
 from ..errors import BindingLensError, InputError, check_positive_ints
-from ..io import staging_dir
-from ..training import train_for
+from ..io.atomic import staging_dir
+from ..training.engine import train_for
 from ..version import __version__
 from .checkpoint import LOG, write_checkpoint
 from .collapse import COLLAPSE_SCENES, collapse_card, over_training

@@ -115,7 +115,7 @@ def test_the_installed_package_is_the_wheels_with_its_version_and_data(installed
     code = (
         "import importlib.metadata, pathlib, binding_lens\n"
         "from binding_lens import HookedViT\n"
-        "from binding_lens.zoo import zoo_path\n"
+        "from binding_lens.zoo.registry import zoo_path\n"
         "package = pathlib.Path(binding_lens.__file__).parent\n"
         "model = HookedViT.from_pretrained('zoo:mae')\n"
         "print(binding_lens.__version__, importlib.metadata.version('binding-lens'))\n"

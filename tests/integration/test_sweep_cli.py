@@ -7,7 +7,8 @@ import json
 import pytest
 
 from binding_lens.analyses.sweep import ALL_PROBES
-from binding_lens.cli import main, parse_layers
+from binding_lens.cli import main
+from binding_lens.cli.arguments import parse_layers
 from binding_lens.errors import InputError
 from binding_lens.probes import load_probe
 

@@ -20,8 +20,9 @@ from binding_lens import HookedViT
 from binding_lens.analyses import layer_sweep
 from binding_lens.data import SyntheticScenes
 from binding_lens.probes import ProbeTrainingConfig
-from binding_lens.vis import attention_view, iframe_html, viewer_from_run
+from binding_lens.vis import attention_view, viewer_from_run
 from binding_lens.vis.html_viewer.encoding import decode
+from binding_lens.vis.html_viewer.notebook import iframe_html
 from binding_lens.vis.html_viewer.page import read_page
 
 from helpers.browser import ready_chromium, run_driver

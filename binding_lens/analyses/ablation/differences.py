@@ -10,9 +10,10 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from ...stats import LEVEL, Interval, bootstrap_counts
-from ...stats.bootstrap import Reduce
+from ...stats import Interval
+from ...stats.bootstrap import Reduce, bootstrap_counts
 from ...stats.inference import bootstrap_p_value, replicate_interval, seeded_replicates, two_level_interval
+from ...stats.interval import LEVEL
 from ..report import Row
 from .measures import HEAD_MEASURES, REDUCERS, Condition
 from .plan import AblationPlan

@@ -11,7 +11,7 @@ from torch import Tensor
 from ...losses.dino import DinoHead
 from ...losses.grouping import GroupingHead
 from ...probes import PairProbe
-from ...stats import LEVEL
+from ...stats.interval import LEVEL
 
 SHUFFLE_DOSE = "shuffle dose"
 """The intervention of a dose-response row: the full shuffle at strength s (`AblationSettings.shuffle_doses`)."""
@@ -75,7 +75,7 @@ class AblationSettings:
 
 @dataclass(frozen=True)
 class DinoCheckpoint:
-    """A DINO checkpoint's own head for `ablation_study`'s DINO loss (e.g. from `zoo.load_dino_head`): with its
+    """A DINO checkpoint's own head for `ablation_study`'s DINO loss (e.g. `zoo.checkpoint.load_dino_head`): with its
     training `center` the loss is the model's own (without, the clean model's mean head output on the
     images); `temperatures`: {student_temp, teacher_temp} it was trained with (default 0.1 / 0.04)."""
 

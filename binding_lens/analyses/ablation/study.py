@@ -16,7 +16,7 @@ from ...binding import BindingSubspace
 from ...data import Scene
 from ...hooks import HookedViT
 from ...hooks.bridged import HookedOrBridge, hooked_vit_only
-from ...io import write_json_atomic
+from ...io.atomic import write_json_atomic
 from ...probes import PairProbe
 from ...probes.provenance import check_probe_fits
 from ..report import Row, write_table

@@ -8,11 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ...activations.tokens import SETS_OF_VECTORS
-from ...bits import (
-    FAMILIES,
-    SINGLE_TOKEN,
-    CodeTrainingConfig,
-)
+from ...bits import CodeTrainingConfig
+from ...bits.probes import FAMILIES, SINGLE_TOKEN
 from ...errors import InputError
 
 F_CHOICES = ("best", "same")

@@ -10,9 +10,7 @@ import torch
 from torch import Tensor
 
 from ...activations.tokens import SETS_OF_VECTORS, check_token_sets, read_token_sets
-from ...bits import (
-    FAMILIES,
-)
+from ...bits.probes import FAMILIES
 from ...errors import InputError
 from ...stats import bootstrap_mean
 from .config import BitsConfig, check_f_family, combinations

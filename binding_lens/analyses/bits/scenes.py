@@ -12,9 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ...bits import (
-    CodeFit,
-)
+from ...bits.training import CodeFit
 from ...data import Scene
 from ...data.knobs import PRESETS, SceneKnobs
 from ...data.priors import ENTROPY_CONVENTIONS, CodePriors, colorshape_priors, split_priors

@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ...bits import (
-    FAMILIES,
-)
 from ...bits.information import star_bound
-from ...stats import aggregate_rows, beyond_noise, distinct_seeds
+from ...bits.probes import FAMILIES
+from ...stats import beyond_noise
+from ...stats.tables import aggregate_rows, distinct_seeds
 from ..report import Row
 from .config import BitsConfig
 from .measure import measure_bits

@@ -11,15 +11,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ...bits import (
-    CodeLayout,
-    CodeProbe,
-    CodeTrainingConfig,
-    binding_bits,
-    bits_per_image,
-    make_code_probe,
-    train_code_probe,
-)
+from ...bits import CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, train_code_probe
+from ...bits.probes import CodeLayout, CodeProbe
 from ...data.priors import CodePriors
 from ...stats import bootstrap_mean
 from ..report import Row

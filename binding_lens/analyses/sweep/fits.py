@@ -33,7 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ...errors import InputError
-from ...io import write_json_atomic
+from ...io.atomic import write_json_atomic
 from ...probes import PairProbe, load_probe, save_probe
 from ..run import RunDirectory
 

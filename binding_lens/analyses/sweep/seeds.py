@@ -24,10 +24,10 @@ from ...activations import ranks
 from ...data.scene import Scenes
 from ...figures import accuracy_by_layer
 from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
-from ...io import write_json_atomic
+from ...io.atomic import write_json_atomic
 from ...probes import ProbeTrainingConfig
 from ...probes.relations import decoded
-from ...stats import aggregate_rows, distinct_seeds
+from ...stats.tables import aggregate_rows, distinct_seeds
 from ..report import Row, peak_layers, write_table
 from .baselines import verdict
 from .entry import layer_sweep

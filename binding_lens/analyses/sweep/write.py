@@ -10,7 +10,7 @@ from typing import Any
 from ...activations import ranks
 from ...figures import accuracy_by_layer
 from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
-from ...io import write_json_atomic
+from ...io.atomic import write_json_atomic
 from ...probes import (
     save_probe,
 )

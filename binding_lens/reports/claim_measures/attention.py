@@ -17,7 +17,8 @@ from ...data.scene import Scenes
 from ...effects.attention import attention_follows_draws, attention_score_correlation
 from ...hooks import HookedViT, names
 from ...probes import PairProbe
-from ...stats import Interval, bootstrap_counts
+from ...stats import Interval
+from ...stats.bootstrap import bootstrap_counts
 from .decoding import seeded_measure
 from .measure import Measure, interval_row
 

@@ -18,7 +18,8 @@ from ...probes import PairProbe, ProbeTrainingConfig
 from ...probes.evaluation import score_pairs
 from ...probes.metrics import auroc, auroc_replicates
 from ...stats.inference import replicate_interval, two_level_interval
-from .measure import Measure, interval_row, measure_of, middle_layer, paired_measure
+from .measure import Measure, interval_row, measure_of, paired_measure
+from .site import middle_layer
 from .splits import Key, SweepSplits
 
 

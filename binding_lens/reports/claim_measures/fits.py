@@ -9,7 +9,8 @@ from ...analyses.sweep import SweepResult
 from ...probes.training import TrainResult
 from ...training.stopping import CONVERGED
 from .decoding import best_middle
-from .measure import Measure, middle_layer
+from .measure import Measure
+from .site import middle_layer
 from .splits import Key
 
 # --- every fit's health travels with the numbers it feeds -----------------------------------------

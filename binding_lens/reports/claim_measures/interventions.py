@@ -13,17 +13,11 @@ from typing import Any
 from ...analyses.ablation import NEXT_PROBE, OWN_HEAD, AblationSettings, Readouts, ablation_study
 from ...analyses.sweep import SweepResult
 from ...data.scene import Scene
-from ...errors import InputError
 from ...hooks import HookedViT
 from ...probes import PairProbe
 from ...zoo.loader import own_grouping_head
-from .measure import Measure, flipped, middle_layer, not_applicable, paper_k
-
-SITE_RULES = {
-    "middle": "the middle layer, round((n_layers - 1) / 2), fixed before looking (the paper's)",
-    "best": "the layer with a next one whose quadratic probe has the best validation AUROC (chosen on validation)",
-}
-"""How `claims` can choose the layer it edits, by name (or a layer number, given)."""
+from .measure import Measure, flipped, not_applicable
+from .site import check_site, middle_layer, paper_k
 
 
 @dataclass(frozen=True)
@@ -39,23 +33,10 @@ class InterventionSite:
         return asdict(self)
 
 
-def check_site(layer: int | str, k: int | None, n_layers: int, d_model: int) -> None:
-    """Refuse, in one line and before any measuring, a layer with no next one to read or a k the stream lacks."""
-    if isinstance(layer, str) and layer not in SITE_RULES:
-        raise InputError(f"intervention layer {layer!r}: give a layer number or one of {', '.join(SITE_RULES)}")
-    if isinstance(layer, int) and not 0 <= layer <= n_layers - 2:
-        raise InputError(
-            f"intervention layer {layer}: the next layer's probe and attention read layer + 1, so it must be in "
-            f"0..{n_layers - 2} for a model of {n_layers} layers"
-        )
-    if k is not None and not 1 <= k <= d_model:
-        raise InputError(f"intervention k {k}: the binding subspace has 1..{d_model} dimensions (d_model)")
-
-
 def intervention_site(
     sweep: SweepResult, n_layers: int, d_model: int, layer: int | str = "middle", k: int | None = None
 ) -> InterventionSite:
-    """The site `layer` names (a number, "middle" or "best": `SITE_RULES`) with `k` dimensions (None: the
+    """The site `layer` names (a number, "middle" or "best": `site.SITE_RULES`) with `k` dimensions (None: the
     paper's d_model / 8)."""
     check_site(layer, k, n_layers, d_model)
     chosen = k or paper_k(d_model)

@@ -1,6 +1,4 @@
-"""A claim's measure: one number with its interval and p-value, or "not applicable" with why (`Measure`), the
-middle layer every fixed-layer claim reads and the paper's k.
-"""
+"""A claim's measure: one number with its interval and p-value, or "not applicable" with why (`Measure`)."""
 
 from __future__ import annotations
 
@@ -15,19 +13,6 @@ Measure = dict[str, Any]
 
 
 DECODING_PROBES = ("linear", "diag_quadratic", "quadratic")
-
-
-def middle_layer(n_layers: int) -> int:
-    """The middle layer, fixed before looking and the same for every model: round((n_layers - 1) / 2)."""
-    return round((n_layers - 1) / 2)
-
-
-KEPT_FRACTION = 8
-
-
-def paper_k(d_model: int) -> int:
-    """The paper's binding-subspace dimension: d_model / 8 (at least 1)."""
-    return max(1, d_model // KEPT_FRACTION)
 
 
 def measure_of(interval: Interval, p_value: float | None, **context: Any) -> Measure:

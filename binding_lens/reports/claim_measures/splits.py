@@ -47,7 +47,7 @@ class SweepSplits:
 
     def units(self, split: str) -> int:
         """The resampling units of `split` (its twin groups on the benchmark, else its images): the columns of
-        the `stats.bootstrap_counts` its scored pairs are drawn with."""
+        the `stats.bootstrap.bootstrap_counts` its scored pairs are drawn with."""
         twins = self.data[split].twins
         if self.pairing == "twins" and twins is not None:
             return int(torch.unique(twins.group).numel())

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...analyses.toy import ToyResult
-from .measure import Measure, middle_layer, not_applicable, paired_measure
+from .measure import Measure, not_applicable, paired_measure
+from .site import middle_layer
 
 
 # --- the toy experiments: middle layer against the last -------------------------------------------

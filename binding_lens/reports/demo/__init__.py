@@ -13,7 +13,7 @@ the same architecture and seed, never trained):
 2. one live intervention on the positive at a middle layer (`intervention_layer`): the binding subspace of
    the sweep's quadratic probe (its top d_model / 8 directions) shuffled among each image's patches, against
    a random subspace of the same k and energy (`analyses.shuffle_effect`), on fresh held-out scenes;
-3. one figure of both (`figures.demo_figure`), and after each table what survives, in a sentence.
+3. one figure of both (`figures.demo.demo_figure`), and after each table what survives, in a sentence.
 
 `binding-lens demo --model zoo:dino` asks the same of another zoo model.
 

@@ -1,4 +1,4 @@
-"""The demo's one figure: the sweeps' peaks and the intervention's changes (`figures.demo_figure`)."""
+"""The demo's one figure: the sweeps' peaks and the intervention's changes (`figures.demo.demo_figure`)."""
 
 from __future__ import annotations
 

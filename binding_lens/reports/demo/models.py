@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...errors import InputError
-from ...zoo import is_zoo_spec, list_zoo, zoo_card
+from ...zoo import list_zoo, zoo_card
+from ...zoo.registry import is_zoo_spec
 from ..demo_config import DEMO_MODEL, DemoConfig
 
 TWIN_KEYS = ("seed", "hidden_size", "n_layers", "n_heads", "patch_size", "image_size", "mlp_ratio")

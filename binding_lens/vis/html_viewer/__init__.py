@@ -9,23 +9,3 @@ payload   the page's metadata JSON and one base64 blob per map
 page      the page itself (`viewer_page`, `read_page`), with static/viewer.css and static/viewer.js inlined
 notebook  the page in a notebook's iframe (`InlineViewer`, `iframe_html`, `show`)
 """
-
-from .build import ModelEntry, viewer, viewer_html
-from .compute import ProbeSet
-from .maps import ModelMaps, ViewerImage
-from .notebook import InlineViewer, iframe_html, show
-from .page import read_page, viewer_page
-
-__all__ = [
-    "InlineViewer",
-    "ModelEntry",
-    "ModelMaps",
-    "ProbeSet",
-    "ViewerImage",
-    "iframe_html",
-    "read_page",
-    "show",
-    "viewer",
-    "viewer_html",
-    "viewer_page",
-]

@@ -21,7 +21,7 @@ from typing import Any
 from ...analyses.run import load_run_probes
 from ...errors import InputError
 from ...hooks import HookedViT
-from ...io import write_text_atomic
+from ...io.atomic import write_text_atomic
 from ...probes.relations import check_relation
 from .compute import ProbeSet, compute_model_maps
 from .images import as_input_images, display_size, outline, resize_rgb

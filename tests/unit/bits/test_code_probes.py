@@ -9,16 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from binding_lens.bits import (
-    FAMILIES,
-    CodeLayout,
-    CodeTrainingConfig,
-    binding_bits,
-    bits_per_image,
-    make_code_probe,
-    train_code_probe,
-)
+from binding_lens.bits import CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, train_code_probe
 from binding_lens.bits.information import star_bound
+from binding_lens.bits.probes import FAMILIES, CodeLayout
 from binding_lens.data.priors import CodePriors
 from binding_lens.errors import InputError
 

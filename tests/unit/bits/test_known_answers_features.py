@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from binding_lens.analyses.bits import BitsConfig, CodedScenes, measure_bits_of_tokens
-from binding_lens.bits import CodeLayout, CodeTrainingConfig, bits_per_image, make_code_probe, train_code_probe
+from binding_lens.bits import CodeTrainingConfig, bits_per_image, make_code_probe, train_code_probe
+from binding_lens.bits.probes import CodeLayout
 from binding_lens.data.knobs import preset_knobs
 from binding_lens.data.priors import colorshape_priors
 

@@ -29,7 +29,7 @@ from PIL import Image
 
 from binding_lens.activations import ActivationStore
 from binding_lens.cli import main
-from binding_lens.io import FolderLock
+from binding_lens.io.lock import FolderLock
 from binding_lens.sae import SparseAutoencoder
 
 RUN = "{tmp}/run"

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from binding_lens.errors import FolderInUseError
-from binding_lens.io import FolderLock
-from binding_lens.io.lock import LOCK_NAME
+from binding_lens.io.lock import LOCK_NAME, FolderLock
 
 from helpers.processes import binding_lens_process
 
@@ -83,7 +82,7 @@ def test_a_lock_beside_the_folder_leaves_the_folder_to_its_writer(tmp_path):
 
 
 def test_the_lock_is_taken_when_another_rank_removes_the_folder_it_made_meanwhile(tmp_path, monkeypatch):
-    """Under torchrun every rank checks that --out is writable (`io.check_writable_dir` makes the folder and
+    """Under torchrun every rank checks that --out is writable (`io.atomic.check_writable_dir` makes the folder and
     removes it again) while rank 0 takes the lock: a folder removed between the lock's mkdir and its open is
     made again, not reported as unwritable."""
     out, opened = tmp_path / "acts", []

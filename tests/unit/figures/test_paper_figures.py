@@ -9,17 +9,10 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
-from binding_lens.figures import (
-    ablation_figure,
-    accuracy_by_layer,
-    accuracy_by_model,
-    attention_vs_score,
-    binding_pca,
-    demo_figure,
-    principal_components,
-    score_kde,
-)
-from binding_lens.figures.demo import Bars, SweepMarks
+from binding_lens.figures import ablation_figure, accuracy_by_layer, accuracy_by_model, attention_vs_score, binding_pca
+from binding_lens.figures.demo import Bars, SweepMarks, demo_figure
+from binding_lens.figures.distributions import score_kde
+from binding_lens.figures.pca import principal_components
 
 from helpers.checks import unchecked
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from binding_lens.io import adopt_files, file_mode, write_text_atomic
+from binding_lens.io.atomic import adopt_files, file_mode, write_text_atomic
 
 RUN = textwrap.dedent(
     """

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from binding_lens.losses import detr_mask_loss, hungarian_match
-from binding_lens.losses.matching import log1mexp, mask_costs
+from binding_lens.losses import detr_mask_loss
+from binding_lens.losses.matching import hungarian_match, log1mexp, mask_costs
 from binding_lens.probes import ProbeData, ProbeTrainingConfig, evaluate, make_probe, split_by_image, train_probe
 from binding_lens.probes.synthetic import planted_binding
 

@@ -136,7 +136,8 @@ def test_calibrated_threshold_keeps_half_when_half_is_best():
 def test_bootstrap_accuracy_matches_explicit_resampling():
     """Replicates drawn with the same counts, computed the obvious way (concatenate the drawn images)."""
     from binding_lens.probes.metrics import bootstrap_accuracy
-    from binding_lens.stats import bootstrap_counts, percentile_interval
+    from binding_lens.stats import percentile_interval
+    from binding_lens.stats.bootstrap import bootstrap_counts
 
     gen = torch.Generator().manual_seed(3)
     groups = torch.randint(0, 12, (200,), generator=gen)
@@ -191,7 +192,8 @@ def test_paired_auroc_difference_pairs_the_two_score_sets_by_unit():
 def test_paired_auroc_difference_against_several_controls_is_against_their_mean_auroc_per_draw():
     """A [control, pair] reference: the estimate is AUROC(scores) minus the controls' mean AUROC, and each
     replicate is that difference on one draw of units (slow: the pairs of each unit repeated as drawn)."""
-    from binding_lens.stats import bootstrap_counts, percentile_interval
+    from binding_lens.stats import percentile_interval
+    from binding_lens.stats.bootstrap import bootstrap_counts
 
     gen = torch.Generator().manual_seed(1)
     group = torch.arange(240) % 12

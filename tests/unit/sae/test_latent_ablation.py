@@ -9,7 +9,8 @@ import torch
 
 from binding_lens import HookedViT
 from binding_lens.hooks.replacement import REPLACEMENTS, replaced
-from binding_lens.sae import LatentAblation, SparseAutoencoder, attach_sae, latent_reference
+from binding_lens.sae import LatentAblation, SparseAutoencoder, attach_sae
+from binding_lens.sae.ablation import latent_reference
 
 from helpers.saes import random_sae_state
 

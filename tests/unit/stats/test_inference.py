@@ -10,7 +10,8 @@ import pytest
 import torch
 from scipy import stats
 
-from binding_lens.stats import bootstrap_counts, difference_interval, mean_interval, percentile_interval
+from binding_lens.stats import difference_interval, mean_interval, percentile_interval
+from binding_lens.stats.bootstrap import bootstrap_counts
 from binding_lens.stats.correlation import partial_correlation, stratum_moments
 from binding_lens.stats.inference import (
     bootstrap_p_value,

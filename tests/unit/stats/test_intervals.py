@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from binding_lens.stats import Interval, aggregate_rows, difference_interval, mean_interval
+from binding_lens.stats import Interval, difference_interval, mean_interval
 from binding_lens.stats.interval import direction
+from binding_lens.stats.tables import aggregate_rows
 
 
 def test_mean_interval_is_scipys_t_interval():
@@ -57,8 +58,8 @@ def test_paired_bootstrap_is_a_loop_over_resampled_images():
     """Against the obvious version: draw the images of each replicate, recompute both measures on them."""
     import torch
 
-    from binding_lens.stats import bootstrap_counts, paired_bootstrap_difference
-    from binding_lens.stats.bootstrap import ratio_of_sums
+    from binding_lens.stats import paired_bootstrap_difference
+    from binding_lens.stats.bootstrap import bootstrap_counts, ratio_of_sums
 
     generator = torch.Generator().manual_seed(0)
     counts = torch.randint(1, 20, (30,), generator=generator).double()
@@ -105,7 +106,8 @@ def test_paired_intervals_cover_a_planted_shift_and_pairing_cancels_image_variat
 
 def test_beyond_noise_and_distinct_seeds():
     from binding_lens.errors import InputError
-    from binding_lens.stats import beyond_noise, distinct_seeds
+    from binding_lens.stats import beyond_noise
+    from binding_lens.stats.tables import distinct_seeds
 
     assert beyond_noise(0.01, 0.2) is True and beyond_noise(-0.3, -0.1) is True
     assert beyond_noise(-0.1, 0.2) is False and beyond_noise(0.0, 0.2) is False  # touching 0 is not beyond it

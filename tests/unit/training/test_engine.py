@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from binding_lens.errors import InputError
-from binding_lens.training import StoppingRule, Track, run_training, train_for
+from binding_lens.training.engine import Track, run_training, train_for
+from binding_lens.training.stopping import StoppingRule
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

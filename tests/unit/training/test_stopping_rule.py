@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from binding_lens.errors import InputError
-from binding_lens.training import StoppingRule
-from binding_lens.training.stopping import Progress
+from binding_lens.training.stopping import Progress, StoppingRule
 
 
 def feed(rule: StoppingRule, values: list[float], every: int = 1) -> tuple[Progress, list]:

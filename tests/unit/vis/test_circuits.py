@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from binding_lens import HookedViT
-from binding_lens.vis import attention_view, pattern_view, token_labels
+from binding_lens.vis import attention_view, pattern_view
+from binding_lens.vis.labels import token_labels
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import torch
 
 from binding_lens import HookedViT
 from binding_lens.analyses import layer_sweep
-from binding_lens.analyses.run import RunDirectory, RunDirectoryError
+from binding_lens.analyses.run import RunDirectory, RunDirectoryError, load_run_probes
 from binding_lens.cli import main
 from binding_lens.cli.view import add as add_view_command
 from binding_lens.cli.view import parse_indices
@@ -20,7 +20,7 @@ from binding_lens.cli.view import run as run_view
 from binding_lens.data import SyntheticScenes
 from binding_lens.data.spec import dataset_from_identity
 from binding_lens.probes import ProbeTrainingConfig
-from binding_lens.vis import load_run_probes, viewer_from_run, viewer_html
+from binding_lens.vis import viewer_from_run, viewer_html
 from binding_lens.vis.html_viewer.encoding import decode
 from binding_lens.vis.html_viewer.page import read_page
 

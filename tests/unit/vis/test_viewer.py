@@ -16,8 +16,9 @@ import torch
 from binding_lens import HookedViT
 from binding_lens.data import SyntheticScenes, patch_labels
 from binding_lens.probes import make_probe
-from binding_lens.vis import InlineViewer, ModelEntry, iframe_html, show, viewer, viewer_html
+from binding_lens.vis import InlineViewer, ModelEntry, show, viewer, viewer_html
 from binding_lens.vis.html_viewer.encoding import decode
+from binding_lens.vis.html_viewer.notebook import iframe_html
 from binding_lens.vis.html_viewer.page import read_page
 
 from helpers.checks import unchecked

@@ -16,21 +16,10 @@ from binding_lens.cli import main
 from binding_lens.errors import InputError
 from binding_lens.hooks.parity import hf_parity
 from binding_lens.reports import binding_by_objective
-from binding_lens.zoo import (
-    RECIPES,
-    WORLDS,
-    ZooRecipe,
-    load_dino_head,
-    registry,
-    train_zoo_model,
-    zoo_card,
-    zoo_family,
-    zoo_names,
-    zoo_path,
-)
-from binding_lens.zoo.checkpoint import CheckpointError, read_card, read_heads
+from binding_lens.zoo import RECIPES, ZooRecipe, registry, train_zoo_model, zoo_card, zoo_names
+from binding_lens.zoo.checkpoint import CheckpointError, load_dino_head, read_card, read_heads
 from binding_lens.zoo.objectives import MaeObjective, make_objective
-from binding_lens.zoo.registry import family_world, in_world
+from binding_lens.zoo.registry import WORLDS, family_world, in_world, zoo_family, zoo_path
 from binding_lens.zoo.scenes import CONJUNCTIONS, SceneBank, conjunction_labels
 from binding_lens.zoo.train import learning_rate
 
@@ -115,7 +104,7 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
     with torch.no_grad():  # make teacher weights differ from the initialization
         for p in objective.teacher.parameters():
             p.add_(0.01 * torch.randn_like(p))
-    from binding_lens.io import staging_dir
+    from binding_lens.io.atomic import staging_dir
     from binding_lens.zoo.checkpoint import write_checkpoint
 
     out = tmp_path / "ckpt"
