@@ -51,9 +51,10 @@ from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
 from ..probes.metrics import auroc, paired_auroc_difference
 from ..probes.pairing import PAIRINGS, twin_pairs
 from ..stats import Interval
+from ..stats.record import Row
 from .ablation import label_images
 from .layer_probes import fit_layer_probes
-from .report import Row, format_table, null_text
+from .report import format_table, null_text
 
 COLUMNS = (
     "subspace",

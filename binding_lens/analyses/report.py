@@ -13,15 +13,15 @@ from ..errors import InputError
 from ..io.atomic import write_atomic, write_json_atomic
 from ..stats import beyond_noise
 from ..stats.power import interval_limit
-
-Row = dict[str, Any]
-"""A result row as the tables write it (CSV / JSON): the one row type of the analyses and reports."""
+from ..stats.record import Record, Row, as_row
 
 
-def write_table(rows: Sequence[Row], stem: Path) -> tuple[Path, Path]:
-    """Write `rows` as `stem.csv` and `stem.json` (atomically); returns both paths."""
-    if not rows:
+def write_table(records: Sequence[Record | Row], stem: Path) -> tuple[Path, Path]:
+    """Write `records` (typed records or their rows) as `stem.csv` and `stem.json` (atomically); returns both
+    paths."""
+    if not records:
         raise InputError("no result rows to write")
+    rows = [as_row(record) for record in records]
     columns = list(dict.fromkeys(key for row in rows for key in row))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")

@@ -41,9 +41,10 @@ from ..probes.metrics import auroc, bootstrap_auroc
 from ..probes.sampling import fixed_pairs
 from ..sae import SaeTrainingConfig, SparseAutoencoder, initialize_sae, train_sae
 from ..sae.autoencoder import check_sae_fits
+from ..stats.record import Row
 from .ablation import label_images
 from .layer_probes import fit_quadratic_probe
-from .report import Row, format_table
+from .report import format_table
 
 SPLIT = (0.5, 0.25, 0.25)
 """Images: train (SAE and probe; the probe validates on the selection part), select, report."""

@@ -49,8 +49,8 @@ from ..probes.pairing import twin_pairs
 from ..stats import Interval, paired_bootstrap_difference, percentile_interval
 from ..stats.bootstrap import bootstrap_counts, ratio_of_sums
 from ..stats.interval import LEVEL
+from ..stats.record import ENDS_AS_LOW_HIGH, Record
 from .ablation import label_images
-from .report import Row
 
 CONDITIONS = ("clean", "binding shuffle", "random shuffle")
 COMPARISONS = (("binding shuffle", "clean"), ("random shuffle", "clean"), ("binding shuffle", "random shuffle"))
@@ -87,27 +87,43 @@ class ShuffleEffect:
     energy: dict[str, float] = field(default_factory=dict)
     """condition -> its subspace's share of the clean tokens' within-image variance at l."""
 
-    def rows(self) -> list[Row]:
-        """One row per (measure, condition, reference): both values, the difference, its interval and which
+    def rows(self) -> list[EffectRow]:
+        """One row per (measure, condition, reference): both values, the difference with its interval and which
         way it goes (`stats.interval.compared`: "binding shuffle < clean, beyond noise", "within noise")."""
         return [
-            {
-                "measure": measure,
-                "condition": condition,
-                "reference": reference,
-                "layer": self.config.layer,
-                "k": self.config.k,
-                "value": self.values[condition][measure],
-                "reference_value": self.values[reference][measure],
-                "difference": interval.estimate,
-                "low": interval.low,
-                "high": interval.high,
-                "beyond_noise": interval.beyond_noise,
-                "verdict": interval.compared(condition, reference),
-                "n_images": self.n_images,
-            }
+            EffectRow(
+                measure=measure,
+                condition=condition,
+                reference=reference,
+                layer=self.config.layer,
+                k=self.config.k,
+                value=self.values[condition][measure],
+                reference_value=self.values[reference][measure],
+                difference=interval,
+                beyond_noise=interval.beyond_noise,
+                verdict=interval.compared(condition, reference),
+                n_images=self.n_images,
+            )
             for (measure, condition, reference), interval in self.differences.items()
         ]
+
+
+@dataclass(frozen=True)
+class EffectRow(Record):
+    """A measure under an edit (`condition`) against a `reference` run on the same images: both values and
+    their paired difference (`difference`: an `Interval`; its ends are the table's `low` and `high`)."""
+
+    measure: str
+    condition: str
+    reference: str
+    layer: int
+    k: int
+    value: float
+    reference_value: float
+    difference: Interval = field(metadata=ENDS_AS_LOW_HIGH)
+    beyond_noise: bool | None
+    verdict: str
+    n_images: int
 
 
 @dataclass(frozen=True)

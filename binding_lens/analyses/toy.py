@@ -50,9 +50,10 @@ from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import auroc_replicates
 from ..stats import bootstrap_mean, percentile_interval
 from ..stats.bootstrap import bootstrap_counts
+from ..stats.record import Row
 from .ablation import Labeled, label_images
 from .layer_probes import fit_quadratic_probe
-from .report import Row, format_table, interval_text, write_table
+from .report import format_table, interval_text, write_table
 
 PAIR_KINDS = ("same object", "twin", "similar", "other class")
 SEPARATIONS = ("vs_twin", "vs_twin_at_equal_distance", "vs_similar", "vs_other")

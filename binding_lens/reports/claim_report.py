@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..analyses.report import Row
+from ..stats.record import Row
 from .claim_verdicts import (
     ADJUSTMENT,
     BEYOND,

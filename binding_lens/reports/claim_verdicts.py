@@ -13,10 +13,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..analyses.report import Row, limit_value
+from ..analyses.report import limit_value
 from ..stats import holm, mean_interval
 from ..stats.inference import seed_difference, t_p_value
 from ..stats.power import interval_limit
+from ..stats.record import Row
 from ..zoo.registry import family_world, in_world
 
 CLAIMS: dict[str, str] = {

@@ -37,7 +37,6 @@ import torch
 
 from ..activations.context import scene_twins
 from ..analyses.ablation import AblationSettings, label_images
-from ..analyses.report import Row
 from ..analyses.run import RunDirectory
 from ..analyses.sweep import layer_sweep_over_seeds
 from ..analyses.toy import toy_experiments
@@ -50,6 +49,7 @@ from ..hooks import HookedViT
 from ..io.atomic import write_json_atomic, write_text_atomic
 from ..probes import ProbeTrainingConfig, load_probe
 from ..stats.bootstrap import bootstrap_counts
+from ..stats.record import Row
 from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_family
 from .claim_beyond import beyond_measures
 from .claim_measures.attention import AttentionSettings, attention_measure, test_images

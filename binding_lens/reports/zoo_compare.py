@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analyses.report import Row, difference_text, format_table, interval_text, write_table
+from ..analyses.report import difference_text, format_table, interval_text, write_table
 from ..analyses.sweep import layer_sweep_over_seeds
 from ..analyses.sweep.records import FIRST_PASS_MARK, PEAK_RULES, SweepResult
 from ..data import PRESETS, SyntheticScenes
@@ -40,6 +40,7 @@ from ..probes import ProbeTrainingConfig
 from ..stats import Interval, holm
 from ..stats.inference import seed_difference
 from ..stats.interval import direction
+from ..stats.record import Row
 from ..stats.tables import aggregate_rows
 from ..zoo import held_out_scenes
 from ..zoo.registry import PREFIX, zoo_card, zoo_family

@@ -14,7 +14,7 @@ from ...stats import Interval
 from ...stats.bootstrap import Reduce, bootstrap_counts
 from ...stats.inference import bootstrap_p_value, replicate_interval, seeded_replicates, two_level_interval
 from ...stats.interval import LEVEL
-from ..report import Row
+from ...stats.record import Row
 from .measures import HEAD_MEASURES, REDUCERS, Condition
 from .plan import AblationPlan
 from .settings import AblationSettings

@@ -13,7 +13,7 @@ from ...effects.segmentation import (
     miou_of_confusion,
 )
 from ...stats.bootstrap import Reduce, ratio_of_sums
-from ..report import Row
+from ...stats.record import Row
 from .settings import AblationSettings
 
 REDUCERS: dict[str, Reduce] = {

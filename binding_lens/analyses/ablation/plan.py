@@ -24,7 +24,7 @@ from ...probes import PairProbe, split_by_image
 from ...probes.batch import label_space
 from ...probes.pairing import twin_pairs
 from ...stats.groups import group_sums
-from ..report import Row
+from ...stats.record import Row
 from .forward import Labeled, label_images
 from .measures import HEAD_MEASURES, NEXT_PROBE, ONE_CLASS, OWN_HEAD, PER_UNIT, REDUCERS
 from .settings import SHUFFLE_DOSE, AblationSettings

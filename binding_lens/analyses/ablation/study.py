@@ -19,7 +19,8 @@ from ...hooks.bridged import HookedOrBridge, hooked_vit_only
 from ...io.atomic import write_json_atomic
 from ...probes import PairProbe
 from ...probes.provenance import check_probe_fits
-from ..report import Row, write_table
+from ...stats.record import Row
+from ..report import write_table
 from .differences import condition_differences
 from .forward import DinoMeasurement, Forward, run_images
 from .measures import Condition

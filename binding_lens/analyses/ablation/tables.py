@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..report import Row, format_table, null_text
+from ...stats.record import Row
+from ..report import format_table, null_text
 from .measures import REDUCERS
 
 

@@ -13,7 +13,8 @@ from torch import Tensor
 from ...binding import BindingSubspace, ProjectOut, Shuffle
 from ...errors import InputError
 from ...stats import bootstrap_mean
-from ..report import Row, format_table
+from ...stats.record import Row
+from ..report import format_table
 from .config import BitsConfig
 from .measure import measure_bits
 from .scenes import CodedScenes

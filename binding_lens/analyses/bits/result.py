@@ -9,7 +9,8 @@ from typing import Any
 from torch import Tensor
 
 from ...data.priors import CodePriors
-from ..report import Row, difference_text, format_table, interval_text
+from ...stats.record import Row
+from ..report import difference_text, format_table, interval_text
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import numpy as np
 from ...bits.information import star_bound
 from ...bits.probes import FAMILIES
 from ...stats import beyond_noise
+from ...stats.record import Row
 from ...stats.tables import aggregate_rows, distinct_seeds
-from ..report import Row
 from .config import BitsConfig
 from .measure import measure_bits
 from .result import BitsResult

@@ -15,7 +15,7 @@ from ...bits import CodeTrainingConfig, binding_bits, bits_per_image, make_code_
 from ...bits.probes import CodeLayout, CodeProbe
 from ...data.priors import CodePriors
 from ...stats import bootstrap_mean
-from ..report import Row
+from ...stats.record import Row
 from .config import CODE_TRAINING, F_CHOICES, BitsConfig, f_form
 from .result import BitsResult
 from .scenes import SPLITS, CodedScenes, Fitted, TokensOf, Where, check_entropy, code_grid, require_splits

@@ -48,7 +48,7 @@ from ...probes.pairing import check_pairing
 from ...probes.relations import PairRelation, relate
 from ...probes.sampling import PairSet, fixed_pairs
 from ...stats import Interval
-from ..report import Row
+from ...stats.record import Row
 
 BASELINE_PREFIX = "baseline:"
 """How tables name a baseline's row (`baseline:distance`), apart from the probe of the same name."""

@@ -28,7 +28,7 @@ from ...probes import (
 from ...probes.batch import label_space
 from ...probes.relations import PairRelation, relate
 from ...probes.training import stopping_rule
-from ..report import Row
+from ...stats.record import Row
 from .baselines import Baselines, Judgement, fit_baselines, judge
 from .fits import FitProgress, SweepFits, resume_note
 from .inputs import SweepActivations, extract_activations, split_in_place, stored_context, stored_relation, sweep_split

@@ -15,7 +15,8 @@ from ...probes import (
     TrainResult,
 )
 from ...probes.relations import RELATIONS
-from ..report import Row, difference_text, format_table, interval_text
+from ...stats.record import Row
+from ..report import difference_text, format_table, interval_text
 from .baselines import verdict
 
 

@@ -27,8 +27,9 @@ from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ...io.atomic import write_json_atomic
 from ...probes import ProbeTrainingConfig
 from ...probes.relations import decoded
+from ...stats.record import Row
 from ...stats.tables import aggregate_rows, distinct_seeds
-from ..report import Row, peak_layers, write_table
+from ..report import peak_layers, write_table
 from .baselines import verdict
 from .entry import layer_sweep
 from .records import PEAK_RULES, SweepResult, weights_note

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...analyses.report import Row
 from ...analyses.run import RunDirectory
 from ...analyses.shuffle_effect import ShuffleEffect, ShuffleEffectConfig, shuffle_effect
 from ...analyses.sweep import (
@@ -29,6 +28,7 @@ from ...probes import ProbeTrainingConfig, load_probe
 from ...probes.evaluation import ScoredPairs
 from ...probes.metrics import paired_auroc_difference
 from ...stats import Interval
+from ...stats.record import Row
 from ...zoo import held_out_scenes
 from ..demo_config import DemoConfig
 from .models import intervention_layer, swept_layers

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...analyses.report import Row, difference_text, format_table, interval_text, null_text
+from ...analyses.report import difference_text, format_table, interval_text, null_text
 from ...analyses.run import RunDirectory
 from ...analyses.shuffle_effect import ShuffleEffect
 from ...analyses.sweep import (
     SweepResult,
 )
 from ...stats import Interval
+from ...stats.record import Row
 from ...zoo import zoo_card
 from ..demo_config import DemoConfig
 from .sweeps import Comparison

@@ -1,0 +1,66 @@
+"""`Record.to_row()`: a typed row flattens to the columns the tables have always written (an `Interval` field `x`
+to `x`, `x_low`, `x_high`, or to `x`, `low`, `high` where its metadata says so; a nested record to its own
+columns; anything else as itself), in field order, so a table written from records is the table written from
+dicts before."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from binding_lens.analyses.shuffle_effect import EffectRow
+from binding_lens.stats import Interval
+from binding_lens.stats.record import ENDS_AS_LOW_HIGH, Record, as_row
+
+
+@dataclass(frozen=True)
+class _Inner(Record):
+    n: int
+    auroc: Interval
+
+
+@dataclass(frozen=True)
+class _Outer(Record):
+    name: str
+    inner: _Inner
+    gap: Interval = field(metadata=ENDS_AS_LOW_HIGH)
+    note: str | None = None
+
+
+def test_intervals_flatten_to_their_columns_in_field_order():
+    row = _Outer("q", _Inner(3, Interval(0.8, 0.7, 0.9)), Interval(-0.1, None, None)).to_row()
+    assert list(row) == ["name", "n", "auroc", "auroc_low", "auroc_high", "gap", "low", "high", "note"]
+    assert row == {
+        "name": "q",
+        "n": 3,
+        "auroc": 0.8,
+        "auroc_low": 0.7,
+        "auroc_high": 0.9,
+        "gap": -0.1,
+        "low": None,
+        "high": None,
+        "note": None,
+    }
+    assert as_row(row) is row and as_row(_Inner(1, Interval(math.nan, 0, 1)))["auroc_high"] == 1
+
+
+def test_an_effect_row_writes_the_columns_shuffle_effect_always_wrote():
+    effect = EffectRow(
+        "next_auroc", "binding shuffle", "clean", 3, 12, 0.4, 0.8, Interval(-0.4, -0.46, -0.35), True, "v", 8
+    )
+    assert effect.difference.low == -0.46 and effect.difference.beyond_noise
+    assert list(effect.to_row()) == [
+        "measure",
+        "condition",
+        "reference",
+        "layer",
+        "k",
+        "value",
+        "reference_value",
+        "difference",
+        "low",
+        "high",
+        "beyond_noise",
+        "verdict",
+        "n_images",
+    ]
