@@ -5,7 +5,7 @@
     viewer_from_run("runs/demo/dino", [0, 1])          # from a sweep run: runs/demo/dino/viewer.html
     attention_view(cache, layer=5, model=model, path="attn.html")              # circuitsvis, self-contained
 
-Figures (PNG + SVG) live in `binding_lens.figures` (also reachable as `binding_lens.vis.figures`).
+Figures (PNG + SVG) live in `binding_lens.figures`.
 """
 
 from .circuits import attention_view, pattern_view
