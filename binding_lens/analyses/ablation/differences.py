@@ -5,7 +5,7 @@ by image and by head seed or draw, with its interval and p-value.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -14,7 +14,7 @@ from ...stats import Interval
 from ...stats.bootstrap import Reduce, bootstrap_counts
 from ...stats.inference import bootstrap_p_value, replicate_interval, seeded_replicates, two_level_interval
 from ...stats.interval import LEVEL
-from ...stats.record import Row
+from ...stats.record import ENDS_AS_LOW_HIGH, Record
 from .measures import HEAD_MEASURES, REDUCERS, Condition
 from .plan import AblationPlan
 from .settings import AblationSettings
@@ -66,12 +66,32 @@ def _comparisons(
     return pairs
 
 
+@dataclass(frozen=True)
+class ConditionDifference(Record):
+    """One measure under one condition (`subspace`, `intervention`, `strength`) minus the same measure under its
+    `reference` ("clean", or "random": the energy-matched control's same condition) on the same images and head
+    seeds or draws: both values (`clean`: the reference's), the difference with its interval (the table's
+    `low`, `high`) and p-value."""
+
+    subspace: str
+    intervention: str
+    strength: float | None
+    measure: str
+    reference: str
+    clean: float
+    value: float
+    difference: Interval = field(metadata=ENDS_AS_LOW_HIGH)
+    p_value: float
+    method: str  # how the interval was made (`difference.method`), a column of its own in the tables
+    beyond_noise: bool | None
+
+
 def condition_differences(
     conditions: Sequence[Condition], clean: Condition, settings: AblationSettings, plan: AblationPlan
-) -> list[Row]:
+) -> list[ConditionDifference]:
     """Each condition's measures minus its reference's (`_comparisons`), paired by image (by twin group on twin
     mazes: the parts are kept per unit) and head seed."""
-    rows: list[Row] = []
+    rows: list[ConditionDifference] = []
     for condition, reference, against in _comparisons(conditions, clean, plan.head_measures):
         for name, parts in condition.parts.items():
             counts = bootstrap_counts(parts.shape[1], settings.n_boot, settings.seed)  # DINO: its own images
@@ -80,20 +100,18 @@ def condition_differences(
                 parts, reference.parts[name], REDUCERS[name], counts, settings.level, units, plan.unit
             )
             rows.append(
-                {
-                    "subspace": condition.subspace,
-                    "intervention": condition.intervention,
-                    "strength": condition.strength,
-                    "measure": name,
-                    "reference": against,
-                    "clean": base,
-                    "value": value,
-                    "difference": difference.estimate,
-                    "low": difference.low,
-                    "high": difference.high,
-                    "p_value": p,
-                    "method": difference.method,
-                    "beyond_noise": difference.beyond_noise,
-                }
+                ConditionDifference(
+                    subspace=condition.subspace,
+                    intervention=condition.intervention,
+                    strength=condition.strength,
+                    measure=name,
+                    reference=against,
+                    clean=base,
+                    value=value,
+                    difference=difference,
+                    p_value=p,
+                    method=difference.method,
+                    beyond_noise=difference.beyond_noise,
+                )
             )
     return rows

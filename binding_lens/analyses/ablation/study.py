@@ -21,7 +21,7 @@ from ...probes import PairProbe
 from ...probes.provenance import check_probe_fits
 from ...stats.record import Row
 from ..report import write_table
-from .differences import condition_differences
+from .differences import ConditionDifference, condition_differences
 from .forward import DinoMeasurement, Forward, run_images
 from .measures import Condition
 from .parts import attention_vs_probe, clean_runs, intervened
@@ -36,7 +36,7 @@ class AblationResult:
     intervals), the attention-vs-probe correlation, and what was run on (`summary()`: the JSON summary)."""
 
     rows: list[Row]
-    differences: list[Row]
+    differences: list[ConditionDifference]
     attention_vs_probe: dict[str, Any]
     """r (the paper's, over pairs) with r_low, r_high, p_value; r_given_distance with its _low, _high, _p_value;
     r_ground_truth; method, unit ("images" or "twin groups"), n_units, n_images, n_pairs."""

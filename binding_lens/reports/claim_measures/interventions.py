@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ...analyses.ablation import NEXT_PROBE, OWN_HEAD, AblationSettings, Readouts, ablation_study
+from ...analyses.ablation.differences import ConditionDifference
 from ...analyses.sweep import SweepResult
 from ...data.scene import Scene
 from ...hooks import HookedViT
@@ -81,7 +82,7 @@ NOT_GIVEN = {OWN_HEAD: OWN_HEAD_ONLY, NEXT_PROBE: "no probe at l + 1 was given t
 
 
 def intervention_measures(
-    differences: Sequence[dict[str, Any]],
+    differences: Sequence[ConditionDifference],
     energy: dict[str, Any] | None = None,
     measure: str = "instance_miou",
     skipped: dict[str, str] | None = None,
@@ -93,10 +94,7 @@ def intervention_measures(
     A claim whose measure the study did not take on these data (`skipped`, its reason: semantic mIoU with a
     single class, say; the own head's gap without a grouping head) is "not applicable", saying why; a
     condition the study did not run gives no claim."""
-    found = {
-        (d["measure"], d["subspace"], d["intervention"], d["strength"], d.get("reference", "clean")): d
-        for d in differences
-    }
+    found = {(d.measure, d.subspace, d.intervention, d.strength, d.reference): d for d in differences}
     out = {}
     for claim, (kind, strength, sign, own) in INTERVENTION_CLAIMS.items():
         name = own or measure
@@ -110,15 +108,15 @@ def intervention_measures(
             continue
         refit_row = found.get((measure, "-", "head refit", None, "clean"))
         refit = {} if own else {"head refit": _difference_row(refit_row)}  # the heads' noise: head measures only
-        row = {
-            "value": contrast["difference"],
-            "low": contrast["low"],
-            "high": contrast["high"],
-            "p_value": contrast["p_value"],
-            "method": contrast["method"],
+        row: Measure = {
+            "value": contrast.difference.estimate,
+            "low": contrast.difference.low,
+            "high": contrast.difference.high,
+            "p_value": contrast.p_value,
+            "method": contrast.method,
             "applicable": True,
             "measure": name,
-            "clean": found[(name, "binding", kind, strength, "clean")]["clean"],
+            "clean": found[(name, "binding", kind, strength, "clean")].clean,
             "beside": {
                 label: _difference_row(found.get((name, subspace, kind, strength, "clean")))
                 for label, subspace in (("binding vs clean", "binding"), ("random vs clean", "random"))
@@ -133,5 +131,5 @@ def intervention_measures(
     return out
 
 
-def _difference_row(d: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if d is None else {"value": d["difference"], "low": d["low"], "high": d["high"]}
+def _difference_row(d: ConditionDifference | None) -> dict[str, Any] | None:
+    return None if d is None else {"value": d.difference.estimate, "low": d.difference.low, "high": d.difference.high}

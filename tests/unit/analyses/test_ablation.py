@@ -49,7 +49,7 @@ def test_ablation_rows_identities_control_and_paired_differences():
         assert by["binding", "inject", 1.0][key] == by["binding", "inject_probe", 1.0][key] == clean[key]
     # several classes on default scenes: semantic mIoU is measured; images are the unit
     assert result.skipped == {} and result.pairing == "all" and -1 < clean["own_object_excess_attention"] < 1
-    assert {"semantic_miou", "own_object_excess_attention"} <= {d["measure"] for d in result.differences}
+    assert {"semantic_miou", "own_object_excess_attention"} <= {d.measure for d in result.differences}
     # the head refit changes the heads only (and has no attention or DINO measure of its own)
     assert refit["own_object_attention"] is None and refit["dino_loss"] is None
     assert clean["attention_kl_to_clean"] == 0.0 and by["binding", "shuffle", 1.0]["attention_kl_to_clean"] > 0.0
@@ -64,23 +64,23 @@ def test_ablation_rows_identities_control_and_paired_differences():
     assert "jackknife over images" in correlation["method"] and result.images["test_units"] == 4
     # every difference is its row's value minus its reference's, inside its interval's reach
     for d in result.differences:
-        row = by[d["subspace"], d["intervention"], d["strength"]]
-        reference = clean if d["reference"] == "clean" else by["random", d["intervention"], d["strength"]]
-        if d["intervention"] != "head refit":  # the refit is set against the clean heads of the first seed
-            assert d["clean"] == pytest.approx(reference[d["measure"]])
-        assert d["value"] == pytest.approx(row[d["measure"]]) and d["low"] <= d["high"]
-        assert d["difference"] == pytest.approx(d["value"] - d["clean"])
-        assert d["beyond_noise"] == (not d["low"] <= 0 <= d["high"]) and 0 <= d["p_value"] <= 1
-        assert (d["p_value"] < 0.05) == d["beyond_noise"]  # the p-value agrees with the interval
-        heads = d["measure"] in ("semantic_miou", "instance_miou") and d["intervention"] != "head refit"
-        assert ("3 head seeds" in d["method"]) == heads
+        row = by[d.subspace, d.intervention, d.strength]
+        reference = clean if d.reference == "clean" else by["random", d.intervention, d.strength]
+        if d.intervention != "head refit":  # the refit is set against the clean heads of the first seed
+            assert d.clean == pytest.approx(reference[d.measure])
+        assert d.value == pytest.approx(row[d.measure]) and d.difference.low <= d.difference.high
+        assert d.difference.estimate == pytest.approx(d.value - d.clean)
+        assert d.beyond_noise == (not d.difference.low <= 0 <= d.difference.high) and 0 <= d.p_value <= 1
+        assert (d.p_value < 0.05) == d.beyond_noise  # the p-value agrees with the interval
+        heads = d.measure in ("semantic_miou", "instance_miou") and d.intervention != "head refit"
+        assert ("3 head seeds" in d.method) == heads
     identity = [
         d
         for d in result.differences
-        if (d["intervention"], d["strength"]) in {("shuffle", 0.0), ("inject", 1.0), ("inject_probe", 1.0)}
+        if (d.intervention, d.strength) in {("shuffle", 0.0), ("inject", 1.0), ("inject_probe", 1.0)}
     ]
-    assert identity and all((d["difference"], d["low"], d["high"]) == (0, 0, 0) for d in identity)
-    assert {d["measure"] for d in result.differences if d["intervention"] == "head refit"} == {
+    assert identity and all((d.difference.estimate, d.difference.low, d.difference.high) == (0, 0, 0) for d in identity)
+    assert {d.measure for d in result.differences if d.intervention == "head refit"} == {
         "semantic_miou",
         "instance_miou",
     }
@@ -89,20 +89,17 @@ def test_ablation_rows_identities_control_and_paired_differences():
     assert energy["draws"] == 4 and energy["head_draws"] == 3 and len(energy["random"]) == 4
     assert all(abs(share - energy["binding"]) <= 0.01 * energy["binding"] for share in energy["random"])
     attention_contrasts = [
-        d for d in result.differences if d["reference"] == "random" and d["measure"] == "own_object_attention"
+        d for d in result.differences if d.reference == "random" and d.measure == "own_object_attention"
     ]
-    assert all("4 draw seeds" in d["method"] for d in attention_contrasts if d["strength"] == 1.0)
-    contrasts = {(d["intervention"], d["strength"]) for d in result.differences if d["reference"] == "random"}
+    assert all("4 draw seeds" in d.method for d in attention_contrasts if d.strength == 1.0)
+    contrasts = {(d.intervention, d.strength) for d in result.differences if d.reference == "random"}
     assert contrasts == {(kind, s) for kind in ("shuffle", "inject", "inject_probe") for s in (0.0, 1.0)}
     shuffled = {
-        d["measure"]: d
+        d.measure: d
         for d in result.differences
-        if d["subspace"] == "binding"
-        and d["strength"] == 1.0
-        and d["intervention"] == "shuffle"
-        and d["reference"] == "clean"
+        if d.subspace == "binding" and d.strength == 1.0 and d.intervention == "shuffle" and d.reference == "clean"
     }
-    assert shuffled["attention_kl_to_clean"]["beyond_noise"] and shuffled["attention_kl_to_clean"]["low"] > 0
+    assert shuffled["attention_kl_to_clean"].beyond_noise and shuffled["attention_kl_to_clean"].difference.low > 0
 
 
 def test_ablate_command_from_a_probe_file(tmp_path, capsys, monkeypatch):
@@ -286,7 +283,7 @@ def test_shuffle_doses_run_on_both_subspaces_from_clean_at_0_to_the_full_shuffle
             assert by[subspace, "shuffle dose", 1.0][key] == pytest.approx(by[subspace, "shuffle", 1.0][key])
     half = by["binding", "shuffle dose", 0.5]["attention_kl_to_clean"]
     assert 0 < half < by["binding", "shuffle dose", 1.0]["attention_kl_to_clean"]  # half the edit moves it less
-    assert {d["intervention"] for d in result.differences} >= {"shuffle dose"}
+    assert {d.intervention for d in result.differences} >= {"shuffle dose"}
     with pytest.raises(InputError, match="every shuffle dose must be in"):
         ablation_study(model, scenes, random_quadratic(32), AblationSettings(layer=1, shuffle_doses=(1.5,)))
 
@@ -346,8 +343,8 @@ def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given()
     )
     assert by["binding", "shuffle", 1.0][OWN_HEAD] != by["-", "clean", None][OWN_HEAD]
     assert by["-", "head refit", None][OWN_HEAD] is None  # no head is retrained for it
-    own = [d for d in result.differences if d["measure"] == OWN_HEAD]
-    assert {(d["subspace"], d["reference"]) for d in own} == {
+    own = [d for d in result.differences if d.measure == OWN_HEAD]
+    assert {(d.subspace, d.reference) for d in own} == {
         ("binding", "clean"),
         ("random", "clean"),
         ("binding", "random"),
@@ -356,7 +353,7 @@ def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given()
     assert 0 <= energy["overlap"] <= 1 and energy["overlap_uniform"] == 4 / 32
     without = ablation_study(model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False))
     assert all(OWN_HEAD not in row for row in without.rows)
-    assert all(d["measure"] != OWN_HEAD for d in without.differences)
+    assert all(d.measure != OWN_HEAD for d in without.differences)
 
 
 def test_the_next_layers_probe_is_read_on_the_edited_tokens_under_every_condition_and_only_when_given():
@@ -379,9 +376,7 @@ def test_the_next_layers_probe_is_read_on_the_edited_tokens_under_every_conditio
     assert clean == pytest.approx(float(parts[0] / parts[1]), abs=1e-6)
     assert by["binding", "shuffle", 0.0][NEXT_PROBE] == by["random", "shuffle", 0.0][NEXT_PROBE] == clean
     assert by["binding", "shuffle", 1.0][NEXT_PROBE] != clean
-    assert ("binding", "random") in {
-        (d["subspace"], d["reference"]) for d in result.differences if d["measure"] == NEXT_PROBE
-    }
+    assert ("binding", "random") in {(d.subspace, d.reference) for d in result.differences if d.measure == NEXT_PROBE}
     without = ablation_study(model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False))
     assert all(NEXT_PROBE not in row for row in without.rows)
     with pytest.raises(InputError, match="next layer's probe"):
@@ -403,7 +398,7 @@ def test_removals_with_each_replacement_run_side_by_side_on_both_subspaces():
     for subspace in ("binding", "random"):
         for mode in modes:
             assert by[subspace, f"remove ({mode})"]["attention_kl_to_clean"] > 0
-    versus = {d["intervention"] for d in result.differences if d.get("reference") == "random"}
+    versus = {d.intervention for d in result.differences if d.reference == "random"}
     assert versus == {f"remove ({mode})" for mode in modes}
     zero, mean = by["binding", "remove (zero)"], by["binding", "remove (mean)"]
     assert zero["attention_kl_to_clean"] != mean["attention_kl_to_clean"]  # the replacement matters

@@ -4,11 +4,13 @@ needs is absent."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from binding_lens.analyses.ablation.differences import ConditionDifference
 from binding_lens.analyses.sweep import SweepResult
 from binding_lens.analyses.toy import ToyResult
 from binding_lens.reports.claim_measures.decoding import AurocDraws, decoding_measures
@@ -26,7 +28,7 @@ from binding_lens.reports.claim_verdicts import (
     ordering_rows,
     verdict,
 )
-from binding_lens.stats import difference_interval, holm
+from binding_lens.stats import Interval, difference_interval, holm
 
 
 def test_verdicts_follow_the_interval_and_the_adjusted_p_value():
@@ -253,19 +255,20 @@ def test_toy_claims_are_not_applicable_without_a_middle_layer_signal():
 
 def test_intervention_claims_are_binding_minus_random_paired():
     def d(subspace, intervention, strength, reference, difference, p=0.01):
-        return {
-            "subspace": subspace,
-            "intervention": intervention,
-            "strength": strength,
-            "measure": "instance_miou",
-            "reference": reference,
-            "clean": 0.6,
-            "difference": difference,
-            "low": difference - 0.02,
-            "high": difference + 0.02,
-            "p_value": p,
-            "method": "bootstrap over images + t over 3 head seeds",
-        }
+        interval = Interval(difference, difference - 0.02, difference + 0.02, method="bootstrap + t")
+        return ConditionDifference(
+            subspace,
+            intervention,
+            strength,
+            "instance_miou",
+            reference,
+            0.6,
+            0.6 + difference,
+            interval,
+            p,
+            "bootstrap over images + t over 3 head seeds",
+            True,
+        )
 
     differences = [
         d("-", "head refit", None, "clean", 0.01),
@@ -276,8 +279,8 @@ def test_intervention_claims_are_binding_minus_random_paired():
         d("random", "inject", 0.0, "clean", 0.09),
         d("binding", "inject", 0.0, "random", 0.01, p=0.5),
     ]
-    shuffles = [d for d in differences if d["intervention"] == "shuffle"]
-    attention = [d | {"measure": "own_object_excess_attention"} for d in shuffles]
+    shuffles = [d for d in differences if d.intervention == "shuffle"]
+    attention = [replace(d, measure="own_object_excess_attention") for d in shuffles]
     measures = intervention_measures(differences + attention)
     hurts, helps = measures["shuffle_hurts"], measures["inject_helps"]
     moved = measures["shuffle_moves_attention"]  # its own measure, no head refit beside it
@@ -286,7 +289,7 @@ def test_intervention_claims_are_binding_minus_random_paired():
     own = measures["shuffle_hurts_own_head"]  # a study without a grouping head
     assert not own["applicable"] and own["why"] == OWN_HEAD_ONLY
     assert not measures["shuffle_lowers_next_probe"]["applicable"]  # a study without a probe at l + 1
-    with_next = intervention_measures(differences + [d | {"measure": "next_probe_gap"} for d in shuffles])
+    with_next = intervention_measures(differences + [replace(d, measure="next_probe_gap") for d in shuffles])
     lowered = with_next["shuffle_lowers_next_probe"]  # its own measure: random minus binding
     assert (lowered["value"], lowered["measure"]) == (pytest.approx(0.05), "next_probe_gap")
     assert lowered["beside"]["binding vs clean"]["value"] == pytest.approx(-0.08)
