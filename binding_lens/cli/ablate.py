@@ -37,6 +37,14 @@ def add(commands: argparse._SubParsersAction) -> None:
         "--layer", type=non_negative_int, required=True, help="layer l of the intervention (block l+1 is measured)"
     )
     ablate.add_argument("--k", type=positive_int, default=16, help="binding subspace dimension")
+    _add_conditions(ablate)
+    ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
+    ablate.add_argument("--device", default=None, help=DEVICE_HELP)
+    ablate.add_argument("--out", type=output_dir, required=True, help="output directory")
+
+
+def _add_conditions(ablate: argparse.ArgumentParser) -> None:
+    """What the study edits and measures with: doses, replacements, scenes, heads, control draws."""
     ablate.add_argument(
         "--doses",
         type=dose_list,
@@ -91,9 +99,6 @@ def add(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="draw the energy-matched random subspace orthogonal to the binding subspace (they share no direction)",
     )
-    ablate.add_argument("--no-dino", action="store_true", help="skip the DINO-loss measurement")
-    ablate.add_argument("--device", default=None, help=DEVICE_HELP)
-    ablate.add_argument("--out", type=output_dir, required=True, help="output directory")
 
 
 def _zoo_dino(model, spec: str, settings, device: str):

@@ -65,6 +65,14 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
     bits.add_argument("--max-steps", type=positive_int, default=3000, help="optimizer steps per probe at most")
     bits.add_argument("--device", default=None, help=DEVICE_HELP)
+    _add_intervene(bits)
+    bits.add_argument(
+        "--out", type=output_dir, required=True, help="output directory (bits.csv/.json, bits.png, summary.json)"
+    )
+
+
+def _add_intervene(bits: argparse.ArgumentParser) -> None:
+    """With --intervene: the bits lost to edits of a binding subspace, and where the probe comes from."""
     bits.add_argument(
         "--intervene",
         type=_names,
@@ -85,9 +93,6 @@ def add(commands: argparse._SubParsersAction) -> None:
         "(one layer, default this one) is where the bits are read",
     )
     bits.add_argument("--k", type=positive_int, default=16, help="with --intervene: binding subspace dimension")
-    bits.add_argument(
-        "--out", type=output_dir, required=True, help="output directory (bits.csv/.json, bits.png, summary.json)"
-    )
 
 
 def _add_measure_flags(bits: argparse.ArgumentParser) -> None:

@@ -28,6 +28,27 @@ def add(commands: argparse._SubParsersAction) -> None:
         "matched_small (its mazes of one cell per unit) "
         "(default: each zoo model's own training preset; default for other models)",
     )
+    _add_sizes(claims)
+    _add_site(claims)
+    claims.add_argument(
+        "--n-boot", type=positive_int, default=10_000, help="bootstrap draws of images behind each interval"
+    )
+    claims.add_argument(
+        "--shuffled-labels",
+        action="store_true",
+        help="a null run: every scene's labels moved by patch block, so no claim should hold",
+    )
+    add_max_steps(claims)
+    claims.add_argument(
+        "--out",
+        type=output_dir,
+        default="runs/claims",
+        help="output directory (claims.md, claims.json, verdicts.csv; sweeps/, ablation/ and toy/ under it)",
+    )
+
+
+def _add_sizes(claims: argparse.ArgumentParser) -> None:
+    """How much each model is measured with: scenes, seeds, heads, control draws, probe seeds."""
     claims.add_argument("--n-scenes", type=positive_int, default=400, help="held-out scenes per model for the sweep")
     claims.add_argument("--toy-scenes", type=positive_int, default=64, help="twin scenes of the toy experiments")
     claims.add_argument("--toy-train", type=positive_int, default=200, help="ordinary scenes for the toy probes")
@@ -58,22 +79,6 @@ def add(commands: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=3,
         help="seeds of every probe the claims compare (the sweep's, then refits), and of the shuffled-label probes",
-    )
-    _add_site(claims)
-    claims.add_argument(
-        "--n-boot", type=positive_int, default=10_000, help="bootstrap draws of images behind each interval"
-    )
-    claims.add_argument(
-        "--shuffled-labels",
-        action="store_true",
-        help="a null run: every scene's labels moved by patch block, so no claim should hold",
-    )
-    add_max_steps(claims)
-    claims.add_argument(
-        "--out",
-        type=output_dir,
-        default="runs/claims",
-        help="output directory (claims.md, claims.json, verdicts.csv; sweeps/, ablation/ and toy/ under it)",
     )
 
 

@@ -50,6 +50,13 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="set any other recipe field, its knobs named by section (repeatable): dinov2.teacher_temp=0.04, "
         "dino.local_scale=[0.05,0.35], warmup_steps=50; the card's recipe lists them all",
     )
+    _add_how_train_runs(train)
+
+    _add_list_and_compare(actions)
+
+
+def _add_how_train_runs(train: argparse.ArgumentParser) -> None:
+    """How `zoo train` runs (not what it trains): scale, device, precision, progress, checkpoints, time limit."""
     train.add_argument(
         "--scale",
         choices=("small", "gpu"),
@@ -77,8 +84,6 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=MAX_HOURS,
         help="refuse a run estimated (from its first steps) to take longer",
     )
-
-    _add_list_and_compare(actions)
 
 
 def _add_list_and_compare(actions: argparse._SubParsersAction) -> None:
