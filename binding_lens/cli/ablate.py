@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from .arguments import (
     DATA_HELP,
@@ -16,6 +17,9 @@ from .arguments import (
     positive_int,
     replacement_list,
 )
+
+if TYPE_CHECKING:
+    from ..analyses.ablation import AblationResult, AblationSettings
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -147,9 +151,8 @@ def _next_probe(run: str | None, probe: str, layer: int, device: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
-    from ..analyses.ablation import AblationSettings, Readouts, ablation_study, ablation_table, difference_table
+    from ..analyses.ablation import AblationSettings, Readouts, ablation_study
     from ..data.spec import dataset_from_spec
     from ..hooks import HookedViT
     from ..probes import load_probe
@@ -183,6 +186,16 @@ def run(args: argparse.Namespace) -> int:
         size=size,
         readouts=Readouts(dino, grouping, _next_probe(args.run, args.probe, args.layer, device)),
     )
+    _print_study(result, settings, args)
+    return 0
+
+
+def _print_study(result: AblationResult, settings: AblationSettings, args: argparse.Namespace) -> None:
+    """The study's tables as the command prints them: conditions, energies, differences, attention vs probe."""
+    from pathlib import Path
+
+    from ..analyses.ablation import ablation_table, difference_table
+
     for measure, why in result.skipped.items():
         print(f"{measure} not measured: {why}\n")
     print(ablation_table(result.rows))
@@ -223,4 +236,3 @@ def run(args: argparse.Namespace) -> int:
     if result.dino_head:
         print(f"DINO head: {result.dino_head}")
     print(f"report: {Path(args.out) / 'ablation.csv'}, {Path(args.out) / 'ablation_differences.csv'}")
-    return 0

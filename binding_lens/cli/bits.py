@@ -141,21 +141,14 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
-    from ..activations.tokens import SETS_OF_VECTORS, check_token_sets
     from ..analyses.bits import SPLITS, BitsConfig, CodedScenes
-    from ..analyses.bits.config import check_f_family, combinations
-    from ..analyses.bits.scenes import check_entropy, coded_preset
     from ..bits import CodeTrainingConfig
     from ..data.synthetic import SyntheticScenes
     from ..errors import InputError
     from ..hooks import HookedViT
     from .arguments import pair_probe_source, parse_layers
 
-    preset = coded_preset(args.data)
-    check_token_sets(args.tokens)  # the names, and which family reads which set: before the model loads
-    pairs = combinations(args.tokens, args.probes)
-    check_entropy(args.entropy)
-    check_f_family(args.f_probe, [t in SETS_OF_VECTORS for t in dict.fromkeys(t for t, _ in pairs)])
+    preset = _checked_table_flags(args)
     device = default_device(args.device)
     probe_file = None
     if args.intervene is not None:
@@ -203,6 +196,21 @@ def run(args: argparse.Namespace) -> int:
         summary |= {"edit_layer": edit_layer, "read_layer": read_layer, "k": args.k, "probe_file": str(probe_file)}
         return _interventions(args, model, splits, probe, config, summary)
     return _table(args, model, splits_for_seed, layers, config, summary)
+
+
+def _checked_table_flags(args: argparse.Namespace) -> str:
+    """The preset, token sets, probe families and entropy convention, checked before the model loads: the
+    coded preset `--data` names."""
+    from ..activations.tokens import SETS_OF_VECTORS, check_token_sets
+    from ..analyses.bits.config import check_f_family, combinations
+    from ..analyses.bits.scenes import check_entropy, coded_preset
+
+    preset = coded_preset(args.data)
+    check_token_sets(args.tokens)  # the names, and which family reads which set
+    pairs = combinations(args.tokens, args.probes)
+    check_entropy(args.entropy)
+    check_f_family(args.f_probe, [t in SETS_OF_VECTORS for t in dict.fromkeys(t for t, _ in pairs)])
+    return preset
 
 
 def _fitting_probe(probe_file, model, edit_layer: int):

@@ -38,7 +38,7 @@ import torch
 from ..activations.context import scene_twins
 from ..analyses.ablation import AblationSettings, label_images
 from ..analyses.run import RunDirectory
-from ..analyses.sweep import layer_sweep_over_seeds
+from ..analyses.sweep import SweepResult, layer_sweep_over_seeds
 from ..analyses.toy import toy_experiments
 from ..data import SyntheticScenes
 from ..data.knobs import PRESETS
@@ -154,10 +154,9 @@ def scene_source(spec: str, size: tuple[int, int], config: ClaimsConfig, patch_s
 
 
 def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
-    """Every per-model number of the report (`claim_measures`) for one model: the sweep, then the claims read
-    off it on its own images (its probes and their refits with more seeds), the low-dimensional null, the
-    attention claim, the interventions and the toy experiments, at the middle layer fixed before looking (the
-    interventions where `config` puts them: `intervention_site`)."""
+    """Every per-model number of the report (`claim_measures`) for one model: the sweep, then the claims read off
+    it on its own images (its probes and refits with more seeds), the low-dimensional null, the attention claim
+    and the toy experiments at the middle layer fixed before looking, the interventions where `config` says."""
     model = HookedViT.from_pretrained(spec)
     name, seed = _run_name(spec), list(config.seeds)[0]
     training = replace(config.training or ProbeTrainingConfig(), seed=seed)
@@ -182,16 +181,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         attention_measure(model, probes, null, test, attention),
         fits_of(health, ("quadratic", middle), nulls=True),
     )
-    site = intervention_site(sweep, n_layers, model.cfg.d_model, config.intervention_layer, config.intervention_k)
-    edited, next_probe = (load_probe(run.probe_path(site.layer + i, "quadratic"), model.device) for i in (0, 1))
-    fresh = scenes(seed + 1, config.ablation_images)  # never the probes' scenes
-    interventions = intervention_claims(
-        model,
-        [fresh[i] for i in range(len(fresh))],
-        (edited, next_probe),  # the sweep's quadratic probes at the site and at the next layer
-        _ablation_settings(config, site, control_seed(spec, config)),
-        out / "ablation" / name,
-    )
+    site, interventions = _interventions(model, spec, sweep, run, scenes, out / "ablation" / name, config)
     sweep_fit = fits_of(health, ("quadratic", site.layer), refits=False)
     found |= {claim: with_fits(m, sweep_fit) for claim, m in interventions.items()}
     toy_seed = control_seed(spec, config)  # its own twin scenes
@@ -223,6 +213,27 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         "fits": health,
         "intervention": site.to_row(),
     }
+
+
+def _interventions(
+    model: HookedViT,
+    spec: str,
+    sweep: SweepResult,
+    run: RunDirectory,
+    scenes: Callable[..., Scenes],
+    out: Path,
+    config: ClaimsConfig,
+) -> tuple[InterventionSite, dict[str, Row]]:
+    """Where `config` puts the interventions (`intervention_site`) and their claims there, on fresh scenes (seed + 1:
+    never the probes'), with the sweep's quadratic probes at the site and at the next layer."""
+    seed = list(config.seeds)[0]
+    n_layers, d_model = model.cfg.n_layers, model.cfg.d_model
+    site = intervention_site(sweep, n_layers, d_model, config.intervention_layer, config.intervention_k)
+    edited, next_probe = (load_probe(run.probe_path(site.layer + i, "quadratic"), model.device) for i in (0, 1))
+    fresh = scenes(seed + 1, config.ablation_images)
+    settings = _ablation_settings(config, site, control_seed(spec, config))
+    images = [fresh[i] for i in range(len(fresh))]
+    return site, intervention_claims(model, images, (edited, next_probe), settings, out)
 
 
 def _check_flip_pairs(model: HookedViT, spec: str, scenes: Scenes) -> None:
