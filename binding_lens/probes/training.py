@@ -327,11 +327,7 @@ def train_probes(
     converged, nothing learnt) are issued as warnings.
     """
     config = config or ProbeTrainingConfig()
-    probes = list(probes)
-    if not probes or not all(isinstance(p, PairProbe) for p in probes):
-        raise TypeError("probes must be a non-empty sequence of PairProbe")
-    train = ProbeData.coerce(train, "train")
-    _check_training_data(probes, train, "train")
+    probes, train = _checked_probes(probes, train)
     layout = None
     if val is not None:
         val, val_pairs, layout = _prepare_val(probes, val, val_pairs, config)
@@ -342,8 +338,43 @@ def train_probes(
     steps_per_epoch = math.ceil(train.n_images / config.batch_images)
     rule = stopping_rule(config, steps_per_epoch)
     optimizer, tracks = _tracks(probes, config)
+    losses = _losses(probes, train, config, device)
+
+    def evaluate_probe(i: int) -> tuple[float, dict[str, float | int]]:
+        probes[i].eval()
+        metrics = evaluate(probes[i], val, val_pairs, layer=i, batch_images=config.batch_images, layout=layout)
+        probes[i].train()
+        return SELECTION[config.select_by] * metrics[config.select_by], metrics
+
+    def on_evaluation(i: int, record: Evaluation) -> None:
+        if callback is not None:
+            callback(i, (record.step - 1) // steps_per_epoch, probes[i], record)
+
+    outcomes = run_training(
+        tracks,
+        optimizer,
+        losses,
+        evaluate_probe if val is not None else None,
+        rule,
+        eval_every=config.eval_every or steps_per_epoch,
+        lr_schedule=_step_lr(config, steps_per_epoch),
+        on_evaluation=on_evaluation,
+    )
+    results = [
+        _result(i, probe, outcome, val, val_pairs, layout, config, steps_per_epoch)
+        for i, (probe, outcome) in enumerate(zip(probes, outcomes))
+    ]
+    if warn:
+        _warn_problems(results)
+    return results
+
+
+def _losses(
+    probes: list[PairProbe], train: ProbeData, config: ProbeTrainingConfig, device: torch.device
+) -> Callable[[int, list[int]], list[Tensor]]:
+    """(step, active probes) -> their training losses on the next batch (`_batches`, seeded by `config.seed`);
+    on the first step the scalar probes are initialized from it first, where `config` asks."""
     batches = _batches(train, config, torch.Generator().manual_seed(config.seed))
-    sign = SELECTION[config.select_by]
 
     def losses(step: int, active: list[int]) -> list[Tensor]:
         images, sample = next(batches)
@@ -354,39 +385,33 @@ def train_probes(
                 probes[i].initialize(xs[i], batch)
         return [probes[i].training_loss(xs[i], batch) for i in active]
 
-    def evaluate_probe(i: int) -> tuple[float, dict[str, float | int]]:
-        probes[i].eval()
-        metrics = evaluate(probes[i], val, val_pairs, layer=i, batch_images=config.batch_images, layout=layout)
-        probes[i].train()
-        return sign * metrics[config.select_by], metrics
+    return losses
 
-    def on_evaluation(i: int, record: Evaluation) -> None:
-        if callback is not None:
-            callback(i, (record.step - 1) // steps_per_epoch, probes[i], record)
 
-    def step_schedule(step: int) -> float:  # the paper's StepLR: times gamma every step_size epochs
-        return config.gamma ** ((step - 1) // steps_per_epoch // config.step_size)
+def _checked_probes(probes: Sequence[PairProbe], train: Any) -> tuple[list[PairProbe], ProbeData]:
+    """The probes as a list (refused unless a non-empty sequence of PairProbe) and the training data, checked
+    against them."""
+    probes = list(probes)
+    if not probes or not all(isinstance(p, PairProbe) for p in probes):
+        raise TypeError("probes must be a non-empty sequence of PairProbe")
+    train = ProbeData.coerce(train, "train")
+    _check_training_data(probes, train, "train")
+    return probes, train
 
-    outcomes = run_training(
-        tracks,
-        optimizer,
-        losses,
-        evaluate_probe if val is not None else None,
-        rule,
-        eval_every=config.eval_every or steps_per_epoch,
-        lr_schedule=step_schedule if config.schedule == "step" else None,
-        on_evaluation=on_evaluation,
-    )
-    results = [
-        _result(i, probe, outcome, val, val_pairs, layout, config, steps_per_epoch)
-        for i, (probe, outcome) in enumerate(zip(probes, outcomes))
-    ]
-    if warn:
-        for i, result in enumerate(results):
-            where = f" on data layer {i}" if len(results) > 1 else ""
-            for problem in result.problems():
-                warnings.warn(f"{result.probe.name} probe{where} {problem}", stacklevel=2)
-    return results
+
+def _step_lr(config: ProbeTrainingConfig, steps_per_epoch: int) -> Callable[[int], float] | None:
+    """The paper's StepLR (times gamma every step_size epochs) as a step -> factor schedule; None unless asked."""
+    if config.schedule != "step":
+        return None
+    return lambda step: config.gamma ** ((step - 1) // steps_per_epoch // config.step_size)
+
+
+def _warn_problems(results: Sequence[TrainResult]) -> None:
+    """Each result's `problems()` (not converged, nothing learnt) as a warning, naming its data layer."""
+    for i, result in enumerate(results):
+        where = f" on data layer {i}" if len(results) > 1 else ""
+        for problem in result.problems():
+            warnings.warn(f"{result.probe.name} probe{where} {problem}", stacklevel=3)
 
 
 def _result(
