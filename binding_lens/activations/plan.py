@@ -98,6 +98,48 @@ def _at_size(size: int | tuple[int, int], views: int, patch_size: int, patches_p
     return max(2, min(patches_per_image, (height // patch_size) * (width // patch_size)))
 
 
+def _request(
+    model: HookedModel,
+    config: ExtractConfig,
+    layers: list[int],
+    identity: Any,
+    views: int,
+    n_images: int,
+    patches_per_image: int | None,
+) -> dict[str, Any]:
+    """What a store's manifest records of the extraction that made it (`request`): the model and its weights,
+    the preprocessing, how patches are covered, the layers, the dataset and the sampling; a store made with
+    another request is refused."""
+    return request_as_json(
+        {
+            "model": {
+                "source": model.cfg.source,
+                "revision": model.cfg.extra.get("revision"),
+                "family": model.cfg.family,
+                "model_type": model.cfg.model_type,
+                "weights": weights_fingerprint(model),
+            },
+            "preprocessing": {
+                "image_mean": list(model.cfg.image_mean),
+                "image_std": list(model.cfg.image_std),
+                "size": config.size if config.size is None or isinstance(config.size, int) else list(config.size),
+            },
+            "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid"
+            if views == 1
+            else f"each of its {views} views side by side alone, their patch tokens joined on the image's grid",
+            "layer_convention": LAYER_CONVENTION,
+            "layers": layers,
+            "dataset": identity,
+            "n_images": n_images,
+            "dtype": str(config.dtype).removeprefix("torch."),
+            "patches_per_image": patches_per_image,
+            "purity": config.purity,
+            "seed": config.seed,
+            "shard_size": config.shard_size,
+        }
+    )
+
+
 def checked_plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: ExtractConfig) -> ExtractionPlan:
     """Check the settings (before any image is read beyond the first) and describe the extraction. At a
     fixed `size`, at most the grid's patches are stored per image (and recorded so), whatever
@@ -119,34 +161,7 @@ def checked_plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], con
         patches_per_image = _at_size(size, views, model.cfg.patch_size, patches_per_image)
     if len(dataset) == 0:
         raise InputError("the dataset has no images to extract")
-    request = request_as_json(
-        {
-            "model": {
-                "source": model.cfg.source,
-                "revision": model.cfg.extra.get("revision"),
-                "family": model.cfg.family,
-                "model_type": model.cfg.model_type,
-                "weights": weights_fingerprint(model),
-            },
-            "preprocessing": {
-                "image_mean": list(model.cfg.image_mean),
-                "image_std": list(model.cfg.image_std),
-                "size": size if size is None or isinstance(size, int) else list(size),
-            },
-            "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid"
-            if views == 1
-            else f"each of its {views} views side by side alone, their patch tokens joined on the image's grid",
-            "layer_convention": LAYER_CONVENTION,
-            "layers": layers,
-            "dataset": identity,
-            "n_images": len(dataset),
-            "dtype": str(dtype).removeprefix("torch."),
-            "patches_per_image": patches_per_image,
-            "purity": purity,
-            "seed": seed,
-            "shard_size": shard_size,
-        }
-    )
+    request = _request(model, config, layers, identity, views, len(dataset), patches_per_image)
     if patches_per_image is None:  # every patch of the first image's grid
         height, width = target_size(dataset[0], size)
         n_slots = (height // model.cfg.patch_size) * (width // model.cfg.patch_size)

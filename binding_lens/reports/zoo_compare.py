@@ -420,6 +420,25 @@ def binding_by_objective(
     write_text_atomic(table.files["markdown"], table.markdown())
     table.files["objectives"] = out / "objectives.json"
     write_json_atomic(table.files["objectives"], {"objectives": objectives, "differences": differences})
+    _plots(table, all_rows, out)
+    write_json_atomic(
+        out / "summary.json",
+        {
+            "models": list(models),
+            "n_scenes": n_scenes,
+            "data": data or "each model's training preset",
+            "seeds": seeds,
+            "peak_by": peak_by,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+    )
+    table.files["summary"] = out / "summary.json"
+    return table
+
+
+def _plots(table: ObjectiveTable, all_rows: list[Row], out: Path) -> None:
+    """The quadratic probe's curves by model (bootstrap bands over test images) and by objective (the mean and
+    its t interval across training seeds), into `table.files`."""
     table.files["plot"] = accuracy_by_model(
         all_rows,
         out / "quadratic_by_model.png",
@@ -438,16 +457,3 @@ def binding_by_objective(
         probe="quadratic",
         title="quadratic IsSameObject probe by objective: mean and 95% interval across training seeds",
     )
-    write_json_atomic(
-        out / "summary.json",
-        {
-            "models": list(models),
-            "n_scenes": n_scenes,
-            "data": data or "each model's training preset",
-            "seeds": seeds,
-            "peak_by": peak_by,
-            "seconds": round(time.perf_counter() - started, 1),
-        },
-    )
-    table.files["summary"] = out / "summary.json"
-    return table
