@@ -281,11 +281,7 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
     bank = SceneBank(recipe, progress=progress).to(device)
     optimizer = _optimizer(objective, recipe)
     generator = torch.Generator().manual_seed(recipe.seed)
-    history, start = _History(), 0
-    if run.state is not None:
-        start = run.saved = restore_state(run.state, objective, optimizer, generator, recipe.lr)
-        history = _History(**run.state["history"])
-        history.resumed_at.append(start)
+    history, start = _resumed(run, objective, optimizer, generator, recipe)
     before, cpu_before = history.seconds, history.cpu_seconds
     objective.train()
     pace = _Pace(start, recipe.steps, run.max_hours, device)
@@ -313,23 +309,10 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
             history.log_lines.append(line)
             log.write(line)
             log.flush()
-            if bar is not None:
-                bar.update(1)
-                if (step - 1) % 10 == 0:
-                    bar.set_postfix(loss=f"{sum(history.losses[-10:]) / len(history.losses[-10:]):.4f}")
+            _tick(bar, step, history)
             pace.check(step)
             if step % run.every == 0 and step < recipe.steps:
-                state = dataclasses.asdict(history)
-                save_state(
-                    run.resume,
-                    settings=run.settings,
-                    step=step,
-                    objective=objective,
-                    optimizer=optimizer,
-                    generator=generator,
-                    history=state,
-                )
-                run.saved = step
+                _save(run, step, objective, optimizer, generator, history)
 
         train_for(
             objective,
@@ -347,6 +330,49 @@ def _fit(objective: Objective, recipe: ZooRecipe, staging: Path, run: _Run, prog
     history.seconds = before + time.perf_counter() - session
     history.cpu_seconds = cpu_before + time.process_time() - cpu_session
     return history
+
+
+def _resumed(
+    run: _Run, objective: Objective, optimizer: torch.optim.Optimizer, generator: torch.Generator, recipe: ZooRecipe
+) -> tuple[_History, int]:
+    """The history so far and the step to go on from: a fresh one at 0, or the training checkpoint's, restoring
+    the objective, the optimizer and the scene generator from it."""
+    if run.state is None:
+        return _History(), 0
+    start = run.saved = restore_state(run.state, objective, optimizer, generator, recipe.lr)
+    history = _History(**run.state["history"])
+    history.resumed_at.append(start)
+    return history, start
+
+
+def _save(
+    run: _Run,
+    step: int,
+    objective: Objective,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    history: _History,
+) -> None:
+    """A training checkpoint after `step` (`run.resume`), which a killed run goes on from."""
+    save_state(
+        run.resume,
+        settings=run.settings,
+        step=step,
+        objective=objective,
+        optimizer=optimizer,
+        generator=generator,
+        history=dataclasses.asdict(history),
+    )
+    run.saved = step
+
+
+def _tick(bar: Any, step: int, history: _History) -> None:
+    """One step on the progress bar, the mean loss of the last 10 steps beside it every 10 steps."""
+    if bar is None:
+        return
+    bar.update(1)
+    if (step - 1) % 10 == 0:
+        bar.set_postfix(loss=f"{sum(history.losses[-10:]) / len(history.losses[-10:]):.4f}")
 
 
 def _log_line(step: int, recipe: ZooRecipe, history: _History, objective: Objective) -> str:
