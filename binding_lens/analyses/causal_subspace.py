@@ -245,19 +245,32 @@ def compare_subspaces(
         versus_random = _shuffle_intervals(rows, clean, shuffled, units, seed)
         rows.append(_summarize_random(randoms, k))
     reference = random_angles(model.cfg.d_model, k)
-    settings = {
+    splits = {"train": train_idx, "val": val_idx, "test": test_idx}
+    settings = _settings(layer, k, config, pairing, splits, clean, das.history)
+    return SubspaceComparison(rows, subspaces, probes, reference, settings, splits, versus_random)
+
+
+def _settings(
+    layer: int,
+    k: int,
+    config: SubspaceComparisonConfig,
+    pairing: str,
+    splits: dict[str, Tensor],
+    clean: Any,
+    das_loss: Any,
+) -> dict[str, Any]:
+    """What the comparison ran with, as its report records it: site, seeds, pairing, split sizes, scored pairs."""
+    return {
         "layer": layer,
         "k": k,
-        "seed": seed,
+        "seed": config.seed,
         "n_random": config.n_random,
         "fraction": config.fraction,
         "pairing": pairing,
-        "images": {"train": len(train_idx), "val": len(val_idx), "test": len(test_idx)},
+        "images": {name: len(indices) for name, indices in splits.items()},
         "held_out_pairs": {"scored": int(clean.scores.numel()), "same_object": int(clean.same.sum())},
-        "das_loss": das.history,
+        "das_loss": das_loss,
     }
-    splits = {"train": train_idx, "val": val_idx, "test": test_idx}
-    return SubspaceComparison(rows, subspaces, probes, reference, settings, splits, versus_random)
 
 
 def _measure(
