@@ -45,6 +45,35 @@ from .store import MANIFEST, ActivationStore, Shard, StoreError, StoreSettingsEr
 from .writer import ShardWriter, default_writers
 
 
+def _writer(
+    out: Path, plan: ExtractionPlan, config: ExtractConfig, profile: ExtractProfile, manifest: dict[str, Any] | None
+) -> ShardWriter:
+    """The background shard writer: `config.writers` threads (or as many as memory allows for shards this size),
+    writing `manifest` first where the store does not have it yet (None: a store made with this request)."""
+
+    def write_manifest() -> None:
+        if manifest is not None:
+            write_json_atomic(out / MANIFEST, manifest)
+
+    shard_bytes = plan.shard_size * plan.preparation.n_slots * plan.d_model * plan.dtype.itemsize * len(plan.layers)
+    threads = config.writers or default_writers(shard_bytes, available_memory("cpu"))
+    return ShardWriter(out, profile, before_first=write_manifest, threads=threads)
+
+
+def _sink(plan: ExtractionPlan, d_model: int, device: torch.device, writer: ShardWriter) -> _Sink:
+    """Where finished tokens go: shard buffers (pinned on a GPU, for asynchronous copies) handed to `writer`."""
+    pinned = device.type == "cuda"
+
+    def allocate(n_rows: int) -> dict[int, Tensor]:
+        shape = (n_rows, plan.preparation.n_slots, d_model)
+        return {layer: torch.empty(shape, dtype=plan.dtype, pin_memory=pinned) for layer in plan.layers}
+
+    def finish(shard: _ShardInProgress) -> None:
+        writer.submit(shard.index, shard.result(), shard.record(plan.shard_images(shard.index)), shard.ready())
+
+    return _Sink(allocate, finish)
+
+
 def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
     """The store at `out` if it was made with this request; None when there is none yet (the manifest is
     written with the first shard, so a run that fails before it pins nothing). A store with other
@@ -115,24 +144,9 @@ def extract(
         tqdm.write(note, file=sys.stderr)
     profile = profile if profile is not None else ExtractProfile()
 
-    def write_manifest() -> None:
-        if store is None:  # a store made with this request already has it
-            write_json_atomic(out / MANIFEST, manifest)
-
-    shard_bytes = plan.shard_size * plan.preparation.n_slots * plan.d_model * plan.dtype.itemsize * len(plan.layers)
-    threads = config.writers or default_writers(shard_bytes, available_memory("cpu"))
-    writer = ShardWriter(out, profile, before_first=write_manifest, threads=threads)
-    pinned = device.type == "cuda"
-
-    def allocate(n_rows: int) -> dict[int, Tensor]:
-        shape = (n_rows, plan.preparation.n_slots, model.cfg.d_model)
-        return {layer: torch.empty(shape, dtype=plan.dtype, pin_memory=pinned) for layer in plan.layers}
-
-    def finish(shard: _ShardInProgress) -> None:
-        writer.submit(shard.index, shard.result(), shard.record(plan.shard_images(shard.index)), shard.ready())
-
+    writer = _writer(out, plan, config, profile, manifest if store is None else None)
     try:
-        _run(model, dataset, plan, mine, device, _Sink(allocate, finish), config, profile)
+        _run(model, dataset, plan, mine, device, _sink(plan, model.cfg.d_model, device, writer), config, profile)
     except BaseException:
         with contextlib.suppress(Exception):  # the original error is the one to report
             writer.close()  # shards finished before the failure are kept: the next run resumes after them
