@@ -195,6 +195,27 @@ class LoopConfig:
     start_step: int = 0  # steps already taken: a resumed run (see `run_training`)
 
 
+def _check_loop(config: LoopConfig, rule: StoppingRule, validated: bool, n_tracks: int) -> int:
+    """Refuse, in one line, a loop that cannot run (no step limit, a resume the rule cannot take, no track); the
+    step limit."""
+    check_positive_ints({"eval_every": config.eval_every})
+    if rule.max_steps is None:
+        raise InputError("the training engine needs max_steps: set a limit")
+    if config.start_step and (validated or not 0 < config.start_step < rule.max_steps):
+        raise InputError(f"start_step {config.start_step}: only a run without validation resumes, before max_steps")
+    if not n_tracks:
+        raise InputError("run_training needs at least one track")
+    return rule.max_steps
+
+
+def _update(optimizer: torch.optim.Optimizer, losses: list[Tensor], before_update: Callable[[], Any] | None) -> None:
+    """One optimizer step on the sum of the active tracks' losses (each track's parameters get its own gradient)."""
+    torch.stack([loss.reshape(()) for loss in losses]).sum().backward()
+    if before_update is not None:
+        before_update()
+    optimizer.step()
+
+
 def run_training(
     tracks: Sequence[Track],
     optimizer: torch.optim.Optimizer,
@@ -219,15 +240,9 @@ def run_training(
     config = replace(config, **options) if config is not None else LoopConfig(**options)
     eval_every, lr_schedule, on_evaluation = config.eval_every, config.lr_schedule, config.on_evaluation
     before_update, after_step, start_step = config.before_update, config.after_step, config.start_step
-    check_positive_ints({"eval_every": eval_every})
-    if rule.max_steps is None:
-        raise InputError("the training engine needs max_steps: set a limit")
-    if start_step and (evaluate is not None or not 0 < start_step < rule.max_steps):
-        raise InputError(f"start_step {start_step}: only a run without validation resumes, before max_steps")
-    if not tracks:
-        raise InputError("run_training needs at least one track")
+    max_steps = _check_loop(config, rule, evaluate is not None, len(tracks))
     validated = evaluate is not None
-    track_rule = rule if validated else StoppingRule(max_steps=rule.max_steps)  # no validation: only the limit
+    track_rule = rule if validated else StoppingRule(max_steps=max_steps)  # no validation: only the limit
     runs = [_TrackRun(track, track_rule) for track in tracks]
 
     def judge(i: int, step: int, seconds: float) -> None:
@@ -248,15 +263,12 @@ def run_training(
             runs[i].set_rate(lr_schedule(step) if lr_schedule is not None else 1.0)
         optimizer.zero_grad(set_to_none=True)
         losses = compute_losses(step, active)
-        torch.stack([loss.reshape(()) for loss in losses]).sum().backward()
-        if before_update is not None:
-            before_update()
-        optimizer.step()
+        _update(optimizer, losses, before_update)
         if after_step is not None:
             after_step(step)
         for i, loss in zip(active, losses):
             runs[i].add_loss(loss)
-        if step % eval_every == 0 or step >= rule.max_steps:
+        if step % eval_every == 0 or step >= max_steps:
             seconds = time.perf_counter() - started
             for i in active:
                 judge(i, step, seconds)
