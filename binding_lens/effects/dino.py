@@ -200,6 +200,25 @@ class DinoHeadConfig:
     clip_grad: float | None = 3.0  # per parameter, as DINO's utils.clip_gradients; None: no clipping
 
 
+def _check_head_config(config: DinoHeadConfig) -> None:
+    """Refuse, in one line, settings a head cannot be fitted with."""
+    check_ints({"steps": config.steps, "batch_size": config.batch_size})
+    if not 0 <= config.teacher_momentum <= 1:
+        raise InputError(f"teacher_momentum must lie in [0, 1], got {config.teacher_momentum}")
+    if not (config.lr > 0 and math.isfinite(config.lr)):
+        raise InputError(f"lr must be a positive finite number, got {config.lr!r}")
+
+
+def _batch_views(
+    images: Images, sizes: list, crops: MultiCrop, patch_size: int, batch_size: int, generator: torch.Generator
+) -> tuple[Images, CropPlan]:
+    """The next step's images (drawn with `generator`) and their multi-crop views, planned with a seed drawn next."""
+    chosen = torch.randperm(len(sizes), generator=generator)[: min(batch_size, len(sizes))]
+    subset = images[chosen] if isinstance(images, Tensor) else [images[i] for i in chosen.tolist()]
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return subset, crops.plan([sizes[i] for i in chosen.tolist()], patch_size, seed=seed)
+
+
 def fit_dino_head(
     backbone: Backbone,
     images: Images,
@@ -224,33 +243,22 @@ def fit_dino_head(
     """
     settings, crops = _split_views(DinoHeadConfig, options)
     config = replace(config or DinoHeadConfig(), **settings)
-    steps, lr, seed, batch_size = config.steps, config.lr, config.seed, config.batch_size
+    _check_head_config(config)
     teacher_momentum, center_momentum, clip_grad = config.teacher_momentum, config.center_momentum, config.clip_grad
-    check_ints({"steps": steps, "batch_size": batch_size})
-    if not 0 <= teacher_momentum <= 1:
-        raise InputError(f"teacher_momentum must lie in [0, 1], got {teacher_momentum}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise InputError(f"lr must be a positive finite number, got {lr!r}")
     sizes = check_images(images, preprocess)
     student, teacher = copy.deepcopy(head).train(), copy.deepcopy(head).eval()
     teacher.requires_grad_(False)
     device = next(student.parameters()).device
-    optimizer = _optimizer(student, lr, config.weight_decay)
+    optimizer = _optimizer(student, config.lr, config.weight_decay)
     center: Tensor | None = None
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(config.seed)
     history: list[float] = []
     teacher_out: list[Tensor] = []
 
     def loss_at(_: int) -> Tensor:
         nonlocal center, teacher_out
-        chosen = torch.randperm(len(sizes), generator=generator)[: min(batch_size, len(sizes))]
-        subset = images[chosen] if isinstance(images, Tensor) else [images[i] for i in chosen.tolist()]
-        plan = crops.plan(
-            [sizes[i] for i in chosen.tolist()],
-            patch_size,
-            seed=int(torch.randint(0, 2**62, (1,), generator=generator)),
-        )
-        feats = _view_features(backbone, subset, plan, preprocess, head.in_dim, len(chosen), device)
+        subset, plan = _batch_views(images, sizes, crops, patch_size, config.batch_size, generator)
+        feats = _view_features(backbone, subset, plan, preprocess, head.in_dim, len(subset), device)
         with torch.no_grad():
             teacher_out = [teacher(f) for f in feats[: crops.n_global]]
         if center is None:  # the first batch's mean rather than DINO's zeros: no start-up transient
@@ -266,6 +274,6 @@ def fit_dino_head(
         center = update_center(center, teacher_out, center_momentum)
 
     clip = None if clip_grad is None else (lambda: _clip_per_parameter(student, clip_grad))
-    train_for(student, optimizer, loss_at, steps, before_update=clip, after_step=follow)
+    train_for(student, optimizer, loss_at, config.steps, before_update=clip, after_step=follow)
     assert center is not None  # steps >= 1
     return teacher, center, history
