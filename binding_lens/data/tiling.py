@@ -273,13 +273,7 @@ def _draw(
     m = int(cells.max()) + 1
     if m != n_units * size:
         return None
-    codes = wall_codes(cells)
-    walls = {int(code): (int(code) // m, int(code) % m) for code in np.unique(codes[codes >= 0])}
-    length = {int(code): int(count) for code, count in zip(*np.unique(codes[codes >= 0], return_counts=True))}
-    neighbors: list[set[int]] = [set() for _ in range(m)]
-    for a, b in walls.values():
-        neighbors[a].add(b)
-        neighbors[b].add(a)
+    codes, walls, length, neighbors = _walls(cells, m)
     edge = np.unique(np.concatenate([cells[0], cells[-1], cells[:, 0], cells[:, -1]]))
     if any(len(neighbors[c]) < 2 and c not in edge for c in range(m)):
         return None  # an island cell: its wall would be a loop that no other wall touches
@@ -308,9 +302,7 @@ def _draw(
     n_joins, n_swapped = len(joins), len(JOINS[0])
     shared += chosen[:n_joins]
     swapped_walls = [chosen[n_joins : n_joins + n_swapped], chosen[n_joins + n_swapped :]]
-    thick = thicken(codes, width)
-    frame = np.zeros(hw, dtype=bool)
-    frame[:width, :] = frame[-width:, :] = frame[:, :width] = frame[:, -width:] = True
+    thick, frame = thicken(codes, width), _frame(hw, width)
     drawn = (thick >= 0) | frame
     gaps = {wall: _gap(rng, codes, thick, wall, radius, frame) for wall in shared + swapped_walls[0] + swapped_walls[1]}
     lines, instances = [], []
@@ -328,6 +320,26 @@ def _draw(
         instances.append(instance)
     units = np.where(lines[0] | lines[1], -1, np.where(unit[cells] < CYCLE_UNITS, unit[cells], -1))
     return (lines[0], lines[1]), (instances[0], instances[1]), units, lines[0] != lines[1]
+
+
+def _walls(cells: np.ndarray, m: int) -> tuple[np.ndarray, dict[int, tuple[int, int]], dict[int, int], list[set[int]]]:
+    """The cell map's walls: each pixel's wall code (`wall_codes`), each wall's two cells and its length in
+    pixels, and each cell's neighbors across a wall."""
+    codes = wall_codes(cells)
+    walls = {int(code): (int(code) // m, int(code) % m) for code in np.unique(codes[codes >= 0])}
+    length = {int(code): int(count) for code, count in zip(*np.unique(codes[codes >= 0], return_counts=True))}
+    neighbors: list[set[int]] = [set() for _ in range(m)]
+    for a, b in walls.values():
+        neighbors[a].add(b)
+        neighbors[b].add(a)
+    return codes, walls, length, neighbors
+
+
+def _frame(hw: tuple[int, int], width: int) -> np.ndarray:
+    """The image's border, `width` pixels thick: drawn like a wall around every maze."""
+    frame = np.zeros(hw, dtype=bool)
+    frame[:width, :] = frame[-width:, :] = frame[:, :width] = frame[:, -width:] = True
+    return frame
 
 
 def _spanning_walls(

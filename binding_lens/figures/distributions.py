@@ -28,17 +28,9 @@ def _density(values: Float[np.ndarray, " n"], grid: Float[np.ndarray, " grid"]) 
     return gaussian_kde(values)(grid)
 
 
-def score_kde(
-    per_layer: Mapping[int, tuple[Float[np.ndarray, " pair"], Bool[np.ndarray, " pair"] | np.ndarray]],
-    path: str | os.PathLike,
-    score_name: str = "P(same object)",
-    title: str | None = None,
-) -> Path:
-    """{layer: (scores, same)} -> one KDE panel per layer with the same- and different-object curves; with
-    `same` an array of kind names instead of booleans, one curve per kind (in first-seen order).
-
-    A population with fewer than two distinct scores is drawn as a vertical line at its value.
-    """
+def _checked_layers(per_layer: Mapping[int, tuple[np.ndarray, np.ndarray]]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """{layer: (scores, kind of each pair)} in layer order, booleans named "same object" / "different objects";
+    refused in one line when empty, of mismatched shapes or not finite."""
     if not per_layer:
         raise InputError("score_kde: no layers to plot")
     checked = {}
@@ -54,6 +46,21 @@ def score_kde(
         if not np.isfinite(scores).all():
             raise InputError(f"layer {layer}: scores hold NaN or infinite values")
         checked[layer] = (scores, same)
+    return checked
+
+
+def score_kde(
+    per_layer: Mapping[int, tuple[Float[np.ndarray, " pair"], Bool[np.ndarray, " pair"] | np.ndarray]],
+    path: str | os.PathLike,
+    score_name: str = "P(same object)",
+    title: str | None = None,
+) -> Path:
+    """{layer: (scores, same)} -> one KDE panel per layer with the same- and different-object curves; with
+    `same` an array of kind names instead of booleans, one curve per kind (in first-seen order).
+
+    A population with fewer than two distinct scores is drawn as a vertical line at its value.
+    """
+    checked = _checked_layers(per_layer)
     low = min(s.min() for s, _ in checked.values())
     high = max(s.max() for s, _ in checked.values())
     pad = 0.05 * (high - low or 1.0)

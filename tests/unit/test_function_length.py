@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "binding_lens"
-MAX_LINES = 80
+MAX_LINES = 60
 
 
 def function_lengths(source: str) -> list[tuple[str, int, int]]:
