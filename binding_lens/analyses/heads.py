@@ -28,6 +28,7 @@ from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeData, evaluate
 from ..probes.evaluation import auroc_with_interval
 from ..probes.sampling import fixed_pairs
+from ..stats.record import Row
 from .report import format_table
 
 
@@ -52,7 +53,7 @@ class HeadMap:
     def accuracy_drop(self) -> Float[Tensor, "layer head_index"]:
         return self.clean_accuracy[:, None] - self.accuracy
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "layer": layer,
@@ -70,7 +71,7 @@ class HeadMap:
             for head in range(self.n_heads)
         ]
 
-    def top(self, n: int = 5) -> list[dict[str, Any]]:
+    def top(self, n: int = 5) -> list[Row]:
         """The n heads whose removal lowers the next layer's AUROC most."""
         return sorted(self.rows(), key=lambda row: -row["auroc_drop"])[:n]
 
@@ -174,7 +175,7 @@ def replacement_table(maps: dict[str, HeadMap], n: int = 5) -> str:
     for layer, head in chosen:
         i = first.layers.index(layer)
         width = float(first.clean_interval[i, 1] - first.clean_interval[i, 0])
-        row: dict[str, Any] = {"layer": layer, "head": head}
+        row: Row = {"layer": layer, "head": head}
         row |= {f"drop ({mode})": float(drop[i, head]) for mode, drop in drops.items()}
         row |= {"ranks": " ".join(str(_rank(drop, i, head)) for drop in drops.values()), "clean CI width": width}
         rows.append(row)

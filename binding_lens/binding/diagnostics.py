@@ -30,6 +30,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..probes import PairProbe, ProbeData, ProbeTrainingConfig, make_probe, train_probe
+from ..stats.record import Row
 from .subspace import BindingSubspace
 
 STABLE_DEGREES = 30.0  # a subspace is called stable when re-fits stay within this mean principal angle
@@ -139,7 +140,7 @@ class StabilityReport:
         floor = float(self.reference["mean_angle_range"][0])
         return all(value < floor for value in self.mean_angles.values())
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "a": a,
@@ -229,7 +230,7 @@ def subspace_stability(
     return report
 
 
-def accuracy_kept(rows: Sequence[dict[str, Any]], metric: str = "auroc", chance: float = 0.5) -> list[dict[str, Any]]:
+def accuracy_kept(rows: Sequence[Row], metric: str = "auroc", chance: float = 0.5) -> list[Row]:
     """`accuracy_by_k` rows with `<metric>_kept`: (metric at k - chance) / (full probe - chance), the share
     of the probe's above-chance performance that its top-k directions keep (NaN if the probe is at chance)."""
     full = next((row[metric] for row in rows if row["k"] == "full"), None)

@@ -26,6 +26,7 @@ from torch import Tensor
 from ..errors import InputError
 from ..probes import PairProbe, ProbeData, evaluate
 from ..probes.provenance import FittedOn
+from ..stats.record import Row
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,10 @@ def accuracy_by_k(
     layer: int = 0,
     patches_per_image: int | None = 64,
     seed: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """Test metrics of the probe with W truncated to its top-k eigen-directions, for each k (and the full probe)."""
     bias = getattr(probe, "b", torch.zeros(()))
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for k in ks:
         truncated = BindingSubspace.from_probe(probe, k).to_probe(bias.detach())
         rows.append({"k": k} | evaluate(truncated, data, layer=layer, patches_per_image=patches_per_image, seed=seed))

@@ -20,6 +20,7 @@ from matplotlib.textpath import TextToPath
 
 from ..errors import InputError
 from ..io.atomic import write_atomic
+from ..stats.record import Record, Row, as_row
 
 DPI = 150
 LEGEND_WIDTH = 2.0
@@ -127,9 +128,9 @@ def save(fig: Figure, path: str | os.PathLike) -> Path:
     return stem.with_suffix(".png")
 
 
-def check_rows(rows: Sequence[dict[str, Any]], keys: Sequence[str], what: str) -> list[dict[str, Any]]:
-    """Rows as a list, or a ValueError naming the missing keys."""
-    rows = list(rows)
+def check_rows(records: Sequence[Record | Row], keys: Sequence[str], what: str) -> list[Row]:
+    """Table rows (typed records as their `to_row()`) as a list, or a ValueError naming the missing keys."""
+    rows = [as_row(record) for record in records]
     if not rows:
         raise InputError(f"{what}: no rows to plot")
     for i, row in enumerate(rows):

@@ -9,15 +9,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from ..stats.record import Row
 from ._save import check_rows, finish, new_figure, save, text_width
 
 
-def _numeric_columns(rows: list[dict[str, Any]], label: str) -> list[str]:
+def _numeric_columns(rows: list[Row], label: str) -> list[str]:
     keys = list(dict.fromkeys(key for row in rows for key in row if key != label))
     return [
         k
@@ -27,7 +27,7 @@ def _numeric_columns(rows: list[dict[str, Any]], label: str) -> list[str]:
 
 
 def ablation_figure(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Row],
     path: str | os.PathLike,
     label: str = "condition",
     columns: Sequence[str] | None = None,

@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from ..stats.record import Row
 from ._save import check_rows, finish, new_figure, save
 
 
 def bits_figure(
-    rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: str, routing: dict[str, Any] | None = None
+    rows: Sequence[Row], path: str | os.PathLike, title: str, routing: dict[str, Any] | None = None
 ) -> Path:
     """Left: B_O (bits) by layer, a line per (token set, family), its interval as bars and a band, H(O) and the prior
     probe's level (B_O it would score: H(O) - CE_prior) as dashed lines. Right (with `routing`): the
@@ -62,7 +63,7 @@ def bits_figure(
     return save(fig, path)
 
 
-def bits_lost_figure(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: str) -> Path:
+def bits_lost_figure(rows: Sequence[Row], path: str | os.PathLike, title: str) -> Path:
     """Bits lost by each intervention (rows of `bits_under_interventions`): a bar per edit, binding subspace
     beside its random control, one group per (token set, family), with paired-bootstrap intervals."""
     rows = check_rows(

@@ -18,6 +18,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import InputError
+from ..stats.record import Row
 from ._save import LEGEND_WIDTH, check_rows, finish, new_figure, save, wrap
 from .layers import LegendOf
 
@@ -56,7 +57,7 @@ class SweepMarks:
     baseline: tuple[float, str] | None = None
 
 
-def _sweep_panel(ax: Any, rows: Sequence[dict[str, Any]], probes: Sequence[str], title: str) -> None:
+def _sweep_panel(ax: Any, rows: Sequence[Row], probes: Sequence[str], title: str) -> None:
     """AUROC against layer, a line per probe with its interval shaded, chance dotted; with several probes
     each line sits `OFFSET` layers from its neighbor's (the legend says so)."""
     shown = list(zip(probes, COLORS, STYLES))
@@ -118,7 +119,7 @@ def _bar_panel(ax: Any, bars: Bars) -> None:
 
 
 def demo_figure(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Row],
     panels: Mapping[str, str],
     bars: Sequence[Bars],
     path: str | os.PathLike,

@@ -20,6 +20,7 @@ from typing import Any
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import InputError
+from ..stats.record import Row
 from ._save import LEGEND_WIDTH, check_rows, finish, new_figure, save
 
 SECOND_METRIC = "auroc"
@@ -35,7 +36,7 @@ def _label(metric: str) -> str:
     return "AUROC" if metric == "auroc" else metric.replace("_", " ")
 
 
-def _line(ax: Any, x: Sequence[float], line: Sequence[dict[str, Any]], metric: str, **style: Any) -> None:
+def _line(ax: Any, x: Sequence[float], line: Sequence[Row], metric: str, **style: Any) -> None:
     """`metric` (0-1) of `line`'s rows at `x`, with its interval shaded where the rows carry one."""
     drawn = ax.plot(x, [row[metric] for row in line], marker="o", ms=3, **style)
     if all(row.get(f"{metric}_low") is not None and row.get(f"{metric}_high") is not None for row in line):
@@ -49,7 +50,7 @@ def _line(ax: Any, x: Sequence[float], line: Sequence[dict[str, Any]], metric: s
         )
 
 
-def _reference(ax: Any, metric: str, x: Sequence[float], rows: Sequence[dict[str, Any]], **style: Any) -> None:
+def _reference(ax: Any, metric: str, x: Sequence[float], rows: Sequence[Row], **style: Any) -> None:
     """The chance line under AUROC / balanced accuracy, or the majority baseline under an accuracy."""
     if metric in CHANCE:
         ax.axhline(CHANCE[metric], color="k", ls=":", lw=1, label="chance")
@@ -63,13 +64,13 @@ def _reference(ax: Any, metric: str, x: Sequence[float], rows: Sequence[dict[str
         )
 
 
-def _metrics(rows: Sequence[dict[str, Any]], metric: str) -> list[str]:
+def _metrics(rows: Sequence[Row], metric: str) -> list[str]:
     """`metric`, then AUROC beside it when the rows have it."""
     return [metric] + ([SECOND_METRIC] if metric != SECOND_METRIC and all(SECOND_METRIC in r for r in rows) else [])
 
 
 def accuracy_by_layer(
-    rows: Sequence[dict[str, Any]], path: str | os.PathLike, metric: str = "accuracy", title: str | None = None
+    rows: Sequence[Row], path: str | os.PathLike, metric: str = "accuracy", title: str | None = None
 ) -> Path:
     """A row of panels per model: `metric` (0-1) and, when the rows have it, AUROC against layer; a line per
     probe, the majority baseline dashed, chance dotted, intervals shaded."""
@@ -96,7 +97,7 @@ def accuracy_by_layer(
 
 
 def accuracy_by_model(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Row],
     path: str | os.PathLike,
     probe: str,
     metric: str = "accuracy",
@@ -147,7 +148,7 @@ class LegendOf:
 
 
 def lines_by_layer(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Row],
     series: dict[str, str],
     path: str | os.PathLike,
     *,

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..analyses.report import format_table, limit_value
 from ..errors import InputError, MissingFileError
 from ..stats import Interval
 from ..stats.power import POWER, units_to_detect
+from ..stats.record import Row
 from .claim_verdicts import interval_text
 
 
@@ -38,7 +38,7 @@ class Sensitivity:
     needed: int | None
 
 
-def unit_of(row: dict[str, Any]) -> str:
+def unit_of(row: Row) -> str:
     """What a row's n counts: training seeds (an objective's t interval), probe seeds (a Welch test between
     probes trained on true and on shuffled labels: `low_dimensional`), twin groups or images."""
     method = str(row.get("method") or "")
@@ -49,7 +49,7 @@ def unit_of(row: dict[str, Any]) -> str:
     return "twin groups" if "twin group" in method else "images"
 
 
-def sensitivity_rows(verdicts: list[dict[str, Any]], effect: float | None = None) -> list[Sensitivity]:
+def sensitivity_rows(verdicts: list[Row], effect: float | None = None) -> list[Sensitivity]:
     """One record per row (and per comparison with the control) that has a limit and a count of units."""
     out = []
     for row in verdicts:
@@ -76,7 +76,7 @@ def sensitivity_rows(verdicts: list[dict[str, Any]], effect: float | None = None
     return out
 
 
-def read_verdicts(folder: str | Path) -> list[dict[str, Any]]:
+def read_verdicts(folder: str | Path) -> list[Row]:
     """The verdict rows of the claims report in `folder`, with their limits (a report written before limits
     were recorded is refused: rerun `binding-lens claims`, which resumes)."""
     path = Path(folder) / "claims.json"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ..errors import InputError
 from .interval import LEVEL
 from .means import mean_interval
+from .record import Row
 
 
 def distinct_seeds(seeds: Iterable[int]) -> list[int]:
@@ -19,19 +19,19 @@ def distinct_seeds(seeds: Iterable[int]) -> list[int]:
 
 
 def aggregate_rows(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Row],
     by: Sequence[str],
     metrics: Sequence[str],
     level: float = LEVEL,
     keep_single_intervals: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """One row per distinct value of `by`: each metric's mean across the group, with `<metric>_low` and
     `<metric>_high` (its t interval across the group's rows) and `n_seeds`. A group of one row has no t
     interval: it keeps that row's own interval (e.g. a bootstrap) if `keep_single_intervals`, else none
     (when the interval must mean "across seeds"). Groups keep first-seen order; the other keys are kept
     when every row of the group agrees on them."""
     interval_keys = {f"{metric}_{end}" for metric in metrics for end in ("low", "high")}
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    groups: dict[tuple, list[Row]] = {}
     for row in rows:
         groups.setdefault(tuple(row[key] for key in by), []).append(row)
     out = []

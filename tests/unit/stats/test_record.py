@@ -64,3 +64,13 @@ def test_an_effect_row_writes_the_columns_shuffle_effect_always_wrote():
         "verdict",
         "n_images",
     ]
+
+
+def test_the_figures_take_records_as_their_rows():
+    from binding_lens.figures._save import check_rows
+
+    record = _Inner(2, Interval(0.7, 0.6, 0.8))
+    assert check_rows([record, {"n": 3, "auroc": 0.5}], ["n", "auroc"], "a figure") == [
+        record.to_row(),
+        {"n": 3, "auroc": 0.5},
+    ]
