@@ -54,7 +54,7 @@ from ..zoo.registry import PREFIX, is_zoo_spec, zoo_card, zoo_family
 from .claim_beyond import beyond_measures
 from .claim_measures.attention import AttentionSettings, attention_measure, test_images
 from .claim_measures.decoding import auroc_draws, decoding_measures, refit_keys
-from .claim_measures.fits import attach_fits, fits_of, refit_records, sweep_fit_records, with_fits
+from .claim_measures.fits import Health, attach_fits, fits_of, refit_records, sweep_fit_records, with_fits
 from .claim_measures.interventions import InterventionSite, intervention_claims, intervention_site
 from .claim_measures.low_dimensional import low_dimensional_measure
 from .claim_measures.measure import DECODING_PROBES
@@ -210,7 +210,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         "test_indices": run.split_indices()["test"],
         "sweep_run": str(run.root),
         "toy_files": {key: str(value) for key, value in toy.files.items()},
-        "fits": health,
+        "fits": {kind: [record.to_row() for record in records] for kind, records in health.items()},
         "intervention": site.to_row(),
     }
 
@@ -293,10 +293,10 @@ def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config
     return attach_fits(found, health, sweep, n_layers), probes, null, health
 
 
-def _health(sweep, refits, nulls, seed: int) -> dict[str, list[dict[str, Any]]]:
+def _health(sweep, refits, nulls, seed: int) -> Health:
     """Every fit's record, by what it is: the sweep's probes, their refits, the shuffled-label nulls."""
     sweep_records = sweep_fit_records(sweep, seed)
-    records: dict[str, list[dict[str, Any]]] = {"sweep": list(sweep_records.values()), "refit": [], "null": []}
+    records: Health = {"sweep": list(sweep_records.values()), "refit": [], "null": []}
     for i, refit in enumerate(refits, 1):
         records["refit"] += refit_records(refit, "refit", seed + i, sweep_records).values()
     for i, null in enumerate(nulls):

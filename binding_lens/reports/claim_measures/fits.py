@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from ...analyses.sweep import SweepResult
 from ...probes.training import TrainResult
+from ...stats.record import Record
 from ...training.stopping import CONVERGED
 from .decoding import best_middle
 from .measure import Measure
@@ -21,19 +22,49 @@ STOPS = {
 }
 
 
-def fit_record(key: Key, kind: str, seed: int, stopped: str, beats_baseline: bool | None) -> dict[str, Any]:
-    """One probe fit behind a claim: which (probe, layer), what kind ("sweep", "refit", "shuffled-label
-    null"), its seed, why its training stopped and whether it beat the strongest baseline on validation (the
-    sweep's judgment of that probe and layer; None where it does not apply: a null should learn nothing)."""
-    name, layer = key
-    record = {"probe": name, "layer": layer, "kind": kind, "seed": seed, "stopped": stopped}
-    return record | {"converged": stopped == CONVERGED, "beats_baseline": beats_baseline}
+@dataclass(frozen=True)
+class FitRecord(Record):
+    """One probe fit behind a claim: which (probe, layer), what kind ("sweep", "refit", "shuffled-label null"),
+    its seed, why its training stopped (and whether that is convergence) and whether it beat the strongest
+    baseline on validation (the sweep's judgment of that probe and layer; None where it does not apply: a null
+    should learn nothing)."""
+
+    probe: str
+    layer: int
+    kind: str
+    seed: int
+    stopped: str
+    converged: bool
+    beats_baseline: bool | None
+
+    @classmethod
+    def of(cls, key: Key, kind: str, seed: int, stopped: str, beats_baseline: bool | None) -> FitRecord:
+        return cls(key[0], key[1], kind, seed, stopped, stopped == CONVERGED, beats_baseline)
+
+    @property
+    def key(self) -> Key:
+        return self.probe, self.layer
+
+    def problems(self) -> list[str]:
+        """What a reader must know of this fit: it did not converge (and why it stopped), or it is no better
+        than the strongest network-free baseline."""
+        where = f"{self.kind} {self.probe} at layer {self.layer} (seed {self.seed})"
+        lines = []
+        if not self.converged:
+            lines.append(f"{where}: {STOPS.get(self.stopped, 'stopped: ' + str(self.stopped))}")
+        if self.beats_baseline is False:
+            lines.append(f"{where}: no better than the strongest baseline on validation")
+        return lines
 
 
-def sweep_fit_records(sweep: SweepResult, seed: int) -> dict[Key, dict[str, Any]]:
+Health = dict[str, list[FitRecord]]
+"""Every fit of a model's claims by what it is: "sweep" (the sweep's probes), "refit", "null" (shuffled labels)."""
+
+
+def sweep_fit_records(sweep: SweepResult, seed: int) -> dict[Key, FitRecord]:
     """The health of the sweep's own probes, from its rows."""
     return {
-        (row["probe"], row["layer"]): fit_record(
+        (row["probe"], row["layer"]): FitRecord.of(
             (row["probe"], row["layer"]), "sweep", seed, row["stopped"], row.get("learnt")
         )
         for row in sweep.rows
@@ -41,48 +72,36 @@ def sweep_fit_records(sweep: SweepResult, seed: int) -> dict[Key, dict[str, Any]
 
 
 def refit_records(
-    results: dict[Key, TrainResult], kind: str, seed: int, sweep: dict[Key, dict[str, Any]]
-) -> dict[Key, dict[str, Any]]:
+    results: dict[Key, TrainResult], kind: str, seed: int, sweep: dict[Key, FitRecord]
+) -> dict[Key, FitRecord]:
     """The health of refits (`kind` "refit": judged against the baseline as the sweep judged that probe and
     layer; "shuffled-label null": convergence only)."""
     return {
-        key: fit_record(
-            key, kind, seed, result.stopped, sweep.get(key, {}).get("beats_baseline") if kind == "refit" else None
+        key: FitRecord.of(
+            key, kind, seed, result.stopped, sweep[key].beats_baseline if kind == "refit" and key in sweep else None
         )
         for key, result in results.items()
     }
 
 
-def fit_problems(records: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per fit a reader must know about: it did not converge (and why it stopped), or it is no
-    better than the strongest network-free baseline."""
-    lines = []
-    for r in records:
-        where = f"{r['kind']} {r['probe']} at layer {r['layer']} (seed {r['seed']})"
-        if not r["converged"]:
-            lines.append(f"{where}: {STOPS.get(r['stopped'], 'stopped: ' + str(r['stopped']))}")
-        if r["beats_baseline"] is False:
-            lines.append(f"{where}: no better than the strongest baseline on validation")
-    return list(dict.fromkeys(lines))
+def fit_problems(records: Sequence[FitRecord]) -> list[str]:
+    """One line per fit a reader must know about (`FitRecord.problems`), each once."""
+    return list(dict.fromkeys(line for record in records for line in record.problems()))
 
 
-def with_fits(measure: Measure, records: Sequence[dict[str, Any]]) -> Measure:
-    """The measure with the fits it is fed by (`fits`) and their problems (`fit_problems`)."""
-    return measure | {"fits": list(records), "fit_problems": fit_problems(records)}
+def with_fits(measure: Measure, records: Sequence[FitRecord]) -> Measure:
+    """The measure with the fits it is fed by (`fits`, as table rows) and their problems (`fit_problems`)."""
+    return measure | {"fits": [record.to_row() for record in records], "fit_problems": fit_problems(records)}
 
 
-def fits_of(
-    health: dict[str, list[dict[str, Any]]], key: Key, refits: bool = True, nulls: bool = False
-) -> list[dict[str, Any]]:
+def fits_of(health: Health, key: Key, refits: bool = True, nulls: bool = False) -> list[FitRecord]:
     """The records of the fits of (probe, layer) `key`: the sweep's, its refits (`refits`) and the
     shuffled-label nulls at that layer (`nulls`)."""
     kinds = ["sweep"] + (["refit"] if refits else []) + (["null"] if nulls else [])
-    return [r for kind in kinds for r in health[kind] if (r["probe"], r["layer"]) == key]
+    return [r for kind in kinds for r in health[kind] if r.key == key]
 
 
-def attach_fits(
-    measures: dict[str, Measure], health: dict[str, list[dict[str, Any]]], sweep: SweepResult, n_layers: int
-) -> dict[str, Measure]:
+def attach_fits(measures: dict[str, Measure], health: Health, sweep: SweepResult, n_layers: int) -> dict[str, Measure]:
     """Each decoding measure with the fits it is fed by (`with_fits`)."""
     peak, middle, last = sweep.peaks["quadratic"]["layer"], middle_layer(n_layers), n_layers - 1
     best = best_middle(sweep, n_layers)
