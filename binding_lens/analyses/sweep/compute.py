@@ -18,7 +18,7 @@ from ...activations import ranks
 from ...activations.context import TwinSlots
 from ...activations.store import Shard
 from ...data import Scene
-from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
+from ...hooks.bridged import HookedModel
 from ...probes import (
     PairProbe,
     ProbeData,
@@ -219,13 +219,12 @@ def _sweep_fits(plan: SweepPlan) -> SweepFits:
     return SweepFits(plan.run, plan.extraction.request, settings)
 
 
-def compute_sweep(model: HookedOrBridge, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
+def compute_sweep(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:
     """Extract the activations of `plan` and train and test every probe at every layer, one layer group
     of activations at a time. Writes the activation store ('disk') and each (probe, layer) as it is
     fitted (`sweep_fits`): the fits kept by an earlier run of the same sweep stopped midway are reused,
     saying so. Under torchrun each rank trains the probes of its share of the layers on its own device
     and rank 0 gathers the rows and probes: None on the other ranks."""
-    model = as_hooked(model)
     fits = _sweep_fits(plan)
     wanted = fits_to_make(model, plan)
     kept = fits.load(plan.device)

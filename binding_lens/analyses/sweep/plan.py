@@ -21,7 +21,7 @@ from ...data.depth import occlusions
 from ...data.parts import part_owners
 from ...data.views import scene_views
 from ...errors import InputError
-from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
+from ...hooks.bridged import HookedModel
 from ...probes import (
     PROBES,
     ProbeTrainingConfig,
@@ -112,10 +112,9 @@ def _checked_probes(config: SweepConfig) -> SweepConfig:
     return config
 
 
-def plan_sweep(model: HookedOrBridge, dataset: Sequence[Scene], out: str | Path, config: SweepConfig) -> SweepPlan:
+def plan_sweep(model: HookedModel, dataset: Sequence[Scene], out: str | Path, config: SweepConfig) -> SweepPlan:
     """Check `config` and where the activations will go, before any image is read beyond the first; a run
     directory `out` that holds a run with other settings is refused (its probes and tables would be mixed)."""
-    model = as_hooked(model)
     started = time.perf_counter()
     out = Path(out)
     layers = sorted(set(range(model.cfg.n_layers) if config.layers is None else config.layers))

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from ...activations import extract_to_memory
 from ...data import Scene
-from ...hooks.bridged import HookedOrBridge, as_hooked
+from ...hooks.bridged import HookedModel
 from ...probes import (
     ProbeData,
 )
@@ -18,12 +18,11 @@ from .inputs import stored_context, stored_relation, sweep_split
 
 
 def scored_test_pairs(
-    model: HookedOrBridge, dataset: Sequence[Scene], computed: SweepComputation, probes: Mapping[str, int]
+    model: HookedModel, dataset: Sequence[Scene], computed: SweepComputation, probes: Mapping[str, int]
 ) -> dict[str, ScoredPairs]:
     """The sweep's test pairs scored again by its trained probes ({probe name: layer}), exactly as its rows
     were (the same extraction, split, pair set and seeds): what a comparison paired by image with another
     sweep of the same images needs (`probes.metrics.paired_auroc_difference`)."""
-    model = as_hooked(model)
     plan = computed.plan
     held, _ = extract_to_memory(
         model,

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...activations import ranks
 from ...figures import accuracy_by_layer
-from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
+from ...hooks.bridged import HookedModel
 from ...io.atomic import write_json_atomic
 from ...probes import (
     save_probe,
@@ -23,10 +23,9 @@ from .fits import drop_fits
 from .records import METRICS, PEAK_RULES, SweepResult, weights_note
 
 
-def write_sweep(model: HookedOrBridge, computed: SweepComputation) -> SweepResult:
+def write_sweep(model: HookedModel, computed: SweepComputation) -> SweepResult:
     """The report of a computed sweep in its run directory: the trained probes, the rows and peaks as CSV
     and JSON, the figure and `summary.json`."""
-    model = as_hooked(model)
     plan, run = computed.plan, computed.plan.run
     for (name, layer), probe in computed.probes.items():
         probe.fitted_on = FittedOn.of(model, layer)
