@@ -5,10 +5,10 @@ shim, scripts/mkdocs_hooks.py).
 
 Marked `docs`: `make docs` builds site/ (`mkdocs build --strict`) and runs this; `make test` leaves it out.
 Without a built site it skips, saying so, unless BINDING_LENS_DOCS=required (what `make docs` sets), where
-that is a failure. It opens the home page, searches for `HookedViT`, opens an API page and a guide, and
-checks that each renders with no console error, no failed request and nothing fetched from outside the
-server. The screenshots go to test-artifacts/docs-site/ (home.png is the README's figure,
-docs/assets/site-home.png, when the home page changes).
+that is a failure. It opens the home page, searches for `HookedViT` (rendered on the top level's API page, its
+home), opens two API pages and a guide, and checks that each renders with no console error, no failed request and
+nothing fetched from outside the server. The screenshots go to test-artifacts/docs-site/ (home.png is the
+README's figure, docs/assets/site-home.png, when the home page changes).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("BINDING_LENS_SITE", ROOT / "site"))
 ARTIFACTS = ROOT / "test-artifacts" / "docs-site"
 PAGES = [  # label, path under the site, an element the page must have
-    {"label": "api-hooks", "path": "api/hooks.html", "selector": '[id="binding_lens.hooks.HookedViT"]'},
+    {"label": "api-top", "path": "api/binding_lens.html", "selector": '[id="binding_lens.HookedViT"]'},
+    {"label": "api-hooks", "path": "api/hooks.html", "selector": '[id="binding_lens.hooks.HookedViTConfig"]'},
     {"label": "guide-probing", "path": "guides/probing.html", "selector": "article pre code"},
     {"label": "getting-started", "path": "getting-started.html", "selector": "article pre code"},
 ]
@@ -72,13 +73,14 @@ def test_the_site_renders_and_its_search_finds_hookedvit(server, tmp_path):
 
     hits = report["search"]["results"]
     assert hits and any("HookedViT" in hit["text"] for hit in hits), report["search"]
-    assert any("api/hooks.html" in hit["href"] for hit in hits), "the search does not lead to HookedViT's API entry"
+    assert any("api/binding_lens.html" in hit["href"] for hit in hits), "the search does not lead to HookedViT's entry"
 
     assert report["home"]["h1"].rstrip("¶").strip() == "binding_lens" and "binding_lens" in report["home"]["title"]
     pages = {page["label"]: page for page in report["pages"]}
     assert set(pages) == {page["label"] for page in PAGES}
     for label, page in pages.items():
         assert page["found"] and page["h1"] and page["text_length"] > 500, (label, page)
+    assert pages["api-top"]["h1"].rstrip("¶").strip() == "binding_lens"
     assert pages["api-hooks"]["h1"].rstrip("¶").strip() == "binding_lens.hooks"
     assert all(Path(path).stat().st_size > 10_000 for path in report["screenshots"])
 
