@@ -28,7 +28,8 @@ from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..probes import PairProbe, ProbeData, evaluate
 from ..probes.evaluation import auroc_with_interval
 from ..probes.sampling import fixed_pairs
-from ..stats.record import Row
+from ..stats import Interval
+from ..stats.record import Record, Row
 from .report import format_table
 
 
@@ -53,27 +54,43 @@ class HeadMap:
     def accuracy_drop(self) -> Float[Tensor, "layer head_index"]:
         return self.clean_accuracy[:, None] - self.accuracy
 
-    def rows(self) -> list[Row]:
+    def rows(self) -> list[HeadRow]:
+        """One record per (layer, head): the next layer's AUROC and accuracy with the head removed, their drops
+        from the clean run, and the clean AUROC with its interval (below its width a drop is not evidence)."""
         return [
-            {
-                "layer": layer,
-                "head": head,
-                "mode": self.mode,
-                "auroc": float(self.auroc[i, head]),
-                "auroc_drop": float(self.auroc_drop[i, head]),
-                "accuracy": float(self.accuracy[i, head]),
-                "accuracy_drop": float(self.accuracy_drop[i, head]),
-                "clean_auroc": float(self.clean_auroc[i]),
-                "clean_auroc_low": float(self.clean_interval[i, 0]),
-                "clean_auroc_high": float(self.clean_interval[i, 1]),
-            }
+            HeadRow(
+                layer=layer,
+                head=head,
+                mode=self.mode,
+                auroc=float(self.auroc[i, head]),
+                auroc_drop=float(self.auroc_drop[i, head]),
+                accuracy=float(self.accuracy[i, head]),
+                accuracy_drop=float(self.accuracy_drop[i, head]),
+                clean_auroc=Interval(
+                    float(self.clean_auroc[i]), float(self.clean_interval[i, 0]), float(self.clean_interval[i, 1])
+                ),
+            )
             for i, layer in enumerate(self.layers)
             for head in range(self.n_heads)
         ]
 
-    def top(self, n: int = 5) -> list[Row]:
+    def top(self, n: int = 5) -> list[HeadRow]:
         """The n heads whose removal lowers the next layer's AUROC most."""
-        return sorted(self.rows(), key=lambda row: -row["auroc_drop"])[:n]
+        return sorted(self.rows(), key=lambda row: -row.auroc_drop)[:n]
+
+
+@dataclass(frozen=True)
+class HeadRow(Record):
+    """One head of block `layer` removed (`mode`): the probe at layer + 1 read on the edited tokens."""
+
+    layer: int
+    head: int
+    mode: str
+    auroc: float
+    auroc_drop: float
+    accuracy: float
+    accuracy_drop: float
+    clean_auroc: Interval
 
 
 @dataclass(frozen=True)
@@ -168,7 +185,7 @@ def replacement_table(maps: dict[str, HeadMap], n: int = 5) -> str:
     first = next(iter(maps.values()))
     drops = {mode: hmap.auroc_drop for mode, hmap in maps.items()}
     chosen = sorted(
-        {(row["layer"], row["head"]) for hmap in maps.values() for row in hmap.top(n)},
+        {(row.layer, row.head) for hmap in maps.values() for row in hmap.top(n)},
         key=lambda key: -max(float(drop[first.layers.index(key[0]), key[1]]) for drop in drops.values()),
     )
     rows = []

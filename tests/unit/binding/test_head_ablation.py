@@ -173,7 +173,7 @@ def test_the_head_maps_of_every_replacement_side_by_side():
     lines = replacement_table(maps, n=2).splitlines()
     assert lines[0].split()[:6] == ["layer", "head", "drop", "(zero)", "drop", "(mean)"] and "ranks" in lines[0]
     listed = {(int(line.split()[0]), int(line.split()[1])) for line in lines[1:]}
-    assert listed == {(row["layer"], row["head"]) for hmap in maps.values() for row in hmap.top(2)}
+    assert listed == {(row.layer, row.head) for hmap in maps.values() for row in hmap.top(2)}
     row = next(line.split() for line in lines[1:] if line.split()[:2] == ["0", "0"])
     ranks = [1 + int((hmap.auroc_drop[0] > hmap.auroc_drop[0, 0]).sum()) for hmap in maps.values()]
     assert row[6:10] == [str(rank) for rank in ranks]
