@@ -49,7 +49,7 @@ from ..probes.pairing import twin_pairs
 from ..stats import Interval, paired_bootstrap_difference, percentile_interval
 from ..stats.bootstrap import bootstrap_counts, ratio_of_sums
 from ..stats.interval import LEVEL
-from ..stats.record import ENDS_AS_LOW_HIGH, Record
+from ..stats.record import ENDS_AS_LOW_HIGH, Record, then
 from .ablation import label_images
 
 CONDITIONS = ("clean", "binding shuffle", "random shuffle")
@@ -100,8 +100,6 @@ class ShuffleEffect:
                 value=self.values[condition][measure],
                 reference_value=self.values[reference][measure],
                 difference=interval,
-                beyond_noise=interval.beyond_noise,
-                verdict=interval.compared(condition, reference),
                 n_images=self.n_images,
             )
             for (measure, condition, reference), interval in self.differences.items()
@@ -120,10 +118,17 @@ class EffectRow(Record):
     k: int
     value: float
     reference_value: float
-    difference: Interval = field(metadata=ENDS_AS_LOW_HIGH)
-    beyond_noise: bool | None
-    verdict: str
+    difference: Interval = field(metadata=ENDS_AS_LOW_HIGH | then("beyond_noise", "verdict"))
     n_images: int
+
+    @property
+    def beyond_noise(self) -> bool | None:
+        return self.difference.beyond_noise
+
+    @property
+    def verdict(self) -> str:
+        """Which way the difference goes, and whether beyond noise (`Interval.compared`)."""
+        return self.difference.compared(self.condition, self.reference)
 
 
 @dataclass(frozen=True)

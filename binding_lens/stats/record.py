@@ -4,8 +4,10 @@ Every typed result row derives from `Record`. Its fields are read as attributes 
 `Interval` field carries its estimate and both ends, and `to_row()` is the one way to a table's line: each
 `Interval` field `x` becomes the columns `x`, `x_low`, `x_high` (or the column names its field's metadata gives:
 `field(metadata=ENDS_AS_LOW_HIGH)` writes `x`, `low`, `high`), a nested `Record` its own columns, anything else
-itself. So the CSV and JSON a record writes are the flat rows readers and spreadsheets expect, and the code that
-makes them reads names, not string keys.
+itself; a field's `then` metadata names properties written right after its columns (what is derived from the
+fields, such as whether an interval is beyond noise, is a property, not a second field to keep in step). So the
+CSV and JSON a record writes are the flat rows readers and spreadsheets expect, and the code that makes them
+reads names, not string keys.
 
     @dataclass(frozen=True)
     class Effect(Record):
@@ -30,6 +32,11 @@ ENDS_AS_LOW_HIGH = {"ends": ("low", "high")}
 """Field metadata: write this `Interval` field's ends as the columns `low` and `high` (a table's one difference)."""
 
 
+def then(*properties: str) -> dict[str, tuple[str, ...]]:
+    """Field metadata: write these properties (derived from the fields) right after this field's columns."""
+    return {"then": properties}
+
+
 @dataclass(frozen=True)
 class Record:
     """A typed result row (a frozen dataclass); `to_row()` flattens it to the table's columns, in field order."""
@@ -45,6 +52,7 @@ class Record:
                 row |= value.to_row()
             else:
                 row[spec.name] = value
+            row |= {name: getattr(self, name) for name in spec.metadata.get("then", ())}
         return row
 
 

@@ -14,7 +14,7 @@ from ...stats import Interval
 from ...stats.bootstrap import Reduce, bootstrap_counts
 from ...stats.inference import bootstrap_p_value, replicate_interval, seeded_replicates, two_level_interval
 from ...stats.interval import LEVEL
-from ...stats.record import ENDS_AS_LOW_HIGH, Record
+from ...stats.record import ENDS_AS_LOW_HIGH, Record, then
 from .measures import HEAD_MEASURES, REDUCERS, Condition
 from .plan import AblationPlan
 from .settings import AblationSettings
@@ -81,9 +81,16 @@ class ConditionDifference(Record):
     clean: float
     value: float
     difference: Interval = field(metadata=ENDS_AS_LOW_HIGH)
-    p_value: float
-    method: str  # how the interval was made (`difference.method`), a column of its own in the tables
-    beyond_noise: bool | None
+    p_value: float = field(metadata=then("method", "beyond_noise"))
+
+    @property
+    def method(self) -> str:
+        """How the interval was made (a column of its own in the tables)."""
+        return self.difference.method
+
+    @property
+    def beyond_noise(self) -> bool | None:
+        return self.difference.beyond_noise
 
 
 def condition_differences(
@@ -110,8 +117,6 @@ def condition_differences(
                     value=value,
                     difference=difference,
                     p_value=p,
-                    method=difference.method,
-                    beyond_noise=difference.beyond_noise,
                 )
             )
     return rows

@@ -4,7 +4,7 @@ depth, all from the sweep's probes and their refits on one bootstrap draw of tes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,6 +18,7 @@ from ...probes import PairProbe, ProbeTrainingConfig
 from ...probes.evaluation import score_pairs
 from ...probes.metrics import auroc, auroc_replicates
 from ...stats.inference import replicate_interval, two_level_interval
+from ...stats.record import Row
 from .measure import Measure, interval_row, measure_of, paired_measure
 from .site import middle_layer
 from .splits import Key, SweepSplits
@@ -93,12 +94,19 @@ def seeded_measure(
     return paired_measure(estimate, replicates, n, unit=unit, **context)
 
 
+def best_quadratic_layer(sweep: SweepResult, keep: Callable[[Row], bool]) -> int:
+    """The layer whose quadratic probe has the best validation AUROC among the sweep's rows `keep` admits (all
+    of them where it admits none): chosen on validation, judged on test."""
+    quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
+    return max([r for r in quadratic if keep(r)] or quadratic, key=lambda r: r["val_auroc"])["layer"]
+
+
 def best_middle(sweep: SweepResult, n_layers: int) -> int:
     """The mid-depth layer (normalized depth in [1/3, 2/3], neither first nor last) with the best validation
-    AUROC of the quadratic probe: chosen on validation, judged on test."""
-    quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
-    inside = [r for r in quadratic if 1 / 3 <= r["layer_normalized"] <= 2 / 3 and 0 < r["layer"] < n_layers - 1]
-    return max(inside or quadratic, key=lambda r: r["val_auroc"])["layer"]
+    AUROC of the quadratic probe."""
+    return best_quadratic_layer(
+        sweep, lambda r: 1 / 3 <= r["layer_normalized"] <= 2 / 3 and 0 < r["layer"] < n_layers - 1
+    )
 
 
 def refit_keys(sweep: SweepResult, n_layers: int) -> list[Key]:

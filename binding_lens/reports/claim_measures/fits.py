@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...analyses.sweep import SweepResult
 from ...probes.training import TrainResult
-from ...stats.record import Record
+from ...stats.record import Record, then
 from ...training.stopping import CONVERGED
 from .decoding import best_middle
 from .measure import Measure
@@ -33,13 +33,16 @@ class FitRecord(Record):
     layer: int
     kind: str
     seed: int
-    stopped: str
-    converged: bool
+    stopped: str = field(metadata=then("converged"))
     beats_baseline: bool | None
 
     @classmethod
     def of(cls, key: Key, kind: str, seed: int, stopped: str, beats_baseline: bool | None) -> FitRecord:
-        return cls(key[0], key[1], kind, seed, stopped, stopped == CONVERGED, beats_baseline)
+        return cls(key[0], key[1], kind, seed, stopped, beats_baseline)
+
+    @property
+    def converged(self) -> bool:
+        return self.stopped == CONVERGED
 
     @property
     def key(self) -> Key:

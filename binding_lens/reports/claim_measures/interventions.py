@@ -6,7 +6,7 @@ take the measure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +16,21 @@ from ...analyses.sweep import SweepResult
 from ...data.scene import Scene
 from ...hooks import HookedViT
 from ...probes import PairProbe
+from ...stats.record import Record
 from ...zoo.loader import own_grouping_head
+from .decoding import best_quadratic_layer
 from .measure import Measure, flipped, not_applicable
 from .site import check_site, middle_layer, paper_k
 
 
 @dataclass(frozen=True)
-class InterventionSite:
+class InterventionSite(Record):
     """Where the intervention claims edit: the residual stream after block `layer`, in the top-`k` subspace of
     that layer's quadratic probe (the next layer's probe reads layer + 1), and the rule that chose the layer."""
 
     layer: int
     k: int
     rule: str
-
-    def to_row(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def intervention_site(
@@ -45,8 +44,7 @@ def intervention_site(
         return InterventionSite(layer, chosen, "given")
     if layer == "middle":
         return InterventionSite(middle_layer(n_layers), chosen, layer)
-    quadratic = [r for r in sweep.rows if r["probe"] == "quadratic" and r["layer"] < n_layers - 1]
-    return InterventionSite(max(quadratic, key=lambda r: r["val_auroc"])["layer"], chosen, layer)
+    return InterventionSite(best_quadratic_layer(sweep, lambda r: r["layer"] < n_layers - 1), chosen, layer)
 
 
 def intervention_claims(

@@ -255,19 +255,10 @@ def test_toy_claims_are_not_applicable_without_a_middle_layer_signal():
 
 def test_intervention_claims_are_binding_minus_random_paired():
     def d(subspace, intervention, strength, reference, difference, p=0.01):
-        interval = Interval(difference, difference - 0.02, difference + 0.02, method="bootstrap + t")
+        method = "bootstrap over images + t over 3 head seeds"
+        interval = Interval(difference, difference - 0.02, difference + 0.02, method=method)
         return ConditionDifference(
-            subspace,
-            intervention,
-            strength,
-            "instance_miou",
-            reference,
-            0.6,
-            0.6 + difference,
-            interval,
-            p,
-            "bootstrap over images + t over 3 head seeds",
-            True,
+            subspace, intervention, strength, "instance_miou", reference, 0.6, 0.6 + difference, interval, p
         )
 
     differences = [

@@ -45,10 +45,9 @@ def test_intervals_flatten_to_their_columns_in_field_order():
 
 
 def test_an_effect_row_writes_the_columns_shuffle_effect_always_wrote():
-    effect = EffectRow(
-        "next_auroc", "binding shuffle", "clean", 3, 12, 0.4, 0.8, Interval(-0.4, -0.46, -0.35), True, "v", 8
-    )
-    assert effect.difference.low == -0.46 and effect.difference.beyond_noise
+    effect = EffectRow("next_auroc", "binding shuffle", "clean", 3, 12, 0.4, 0.8, Interval(-0.4, -0.46, -0.35), 8)
+    assert effect.difference.low == -0.46 and effect.beyond_noise  # derived from the interval, not kept beside it
+    assert effect.verdict == "binding shuffle < clean, beyond noise" == effect.to_row()["verdict"]
     assert list(effect.to_row()) == [
         "measure",
         "condition",
