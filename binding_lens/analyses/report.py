@@ -1,4 +1,4 @@
-"""Tidy result tables on disk (CSV and JSON), peak layers, and plain-text tables for the terminal."""
+"""Tidy result tables on disk (CSV and JSON), and plain-text tables and cells for the terminal."""
 
 from __future__ import annotations
 
@@ -31,23 +31,6 @@ def write_table(records: Sequence[Record | Row], stem: Path) -> tuple[Path, Path
     write_atomic(csv_path, buffer.getvalue().encode())
     write_json_atomic(json_path, list(rows))
     return csv_path, json_path
-
-
-def peak_layers(rows: Sequence[Row], n_layers: int, metric: str = "accuracy") -> dict[str, Row]:
-    """Per probe, the row of its best layer by `metric` (first layer on ties; rows without `metric` never win),
-    with the layer normalized to [0, 1] as in the paper."""
-    best: dict[str, Row] = {}
-    for row in rows:
-        probe = row["probe"]
-        if row.get(metric) is None:
-            continue
-        if probe not in best or row[metric] > best[probe][metric]:
-            best[probe] = row
-    denominator = max(n_layers - 1, 1)
-    return {
-        probe: row | {"peak_layer": row["layer"], "peak_layer_normalized": row["layer"] / denominator}
-        for probe, row in best.items()
-    }
 
 
 def interval_text(row: Row, key: str) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import InputError
-from ..stats.record import Row
+from ..stats.record import Record, Row
 from ._save import LEGEND_WIDTH, check_rows, finish, new_figure, save, wrap
 from .layers import LegendOf
 
@@ -119,7 +119,7 @@ def _bar_panel(ax: Any, bars: Bars) -> None:
 
 
 def demo_figure(
-    rows: Sequence[Row],
+    rows: Sequence[Record | Row],
     panels: Mapping[str, str],
     bars: Sequence[Bars],
     path: str | os.PathLike,

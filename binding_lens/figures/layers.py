@@ -20,7 +20,7 @@ from typing import Any
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import InputError
-from ..stats.record import Row
+from ..stats.record import Record, Row
 from ._save import LEGEND_WIDTH, check_rows, finish, new_figure, save
 
 SECOND_METRIC = "auroc"
@@ -70,7 +70,7 @@ def _metrics(rows: Sequence[Row], metric: str) -> list[str]:
 
 
 def accuracy_by_layer(
-    rows: Sequence[Row], path: str | os.PathLike, metric: str = "accuracy", title: str | None = None
+    rows: Sequence[Record | Row], path: str | os.PathLike, metric: str = "accuracy", title: str | None = None
 ) -> Path:
     """A row of panels per model: `metric` (0-1) and, when the rows have it, AUROC against layer; a line per
     probe, the majority baseline dashed, chance dotted, intervals shaded."""

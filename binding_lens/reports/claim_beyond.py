@@ -86,11 +86,18 @@ def identity_within_class(
     except InputError as error:
         return BeyondMeasure.not_applicable(f"the relation's sweep refused these scenes: {error}")
     peak = sweep.peaks["quadratic"]
-    low, high = peak["vs_baseline_low"], peak["vs_baseline_high"]
+    test = peak.test
+    low, high = test.vs_baseline.low, test.vs_baseline.high
+    assert low is not None and high is not None  # a sweep's difference carries its bootstrap interval
     n_images = len(sweep.summary["images"]["split_indices"]["test"])
-    difference = Interval(peak["vs_baseline"], low, high, method="paired bootstrap over test images", n=n_images)
+    difference = Interval(test.vs_baseline.estimate, low, high, method="paired bootstrap over test images", n=n_images)
     p_value = float(2 * scipy_stats.norm.sf(abs(difference.estimate) / se_of_interval(low, high)))
-    context = {key: peak[key] for key in ("baseline", "baseline_auroc", "auroc", "n_pairs")}
+    context = {
+        "baseline": test.baseline,
+        "baseline_auroc": test.baseline_auroc.estimate,
+        "auroc": test.auroc.estimate,
+        "n_pairs": test.n_pairs,
+    }
     return BeyondMeasure(difference, p_value, {"layer": layer, **context})
 
 

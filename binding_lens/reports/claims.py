@@ -261,7 +261,7 @@ def _decoding(model: HookedViT, scenes: Scenes, run: RunDirectory, sweep, config
     seed = list(config.seeds)[0]
     training = replace(config.training or ProbeTrainingConfig(), seed=seed)
     n_layers, middle = model.cfg.n_layers, middle_layer(model.cfg.n_layers)
-    peak = sweep.peaks["quadratic"]["layer"]
+    peak = sweep.peaks["quadratic"].layer
     splits = sweep_splits(model, scenes, run)
     own = {
         (probe, layer): trained

@@ -21,7 +21,6 @@ draws and its rows are those means.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -273,44 +272,37 @@ def _markdown(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def objective_row(spec: str, card: dict[str, Any], sweep: SweepResult) -> Row:
     """One table row from a model's sweep: the quadratic peak and the other probes at its layer."""
-    by = {(row["probe"], row["layer"]): row for row in sweep.rows}
     peak = sweep.peaks["quadratic"]
-    layer = peak["layer"]
+    layer, test = peak.layer, peak.test
+    strongest = "/".join(row.probe for row in sweep.baselines if row.strongest)
     return {
         "model": spec,
         "objective": zoo_family(spec),  # the objective, and its world where not the usual one
         "training_seed": card["recipe"]["seed"],
         "quadratic_layer": layer,
-        "quadratic_layer_normalized": peak["layer_normalized"],
-        "quadratic": peak["accuracy"],
-        "quadratic_low": peak.get("accuracy_low"),
-        "quadratic_high": peak.get("accuracy_high"),
-        "quadratic_at_half": peak["accuracy_at_half"],
-        "quadratic_balanced": peak["balanced_accuracy"],
-        "quadratic_auroc": peak["auroc"],
-        "quadratic_auroc_low": peak.get("auroc_low"),
-        "quadratic_auroc_high": peak.get("auroc_high"),
-        "linear": by[("linear", layer)]["accuracy"],
-        "diag_quadratic": by[("diag_quadratic", layer)]["accuracy"],
-        "majority_baseline": peak["majority_baseline"],
-        "quadratic_within_distance": peak["auroc_within_distance"],
-        "quadratic_within_distance_low": peak.get("auroc_within_distance_low"),
-        "quadratic_within_distance_high": peak.get("auroc_within_distance_high"),
-        "quadratic_hard_negatives": peak["auroc_hard_negatives"],
-        "quadratic_hard_negatives_low": peak.get("auroc_hard_negatives_low"),
-        "quadratic_hard_negatives_high": peak.get("auroc_hard_negatives_high"),
-        "baseline": peak.get("baseline", "/".join(r["probe"] for r in sweep.baselines if r["strongest"])),
-        "baseline_auroc": peak["baseline_auroc"],
-        "quadratic_vs_baseline": peak["vs_baseline"],
-        "quadratic_vs_baseline_low": peak.get("vs_baseline_low"),
-        "quadratic_vs_baseline_high": peak.get("vs_baseline_high"),
-        "quadratic_vs_linear": peak.get("vs_linear", math.nan),
-        "quadratic_vs_linear_low": peak.get("vs_linear_low"),
-        "quadratic_vs_linear_high": peak.get("vs_linear_high"),
-        "learnt": peak["learnt"],
-        "first_pass": peak.get("first_pass", False),
-        "peak_chosen_on": peak["peak_chosen_on"],
+        "quadratic_layer_normalized": peak.peak_layer_normalized,
+        **_with_ends("quadratic", test.accuracy),
+        "quadratic_at_half": test.accuracy_at_half.estimate,
+        "quadratic_balanced": test.balanced_accuracy.estimate,
+        **_with_ends("quadratic_auroc", test.auroc),
+        "linear": sweep.row("linear", layer).test.accuracy.estimate,
+        "diag_quadratic": sweep.row("diag_quadratic", layer).test.accuracy.estimate,
+        "majority_baseline": test.majority_baseline.estimate,
+        **_with_ends("quadratic_within_distance", test.auroc_within_distance),
+        **_with_ends("quadratic_hard_negatives", test.auroc_hard_negatives),
+        "baseline": test.baseline or strongest,
+        "baseline_auroc": test.baseline_auroc.estimate,
+        **_with_ends("quadratic_vs_baseline", test.vs_baseline),
+        **_with_ends("quadratic_vs_linear", test.vs_linear),
+        "learnt": peak.learnt,
+        "first_pass": peak.first_pass or False,
+        "peak_chosen_on": peak.peak_chosen_on,
     }
+
+
+def _with_ends(name: str, value: Interval) -> Row:
+    """`name`, `name_low`, `name_high`: an interval's columns in the objective table."""
+    return {name: value.estimate, f"{name}_low": value.low, f"{name}_high": value.high}
 
 
 def objective_summary(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
@@ -412,7 +404,7 @@ def binding_by_objective(
         )
         sweeps[spec] = sweep
         rows.append(objective_row(spec, cards[spec], sweep))
-        all_rows += [row | {"objective": zoo_family(spec)} for row in sweep.rows]
+        all_rows += [row.to_row() | {"objective": zoo_family(spec)} for row in sweep.rows]
     objectives, differences = objective_summary(rows)
     table = ObjectiveTable(rows, sweeps, out, objectives, differences)
     table.files["csv"], table.files["json"] = write_table(rows, out / "objective_table")

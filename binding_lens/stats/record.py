@@ -5,9 +5,12 @@ Every typed result row derives from `Record`. Its fields are read as attributes 
 `Interval` field `x` becomes the columns `x`, `x_low`, `x_high` (or the column names its field's metadata gives:
 `field(metadata=ENDS_AS_LOW_HIGH)` writes `x`, `low`, `high`), a nested `Record` its own columns, anything else
 itself; a field's `then` metadata names properties written right after its columns (what is derived from the
-fields, such as whether an interval is beyond noise, is a property, not a second field to keep in step). So the
-CSV and JSON a record writes are the flat rows readers and spreadsheets expect, and the code that makes them
-reads names, not string keys.
+fields, such as whether an interval is beyond noise, is a property, not a second field to keep in step). A field
+marked `OPTIONAL` writes no column when it is None; an `Interval` field marked `ENDS_IF_ANY` writes its ends only
+when it has them (a metric a single run measures bare and a mean over seeds gives an interval). So the CSV and
+JSON a record writes are the flat rows readers and spreadsheets expect, and the code that makes them reads
+names, not string keys. `mean_record` is the one rule for a record over seeds: each `Interval` field's mean with
+its t interval, the other fields where every seed agrees.
 
     @dataclass(frozen=True)
     class Effect(Record):
@@ -20,16 +23,22 @@ reads names, not string keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, TypeVar
 
 from .interval import Interval
+from .means import mean_interval
 
 Row = dict[str, Any]
 """A result row as the tables write it (CSV / JSON): a `Record`'s `to_row()`, or a row read back from a table."""
 
 ENDS_AS_LOW_HIGH = {"ends": ("low", "high")}
 """Field metadata: write this `Interval` field's ends as the columns `low` and `high` (a table's one difference)."""
+OPTIONAL = {"optional": True}
+"""Field metadata: write no column for this field when it is None."""
+ENDS_IF_ANY = {"ends_if_any": True}
+"""Field metadata: write this `Interval` field's ends only when it has them (else its estimate alone)."""
 
 
 def then(*properties: str) -> dict[str, tuple[str, ...]]:
@@ -45,9 +54,13 @@ class Record:
         row: Row = {}
         for spec in fields(self):
             value = getattr(self, spec.name)
+            if value is None and spec.metadata.get("optional"):
+                continue
             if isinstance(value, Interval):
-                low, high = spec.metadata.get("ends", (f"{spec.name}_low", f"{spec.name}_high"))
-                row |= {spec.name: value.estimate, low: value.low, high: value.high}
+                row[spec.name] = value.estimate
+                if not (spec.metadata.get("ends_if_any") and value.low is None and value.high is None):
+                    low, high = spec.metadata.get("ends", (f"{spec.name}_low", f"{spec.name}_high"))
+                    row |= {low: value.low, high: value.high}
             elif isinstance(value, Record):
                 row |= value.to_row()
             else:
@@ -59,3 +72,37 @@ class Record:
 def as_row(row: Record | Row) -> Row:
     """A table's line from a record or a row that is one already."""
     return row.to_row() if isinstance(row, Record) else row
+
+
+R = TypeVar("R", bound=Record)
+
+
+def mean_record(members: Sequence[R], keep_single_intervals: bool = True) -> R:
+    """One record over seeds: each `Interval` field the mean of its estimates with their t interval (a field
+    every member leaves None stays None; a group of one keeps its own interval if `keep_single_intervals`, else
+    none, when the interval must mean "across seeds"), each nested record likewise, any other field the value
+    every member agrees on, else None."""
+    first, values = members[0], {}
+    for spec in fields(first):
+        column = [getattr(member, spec.name) for member in members]
+        if isinstance(column[0], Record):
+            values[spec.name] = mean_record(column, keep_single_intervals)
+        elif isinstance(column[0], Interval):
+            values[spec.name] = _mean_interval(column, keep_single_intervals)
+        else:
+            values[spec.name] = column[0] if all(value == column[0] for value in column) else None
+    return replace(first, **values)
+
+
+def _mean_interval(column: Sequence[Interval | None], keep_single_intervals: bool) -> Interval | None:
+    """The mean of the intervals' estimates with its t interval (see `mean_record`)."""
+    given = [interval for interval in column if interval is not None and interval.estimate is not None]
+    if not given:
+        return None
+    summary = mean_interval([interval.estimate for interval in given])
+    if summary.has_interval:
+        return summary
+    own = given[0]
+    if keep_single_intervals and len(column) == 1 and own.low is not None and own.high is not None:
+        return own
+    return Interval(summary.estimate, None, None, summary.level, summary.method, summary.n)

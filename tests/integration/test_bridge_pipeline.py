@@ -46,7 +46,7 @@ def test_the_sweep_the_shuffle_and_the_attention_probe_run_on_a_bridge_as_on_hoo
     by_bridge = layer_sweep(bridge, scenes, tmp_path / "bridge", **options)
     by_hooked = layer_sweep(hooked, scenes, tmp_path / "hooked", **options)
     assert len(by_bridge.rows) == len(by_hooked.rows) == 3 + 2
-    for ours, theirs in zip(by_bridge.rows, by_hooked.rows):
+    for ours, theirs in zip((row.to_row() for row in by_bridge.rows), (row.to_row() for row in by_hooked.rows)):
         differ = [key for key in theirs if key != "model" and not close(ours[key], theirs[key])]
         assert not differ, f"{ours['probe']} at layer {ours['layer']}: {differ}"
     assert "TransformerBridge" in by_bridge.summary["weights"]

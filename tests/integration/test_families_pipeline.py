@@ -29,11 +29,11 @@ def test_sweep_intervention_and_viewer_run_on_the_family(spec, tmp_path, one_thr
         rank=4,
         progress=False,
     )
-    assert {(row["probe"], row["layer"]) for row in result.rows} == (
+    assert {row.key for row in result.rows} == (
         {(p, layer) for p in ("linear", "quadratic") for layer in range(3)}
         | {("self_attention", 0), ("self_attention", 1)}
     )
-    assert all(row["n_pairs"] > 0 for row in result.rows)
+    assert all(row.test.n_pairs > 0 for row in result.rows)
 
     x = model.preprocess([scenes[0].image, scenes[1].image], size=48)
     n_prefix, n_patches = model.cfg.n_prefix_tokens, (48 // model.cfg.patch_size) ** 2

@@ -115,7 +115,7 @@ def test_a_sweep_is_reproducible_whatever_the_global_random_state(tmp_path):
             training=ProbeTrainingConfig(seed=0, epochs=2, batch_images=8),
             progress=False,
         )
-        results.append([(row["probe"], row["accuracy"], row["auroc"]) for row in sweep.rows])
+        results.append([(row.probe, row.test.accuracy, row.test.auroc) for row in sweep.rows])
     assert results[0] == results[1]
 
 
@@ -140,13 +140,14 @@ def test_sweep_statistics_calibrate_on_validation_choose_on_validation_and_brack
         progress=False,
     )
     for row in sweep.rows:
-        assert row["accuracy_low"] <= row["accuracy"] <= row["accuracy_high"]
-        assert row["auroc_low"] <= row["auroc"] <= row["auroc_high"]
-        assert 0 <= row["threshold"] <= 1 and 0 <= row["accuracy_at_half"] <= 1
+        test = row.test
+        assert test.accuracy.low <= test.accuracy.estimate <= test.accuracy.high
+        assert test.auroc.low <= test.auroc.estimate <= test.auroc.high
+        assert 0 <= test.threshold.estimate <= 1 and 0 <= test.accuracy_at_half.estimate <= 1
     for probe, peak in sweep.peaks.items():
-        mine = [row for row in sweep.rows if row["probe"] == probe]
-        assert peak["val_auroc"] == max(row["val_auroc"] for row in mine)
-        assert peak["peak_chosen_on"] == "validation AUROC"
+        mine = [row for row in sweep.rows if row.probe == probe]
+        assert peak.val_auroc == max(row.val_auroc for row in mine)
+        assert peak.peak_chosen_on == "validation AUROC"
     by_test = layer_sweep(
         model,
         scenes,
@@ -158,8 +159,9 @@ def test_sweep_statistics_calibrate_on_validation_choose_on_validation_and_brack
         progress=False,
     )
     for probe, peak in by_test.peaks.items():
-        assert peak["accuracy"] == max(row["accuracy"] for row in by_test.rows if row["probe"] == probe)
-        assert "optimistic" in peak["peak_chosen_on"]
+        mine = [row.test.accuracy.estimate for row in by_test.rows if row.probe == probe]
+        assert peak.test.accuracy.estimate == max(mine)
+        assert "optimistic" in peak.peak_chosen_on
     with pytest.raises(InputError, match="peak_by"):
         layer_sweep(model, scenes, tmp_path / "x", peak_by="train", progress=False)
 
@@ -229,7 +231,7 @@ def test_a_sweep_in_stages_is_the_sweep(tmp_path):
     assert kept == ["L01_linear.json", "L01_linear.safetensors", "request.json"]  # the fit kept, no report yet
     staged = write_sweep(model, computed)
     assert whole.table().splitlines()[0].startswith("random-init weights (tiny:vit)")  # a control, first of all
-    assert staged.rows == whole.rows == [row.to_row() for row in computed.rows]
+    assert staged.rows == whole.rows == list(computed.rows)
     header = (tmp_path / "staged" / "sweep.csv").read_text().splitlines()[0].split(",")
     assert header == list(computed.rows[0].to_row())
     keywords = layer_sweep(model, scenes, tmp_path / "keywords", replace(config, layers=[0]), layers=[1])

@@ -1,16 +1,17 @@
 """The layer sweep (the paper's main result): how well each probe decodes IsSameObject, layer by layer.
 
     result = layer_sweep(model, SyntheticScenes("default", n=400), "runs/sweep")
-    result.rows          # tidy rows: model, layer, layer_normalized, probe, accuracy, balanced_accuracy, auroc, ...
-    result.peaks         # per probe, its best layer on validation (normalized to [0, 1] as in the paper's Table 1)
+    result.rows          # a SweepRow per probe and layer: row.test.auroc (an Interval), row.training.learnt, ...
+    result.peaks         # per probe, its best layer on validation (SweepPeak: peak_layer, its normalized depth, test)
     result.problems()    # (probe, layer)s that learnt nothing measurable on validation or hit max_steps
 
 In stages (what `layer_sweep`, in `entry`, does): `plan_sweep` (`plan`) checks the settings (a `SweepConfig`) and
 refuses a run directory that holds other ones, before any image is read; `compute_sweep` (`compute`) extracts the
 activations (`inputs`) and trains and tests every probe, each judged against the network-free baselines
-(`baselines`): a `SweepComputation`, one `SweepRow` per probe and layer (`records`); `write_sweep` (`write`) writes
-the report and returns the `SweepResult`. `layer_sweep_over_seeds` (`seeds`) repeats it over training seeds;
-`scored_test_pairs` (`rescore`) scores a sweep's test pairs again, for comparisons paired by image.
+(`baselines`: a `BaselineRow` each): a `SweepComputation`, one `SweepRow` per probe and layer (`records`);
+`write_sweep` (`write`) writes the report (each record's `to_row()` is its CSV line) and returns the `SweepResult`.
+`layer_sweep_over_seeds` (`seeds`) repeats it over training seeds; `scored_test_pairs` (`rescore`) scores a sweep's
+test pairs again, for comparisons paired by image.
 
 Statistics: each probe's decision threshold is calibrated on the validation images (`accuracy`;
 the paper's fixed 0.5 is `accuracy_at_half`), test accuracy and AUROC carry 95 % bootstrap intervals
@@ -35,6 +36,8 @@ from .plan import ALL_PROBES as ALL_PROBES
 from .plan import SweepConfig as SweepConfig
 from .plan import SweepPlan as SweepPlan
 from .plan import plan_sweep as plan_sweep
+from .records import BaselineRow as BaselineRow
+from .records import SweepPeak as SweepPeak
 from .records import SweepResult as SweepResult
 from .records import SweepRow as SweepRow
 from .records import weights_note as weights_note

@@ -13,7 +13,7 @@ always fits the linear probe).
     baselines = scene_baselines(SyntheticScenes("matched", n=200, size=96), patch_size=8)   # no model at all
     baselines.rows            # one row per baseline: test accuracy and AUROC with intervals, stratified AUROCs
     baselines = fit_baselines(context, instance, klass, splits, ProbeTrainingConfig())   # a run's own slots
-    judge(probe, val_data, test_data, threshold, baselines)    # a probe's row, beside the strongest baseline
+    judge(probe, val_data, test_data, threshold, baselines)    # a probe's metrics, beside the strongest baseline
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from ...probes.baselines import BASELINES, DIRECTED_BASELINES, make_baseline
 from ...probes.evaluation import EvaluationConfig, PairLayout, ScoredPairs, lay_out_pairs, score_pairs, scored_metrics
 from ...probes.metrics import auroc, bootstrap_auroc, calibrated_threshold
 from ...probes.pair_context import (
-    MIN_AUROC_GAIN,
     PairAnnotations,
     against_baseline,
     annotate_pairs,
@@ -48,7 +47,7 @@ from ...probes.pairing import check_pairing
 from ...probes.relations import PairRelation, relate
 from ...probes.sampling import PairSet, fixed_pairs
 from ...stats import Interval
-from ...stats.record import Row
+from .records import BaselineRow, HeldOutMetrics, bootstrap_over
 
 BASELINE_PREFIX = "baseline:"
 """How tables name a baseline's row (`baseline:distance`), apart from the probe of the same name."""
@@ -73,7 +72,7 @@ class Baselines:
     test: SplitPairs
     scored: dict[str, tuple[ScoredPairs, ScoredPairs]]  # name -> (validation, test)
     strongest: str  # the baseline with the higher validation AUROC
-    rows: list[Row]
+    rows: list[BaselineRow]
     pairing: str
     n_boot: int
     seed: int
@@ -81,10 +80,14 @@ class Baselines:
 
 @dataclass(frozen=True)
 class Judgement:
-    """A probe's row (test metrics, stratified AUROCs, differences from the strongest baseline and from its
-    layer's linear probe) and its scored validation and test pairs (what another probe is judged against)."""
+    """A probe's test metrics (stratified AUROCs, differences from the strongest baseline and from its layer's
+    linear probe), its validation AUROC, whether it beats the strongest baseline (and that linear probe) beyond
+    the noise on validation (`learnt`), and its scored validation and test pairs (what another probe is judged
+    against)."""
 
-    row: Row
+    metrics: HeldOutMetrics
+    val_auroc: Interval
+    learnt: bool | None
     val: ScoredPairs
     test: ScoredPairs
 
@@ -200,9 +203,9 @@ def _fit(
             n_boot=n_boot,
             seed=training.eval_seed,
         )
-        row: Row = {"probe": BASELINE_PREFIX + name, "val_auroc": _auroc(val)}
-        row |= _metrics(result.probe, test, held_out[1].annotations, config) | {"strongest": name == strongest}
-        rows.append(row)
+        metrics = _metrics(result.probe, test, held_out[1].annotations, config)
+        units = _units(test, pairing)
+        rows.append(BaselineRow.of(BASELINE_PREFIX + name, _auroc(val), metrics, name == strongest, units))
     return Baselines(held_out[0], held_out[1], scored, strongest, rows, pairing, n_boot, training.eval_seed)
 
 
@@ -231,7 +234,14 @@ def _auroc(scored: ScoredPairs) -> float:
     return auroc(scored.scores, scored.labels)
 
 
-def _metrics(probe: PairProbe, scored: ScoredPairs, annotations: PairAnnotations, config: EvaluationConfig) -> Row:
+def _units(scored: ScoredPairs, pairing: str) -> tuple[int, str]:
+    """How many independent units (images, or twin groups) the pairs' bootstrap resamples, and its words."""
+    return int(scored.images.unique().numel()), bootstrap_over(pairing)
+
+
+def _metrics(
+    probe: PairProbe, scored: ScoredPairs, annotations: PairAnnotations, config: EvaluationConfig
+) -> dict[str, float | int]:
     """Test metrics, then the stratified AUROCs, of pairs the probe scored."""
     metrics = scored_metrics(probe, scored, config)
     return metrics | context_metrics(scored, annotations, n_boot=config.n_boot, seed=config.seed)
@@ -268,40 +278,13 @@ def judge(
     learnt = beats(on_val)
     if control is not None and learnt:  # binding is relational: a sum of two per-patch scores is not
         learnt = beats(linear_val)
-    row = _metrics(probe, test_scored, baselines.test.annotations, config)
+    metrics = _metrics(probe, test_scored, baselines.test.annotations, config)
     val_low, val_high = bootstrap_auroc(
         val_scored.scores, val_scored.labels, val_scored.images, n_boot=baselines.n_boot, seed=baselines.seed
     )
-    row |= {
-        "val_auroc": _auroc(val_scored),
-        "val_auroc_low": val_low,
-        "val_auroc_high": val_high,
-        "baseline": baselines.strongest,
-        "baseline_auroc": _auroc(base_test),
-        "vs_baseline": on_test.estimate,
-        "vs_baseline_low": on_test.low,
-        "vs_baseline_high": on_test.high,
-        "vs_linear": linear_test.estimate,
-        "vs_linear_low": linear_test.low,
-        "vs_linear_high": linear_test.high,
-        "val_vs_baseline_low": on_val.low,
-        "val_vs_linear_low": linear_val.low,
-        "learnt": learnt,
-    }
-    return Judgement(row, val_scored, test_scored)
-
-
-def verdict(row: Row) -> str:
-    """How a probe's test AUROC stands against the strongest baseline (and, where it was compared, against its
-    layer's linear probe), in words a table can carry."""
-    low, high = row.get("vs_baseline_low", math.nan), row.get("vs_baseline_high", math.nan)
-    if low is None or math.isnan(low):
-        return "undefined"
-    if not (low > 0 and row["vs_baseline"] >= MIN_AUROC_GAIN):
-        return "below baseline" if high < 0 else "no better than baseline"
-    linear_low, linear_high = row.get("vs_linear_low", math.nan), row.get("vs_linear_high", math.nan)
-    if linear_low is None or math.isnan(linear_low) or row.get("probe") == "linear":
-        return "beats baseline"
-    if linear_low > 0 and row["vs_linear"] >= MIN_AUROC_GAIN:
-        return "beats baseline and linear"
-    return "beats baseline, below linear" if linear_high < 0 else "beats baseline, no better than linear"
+    n_val, method = _units(val_scored, baselines.pairing)
+    val_auroc = Interval(_auroc(val_scored), val_low, val_high, method=method, n=n_val)
+    versus = (on_test, linear_test)
+    metrics["baseline_auroc"] = _auroc(base_test)
+    held_out = HeldOutMetrics.of(metrics, baselines.strongest, versus, _units(test_scored, baselines.pairing))
+    return Judgement(held_out, val_auroc, learnt, val_scored, test_scored)

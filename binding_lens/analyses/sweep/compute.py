@@ -4,6 +4,7 @@ time, each fit kept as it is made (`compute_sweep` -> `SweepComputation`).
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -33,7 +34,7 @@ from .baselines import Baselines, Judgement, fit_baselines, judge
 from .fits import FitProgress, SweepFits, resume_note
 from .inputs import SweepActivations, extract_activations, split_in_place, stored_context, stored_relation, sweep_split
 from .plan import SweepPlan, fits_at, fits_to_make, plan_layer_groups
-from .records import PEAK_RULES, HeldOutMetrics, SweepRow, TrainingRecord
+from .records import PEAK_RULES, BaselineRow, SweepRow, TrainingRecord, peak_metric
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class SweepComputation:
     n_classes: int
     n_queries: int
     extract_seconds: float
-    baselines: list[Row] = field(default_factory=list)  # one row per network-free baseline, same test pairs
+    baselines: list[BaselineRow] = field(default_factory=list)  # one per network-free baseline, same test pairs
     strongest_baseline: str = ""
     reused_fits: int | None = None  # (probe, layer)s kept by an earlier run stopped midway (None: several ranks)
 
@@ -173,10 +174,14 @@ def _train_probe(
         layer,
         layer / max(model.cfg.n_layers - 1, 1),
         name,
-        HeldOutMetrics.from_metrics(judged.row),
-        TrainingRecord.from_result(result, judged.row),
+        judged.metrics,
+        TrainingRecord.from_result(result, judged.learnt, judged.val_auroc),
     )
     return row, result.probe, judged
+
+
+def _or_lowest(value: float | None) -> float:
+    return -math.inf if value is None else value
 
 
 def _layer_data(
@@ -271,13 +276,13 @@ def _train_groups(
     plan: SweepPlan,
     activations: SweepActivations,
     fits: SweepFits,
-    reused: Mapping[tuple[str, int], tuple[dict[str, Any], PairProbe]],
+    reused: Mapping[tuple[str, int], tuple[SweepRow, PairProbe]],
 ) -> tuple[list[SweepRow], dict[tuple[str, int], PairProbe], _ProbeSetup]:
     """This rank's probes trained and tested, one layer group of activations at a time (a group whose
     fits are all `reused` is not loaded), each kept in `fits` as it is made: (rows, probes, the split and
     label space every group shares)."""
     metric, rule = PEAK_RULES[plan.config.peak_by]
-    rows = [SweepRow.from_dict(row) for row, _ in reused.values()]
+    rows = [row for row, _ in reused.values()]
     probes = {key: probe for key, (_, probe) in reused.items()}
     todo = sorted((key for key in fits_to_make(model, plan) if key not in reused), key=lambda k: k[0] != "linear")
     controls: dict[int, Judgement] = {}  # each layer's linear probe judged: what the others are compared with
@@ -301,11 +306,13 @@ def _train_groups(
                 row, probe, judged = _train_probe(model, plan, setup, name, layer, splits, progress, control)
                 if name == "linear":
                     controls[layer] = judged
-                fits.save(name, layer, row.to_dict(), probe)
+                fits.save(name, layer, row, probe)
                 rows.append(row)
                 probes[(name, layer)] = probe
-                best = max((row for row in rows if row.probe == name), key=lambda row: row.to_row()[metric])
-                peak = best.to_row()[metric]  # the table's rule, so the bar and the table name one layer
+                best = max(
+                    (row for row in rows if row.probe == name), key=lambda row: _or_lowest(peak_metric(row, metric))
+                )
+                peak = peak_metric(best, metric)  # the table's rule, so the bar and the table name one layer
                 progress.done(f"{name}: peak at layer {best.layer} by {rule.split(' (')[0]} ({peak:.3f})")
             del stored, splits
             controls.clear()

@@ -36,8 +36,9 @@ from ...errors import InputError
 from ...io.atomic import write_json_atomic
 from ...probes import PairProbe, load_probe, save_probe
 from ..run import RunDirectory
+from .records import SweepRow
 
-FITS_FORMAT = 1
+FITS_FORMAT = 2  # 2: the row is its table line (`SweepRow.to_row`)
 
 
 def settings_key(settings: dict[str, Any]) -> str:
@@ -54,10 +55,10 @@ class SweepFits:
         self.key = settings_key({"request": request, "settings": settings})
         self.other_settings = 0  # fits found with another key by the last `load` (fitted again)
 
-    def load(self, device: str | torch.device = "cpu") -> dict[tuple[str, int], tuple[dict[str, Any], PairProbe]]:
+    def load(self, device: str | torch.device = "cpu") -> dict[tuple[str, int], tuple[SweepRow, PairProbe]]:
         """Every kept fit made with this sweep's settings, its probe on `device`; a fit whose file is torn
         or whose probe is missing or unreadable counts as not done."""
-        found: dict[tuple[str, int], tuple[dict[str, Any], PairProbe]] = {}
+        found: dict[tuple[str, int], tuple[SweepRow, PairProbe]] = {}
         self.other_settings = 0
         if not self.run.fits_dir.is_dir():
             return found
@@ -74,14 +75,14 @@ class SweepFits:
                 probe = load_probe(self.run.probe_path(layer, name), device=device)
             except (InputError, FileNotFoundError):
                 continue
-            found[(name, layer)] = (record["row"], probe)
+            found[(name, layer)] = (SweepRow.from_row(record["row"]), probe)
         return found
 
-    def save(self, name: str, layer: int, row: dict[str, Any], probe: PairProbe) -> None:
+    def save(self, name: str, layer: int, row: SweepRow, probe: PairProbe) -> None:
         """Keep one finished fit: its probe, then its row (which marks it done), then (once) the request."""
         self.run.fit_path(layer, name).unlink(missing_ok=True)  # an earlier fit's row never names this probe
         save_probe(probe, self.run.probe_path(layer, name))
-        record = {"format": FITS_FORMAT, "key": self.key, "probe": name, "layer": layer, "row": row}
+        record = {"format": FITS_FORMAT, "key": self.key, "probe": name, "layer": layer, "row": row.to_row()}
         write_json_atomic(self.run.fit_path(layer, name), record)
         if not self.run.fits_request_path.is_file():
             write_json_atomic(self.run.fits_request_path, self.request)

@@ -27,37 +27,10 @@ from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ...io.atomic import write_json_atomic
 from ...probes import ProbeTrainingConfig
 from ...probes.relations import decoded
-from ...stats.record import Row
-from ...stats.tables import aggregate_rows, distinct_seeds
-from ..report import peak_layers, write_table
-from .baselines import verdict
+from ...stats.tables import distinct_seeds
+from ..report import write_table
 from .entry import layer_sweep
-from .records import PEAK_RULES, SweepResult, weights_note
-
-SEED_METRICS = (
-    "accuracy",
-    "accuracy_at_half",
-    "threshold",
-    "balanced_accuracy",
-    "auroc",
-    "pair_bits",
-    "positive_rate",
-    "majority_baseline",
-    "val_auroc",
-    "auroc_within_distance",
-    "auroc_hard_negatives",
-    "baseline_auroc",
-    "vs_baseline",
-)
-BASELINE_METRICS = (
-    "accuracy",
-    "balanced_accuracy",
-    "auroc",
-    "auroc_within_distance",
-    "auroc_hard_negatives",
-    "majority_baseline",
-    "val_auroc",
-)
+from .records import BaselineRow, SweepResult, SweepRow, over_seeds, peak_rows, weights_note
 
 
 def layer_sweep_over_seeds(
@@ -95,18 +68,12 @@ def layer_sweep_over_seeds(
     rank = ranks.world()[0]
     if rank != 0:  # under torchrun, rank 0 gathered each seed's rows: it alone writes the aggregate
         return SweepResult(rows=[], peaks={}, out=out, summary={"rank": rank})
-    rows = _rows_over_seeds(seeds, runs)
-    metric, rule = PEAK_RULES[peak_by]
-    peaks = {
-        probe: row | {"peak_chosen_on": f"{rule}, mean over {len(seeds)} seeds", "verdict": verdict(row)}
-        for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
-    }
+    rows = _rows_over_seeds(runs)
+    peaks = peak_rows(rows, model.cfg.n_layers, peak_by, over=f"mean over {len(seeds)} seeds")
     baselines = _baselines_over_seeds(runs)
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, out / "sweep")
-    files["peaks_csv"], files["peaks_json"] = write_table(
-        [{"probe": probe} | row for probe, row in peaks.items()], out / "peaks"
-    )
+    files["peaks_csv"], files["peaks_json"] = write_table(list(peaks.values()), out / "peaks")
     files["baselines_csv"], files["baselines_json"] = write_table(baselines, out / "baselines")
     title = f"{decoded(runs[0].relation)} by layer: mean and 95% interval over {len(seeds)} seeds"
     title += f" (probe init, split, scene draw)\n{weights_note(model)}"
@@ -132,30 +99,33 @@ def _summary_over_seeds(
     }
 
 
-def _rows_over_seeds(seeds: Sequence[int], runs: Sequence[SweepResult]) -> list[Row]:
-    """Each (probe, layer)'s metrics as the mean and t interval over the seeds' runs; `learnt` True or False where
-    every seed agrees, else how many seeds learnt ("2/3 seeds")."""
-    per_seed = [row | {"seed": seed} for seed, run in zip(seeds, runs) for row in run.rows]
-    rows = aggregate_rows(per_seed, by=("model", "probe", "layer"), metrics=SEED_METRICS)
-    for row in rows:
-        learnt = [r["learnt"] for r in per_seed if (r["probe"], r["layer"]) == (row["probe"], row["layer"])]
-        row["learnt"] = (
-            all(learnt) if all(learnt) or not any(learnt) else f"{sum(map(bool, learnt))}/{len(learnt)} seeds"
-        )
-        row.pop("seed", None)
+def _rows_over_seeds(runs: Sequence[SweepResult]) -> list[SweepRow]:
+    """Each (probe, layer)'s row over the seeds' runs (`over_seeds`: each metric's mean and t interval);
+    `learnt` True or False where every seed agrees, else how many seeds learnt ("2/3 seeds")."""
+    groups: dict[tuple[str, str, int], list[SweepRow]] = {}
+    for run in runs:
+        for row in run.rows:
+            groups.setdefault((row.model, row.probe, row.layer), []).append(row)
+    rows = []
+    for members in groups.values():
+        learnt = [member.training.learnt for member in members]
+        agreed = all(learnt) if all(learnt) or not any(learnt) else f"{sum(map(bool, learnt))}/{len(learnt)} seeds"
+        row = over_seeds(members)
+        rows.append(replace(row, training=replace(row.training, learnt=agreed)))
     return rows
 
 
-def _baselines_over_seeds(runs: Sequence[SweepResult]) -> list[Row]:
-    """Each baseline's rows over the seeds' runs, as means with their interval across seeds; `strongest`
+def _baselines_over_seeds(runs: Sequence[SweepResult]) -> list[BaselineRow]:
+    """Each baseline's row over the seeds' runs, as means with their interval across seeds; `strongest`
     where it was the strongest in most seeds."""
-    rows = aggregate_rows(
-        [row for run in runs for row in run.baselines],
-        by=("probe",),
-        metrics=BASELINE_METRICS,
-        keep_single_intervals=False,
-    )
-    for row in rows:
-        wins = sum(bool(r["strongest"]) for run in runs for r in run.baselines if r["probe"] == row["probe"])
-        row["strongest"] = wins > len(runs) / 2
-    return rows
+    groups: dict[str, list[BaselineRow]] = {}
+    for run in runs:
+        for row in run.baselines:
+            groups.setdefault(row.probe, []).append(row)
+    return [
+        replace(
+            over_seeds(members, keep_single_intervals=False),
+            strongest=sum(member.strongest for member in members) > len(runs) / 2,
+        )
+        for members in groups.values()
+    ]

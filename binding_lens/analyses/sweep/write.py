@@ -16,11 +16,10 @@ from ...probes import (
 )
 from ...probes.provenance import FittedOn
 from ...probes.relations import decoded
-from ..report import peak_layers, write_table
-from .baselines import verdict
+from ..report import write_table
 from .compute import SweepComputation
 from .fits import drop_fits
-from .records import METRICS, PEAK_RULES, SweepResult, weights_note
+from .records import SweepResult, peak_rows, weights_note
 
 
 def write_sweep(model: HookedModel, computed: SweepComputation) -> SweepResult:
@@ -30,27 +29,11 @@ def write_sweep(model: HookedModel, computed: SweepComputation) -> SweepResult:
     for (name, layer), probe in computed.probes.items():
         probe.fitted_on = FittedOn.of(model, layer)
         save_probe(probe, run.probe_path(layer, name))
-    rows = [row.to_row() for row in computed.rows]
-    metric, rule = PEAK_RULES[plan.config.peak_by]
-    peaks = {
-        probe: row | {"peak_chosen_on": rule} for probe, row in peak_layers(rows, model.cfg.n_layers, metric).items()
-    }
-    peak_columns = (
-        "peak_layer",
-        "peak_layer_normalized",
-        "peak_chosen_on",
-        *METRICS,
-        "val_auroc",
-        "learnt",
-        "first_pass",
-        "verdict",
-    )
-    peaks = {probe: row | {"verdict": verdict(row)} for probe, row in peaks.items()}
+    rows = list(computed.rows)
+    peaks = peak_rows(rows, model.cfg.n_layers, plan.config.peak_by)
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
-    files["peaks_csv"], files["peaks_json"] = write_table(
-        [{"probe": probe} | {k: row[k] for k in peak_columns} for probe, row in peaks.items()], run.peaks_stem
-    )
+    files["peaks_csv"], files["peaks_json"] = write_table(list(peaks.values()), run.peaks_stem)
     files["baselines_csv"], files["baselines_json"] = write_table(computed.baselines, run.baselines_stem)
     title = f"{decoded(plan.config.relation)} by layer (test images, 95% bootstrap bands)\n{weights_note(model)}"
     files["plot"] = accuracy_by_layer(rows, run.plot_path, title=title)

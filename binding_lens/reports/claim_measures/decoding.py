@@ -4,6 +4,7 @@ depth, all from the sweep's probes and their refits on one bootstrap draw of tes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -12,13 +13,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ...analyses.sweep import SweepResult
+from ...analyses.sweep import SweepResult, SweepRow
 from ...errors import InputError
 from ...probes import PairProbe, ProbeTrainingConfig
 from ...probes.evaluation import score_pairs
 from ...probes.metrics import auroc, auroc_replicates
 from ...stats.inference import replicate_interval, two_level_interval
-from ...stats.record import Row
 from .measure import Measure, interval_row, measure_of, paired_measure
 from .site import middle_layer
 from .splits import Key, SweepSplits
@@ -94,25 +94,27 @@ def seeded_measure(
     return paired_measure(estimate, replicates, n, unit=unit, **context)
 
 
-def best_quadratic_layer(sweep: SweepResult, keep: Callable[[Row], bool]) -> int:
+def best_quadratic_layer(sweep: SweepResult, keep: Callable[[SweepRow], bool]) -> int:
     """The layer whose quadratic probe has the best validation AUROC among the sweep's rows `keep` admits (all
     of them where it admits none): chosen on validation, judged on test."""
-    quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
-    return max([r for r in quadratic if keep(r)] or quadratic, key=lambda r: r["val_auroc"])["layer"]
+    quadratic = [r for r in sweep.rows if r.probe == "quadratic"]
+    return max([r for r in quadratic if keep(r)] or quadratic, key=_val_auroc).layer
+
+
+def _val_auroc(row: SweepRow) -> float:
+    return -math.inf if row.val_auroc is None else row.val_auroc
 
 
 def best_middle(sweep: SweepResult, n_layers: int) -> int:
     """The mid-depth layer (normalized depth in [1/3, 2/3], neither first nor last) with the best validation
     AUROC of the quadratic probe."""
-    return best_quadratic_layer(
-        sweep, lambda r: 1 / 3 <= r["layer_normalized"] <= 2 / 3 and 0 < r["layer"] < n_layers - 1
-    )
+    return best_quadratic_layer(sweep, lambda r: 1 / 3 <= r.layer_normalized <= 2 / 3 and 0 < r.layer < n_layers - 1)
 
 
 def refit_keys(sweep: SweepResult, n_layers: int) -> list[Key]:
     """The probes the per-model decoding claims compare, refit with more seeds: quadratic at the first, the
     best middle, the fixed middle, the peak and the last layer; diagonal and linear at the peak."""
-    peak = sweep.peaks["quadratic"]["layer"]
+    peak = sweep.peaks["quadratic"].layer
     layers = sorted({0, best_middle(sweep, n_layers), middle_layer(n_layers), peak, n_layers - 1})
     return [("quadratic", layer) for layer in layers] + [("diag_quadratic", peak), ("linear", peak)]
 
@@ -138,7 +140,7 @@ def decoding_measures(
     its interval from a bootstrap of the validation images when `val` holds the quadratic probe's validation
     draws) and the middle-layer signal: on the sweep's test images, paired, with the probes' seeds inside
     (twin groups resampled on the benchmark)."""
-    n, peak, middle, last = draws.n_images, sweep.peaks["quadratic"]["layer"], middle_layer(n_layers), n_layers - 1
+    n, peak, middle, last = draws.n_images, sweep.peaks["quadratic"].layer, middle_layer(n_layers), n_layers - 1
     unit, n_pairs = draws.unit, draws.n_pairs
     measures = {
         f"quadratic_beats_{other}": seeded_measure(

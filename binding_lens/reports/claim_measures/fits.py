@@ -33,11 +33,11 @@ class FitRecord(Record):
     layer: int
     kind: str
     seed: int
-    stopped: str = field(metadata=then("converged"))
-    beats_baseline: bool | None
+    stopped: str | None = field(metadata=then("converged"))  # None: seeds of a sweep over seeds stopped apart
+    beats_baseline: bool | str | None  # over seeds: "2/3 seeds" where they disagree
 
     @classmethod
-    def of(cls, key: Key, kind: str, seed: int, stopped: str, beats_baseline: bool | None) -> FitRecord:
+    def of(cls, key: Key, kind: str, seed: int, stopped: str | None, beats_baseline: bool | str | None) -> FitRecord:
         return cls(key[0], key[1], kind, seed, stopped, beats_baseline)
 
     @property
@@ -54,7 +54,7 @@ class FitRecord(Record):
         where = f"{self.kind} {self.probe} at layer {self.layer} (seed {self.seed})"
         lines = []
         if not self.converged:
-            lines.append(f"{where}: {STOPS.get(self.stopped, 'stopped: ' + str(self.stopped))}")
+            lines.append(f"{where}: {STOPS.get(str(self.stopped), 'stopped: ' + str(self.stopped))}")
         if self.beats_baseline is False:
             lines.append(f"{where}: no better than the strongest baseline on validation")
         return lines
@@ -67,10 +67,7 @@ Health = dict[str, list[FitRecord]]
 def sweep_fit_records(sweep: SweepResult, seed: int) -> dict[Key, FitRecord]:
     """The health of the sweep's own probes, from its rows."""
     return {
-        (row["probe"], row["layer"]): FitRecord.of(
-            (row["probe"], row["layer"]), "sweep", seed, row["stopped"], row.get("learnt")
-        )
-        for row in sweep.rows
+        row.key: FitRecord.of(row.key, "sweep", seed, row.training.stopped, row.training.learnt) for row in sweep.rows
     }
 
 
@@ -106,7 +103,7 @@ def fits_of(health: Health, key: Key, refits: bool = True, nulls: bool = False) 
 
 def attach_fits(measures: dict[str, Measure], health: Health, sweep: SweepResult, n_layers: int) -> dict[str, Measure]:
     """Each decoding measure with the fits it is fed by (`with_fits`)."""
-    peak, middle, last = sweep.peaks["quadratic"]["layer"], middle_layer(n_layers), n_layers - 1
+    peak, middle, last = sweep.peaks["quadratic"].layer, middle_layer(n_layers), n_layers - 1
     best = best_middle(sweep, n_layers)
     feeds: dict[str, list[Key]] = {
         "quadratic_beats_diagonal": [("quadratic", peak), ("diag_quadratic", peak)],

@@ -44,7 +44,7 @@ def intervention_site(
         return InterventionSite(layer, chosen, "given")
     if layer == "middle":
         return InterventionSite(middle_layer(n_layers), chosen, layer)
-    return InterventionSite(best_quadratic_layer(sweep, lambda r: r["layer"] < n_layers - 1), chosen, layer)
+    return InterventionSite(best_quadratic_layer(sweep, lambda r: r.layer < n_layers - 1), chosen, layer)
 
 
 def intervention_claims(

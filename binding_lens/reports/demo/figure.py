@@ -74,7 +74,7 @@ def demo_figures(
         _bars(effect),
         out / "demo.png",
         title,
-        probes=list(dict.fromkeys(row["probe"] for result in sweeps.values() for row in result.rows)),
+        probes=list(dict.fromkeys(row.probe for result in sweeps.values() for row in result.rows)),
         marks=SweepMarks(
             edited=(positive, layer, f"layer {layer}: edited"),
             baseline=(known.baseline_auroc, f"{known.baseline} baseline (no network)"),

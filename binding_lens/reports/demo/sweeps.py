@@ -119,7 +119,7 @@ def sweep_and_score(spec: str, scenes: RenderedScenes, config: DemoConfig, out: 
     computed = compute_sweep(model, scenes, _plan(model, scenes, config, out))
     assert computed is not None  # one process: rank 0
     result = write_sweep(model, computed)
-    peaks = {probe: row["peak_layer"] for probe, row in result.peaks.items()}
+    peaks = {probe: peak.layer for probe, peak in result.peaks.items()}
     return Swept(note, result, scored_test_pairs(model, scenes, computed, peaks))
 
 
@@ -129,10 +129,6 @@ def sweep_all(config: DemoConfig, specs: list[str], out: Path) -> dict[str, Swep
     for spec in specs:
         _plan(HookedViT.from_pretrained(spec), scenes, config, out)
     return {spec: sweep_and_score(spec, scenes, config, out) for spec in specs}
-
-
-def _peak_interval(peak: Row, key: str) -> Interval:
-    return Interval(peak[key], peak.get(f"{key}_low"), peak.get(f"{key}_high"), method="bootstrap over units")
 
 
 def compare(swept: dict[str, Swept], twin: str, probes: Sequence[str]) -> list[Comparison]:
@@ -149,18 +145,18 @@ def compare(swept: dict[str, Swept], twin: str, probes: Sequence[str]) -> list[C
                 Comparison(
                     spec,
                     probe,
-                    peak["peak_layer"],
-                    _peak_interval(peak, "auroc"),
+                    peak.layer,
+                    peak.test.auroc,
                     twin,
-                    twin_peak["peak_layer"],
-                    _peak_interval(twin_peak, "auroc"),
+                    twin_peak.layer,
+                    twin_peak.test.auroc,
                     difference,
-                    _peak_interval(peak, "auroc_within_distance"),
-                    peak["baseline"],
-                    peak["baseline_auroc"],
-                    _peak_interval(peak, "vs_baseline"),
-                    bool(peak["learnt"]),
-                    bool(twin_peak["learnt"]),
+                    peak.test.auroc_within_distance,
+                    str(peak.test.baseline),
+                    peak.test.baseline_auroc.estimate,
+                    peak.test.vs_baseline,
+                    bool(peak.learnt),
+                    bool(twin_peak.learnt),
                 )
             )
     return found

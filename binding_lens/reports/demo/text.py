@@ -98,7 +98,10 @@ def sweep_text(sweeps: dict[str, SweepResult], comparison: list[Comparison], pos
         if c.model == comparison[0].model
     ]
     baselines = [
-        {"baseline (no network)": row["probe"].removeprefix("baseline:"), "AUROC [95% CI]": interval_text(row, "auroc")}
+        {
+            "baseline (no network)": row.probe.removeprefix("baseline:"),
+            "AUROC [95% CI]": interval_text(row.to_row(), "auroc"),
+        }
         for row in sweeps[model].baselines
     ]
     pairs = "the benchmark's flip pairs" if unit == "twin groups" else "every labeled pair"

@@ -31,7 +31,7 @@ def quick_sweep(model: HookedViT, out, data: str = "matched_small", layers: tupl
 
 def _auroc(sweep: SweepResult) -> float:
     """The quadratic probe's test AUROC at the sweep's first layer."""
-    return next(row["auroc"] for row in sweep.rows if row["probe"] == "quadratic")
+    return next(row.test.auroc.estimate for row in sweep.rows if row.probe == "quadratic")
 
 
 @pytest.fixture(scope="module")

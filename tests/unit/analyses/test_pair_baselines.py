@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from binding_lens.activations.context import CONTEXT_FEATURES, SlotContext, TwinSlots, scene_context
-from binding_lens.analyses.sweep.baselines import fit_baselines, judge, scene_baselines, verdict
+from binding_lens.analyses.sweep.baselines import fit_baselines, judge, scene_baselines
 from binding_lens.data import SyntheticScenes, patch_labels
 from binding_lens.data.tiling import contour_oracle
 from binding_lens.probes import ProbeData, ProbeTrainingConfig, make_probe, split_by_image, train_probes
@@ -34,13 +34,14 @@ def default_scenes():
 def test_on_default_scenes_position_and_pixels_alone_decode_most_pairs(default_scenes):
     _, context, instance, klass, splits, _ = default_scenes
     baselines = fit_baselines(context, instance, klass, splits, TRAINING, n_boot=200)
-    rows = {row["probe"]: row for row in baselines.rows}
-    assert rows["baseline:distance"]["auroc"] > 0.85 and rows["baseline:pixel_position"]["auroc"] > 0.9
-    assert rows["baseline:pixel_context"]["auroc"] > 0.9
+    rows = {row.probe: row for row in baselines.rows}
+    assert rows["baseline:distance"].auroc.estimate > 0.85 and rows["baseline:pixel_position"].auroc.estimate > 0.9
+    assert rows["baseline:pixel_context"].auroc.estimate > 0.9
     assert baselines.strongest in ("pixel_position", "pixel_context")
     # within a distance stratum the distance baseline has little left to rank with
-    assert rows["baseline:distance"]["auroc_within_distance"] < rows["baseline:distance"]["auroc"] - 0.2
-    assert rows["baseline:distance"]["n_hard_negatives"] > 0
+    distance = rows["baseline:distance"]
+    assert distance.auroc_within_distance.estimate < distance.auroc.estimate - 0.2
+    assert distance.n_hard_negatives > 0
 
 
 def test_on_the_benchmark_every_baseline_is_at_chance_and_contours_are_not():
@@ -48,14 +49,14 @@ def test_on_the_benchmark_every_baseline_is_at_chance_and_contours_are_not():
     context, instance, klass, kept = scene_context(dataset, patch_size=8, size=96)
     splits = split_by_image(len(kept), fractions=(0.25, 0.25, 0.5), seed=0, groups=context.twins.group)
     baselines = fit_baselines(context, instance, klass, splits, QUICK, pairing="twins", n_boot=200)
-    assert [row["probe"] for row in baselines.rows] == [
+    assert [row.probe for row in baselines.rows] == [
         "baseline:distance",
         "baseline:pixel_position",
         "baseline:pixel_context",
     ]
     for row in baselines.rows:  # each scored pair's twin copy has the same offset, pixels and surroundings
-        assert abs(row["auroc"] - 0.5) < 0.03 and abs(row["auroc_within_distance"] - 0.5) < 0.03, row["probe"]
-        assert row["positive_rate"] == 0.5
+        assert abs(row.auroc.estimate - 0.5) < 0.03 and abs(row.auroc_within_distance.estimate - 0.5) < 0.03, row.probe
+        assert row.positive_rate == 0.5
     # an observer following contours in the image (no network) scores the same test pairs well above
     test = splits[2]
     components = torch.stack(
@@ -107,7 +108,7 @@ def test_a_per_patch_signal_is_no_better_than_its_linear_control_and_a_relationa
     context, instance, big = planted_context()
     splits = split_by_image(instance.shape[0], seed=0)
     baselines = fit_baselines(context, instance, None, splits, TRAINING, n_boot=200)
-    assert all(abs(row["auroc"] - 0.5) < 0.1 for row in baselines.rows)
+    assert all(abs(row.auroc.estimate - 0.5) < 0.1 for row in baselines.rows)
     tokens = planted_tokens(instance, big, kind)
     train, val, test = (ProbeData([tokens[s]], instance[s]) for s in splits)
     judged, fast = {}, replace(TRAINING, lr=1e-2)  # both probes converge within the test's step limit
@@ -115,19 +116,20 @@ def test_a_per_patch_signal_is_no_better_than_its_linear_control_and_a_relationa
         torch.manual_seed(0)
         (result,) = train_probes([make_probe(name, tokens.shape[-1])], train, val, fast, warn=False)
         judged[name] = judge(result.probe, val, test, result.threshold, baselines, control=judged.get("linear"))
-    row = judged["quadratic"].row
-    assert row["vs_baseline_low"] > 0  # both signals beat a baseline that sees nothing
-    assert row["learnt"] is relational
-    assert verdict(row) == ("beats baseline and linear" if relational else "beats baseline, no better than linear")
-    assert math.isnan(judged["linear"].row["vs_linear"])
-    assert verdict(judged["linear"].row) == ("no better than baseline" if relational else "beats baseline")
+    metrics = judged["quadratic"].metrics
+    assert metrics.vs_baseline.low > 0  # both signals beat a baseline that sees nothing
+    assert judged["quadratic"].learnt is relational
+    expected = "beats baseline and linear" if relational else "beats baseline, no better than linear"
+    assert metrics.verdict("quadratic") == expected
+    assert math.isnan(judged["linear"].metrics.vs_linear.estimate)
+    assert judged["linear"].metrics.verdict("linear") == ("no better than baseline" if relational else "beats baseline")
 
 
 def test_scene_baselines_pair_the_benchmark_by_itself():
     scenes = SyntheticScenes("matched", n=40, size=96, seed=1)
     baselines = scene_baselines(scenes, patch_size=8, n_boot=50, training=QUICK)
     assert baselines.pairing == "twins"
-    assert all(row["auroc"] == pytest.approx(0.5, abs=0.03) for row in baselines.rows)
+    assert all(row.auroc.estimate == pytest.approx(0.5, abs=0.03) for row in baselines.rows)
 
 
 @pytest.mark.parametrize("other", [False, True])
@@ -166,7 +168,7 @@ def test_a_fit_is_made_once_per_inputs_and_handed_out_as_a_copy(default_scenes, 
     monkeypatch.setattr(pair_baselines, "_fit", lambda *args: calls.append(1) or fit(*args))
     monkeypatch.setattr(pair_baselines, "_FITTED", type(pair_baselines._FITTED)())
     first = fit_baselines(context, instance, klass, splits, QUICK, n_boot=50)
-    first.rows.append({"probe": "changed by its caller"})
+    first.rows.append(first.rows[0])  # changed by its caller
     again = fit_baselines(context, instance, klass, splits, QUICK, n_boot=50)
     assert len(calls) == 1 and again.rows == first.rows[:-1] and again.strongest == first.strongest
     moved = context.features.clone()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
 from binding_lens.analyses.sweep import SweepResult
@@ -11,6 +9,8 @@ from binding_lens.probes import ProbeData, ProbeTrainingConfig
 from binding_lens.reports.claim_measures.fits import attach_fits, fit_problems, refit_records, sweep_fit_records
 from binding_lens.reports.claim_measures.splits import SweepSplits, refit_probes
 from binding_lens.reports.claim_verdicts import FIT_MARK, adjust, model_rows
+
+from helpers.planted_sweep import planted_row, planted_sweep
 
 
 def _splits(n_layers: int = 3, d: int = 8) -> SweepSplits:
@@ -25,18 +25,11 @@ def _splits(n_layers: int = 3, d: int = 8) -> SweepSplits:
 
 def _sweep(n_layers: int = 3, stopped: str = "patience", learnt: bool = True) -> SweepResult:
     rows = [
-        {
-            "probe": probe,
-            "layer": layer,
-            "layer_normalized": layer / (n_layers - 1),
-            "val_auroc": 0.7 + 0.01 * layer,
-            "stopped": stopped,
-            "learnt": learnt,
-        }
+        planted_row(probe, layer, n_layers, 0.7 + 0.01 * layer, stopped, learnt)
         for probe in ("quadratic", "diag_quadratic", "linear")
         for layer in range(n_layers)
     ]
-    return SweepResult(rows=rows, peaks={"quadratic": {"layer": n_layers - 1}}, out=Path("."))
+    return planted_sweep(rows, n_layers, peak=n_layers - 1)
 
 
 def _measure(value: float = 0.05) -> dict:

@@ -30,6 +30,8 @@ from binding_lens.reports.claim_verdicts import (
 )
 from binding_lens.stats import Interval, difference_interval, holm
 
+from helpers.planted_sweep import planted_row, planted_sweep
+
 
 def test_verdicts_follow_the_interval_and_the_adjusted_p_value():
     assert verdict(0.02, 0.08) == "holds" and verdict(-0.08, -0.01) == "fails"
@@ -176,12 +178,7 @@ def test_the_paper_ordering_is_tested_in_each_world_and_never_across_two():
 
 def _sweep(aurocs: list[float]) -> SweepResult:
     n = len(aurocs)
-    rows = [
-        {"probe": "quadratic", "layer": layer, "layer_normalized": layer / (n - 1), "val_auroc": a}
-        for layer, a in enumerate(aurocs)
-    ]
-    peak = max(range(n), key=lambda layer: aurocs[layer])
-    return SweepResult(rows=rows, peaks={"quadratic": {"layer": peak}}, out=Path("."))
+    return planted_sweep([planted_row("quadratic", layer, n, a) for layer, a in enumerate(aurocs)], n)
 
 
 def _draws(aurocs: list[float], noise: float = 0.005, seeds: int = 3) -> AurocDraws:

@@ -4,20 +4,21 @@ given layer as given, and a site the model lacks refused in one line."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from binding_lens.analyses.sweep import SweepResult
 from binding_lens.errors import InputError
 from binding_lens.reports.claim_measures.interventions import InterventionSite, intervention_site
 
+from helpers.planted_sweep import planted_row, planted_sweep
+
 
 def _sweep(val: list[float]) -> SweepResult:
     """A sweep whose quadratic probe reads `val[l]` on validation at layer l (and a linear one that beats it)."""
-    rows = [{"probe": "quadratic", "layer": layer, "val_auroc": v} for layer, v in enumerate(val)]
-    rows += [{"probe": "linear", "layer": layer, "val_auroc": 0.99} for layer in range(len(val))]
-    return SweepResult(rows, {}, Path("unused"))
+    n = len(val)
+    rows = [planted_row("quadratic", layer, n, v) for layer, v in enumerate(val)]
+    rows += [planted_row("linear", layer, n, 0.99) for layer in range(n)]
+    return planted_sweep(rows, n)
 
 
 def test_the_default_site_is_the_middle_layer_at_the_papers_k():

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from binding_lens.analyses.shuffle_effect import EffectRow
 from binding_lens.stats import Interval
-from binding_lens.stats.record import ENDS_AS_LOW_HIGH, Record, as_row
+from binding_lens.stats.record import ENDS_AS_LOW_HIGH, ENDS_IF_ANY, OPTIONAL, Record, as_row, mean_record
+from binding_lens.stats.tables import aggregate_rows
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,48 @@ def test_the_figures_take_records_as_their_rows():
         record.to_row(),
         {"n": 3, "auroc": 0.5},
     ]
+
+
+@dataclass(frozen=True)
+class _Seeded(Record):
+    probe: str
+    layer: int
+    score: Interval = field(metadata=ENDS_IF_ANY)
+    bare: Interval = field(metadata=ENDS_IF_ANY)
+    steps: int | None = None
+    n_seeds: int | None = field(default=None, metadata=OPTIONAL)
+
+
+def test_optional_fields_and_bare_intervals_write_no_empty_columns():
+    row = _Seeded("quadratic", 3, Interval(0.8, 0.7, 0.9), Interval(0.4, None, None), steps=7).to_row()
+    assert row == {
+        "probe": "quadratic",
+        "layer": 3,
+        "score": 0.8,
+        "score_low": 0.7,
+        "score_high": 0.9,
+        "bare": 0.4,
+        "steps": 7,
+    }
+
+
+def test_a_record_over_seeds_is_what_aggregate_rows_makes_of_its_rows():
+    """`mean_record` against the dict rule (`aggregate_rows`): each interval's mean and t interval, a single
+    member's own interval kept only when asked, the other fields where the members agree."""
+    members = [
+        _Seeded("quadratic", 3, Interval(0.8, 0.7, 0.9), Interval(0.40, None, None), steps=7),
+        _Seeded("quadratic", 3, Interval(0.7, 0.6, 0.8), Interval(0.50, None, None), steps=9),
+        _Seeded("quadratic", 3, Interval(0.9, 0.8, 1.0), Interval(0.45, None, None), steps=7),
+    ]
+    for group, keep in ((members, True), (members[:1], True), (members[:1], False)):
+        mean = mean_record(group, keep_single_intervals=keep)
+        (expected,) = aggregate_rows(
+            [m.to_row() for m in group], by=("probe", "layer"), metrics=("score", "bare"), keep_single_intervals=keep
+        )
+        expected.pop("n_seeds")
+        got = mean.to_row()
+        agreed = {"steps": got.pop("steps")}
+        assert got.keys() == expected.keys() - {"steps"}
+        assert all(math.isclose(got[k], expected[k]) for k in got if isinstance(got[k], float))
+        assert agreed["steps"] == expected.get("steps")  # None where the seeds disagree (the dict rule drops it)
+    assert mean_record(members).score.n == 3 and mean_record(members).score.method == "t"

@@ -339,12 +339,11 @@ def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_trainin
     drawn = [sweep.summary["dataset"]["seed"] for sweep in table.sweeps.values()]
     assert drawn[1] == drawn[0] + 1000 and drawn[2] == drawn[0]  # each training seed its own held-out scenes
     for row, (_spec, sweep) in zip(table.rows, table.sweeps.items()):
-        quadratic = [r for r in sweep.rows if r["probe"] == "quadratic"]
-        best = max(quadratic, key=lambda r: r["val_auroc"])  # chosen on validation, reported on test
-        assert row["quadratic"] == best["accuracy"] and row["quadratic_layer"] == best["layer"]
+        quadratic = [r for r in sweep.rows if r.probe == "quadratic"]
+        best = max(quadratic, key=lambda r: r.val_auroc)  # chosen on validation, reported on test
+        assert row["quadratic"] == best.test.accuracy.estimate and row["quadratic_layer"] == best.layer
         assert row["quadratic_auroc_low"] <= row["quadratic_auroc"] <= row["quadratic_auroc_high"]
-        linear = next(r for r in sweep.rows if r["probe"] == "linear" and r["layer"] == best["layer"])
-        assert row["linear"] == linear["accuracy"]
+        assert row["linear"] == sweep.row("linear", best.layer).test.accuracy.estimate
     supervised = next(o for o in table.objectives if o["objective"] == "supervised")
     aurocs = [row["quadratic_auroc"] for row in table.rows[:2]]
     assert supervised["n_seeds"] == 2 and supervised["quadratic_auroc"] == pytest.approx(sum(aurocs) / 2)
