@@ -13,6 +13,7 @@ the store's `StoreError`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -104,7 +105,7 @@ class SettingsMismatchError(BindingLensError):
         return f"{self.subject} with other settings ({differences}). {self.advice}"
 
 
-def check_ints(values: dict[str, Any], minimum: int = 1) -> None:
+def check_ints(values: Mapping[str, object], minimum: int = 1) -> None:
     """Raise `InputError` naming the first of `values` (name -> value) that is not an int >= `minimum` (bools
     refused): the one check of integer settings."""
     for name, value in values.items():
@@ -113,7 +114,7 @@ def check_ints(values: dict[str, Any], minimum: int = 1) -> None:
             raise InputError(f"{name} must be {wanted}, got {value!r}")
 
 
-def check_positive_ints(values: dict[str, Any]) -> None:
+def check_positive_ints(values: Mapping[str, object]) -> None:
     """Raise `InputError` naming the first of `values` (name -> value) that is not an int >= 1 (bools refused)."""
     check_ints(values)
 

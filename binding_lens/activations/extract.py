@@ -28,6 +28,7 @@ from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..hooks.images import normalize
 from ..hooks.names import resid_post
 from ..io.atomic import write_json_atomic
+from ..io.documents import Json
 from . import ranks
 from .budget import available_memory
 from .plan import ExtractConfig, ExtractionPlan, checked_plan, default_workers
@@ -46,7 +47,7 @@ from .writer import ShardWriter, default_writers
 
 
 def _writer(
-    out: Path, plan: ExtractionPlan, config: ExtractConfig, profile: ExtractProfile, manifest: dict[str, Any] | None
+    out: Path, plan: ExtractionPlan, config: ExtractConfig, profile: ExtractProfile, manifest: Json | None
 ) -> ShardWriter:
     """The background shard writer: `config.writers` threads (or as many as memory allows for shards this size),
     writing `manifest` first where the store does not have it yet (None: a store made with this request)."""
@@ -74,7 +75,7 @@ def _sink(plan: ExtractionPlan, d_model: int, device: torch.device, writer: Shar
     return _Sink(allocate, finish)
 
 
-def _open(out: Path, manifest: dict[str, Any]) -> ActivationStore | None:
+def _open(out: Path, manifest: Json) -> ActivationStore | None:
     """The store at `out` if it was made with this request; None when there is none yet (the manifest is
     written with the first shard, so a run that fails before it pins nothing). A store with other
     settings is refused, naming the fields that differ, unless it holds no finished shard; so is an
@@ -159,7 +160,7 @@ def extract(
     return finished
 
 
-def _record_aspect(store: ActivationStore, manifest: dict[str, Any], plan: ExtractionPlan, say: bool) -> None:
+def _record_aspect(store: ActivationStore, manifest: Json, plan: ExtractionPlan, say: bool) -> None:
     """Count the images fed at another aspect than their own into the manifest, and say so once (`say`)."""
     changed, kept = store.aspect_changed(), store.kept_images()
     if store.manifest.get("resize", {}).get("aspect_changed") != changed:
@@ -180,7 +181,7 @@ def extract_to_memory(
     into: str | torch.device = "cpu",
     profile: ExtractProfile | None = None,
     **options: Any,
-) -> tuple[Shard, dict[str, Any]]:
+) -> tuple[Shard, Json]:
     """What `extract` would store, held in memory on `into` (the GPU, for probes trained there) instead:
     (the same tensors `ActivationStore.load()` gives, the request a manifest would record plus the skip
     counts). The settings are `extract`'s (an `ExtractConfig`, or its fields as keywords). Activations are
@@ -282,7 +283,7 @@ class _ShardInProgress:
             image_index=torch.as_tensor(self.kept, dtype=torch.int64),
         )
 
-    def record(self, images: range) -> dict[str, Any]:
+    def record(self, images: range) -> Json:
         skips = SkipReport()
         for image in images:
             if image in self.skipped:

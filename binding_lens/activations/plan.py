@@ -17,6 +17,7 @@ from ..errors import InputError
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..hooks.images import check_image_size
 from ..hooks.names import LAYER_CONVENTION
+from ..io.documents import Json
 from .prepare import (
     Preparation,
     target_size,
@@ -38,7 +39,7 @@ class ExtractionPlan:
     pipeline needs. `plan_extraction` makes one without extracting anything."""
 
     layers: list[int]
-    request: dict[str, Any]
+    request: Json
     preparation: Preparation
     dtype: torch.dtype
     batch_size: int
@@ -106,7 +107,7 @@ def _request(
     views: int,
     n_images: int,
     patches_per_image: int | None,
-) -> dict[str, Any]:
+) -> Json:
     """What a store's manifest records of the extraction that made it (`request`): the model and its weights,
     the preprocessing, how patches are covered, the layers, the dataset and the sampling; a store made with
     another request is refused."""

@@ -14,6 +14,7 @@ import torch
 from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks.bridged import HookedModel
+from ..io.documents import Json
 from ..version import __version__
 from .prepare import (
     resize_policy,
@@ -31,9 +32,7 @@ def weights_fingerprint(model: HookedModel) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_manifest(
-    model: HookedModel, dataset: Scenes, request: dict[str, Any], n_shards: int, dataset_identity: Any
-) -> dict[str, Any]:
+def build_manifest(model: HookedModel, dataset: Scenes, request: Json, n_shards: int, dataset_identity: Any) -> Json:
     """The store's manifest; `resize` says what was done to each image's shape, and (once the extraction
     has finished) how many kept images were fed at another aspect than their own."""
     size = request["preprocessing"]["size"]
@@ -53,11 +52,11 @@ def build_manifest(
 _ABSENT = object()  # a field one side of a comparison lacks
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+def _flatten(value: Any, prefix: str = "") -> Json:
     """{'dataset.size': 224, ...}: nested dicts as dotted paths."""
     if not isinstance(value, dict) or not value:
         return {prefix: value}
-    flat: dict[str, Any] = {}
+    flat: Json = {}
     for key, item in value.items():
         flat |= _flatten(item, f"{prefix}.{key}" if prefix else str(key))
     return flat
@@ -70,7 +69,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def request_differences(stored: dict[str, Any], requested: dict[str, Any], budget: int = 160) -> str:
+def request_differences(stored: Json, requested: Json, budget: int = 160) -> str:
     """'dataset.size: stored 224, requested 112; ...': only the fields that differ, as dotted paths, values
     shortened; fields both sides hold come first; about `budget` characters, then 'and N more'."""
     old, new = _flatten(stored), _flatten(requested)
@@ -88,7 +87,7 @@ def request_differences(stored: dict[str, Any], requested: dict[str, Any], budge
     return "; ".join(parts) + (f"; and {more} more" if more else "")
 
 
-def request_as_json(request: dict[str, Any]) -> dict[str, Any]:
+def request_as_json(request: Json) -> Json:
     """The request as the manifest will hold it (tuples as lists, keys as strings), so a re-run compares
     equal to what it wrote; a dataset identity that is not JSON fails here, before any image is read."""
     try:

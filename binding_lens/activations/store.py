@@ -19,7 +19,6 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -28,6 +27,7 @@ from torch import Tensor
 
 from ..errors import BindingLensError, MissingFileError, SettingsMismatchError
 from ..io.atomic import sha256_file, write_atomic_chunks, write_json_atomic
+from ..io.documents import Json
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
 MANIFEST = "manifest.json"
@@ -94,7 +94,7 @@ _SAFETENSORS_DTYPES = {
 def safetensors_chunks(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
     """The safetensors encoding of CPU `tensors` as pieces: the header, then each tensor's own buffer (no
     copy), so a shard of many GB is hashed and written without being joined in memory first."""
-    header: dict[str, Any] = {}
+    header: Json = {}
     buffers: list[memoryview] = []
     offset = 0
     for name in sorted(tensors):
@@ -127,7 +127,7 @@ def shard_tensors(shard: Shard) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def write_shard(root: Path, index: int, shard: Shard, record: dict[str, Any]) -> dict[str, Any]:
+def write_shard(root: Path, index: int, shard: Shard, record: Json) -> Json:
     """Write the shard's tensors, then its record (with the tensors' sha256): the record marks it done."""
     directory = root / "shards"
     chunks = safetensors_chunks(shard_tensors(shard))
@@ -157,7 +157,7 @@ class ActivationStore:
                 f"binding_lens.extract(...) or `binding-lens extract --out {self.root}`."
             )
         try:
-            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+            self.manifest: Json = json.loads(manifest_path.read_text())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
             why = "not JSON" if isinstance(error, ValueError) else f"cannot be read: {error.strerror or error}"
             raise StoreError(f"{manifest_path} is corrupt ({why}): delete {self.root} and extract again") from None
@@ -182,7 +182,7 @@ class ActivationStore:
         stem = self.root / "shards" / shard_name(index)
         return stem.with_suffix(".safetensors"), stem.with_suffix(".json")
 
-    def record(self, index: int) -> dict[str, Any] | None:
+    def record(self, index: int) -> Json | None:
         """The shard's record, or None when the shard is not finished (or its record is unreadable)."""
         try:
             record = json.loads(self.shard_paths(index)[1].read_text())

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from ..io.documents import Json
 from .profile import ExtractProfile
 from .store import Shard, write_shard
 
@@ -70,7 +71,7 @@ class ShardWriter:
         for thread in self.threads:
             thread.start()
 
-    def submit(self, index: int, shard: Shard, record: dict[str, Any], ready: torch.cuda.Event | None = None) -> None:
+    def submit(self, index: int, shard: Shard, record: Json, ready: torch.cuda.Event | None = None) -> None:
         """Queue a shard (blocking while the queue is full); `ready` marks when its device copies are done."""
         self._raise()
         started = time.perf_counter()
@@ -115,7 +116,7 @@ class ShardWriter:
             self.error = error
         self._failed.set()
 
-    def _write(self, index: int, shard: Shard, record: dict[str, Any], ready: torch.cuda.Event | None) -> None:
+    def _write(self, index: int, shard: Shard, record: Json, ready: torch.cuda.Event | None) -> None:
         started = time.perf_counter()
         if ready is not None:
             ready.synchronize()

@@ -47,6 +47,7 @@ from ..binding.energy import matched_random_subspace, variance_share, within_ima
 from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
+from ..io.documents import Json, Options
 from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
 from ..probes.metrics import auroc, paired_auroc_difference
 from ..probes.pairing import PAIRINGS, twin_pairs
@@ -137,7 +138,7 @@ class SubspaceComparison:
     subspaces: dict[str, BindingSubspace]
     probes: dict[int, TrainResult]
     random_reference: dict[str, Tensor]
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Json = field(default_factory=dict)
     splits: dict[str, Tensor] = field(default_factory=dict)  # train / val / test: indices into the scenes
     versus_random: dict[str, Interval] = field(default_factory=dict)
     """Per subspace: its shuffled AUROC minus the random controls' mean, with its paired bootstrap interval."""
@@ -171,7 +172,7 @@ class SubspaceComparisonConfig:
     seed: int = 0
     n_random: int = 5
     training: ProbeTrainingConfig | None = None
-    das_options: dict[str, Any] | None = None
+    das_options: Options | None = None
     fraction: float = 0.25
     pairing: str = "auto"  # 'all', 'twins' (the benchmark's flip pairs), 'auto': 'twins' on twin mazes
 
@@ -217,7 +218,7 @@ def compare_subspaces(
         model, pixels, labels, (layer, layer + 1), train_idx, val_idx, training=training, twins=benchmark
     )
     probe_next: PairProbe = probes[layer + 1].probe
-    das_options: dict[str, Any] = {"seed": seed}
+    das_options: Options = {"seed": seed}
     if benchmark is not None:  # the rotation learns from flip pairs only, as the probe it is trained against
         das_options["pairs"] = benchmark_pairs(benchmark.select(train_idx), labels[train_idx], seed)
     das_options |= config.das_options or {}
@@ -258,7 +259,7 @@ def _settings(
     splits: dict[str, Tensor],
     clean: Any,
     das_loss: Any,
-) -> dict[str, Any]:
+) -> Json:
     """What the comparison ran with, as its report records it: site, seeds, pairing, split sizes, scored pairs."""
     return {
         "layer": layer,

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..io.atomic import write_atomic, write_json_atomic
-from ..stats import beyond_noise
+from ..stats import Interval, beyond_noise
 from ..stats.power import interval_limit
 from ..stats.record import Record, Row, as_row
 
@@ -35,10 +35,14 @@ def write_table(records: Sequence[Record | Row], stem: Path) -> tuple[Path, Path
 
 def interval_text(row: Row, key: str) -> str:
     """`row[key]` with its interval `row[key_low]`, `row[key_high]` as "0.812 [0.790, 0.833]"."""
-    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
-    if low is None or high is None:
-        return f"{row[key]:.3f}"
-    return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
+    return interval_cell(Interval(row[key], row.get(f"{key}_low"), row.get(f"{key}_high")))
+
+
+def interval_cell(value: Interval) -> str:
+    """An estimate with its interval, "0.812 [0.790, 0.833]", or "0.812" without one."""
+    if value.low is None or value.high is None:
+        return f"{value.estimate:.3f}"
+    return f"{value.estimate:.3f} [{value.low:.3f}, {value.high:.3f}]"
 
 
 def difference_text(value: float, low: float, high: float, *, star: bool = False) -> str:

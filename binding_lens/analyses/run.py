@@ -32,6 +32,7 @@ from ..data.scene import Scenes
 from ..data.spec import dataset_from_identity
 from ..errors import InputError, SettingsMismatchError
 from ..hooks import HookedViT
+from ..io.documents import Json
 from ..probes import PairProbe, load_probe
 
 PROBE_FILE = re.compile(r"^L(\d+)_(.+)\.safetensors$")
@@ -110,11 +111,11 @@ class RunDirectory:
                 f"{path} is corrupt ({error}); re-run `binding-lens sweep` into a new --out"
             ) from None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Json:
         """summary.json (model config, dataset identity, layers, probes, ...)."""
         return self._json(self.summary_path)
 
-    def manifest(self) -> dict[str, Any] | None:
+    def manifest(self) -> Json | None:
         """The activation store's manifest, or None when the activations were deleted."""
         path = self.activations / MANIFEST
         return json.loads(path.read_text()) if path.is_file() else None
@@ -193,7 +194,7 @@ class RunDirectory:
         """The dataset the run recorded (synthetic scenes exactly; ADE20K and folders from their paths)."""
         return dataset_from_identity(self.summary()["dataset"])
 
-    def request(self) -> dict[str, Any] | None:
+    def request(self) -> Json | None:
         """How the activations were extracted: the store's manifest request, or, for a sweep that held them
         in memory (`--store none`) or whose store was deleted, the copy its summary keeps, or that of the
         fits of a sweep stopped midway."""

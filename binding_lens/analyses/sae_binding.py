@@ -35,6 +35,7 @@ from ..errors import InputError
 from ..hooks import HookedViT
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..hooks.names import resid_post
+from ..io.documents import Json
 from ..probes import TrainResult, split_by_image
 from ..probes.batch import PairBatch
 from ..probes.metrics import auroc, bootstrap_auroc
@@ -58,7 +59,7 @@ class SaeBindingResult:
     baselines: list[Row]
     sae: SparseAutoencoder
     subspace: BindingSubspace
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Json = field(default_factory=dict)
 
     def text(self) -> str:
         top = format_table(

@@ -46,6 +46,7 @@ from ..figures.pca import twin_pca
 from ..hooks import HookedViT
 from ..hooks.bridged import HookedOrBridge, hooked_vit_only
 from ..io.atomic import write_json_atomic, write_text_atomic
+from ..io.documents import Json
 from ..probes import ProbeTrainingConfig, split_by_image
 from ..probes.metrics import auroc_replicates
 from ..stats import bootstrap_mean, percentile_interval
@@ -69,7 +70,7 @@ class ToyResult:
     position: list[Row]
     out: Path
     files: dict[str, Path] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Json = field(default_factory=dict)
     replicates: dict[int, dict[str, Tensor]] = field(default_factory=dict)
     """layer -> the bootstrap replicates of `vs_twin`, `vs_similar`, `vs_other` (over twin scenes), `rmse` and
     `rmse_shuffled` (over test images); one draw per replicate at every layer, so layers are paired."""

@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save
 from ..errors import InputError
 from ..hooks.names import resid_post
 from ..io.atomic import write_atomic, write_json_atomic
+from ..io.documents import Json
 from ..probes.provenance import check_fitted
 from ..probes.sharing import (
     PROBE_CARD,
@@ -64,8 +65,8 @@ def save_subspace(
     folder: str | Path,
     *,
     model: Any = None,
-    data: dict[str, Any] | None = None,
-    metrics: dict[str, Any] | None = None,
+    data: Json | None = None,
+    metrics: Json | None = None,
 ) -> Path:
     """Write `subspace` and its card to `folder`; `model` (the one it was fitted on) adds its
     preprocessing, `data` the data spec and split it was fitted on, `metrics` its fit scores (with their
@@ -124,7 +125,7 @@ def check_subspace_fits(
     model: Any,
     layer: int,
     hook_name: str | None = None,
-    preprocessing: dict[str, Any] | None = None,
+    preprocessing: Json | None = None,
     source: str = "the subspace",
 ) -> None:
     """One `InputError` line when `subspace` cannot edit `model` at `hook_name` (layer `layer`'s residual
@@ -199,7 +200,7 @@ def push_intervention_to_hub(
     )
 
 
-def _edit_record(intervention: Intervention) -> tuple[dict[str, Any], dict[str, torch.Tensor], Any]:
+def _edit_record(intervention: Intervention) -> tuple[Json, dict[str, torch.Tensor], Any]:
     """(which edit and its parameters, the tensors it holds, the probe it holds or None)."""
     if isinstance(intervention, Dose):
         inner, tensors, probe = _edit_record(intervention.edit)
@@ -226,7 +227,7 @@ def _edit_record(intervention: Intervention) -> tuple[dict[str, Any], dict[str, 
 
 
 def _edit_from_record(
-    edit: dict[str, Any], subspace: BindingSubspace, n_prefix: int, tensors: dict[str, torch.Tensor], probe: Any
+    edit: Json, subspace: BindingSubspace, n_prefix: int, tensors: dict[str, torch.Tensor], probe: Any
 ) -> Intervention:
     name = edit.get("name")
     if name == "dose":

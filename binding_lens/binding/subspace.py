@@ -24,6 +24,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError
+from ..io.documents import Json
 from ..probes import PairProbe, ProbeData, evaluate
 from ..probes.provenance import FittedOn
 from ..stats.record import Row
@@ -155,7 +156,7 @@ class SubspaceProbe(PairProbe):
         self.register_buffer("W2_", subspace.W2.detach().clone())
         self.register_buffer("b", torch.as_tensor(bias, dtype=subspace.basis.dtype).detach().clone())
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model, "k": self.W1_.shape[0]}
 
     def _pair_logits(self, x: Tensor, y: Tensor | None) -> Tensor:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..io.documents import Json, Options
 from ..spec_prefixes import hf_spec
 from .arguments import (
     DATA_HELP,
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
         ranks.finish()
 
 
-def flag_differences(stored: dict[str, Any], requested: dict[str, Any]) -> str:
+def flag_differences(stored: Json, requested: Json) -> str:
     """'asked vs stored: --data twins vs --data default; ...': the flags of `extract` / `sweep` whose values
     give two extraction requests that differ; '' when no flag tells them apart (other weights, say)."""
     old, new = request_flags(stored), request_flags(requested)
@@ -239,9 +240,9 @@ def flag_differences(stored: dict[str, Any], requested: dict[str, Any]) -> str:
     return "asked vs stored: " + "; ".join(pairs) if pairs else ""
 
 
-def request_flags(request: dict[str, Any]) -> dict[str, str | None]:
+def request_flags(request: Json) -> dict[str, str | None]:
     """The flags of `extract` / `sweep` that give an extraction `request` (as its manifest records it)."""
-    dataset = request.get("dataset") or {}
+    dataset: Any = request.get("dataset") or {}  # nested JSON, walked by key
     views = dataset.get("views")  # two views of each scene (--relation same_object_across_views)
     dataset = dataset.get("scenes") or {} if views else dataset
     first = dataset.get("first") if "subset_of" in dataset else None
@@ -375,7 +376,7 @@ def _extract(
     dataset: Sequence[Scene],
     layers: list[int],
     device: torch.device,
-    options: dict[str, Any],
+    options: Options,
 ) -> int:
     """`binding-lens extract`: the store in `--out`."""
     from ..activations import extract, ranks
@@ -397,7 +398,7 @@ def _sweep(
     layers: list[int],
     probes: list[str],
     device: torch.device,
-    options: dict[str, Any],
+    options: Options,
 ) -> SweepResult:
     """`binding-lens sweep`'s runs: one sweep per seed of `--seed`..`--seed + --seeds - 1`, aggregated."""
     from ..activations.budget import GiB

@@ -35,12 +35,12 @@ import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from jaxtyping import Int, UInt8
 
 from ..errors import InputError, MissingFileError
+from ..io.documents import Json
 from .masks_io import decode_ade_parts, decode_ade_seg, read_image
 from .scene import Scene
 
@@ -249,7 +249,7 @@ class ADE20K(Sequence):
         )
 
     @staticmethod
-    def _load_index(path: Path) -> dict[str, Any]:
+    def _load_index(path: Path) -> Json:
         """The unpickled index, checked to hold same-length 'filename' and 'folder' lists."""
         try:
             with open(path, "rb") as f:
@@ -281,7 +281,7 @@ class ADE20K(Sequence):
             )
         return index
 
-    def _split_files(self, index: dict[str, Any]) -> list[Path]:
+    def _split_files(self, index: Json) -> list[Path]:
         marker = f"images/ADE/{self.split}"
         files = []
         for name, folder in zip(index["filename"], index["folder"]):
@@ -300,7 +300,7 @@ class ADE20K(Sequence):
         return files
 
     @property
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> Json:
         """Everything that determines the scenes, JSON-ready, for activation-store manifests."""
         return {
             "dataset": "ade20k",

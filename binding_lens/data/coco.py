@@ -31,6 +31,7 @@ import numpy as np
 from jaxtyping import Int
 
 from ..errors import InputError, MissingFileError
+from ..io.documents import Json
 from .masks_io import read_image
 from .scene import Scene, SceneError
 
@@ -78,14 +79,14 @@ class CocoInstances(Sequence):
         if self.class_agnostic:
             warnings.warn(f"{self.annotations}: {CLASS_AGNOSTIC}", stacklevel=2)
         self.class_names = {int(c["id"]): str(c.get("name", c["id"])) for c in categories} or {1: "object"}
-        by_image: dict[Any, list[dict[str, Any]]] = {}
+        by_image: dict[Any, list[Json]] = {}
         for annotation in data["annotations"]:  # SA-1B's annotations name no image: they are its one image's
             by_image.setdefault(annotation.get("image_id", _image_key(images[0])), []).append(annotation)
         self.images = images
         self.by_image = by_image
 
     @property
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> Json:
         return {
             "dataset": "coco",
             "annotations": str(self.annotations),
@@ -96,7 +97,7 @@ class CocoInstances(Sequence):
     def __len__(self) -> int:
         return len(self.images)
 
-    def image_path(self, record: dict[str, Any]) -> Path:
+    def image_path(self, record: Json) -> Path:
         """Where an image record's file is: its file_name (or the last part of LVIS's coco_url) in the image
         folder, or beside the JSON, or in the JSON's parent folder."""
         name = record.get("file_name") or str(record.get("coco_url", "")).rsplit("/", 1)[-1]
@@ -130,7 +131,7 @@ class CocoInstances(Sequence):
         return Scene(image, instances, classes, self.class_names, metadata)
 
     def masks(
-        self, annotations: list[dict[str, Any]], height: int, width: int, where: str
+        self, annotations: list[Json], height: int, width: int, where: str
     ) -> tuple[Int[np.ndarray, "height width"], Int[np.ndarray, "height width"]]:
         """One image's annotations as (instance ids, class ids) by the module's rules."""
         decoded = [(a, decode_segmentation(a.get("segmentation"), height, width, where)) for a in annotations]
@@ -147,7 +148,7 @@ class CocoInstances(Sequence):
         return instances, classes
 
 
-def _image_key(record: dict[str, Any]) -> Any:
+def _image_key(record: Json) -> Any:
     """What annotations call an image: its `id` (COCO, LVIS) or `image_id` (SA-1B)."""
     return record.get("id", record.get("image_id"))
 

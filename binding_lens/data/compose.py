@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..io.documents import Json
 from .colorshape import balanced_feature_codes, feature_code, object_code, split_of_features
 from .knobs import SceneKnobs
 from .textures import rephase, sample_texture
@@ -32,7 +33,7 @@ class ObjectSpec:
     cut: float = 0.0  # the angle of the cuts between its parts
 
     @property
-    def texture_dict(self) -> dict[str, Any]:
+    def texture_dict(self) -> Json:
         return dict(self.texture)
 
     def look(self) -> tuple:
@@ -132,7 +133,7 @@ def plan_twins(rng: np.random.Generator, knobs: SceneKnobs, patch_px: float) -> 
 
 def plan_colorshape(
     rng: np.random.Generator, knobs: SceneKnobs, patch_px: float, split: str | None
-) -> tuple[list[ObjectSpec], dict[str, Any]]:
+) -> tuple[list[ObjectSpec], Json]:
     """method notes section 8: objects with distinct color x shape conjunctions; O and F recorded.
 
     With a split, conjunction sets are redrawn until F falls in that split (see

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..errors import InputError, MissingFileError
+from ..io.documents import Json
 from .masks_io import read_id_mask, read_image
 from .scene import Scene, SceneError
 from .skips import SkipReport
@@ -81,7 +81,7 @@ class ImageFolderWithMasks(Sequence):
                 self.class_names = {int(k): str(v) for k, v in json.load(f).items()}
 
     @property
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> Json:
         return {
             "dataset": "image_folder",
             "root": str(self.root),

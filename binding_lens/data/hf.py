@@ -33,6 +33,7 @@ import numpy as np
 from jaxtyping import Int, UInt8
 
 from ..errors import InputError, MissingFileError
+from ..io.documents import Json
 from ..spec_prefixes import HF_ROLES as ROLES
 from ..spec_prefixes import hf_spec
 from .masks_io import ID_MODES
@@ -67,7 +68,7 @@ class HFInstances(Sequence):
         self.class_names = _class_names(self.rows.features, self.columns.get("classes"))
 
     @property
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> Json:
         return {"dataset": "hf", "root": str(self.path), "split": self.split, "columns": self.columns, "n": len(self)}
 
     def __len__(self) -> int:

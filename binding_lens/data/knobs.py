@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..errors import InputError
+from ..io.documents import Json, Options
 from .palette import COLORS
 from .shapes import SHAPES
 from .textures import BACKGROUNDS, TEXTURES
@@ -82,7 +83,7 @@ class SceneKnobs:
     def __post_init__(self) -> None:
         _check(self)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> Json:
         """JSON-ready copy of every knob (tuples become lists); `maze_cells` only for `matched` mazes and
         mixtures (whose mazes it sizes), `mixture` only for mixtures, `object_parts` only where objects have
         parts: the scenes that read them (so the other presets' identities, and the stores that record them,
@@ -102,7 +103,7 @@ class SceneKnobs:
         unknown = sorted(set(overrides) - set(valid))
         if unknown:
             raise InputError(f"unknown scene knob(s) {', '.join(unknown)}; valid knobs: {', '.join(valid)}")
-        clean: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+        clean: Options = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
         return replace(self, **clean)
 
 

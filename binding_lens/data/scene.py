@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, no_type_check
+from typing import TYPE_CHECKING, no_type_check
 
 import numpy as np
 import torch
@@ -17,6 +17,7 @@ from jaxtyping import Int, UInt8
 from torch import Tensor
 
 from ..errors import InputError
+from ..io.documents import Json
 from ..stats.groups import dense_groups
 
 
@@ -90,7 +91,7 @@ class Scene:
     instance_mask: Int[np.ndarray, "height width"]
     class_mask: Int[np.ndarray, "height width"]
     class_names: Mapping[int, str] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: Json = field(default_factory=dict)
     part_mask: Int[np.ndarray, "height width"] | None = None
 
     def __post_init__(self) -> None:

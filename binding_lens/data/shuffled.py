@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from ..io.documents import Json
 from .scene import Scene, Scenes
 
 
@@ -29,7 +29,7 @@ class ShuffledLabels(Sequence):
         self.scenes, self.patch_size, self.seed = scenes, patch_size, seed
 
     @property
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> Json:
         return {"labels": "shuffled by patch block", "patch_size": self.patch_size, "seed": self.seed} | {
             "scenes": getattr(self.scenes, "identity", None)
         }

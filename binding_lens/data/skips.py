@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
+from ..io.documents import Json
 from .patches import PatchLabels, patch_labels
 from .scene import Scene, Scenes
 
@@ -67,7 +68,7 @@ class SkipReport:
         ]
         return f"skipped {self.skipped} of {self.seen} images: " + "; ".join(parts)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> Json:
         return {
             "seen": self.seen,
             "skipped": self.skipped,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError
+from ..io.documents import Json
 from ..spec_prefixes import split_coco_spec, split_hf_spec
 from .ade20k import ADE20K
 from .coco import CocoInstances
@@ -79,7 +80,7 @@ def dataset_from_spec(
     return Subset(dataset, n) if n is not None and n < len(dataset) else dataset
 
 
-def dataset_from_identity(identity: dict[str, Any]) -> Scenes:
+def dataset_from_identity(identity: Json) -> Scenes:
     """Rebuild a dataset from the identity a store or run recorded."""
     kind = identity.get("dataset")
     if "subset_of" in identity:

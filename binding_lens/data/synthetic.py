@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GridSizeError, InputError, KnobError
+from ..io.documents import Json
 from .colorshape import SPLITS, conjunction_names, feature_names
 from .compose import ObjectSpec, plan_colorshape, plan_parts, plan_random, plan_twins
 from .knobs import SceneKnobs, preset_knobs
@@ -118,7 +119,7 @@ class SyntheticScenes(Sequence):
         return "twins" if self.knobs.composition == "matched" else "all"
 
     @property
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> Json:
         """Everything that determines the scenes, JSON-ready, for activation-store manifests (a mixture's
         also names each part's generator version and knobs)."""
         versions = {"matched": MAZE_VERSION, "mixture": MIXTURE_VERSION}
@@ -168,7 +169,7 @@ class SyntheticScenes(Sequence):
         if k.composition == "mixture":
             return self._render_mixture(int(i))
         rng = np.random.default_rng([self.seed, _SPLIT_CODE[self.split], int(i)])
-        extra: dict[str, Any] = {}
+        extra: Json = {}
         if k.composition == "twins":
             plan = plan_twins(rng, k, self.patch_px)
         elif k.composition == "colorshape":
@@ -290,9 +291,7 @@ def _sprites(plan: list[ObjectSpec], contrast: float) -> list[Sprite]:
     return out
 
 
-def _object_records(
-    plan: list[ObjectSpec], sprites: list[Sprite], placed: list, canvas: Canvas
-) -> list[dict[str, Any]]:
+def _object_records(plan: list[ObjectSpec], sprites: list[Sprite], placed: list, canvas: Canvas) -> list[Json]:
     """Per placed object: ids, class, color, shape, texture, bbox, full and visible pixel counts, the objects
     it covers part of and, for objects in parts, its part ids (in the scene's part mask) and their colors."""
     visible = np.bincount(canvas.instance.ravel(), minlength=len(canvas.full))

@@ -7,13 +7,12 @@ from an explicit numpy Generator, so a scene is a pure function of its seed.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from jaxtyping import Float, UInt8
 from PIL import Image
 
 from ..errors import InputError
+from ..io.documents import Json
 
 TEXTURES = ("none", "stripes", "checks", "noise", "mixed")
 """Object texture kinds; `mixed` draws stripes, checks or noise per object."""
@@ -38,7 +37,7 @@ def smooth_noise(
     return out
 
 
-def sample_texture(rng: np.random.Generator, kind: str, side: int) -> dict[str, Any]:
+def sample_texture(rng: np.random.Generator, kind: str, side: int) -> Json:
     """Draw the parameters of one object's texture (kind, period, orientation, phase, noise seed).
 
     The returned dict is all that `texture_field` needs, so copying it copies the texture
@@ -55,7 +54,7 @@ def sample_texture(rng: np.random.Generator, kind: str, side: int) -> dict[str, 
     }
 
 
-def rephase(texture: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def rephase(texture: Json, rng: np.random.Generator) -> Json:
     """Same texture kind, period and orientation with a new phase and noise seed."""
     out = dict(texture)
     out["phase"] = float(rng.uniform(0.0, 2.0 * np.pi))
@@ -63,7 +62,7 @@ def rephase(texture: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]
     return out
 
 
-def texture_field(texture: dict[str, Any], side: int) -> Float[np.ndarray, "side side"]:
+def texture_field(texture: Json, side: int) -> Float[np.ndarray, "side side"]:
     """Texture values in [-1, 1] on a side x side sprite (0 everywhere for kind `none`)."""
     kind = texture["kind"]
     if kind == "none":

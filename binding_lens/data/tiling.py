@@ -32,6 +32,7 @@ import torch
 from jaxtyping import Bool, Float, Int, UInt8
 from scipy import ndimage
 
+from ..io.documents import Json
 from .knobs import SceneKnobs
 from .palette import COLORS
 from .patches import _cells
@@ -83,7 +84,7 @@ class TwinMazes:
     units: Int[np.ndarray, "height width"]
     swapped: Bool[np.ndarray, "height width"]
     color: str
-    texture: dict[str, Any]
+    texture: Json
 
 
 def spread_seeds(
@@ -425,9 +426,7 @@ def contour_oracle(image: UInt8[np.ndarray, "height width 3"]) -> Int[np.ndarray
     return components.astype(np.int64)
 
 
-def object_records(
-    instance: Int[np.ndarray, "height width"], class_id: int, color: str, texture: dict[str, Any]
-) -> list[dict[str, Any]]:
+def object_records(instance: Int[np.ndarray, "height width"], class_id: int, color: str, texture: Json) -> list[Json]:
     """The object records of a maze's instances, in the fields `SyntheticScenes` records for sprites."""
     records = []
     for iid in range(1, int(instance.max()) + 1):

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..io.documents import Json
 from .resize import resize_image, resize_mask
 from .scene import Scene, Scenes
 
@@ -42,7 +43,7 @@ class TwoViews(Sequence):
         self.scenes, self.seed, self.scale = scenes, seed, (float(low), float(high))
 
     @property
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> Json:
         return {"views": VIEWS, "crop_scale": list(self.scale), "seed": self.seed} | {
             "scenes": getattr(self.scenes, "identity", None)
         }

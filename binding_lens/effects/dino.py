@@ -35,6 +35,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from ..errors import InputError, check_ints
+from ..io.documents import Options
 from ..losses.dino import DinoHead, dino_loss, ema_update, update_center
 from ..losses.views import AUGMENTATIONS, CropPlan, Images, MultiCrop, Preprocess, apply_view, check_images
 from ..training.engine import train_for
@@ -102,7 +103,7 @@ class DinoLossConfig:
     batch_size: int = 32
 
 
-def _split_views(config_type: type, options: dict[str, Any]) -> tuple[dict[str, Any], MultiCrop]:
+def _split_views(config_type: type, options: Options) -> tuple[Options, MultiCrop]:
     """`options` split into `config_type`'s fields and the views (every other name: a `MultiCrop` field)."""
     names = {f.name for f in fields(config_type)}
     return {k: v for k, v in options.items() if k in names}, MultiCrop(

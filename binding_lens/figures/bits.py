@@ -6,17 +6,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ..io.documents import Json
 from ..stats.record import Row
 from ._save import check_rows, finish, new_figure, save
 
 
-def bits_figure(
-    rows: Sequence[Row], path: str | os.PathLike, title: str, routing: dict[str, Any] | None = None
-) -> Path:
+def bits_figure(rows: Sequence[Row], path: str | os.PathLike, title: str, routing: Json | None = None) -> Path:
     """Left: B_O (bits) by layer, a line per (token set, family), its interval as bars and a band, H(O) and the prior
     probe's level (B_O it would score: H(O) - CE_prior) as dashed lines. Right (with `routing`): the
     attention probe's weights for up to three objects of the first test image, over the image."""

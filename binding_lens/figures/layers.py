@@ -140,7 +140,7 @@ class LegendOf:
         self.axes = list(getattr(axes, "flat", axes))
 
     def get_legend_handles_labels(self) -> tuple[list[Any], list[str]]:
-        seen: dict[str, Any] = {}
+        seen: dict[str, object] = {}  # label -> its first handle
         for ax in self.axes:
             for handle, label in zip(*ax.get_legend_handles_labels()):
                 seen.setdefault(label, handle)

@@ -29,9 +29,11 @@ from typing import Any, TypeAlias
 
 from jaxtyping import Float
 from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
 from transformers.activations import ACT2FN
 
 from ..errors import InputError
+from ..io.documents import Options
 from .adapters import FamilyAdapter, adapter_for, registered_adapters, vision_tower
 from .adapters.base import model_config
 from .components import HookedBlock, hold
@@ -75,7 +77,7 @@ class BridgedViT(ImageInputs):
         rotary = self.cfg.positional_embedding_type == "rotary"
         hold(self, "blocks", tuple(HookedBlock(p, self.cfg.n_heads, self.cfg.d_head, rotary) for p in parts))
 
-    def _inputs(self, pixel_values: Tensor) -> tuple[Tensor, dict[str, Any]]:
+    def _inputs(self, pixel_values: Tensor) -> tuple[Tensor, Options]:
         """(the bridge's input, its keyword arguments): what the family's HF model is given for these pixels."""
         check_pixel_values(pixel_values, self.cfg.patch_size, self.cfg.num_channels)
         inputs = self.adapter.reference_inputs(self.hf_model, pixel_values)
@@ -127,7 +129,7 @@ class BridgedViT(ImageInputs):
         self.bridge.reset_hooks()
 
     @property
-    def hook_dict(self) -> dict[str, Any]:
+    def hook_dict(self) -> dict[str, HookPoint]:
         return self.bridge.hook_dict
 
     def set_fused_attention(self, fused: bool) -> None:

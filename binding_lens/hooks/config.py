@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+
+from ..io.documents import Json
 
 
 @dataclass
@@ -45,12 +46,12 @@ class HookedViTConfig:
     positional_embedding_type: str = "standard"  # or "rotary" (DINOv3): see FamilyAdapter
     attn_only: bool = False
     final_rms: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Json = field(default_factory=dict)
 
     @property
     def native_grid(self) -> tuple[int, int]:
         """(rows, cols) of patches at the native image size."""
         return self.image_size[0] // self.patch_size, self.image_size[1] // self.patch_size
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Json:
         return asdict(self)

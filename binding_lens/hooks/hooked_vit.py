@@ -48,6 +48,7 @@ from torch import Tensor, nn
 from transformers import AutoConfig
 
 from ..errors import InputError
+from ..io.documents import Options
 from ..spec_prefixes import SPEC_LOADERS, loader_for
 from . import images as image_utils
 from .adapters import FamilyAdapter, adapter_for, vision_tower
@@ -395,12 +396,12 @@ def _refuse_unknown_prefix(name: Any) -> None:
         )
 
 
-def _loading_kwargs(hf_kwargs: dict[str, Any]) -> dict[str, Any]:
+def _loading_kwargs(hf_kwargs: Options) -> Options:
     return {key: hf_kwargs[key] for key in _LOADING_KEYS if key in hf_kwargs}
 
 
 def _processor_statistics(
-    name_or_path: str, adapter: type[FamilyAdapter], hf_kwargs: dict[str, Any]
+    name_or_path: str, adapter: type[FamilyAdapter], hf_kwargs: Options
 ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(image_mean, image_std) from the checkpoint's preprocessor_config.json, else the family default."""
     from transformers.utils import cached_file

@@ -9,16 +9,16 @@ AssertionError or 30 s of hub retries and HF's traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from ..devices import resolve_device as resolve_device  # its home is binding_lens.devices
 from ..errors import ModelUnavailableError
+from ..io.documents import Options
 from ..spec_prefixes import OFFLINE_HINT, check_model_dir, hub_reachable, looks_like_path
 
 
-def loading_kwargs(name: str, hf_kwargs: dict[str, Any]) -> dict[str, Any]:
+def loading_kwargs(name: str, hf_kwargs: Options) -> Options:
     """`hf_kwargs` for from_pretrained: float32 unless `dtype` says otherwise, and cache-only when the
     hub cannot be reached (a miss then fails at once instead of retrying). A missing directory raises."""
     kwargs = {"dtype": torch.float32, **hf_kwargs}
@@ -29,7 +29,7 @@ def loading_kwargs(name: str, hf_kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def unavailable(name: str, error: OSError, hf_kwargs: dict[str, Any]) -> ModelUnavailableError:
+def unavailable(name: str, error: OSError, hf_kwargs: Options) -> ModelUnavailableError:
     """The one-line error for a hub id or directory transformers could not load."""
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if not looks_like_path(name) and hf_kwargs.get("local_files_only"):

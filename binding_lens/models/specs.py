@@ -31,6 +31,7 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig
 from ..errors import InputError, MissingFileError
 from ..hooks import HookedViT
 from ..hooks.adapters import architectures
+from ..io.documents import Options
 from ..spec_prefixes import checkpoint_file, register_spec_prefix
 from .tiny import TINY_CASES, tiny_hf_model
 
@@ -109,7 +110,7 @@ def _load_timm(spec: str, *, seed: int = 0, fused_attention: bool = False, **_: 
     name, tag = _name_and_tag(spec, "timm:")
     file = checkpoint_file(tag, spec)
     pretrained = tag != "random" and file is None
-    options: dict[str, Any] = {} if file is None else {"checkpoint_path": str(file)}  # timm's checkpoint loader
+    options: Options = {} if file is None else {"checkpoint_path": str(file)}  # timm's checkpoint loader
     if file is None and tag not in (None, "random"):
         name = f"{name}.{tag}"  # timm's own pretrained-tag syntax
     torch.manual_seed(seed)

@@ -17,6 +17,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError
+from ..io.documents import Json
 from .scalar import ScalarScoreProbe
 
 
@@ -108,14 +109,14 @@ class SelfAttentionProbe(ScalarScoreProbe):
         )
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "SelfAttentionProbe":
+    def from_config(cls, config: Json) -> "SelfAttentionProbe":
         """Zero weights of the right shapes; `load_probe` fills them from the saved state dict."""
         h, d, dh = config["n_heads"], config["d_model"], config["d_head"]
         return cls(
             d, W_Q=torch.zeros(h, d, dh), W_K=torch.zeros(h, d, dh), ln_eps=config["ln_eps"], layer=config["layer"]
         )
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {
             "d_model": self.d_model,
             "n_heads": self.n_heads,

@@ -18,6 +18,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
 from ..errors import InputError
+from ..io.documents import Json
 from .batch import PairBatch
 
 if TYPE_CHECKING:
@@ -82,11 +83,11 @@ class PairProbe(nn.Module, ABC):
 
     # -- construction -------------------------------------------------------------------------
     @abstractmethod
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         """Constructor kwargs (JSON-serializable) that rebuild this probe's shapes for `load_probe`."""
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "PairProbe":
+    def from_config(cls, config: Json) -> "PairProbe":
         """A probe with the shapes of `config`; its weights come from a state dict afterwards."""
         return cls(**config)
 

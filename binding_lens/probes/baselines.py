@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from jaxtyping import Float
@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from ..activations.context import CONTEXT_FEATURES, POSITION_AND_PIXELS
 from ..errors import InputError
+from ..io.documents import Json
 from .base import PairProbe
 from .batch import PairBatch
 from .scalar import ScalarScoreProbe, fit_logistic
@@ -59,7 +60,7 @@ class GridDistanceBaseline(ScalarScoreProbe):
             raise InputError(f"the distance baseline reads (row, col) from its inputs: d_model >= 2, got {d_model}")
         super().__init__(d_model)
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model}
 
     def raw_scores(
@@ -86,7 +87,7 @@ class PairFeatureBaseline(PairProbe):
         self.register_buffer("center", torch.zeros(self.n_features))
         self.register_buffer("scale", torch.ones(self.n_features))
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model}
 
     @staticmethod

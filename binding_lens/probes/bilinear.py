@@ -15,13 +15,14 @@ scale: enough to leave the saddle, too little to survive as structure in W.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
 from ..errors import InputError
+from ..io.documents import Json
 from .base import PairProbe
 
 SMALL_INIT = 0.05  # scale of the fixed-rank probe's U, V at init, relative to 1/sqrt(d)
@@ -39,7 +40,7 @@ class _VectorProbe(PairProbe):
         self.w = nn.Parameter(torch.zeros(d_model))
         self.b = nn.Parameter(torch.zeros(()))
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model}
 
 
@@ -92,7 +93,7 @@ class QuadraticProbe(PairProbe):
         self.A = nn.Parameter(torch.zeros(d_model, d_model))
         self.b = nn.Parameter(torch.zeros(()))
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model}
 
     def weight(self) -> Float[Tensor, "d_model d_model"]:
@@ -126,7 +127,7 @@ class QuadraticFixedRankProbe(PairProbe):
         self.V = nn.Parameter(torch.randn(rank, d_model) * SMALL_INIT * d_model**-0.5)
         self.b = nn.Parameter(torch.zeros(()))
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model, "rank": self.rank}
 
     def weight(self) -> Float[Tensor, "d_model d_model"]:

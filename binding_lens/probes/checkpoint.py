@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -19,6 +18,7 @@ from safetensors.torch import load_file, save
 
 from ..errors import InputError, MissingFileError
 from ..io.atomic import write_atomic
+from ..io.documents import Json
 from .base import PairProbe
 from .provenance import FittedOn
 from .registry import probe_class
@@ -34,7 +34,7 @@ def save_probe(probe: PairProbe, path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory; give a file path such as {path / 'probe.safetensors'}")
-    header: dict[str, Any] = {"format": FORMAT, "probe": probe.name, "kwargs": probe.config()}
+    header: Json = {"format": FORMAT, "probe": probe.name, "kwargs": probe.config()}
     if probe.fitted_on is not None:
         header["fitted"] = probe.fitted_on.as_dict()
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in probe.state_dict().items()}

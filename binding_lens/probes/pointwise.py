@@ -14,14 +14,13 @@ is an option), DETR-style Hungarian mask loss for `pointwise_identity`.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor, nn
 
 from ..errors import InputError
+from ..io.documents import Json
 from ..losses.matching import detr_mask_loss
 from .base import PairProbe, masked_pair_bce
 from .batch import PairBatch
@@ -96,7 +95,7 @@ class PointwiseClassProbe(PointwiseProbe):
     def needs_class_labels(self) -> bool:  # type: ignore[override]
         return self.objective == "class"
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model, "n_classes": self.n_classes, "objective": self.objective}
 
     def training_loss(self, x: Float[Tensor, "image k d_model"], batch: PairBatch) -> Float[Tensor, ""]:
@@ -137,7 +136,7 @@ class PointwiseIdentityProbe(PointwiseProbe):
         self.mask_weight = float(mask_weight)
         self.dice_weight = float(dice_weight)
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {
             "d_model": self.d_model,
             "n_queries": self.n_queries,

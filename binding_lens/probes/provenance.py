@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..hooks.names import resid_post
+from ..io.documents import Json
 from .base import PairProbe
 
 
@@ -34,11 +35,11 @@ class FittedOn:
         cfg = model.cfg
         return cls(str(cfg.source), str(cfg.family), int(layer), hook_name or resid_post(layer), int(cfg.d_model))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> Json:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, record: dict[str, Any]) -> "FittedOn":
+    def from_dict(cls, record: Json) -> "FittedOn":
         return cls(
             str(record["model"]),
             str(record["family"]),

@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import InputError, MissingFileError
 from ..hooks.names import resid_post
 from ..io.atomic import write_json_atomic
+from ..io.documents import Json
 from ..spec_prefixes import looks_like_path
 from ..version import __version__
 from .base import PairProbe
@@ -48,10 +49,10 @@ def artefact_card(
     fitted: FittedOn | None,
     *,
     model: Any = None,
-    data: dict[str, Any] | None = None,
-    metrics: dict[str, Any] | None = None,
+    data: Json | None = None,
+    metrics: Json | None = None,
     **fields: Any,
-) -> dict[str, Any]:
+) -> Json:
     """The card every artefact carries (module docstring), with its own `fields`."""
     return {
         "format": FORMAT,
@@ -74,7 +75,7 @@ def prepare_folder(folder: str | Path) -> Path:
     return folder
 
 
-def read_card(folder: Path, files: tuple[str, str], kind: str, what: str) -> dict[str, Any]:
+def read_card(folder: Path, files: tuple[str, str], kind: str, what: str) -> Json:
     """The card of a saved `what` (`files`: its weights and card), checked for what loading needs."""
     weights, card_name = files
     if not (folder / card_name).is_file() or not (folder / weights).is_file():
@@ -90,7 +91,7 @@ def read_card(folder: Path, files: tuple[str, str], kind: str, what: str) -> dic
     return card
 
 
-def fitted_from_card(card: dict[str, Any], where: Path, what: str) -> FittedOn | None:
+def fitted_from_card(card: Json, where: Path, what: str) -> FittedOn | None:
     """Where the card says its artefact was fitted (None: it does not say)."""
     try:
         return None if card.get("fitted") is None else FittedOn.from_dict(card["fitted"])
@@ -98,7 +99,7 @@ def fitted_from_card(card: dict[str, Any], where: Path, what: str) -> FittedOn |
         raise InputError(f"{where}: the record of where the {what} was fitted is damaged") from None
 
 
-def check_preprocessing(preprocessing: dict[str, Any] | None, model: Any, source: str, what: str) -> None:
+def check_preprocessing(preprocessing: Json | None, model: Any, source: str, what: str) -> None:
     """One `InputError` line when `model` normalizes its pixels otherwise than the `what` was fitted with."""
     if preprocessing is None or preprocessing == preprocessing_of(model):
         return
@@ -146,8 +147,8 @@ def save_probe_folder(
     folder: str | Path,
     *,
     model: Any = None,
-    data: dict[str, Any] | None = None,
-    metrics: dict[str, Any] | None = None,
+    data: Json | None = None,
+    metrics: Json | None = None,
 ) -> Path:
     """Write `probe` and its card to `folder`: `model` (the one it was fitted on) adds its preprocessing,
     `data` the data spec and split, `metrics` its scores with their intervals. Returns the folder."""

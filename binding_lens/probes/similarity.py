@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError
+from ..io.documents import Json
 from .scalar import ScalarScoreProbe
 
 
@@ -17,7 +16,7 @@ class CosineSimilarityProbe(ScalarScoreProbe):
 
     name = "cosine_similarity"
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model}
 
     def raw_scores(
@@ -33,7 +32,7 @@ class DotProductProbe(ScalarScoreProbe):
 
     name = "dot_product"
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model}
 
     def raw_scores(
@@ -52,7 +51,7 @@ class DistanceProbe(ScalarScoreProbe):
 
     name = "distance"
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {"d_model": self.d_model}
 
     def raw_scores(

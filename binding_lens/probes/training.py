@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
+from ..io.documents import Json, Options
 from ..training.engine import Evaluation, Track, TrainingOutcome, run_training
 from ..training.stopping import StoppingRule
 from .base import PairProbe
@@ -195,7 +196,7 @@ class TrainResult(TrainingOutcome):
             )
         return found
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Json:
         return {
             "probe": self.probe.name,
             "best_epoch": self.best_epoch,
@@ -253,12 +254,12 @@ def _prepare_val(
 def _tracks(probes: Sequence[PairProbe], config: ProbeTrainingConfig) -> tuple[torch.optim.Adam, list[Track]]:
     """One Adam over all probes; L2 weight decay only on each probe's `weight_decay_parameters`.
     Each probe is a track with its own parameter groups, so one probe's rate can change alone."""
-    groups: list[dict[str, Any]] = []
-    owned: list[list[dict[str, Any]]] = []
+    groups: list[Options] = []
+    owned: list[list[Options]] = []
     for probe in probes:
         decayed = {id(p) for p in probe.weight_decay_parameters()}
         params = [p for p in probe.parameters() if p.requires_grad]
-        mine: list[dict[str, Any]] = [
+        mine: list[Options] = [
             {"params": [p for p in params if id(p) in decayed], "weight_decay": config.weight_decay},
             {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0},
         ]

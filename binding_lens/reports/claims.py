@@ -47,6 +47,7 @@ from ..data.shuffled import ShuffledLabels
 from ..errors import InputError
 from ..hooks import HookedViT
 from ..io.atomic import write_json_atomic, write_text_atomic
+from ..io.documents import Json
 from ..probes import ProbeTrainingConfig, load_probe
 from ..stats.bootstrap import bootstrap_counts
 from ..stats.record import Row
@@ -77,6 +78,7 @@ from .provenance import code_digest, code_fingerprint, environment
 from .zoo_compare import (
     SCENES_PER_TRAINING_SEED,
     TABLE_PROBES,
+    ObjectiveRow,
     ObjectiveTable,
     objective_row,
     objective_summary,
@@ -106,7 +108,7 @@ class ClaimsConfig:
     intervention_k: int | None = None  # the binding subspace's dimension there (None: the paper's d_model / 8)
     progress: bool = True
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> Json:
         """What decides the numbers (the resume key holds it, with the code): every field but `progress`."""
         found = {k: v for k, v in asdict(self).items() if k != "progress"}
         return json.loads(json.dumps(found | {"seeds": list(self.seeds)}, default=str))
@@ -203,7 +205,7 @@ def measure_model(spec: str, out: Path, config: ClaimsConfig) -> Row:
         "model": spec,
         "objective": zoo_family(spec) if is_zoo_spec(spec) else card["objective"],
         "training_seed": card["recipe"]["seed"],
-        "row": objective_row(spec, card, sweep),
+        "row": objective_row(spec, card, sweep).to_row(),  # the objective table's line (a JSON document's part)
         "data": data_preset(config.data) or (card["recipe"].get("preset") if is_zoo_spec(spec) else "default"),
         "pairing": run_pairing(run),
         "measures": found,
@@ -392,7 +394,7 @@ def _write(report: ClaimsReport, config: ClaimsConfig, provenance: Row, seconds:
 
     out, measured = report.out, report.measurements
     write_text_atomic(out / "claims.md", f"# Claims of the paper, measured\n\n{report.markdown()}")
-    rows = [m["row"] for m in measured]
+    rows = [ObjectiveRow.from_row(m["row"]) for m in measured]
     objectives, differences = objective_summary(rows)
     source = "each zoo model's training preset (default for other models)" if config.data is None else config.data
     write_text_atomic(out / "objective_table.md", ObjectiveTable(rows, {}, out, objectives, differences).markdown())

@@ -13,10 +13,10 @@ import hashlib
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from ..io.documents import Json
 from ..version import __version__
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def environment(device: str | torch.device = "cpu") -> dict[str, Any]:
+def environment(device: str | torch.device = "cpu") -> Json:
     """The commit (None outside a git checkout; `dirty`: uncommitted changes to the package), the versions of
     binding_lens, torch, transformers and Python, torch's thread count and the device."""
     import transformers

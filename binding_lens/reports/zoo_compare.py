@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analyses.report import difference_text, format_table, interval_text, write_table
+from ..analyses.report import difference_text, format_table, interval_cell, interval_text, write_table
 from ..analyses.sweep import layer_sweep_over_seeds
 from ..analyses.sweep.records import FIRST_PASS_MARK, PEAK_RULES, SweepResult
 from ..data import PRESETS, SyntheticScenes
@@ -35,11 +35,12 @@ from ..errors import InputError
 from ..figures import accuracy_by_model
 from ..hooks import HookedViT
 from ..io.atomic import write_json_atomic, write_text_atomic
+from ..io.documents import Json
 from ..probes import ProbeTrainingConfig
 from ..stats import Interval, holm
 from ..stats.inference import seed_difference
 from ..stats.interval import direction
-from ..stats.record import Row
+from ..stats.record import Record, Row, as_row
 from ..stats.tables import aggregate_rows
 from ..zoo import held_out_scenes
 from ..zoo.registry import PREFIX, zoo_card, zoo_family
@@ -99,7 +100,10 @@ def training_scenes_for(spec: str, n_scenes: int, preset: str | None = None) -> 
 
 @dataclass
 class ObjectiveTable:
-    rows: list[Row]
+    """`zoo compare`'s tables: a line per model (`ObjectiveRow`), its sweep, each objective's mean across its
+    training seeds and the differences between objectives (after Holm), and the files written."""
+
+    rows: list[ObjectiveRow]
     sweeps: dict[str, SweepResult]
     out: Path
     objectives: list[Row] = field(default_factory=list)
@@ -109,7 +113,7 @@ class ObjectiveTable:
     def markdown(self) -> str:
         """The per-model table, the per-objective table and the differences, as GitHub markdown."""
         lines = [
-            _markdown(list(MODEL_COLUMNS), [_model_cells(r) for r in self.rows]),
+            _markdown(list(MODEL_COLUMNS), [_model_cells(r.to_row()) for r in self.rows]),
             "",
             "Across training seeds (mean [95% t interval]; no interval with one seed):",
             "",
@@ -122,13 +126,13 @@ class ObjectiveTable:
 
     def text(self) -> str:
         rows = [
-            r
+            r.to_row()
             | {
-                "accuracy [95% CI]": interval_text(r, "quadratic"),
-                "AUROC [95% CI]": interval_text(r, "quadratic_auroc"),
-                "within distance": interval_text(r, "quadratic_within_distance"),
-                "baseline AUROC": f"{r['baseline']} {r['baseline_auroc']:.3f}",
-                "vs baseline [95% CI]": _vs_baseline(r),
+                "accuracy [95% CI]": interval_cell(r.quadratic),
+                "AUROC [95% CI]": interval_cell(r.quadratic_auroc),
+                "within distance": interval_cell(r.quadratic_within_distance),
+                "baseline AUROC": f"{r.baseline} {r.baseline_auroc:.3f}",
+                "vs baseline [95% CI]": _vs_baseline(r.to_row()),
             }
             for r in self.rows
         ]
@@ -270,43 +274,69 @@ def _markdown(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return head + "\n" + "\n".join("| " + " | ".join(str(c) for c in row) + " |" for row in rows)
 
 
-def objective_row(spec: str, card: dict[str, Any], sweep: SweepResult) -> Row:
+@dataclass(frozen=True)
+class ObjectiveRow(Record):
+    """One model's line of the objective table: its quadratic probe at its peak layer (chosen on validation,
+    measured on test), the other probes at that layer, the strongest baseline and the differences from it and
+    from the linear probe."""
+
+    model: str
+    objective: str  # the objective, and its world where not the usual one
+    training_seed: int
+    quadratic_layer: int
+    quadratic_layer_normalized: float
+    quadratic: Interval  # test accuracy
+    quadratic_at_half: float
+    quadratic_balanced: float
+    quadratic_auroc: Interval
+    linear: float
+    diag_quadratic: float
+    majority_baseline: float
+    quadratic_within_distance: Interval
+    quadratic_hard_negatives: Interval
+    baseline: str
+    baseline_auroc: float
+    quadratic_vs_baseline: Interval
+    quadratic_vs_linear: Interval
+    learnt: bool | str | None
+    first_pass: bool
+    peak_chosen_on: str
+
+
+def objective_row(spec: str, card: Json, sweep: SweepResult) -> ObjectiveRow:
     """One table row from a model's sweep: the quadratic peak and the other probes at its layer."""
     peak = sweep.peaks["quadratic"]
     layer, test = peak.layer, peak.test
     strongest = "/".join(row.probe for row in sweep.baselines if row.strongest)
-    return {
-        "model": spec,
-        "objective": zoo_family(spec),  # the objective, and its world where not the usual one
-        "training_seed": card["recipe"]["seed"],
-        "quadratic_layer": layer,
-        "quadratic_layer_normalized": peak.peak_layer_normalized,
-        **_with_ends("quadratic", test.accuracy),
-        "quadratic_at_half": test.accuracy_at_half.estimate,
-        "quadratic_balanced": test.balanced_accuracy.estimate,
-        **_with_ends("quadratic_auroc", test.auroc),
-        "linear": sweep.row("linear", layer).test.accuracy.estimate,
-        "diag_quadratic": sweep.row("diag_quadratic", layer).test.accuracy.estimate,
-        "majority_baseline": test.majority_baseline.estimate,
-        **_with_ends("quadratic_within_distance", test.auroc_within_distance),
-        **_with_ends("quadratic_hard_negatives", test.auroc_hard_negatives),
-        "baseline": test.baseline or strongest,
-        "baseline_auroc": test.baseline_auroc.estimate,
-        **_with_ends("quadratic_vs_baseline", test.vs_baseline),
-        **_with_ends("quadratic_vs_linear", test.vs_linear),
-        "learnt": peak.learnt,
-        "first_pass": peak.first_pass or False,
-        "peak_chosen_on": peak.peak_chosen_on,
-    }
+    return ObjectiveRow(
+        model=spec,
+        objective=zoo_family(spec),
+        training_seed=card["recipe"]["seed"],
+        quadratic_layer=layer,
+        quadratic_layer_normalized=peak.peak_layer_normalized,
+        quadratic=test.accuracy,
+        quadratic_at_half=test.accuracy_at_half.estimate,
+        quadratic_balanced=test.balanced_accuracy.estimate,
+        quadratic_auroc=test.auroc,
+        linear=sweep.row("linear", layer).test.accuracy.estimate,
+        diag_quadratic=sweep.row("diag_quadratic", layer).test.accuracy.estimate,
+        majority_baseline=test.majority_baseline.estimate,
+        quadratic_within_distance=test.auroc_within_distance,
+        quadratic_hard_negatives=test.auroc_hard_negatives,
+        baseline=test.baseline or strongest,
+        baseline_auroc=test.baseline_auroc.estimate,
+        quadratic_vs_baseline=test.vs_baseline,
+        quadratic_vs_linear=test.vs_linear,
+        learnt=peak.learnt,
+        first_pass=peak.first_pass or False,
+        peak_chosen_on=peak.peak_chosen_on,
+    )
 
 
-def _with_ends(name: str, value: Interval) -> Row:
-    """`name`, `name_low`, `name_high`: an interval's columns in the objective table."""
-    return {name: value.estimate, f"{name}_low": value.low, f"{name}_high": value.high}
-
-
-def objective_summary(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
-    """(each objective's mean and 95 % interval across its training seeds, every pair's AUROC difference)."""
+def objective_summary(records: Sequence[ObjectiveRow | Row]) -> tuple[list[Row], list[Row]]:
+    """(each objective's mean and 95 % interval across its training seeds, every pair's AUROC difference), from
+    the models' lines (`ObjectiveRow`s or their rows)."""
+    rows = [as_row(record) for record in records]
     summary = aggregate_rows(rows, by=("objective",), metrics=OBJECTIVE_METRICS, keep_single_intervals=False)
     for row in summary:
         row.pop("training_seed", None)

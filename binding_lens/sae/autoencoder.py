@@ -31,6 +31,7 @@ from transformer_lens.hook_points import HookPoint
 
 from ..errors import InputError, MissingFileError
 from ..io.atomic import write_atomic
+from ..io.documents import Json
 
 ARCHITECTURES = ("topk", "standard", "jumprelu", "topk_signed")
 """SAELens's names: `topk` keeps k activations per token; `standard` is ReLU with an L1 penalty; `jumprelu`
@@ -60,7 +61,7 @@ class SparseAutoencoder(HookedRootModule):
         architecture: str = "topk",
         k: int | None = 16,
         hook_name: str = "",
-        metadata: dict[str, Any] | None = None,
+        metadata: Json | None = None,
         apply_b_dec_to_input: bool = True,
         normalize_activations: str = "none",
     ):
@@ -156,7 +157,7 @@ class SparseAutoencoder(HookedRootModule):
         self.load_state_dict({name: state[name].float() for name in names})
         return self
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> Json:
         return {
             "architecture": self.architecture,
             "d_in": self.d_in,

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from ..errors import InputError, MissingFileError
+from ..io.documents import Json
 from .autoencoder import SparseAutoencoder
 
 CONFIG = "config.json"
@@ -71,7 +71,7 @@ def _weights_file(folder: Path) -> Path:
     return found[0]
 
 
-def _shape(config: dict[str, Any], folder: Path) -> tuple[int, int, str, int | None]:
+def _shape(config: Json, folder: Path) -> tuple[int, int, str, int | None]:
     """d_in, d_sae, this library's architecture and k, from a ViT-Prisma config; what it cannot run, refused."""
     activation = config.get("activation_fn_str", "relu")
     if activation not in ACTIVATIONS:

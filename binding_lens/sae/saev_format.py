@@ -19,11 +19,11 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from ..errors import InputError
+from ..io.documents import Json
 from .autoencoder import SparseAutoencoder
 
 ACTIVATIONS = {"Relu": "standard", "TopK": "topk_signed", "BatchTopK": "topk_signed"}
@@ -57,7 +57,7 @@ def load_saev(path: str | Path) -> SparseAutoencoder:
     return sae.load_weights(state, str(path), "saev")
 
 
-def _config(header: dict[str, Any], path: Path) -> tuple[dict[str, Any], str, int | None]:
+def _config(header: Json, path: Path) -> tuple[Json, str, int | None]:
     """(the config, the activation's class name, its top_k) of a header of any of saev's schemas."""
     schema = header.get("schema")
     if schema is None:  # the first format: the header is the config, and ReLU

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InputError, check_positive_ints
+from ..io.documents import Json
 from ..training.engine import train_for
 from .autoencoder import SparseAutoencoder
 
@@ -59,7 +59,7 @@ class SaeTrainingRecord:
     first_loss: float
     final_loss: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Json:
         return asdict(self)
 
 
@@ -104,7 +104,7 @@ def train_sae(
     tokens: Float[Tensor, "n d_in"],
     config: SaeTrainingConfig = SaeTrainingConfig(),
     hook_name: str = "",
-    metadata: dict[str, Any] | None = None,
+    metadata: Json | None = None,
 ) -> tuple[SparseAutoencoder, SaeTrainingRecord]:
     """Train an SAE on `tokens` (rows are activations); returns it (on the CPU, eval mode) and its record."""
     if tokens.ndim != 2 or len(tokens) < 20:

@@ -23,12 +23,15 @@ its t interval, the other fields where every seed agrees.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
-from typing import Any, TypeVar
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from .interval import Interval
 from .means import mean_interval
+
+R = TypeVar("R", bound="Record")
 
 Row = dict[str, Any]
 """A result row as the tables write it (CSV / JSON): a `Record`'s `to_row()`, or a row read back from a table."""
@@ -68,13 +71,46 @@ class Record:
             row |= {name: getattr(self, name) for name in spec.metadata.get("then", ())}
         return row
 
+    @classmethod
+    def from_row(cls: type[R], row: Mapping[str, Any]) -> R:
+        """The record a table line (`to_row()`, or a row read back from its JSON) holds: each `Interval` field
+        from its estimate and ends (a line holds no method, so the interval's is the default), each nested
+        record from the same line, a column the line lacks the field's default (else None)."""
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            kind = _record_or_interval(hints[spec.name])
+            if kind is Interval:
+                values[spec.name] = _interval_from(row, spec.name, spec.metadata)
+            elif kind is not None:
+                values[spec.name] = kind.from_row(row)
+            elif spec.name in row:
+                values[spec.name] = row[spec.name]
+            elif spec.default is MISSING and spec.default_factory is MISSING:
+                values[spec.name] = None
+        return cls(**values)
+
+
+def _record_or_interval(hint: Any) -> Any:
+    """`Interval` or the `Record` class a field's type names (alone or with None), else None."""
+    options = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+    for option in options:
+        if option is Interval or (isinstance(option, type) and issubclass(option, Record)):
+            return option
+    return None
+
+
+def _interval_from(row: Mapping[str, Any], name: str, metadata: Mapping[str, Any]) -> Interval | None:
+    """The interval of field `name` in a table line (None where the line lacks its column)."""
+    if name not in row:
+        return None
+    low, high = metadata.get("ends", (f"{name}_low", f"{name}_high"))
+    return Interval(row[name], row.get(low), row.get(high))
+
 
 def as_row(row: Record | Row) -> Row:
     """A table's line from a record or a row that is one already."""
     return row.to_row() if isinstance(row, Record) else row
-
-
-R = TypeVar("R", bound=Record)
 
 
 def mean_record(members: Sequence[R], keep_single_intervals: bool = True) -> R:

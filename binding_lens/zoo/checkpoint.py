@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors.torch import load_file, save
@@ -25,6 +24,7 @@ from transformers import Dinov2Model
 
 from ..errors import InputError
 from ..io.atomic import adopt_files, publish_dir, sha256_file, write_atomic, write_text_atomic
+from ..io.documents import Json
 from ..losses.dino import DinoHead
 from ..losses.grouping import GroupingHead
 from .recipe import ZooRecipe
@@ -40,9 +40,7 @@ class CheckpointError(InputError):
     """A directory that is not a complete, consistent zoo checkpoint."""
 
 
-def write_checkpoint(
-    staging: Path, out: Path, backbone: Dinov2Model, heads: dict[str, Tensor], card: dict[str, Any]
-) -> Path:
+def write_checkpoint(staging: Path, out: Path, backbone: Dinov2Model, heads: dict[str, Tensor], card: Json) -> Path:
     """Save the backbone (float16), heads and card into `staging`, then rename it to `out`."""
     if out.exists():
         raise FileExistsError(f"{out} already exists; choose another --out or remove it first")
@@ -87,7 +85,7 @@ def _float16_copy(backbone: Dinov2Model) -> Dinov2Model:
     return copy.half()
 
 
-def read_card(directory: str | Path) -> dict[str, Any]:
+def read_card(directory: str | Path) -> Json:
     """The model card of a checkpoint directory, after checking every listed file's sha256."""
     directory = Path(directory)
     path = directory / CARD

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from ..io.documents import Json
 from ..losses.dino import CONSTANT_COLLAPSE, PARTIAL_COLLAPSE, PrototypeUsage, collapse_verdict
 from .checkpoint import read_backbone, read_card, read_heads
 from .objectives import Dinov2Objective, SelfDistillation, make_objective
@@ -81,7 +82,7 @@ def over_training(columns: tuple[str, ...], values: list[list[float]], steps: in
     return summary
 
 
-def collapse_card(objective: SelfDistillation, history: list[dict[str, Any]], n_scenes: int) -> dict[str, Any]:
+def collapse_card(objective: SelfDistillation, history: list[Json], n_scenes: int) -> Json:
     """The card's `collapse` entry: the final held-out statistics per head, their mean over training, the rule."""
     held_out = held_out_collapse(objective, n_scenes)
     return {
@@ -93,7 +94,7 @@ def collapse_card(objective: SelfDistillation, history: list[dict[str, Any]], n_
     }
 
 
-def checkpoint_collapse(directory: str | Path, n_scenes: int = COLLAPSE_SCENES) -> dict[str, Any]:
+def checkpoint_collapse(directory: str | Path, n_scenes: int = COLLAPSE_SCENES) -> Json:
     """The `collapse` entry of a shipped checkpoint trained before the diagnostic existed: its float16 teacher
     and heads as shipped, read on held-out scenes (nothing was logged over its training)."""
     card = read_card(directory)

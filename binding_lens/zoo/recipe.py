@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, check_positive_ints
+from ..io.documents import Json, Options
 
 if TYPE_CHECKING:
     from transformers import Dinov2Config
@@ -243,12 +244,12 @@ class ZooRecipe:
         """The seed of the scenes this recipe trains on (`data_seed`, or drawn from the training seed)."""
         return self.data_seed if self.data_seed is not None else DATA_SEED_BASE + self.seed
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> Json:
         """The recipe as JSON-ready fields, the training scenes' seed resolved (what the card records)."""
         return asdict(self) | {"data_seed": self.scenes_seed}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ZooRecipe":
+    def from_dict(cls, data: Json) -> "ZooRecipe":
         """Inverse of `as_dict` (JSON lists become tuples again); unknown keys are refused."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -296,10 +297,10 @@ _NESTED: dict[str, type] = {
 """The recipe's knob sections, by field name."""
 
 
-def flat_fields(recipe: Mapping[str, Any]) -> dict[str, Any]:
+def flat_fields(recipe: Mapping[str, Any]) -> Json:
     """A recipe's JSON fields with its knobs as `dinov2.teacher_temp` (lists as tuples): the names `--knob` and
     the resume check use."""
-    flat: dict[str, Any] = {}
+    flat: Json = {}
     for key, value in recipe.items():
         if isinstance(value, dict):
             flat.update({f"{key}.{k}": tuple(v) if isinstance(v, list) else v for k, v in value.items()})
@@ -408,7 +409,7 @@ RECIPES: dict[str, ZooRecipe] = {
     "random": ZooRecipe("random", steps=0),
 }
 
-_GPU_BACKBONE: dict[str, Any] = dict(
+_GPU_BACKBONE: Options = dict(
     scale="gpu",
     image_size=128,
     patch_size=8,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any
 
 from ..errors import InputError
+from ..io.documents import Json, Options
 
 MODELS_DIR = Path(__file__).resolve().parent / "checkpoints"
 """The shipped checkpoints, one directory per model (package data: pyproject.toml)."""
@@ -23,7 +23,7 @@ CARD = "card.json"
 """The model card's file name in a checkpoint directory (`zoo.checkpoint` writes and checks it)."""
 
 
-WORLDS: dict[str, dict[str, Any]] = {"bw": {"preset": "binding"}, "maze": {"preset": "binding", "maze_cells": 6}}
+WORLDS: dict[str, Options] = {"bw": {"preset": "binding"}, "maze": {"preset": "binding", "maze_cells": 6}}
 """Name suffixes that say which scenes a zoo model was trained on when they are not its objective's usual ones,
 as the recipe fields that set them: `zoo:dinov2-bw@1` is DINOv2, training seed 1, trained on the `binding`
 preset (a world that needs binding); `zoo:grouping-maze` went on in that world with the benchmark's six-cell
@@ -80,19 +80,19 @@ def checkpoint_directory(spec: str) -> Path:
     return zoo_path(spec) if is_zoo_spec(spec) else Path(spec)
 
 
-def card_in(directory: Path) -> dict[str, Any] | None:
+def card_in(directory: Path) -> Json | None:
     """The model card in a directory, read without checking file hashes; None where it holds none."""
     path = directory / CARD
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def zoo_card(spec: str) -> dict[str, Any]:
+def zoo_card(spec: str) -> Json:
     """The model card of a shipped model, read without checking file hashes (`zoo.checkpoint.read_card` checks them)."""
     card = card_in(zoo_path(spec))
     assert card is not None, "zoo_path lists only directories with a card"
     return card
 
 
-def list_zoo() -> list[dict[str, Any]]:
+def list_zoo() -> list[Json]:
     """Every shipped model's card, with its `id` (`zoo:<name>`) added."""
     return [{"id": PREFIX + name, **zoo_card(name)} for name in zoo_names()]

@@ -22,6 +22,7 @@ import torch
 
 from ..errors import InputError
 from ..io.atomic import write_atomic_chunks
+from ..io.documents import Json
 from .recipe import COMMAND_LINE_FIELDS, ZooRecipe, flat_fields, knob_text
 
 STATE_VERSION = 1
@@ -33,7 +34,7 @@ def resume_path(out: str | Path) -> Path:
     return out.with_name(f".{out.name}.resume.pt")
 
 
-def run_settings(recipe: ZooRecipe, precision: str, device: torch.device) -> dict[str, Any]:
+def run_settings(recipe: ZooRecipe, precision: str, device: torch.device) -> Json:
     """What a resumed run must share with the run it continues (the device by type: cuda:0 or cuda:1)."""
     return {"recipe": recipe.as_dict(), "precision": precision, "device": device.type}
 
@@ -41,12 +42,12 @@ def run_settings(recipe: ZooRecipe, precision: str, device: torch.device) -> dic
 def save_state(
     path: Path,
     *,
-    settings: dict[str, Any],
+    settings: Json,
     step: int,
     objective: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     generator: torch.Generator,
-    history: dict[str, Any],
+    history: Json,
 ) -> None:
     """Write the state after `step` steps atomically (a kill while writing keeps the previous one)."""
     device = next(objective.parameters()).device
@@ -69,7 +70,7 @@ def save_state(
     write_atomic_chunks(path, [buffer.getbuffer()])
 
 
-def load_state(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+def load_state(path: Path, settings: Json) -> dict[str, Any] | None:
     """The saved state at `path` (None when there is none), refused when its settings differ from these."""
     if not path.is_file():
         return None
@@ -115,7 +116,7 @@ def restore_state(
     return int(state["step"])
 
 
-def _first_difference(saved: dict[str, Any], given: dict[str, Any]) -> tuple[str, str] | None:
+def _first_difference(saved: Json, given: Json) -> tuple[str, str] | None:
     """The first setting that differs, saved and given, as typed on the command line (`--lr 0.001`,
     `--knob dino.teacher_temp=0.04`)."""
     old, new = _flat(saved), _flat(given)
@@ -130,6 +131,6 @@ def _as_typed(key: str, value: Any, own_flag: bool) -> str:
     return f"--{key.replace('_', '-')} {value}" if own_flag else knob_text(key, value)
 
 
-def _flat(settings: dict[str, Any]) -> dict[str, Any]:
+def _flat(settings: Json) -> Json:
     """Settings with the recipe's fields at the top and its knobs as `dino.out_dim` (lists as tuples)."""
     return {k: v for k, v in settings.items() if k != "recipe"} | flat_fields(settings["recipe"])

@@ -32,6 +32,7 @@ import transformers
 
 from ..errors import BindingLensError, InputError, check_positive_ints
 from ..io.atomic import staging_dir
+from ..io.documents import Json
 from ..training.engine import train_for
 from ..version import __version__
 from .checkpoint import LOG, write_checkpoint
@@ -91,9 +92,7 @@ class ZooRunConfig:
     collapse_scenes: int = COLLAPSE_SCENES  # held-out scenes of the collapse diagnostic (at most n_scenes)
 
 
-def train_zoo_model(
-    recipe: ZooRecipe, out: str | Path, config: ZooRunConfig | None = None, **options: Any
-) -> dict[str, Any]:
+def train_zoo_model(recipe: ZooRecipe, out: str | Path, config: ZooRunConfig | None = None, **options: Any) -> Json:
     """Train `recipe` and write the checkpoint to `out` (refused if it exists). Returns the card.
 
     Every `checkpoint_every` steps the whole training state goes to `resume_path(out)`; a later call with
@@ -151,7 +150,7 @@ class _Run:
     """How this call trains: its settings (checked against a saved state), where its training checkpoint
     goes, how often, the time limit, and the state it resumes from (None: from the start)."""
 
-    settings: dict[str, Any]
+    settings: Json
     resume: Path
     every: int
     max_hours: float | None
@@ -209,7 +208,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:,.0f} h ({seconds / 86400:,.0f} days)"
 
 
-def _card(recipe: ZooRecipe, objective: Objective, history: _History, name: str, command: str) -> dict[str, Any]:
+def _card(recipe: ZooRecipe, objective: Objective, history: _History, name: str, command: str) -> Json:
     """The model card of a finished run (`environment.device` and `.precision` are filled in by the caller)."""
     backbone = objective.shipped_backbone()
     card = {

@@ -9,10 +9,10 @@ where the objective keeps its own (`Objective.start_from`). The card records whe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from torch import Tensor
 
+from ..io.documents import Json
 from .checkpoint import CheckpointError, read_backbone, read_card, read_heads
 from .recipe import ZooRecipe
 from .registry import checkpoint_directory
@@ -27,7 +27,7 @@ class WarmStart:
 
     backbone: dict[str, Tensor]
     heads: dict[str, Tensor]
-    source: dict[str, Any]
+    source: Json
 
 
 def warm_start(recipe: ZooRecipe) -> WarmStart:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ from ...data import Scene, patch_labels
 from ...effects.dino import fit_dino_head, measure_dino_loss
 from ...hooks import HookedViT, names
 from ...hooks.bridged import HookedModel
+from ...io.documents import Options
 from ...losses.dino import DinoHead
 from .settings import AblationSettings, DinoCheckpoint
 
@@ -92,7 +92,7 @@ class DinoMeasurement:
     head: DinoHead
     center: Tensor
     images: list[np.ndarray]
-    options: dict[str, Any]
+    options: Options
     head_source: str
     seed: int
 
@@ -110,7 +110,7 @@ class DinoMeasurement:
         temperatures = checkpoint.temperatures if checkpoint is not None else None
         images = data.images[: settings.dino_images]
         side = data.pixels.shape[-1]
-        options: dict[str, Any] = dict(
+        options: Options = dict(
             patch_size=model.cfg.patch_size,
             preprocess=model.preprocess,
             n_local=settings.dino_local_crops,

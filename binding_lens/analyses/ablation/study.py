@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -17,6 +16,7 @@ from ...data import Scene
 from ...hooks import HookedViT
 from ...hooks.bridged import HookedOrBridge, hooked_vit_only
 from ...io.atomic import write_json_atomic
+from ...io.documents import Json
 from ...probes import PairProbe
 from ...probes.provenance import check_probe_fits
 from ...stats.record import Row
@@ -37,7 +37,7 @@ class AblationResult:
 
     rows: list[Row]
     differences: list[ConditionDifference]
-    attention_vs_probe: dict[str, Any]
+    attention_vs_probe: Json
     """r (the paper's, over pairs) with r_low, r_high, p_value; r_given_distance with its _low, _high, _p_value;
     r_ground_truth; method, unit ("images" or "twin groups"), n_units, n_images, n_pairs."""
     settings: AblationSettings
@@ -46,14 +46,14 @@ class AblationResult:
     model: str
     images: dict[str, int]  # train, test (images), test_units (the resampled units among the test images)
     eigenvalues: list[float]  # of the binding subspace
-    energy: dict[str, Any] = field(default_factory=dict)
+    energy: Json = field(default_factory=dict)
     """The within-image variance share of the binding subspace and of each random draw (`with_controls`)."""
     pairing: str = "all"
     """"twins" on twin mazes (twin groups resampled, flip pairs for the excess attention), else "all"."""
     skipped: dict[str, str] = field(default_factory=dict)
     """Measures not taken on these data, and why (semantic mIoU with a single class: `ONE_CLASS`)."""
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Json:
         """`ablation_summary.json`: everything but the two tables."""
         return {
             "pairing": self.pairing,

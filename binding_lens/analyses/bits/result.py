@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from torch import Tensor
 
 from ...data.priors import CodePriors
+from ...io.documents import Json
 from ...stats.record import Row
 from ..report import difference_text, format_table, interval_text
 
@@ -21,7 +21,7 @@ class BitsResult:
 
     rows: list[Row]
     priors: CodePriors
-    attention: dict[tuple[int | None, str], dict[str, Any]] = field(default_factory=dict)
+    attention: dict[tuple[int | None, str], Json] = field(default_factory=dict)
     test_ce: dict[tuple[int | None, str, str], Tensor] = field(default_factory=dict)
     entropies: dict[str, CodePriors] = field(default_factory=dict)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -14,6 +13,7 @@ from torch import Tensor
 from ...bits import CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, train_code_probe
 from ...bits.probes import CodeLayout, CodeProbe
 from ...data.priors import CodePriors
+from ...io.documents import Json
 from ...stats import bootstrap_mean
 from ...stats.record import Row
 from .config import CODE_TRAINING, F_CHOICES, BitsConfig, f_form
@@ -171,7 +171,7 @@ def fit_and_score(
     return fit, bits_per_image(fit.probe, z["test"], codes["test"])
 
 
-def attention_routing(probe, tokens: Tensor, test: CodedScenes, n_images: int = 4) -> dict[str, Any]:
+def attention_routing(probe, tokens: Tensor, test: CodedScenes, n_images: int = 4) -> Json:
     """The attention probe's weights on the first test images, for the objects present in them."""
     weights = probe.attention_weights(tokens[:n_images].to(probe.mean.device), test.o[:n_images].to(probe.mean.device))
     return {

@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -20,6 +19,7 @@ from ...activations.context import TwinSlots
 from ...activations.store import Shard
 from ...data import Scene
 from ...hooks.bridged import HookedModel
+from ...io.documents import Json
 from ...probes import (
     PairProbe,
     ProbeData,
@@ -48,7 +48,7 @@ class SweepImages:
     val: int
     test: int
     indices: dict[str, list[int]] = field(default_factory=dict)
-    resize: dict[str, Any] = field(default_factory=dict)  # the policy, and how many kept images changed aspect
+    resize: Json = field(default_factory=dict)  # the policy, and how many kept images changed aspect
 
     def to_row(self) -> Row:
         counts = {"kept": self.kept, "skipped": self.skipped, "train": self.train, "val": self.val, "test": self.test}

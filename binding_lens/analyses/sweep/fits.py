@@ -27,13 +27,13 @@ import hashlib
 import json
 import shutil
 import time
-from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
 from ...errors import InputError
 from ...io.atomic import write_json_atomic
+from ...io.documents import Json
 from ...probes import PairProbe, load_probe, save_probe
 from ..run import RunDirectory
 from .records import SweepRow
@@ -41,7 +41,7 @@ from .records import SweepRow
 FITS_FORMAT = 2  # 2: the row is its table line (`SweepRow.to_row`)
 
 
-def settings_key(settings: dict[str, Any]) -> str:
+def settings_key(settings: Json) -> str:
     """A short hash of everything a fit's numbers depend on (JSON with sorted keys)."""
     text = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -50,7 +50,7 @@ def settings_key(settings: dict[str, Any]) -> str:
 class SweepFits:
     """The fits of one sweep run kept so far (see the module docstring)."""
 
-    def __init__(self, run: RunDirectory, request: dict[str, Any], settings: dict[str, Any]) -> None:
+    def __init__(self, run: RunDirectory, request: Json, settings: Json) -> None:
         self.run, self.request = run, request
         self.key = settings_key({"request": request, "settings": settings})
         self.other_settings = 0  # fits found with another key by the last `load` (fitted again)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -20,6 +20,7 @@ from ...activations.store import Shard
 from ...data import Scene
 from ...data.depth import occlusion_table
 from ...hooks.bridged import HookedModel
+from ...io.documents import Json
 from ...probes import (
     split_by_image,
 )
@@ -48,7 +49,7 @@ class SweepActivations:
     groups: list[list[int]]
     skipped: dict[str, int]
     load: Callable[[list[int]], Shard]
-    resize: dict[str, Any]  # the resize policy, and how many kept images it fed at another aspect
+    resize: Json  # the resize policy, and how many kept images it fed at another aspect
 
 
 def extract_activations(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan) -> SweepActivations:

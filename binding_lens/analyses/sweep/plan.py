@@ -22,6 +22,7 @@ from ...data.parts import part_owners
 from ...data.views import scene_views
 from ...errors import InputError
 from ...hooks.bridged import HookedModel
+from ...io.documents import Json, Options
 from ...probes import (
     PROBES,
     ProbeTrainingConfig,
@@ -65,7 +66,7 @@ class SweepPlan:
     config: SweepConfig
     layers: list[int]
     training: ProbeTrainingConfig
-    extract_kwargs: dict[str, Any]
+    extract_kwargs: Options
     device: torch.device
     budget: int  # bytes of activations held at once
     extraction: ExtractionPlan
@@ -179,7 +180,7 @@ def _checked_pairing(config: SweepConfig, dataset: Sequence[Scene]) -> str:
     return pairing
 
 
-def _refuse_another_run(out: Path, request: dict[str, Any]) -> None:
+def _refuse_another_run(out: Path, request: Json) -> None:
     """A run directory that holds a sweep of other settings is refused: its probes and tables would be mixed."""
     earlier = RunDirectory(out).request()
     if earlier is not None and earlier != request:

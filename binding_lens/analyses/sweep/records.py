@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ...hooks.bridged import HookedModel
+from ...io.documents import Json
 from ...probes import (
     TrainResult,
 )
@@ -18,11 +19,10 @@ from ...probes.pair_context import MIN_AUROC_GAIN
 from ...probes.relations import RELATIONS
 from ...stats import Interval
 from ...stats.record import ENDS_IF_ANY, OPTIONAL, Record, mean_record, then
-from ..report import difference_text, format_table
+from ..report import difference_text, format_table, interval_cell
 
 BOOTSTRAP = "bootstrap over images"
 """How a sweep's test and validation intervals are made (over twin groups on the benchmark: `bootstrap_over`)."""
-PAIRED = "paired bootstrap over images"
 
 
 def bootstrap_over(pairing: str) -> str:
@@ -108,18 +108,6 @@ class HeldOutMetrics(Record):
             return "beats baseline and linear"
         return "beats baseline, below linear" if linear_high < 0 else "beats baseline, no better than linear"
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> HeldOutMetrics:
-        """The record of its table line (`to_row`), as a stopped run's kept fits hold it."""
-        values: dict[str, Any] = {}
-        for spec in fields(cls):
-            if spec.name in ("n_pairs", "n_hard_negatives", "baseline"):
-                values[spec.name] = row.get(spec.name)
-            else:
-                method = PAIRED if spec.name.startswith("vs_") else BOOTSTRAP
-                values[spec.name] = metric_interval(row, spec.name, method)
-        return cls(**values)
-
 
 @dataclass(frozen=True)
 class TrainingRecord(Record):
@@ -150,12 +138,6 @@ class TrainingRecord(Record):
             val_auroc=val_auroc,
         )
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TrainingRecord:
-        """The record of its table line (`to_row`)."""
-        plain = {spec.name: row.get(spec.name) for spec in fields(cls) if spec.name != "val_auroc"}
-        return cls(**plain, val_auroc=metric_interval(row, "val_auroc") if "val_auroc" in row else None)
-
 
 @dataclass(frozen=True)
 class SweepRow(Record):
@@ -178,13 +160,6 @@ class SweepRow(Record):
     def val_auroc(self) -> float | None:
         """The validation AUROC's estimate (None without validation data): what the peak layer is chosen by."""
         return None if self.training.val_auroc is None else self.training.val_auroc.estimate
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SweepRow:
-        """The record of its table line (`to_row`), as a stopped run's kept fits hold it."""
-        head = {name: row[name] for name in ("model", "layer", "layer_normalized", "probe")}
-        test, training = HeldOutMetrics.from_row(row), TrainingRecord.from_row(row)
-        return cls(**head, test=test, training=training, n_seeds=row.get("n_seeds"))
 
 
 @dataclass(frozen=True)
@@ -318,7 +293,7 @@ class SweepResult:
     peaks: dict[str, SweepPeak]
     out: Path
     files: dict[str, Path] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Json = field(default_factory=dict)
     baselines: list[BaselineRow] = field(default_factory=list)
 
     @property
@@ -414,14 +389,7 @@ def _interval_cells(metrics: HeldOutMetrics | BaselineRow) -> dict[str, str]:
         ("within distance", metrics.auroc_within_distance),
         ("hard negatives", metrics.auroc_hard_negatives),
     )
-    return {name: _interval(value) for name, value in cells}
-
-
-def _interval(value: Interval) -> str:
-    """ "0.812 [0.790, 0.833]", or "0.812" without an interval."""
-    if value.low is None or value.high is None:
-        return f"{value.estimate:.3f}"
-    return f"{value.estimate:.3f} [{value.low:.3f}, {value.high:.3f}]"
+    return {name: interval_cell(value) for name, value in cells}
 
 
 def _difference(value: Interval) -> str:

@@ -25,6 +25,7 @@ from ...data.scene import Scenes
 from ...figures import accuracy_by_layer
 from ...hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ...io.atomic import write_json_atomic
+from ...io.documents import Json
 from ...probes import ProbeTrainingConfig
 from ...probes.relations import decoded
 from ...stats.tables import distinct_seeds
@@ -86,7 +87,7 @@ def layer_sweep_over_seeds(
 
 def _summary_over_seeds(
     model: HookedModel, seeds: Sequence[int], runs: Sequence[SweepResult], peak_by: str, started: float
-) -> dict[str, Any]:
+) -> Json:
     """`summary.json` of a sweep over seeds: the seeds and their runs, each run's training problems, the time."""
     return {
         "seeds": list(seeds),

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from ...activations import ranks
 from ...figures import accuracy_by_layer
 from ...hooks.bridged import HookedModel
 from ...io.atomic import write_json_atomic
+from ...io.documents import Json
 from ...probes import (
     save_probe,
 )
@@ -48,7 +48,7 @@ def write_sweep(model: HookedModel, computed: SweepComputation) -> SweepResult:
     return result
 
 
-def _summary(model: HookedModel, computed: SweepComputation) -> dict[str, Any]:
+def _summary(model: HookedModel, computed: SweepComputation) -> Json:
     """`summary.json`: what was run, on what, and how long it took (its training problems filled in later)."""
     plan = computed.plan
     request = plan.extraction.request

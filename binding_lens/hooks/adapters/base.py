@@ -20,18 +20,17 @@ from torch import Tensor, nn
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
+from ...io.documents import Options
 from ..components import AttentionParts, BlockParts, MLPParts
 
-TINY_DIMS: dict[str, Any] = dict(
-    hidden_size=32, num_hidden_layers=3, num_attention_heads=4, attn_implementation="eager"
-)
+TINY_DIMS: Options = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, attn_implementation="eager")
 """The shape every family's tiny test models share (eager attention, so patterns can be compared).
 
 `attn_implementation` is a keyword every HF config takes (`PreTrainedConfig.__init__` reads it from
 `**kwargs`), though the signature transformers' `dataclass_transform` gives the configs lists the declared
 fields only (mypy does not read transformers' sources here: pyproject's `[tool.mypy]`)."""
-VIT_B_DIMS: dict[str, Any] = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
-TINY_TEXT_DIMS: dict[str, Any] = dict(
+VIT_B_DIMS: Options = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+TINY_TEXT_DIMS: Options = dict(
     hidden_size=32,
     num_hidden_layers=1,
     num_attention_heads=4,
@@ -214,7 +213,7 @@ class FamilyAdapter:
         return list(out.hidden_states), out.last_hidden_state
 
     @staticmethod
-    def reference_inputs(hf: HFModule, pixel_values: Tensor) -> dict[str, Any]:
+    def reference_inputs(hf: HFModule, pixel_values: Tensor) -> Options:
         """The keyword arguments that make the plain HF forward compute what the hooked one does on
         `pixel_values` (the parity tests call `hf(**reference_inputs(hf, x))`)."""
         return {"pixel_values": pixel_values, "interpolate_pos_encoding": True}

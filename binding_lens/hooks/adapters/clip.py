@@ -9,16 +9,15 @@ HF's `pooler_output`.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from transformers import CLIPConfig, CLIPModel, CLIPVisionConfig, CLIPVisionModel
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
+from ...io.documents import Options
 from . import register_adapter
 from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
-_TINY_VISION: dict[str, Any] = {k: v for k, v in TINY_DIMS.items() if k != "attn_implementation"} | dict(
+_TINY_VISION: Options = {k: v for k, v in TINY_DIMS.items() if k != "attn_implementation"} | dict(
     intermediate_size=64, image_size=32, patch_size=8
 )
 

@@ -7,19 +7,18 @@ register variant 4 register tokens inserted after CLS with no position embedding
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from transformers import Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
 from transformers.activations import ACT2FN
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
+from ...io.documents import Options
 from ..components import BlockParts, MLPParts
 from . import register_adapter
 from .base import TINY_DIMS, FamilyAdapter, TinyCase, attention_parts
 
-_DINOV2: dict[str, Any] = dict(mlp_ratio=4, image_size=518, patch_size=14, layerscale_value=1.0)
-_TINY: dict[str, Any] = dict(**TINY_DIMS, image_size=56, patch_size=14, layerscale_value=0.5)
+_DINOV2: Options = dict(mlp_ratio=4, image_size=518, patch_size=14, layerscale_value=1.0)
+_TINY: Options = dict(**TINY_DIMS, image_size=56, patch_size=14, layerscale_value=0.5)
 
 
 def layer_scaled_block_parts(layer, mlp: MLPParts) -> BlockParts:

@@ -9,20 +9,19 @@ Optionally a gated MLP (the larger checkpoints) and no key bias.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from transformers import DINOv3ViTConfig, DINOv3ViTModel
 from transformers.activations import ACT2FN
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
+from ...io.documents import Options
 from ..components import MLPParts
 from . import register_adapter
 from .base import TINY_DIMS, FamilyAdapter, TinyCase
 from .dinov2 import layer_scaled_block_parts
 
-_DINOV3: dict[str, Any] = dict(image_size=224, patch_size=16, num_register_tokens=4, layerscale_value=1.0)
-_TINY: dict[str, Any] = dict(
+_DINOV3: Options = dict(image_size=224, patch_size=16, num_register_tokens=4, layerscale_value=1.0)
+_TINY: Options = dict(
     **TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8, num_register_tokens=2, layerscale_value=0.5
 )
 

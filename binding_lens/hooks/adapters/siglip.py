@@ -8,15 +8,14 @@ token of `last_hidden_state` (the hooked `ln_final`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from transformers import SiglipConfig, SiglipModel, SiglipVisionConfig, SiglipVisionModel
 from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_STD
 
+from ...io.documents import Options
 from . import register_adapter
 from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, FamilyAdapter, TinyCase, clip_style_block_parts
 
-_TINY_VISION: dict[str, Any] = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8)
+_TINY_VISION: Options = dict(**TINY_DIMS, intermediate_size=64, image_size=32, patch_size=8)
 
 
 @register_adapter

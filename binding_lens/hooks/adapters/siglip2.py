@@ -10,8 +10,6 @@ resolution input. No CLS token (`n_prefix_tokens = 0`); the rest is SigLIP's enc
 
 from __future__ import annotations
 
-from typing import Any
-
 import einops
 import torch
 from jaxtyping import Int64
@@ -20,11 +18,12 @@ from transformers import Siglip2Config, Siglip2Model, Siglip2VisionConfig, Sigli
 from transformers.image_utils import IMAGENET_STANDARD_MEAN, IMAGENET_STANDARD_STD
 from transformers.models.siglip2.modeling_siglip2 import Siglip2VisionEmbeddings
 
+from ...io.documents import Options
 from . import register_adapter
 from .base import TINY_DIMS, TINY_TEXT_DIMS, VIT_B_DIMS, TinyCase
 from .siglip import SiglipAdapter
 
-_TINY_VISION: dict[str, Any] = dict(**TINY_DIMS, intermediate_size=64, num_patches=16, patch_size=8)
+_TINY_VISION: Options = dict(**TINY_DIMS, intermediate_size=64, num_patches=16, patch_size=8)
 
 
 def patchify(pixel_values: torch.Tensor, patch_size: int) -> torch.Tensor:

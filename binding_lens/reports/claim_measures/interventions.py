@@ -15,6 +15,7 @@ from ...analyses.ablation.differences import ConditionDifference
 from ...analyses.sweep import SweepResult
 from ...data.scene import Scene
 from ...hooks import HookedViT
+from ...io.documents import Json
 from ...probes import PairProbe
 from ...stats.record import Record
 from ...zoo.loader import own_grouping_head
@@ -81,7 +82,7 @@ NOT_GIVEN = {OWN_HEAD: OWN_HEAD_ONLY, NEXT_PROBE: "no probe at l + 1 was given t
 
 def intervention_measures(
     differences: Sequence[ConditionDifference],
-    energy: dict[str, Any] | None = None,
+    energy: Json | None = None,
     measure: str = "instance_miou",
     skipped: dict[str, str] | None = None,
 ) -> dict[str, Measure]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 from jaxtyping import Int
@@ -18,6 +17,7 @@ from ...analyses.ablation import label_images
 from ...analyses.run import RunDirectory
 from ...data.scene import Scenes, twin_groups
 from ...hooks import HookedViT, names
+from ...io.documents import Json
 from ...probes import PairProbe, ProbeData, ProbeTrainingConfig, make_probe, train_probes
 from ...probes.evaluation import PairLayout, lay_out_pairs, score_pairs
 from ...probes.metrics import auroc
@@ -68,9 +68,7 @@ def run_pairing(run: RunDirectory) -> str:
     return str((run.summary().get("training") or {}).get("pairing", "all"))
 
 
-def _stored(
-    tokens: list[Tensor], instance: Tensor, indices: list[int], request: dict[str, Any], twins: TwinSlots
-) -> ProbeData:
+def _stored(tokens: list[Tensor], instance: Tensor, indices: list[int], request: Json, twins: TwinSlots) -> ProbeData:
     """The sweep's stored slots of these images: tokens, labels and twins (`twins` holds every grid patch)."""
     per_image, seed = request.get("patches_per_image"), int(request.get("seed", 0))
     dtype = getattr(torch, request.get("dtype", "float32"))

@@ -22,6 +22,7 @@ import numpy as np
 from jaxtyping import Float, UInt8
 
 from ...errors import InputError
+from ...io.documents import Json
 
 MIN_BITS, MAX_BITS = 2, 8
 SYMMETRY_TOLERANCE = 0.5 / 255
@@ -99,7 +100,7 @@ def _previous_rows(v: UInt8[np.ndarray, "n n"], symmetric: bool) -> UInt8[np.nda
     return prev
 
 
-def layout(q: Quantized, bits: int) -> dict[str, Any]:
+def layout(q: Quantized, bits: int) -> Json:
     """What the decoder needs besides the bytes (goes into the page's metadata)."""
     return {
         "n": q.n,
@@ -119,7 +120,7 @@ def encode(q: Quantized, bits: int) -> bytes:
     return zlib.compress(b"".join(parts) + body.tobytes(), ZLIB_LEVEL)
 
 
-def decode(data: bytes, spec: dict[str, Any]) -> tuple[Float[np.ndarray, "n n"], Float[np.ndarray, " n"] | None]:
+def decode(data: bytes, spec: Json) -> tuple[Float[np.ndarray, "n n"], Float[np.ndarray, " n"] | None]:
     """Inverse of `encode` given its `layout`: (the N x N map as float, row_sum or None)."""
     raw = zlib.decompress(data)
     n, top = int(spec["n"]), (1 << int(spec["bits"])) - 1

@@ -24,6 +24,7 @@ from importlib.resources import files
 from typing import Any
 
 from ...errors import InputError
+from ...io.documents import Json
 from .encoding import check_bits
 from .maps import ModelMaps, ViewerImage
 from .payload import build_payload, estimate_map_bytes, image_entry
@@ -87,7 +88,7 @@ def _json_for_script(value: Any) -> str:
     return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def render_html(meta: dict[str, Any], blobs: dict[str, str]) -> str:
+def render_html(meta: Json, blobs: dict[str, str]) -> str:
     """The page for a payload (see `payload.build_payload`)."""
     title = html.escape(str(meta.get("title", "binding_lens viewer")))
     panels = "\n".join(_PANEL.format(kind=kind) for kind in ("score", "attn"))
@@ -148,7 +149,7 @@ _META = re.compile(r'<script type="application/json" id="bl-meta">(.*?)</script>
 _BLOB = re.compile(r'<script type="application/octet-stream" id="(b\d+)">([A-Za-z0-9+/=\s]*)</script>')
 
 
-def read_page(page: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+def read_page(page: str) -> tuple[Json, dict[str, bytes]]:
     """Read a viewer page back: (metadata, {blob id: zlib bytes}); decode maps with `encoding.decode`."""
     found = _META.search(page)
     if found is None:

@@ -16,11 +16,11 @@ import base64
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
 from ...errors import InputError
+from ...io.documents import Json
 from ...probes.relations import RELATIONS, decoded
 from .encoding import Quantized, encode, layout
 from .images import outline_data_url, png_data_url
@@ -37,7 +37,7 @@ def attention_key(model: int, image: int, block: int) -> str:
     return f"{model}|{image}|{block}"
 
 
-def image_entry(image: ViewerImage) -> dict[str, Any]:
+def image_entry(image: ViewerImage) -> Json:
     h, w = image.rgb.shape[:2]
     if image.outline is not None and image.outline.shape != (h, w):
         raise InputError(f"outline of {image.name!r} is {image.outline.shape}, its image {h}x{w}")
@@ -55,9 +55,9 @@ def build_payload(
     models: Sequence[ModelMaps],
     bits: int,
     title: str,
-    image_entries: list[dict[str, Any]] | None = None,
+    image_entries: list[Json] | None = None,
     display_px: int = 448,
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[Json, dict[str, str]]:
     """(metadata, {blob id: base64 text}) of every map encoded at `bits` bits; images are drawn to fit
     `display_px`. `image_entries` reuses already encoded images (they do not depend on `bits`)."""
     if not images:
@@ -65,7 +65,7 @@ def build_payload(
     if not models:
         raise InputError("a viewer needs at least one model")
     queue: list[Quantized] = []
-    layouts: dict[str, dict[str, Any]] = {}
+    layouts: dict[str, Json] = {}
 
     def add(q: Quantized) -> str:
         blob_id = f"b{len(queue)}"
@@ -73,7 +73,7 @@ def build_payload(
         layouts[blob_id] = layout(q, bits)
         return blob_id
 
-    meta: dict[str, Any] = {
+    meta: Json = {
         "format": FORMAT,
         "title": title,
         "bits": bits,

@@ -334,18 +334,18 @@ def test_binding_by_objective_builds_its_table_from_the_sweeps_and_pools_trainin
     table = binding_by_objective(
         specs, tmp_path / "cmp", n_scenes=24, progress=False, training=ProbeTrainingConfig(max_steps=30, min_steps=10)
     )
-    assert [row["model"] for row in table.rows] == specs
-    assert [row["training_seed"] for row in table.rows] == [0, 1, 0]
+    assert [row.model for row in table.rows] == specs
+    assert [row.training_seed for row in table.rows] == [0, 1, 0]
     drawn = [sweep.summary["dataset"]["seed"] for sweep in table.sweeps.values()]
     assert drawn[1] == drawn[0] + 1000 and drawn[2] == drawn[0]  # each training seed its own held-out scenes
     for row, (_spec, sweep) in zip(table.rows, table.sweeps.items()):
         quadratic = [r for r in sweep.rows if r.probe == "quadratic"]
         best = max(quadratic, key=lambda r: r.val_auroc)  # chosen on validation, reported on test
-        assert row["quadratic"] == best.test.accuracy.estimate and row["quadratic_layer"] == best.layer
-        assert row["quadratic_auroc_low"] <= row["quadratic_auroc"] <= row["quadratic_auroc_high"]
-        assert row["linear"] == sweep.row("linear", best.layer).test.accuracy.estimate
+        assert row.quadratic == best.test.accuracy and row.quadratic_layer == best.layer
+        assert row.quadratic_auroc.low <= row.quadratic_auroc.estimate <= row.quadratic_auroc.high
+        assert row.linear == sweep.row("linear", best.layer).test.accuracy.estimate
     supervised = next(o for o in table.objectives if o["objective"] == "supervised")
-    aurocs = [row["quadratic_auroc"] for row in table.rows[:2]]
+    aurocs = [row.quadratic_auroc.estimate for row in table.rows[:2]]
     assert supervised["n_seeds"] == 2 and supervised["quadratic_auroc"] == pytest.approx(sum(aurocs) / 2)
     assert supervised["quadratic_auroc_low"] < supervised["quadratic_auroc_high"]
     (difference,) = table.differences
