@@ -32,6 +32,7 @@ around the two patches say nothing. On other data every labeled pair counts (`"a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -52,7 +53,7 @@ from ..probes import PairProbe, ProbeTrainingConfig, TrainResult, split_by_image
 from ..probes.metrics import auroc, paired_auroc_difference
 from ..probes.pairing import PAIRINGS, twin_pairs
 from ..stats import Interval
-from ..stats.record import Row
+from ..stats.record import OPTIONAL, Record, Row
 from .ablation import label_images
 from .layer_probes import fit_layer_probes
 from .report import format_table, null_text
@@ -132,9 +133,62 @@ def readout_scores(
     return ReadPairs(torch.cat(scores), torch.cat(same), image)
 
 
+@dataclass(frozen=True)
+class SubspaceRow(Record):
+    """One subspace's line of the comparison: its energy, its angles to the DAS subspace, the interchange and the
+    shuffle effects at l + 1 and (the DAS and probe rows) its shuffled AUROC minus the random controls' mean."""
+
+    subspace: str
+    k: int
+    variance_share: float
+    mean_angle_to_das: float
+    min_angle_to_das: float
+    swap_rate: float
+    auroc_swapped: float
+    next_auroc_shuffled: float
+    next_auroc_clean: float
+    shuffle_minus_random: Interval | None = field(default=None, metadata=OPTIONAL)
+
+
+@dataclass(frozen=True)
+class RandomSubspacesRow(Record):
+    """The random controls' line: each measure's mean over their seeds and its [min, max] (`<measure>_range`)."""
+
+    subspace: str
+    k: int
+    variance_share: float
+    variance_share_range: tuple[float, float]
+    mean_angle_to_das: float
+    mean_angle_to_das_range: tuple[float, float]
+    min_angle_to_das: float
+    min_angle_to_das_range: tuple[float, float]
+    swap_rate: float
+    swap_rate_range: tuple[float, float]
+    auroc_swapped: float
+    auroc_swapped_range: tuple[float, float]
+    next_auroc_shuffled: float
+    next_auroc_shuffled_range: tuple[float, float]
+    next_auroc_clean: float
+    next_auroc_clean_range: tuple[float, float]
+
+    @classmethod
+    def over(cls, rows: Sequence[SubspaceRow], k: int) -> RandomSubspacesRow:
+        """Mean over the random controls, with each measure's [min, max] range."""
+        values: Options = {}
+        for column in COLUMNS[2:]:
+            column_values = [getattr(row, column) for row in rows]
+            values[column] = sum(column_values) / len(column_values)
+            values[f"{column}_range"] = (min(column_values), max(column_values))
+        return cls(f"random (mean of {len(rows)})", k, **values)
+
+
 @dataclass
 class SubspaceComparison:
-    rows: list[Row]
+    """The comparison's lines (the DAS and probe subspaces, then the random controls' mean), the subspaces, the
+    probes at l and l + 1, the angles random subspaces give, its settings and splits, and per subspace its
+    shuffled AUROC minus the random controls' mean."""
+
+    rows: list[SubspaceRow | RandomSubspacesRow]
     subspaces: dict[str, BindingSubspace]
     probes: dict[int, TrainResult]
     random_reference: dict[str, Tensor]
@@ -154,7 +208,7 @@ class SubspaceComparison:
 
     def _shown(self) -> list[Row]:
         """The rows with the shuffle's difference from the random controls as text, its limit beside a null."""
-        return [row | {SHUFFLE_VERSUS_RANDOM: self._versus_text(row["subspace"])} for row in self.rows]
+        return [row.to_row() | {SHUFFLE_VERSUS_RANDOM: self._versus_text(row.subspace)} for row in self.rows]
 
     def _versus_text(self, name: str) -> str:
         found = self.versus_random.get(name)
@@ -238,13 +292,8 @@ def compare_subspaces(
     measured, clean, shuffled = _measure(
         subspaces, das.subspace, tokens, instance, readout, covariance, held_pairs, config
     )
-    rows = [row for row in measured if not row["subspace"].startswith("random")]
-    randoms = [row for row in measured if row["subspace"].startswith("random")]
-    versus_random: dict[str, Interval] = {}
-    if randoms:
-        units = torch.arange(len(test_idx)) if groups is None else groups[test_idx].cpu()
-        versus_random = _shuffle_intervals(rows, clean, shuffled, units, seed)
-        rows.append(_summarize_random(randoms, k))
+    units = torch.arange(len(test_idx)) if groups is None else groups[test_idx].cpu()
+    rows, versus_random = _against_random(measured, clean, shuffled, units, seed)
     reference = random_angles(model.cfg.d_model, k)
     splits = {"train": train_idx, "val": val_idx, "test": test_idx}
     settings = _settings(layer, k, config, pairing, splits, clean, das.history)
@@ -283,13 +332,13 @@ def _measure(
     covariance: Tensor,
     pairs: Tensor | None,
     config: SubspaceComparisonConfig,
-) -> tuple[list[Row], ReadPairs, dict[str, Tensor]]:
+) -> tuple[list[SubspaceRow], ReadPairs, dict[str, Tensor]]:
     """Every subspace's row on the held-out tokens: its energy, angles to the DAS subspace, the interchange
     effect and the shuffle effect, read on `pairs` (the benchmark's flip pairs; None: every labeled pair);
     with the clean pairs and each subspace's shuffled scores of them (for the intervals, `_shuffle_intervals`)."""
     clean = readout_scores(tokens, instance, readout, pairs=pairs)
     clean_auroc = clean.auroc()
-    measured: list[Row] = []
+    measured: list[SubspaceRow] = []
     shuffled: dict[str, Tensor] = {}
     for name, sub in subspaces.items():
         angles = principal_angles(sub, das)
@@ -297,41 +346,47 @@ def _measure(
         shuffle = Shuffle(sub, 1.0, 0, seed=config.seed)
         shuffled[name] = readout_scores(tokens, instance, readout, shuffle.apply, pairs=pairs).scores
         measured.append(
-            {
-                "subspace": name,
-                "k": sub.k,
-                "variance_share": variance_share(sub.basis, covariance),
-                "mean_angle_to_das": float(angles.mean()),
-                "min_angle_to_das": float(angles.min()),
-                "swap_rate": swap["swap_rate"],
-                "auroc_swapped": swap["auroc_swapped"],
-                "next_auroc_shuffled": auroc(shuffled[name], clean.same),
-                "next_auroc_clean": clean_auroc,
-            }
+            SubspaceRow(
+                name,
+                sub.k,
+                variance_share(sub.basis, covariance),
+                float(angles.mean()),
+                float(angles.min()),
+                swap["swap_rate"],
+                swap["auroc_swapped"],
+                auroc(shuffled[name], clean.same),
+                clean_auroc,
+            )
         )
     return measured, clean, shuffled
 
 
+def _against_random(
+    measured: list[SubspaceRow], read: ReadPairs, shuffled: dict[str, Tensor], units: Tensor, seed: int
+) -> tuple[list[SubspaceRow | RandomSubspacesRow], dict[str, Interval]]:
+    """The DAS and probe rows, each with its shuffle against the random controls' mean (`_shuffle_intervals`),
+    then the random controls' mean and range; and those differences by subspace (none without controls)."""
+    named = [row for row in measured if not row.subspace.startswith("random")]
+    randoms = [row for row in measured if row.subspace.startswith("random")]
+    if not randoms:
+        return list(named), {}
+    versus_random = _shuffle_intervals(read, shuffled, units, seed)
+    named = [replace(row, shuffle_minus_random=versus_random.get(row.subspace)) for row in named]
+    return [*named, RandomSubspacesRow.over(randoms, randoms[0].k)], versus_random
+
+
 def _shuffle_intervals(
-    rows: list[Row], read: ReadPairs, shuffled: dict[str, Tensor], units: Int[Tensor, " image"], seed: int
+    read: ReadPairs, shuffled: dict[str, Tensor], units: Int[Tensor, " image"], seed: int
 ) -> dict[str, Interval]:
     """Per subspace that is not a random control: its shuffled AUROC minus the random controls' mean, with its
     95 % interval (paired bootstrap over `units`, the held-out images or their twin groups), so a subspace's
-    shuffle is read against the same edit of k random directions of its energy; also written into its row
-    (`shuffle_minus_random`, `_low`, `_high`) for the CSV."""
+    shuffle is read against the same edit of k random directions of its energy (its row's
+    `shuffle_minus_random`, `_low`, `_high` in the CSV)."""
     randoms = torch.stack([scores for name, scores in shuffled.items() if name.startswith("random")])
     found: dict[str, Interval] = {}
-    for row in rows:
-        name = row["subspace"]
-        if name in shuffled and not name.startswith("random"):
-            _, _, found[name] = paired_auroc_difference(
-                shuffled[name], randoms, read.same, units[read.image], seed=seed
-            )
-            row |= {
-                "shuffle_minus_random": found[name].estimate,
-                "shuffle_minus_random_low": found[name].low,
-                "shuffle_minus_random_high": found[name].high,
-            }
+    for name, scores in shuffled.items():
+        if not name.startswith("random"):
+            _, _, found[name] = paired_auroc_difference(scores, randoms, read.same, units[read.image], seed=seed)
     return found
 
 
@@ -346,13 +401,3 @@ def _pairing(asked: str, twins: TwinSlots) -> str:
             "'units'/'swapped' metadata): use the matched preset, or pairing='auto' or 'all'"
         )
     return asked
-
-
-def _summarize_random(rows: list[Row], k: int) -> Row:
-    """Mean over the random controls, with each measure's [min, max] range in `<measure>_range`."""
-    summary: Row = {"subspace": f"random (mean of {len(rows)})", "k": k}
-    for column in COLUMNS[2:]:
-        values = [row[column] for row in rows]
-        summary[column] = sum(values) / len(values)
-        summary[f"{column}_range"] = (min(values), max(values))
-    return summary

@@ -22,7 +22,7 @@ never left unflagged: a point estimate outside the range is at least "within noi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -31,7 +31,9 @@ from torch import Tensor
 
 from ..data.priors import CodePriors
 from ..errors import InputError
-from ..stats import bootstrap_mean
+from ..io.documents import Options
+from ..stats import Interval, bootstrap_mean
+from ..stats.record import ENDS_IF_ANY, Record
 
 INSIDE = "ok"
 """`bound` of a B*_OF inside [0, H(O | F)]."""
@@ -41,31 +43,28 @@ O_UNDERFITS = "violated: O-probe under-fits"
 """`bound` of a B*_OF whose interval lies below 0: B_O < B_F beyond noise."""
 
 
-@dataclass(frozen=True)
-class BindingBits:
-    """B_O, B_F, B*_OF and the ratios, each with a (low, high) percentile interval over test images, and
-    where B*_OF sits against its bounds (module docstring)."""
+def bits_metric() -> Any:
+    """A number of the table: bare in one run, with its t interval as a mean over seeds (`stats.record`)."""
+    return field(metadata=ENDS_IF_ANY)
 
-    ce_o: float
-    ce_f: float | None
-    b_o: float
-    b_o_low: float
-    b_o_high: float
-    beta: float
-    b_f: float | None
-    b_f_low: float | None
-    b_f_high: float | None
-    b_star: float | None
-    b_star_low: float | None
-    b_star_high: float | None
-    beta_star: float | None
-    n_test: int
+
+@dataclass(frozen=True, kw_only=True)
+class BindingBits(Record):
+    """B_O, B_F, B*_OF (each an `Interval`: the percentile interval over test images) and the ratios, and where
+    B*_OF sits against its bounds (module docstring). The cross-entropies and ratios are bare here; a table over
+    seeds gives every number its t interval across them. Without a feature-code probe the F fields are None."""
+
+    ce_o: Interval = bits_metric()
+    ce_f: Interval | None = bits_metric()
+    b_o: Interval
+    beta: Interval = bits_metric()
+    b_f: Interval | None
+    b_star: Interval | None
+    beta_star: Interval | None = bits_metric()
+    n_test: int | None
     learnt: bool
     bound: str | None
     bound_violated: bool | None
-
-    def as_dict(self) -> dict[str, float | int | bool | str | None]:
-        return asdict(self)
 
 
 def star_bound(low: float, estimate: float, high: float, ceiling: float) -> tuple[str, bool]:
@@ -103,27 +102,29 @@ def binding_bits(
         )
     bits = bootstrap_mean(ce_o, n_boot=n_boot, level=level, seed=seed).shifted(priors.H_O, -1.0)  # B_O = H(O) - CE_O
     assert bits.low is not None and bits.high is not None  # a bootstrap interval always has both ends
-    features: dict[str, Any] = dict.fromkeys(_FEATURE_FIELDS)
+    features: Options = dict.fromkeys(_FEATURE_FIELDS)  # BindingBits' F fields, None without an F-probe
     if ce_f is not None:
         features = _feature_part(ce_o, torch.as_tensor(ce_f, dtype=torch.float64), priors, (n_boot, level, seed))
     return BindingBits(
-        ce_o=float(ce_o.mean()),
-        b_o=bits.estimate,
-        b_o_low=bits.low,
-        b_o_high=bits.high,
-        beta=bits.estimate / priors.H_O if priors.H_O > 0 else float("nan"),
+        ce_o=_bare(float(ce_o.mean())),
+        b_o=bits,
+        beta=_bare(bits.estimate / priors.H_O if priors.H_O > 0 else float("nan")),
         n_test=n,
         learnt=bits.low > 0.0,
         **features,
     )
 
 
-_FEATURE_FIELDS = ("ce_f", "b_f", "b_f_low", "b_f_high", "b_star", "b_star_low", "b_star_high", "beta_star", "bound",
-                   "bound_violated")  # fmt: skip
+_FEATURE_FIELDS = ("ce_f", "b_f", "b_star", "beta_star", "bound", "bound_violated")
 """The fields of `BindingBits` that need a feature-code probe's CE_F."""
 
 
-def _feature_part(ce_o: Tensor, ce_f: Tensor, priors: CodePriors, bootstrap: tuple[int, float, int]) -> dict[str, Any]:
+def _bare(value: float) -> Interval:
+    """A number measured once, with no interval of its own."""
+    return Interval(value, None, None)
+
+
+def _feature_part(ce_o: Tensor, ce_f: Tensor, priors: CodePriors, bootstrap: tuple[int, float, int]) -> Options:
     """B_F and B*_OF with their intervals (the same resamples as B_O's: paired), and B*_OF's bound check."""
     n_boot, level, seed = bootstrap
     features = bootstrap_mean(ce_f, n_boot=n_boot, level=level, seed=seed).shifted(priors.H_F, -1.0)  # B_F
@@ -133,14 +134,10 @@ def _feature_part(ce_o: Tensor, ce_f: Tensor, priors: CodePriors, bootstrap: tup
     h = priors.H_O_given_F
     bound, violated = star_bound(star.low, star.estimate, star.high, h)
     return {
-        "ce_f": float(ce_f.mean()),
-        "b_f": features.estimate,
-        "b_f_low": features.low,
-        "b_f_high": features.high,
-        "b_star": star.estimate,
-        "b_star_low": star.low,
-        "b_star_high": star.high,
-        "beta_star": star.estimate / h if h > 0 else float("nan"),
+        "ce_f": _bare(float(ce_f.mean())),
+        "b_f": features,
+        "b_star": star,
+        "beta_star": _bare(star.estimate / h if h > 0 else float("nan")),
         "bound": bound,
         "bound_violated": violated,
     }

@@ -251,7 +251,7 @@ def _table(args, model, splits_for_seed, layers, config, summary) -> int:
     routing = next(iter(result.attention.values()), None)
     first = next(iter(result.entropies))  # the figure draws one convention's B_O (the others are shifted copies)
     figure = bits_figure(
-        [row for row in result.rows if row["entropy"] == first],
+        [row for row in result.rows if row.entropy == first],
         out / "bits.png",
         f"Binding information of {summary['model']} ({summary['data']} scenes, {first} H(O) = "
         f"{result.priors.H_O:.1f} bits)",

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from ..io.documents import Json
-from ..stats.record import Row
+from ..stats.record import Record, Row
 from ._save import check_rows, finish, new_figure, save
 
 
-def bits_figure(rows: Sequence[Row], path: str | os.PathLike, title: str, routing: Json | None = None) -> Path:
+def bits_figure(rows: Sequence[Record | Row], path: str | os.PathLike, title: str, routing: Json | None = None) -> Path:
     """Left: B_O (bits) by layer, a line per (token set, family), its interval as bars and a band, H(O) and the prior
     probe's level (B_O it would score: H(O) - CE_prior) as dashed lines. Right (with `routing`): the
     attention probe's weights for up to three objects of the first test image, over the image."""
@@ -61,7 +61,7 @@ def bits_figure(rows: Sequence[Row], path: str | os.PathLike, title: str, routin
     return save(fig, path)
 
 
-def bits_lost_figure(rows: Sequence[Row], path: str | os.PathLike, title: str) -> Path:
+def bits_lost_figure(rows: Sequence[Record | Row], path: str | os.PathLike, title: str) -> Path:
     """Bits lost by each intervention (rows of `bits_under_interventions`): a bar per edit, binding subspace
     beside its random control, one group per (token set, family), with paired-bootstrap intervals."""
     rows = check_rows(

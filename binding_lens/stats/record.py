@@ -6,11 +6,12 @@ Every typed result row derives from `Record`. Its fields are read as attributes 
 `field(metadata=ENDS_AS_LOW_HIGH)` writes `x`, `low`, `high`), a nested `Record` its own columns, anything else
 itself; a field's `then` metadata names properties written right after its columns (what is derived from the
 fields, such as whether an interval is beyond noise, is a property, not a second field to keep in step). A field
-marked `OPTIONAL` writes no column when it is None; an `Interval` field marked `ENDS_IF_ANY` writes its ends only
-when it has them (a metric a single run measures bare and a mean over seeds gives an interval). So the CSV and
-JSON a record writes are the flat rows readers and spreadsheets expect, and the code that makes them reads
-names, not string keys. `mean_record` is the one rule for a record over seeds: each `Interval` field's mean with
-its t interval, the other fields where every seed agrees.
+marked `OPTIONAL` writes no column when it is None (an `Interval` field left None otherwise writes its columns
+empty); an `Interval` field marked `ENDS_IF_ANY` writes its ends only when it has them (a metric a single run
+measures bare and a mean over seeds gives an interval). So the CSV and JSON a record writes are the flat rows
+readers and spreadsheets expect, and the code that makes them reads names, not string keys. `mean_record` is the
+one rule for a record over seeds: each `Interval` field's mean with its t interval, the other fields where every
+seed agrees.
 
     @dataclass(frozen=True)
     class Effect(Record):
@@ -55,10 +56,13 @@ class Record:
 
     def to_row(self) -> Row:
         row: Row = {}
+        intervals = _interval_fields(type(self))
         for spec in fields(self):
             value = getattr(self, spec.name)
             if value is None and spec.metadata.get("optional"):
-                continue
+                continue  # and its `then` properties with it
+            if value is None and spec.name in intervals:  # no interval measured: its columns, empty
+                value = Interval(None, None, None)  # type: ignore[arg-type]
             if isinstance(value, Interval):
                 row[spec.name] = value.estimate
                 if not (spec.metadata.get("ends_if_any") and value.low is None and value.high is None):
@@ -89,6 +93,17 @@ class Record:
             elif spec.default is MISSING and spec.default_factory is MISSING:
                 values[spec.name] = None
         return cls(**values)
+
+
+def _interval_fields(cls: type[Record]) -> frozenset[str]:
+    """The fields of `cls` typed `Interval` (or `Interval | None`): a None there writes its columns empty."""
+    if cls not in _INTERVAL_FIELDS:
+        hints = get_type_hints(cls)
+        _INTERVAL_FIELDS[cls] = frozenset(s.name for s in fields(cls) if _record_or_interval(hints[s.name]) is Interval)
+    return _INTERVAL_FIELDS[cls]
+
+
+_INTERVAL_FIELDS: dict[type, frozenset[str]] = {}
 
 
 def _record_or_interval(hint: Any) -> Any:

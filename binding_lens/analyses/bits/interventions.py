@@ -13,10 +13,10 @@ from torch import Tensor
 from ...binding import BindingSubspace, ProjectOut, Shuffle
 from ...errors import InputError
 from ...stats import bootstrap_mean
-from ...stats.record import Row
 from ..report import format_table
 from .config import BitsConfig
 from .measure import measure_bits
+from .result import EditedBitsRow
 from .scenes import CodedScenes
 from .table import fit_prior_probes
 
@@ -68,7 +68,7 @@ def bits_under_interventions(
     config: BitsConfig | None = None,
     edits: InterventionConfig | None = None,
     **options: Any,
-) -> list[Row]:
+) -> list[EditedBitsRow]:
     """B_O of each token set at `read_layer` (default `layer`) with each intervention applied to the patch
     tokens at `layer`, on the binding `subspace` and (`random_control`) on a random subspace of the same
     dimension; `bits_lost` is the clean B_O minus the edited one, its interval a paired bootstrap over
@@ -86,7 +86,7 @@ def bits_under_interventions(
     if read_layer < layer:
         raise InputError(f"read_layer {read_layer} comes before the edit at layer {layer}: read at or after it")
     say = config.progress or (lambda message: None)
-    rows: list[Row] = []
+    rows: list[EditedBitsRow] = []
     clean: dict[tuple[int, str, str], Tensor] = {}
     prior = fit_prior_probes(splits, training, rank=config.rank, hidden=config.hidden)
     quiet = replace(config, progress=None)  # each condition's probes are reported here, in one line each
@@ -95,26 +95,20 @@ def bits_under_interventions(
             model, splits, [read_layer], edits.token_sets, edits.families, quiet, prior=prior, fwd_hooks=hooks
         )
         for row in result.rows:
-            key = (read_layer, row["tokens"], row["family"])
+            key = (read_layer, row.tokens, row.family)
             ce = result.test_ce[key]
-            lost = _bits_lost(ce, clean.setdefault(key, ce), n_boot, training.seed)
-            rows.append({**row, "intervention": kind, "subspace": name, "k": subspace.k, "edit_layer": layer, **lost})
+            lost = bootstrap_mean(ce - clean.setdefault(key, ce), n_boot=n_boot, seed=training.seed)
+            rows.append(EditedBitsRow(row, kind, name, subspace.k, layer, lost))
             say(
-                f"{kind} ({name}) {row['tokens']} {row['family']}: B_O {row['b_o']:.2f} bits, "
-                f"lost {lost['bits_lost']:.2f} [{lost['bits_lost_low']:.2f}, {lost['bits_lost_high']:.2f}]"
+                f"{kind} ({name}) {row.tokens} {row.family}: B_O {row.bits.b_o.estimate:.2f} bits, "
+                f"lost {lost.estimate:.2f} [{lost.low:.2f}, {lost.high:.2f}]"
             )
     return rows
 
 
-def _bits_lost(ce: Tensor, clean: Tensor, n_boot: int, seed: int) -> dict[str, float | None]:
-    """Bits an edit costs a probe: its per-image test CE_O minus the clean run's, with a paired bootstrap
-    interval over the test images (= the clean B_O minus the edited one)."""
-    lost = bootstrap_mean(ce - clean, n_boot=n_boot, seed=seed)
-    return {"bits_lost": lost.estimate, "bits_lost_low": lost.low, "bits_lost_high": lost.high}
-
-
-def intervention_table(rows: Sequence[Row]) -> str:
+def intervention_table(records: Sequence[EditedBitsRow]) -> str:
     """`bits_under_interventions` rows as a plain-text table."""
+    rows = [record.to_row() for record in records]
     columns = [
         "tokens",
         "family",

@@ -104,20 +104,14 @@ def against_linear(result: BitsResult, n_boot: int, seed: int) -> None:
     """Each row's B_O minus the linear family's at its layer (same token set, else cls, else mean), paired over
     the test images (B_O differences are CE_O differences with the sign turned, the same under either entropy
     convention): does a richer probe or another token set read more than a linear read-out, beyond noise?"""
-    for row in result.rows:
-        layer = row["layer"]
-        base = next((t for t in (row["tokens"], "cls", "mean") if (layer, t, "linear") in result.test_ce), None)
-        if base is None or (row["family"], row["tokens"]) == ("linear", base):
+    for i, row in enumerate(result.rows):
+        layer = row.layer
+        base = next((t for t in (row.tokens, "cls", "mean") if (layer, t, "linear") in result.test_ce), None)
+        if base is None or (row.family, row.tokens) == ("linear", base):
             continue
         gain = bootstrap_mean(
-            result.test_ce[(layer, base, "linear")] - result.test_ce[(layer, row["tokens"], row["family"])],
+            result.test_ce[(layer, base, "linear")] - result.test_ce[(layer, row.tokens, row.family)],
             n_boot=n_boot,
             seed=seed,
         )
-        row.update(
-            vs_linear=gain.estimate,
-            vs_linear_low=gain.low,
-            vs_linear_high=gain.high,
-            vs_linear_tokens=base,
-            vs_linear_beyond_noise=gain.beyond_noise,
-        )
+        result.rows[i] = replace(row, vs_linear=gain, vs_linear_tokens=base)

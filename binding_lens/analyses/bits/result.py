@@ -7,10 +7,67 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
+from ...bits.information import BindingBits
 from ...data.priors import CodePriors
 from ...io.documents import Json
-from ...stats.record import Row
+from ...stats import Interval
+from ...stats.record import ENDS_IF_ANY, OPTIONAL, Record, Row, then
 from ..report import difference_text, format_table, interval_text
+
+
+@dataclass(frozen=True)
+class BitsRow(Record):
+    """One line of the bits table: a probe family reading one token set at one layer, under one entropy
+    convention: B_O, B_F and B*_OF with their intervals (`bits`), the bits over the prior probe (`v_bits`,
+    paired over test images; `beyond_prior` when its interval lies above 0), the entropies, the object-code
+    probe's training record and (where its layer has a linear probe) its B_O minus the linear one's. Over seeds
+    every number is the mean with its t interval (`n_seeds`; `learnt_seeds`: on how many seeds B_O's own
+    interval lay above 0)."""
+
+    model: str
+    layer: int | None
+    tokens: str
+    family: str
+    entropy: str
+    f_family: str | None
+    bits: BindingBits
+    ce_o_null: Interval = field(metadata=ENDS_IF_ANY)
+    prior_gap: Interval = field(metadata=ENDS_IF_ANY)
+    v_bits: Interval = field(metadata=then("beyond_prior"))
+    H_O: float
+    H_F: float
+    H_O_given_F: float
+    dropped_dims: int | None
+    steps: int | None
+    best_step: int | None
+    stopped: str | None
+    converged: bool | None
+    vs_linear: Interval | None = field(default=None, metadata=OPTIONAL)
+    vs_linear_tokens: str | None = field(default=None, metadata=OPTIONAL | then("vs_linear_beyond_noise"))
+    learnt_seeds: str | None = field(default=None, metadata=OPTIONAL)
+    n_seeds: int | None = field(default=None, metadata=OPTIONAL)
+
+    @property
+    def beyond_prior(self) -> bool:
+        return self.v_bits.low is not None and self.v_bits.low > 0
+
+    @property
+    def vs_linear_beyond_noise(self) -> bool | None:
+        return None if self.vs_linear is None else self.vs_linear.beyond_noise
+
+
+@dataclass(frozen=True)
+class EditedBitsRow(Record):
+    """A bits line read through an edit (`bits_under_interventions`): which edit, on which subspace of which
+    dimension at which layer, and the bits it cost (the clean B_O minus the edited one, paired over test
+    images)."""
+
+    row: BitsRow
+    intervention: str
+    subspace: str
+    k: int
+    edit_layer: int
+    bits_lost: Interval
 
 
 @dataclass(frozen=True)
@@ -19,7 +76,7 @@ class BitsResult:
     probes' routing on a few test images, the priors of each convention (`entropies`; `priors` is the first
     one's) and each (layer, token set, family)'s per-image test CE_O in bits, for paired comparisons."""
 
-    rows: list[Row]
+    rows: list[BitsRow]
     priors: CodePriors
     attention: dict[tuple[int | None, str], Json] = field(default_factory=dict)
     test_ce: dict[tuple[int | None, str, str], Tensor] = field(default_factory=dict)
@@ -29,10 +86,11 @@ class BitsResult:
         """One block per entropy convention, each headed by the entropies it subtracts from; then notes on
         bound violations and dropped dimensions."""
         blocks = []
-        for convention in dict.fromkeys(row.get("entropy", "population") for row in self.rows):
-            rows = [row for row in self.rows if row.get("entropy", "population") == convention]
+        lines = [row.to_row() for row in self.rows]
+        for convention in dict.fromkeys(row["entropy"] for row in lines):
+            rows = [row for row in lines if row["entropy"] == convention]
             blocks.append(_header(convention, rows[0]) + "\n" + format_table([_shown(r) for r in rows], _columns(rows)))
-        return "\n\n".join(blocks + _notes(self.rows))
+        return "\n\n".join(blocks + _notes(lines))
 
 
 def _header(convention: str, row: Row) -> str:

@@ -10,19 +10,12 @@ import numpy as np
 
 from ...bits.information import star_bound
 from ...bits.probes import FAMILIES
-from ...stats import beyond_noise
-from ...stats.record import Row
-from ...stats.tables import aggregate_rows, distinct_seeds
+from ...stats.record import mean_record
+from ...stats.tables import distinct_seeds
 from .config import BitsConfig
 from .measure import measure_bits
-from .result import BitsResult
+from .result import BitsResult, BitsRow
 from .scenes import CodedScenes
-
-SEED_METRICS = (
-    *("ce_o", "ce_f", "b_o", "beta", "b_f", "b_star", "beta_star"),
-    *("ce_o_null", "prior_gap", "v_bits", "vs_linear"),
-)
-"""The row numbers `measure_bits_over_seeds` averages; each gets its t interval across seeds."""
 
 
 def measure_bits_over_seeds(
@@ -37,7 +30,7 @@ def measure_bits_over_seeds(
 ) -> BitsResult:
     """`measure_bits` once per seed: seed `s` draws the scenes (`splits_for_seed(s)`) and seeds the probes
     (initial weights, batches, bootstrap). Each row's numbers are the mean across seeds with a Student-t 95 %
-    interval across them (`<metric>_low/high`, `n_seeds`); `learnt`, `beyond_prior` and
+    interval across them (`<metric>_low/high`, `n_seeds`; `stats.record.mean_record`); `learnt`, `beyond_prior` and
     `vs_linear_beyond_noise` are read off those intervals, and `learnt_seeds` says on how many seeds the
     image-bootstrap interval alone was above 0; `bound` is B*_OF's, checked on its t interval. One seed is
     `measure_bits` itself (image-bootstrap intervals).
@@ -61,27 +54,35 @@ def measure_bits_over_seeds(
     runs = [run(seed) for seed in seeds]
     if len(seeds) == 1:
         return runs[0]
-    per_seed = [row for run_ in runs for row in run_.rows]
-    by = ("model", "layer", "tokens", "family", "entropy")
-    rows = aggregate_rows(per_seed, by=by, metrics=SEED_METRICS, keep_single_intervals=False)
-    for row in rows:
-        members = [r for r in per_seed if all(r[key] == row[key] for key in by)]
-        _over_seeds(row, members)
+    groups: dict[tuple, list[BitsRow]] = {}
+    for run_ in runs:
+        for row in run_.rows:
+            groups.setdefault((row.model, row.layer, row.tokens, row.family, row.entropy), []).append(row)
+    rows = [_over_seeds(members) for members in groups.values()]
     return BitsResult(rows, runs[0].priors, runs[0].attention, entropies=runs[0].entropies)
 
 
-def _over_seeds(row: Row, members: Sequence[Row]) -> None:
-    """The flags of a row averaged over seeds, read off its t intervals; the entropies and F-probes the seeds
-    used (the split convention's and the best F-probe may differ by seed)."""
-    row["learnt"] = bool(row["b_o_low"] > 0)
-    row["learnt_seeds"] = f"{sum(bool(r['learnt']) for r in members)}/{len(members)}"
-    row["beyond_prior"] = bool(row["v_bits_low"] > 0)
-    if "vs_linear" in row:
-        row["vs_linear_beyond_noise"] = beyond_noise(row["vs_linear_low"], row["vs_linear_high"])
-    for key in ("H_O", "H_F", "H_O_given_F"):
-        row[key] = float(np.mean([r[key] for r in members]))
-    row["f_family"] = "/".join(dict.fromkeys(r["f_family"] for r in members))
-    if row.get("b_star_low") is not None:
-        row["bound"], row["bound_violated"] = star_bound(
-            row["b_star_low"], row["b_star"], row["b_star_high"], row["H_O_given_F"]
+def _over_seeds(members: Sequence[BitsRow]) -> BitsRow:
+    """A row over seeds: every number's mean with its t interval (`mean_record`), its flags read off those
+    intervals (`learnt`, `bound`; `learnt_seeds` says on how many seeds B_O's own interval lay above 0), the
+    entropies' means and the F-probes the seeds used (the split convention's and the best F-probe may differ)."""
+    row = mean_record(members, keep_single_intervals=False)
+    entropies = {key: float(np.mean([getattr(r, key) for r in members])) for key in ("H_O", "H_F", "H_O_given_F")}
+    bits = row.bits
+    assert bits.b_o.low is not None  # a mean over seeds has its t interval
+    flags: dict[str, Any] = {"learnt": bool(bits.b_o.low > 0)}
+    star = bits.b_star
+    if star is not None and star.low is not None and star.high is not None:
+        flags["bound"], flags["bound_violated"] = star_bound(
+            star.low, star.estimate, star.high, entropies["H_O_given_F"]
         )
+    return replace(
+        row,
+        bits=replace(bits, **flags),
+        f_family="/".join(dict.fromkeys(str(r.f_family) for r in members)),
+        learnt_seeds=f"{sum(bool(r.bits.learnt) for r in members)}/{len(members)}",
+        n_seeds=len(members),
+        H_O=entropies["H_O"],
+        H_F=entropies["H_F"],
+        H_O_given_F=entropies["H_O_given_F"],
+    )

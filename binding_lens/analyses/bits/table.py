@@ -11,13 +11,13 @@ import torch
 from torch import Tensor
 
 from ...bits import CodeTrainingConfig, binding_bits, bits_per_image, make_code_probe, train_code_probe
+from ...bits.information import BindingBits
 from ...bits.probes import CodeLayout, CodeProbe
 from ...data.priors import CodePriors
 from ...io.documents import Json
-from ...stats import bootstrap_mean
-from ...stats.record import Row
+from ...stats import Interval, bootstrap_mean
 from .config import CODE_TRAINING, F_CHOICES, BitsConfig, f_form
-from .result import BitsResult
+from .result import BitsResult, BitsRow
 from .scenes import SPLITS, CodedScenes, Fitted, TokensOf, Where, check_entropy, code_grid, require_splits
 
 
@@ -71,8 +71,8 @@ class BitsTable:
             if self.config.progress is not None:
                 at = "" if layer is None else f"layer {layer} "
                 self.config.progress(
-                    f"{at}{token_set} {family}: B_O {rows[0]['b_o']:.2f} bits (beta {rows[0]['beta']:.1%}), "
-                    f"B*_OF {rows[0]['b_star']:.2f} with the {f_family} F-probe ({rows[0]['bound']})"
+                    f"{at}{token_set} {family}: {_said(rows[0].bits)} with the {f_family} F-probe "
+                    f"({rows[0].bits.bound})"
                 )
 
     def _f_fits(self, z_of: TokensOf, families: Sequence[str]) -> dict[str, Fitted]:
@@ -91,39 +91,40 @@ class BitsTable:
             return min(f_fits, key=lambda name: f_fits[name][0].best_val_bits)
         return self.config.f_family
 
-    def row(self, where: Where, family: str, convention: str, fit_o: Fitted, f_probe: tuple[str, Fitted]) -> Row:
+    def row(self, where: Where, family: str, convention: str, fit_o: Fitted, f_probe: tuple[str, Fitted]) -> BitsRow:
         """The table's row of these fits under one entropy convention: B_O, B_F and B*_OF with their intervals
         and bound check, the bits over the prior probe (paired over test images), the entropies and the
         object-code probe's training record."""
         seed, n_boot = self.config.training.seed, self.config.n_boot
         priors = self.entropies[convention]
         f_family, (_, ce_f) = f_probe
-        bits = binding_bits(fit_o[1], priors, ce_f, n_boot=n_boot, seed=seed)
-        v = bootstrap_mean(self.prior["O"][1] - fit_o[1], n_boot=n_boot, seed=seed)
         record = fit_o[0]
-        return {
-            "model": self.model,
-            "layer": where[0],
-            "tokens": where[1],
-            "family": family,
-            "entropy": convention,
-            "f_family": f_family,
-            **bits.as_dict(),
-            "ce_o_null": self.ce_null,
-            "prior_gap": self.ce_null - priors.H_O,
-            "v_bits": v.estimate,
-            "v_bits_low": v.low,
-            "v_bits_high": v.high,
-            "beyond_prior": v.low is not None and v.low > 0,
-            "H_O": priors.H_O,
-            "H_F": priors.H_F,
-            "H_O_given_F": priors.H_O_given_F,
-            "dropped_dims": record.probe.dropped,
-            "steps": record.steps,
-            "best_step": record.best_step,
-            "stopped": record.stopped,
-            "converged": record.converged,
-        }
+        return BitsRow(
+            model=self.model,
+            layer=where[0],
+            tokens=where[1],
+            family=family,
+            entropy=convention,
+            f_family=f_family,
+            bits=binding_bits(fit_o[1], priors, ce_f, n_boot=n_boot, seed=seed),
+            ce_o_null=Interval(self.ce_null, None, None),
+            prior_gap=Interval(self.ce_null - priors.H_O, None, None),
+            v_bits=bootstrap_mean(self.prior["O"][1] - fit_o[1], n_boot=n_boot, seed=seed),
+            H_O=priors.H_O,
+            H_F=priors.H_F,
+            H_O_given_F=priors.H_O_given_F,
+            dropped_dims=record.probe.dropped,
+            steps=record.steps,
+            best_step=record.best_step,
+            stopped=record.stopped,
+            converged=record.converged,
+        )
+
+
+def _said(bits: BindingBits) -> str:
+    """ "B_O 2.31 bits (beta 61.0%), B*_OF 0.42": the progress line's numbers."""
+    star = bits.b_star.estimate if bits.b_star is not None else None
+    return f"B_O {bits.b_o.estimate:.2f} bits (beta {bits.beta.estimate:.1%}), B*_OF {star:.2f}"
 
 
 def checked_entropies(splits: dict[str, CodedScenes], config: BitsConfig) -> dict[str, CodePriors]:

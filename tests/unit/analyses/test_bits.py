@@ -194,7 +194,9 @@ def test_bits_under_interventions_pairs_every_condition_with_the_clean_run(one_t
     splits = _coded_splits()
     training = CodeTrainingConfig(max_steps=30, eval_every=10, min_steps=10)
     whole = BindingSubspace.random(model.cfg.d_model, model.cfg.d_model, seed=1)  # projecting it out zeroes the patches
-    rows = bits_under_interventions(model, splits, whole, 1, training=training, size=56, n_boot=200)
+    edits = bits_under_interventions(model, splits, whole, 1, training=training, size=56, n_boot=200)
+    rows = [edit.to_row() for edit in edits]  # each record's table line
+    assert edits[1].bits_lost.estimate == rows[1]["bits_lost"] and edits[1].row.bits.b_o.estimate == rows[1]["b_o"]
     assert [(r["intervention"], r["subspace"]) for r in rows] == [
         ("none", "-"),
         ("project_out", "binding"),
@@ -218,9 +220,9 @@ def test_bits_under_interventions_pairs_every_condition_with_the_clean_run(one_t
         n_boot=200,
         fwd_hooks=[ProjectOut(whole, model.cfg.n_prefix_tokens).at(1)],
     )
-    assert edited.rows[0]["b_o"] == pytest.approx(rows[1]["b_o"])
+    assert edited.rows[0].bits.b_o.estimate == pytest.approx(rows[1]["b_o"])
     clean = measure_bits(model, splits, [1], ["spatial"], ["attention"], training=training, size=56, n_boot=200)
-    assert clean.rows[0]["b_o"] == pytest.approx(rows[0]["b_o"])
+    assert clean.rows[0].bits.b_o.estimate == pytest.approx(rows[0]["b_o"])
     lost = bootstrap_mean(
         edited.test_ce[(1, "spatial", "attention")] - clean.test_ce[(1, "spatial", "attention")],
         n_boot=200,
@@ -250,19 +252,22 @@ def test_bits_over_seeds_are_the_mean_and_t_interval_of_the_single_seed_tables(o
     kwargs = dict(training=training, size=56, n_boot=100)
     pooled = measure_bits_over_seeds(model, splits, [1], ["cls"], ["linear", "quadratic"], seeds=[3, 4], **kwargs)
     single = [
-        measure_bits(
-            model,
-            splits(seed),
-            [1],
-            ["cls"],
-            ["linear", "quadratic"],
-            **kwargs | {"training": replace(training, seed=seed)},
-        ).rows
+        [
+            row.to_row()
+            for row in measure_bits(
+                model,
+                splits(seed),
+                [1],
+                ["cls"],
+                ["linear", "quadratic"],
+                **kwargs | {"training": replace(training, seed=seed)},
+            ).rows
+        ]
         for seed in (3, 4)
     ]
-    assert [r["family"] for r in pooled.rows] == ["linear", "quadratic"]
+    assert [r.family for r in pooled.rows] == ["linear", "quadratic"]
     assert single[0][0]["b_o"] != single[1][0]["b_o"]  # the seeds draw other scenes and probes
-    for i, row in enumerate(pooled.rows):
+    for i, row in enumerate(r.to_row() for r in pooled.rows):
         for metric in ("b_o", "v_bits", "ce_o"):
             expected = mean_interval([single[0][i][metric], single[1][i][metric]])
             assert (row[metric], row[f"{metric}_low"], row[f"{metric}_high"]) == pytest.approx(
@@ -270,11 +275,11 @@ def test_bits_over_seeds_are_the_mean_and_t_interval_of_the_single_seed_tables(o
             )
         assert row["n_seeds"] == 2 and row["learnt"] == (row["b_o_low"] > 0)
         assert row["learnt_seeds"] == f"{sum(bool(s[i]['learnt']) for s in single)}/2"
-    quadratic = pooled.rows[1]
-    assert quadratic["vs_linear"] == pytest.approx(quadratic["b_o"] - pooled.rows[0]["b_o"])
+    linear, quadratic = pooled.rows
+    assert quadratic.vs_linear.estimate == pytest.approx(quadratic.bits.b_o.estimate - linear.bits.b_o.estimate)
     assert "learnt_seeds" in pooled.table()
     one = measure_bits_over_seeds(model, splits, [1], ["cls"], ["linear"], seeds=[3], **kwargs)
-    assert one.rows[0]["b_o"] == pytest.approx(single[0][0]["b_o"]) and "n_seeds" not in one.rows[0]
+    assert one.rows[0].bits.b_o.estimate == pytest.approx(single[0][0]["b_o"]) and "n_seeds" not in one.rows[0].to_row()
 
 
 def test_bits_under_interventions_rejects_unknown_edits_and_reading_before_the_edit():

@@ -35,7 +35,7 @@ def test_split_entropy_rows_equal_a_hand_computation_on_an_enumerated_split(one_
     result = measure_bits_of_tokens(
         tokens, splits, ("linear",), training=training, n_boot=200, entropy=("population", "split")
     )
-    population, split = result.rows
+    population, split = (row.to_row() for row in result.rows)  # the table's lines
     assert (population["entropy"], split["entropy"]) == ("population", "split")
     h_o, h_f, h_o_f = enumerated_split_entropies(knobs, "test", splits["test"].f.numpy())
     assert (split["H_O"], split["H_F"], split["H_O_given_F"]) == pytest.approx((h_o, h_f, h_o_f), abs=1e-9)
@@ -71,10 +71,16 @@ def test_the_bound_flag_fires_on_a_one_palette_color_per_object_world_and_not_on
     splits = _splits(knobs, (600, 200, 200))
     config = BitsConfig(training=CodeTrainingConfig(max_steps=300), n_boot=300, f_family="same")
     prior = fit_prior_probes(splits, config.training)
-    [palette] = measure_bits_of_tokens(_tokens(splits, _palette), splits, ("linear",), config, prior=prior).rows
+    [palette] = [
+        r.to_row()
+        for r in measure_bits_of_tokens(_tokens(splits, _palette), splits, ("linear",), config, prior=prior).rows
+    ]
     assert palette["beta"] > 0.6 and palette["b_star_low"] > palette["H_O_given_F"] and palette["beta_star"] > 1.0
     assert palette["bound_violated"] and palette["bound"] == "violated: F-probe under-fits"
-    [fit] = measure_bits_of_tokens(_tokens(splits, _both), splits, ("linear",), config, prior=prior).rows
+    [fit] = [
+        r.to_row()
+        for r in measure_bits_of_tokens(_tokens(splits, _both), splits, ("linear",), config, prior=prior).rows
+    ]
     assert fit["beta"] > 0.6 and not fit["bound_violated"], fit["bound"]
     assert 0 < fit["b_star"] <= fit["H_O_given_F"]
 
@@ -87,7 +93,7 @@ def test_a_token_dimension_constant_in_training_is_dropped_and_reported(one_thre
     training = CodeTrainingConfig(max_steps=30, min_steps=10, eval_every=10)
     result = measure_bits_of_tokens(tokens, splits, ("quadratic",), training=training, n_boot=100, name="dead")
     [row] = result.rows
-    assert row["dropped_dims"] == 1 and row["ce_o"] < 2 * splits["test"].o.shape[1]
+    assert row.dropped_dims == 1 and row.bits.ce_o.estimate < 2 * splits["test"].o.shape[1]
     assert "standardization dropped 1 input dimensions of dead with no variance in training" in result.table()
 
 

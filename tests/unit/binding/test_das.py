@@ -145,24 +145,29 @@ def test_compare_subspaces_rows_and_controls():
         training=ProbeTrainingConfig(max_steps=40, min_steps=0),
         das_options={"steps": 20, "batch_images": 8},
     )
-    names = [row["subspace"] for row in table.rows]
+    names = [row.subspace for row in table.rows]
     assert names == ["DAS", "probe eigen-subspace", "random (mean of 3)"]
     das, probe, random = table.rows
-    assert das["mean_angle_to_das"] < 1e-3 and probe["min_angle_to_das"] <= probe["mean_angle_to_das"] <= 90
-    low, high = random["swap_rate_range"]
-    assert low <= random["swap_rate"] <= high
-    low, high = random["variance_share_range"]  # every random draw carries the probe subspace's energy
-    assert abs(low - probe["variance_share"]) <= 0.01 * probe["variance_share"] >= abs(high - probe["variance_share"])
-    assert len({row["next_auroc_clean"] for row in table.rows}) == 1  # one clean reference for all
-    assert all(set(COLUMNS) <= set(row) for row in table.rows) and "| DAS | 4 |" in table.markdown()
+    assert das.mean_angle_to_das < 1e-3 and probe.min_angle_to_das <= probe.mean_angle_to_das <= 90
+    low, high = random.swap_rate_range
+    assert low <= random.swap_rate <= high
+    low, high = random.variance_share_range  # every random draw carries the probe subspace's energy
+    assert abs(low - probe.variance_share) <= 0.01 * probe.variance_share >= abs(high - probe.variance_share)
+    assert len({row.next_auroc_clean for row in table.rows}) == 1  # one clean reference for all
+    assert all(set(COLUMNS) <= set(row.to_row()) for row in table.rows) and "| DAS | 4 |" in table.markdown()
     for row in (das, probe):  # the shuffle against the random controls' mean, paired over the held-out images
-        difference = row["next_auroc_shuffled"] - random["next_auroc_shuffled"]
-        assert row["shuffle_minus_random"] == pytest.approx(difference, abs=1e-9)
-        assert row["shuffle_minus_random_low"] <= row["shuffle_minus_random"] <= row["shuffle_minus_random_high"]
-        typed = table.versus_random[row["subspace"]]  # the row's columns come from the typed record
-        columns = [row[f"shuffle_minus_random{end}"] for end in ("", "_low", "_high")]
-        assert [typed.estimate, typed.low, typed.high] == columns
-    assert "shuffle_minus_random" not in random and "shuffle - random [95% CI]" in table.text()
+        difference = row.next_auroc_shuffled - random.next_auroc_shuffled
+        versus = row.shuffle_minus_random
+        assert versus.estimate == pytest.approx(difference, abs=1e-9)
+        assert versus.low <= versus.estimate <= versus.high
+        assert versus == table.versus_random[row.subspace]  # the row carries the comparison's interval
+        line = row.to_row()
+        assert [line[f"shuffle_minus_random{end}"] for end in ("", "_low", "_high")] == [
+            versus.estimate,
+            versus.low,
+            versus.high,
+        ]
+    assert "shuffle_minus_random" not in random.to_row() and "shuffle - random [95% CI]" in table.text()
     shown = table.text().splitlines()
     assert all(("]" in line) == (not line.startswith("random")) for line in shown[1:])  # the control has none
     assert any("(limit ±" in line or "]*" in line for line in shown[1:3])  # a null says what it could have seen

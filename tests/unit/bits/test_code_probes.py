@@ -119,18 +119,22 @@ def test_binding_bits_formulas_and_paired_interval():
     ce_o = torch.tensor([3.0, 4.0, 5.0, 4.0])
     ce_f = torch.tensor([1.0, 1.5, 2.5, 1.0])
     bits = binding_bits(ce_o, priors, ce_f, n_boot=500)
-    assert bits.b_o == pytest.approx(10.0 - 4.0) and bits.beta == pytest.approx(0.6)
-    assert bits.b_f == pytest.approx(4.0 - 1.5) and bits.b_f_low <= bits.b_f <= bits.b_f_high
-    assert bits.b_star == pytest.approx(6.0 - (4.0 - 1.5)) and bits.beta_star == pytest.approx(3.5 / 6)
-    assert bits.b_star == pytest.approx(bits.b_o - bits.b_f)  # H(O) = H(F) + H(O|F): B*_OF = B_O - B_F
-    assert bits.b_o_low <= bits.b_o <= bits.b_o_high and bits.learnt
+    b_o, b_f, b_star = bits.b_o, bits.b_f, bits.b_star  # Intervals over test images
+    assert b_o.estimate == pytest.approx(10.0 - 4.0) and bits.beta.estimate == pytest.approx(0.6)
+    assert b_f.estimate == pytest.approx(4.0 - 1.5) and b_f.low <= b_f.estimate <= b_f.high
+    assert b_star.estimate == pytest.approx(6.0 - (4.0 - 1.5)) and bits.beta_star.estimate == pytest.approx(3.5 / 6)
+    assert b_star.estimate == pytest.approx(b_o.estimate - b_f.estimate)  # H(O) = H(F) + H(O|F): B*_OF = B_O - B_F
+    assert b_o.low <= b_o.estimate <= b_o.high and bits.learnt
     assert (bits.bound, bits.bound_violated) == ("ok", False)
+    row = bits.to_row()  # the table's columns, in the order they have always had
+    assert list(row)[:6] == ["ce_o", "ce_f", "b_o", "b_o_low", "b_o_high", "beta"] and row["b_f_low"] == b_f.low
     # paired: B* resamples the per-image differences, so a constant difference has no spread
     same_gap = binding_bits(ce_o, priors, ce_o - 2.0, n_boot=200)
-    assert same_gap.b_star_low == pytest.approx(same_gap.b_star_high) == pytest.approx(4.0)
+    assert same_gap.b_star.low == pytest.approx(same_gap.b_star.high) == pytest.approx(4.0)
     assert not binding_bits(torch.full((5,), 12.0), priors).learnt
     alone = binding_bits(ce_o, priors, n_boot=100)
     assert alone.b_f is alone.b_star is alone.bound is None
+    assert alone.to_row()["b_f_low"] is None and alone.to_row()["ce_f"] is None  # the columns stay, empty
 
 
 @pytest.mark.parametrize(
@@ -147,7 +151,7 @@ def test_b_star_outside_its_bounds_is_flagged(ce_f_shift, bound, violated):
     ce_o = torch.tensor([3.0, 4.0, 5.0, 4.0, 3.5, 4.5])
     bits = binding_bits(ce_o, priors, ce_o + ce_f_shift + torch.tensor([0.1, -0.1] * 3), n_boot=300)
     assert (bits.bound, bits.bound_violated) == (bound, violated)
-    assert bits.beta_star <= 1.0 or bits.bound != "ok"  # beta* above 100 % never goes unflagged
+    assert bits.beta_star.estimate <= 1.0 or bits.bound != "ok"  # beta* above 100 % never goes unflagged
 
 
 def test_star_bound_within_noise_is_said_and_not_a_violation():

@@ -31,7 +31,7 @@ def test_a_code_of_f_only_gives_h_f_and_no_conditional_binding(one_thread):
     priors = colorshape_priors(knobs, None)
     splits = {s: CodedScenes.from_codes(o[s], f[s], knobs=knobs) for s in o}
     config = BitsConfig(training=CodeTrainingConfig(max_steps=800, seed=0), n_boot=300)
-    [bits] = measure_bits_of_tokens(z, splits, ("quadratic",), config).rows
+    [bits] = [row.to_row() for row in measure_bits_of_tokens(z, splits, ("quadratic",), config).rows]
     assert bits["b_o"] == pytest.approx(priors.H_F, abs=0.3)
     assert bits["b_f"] == pytest.approx(priors.H_F, abs=0.3)  # F is all the code holds, and all of it is read
     assert abs(bits["b_star"]) < 0.3 and bits["bound"] != "violated: F-probe under-fits"

@@ -48,7 +48,9 @@ def test_a_one_hot_code_of_o_holds_all_of_h_o_and_never_more(balanced, one_threa
     o, f, splits, prior = balanced
     z = represent(o, f, lambda o, f, g: o + 0.05 * torch.randn(o.shape, generator=g))
     config = replace(CONFIG, training=SHARP)
-    population, split = measure_bits_of_tokens(z, splits, ("linear",), config, prior=prior).rows
+    population, split = (
+        row.to_row() for row in measure_bits_of_tokens(z, splits, ("linear",), config, prior=prior).rows
+    )
     h_o = population["H_O"]
     assert h_o - 0.4 < population["b_o"] <= h_o + 0.1  # recovers H(O) within 0.4 bits
     assert population["b_o_low"] <= h_o + 1e-9  # never above the prior beyond the interval
@@ -64,6 +66,7 @@ def test_a_representation_independent_of_o_adds_nothing_over_the_prior(balanced,
     z = represent(o, f, lambda o, f, g: torch.randn(o.shape[0], 16, generator=g))
     config = BitsConfig(training=CONFIG.training, n_boot=300)
     for row in measure_bits_of_tokens(z, splits, ("linear", "quadratic"), config, prior=prior).rows:
-        assert abs(row["v_bits"]) < 0.2, row["family"]  # ~0 over the prior probe
-        assert row["b_o_high"] <= row["H_O"] - row["ce_o_null"] + 0.3, row["family"]
-        assert row["b_o"] < 0.3 and not row["beyond_prior"], row["family"]  # ~0 (the prior gap below it), not learnt
+        b_o = row.bits.b_o
+        assert abs(row.v_bits.estimate) < 0.2, row.family  # ~0 over the prior probe
+        assert b_o.high <= row.H_O - row.ce_o_null.estimate + 0.3, row.family
+        assert b_o.estimate < 0.3 and not row.beyond_prior, row.family  # ~0 (the prior gap below it), not learnt
