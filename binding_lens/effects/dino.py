@@ -9,7 +9,7 @@ KoLeo terms are excluded.
     head = DinoHead.from_state_dict(torch.load(ckpt)["teacher"], prefix="head.")    # or fit_dino_head
     clean = measure_dino_loss(backbone, head, images, patch_size=16, preprocess=model.preprocess)
     measure_dino_loss(intervened_backbone, head, images, patch_size=16, preprocess=model.preprocess,
-                      center=clean["center"])                                      # same crops, clean center
+                      center=clean.center)                                      # same crops, clean center
 
 The head: released DINOv2 checkpoints ship none, so it is either loaded from a full DINO training
 checkpoint (`DinoHead.from_state_dict`) or fitted on clean features with the backbone frozen
@@ -111,6 +111,26 @@ def _split_views(config_type: type, options: Options) -> tuple[Options, MultiCro
     )
 
 
+@dataclass(frozen=True)
+class DinoLossResult:
+    """The DINO loss over a set of images (`measure_dino_loss`): its mean and each image's, the center used
+    (pass it to every intervened condition) and the views and temperatures it was measured with."""
+
+    loss: float
+    per_image: Float[Tensor, " image"]
+    n_images: int
+    center: Float[Tensor, " n_prototypes"]
+    center_source: str  # "estimated" (the mean head output over the global views) or "given"
+    n_global: int
+    n_local: int
+    global_size: int
+    local_size: int | None
+    student_temp: float
+    teacher_temp: float
+    seed: int
+    augmentations: str
+
+
 def measure_dino_loss(
     backbone: Backbone,
     head: DinoHead,
@@ -121,7 +141,7 @@ def measure_dino_loss(
     preprocess: Preprocess | None = None,
     center: Float[Tensor, " n_prototypes"] | None = None,
     **options: Any,
-) -> dict[str, Any]:
+) -> DinoLossResult:
     """The DINO loss with teacher = student = `backbone` + `head` over the images' multi-crop views
     (`views`: the fields of `losses.views.MultiCrop`).
 
@@ -149,21 +169,21 @@ def measure_dino_loss(
     device = next(head.parameters()).device
     feats = _view_features(backbone, images, plan, preprocess, head.in_dim, batch_size, device)
     per_image, used = _chunked_loss(head, feats, crops.n_global, center, batch_size, student_temp, teacher_temp)
-    return {
-        "loss": float(per_image.mean()),
-        "per_image": per_image.cpu(),
-        "n_images": len(sizes),
-        "center": used,
-        "center_source": "estimated" if center is None else "given",
-        "n_global": crops.n_global,
-        "n_local": crops.n_local,
-        "global_size": plan.sides[0],
-        "local_size": plan.sides[-1] if crops.n_local else None,
-        "student_temp": student_temp,
-        "teacher_temp": teacher_temp,
-        "seed": seed,
-        "augmentations": AUGMENTATIONS,
-    }
+    return DinoLossResult(
+        loss=float(per_image.mean()),
+        per_image=per_image.cpu(),
+        n_images=len(sizes),
+        center=used,
+        center_source="estimated" if center is None else "given",
+        n_global=crops.n_global,
+        n_local=crops.n_local,
+        global_size=plan.sides[0],
+        local_size=plan.sides[-1] if crops.n_local else None,
+        student_temp=student_temp,
+        teacher_temp=teacher_temp,
+        seed=seed,
+        augmentations=AUGMENTATIONS,
+    )
 
 
 # --- fitting a head on a frozen backbone --------------------------------------------------------

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from ..data.sampling import dense_instance_ids
 from ..errors import InputError
 from ..losses.matching import detr_mask_loss, hungarian_match
+from ..stats.record import Record
 from ..training.engine import shuffled_batches, train_for
 
 IGNORE = -1
@@ -183,9 +184,32 @@ def semantic_confusions(
     return torch.stack([confusion_matrix(p[None], c[None], n_classes) for p, c in zip(pred, classes)]).double()
 
 
+@dataclass(frozen=True)
+class SemanticScores(Record):
+    """Patch-level semantic segmentation scores (`semantic_scores`): mIoU, accuracy, each class's IoU (NaN for a
+    class in neither the ground truth nor the predictions), how many classes were scored and over how many
+    labeled patches."""
+
+    miou: float
+    accuracy: float
+    iou: list[float]
+    n_classes_scored: int
+    n_patches: int
+
+
+@dataclass(frozen=True)
+class InstanceScores(Record):
+    """Instance segmentation scores (`instance_scores`): the mean matched IoU over the ground-truth instances,
+    how many instances and images."""
+
+    miou: float
+    n_instances: int
+    n_images: int
+
+
 def semantic_scores(
     pred: Int[Tensor, "image patch"], classes: Int[Tensor, "image patch"], n_classes: int
-) -> dict[str, Any]:
+) -> SemanticScores:
     """Patch-level semantic scores of predicted class ids against ground truth (-1 = ignored).
 
     IoU_c = TP / (TP + FP + FN) over all labeled patches of all images pooled; mIoU is the mean
@@ -201,19 +225,19 @@ def semantic_scores(
         raise InputError("classes has no labeled patch (all -1): nothing to score")
     tp = conf.diag()
     iou = class_ious(conf)
-    return {
-        "miou": float(miou_of_confusion(conf)),
-        "accuracy": float(tp.sum() / n_patches),
-        "iou": iou.tolist(),
-        "n_classes_scored": int((~iou.isnan()).sum()),
-        "n_patches": n_patches,
-    }
+    return SemanticScores(
+        miou=float(miou_of_confusion(conf)),
+        accuracy=float(tp.sum() / n_patches),
+        iou=iou.tolist(),
+        n_classes_scored=int((~iou.isnan()).sum()),
+        n_patches=n_patches,
+    )
 
 
 @torch.no_grad()
 def semantic_miou(
     head: nn.Linear, feats: Float[Tensor, "image patch d_model"], classes: Int[Tensor, "image patch"], n_classes: int
-) -> dict[str, Any]:
+) -> SemanticScores:
     """`semantic_scores` of the head's argmax class per patch (see there for the conventions)."""
     classes = _checked_labels(feats, classes, "classes")
     _check_head_input(head.in_features, feats)
@@ -356,18 +380,18 @@ def instance_iou_sums(
     return torch.stack([sums, torch.bincount(owner, minlength=n).double()], -1)
 
 
-def instance_scores(pred: Int[Tensor, "image patch"], instance: Int[Tensor, "image patch"]) -> dict[str, Any]:
+def instance_scores(pred: Int[Tensor, "image patch"], instance: Int[Tensor, "image patch"]) -> InstanceScores:
     """Instance mIoU: the mean, over all ground-truth instances of all images (pooled), of the IoU of
     their Hungarian-matched predicted mask (0 if unmatched); see `matched_ious`."""
     ious, owner = matched_ious(pred, instance)
     if ious.numel() == 0:
         raise InputError("instance has no labeled patch (all -1): nothing to score")
-    return {"miou": float(ious.mean()), "n_instances": int(ious.numel()), "n_images": int(owner.unique().numel())}
+    return InstanceScores(float(ious.mean()), int(ious.numel()), int(owner.unique().numel()))
 
 
 def instance_miou(
     head: InstanceHead, feats: Float[Tensor, "image patch d_model"], instance: Int[Tensor, "image patch"]
-) -> dict[str, Any]:
+) -> InstanceScores:
     """`instance_scores` of the head's argmax query per patch (predicted instances per image)."""
     instance = _checked_labels(feats, instance, "instance")
     return instance_scores(head.predict(feats), instance)

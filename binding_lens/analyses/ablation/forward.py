@@ -131,7 +131,7 @@ class DinoMeasurement:
             center = center.to(next(head.parameters()).device)
             source = "loaded from a checkpoint, with its training center"
         else:
-            center = measure_dino_loss(clean, head, images, seed=settings.seed, **options)["center"]
+            center = measure_dino_loss(clean, head, images, seed=settings.seed, **options).center
             source = "loaded from a checkpoint; center = the clean model's mean head output on these images"
         return cls(model, head, center, images, options, source, settings.seed)
 
@@ -140,7 +140,7 @@ class DinoMeasurement:
         backbone = lambda pixels: self.model.run_with_hooks(pixels, fwd_hooks=hooks)[:, 0]  # noqa: E731
         per_image = measure_dino_loss(
             backbone, self.head, self.images, seed=self.seed, center=self.center, **self.options
-        )["per_image"]
+        ).per_image
         return torch.stack([per_image.double(), torch.ones_like(per_image, dtype=torch.float64)], -1)
 
 

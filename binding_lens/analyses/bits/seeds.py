@@ -10,6 +10,7 @@ import numpy as np
 
 from ...bits.information import star_bound
 from ...bits.probes import FAMILIES
+from ...io.documents import Options
 from ...stats.record import mean_record
 from ...stats.tables import distinct_seeds
 from .config import BitsConfig
@@ -70,7 +71,7 @@ def _over_seeds(members: Sequence[BitsRow]) -> BitsRow:
     entropies = {key: float(np.mean([getattr(r, key) for r in members])) for key in ("H_O", "H_F", "H_O_given_F")}
     bits = row.bits
     assert bits.b_o.low is not None  # a mean over seeds has its t interval
-    flags: dict[str, Any] = {"learnt": bool(bits.b_o.low > 0)}
+    flags: Options = {"learnt": bool(bits.b_o.low > 0)}  # BindingBits' flags, read off the t intervals
     star = bits.b_star
     if star is not None and star.low is not None and star.high is not None:
         flags["bound"], flags["bound_violated"] = star_bound(

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ...analyses.ablation import NEXT_PROBE, OWN_HEAD, AblationSettings, Readouts, ablation_study
 from ...analyses.ablation.differences import ConditionDifference
@@ -130,5 +129,5 @@ def intervention_measures(
     return out
 
 
-def _difference_row(d: ConditionDifference | None) -> dict[str, Any] | None:
+def _difference_row(d: ConditionDifference | None) -> Json | None:
     return None if d is None else {"value": d.difference.estimate, "low": d.difference.low, "high": d.difference.high}

@@ -6,10 +6,13 @@ from typing import Any
 
 from torch import Tensor
 
+from ...io.documents import Json
 from ...stats import Interval
 from ...stats.inference import bootstrap_p_value, replicate_interval
 
-Measure = dict[str, Any]
+Measure = Json
+"""A claim's measure as the model's `models/<name>.json` keeps it (and a resumed report reads it back): its value
+with `low`, `high`, `p_value`, `method`, `n`, whether it applies (else `why`) and the claim's own context."""
 
 
 DECODING_PROBES = ("linear", "diag_quadratic", "quadratic")
@@ -49,5 +52,5 @@ def flipped(measure: Measure) -> Measure:
     }
 
 
-def interval_row(interval: Interval) -> dict[str, Any]:
+def interval_row(interval: Interval) -> Json:
     return {"value": interval.estimate, "low": interval.low, "high": interval.high}

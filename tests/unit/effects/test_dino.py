@@ -262,17 +262,17 @@ def test_measure_is_the_loss_of_the_views_and_reuses_a_center(tiny):
     with torch.no_grad():
         outputs = [head(backbone(v)) for v in globals_ + locals_]
     center = torch.cat(outputs[:2]).mean(0)
-    torch.testing.assert_close(result["center"], center)
-    assert result["loss"] == pytest.approx(float(dino_loss(outputs, outputs[:2], center)), rel=1e-5)
-    assert result["center_source"] == "estimated" and result["n_images"] == 8 and result["local_size"] == 16
+    torch.testing.assert_close(result.center, center)
+    assert result.loss == pytest.approx(float(dino_loss(outputs, outputs[:2], center)), rel=1e-5)
+    assert result.center_source == "estimated" and result.n_images == 8 and result.local_size == 16
     chunked = measure_dino_loss(backbone, head, images, preprocess=preprocess, n_local=3, seed=2, batch_size=3, **VIEWS)
-    assert chunked["loss"] == pytest.approx(result["loss"], rel=1e-5)
+    assert chunked.loss == pytest.approx(result.loss, rel=1e-5)
     expected = dino_loss(outputs, outputs[:2], center, reduction="none")
-    torch.testing.assert_close(chunked["per_image"], expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(chunked.per_image, expected, rtol=1e-5, atol=1e-6)
     shifted = measure_dino_loss(
         backbone, head, images, preprocess=preprocess, n_local=3, seed=2, center=center + 0.5 * torch.randn(64), **VIEWS
     )
-    assert shifted["center_source"] == "given" and shifted["loss"] != pytest.approx(result["loss"], rel=1e-3)
+    assert shifted.center_source == "given" and shifted.loss != pytest.approx(result.loss, rel=1e-3)
 
 
 def test_measure_refuses_a_backbone_of_the_wrong_width(tiny):
@@ -294,7 +294,7 @@ def test_fitting_lowers_the_loss_is_seeded_and_round_trips(tiny):
     assert np.mean(history[-3:]) < 0.85 * np.mean(history[:3])
 
     def measure(h):
-        return measure_dino_loss(backbone, h, images, preprocess=preprocess, n_local=4, seed=9, **VIEWS)["loss"]
+        return measure_dino_loss(backbone, h, images, preprocess=preprocess, n_local=4, seed=9, **VIEWS).loss
 
     assert measure(fitted) < measure(head) - 0.2
     again = DinoHead.from_state_dict(fitted.state_dict())

@@ -63,11 +63,11 @@ def test_planted_semantic_features_segment_perfectly_and_random_ones_do_not():
     feats, classes = planted_semantic()
     head = fit_semantic_head(feats[:30], classes[:30], 4, epochs=30, lr=0.05, seed=0)
     scores = semantic_miou(head, feats[30:], classes[30:], 4)
-    assert scores["miou"] > 0.97 and scores["accuracy"] > 0.97
-    assert scores["n_patches"] == 10 * (N_PATCHES - 1)
+    assert scores.miou > 0.97 and scores.accuracy > 0.97
+    assert scores.n_patches == 10 * (N_PATCHES - 1)
     noise = torch.randn(N_IMAGES, N_PATCHES, D, generator=torch.Generator().manual_seed(1))
     head = fit_semantic_head(noise[:30], classes[:30], 4, epochs=30, lr=0.05, seed=0)
-    assert semantic_miou(head, noise[30:], classes[30:], 4)["miou"] < 0.4
+    assert semantic_miou(head, noise[30:], classes[30:], 4).miou < 0.4
 
 
 def slow_semantic(pred, target, n_classes):
@@ -89,18 +89,18 @@ def test_semantic_scores_by_hand_and_against_loops():
     target = torch.tensor([[0, 0, 1, -1], [1, 2, -1, -1]])
     pred = torch.tensor([[0, 1, 1, 2], [3, 2, 0, 0]])
     scores = semantic_scores(pred, target, 4)
-    assert scores["iou"] == pytest.approx([1 / 2, 1 / 3, 1.0, 0.0])
-    assert scores["miou"] == pytest.approx((1 / 2 + 1 / 3 + 1.0 + 0.0) / 4)
-    assert scores["accuracy"] == pytest.approx(3 / 5) and scores["n_patches"] == 5
-    assert math.isnan(semantic_scores(pred.clamp_max(2), target, 5)["iou"][4])  # in neither: excluded
+    assert scores.iou == pytest.approx([1 / 2, 1 / 3, 1.0, 0.0])
+    assert scores.miou == pytest.approx((1 / 2 + 1 / 3 + 1.0 + 0.0) / 4)
+    assert scores.accuracy == pytest.approx(3 / 5) and scores.n_patches == 5
+    assert math.isnan(semantic_scores(pred.clamp_max(2), target, 5).iou[4])  # in neither: excluded
     gen = torch.Generator().manual_seed(0)
     for _ in range(5):
         target = torch.randint(-1, 5, (3, 7), generator=gen)
         pred = torch.randint(0, 5, (3, 7), generator=gen)
         ious, miou, accuracy = slow_semantic(pred, target, 5)
         scores = semantic_scores(pred, target, 5)
-        assert all((math.isnan(a) and math.isnan(b)) or a == pytest.approx(b) for a, b in zip(scores["iou"], ious))
-        assert scores["miou"] == pytest.approx(miou) and scores["accuracy"] == pytest.approx(accuracy)
+        assert all((math.isnan(a) and math.isnan(b)) or a == pytest.approx(b) for a, b in zip(scores.iou, ious))
+        assert scores.miou == pytest.approx(miou) and scores.accuracy == pytest.approx(accuracy)
 
 
 def test_per_image_parts_give_any_image_sets_scores():
@@ -113,13 +113,13 @@ def test_per_image_parts_give_any_image_sets_scores():
     confusions, iou_sums = semantic_confusions(pred, target, 4), instance_iou_sums(pred, instance)
     for draw in ([0, 1, 2, 3, 4], [2, 2, 0], [4]):
         assert float(miou_of_confusion(confusions[draw].sum(0))) == pytest.approx(
-            semantic_scores(pred[draw], target[draw], 4)["miou"]
+            semantic_scores(pred[draw], target[draw], 4).miou
         )
         summed = iou_sums[draw].sum(0)
-        assert float(summed[0] / summed[1]) == pytest.approx(instance_scores(pred[draw], instance[draw])["miou"])
+        assert float(summed[0] / summed[1]) == pytest.approx(instance_scores(pred[draw], instance[draw]).miou)
     batched = miou_of_confusion(torch.stack([confusions[[0, 1]].sum(0), confusions[[3]].sum(0)]))
     assert batched.tolist() == pytest.approx(
-        [semantic_scores(pred[[0, 1]], target[[0, 1]], 4)["miou"], semantic_scores(pred[[3]], target[[3]], 4)["miou"]]
+        [semantic_scores(pred[[0, 1]], target[[0, 1]], 4).miou, semantic_scores(pred[[3]], target[[3]], 4).miou]
     )
 
 
@@ -174,10 +174,10 @@ def test_planted_instance_codes_segment_perfectly_and_random_features_do_not():
     head = fit_instance_head(feats[:30], instance[:30], 10, epochs=30, lr=0.05, seed=0, batch_images=8)
     assert isinstance(head, InstanceHead) and head.n_queries == 10
     scores = instance_miou(head, feats[30:], instance[30:])
-    assert scores["miou"] > 0.97 and scores["n_instances"] == 30 and scores["n_images"] == 10
+    assert scores.miou > 0.97 and scores.n_instances == 30 and scores.n_images == 10
     noise = torch.randn(N_IMAGES, N_PATCHES, D, generator=torch.Generator().manual_seed(1))
     head = fit_instance_head(noise[:30], instance[:30], 10, epochs=30, lr=0.05, seed=0, batch_images=8)
-    assert instance_miou(head, noise[30:], instance[30:])["miou"] < 0.6
+    assert instance_miou(head, noise[30:], instance[30:]).miou < 0.6
 
 
 def slow_matched_ious(pred, instance):
@@ -209,9 +209,9 @@ def test_matched_ious_by_hand_and_against_brute_force():
     pred = torch.tensor([[5, 5, 9, 9], [0, 0, 4, 4]])
     instance = torch.tensor([[7, 7, 7, 3], [11, 11, -1, -1]])
     scores = instance_scores(pred, instance)
-    assert scores["miou"] == pytest.approx((2 / 3 + 1 / 2 + 1) / 3) and scores["n_instances"] == 3
+    assert scores.miou == pytest.approx((2 / 3 + 1 / 2 + 1) / 3) and scores.n_instances == 3
     # more GT instances than predicted masks: the unmatched one scores 0
-    assert instance_scores(torch.zeros(1, 4, dtype=torch.long), torch.tensor([[1, 1, 2, 2]]))["miou"] == pytest.approx(
+    assert instance_scores(torch.zeros(1, 4, dtype=torch.long), torch.tensor([[1, 1, 2, 2]])).miou == pytest.approx(
         0.25
     )
     gen = torch.Generator().manual_seed(0)
