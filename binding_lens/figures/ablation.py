@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..stats.record import Row
+from ..stats.record import Record, Row
 from ._save import check_rows, finish, new_figure, save, text_width
 
 
@@ -27,7 +27,7 @@ def _numeric_columns(rows: list[Row], label: str) -> list[str]:
 
 
 def ablation_figure(
-    rows: Sequence[Row],
+    rows: Sequence[Record | Row],
     path: str | os.PathLike,
     label: str = "condition",
     columns: Sequence[str] | None = None,

@@ -8,10 +8,11 @@ itself; a field's `then` metadata names properties written right after its colum
 fields, such as whether an interval is beyond noise, is a property, not a second field to keep in step). A field
 marked `OPTIONAL` writes no column when it is None (an `Interval` field left None otherwise writes its columns
 empty); an `Interval` field marked `ENDS_IF_ANY` writes its ends only when it has them (a metric a single run
-measures bare and a mean over seeds gives an interval). So the CSV and JSON a record writes are the flat rows
-readers and spreadsheets expect, and the code that makes them reads names, not string keys. `mean_record` is the
-one rule for a record over seeds: each `Interval` field's mean with its t interval, the other fields where every
-seed agrees.
+measures bare and a mean over seeds gives an interval); a mapping field marked `AS_COLUMNS` writes each item as a
+column (measures named by the run). So the CSV and JSON a record writes are the flat rows readers and
+spreadsheets expect, and the code that makes them reads names, not string keys. `mean_record` is the one rule
+for a record over seeds: each `Interval` field's mean with its t interval, the other fields where every seed
+agrees.
 
     @dataclass(frozen=True)
     class Effect(Record):
@@ -43,6 +44,8 @@ OPTIONAL = {"optional": True}
 """Field metadata: write no column for this field when it is None."""
 ENDS_IF_ANY = {"ends_if_any": True}
 """Field metadata: write this `Interval` field's ends only when it has them (else its estimate alone)."""
+AS_COLUMNS = {"as_columns": True}
+"""Field metadata: this mapping field (name -> value) writes each of its items as a column of its own."""
 
 
 def then(*properties: str) -> dict[str, tuple[str, ...]]:
@@ -70,6 +73,8 @@ class Record:
                     row |= {low: value.low, high: value.high}
             elif isinstance(value, Record):
                 row |= value.to_row()
+            elif spec.metadata.get("as_columns"):
+                row |= value
             else:
                 row[spec.name] = value
             row |= {name: getattr(self, name) for name in spec.metadata.get("then", ())}

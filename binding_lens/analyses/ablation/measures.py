@@ -5,7 +5,7 @@ condition's measures kept per image (`Condition`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torch import Tensor
 
@@ -13,7 +13,7 @@ from ...effects.segmentation import (
     miou_of_confusion,
 )
 from ...stats.bootstrap import Reduce, ratio_of_sums
-from ...stats.record import Row
+from ...stats.record import AS_COLUMNS, Record
 from .settings import AblationSettings
 
 REDUCERS: dict[str, Reduce] = {
@@ -60,17 +60,24 @@ class Condition:
     """measure -> [head seed, image, ...] additive parts (`REDUCERS` maps their sum over images to the measure;
     one head seed for the measures that train no head)."""
 
-    def row(self, settings: AblationSettings, measures: Sequence[str]) -> Row:
+    def row(self, settings: AblationSettings, measures: Sequence[str]) -> ConditionRow:
         """The condition's value of each of `measures` (None where it has none: a head refit's attention)."""
         values = {
             name: float(REDUCERS[name](self.parts[name].sum(1)).mean()) if name in self.parts else None
             for name in measures
         }
-        return {
-            "subspace": self.subspace,
-            "k": settings.k,
-            "layer": settings.layer,
-            "intervention": self.intervention,
-            "strength": self.strength,
-            **values,
-        }
+        return ConditionRow(self.subspace, settings.k, settings.layer, self.intervention, self.strength, values)
+
+
+@dataclass(frozen=True)
+class ConditionRow(Record):
+    """One condition's line of the ablation table: what was done (subspace "-" for the clean run, the head
+    refit's "head refit") and the mean of each measure taken (`measures`: name -> value, None where the
+    condition has none; each a column of its own)."""
+
+    subspace: str
+    k: int
+    layer: int
+    intervention: str
+    strength: float | None
+    measures: dict[str, float | None] = field(metadata=AS_COLUMNS)

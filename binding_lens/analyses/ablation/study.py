@@ -19,11 +19,10 @@ from ...io.atomic import write_json_atomic
 from ...io.documents import Json
 from ...probes import PairProbe
 from ...probes.provenance import check_probe_fits
-from ...stats.record import Row
 from ..report import write_table
 from .differences import ConditionDifference, condition_differences
 from .forward import DinoMeasurement, Forward, run_images
-from .measures import Condition
+from .measures import Condition, ConditionRow
 from .parts import attention_vs_probe, clean_runs, intervened
 from .plan import AblationPlan, plan_ablation, with_controls
 from .settings import NO_READOUTS, AblationSettings, Readouts
@@ -35,7 +34,7 @@ class AblationResult:
     (subspace, intervention, strength)), `differences` (each minus the clean run, with paired bootstrap
     intervals), the attention-vs-probe correlation, and what was run on (`summary()`: the JSON summary)."""
 
-    rows: list[Row]
+    rows: list[ConditionRow]
     differences: list[ConditionDifference]
     attention_vs_probe: Json
     """r (the paper's, over pairs) with r_low, r_high, p_value; r_given_distance with its _low, _high, _p_value;

@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from ...stats.record import Row
 from ..report import format_table, null_text
 from .differences import ConditionDifference
-from .measures import REDUCERS
+from .measures import REDUCERS, ConditionRow
 
 
-def ablation_table(rows: Sequence[Row]) -> str:
+def ablation_table(records: Sequence[ConditionRow]) -> str:
     """The ablation rows as a plain-text table (`figures.ablation_figure` draws them): the measures the rows
     hold (a skipped one, such as semantic mIoU on one class, has no column)."""
+    rows = [record.to_row() for record in records]
     held = {key for row in rows for key in row}
     columns = ["subspace", "intervention", "strength", *(name for name in REDUCERS if name in held)]
     return format_table([{k: ("-" if v is None else v) for k, v in row.items()} for row in rows], columns)

@@ -38,8 +38,8 @@ def test_ablation_rows_identities_control_and_paired_differences():
     settings = AblationSettings(layer=1, k=4, shuffle_ratios=(0.0, 1.0), inject_alphas=(1.0, 0.0), n_boot=200, **FAST)
     result = ablation_study(model, scenes, probe, settings)
     rows = result.rows
-    assert len(rows) == 2 + 12 and {row["subspace"] for row in rows} == {"-", "binding", "random"}
-    by = {(row["subspace"], row["intervention"], row["strength"]): row for row in rows}
+    assert len(rows) == 2 + 12 and {row.subspace for row in rows} == {"-", "binding", "random"}
+    by = {(row.subspace, row.intervention, row.strength): row.measures for row in rows}
     clean, refit = by["-", "clean", None], by["-", "head refit", None]
     measures = ("semantic_miou", "instance_miou", "own_object_attention", "own_object_excess_attention", "dino_loss")
     # ratio 0 and alpha 1 leave the model clean: the clean run's measures exactly, whichever subspace
@@ -53,7 +53,7 @@ def test_ablation_rows_identities_control_and_paired_differences():
     # the head refit changes the heads only (and has no attention or DINO measure of its own)
     assert refit["own_object_attention"] is None and refit["dino_loss"] is None
     assert clean["attention_kl_to_clean"] == 0.0 and by["binding", "shuffle", 1.0]["attention_kl_to_clean"] > 0.0
-    assert all(row["dino_loss"] is None for row in rows if row["intervention"].startswith("inject"))
+    assert all(row.measures["dino_loss"] is None for row in rows if row.intervention.startswith("inject"))
     assert "fitted on clean features" in result.dino_head
     correlation = result.attention_vs_probe
     assert correlation["r_low"] <= correlation["r"] <= correlation["r_high"] and 0 <= correlation["p_value"] <= 1
@@ -274,7 +274,7 @@ def test_shuffle_doses_run_on_both_subspaces_from_clean_at_0_to_the_full_shuffle
         layer=1, k=4, shuffle_ratios=(1.0,), inject_alphas=(), shuffle_doses=(0.0, 0.5, 1.0), dino=False, **FAST
     )
     result = ablation_study(model, scenes, random_quadratic(32), settings)
-    by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
+    by = {(row.subspace, row.intervention, row.strength): row.measures for row in result.rows}
     clean = by["-", "clean", None]
     measures = ("instance_miou", "own_object_attention", "own_object_excess_attention")
     for subspace in ("binding", "random"):
@@ -314,7 +314,7 @@ def readout_study(readouts: Readouts, **fast_overrides) -> ReadoutStudy:
     fast = FAST | {"dino": False, "control_draws": 2, "inject_by_probe": False} | fast_overrides
     settings = AblationSettings(layer=1, k=4, n_boot=200, shuffle_ratios=(0.0, 1.0), inject_alphas=(), **fast)
     result = ablation_study(model, scenes, probe, settings, readouts=readouts)
-    by = {(row["subspace"], row["intervention"], row["strength"]): row for row in result.rows}
+    by = {(row.subspace, row.intervention, row.strength): row.measures for row in result.rows}
     test = split_by_image(12, fractions=(0.7, 0.0, 0.3), seed=0)[2]
     return ReadoutStudy(model, scenes, probe, settings, result, by, label_images(model, scenes, None), test)
 
@@ -352,7 +352,7 @@ def test_a_grouping_head_is_measured_under_every_condition_and_only_when_given()
     energy = result.energy  # how much of the binding subspace the controls share, beside a uniform draw's k / d
     assert 0 <= energy["overlap"] <= 1 and energy["overlap_uniform"] == 4 / 32
     without = ablation_study(model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False))
-    assert all(OWN_HEAD not in row for row in without.rows)
+    assert all(OWN_HEAD not in row.measures for row in without.rows)
     assert all(d.measure != OWN_HEAD for d in without.differences)
 
 
@@ -378,7 +378,7 @@ def test_the_next_layers_probe_is_read_on_the_edited_tokens_under_every_conditio
     assert by["binding", "shuffle", 1.0][NEXT_PROBE] != clean
     assert ("binding", "random") in {(d.subspace, d.reference) for d in result.differences if d.measure == NEXT_PROBE}
     without = ablation_study(model, scenes, probe, replace(settings, shuffle_ratios=(1.0,), control=False))
-    assert all(NEXT_PROBE not in row for row in without.rows)
+    assert all(NEXT_PROBE not in row.measures for row in without.rows)
     with pytest.raises(InputError, match="next layer's probe"):
         ablation_study(model, scenes, probe, settings, readouts=Readouts(next_probe=random_quadratic(16)))
 
@@ -394,7 +394,7 @@ def test_removals_with_each_replacement_run_side_by_side_on_both_subspaces():
         layer=1, k=4, shuffle_ratios=(), inject_alphas=(), replacements=modes, dino=False, n_boot=200, **FAST
     )
     result = ablation_study(model, scenes, random_quadratic(32), settings)
-    by = {(row["subspace"], row["intervention"]): row for row in result.rows}
+    by = {(row.subspace, row.intervention): row.measures for row in result.rows}
     for subspace in ("binding", "random"):
         for mode in modes:
             assert by[subspace, f"remove ({mode})"]["attention_kl_to_clean"] > 0

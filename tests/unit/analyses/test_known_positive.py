@@ -75,7 +75,7 @@ def dose_curves(
     )
     readouts = Readouts(grouping=head) if measure == OWN_HEAD else Readouts(next_probe=probe_at(layer + 1))
     result = ablation_study(model, [scenes[i] for i in range(40)], probe, settings, readouts=readouts)
-    by = {(row["subspace"], row["strength"]): row[measure] for row in result.rows}
+    by = {(row.subspace, row.strength): row.measures[measure] for row in result.rows}
     return {"clean": [by["-", None]], **{name: [by[name, dose] for dose in DOSES] for name in ("binding", "random")}}
 
 
