@@ -9,6 +9,7 @@ store is the same whatever the batch size or the order shards were written in.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from ..hooks.images import normalize
 from ..hooks.names import resid_post
 from ..io.atomic import write_json_atomic
 from ..io.documents import Json
+from ..version import __version__
 from . import ranks
 from .budget import available_memory
 from .plan import ExtractConfig, ExtractionPlan, checked_plan, default_workers
@@ -41,8 +43,8 @@ from .prepare import (
     resize_policy,
 )
 from .profile import ExtractProfile
-from .request import build_manifest, request_differences
-from .store import MANIFEST, ActivationStore, Shard, StoreError, StoreSettingsError
+from .request import ExtractionRequest, request_differences
+from .store import FORMAT_VERSION, MANIFEST, ActivationStore, Shard, StoreError, StoreSettingsError
 from .writer import ShardWriter, default_writers
 
 
@@ -73,6 +75,24 @@ def _sink(plan: ExtractionPlan, d_model: int, device: torch.device, writer: Shar
         writer.submit(shard.index, shard.result(), shard.record(plan.shard_images(shard.index)), shard.ready())
 
     return _Sink(allocate, finish)
+
+
+def build_manifest(model: HookedModel, dataset: Scenes, request: ExtractionRequest, n_shards: int) -> Json:
+    """The store's manifest; `resize` says what was done to each image's shape, and (once the extraction
+    has finished) how many kept images were fed at another aspect than their own."""
+    fed = request.preprocessing.size
+    size = fed if fed is None or isinstance(fed, int) else (fed[0], fed[1])
+    return {
+        "format_version": FORMAT_VERSION,
+        "request": request.to_json(),
+        "resize": {"policy": resize_policy(size)},
+        "n_images": len(dataset),
+        "n_shards": n_shards,
+        "model_config": model.cfg.to_dict(),
+        "dataset": request.dataset,
+        "package_version": __version__,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
 
 
 def _open(out: Path, manifest: Json) -> ActivationStore | None:
@@ -136,7 +156,7 @@ def extract(
     device = ranks.local_device(config.device if config.device is not None else model.device)
     model = model.to(device).eval()
     rank, world_size = ranks.world()
-    manifest = build_manifest(model, dataset, plan.request, plan.n_shards, plan.request["dataset"])
+    manifest = build_manifest(model, dataset, plan.request, plan.n_shards)
     store = _open(out, manifest)
     todo = ranks.broadcast(_shards_to_do(store, plan.n_shards) if rank == 0 else None)
     mine = todo[rank::world_size]
@@ -227,7 +247,7 @@ def extract_to_memory(
     if note and config.progress:
         tqdm.write(note, file=sys.stderr)
     resize = {"policy": resize_policy(plan.preparation.size), "aspect_changed": changed, "of_images": offset}
-    return stored, {"request": plan.request, "skipped": skipped, "resize": resize}
+    return stored, {"request": plan.request.to_json(), "skipped": skipped, "resize": resize}
 
 
 def resume_note(plan: ExtractionPlan, todo: Sequence[int], out: Path) -> str:

@@ -17,12 +17,11 @@ from ..errors import InputError
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..hooks.images import check_image_size
 from ..hooks.names import LAYER_CONVENTION
-from ..io.documents import Json
 from .prepare import (
     Preparation,
     target_size,
 )
-from .request import request_as_json, weights_fingerprint
+from .request import ExtractionRequest, Preprocessing, RequestedModel, weights_fingerprint
 
 
 def checked_layers(layers: Sequence[int], n_layers: int) -> list[int]:
@@ -39,7 +38,7 @@ class ExtractionPlan:
     pipeline needs. `plan_extraction` makes one without extracting anything."""
 
     layers: list[int]
-    request: Json
+    request: ExtractionRequest
     preparation: Preparation
     dtype: torch.dtype
     batch_size: int
@@ -107,38 +106,37 @@ def _request(
     views: int,
     n_images: int,
     patches_per_image: int | None,
-) -> Json:
-    """What a store's manifest records of the extraction that made it (`request`): the model and its weights,
-    the preprocessing, how patches are covered, the layers, the dataset and the sampling; a store made with
-    another request is refused."""
-    return request_as_json(
-        {
-            "model": {
-                "source": model.cfg.source,
-                "revision": model.cfg.extra.get("revision"),
-                "family": model.cfg.family,
-                "model_type": model.cfg.model_type,
-                "weights": weights_fingerprint(model),
-            },
-            "preprocessing": {
-                "image_mean": list(model.cfg.image_mean),
-                "image_std": list(model.cfg.image_std),
-                "size": config.size if config.size is None or isinstance(config.size, int) else list(config.size),
-            },
-            "patch_coverage": "whole image at once, position embeddings interpolated to its patch grid"
-            if views == 1
-            else f"each of its {views} views side by side alone, their patch tokens joined on the image's grid",
-            "layer_convention": LAYER_CONVENTION,
-            "layers": layers,
-            "dataset": identity,
-            "n_images": n_images,
-            "dtype": str(config.dtype).removeprefix("torch."),
-            "patches_per_image": patches_per_image,
-            "purity": config.purity,
-            "seed": config.seed,
-            "shard_size": config.shard_size,
-        }
+) -> ExtractionRequest:
+    """What a store's manifest records of the extraction that made it (`ExtractionRequest`), as the manifest
+    will hold it (read back from its JSON: a dataset identity that is not JSON fails here, before any image is
+    read)."""
+    size = config.size if config.size is None or isinstance(config.size, int) else list(config.size)
+    coverage = (
+        "whole image at once, position embeddings interpolated to its patch grid"
+        if views == 1
+        else f"each of its {views} views side by side alone, their patch tokens joined on the image's grid"
     )
+    request = ExtractionRequest(
+        model=RequestedModel(
+            source=model.cfg.source,
+            revision=model.cfg.extra.get("revision"),
+            family=model.cfg.family,
+            model_type=model.cfg.model_type,
+            weights=weights_fingerprint(model),
+        ),
+        preprocessing=Preprocessing(list(model.cfg.image_mean), list(model.cfg.image_std), size),
+        patch_coverage=coverage,
+        layer_convention=LAYER_CONVENTION,
+        layers=layers,
+        dataset=identity,
+        n_images=n_images,
+        dtype=str(config.dtype).removeprefix("torch."),
+        patches_per_image=patches_per_image,
+        purity=config.purity,
+        seed=config.seed,
+        shard_size=config.shard_size,
+    )
+    return ExtractionRequest.from_json(request.to_json(), "the extraction")
 
 
 def checked_plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], config: ExtractConfig) -> ExtractionPlan:

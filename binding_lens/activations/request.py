@@ -1,25 +1,21 @@
 """The extraction request: what a store's manifest records (the model's weights fingerprint, the data, the
-preparation, the layers) and, where two requests differ, the difference in one line.
+preparation, the layers) as a typed `ExtractionRequest`, written to the manifest by `to_json` and read back by
+`from_json` (a field it does not know, or one it lacks, is refused), and, where two requests differ, the
+difference in one line.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
 
-from ..data.scene import Scenes
 from ..errors import InputError
 from ..hooks.bridged import HookedModel
 from ..io.documents import Json
-from ..version import __version__
-from .prepare import (
-    resize_policy,
-)
-from .store import FORMAT_VERSION
 
 
 def weights_fingerprint(model: HookedModel) -> str:
@@ -32,21 +28,73 @@ def weights_fingerprint(model: HookedModel) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_manifest(model: HookedModel, dataset: Scenes, request: Json, n_shards: int, dataset_identity: Any) -> Json:
-    """The store's manifest; `resize` says what was done to each image's shape, and (once the extraction
-    has finished) how many kept images were fed at another aspect than their own."""
-    size = request["preprocessing"]["size"]
-    return {
-        "format_version": FORMAT_VERSION,
-        "request": request,
-        "resize": {"policy": resize_policy(size if size is None or isinstance(size, int) else tuple(size))},
-        "n_images": len(dataset),
-        "n_shards": n_shards,
-        "model_config": model.cfg.to_dict(),
-        "dataset": dataset_identity,
-        "package_version": __version__,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
+@dataclass(frozen=True)
+class RequestedModel:
+    """The model an extraction read: where it came from, its family and a fingerprint of its weights."""
+
+    source: str
+    revision: str | None
+    family: str
+    model_type: str
+    weights: str  # `weights_fingerprint`
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How images became pixels: the normalization and the size they were fed at (None: each its own)."""
+
+    image_mean: list[float]
+    image_std: list[float]
+    size: int | list[int] | None
+
+
+@dataclass(frozen=True)
+class ExtractionRequest:
+    """What a store's manifest records of the extraction that made it: the model and its weights, the
+    preprocessing, how patches are covered, the layers, the dataset and the sampling. A store made with another
+    request is refused; `to_json` is what the manifest holds, `from_json` reads it back."""
+
+    model: RequestedModel
+    preprocessing: Preprocessing
+    patch_coverage: str
+    layer_convention: str
+    layers: list[int]
+    dataset: Json  # the dataset's `identity`, a JSON document of its own
+    n_images: int
+    dtype: str
+    patches_per_image: int | None
+    purity: float | None
+    seed: int
+    shard_size: int
+
+    def to_json(self) -> Json:
+        """The request as the manifest holds it (tuples as lists, keys as strings)."""
+        return request_as_json(asdict(self))
+
+    @classmethod
+    def from_json(cls, document: Any, where: str = "the manifest") -> ExtractionRequest:
+        """The request `document` (a manifest's `request`) records; a field it does not know, or one it lacks,
+        is refused in one line naming `where`."""
+        plain = _known_fields(cls, document, f"{where}: request")
+        model = _known_fields(RequestedModel, plain["model"], f"{where}: request.model")
+        preprocessing = _known_fields(Preprocessing, plain["preprocessing"], f"{where}: request.preprocessing")
+        return cls(**plain | {"model": RequestedModel(**model), "preprocessing": Preprocessing(**preprocessing)})
+
+
+def _known_fields(kind: type, document: Any, where: str) -> Json:
+    """`document`'s fields when they are exactly `kind`'s, else one InputError naming the difference."""
+    names = [spec.name for spec in fields(kind)]
+    if not isinstance(document, dict):
+        raise InputError(f"{where} is not a JSON object: extract again into a new directory")
+    unknown, missing = sorted(set(document) - set(names)), [name for name in names if name not in document]
+    if unknown or missing:
+        said = "; ".join(part for part in (_listed("unknown", unknown), _listed("missing", missing)) if part)
+        raise InputError(f"{where} is not one this version reads ({said}): extract again into a new directory")
+    return {name: document[name] for name in names}
+
+
+def _listed(what: str, names: list[str]) -> str:
+    return f"{what} field(s) {', '.join(names)}" if names else ""
 
 
 _ABSENT = object()  # a field one side of a comparison lacks

@@ -28,6 +28,7 @@ from torch import Tensor
 from ..errors import BindingLensError, MissingFileError, SettingsMismatchError
 from ..io.atomic import sha256_file, write_atomic_chunks, write_json_atomic
 from ..io.documents import Json
+from .request import ExtractionRequest
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
 MANIFEST = "manifest.json"
@@ -170,8 +171,13 @@ class ActivationStore:
             )
 
     @property
+    def request(self) -> ExtractionRequest:
+        """The extraction that made this store, as its manifest records it."""
+        return ExtractionRequest.from_json(self.manifest.get("request"), str(self.root / MANIFEST))
+
+    @property
     def layers(self) -> list[int]:
-        return list(self.manifest["request"]["layers"])
+        return list(self.request.layers)
 
     @property
     def n_shards(self) -> int:

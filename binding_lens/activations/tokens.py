@@ -88,7 +88,7 @@ def store_token_sets(
     sets = check_token_sets(sets)
     if any(s not in ("mean", "spatial") for s in sets):
         raise InputError("an activation store keeps patch tokens only: read cls or registers with read_token_sets")
-    if store.manifest["request"].get("patches_per_image") is not None:
+    if store.request.patches_per_image is not None:
         raise InputError(
             f"the store at {store.root} kept a sample of patches per image; re-extract with "
             "patches_per_image=None (--all-patches) to read mean or spatial token sets from it"

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..activations.request import weights_fingerprint
+from ..activations.request import ExtractionRequest, weights_fingerprint
 from ..activations.store import MANIFEST
 from ..data.scene import Scenes
 from ..data.spec import dataset_from_identity
@@ -194,25 +194,26 @@ class RunDirectory:
         """The dataset the run recorded (synthetic scenes exactly; ADE20K and folders from their paths)."""
         return dataset_from_identity(self.summary()["dataset"])
 
-    def request(self) -> Json | None:
+    def request(self) -> ExtractionRequest | None:
         """How the activations were extracted: the store's manifest request, or, for a sweep that held them
         in memory (`--store none`) or whose store was deleted, the copy its summary keeps, or that of the
-        fits of a sweep stopped midway."""
+        fits of a sweep stopped midway (None: the run records none)."""
         manifest = self.manifest()
         if manifest is not None:
-            return manifest.get("request", {})
+            return ExtractionRequest.from_json(manifest.get("request"), str(self.activations / MANIFEST))
         if self.summary_path.is_file():
-            return self.summary().get("extraction")
+            extraction = self.summary().get("extraction")
+            return None if extraction is None else ExtractionRequest.from_json(extraction, str(self.summary_path))
         if self.fits_request_path.is_file():
-            return self._json(self.fits_request_path)
+            return ExtractionRequest.from_json(self._json(self.fits_request_path), str(self.fits_request_path))
         return None
 
     def input_size(self) -> int | tuple[int, int] | None:
         """The image size the run fed the model (the extraction's preprocessing size)."""
         request = self.request()
         if request is not None:
-            size = request.get("preprocessing", {}).get("size")
-            return tuple(size) if isinstance(size, list) else size
+            size = request.preprocessing.size
+            return (size[0], size[1]) if isinstance(size, list) else size
         dataset = self.summary().get("dataset", {})
         return tuple(dataset["size"]) if isinstance(dataset.get("size"), list) else None
 
@@ -224,10 +225,10 @@ class RunDirectory:
         """The run's model, rebuilt from its spec and checked against the recorded weights fingerprint."""
         summary = self.summary()
         source = self.model_source()
-        request = self.request() or {}
-        seed = request.get("seed", summary.get("training", {}).get("seed", 0))
+        request = self.request()
+        seed = request.seed if request is not None else summary.get("training", {}).get("seed", 0)
         model = HookedViT.from_pretrained(source, device=device, seed=seed)
-        recorded = request.get("model", {}).get("weights")
+        recorded = None if request is None else request.model.weights
         if recorded is not None and weights_fingerprint(model) != recorded:
             raise RunDirectoryError(
                 f"rebuilding {source!r} (seed {seed}) gave other weights than run {self.root} used "

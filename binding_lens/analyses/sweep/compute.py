@@ -221,7 +221,7 @@ def _sweep_fits(plan: SweepPlan) -> SweepFits:
         "relation": plan.config.relation,
         "device": plan.device.type,
     }
-    return SweepFits(plan.run, plan.extraction.request, settings)
+    return SweepFits(plan.run, plan.extraction.request.to_json(), settings)
 
 
 def compute_sweep(model: HookedModel, dataset: Sequence[Scene], plan: SweepPlan) -> SweepComputation | None:

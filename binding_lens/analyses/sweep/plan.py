@@ -15,14 +15,14 @@ import torch
 from ...activations import ExtractionPlan, plan_extraction, ranks
 from ...activations.budget import choose_store, layer_groups
 from ...activations.budget import memory_budget as activation_budget
-from ...activations.request import request_differences
+from ...activations.request import ExtractionRequest, request_differences
 from ...data import Scene
 from ...data.depth import occlusions
 from ...data.parts import part_owners
 from ...data.views import scene_views
 from ...errors import InputError
 from ...hooks.bridged import HookedModel
-from ...io.documents import Json, Options
+from ...io.documents import Options
 from ...probes import (
     PROBES,
     ProbeTrainingConfig,
@@ -180,16 +180,17 @@ def _checked_pairing(config: SweepConfig, dataset: Sequence[Scene]) -> str:
     return pairing
 
 
-def _refuse_another_run(out: Path, request: Json) -> None:
+def _refuse_another_run(out: Path, request: ExtractionRequest) -> None:
     """A run directory that holds a sweep of other settings is refused: its probes and tables would be mixed."""
     earlier = RunDirectory(out).request()
     if earlier is not None and earlier != request:
+        stored, asked = earlier.to_json(), request.to_json()
         raise RunSettingsError(
             f"{out} holds a sweep run",
-            request_differences(earlier, request),
+            request_differences(stored, asked),
             "Use another output directory (--out), or delete this one to run again.",
-            earlier,
-            request,
+            stored,
+            asked,
         )
 
 

@@ -55,8 +55,8 @@ def _summary(model: HookedModel, computed: SweepComputation) -> Json:
     return {
         "model": model.cfg.to_dict(),
         "weights": weights_note(model),
-        "dataset": request["dataset"],
-        "extraction": request,
+        "dataset": request.dataset,
+        "extraction": request.to_json(),
         "store": {
             "mode": plan.mode,
             "why": plan.why,

@@ -13,11 +13,11 @@ from torch import Tensor
 
 from ...activations.context import TwinSlots, scene_twins
 from ...activations.prepare import choose_slots
+from ...activations.request import ExtractionRequest
 from ...analyses.ablation import label_images
 from ...analyses.run import RunDirectory
 from ...data.scene import Scenes, twin_groups
 from ...hooks import HookedViT, names
-from ...io.documents import Json
 from ...probes import PairProbe, ProbeData, ProbeTrainingConfig, make_probe, train_probes
 from ...probes.evaluation import PairLayout, lay_out_pairs, score_pairs
 from ...probes.metrics import auroc
@@ -68,10 +68,13 @@ def run_pairing(run: RunDirectory) -> str:
     return str((run.summary().get("training") or {}).get("pairing", "all"))
 
 
-def _stored(tokens: list[Tensor], instance: Tensor, indices: list[int], request: Json, twins: TwinSlots) -> ProbeData:
-    """The sweep's stored slots of these images: tokens, labels and twins (`twins` holds every grid patch)."""
-    per_image, seed = request.get("patches_per_image"), int(request.get("seed", 0))
-    dtype = getattr(torch, request.get("dtype", "float32"))
+def _stored(
+    tokens: list[Tensor], instance: Tensor, indices: list[int], request: ExtractionRequest | None, twins: TwinSlots
+) -> ProbeData:
+    """The sweep's stored slots of these images: tokens, labels and twins (`twins` holds every grid patch; a run
+    that records no extraction: every patch, float32)."""
+    per_image = None if request is None else request.patches_per_image
+    seed, dtype = (0, torch.float32) if request is None else (request.seed, getattr(torch, request.dtype))
     n_slots = per_image if per_image is not None else instance.shape[1]
     slots = torch.full((len(indices), n_slots), -1, dtype=torch.long)
     for row, index in enumerate(indices):
@@ -87,7 +90,7 @@ def _stored(tokens: list[Tensor], instance: Tensor, indices: list[int], request:
 
 def sweep_splits(model: HookedViT, scenes: Scenes, run: RunDirectory, batch: int = 64) -> SweepSplits:
     """Every split of the sweep's run, forwarded once, as the sweep stored it, with its pairing."""
-    indices, request = run.split_indices(), run.request() or {}
+    indices, request = run.split_indices(), run.request()
     wanted = [names.resid_post(layer) for layer in range(model.cfg.n_layers)]
     read = {index: scenes[index] for chosen in indices.values() for index in chosen}
     ordered = sorted(read)  # the twin groups as the sweep numbered them: over its images in dataset order
