@@ -121,8 +121,8 @@ def _record_or_interval(hint: Any) -> Any:
 
 
 def _interval_from(row: Mapping[str, Any], name: str, metadata: Mapping[str, Any]) -> Interval | None:
-    """The interval of field `name` in a table line (None where the line lacks its column)."""
-    if name not in row:
+    """The interval of field `name` in a table line (None where the line lacks its column or leaves it empty)."""
+    if row.get(name) is None:
         return None
     low, high = metadata.get("ends", (f"{name}_low", f"{name}_high"))
     return Interval(row[name], row.get(low), row.get(high))

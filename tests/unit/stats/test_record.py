@@ -119,3 +119,12 @@ def test_a_record_over_seeds_is_what_aggregate_rows_makes_of_its_rows():
         assert all(math.isclose(got[k], expected[k]) for k in got if isinstance(got[k], float))
         assert agreed["steps"] == expected.get("steps")  # None where the seeds disagree (the dict rule drops it)
     assert mean_record(members).score.n == 3 and mean_record(members).score.method == "t"
+
+
+def test_a_table_line_reads_back_as_its_record():
+    record = _Seeded("quadratic", 3, Interval(0.8, 0.7, 0.9), Interval(0.4, None, None), steps=7, n_seeds=2)
+    again = _Seeded.from_row(record.to_row())
+    assert again.to_row() == record.to_row() and again.score.low == 0.7 and again.n_seeds == 2
+    assert _Seeded.from_row({"probe": "linear", "layer": 0, "score": None, "bare": 0.5}).score is None  # empty
+    outer = _Outer("probe", _Inner(4, Interval(0.9, 0.85, 0.95)), Interval(0.1, -0.01, 0.2))
+    assert _Outer.from_row(outer.to_row()) == outer  # a nested record from the same line; ends named low/high
