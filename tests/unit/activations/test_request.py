@@ -36,9 +36,9 @@ def test_a_request_with_a_field_unknown_or_missing_is_refused_in_one_line():
     with pytest.raises(
         InputError,
         match=r"store/manifest.json: request is not one this version reads \(unknown "
-        r"field\(s\) colour\): extract again",
+        r"field\(s\) shade\): extract again",
     ):
-        ExtractionRequest.from_json(document | {"colour": "red"}, "store/manifest.json")
+        ExtractionRequest.from_json(document | {"shade": "red"}, "store/manifest.json")
     without = {key: value for key, value in document.items() if key != "seed"}
     with pytest.raises(InputError, match=r"missing field\(s\) seed"):
         ExtractionRequest.from_json(without)
