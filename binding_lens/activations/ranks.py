@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from ..devices import resolve_device
+
 T = TypeVar("T")
 
 
@@ -71,8 +73,9 @@ def local_world_size() -> int:
 
 
 def local_device(device: str | torch.device) -> torch.device:
-    """`device`, made this rank's own GPU under torchrun ('cuda' -> 'cuda:LOCAL_RANK'); unchanged otherwise."""
-    device = torch.device(device)
+    """`device`, checked against this machine (`devices.resolve_device`: one clear line for a GPU it lacks) and
+    made this rank's own GPU under torchrun ('cuda' -> 'cuda:LOCAL_RANK'); unchanged otherwise."""
+    device = resolve_device(device)
     if device.type == "cuda" and device.index is None and _launched():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return device

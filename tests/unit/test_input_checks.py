@@ -65,6 +65,19 @@ def test_devices_this_machine_lacks_are_refused_clearly():
     assert loading.resolve_device(None) == torch.device("cpu")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
+def test_a_sweep_or_an_extraction_on_a_device_this_machine_lacks_is_refused_before_it_writes(model, tmp_path):
+    """The device is resolved once, at the door: one clear line, not torch's assertion mid-extraction."""
+    from binding_lens import SyntheticScenes, extract, layer_sweep
+
+    scenes = SyntheticScenes("default", n=20, size=32)
+    with pytest.raises(DeviceUnavailableError, match="no CUDA GPU"):
+        layer_sweep(model, scenes, tmp_path / "sweep", layers=[0], probes=["linear"], device="cuda", progress=False)
+    with pytest.raises(DeviceUnavailableError, match="no CUDA GPU"):
+        extract(model, scenes, layers=[0], out=tmp_path / "store", device="cuda:0", progress=False)
+    assert not (tmp_path / "sweep").exists() and not (tmp_path / "store").exists()
+
+
 def test_a_device_string_that_is_not_one_is_refused():
     with pytest.raises(InputError, match="not a torch device"):
         loading.resolve_device("gpu0")

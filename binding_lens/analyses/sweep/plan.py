@@ -20,6 +20,7 @@ from ...data import Scene
 from ...data.depth import occlusions
 from ...data.parts import part_owners
 from ...data.views import scene_views
+from ...devices import resolve_device
 from ...errors import InputError
 from ...hooks.bridged import HookedModel
 from ...io.documents import Options
@@ -136,7 +137,7 @@ def plan_sweep(model: HookedModel, dataset: Sequence[Scene], out: str | Path, co
         extract_kwargs.setdefault("patches_per_image", None)
         if "linear" not in config.probes:  # the per-patch control every probe is judged by
             config = replace(config, probes=(*config.probes, "linear"))
-    device = torch.device(config.device) if config.device is not None else model.device
+    device = resolve_device(config.device) if config.device is not None else model.device  # once, at the door
     budget = config.memory_budget if config.memory_budget is not None else activation_budget(device)
     extraction = plan_extraction(model, dataset, layers, seed=config.seed, **extract_kwargs)
     rank_id, world_size = ranks.world()
