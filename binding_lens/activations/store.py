@@ -14,6 +14,7 @@ match (truncated, altered, unreadable); messages say which.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Iterator
@@ -170,9 +171,10 @@ class ActivationStore:
                 f"reads version {FORMAT_VERSION}. Extract again into a new directory."
             )
 
-    @property
+    @functools.cached_property
     def request(self) -> ExtractionRequest:
-        """The extraction that made this store, as its manifest records it."""
+        """The extraction that made this store, as its manifest records it (read once: the manifest is read
+        when the store is opened)."""
         return ExtractionRequest.from_json(self.manifest.get("request"), str(self.root / MANIFEST))
 
     @property

@@ -22,8 +22,7 @@ never left unflagged: a point estimate outside the range is at least "within noi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
@@ -33,7 +32,7 @@ from ..data.priors import CodePriors
 from ..errors import InputError
 from ..io.documents import Options
 from ..stats import Interval, bootstrap_mean
-from ..stats.record import ENDS_IF_ANY, Record
+from ..stats.record import Record, bare, metric
 
 INSIDE = "ok"
 """`bound` of a B*_OF inside [0, H(O | F)]."""
@@ -43,24 +42,19 @@ O_UNDERFITS = "violated: O-probe under-fits"
 """`bound` of a B*_OF whose interval lies below 0: B_O < B_F beyond noise."""
 
 
-def bits_metric() -> Any:
-    """A number of the table: bare in one run, with its t interval as a mean over seeds (`stats.record`)."""
-    return field(metadata=ENDS_IF_ANY)
-
-
 @dataclass(frozen=True, kw_only=True)
 class BindingBits(Record):
     """B_O, B_F, B*_OF (each an `Interval`: the percentile interval over test images) and the ratios, and where
     B*_OF sits against its bounds (module docstring). The cross-entropies and ratios are bare here; a table over
     seeds gives every number its t interval across them. Without a feature-code probe the F fields are None."""
 
-    ce_o: Interval = bits_metric()
-    ce_f: Interval | None = bits_metric()
+    ce_o: Interval = metric()
+    ce_f: Interval | None = metric()
     b_o: Interval
-    beta: Interval = bits_metric()
+    beta: Interval = metric()
     b_f: Interval | None
     b_star: Interval | None
-    beta_star: Interval | None = bits_metric()
+    beta_star: Interval | None = metric()
     n_test: int | None
     learnt: bool
     bound: str | None
@@ -106,9 +100,9 @@ def binding_bits(
     if ce_f is not None:
         features = _feature_part(ce_o, torch.as_tensor(ce_f, dtype=torch.float64), priors, (n_boot, level, seed))
     return BindingBits(
-        ce_o=_bare(float(ce_o.mean())),
+        ce_o=bare(float(ce_o.mean())),
         b_o=bits,
-        beta=_bare(bits.estimate / priors.H_O if priors.H_O > 0 else float("nan")),
+        beta=bare(bits.estimate / priors.H_O if priors.H_O > 0 else float("nan")),
         n_test=n,
         learnt=bits.low > 0.0,
         **features,
@@ -117,11 +111,6 @@ def binding_bits(
 
 _FEATURE_FIELDS = ("ce_f", "b_f", "b_star", "beta_star", "bound", "bound_violated")
 """The fields of `BindingBits` that need a feature-code probe's CE_F."""
-
-
-def _bare(value: float) -> Interval:
-    """A number measured once, with no interval of its own."""
-    return Interval(value, None, None)
 
 
 def _feature_part(ce_o: Tensor, ce_f: Tensor, priors: CodePriors, bootstrap: tuple[int, float, int]) -> Options:
@@ -134,10 +123,10 @@ def _feature_part(ce_o: Tensor, ce_f: Tensor, priors: CodePriors, bootstrap: tup
     h = priors.H_O_given_F
     bound, violated = star_bound(star.low, star.estimate, star.high, h)
     return {
-        "ce_f": _bare(float(ce_f.mean())),
+        "ce_f": bare(float(ce_f.mean())),
         "b_f": features,
         "b_star": star,
-        "beta_star": _bare(star.estimate / h if h > 0 else float("nan")),
+        "beta_star": bare(star.estimate / h if h > 0 else float("nan")),
         "bound": bound,
         "bound_violated": violated,
     }

@@ -26,8 +26,8 @@ agrees.
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, fields, replace
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from .interval import Interval
@@ -46,6 +46,17 @@ ENDS_IF_ANY = {"ends_if_any": True}
 """Field metadata: write this `Interval` field's ends only when it has them (else its estimate alone)."""
 AS_COLUMNS = {"as_columns": True}
 """Field metadata: this mapping field (name -> value) writes each of its items as a column of its own."""
+
+
+def metric() -> Any:
+    """A metric's field: an `Interval` bare in one run (its estimate alone, `bare`) and with its t interval as a
+    mean over seeds (`mean_record`); its ends are written only when it has them (`ENDS_IF_ANY`)."""
+    return field(metadata=ENDS_IF_ANY)
+
+
+def bare(estimate: float) -> Interval:
+    """A number measured once, with no interval of its own (a `metric` field's value in one run)."""
+    return Interval(estimate, None, None)
 
 
 def then(*properties: str) -> dict[str, tuple[str, ...]]:
@@ -85,10 +96,10 @@ class Record:
         """The record a table line (`to_row()`, or a row read back from its JSON) holds: each `Interval` field
         from its estimate and ends (a line holds no method, so the interval's is the default), each nested
         record from the same line, a column the line lacks the field's default (else None)."""
-        hints = get_type_hints(cls)
+        kinds = _field_kinds(cls)
         values: dict[str, Any] = {}
         for spec in fields(cls):
-            kind = _record_or_interval(hints[spec.name])
+            kind = kinds[spec.name]
             if kind is Interval:
                 values[spec.name] = _interval_from(row, spec.name, spec.metadata)
             elif kind is not None:
@@ -102,13 +113,19 @@ class Record:
 
 def _interval_fields(cls: type[Record]) -> frozenset[str]:
     """The fields of `cls` typed `Interval` (or `Interval | None`): a None there writes its columns empty."""
-    if cls not in _INTERVAL_FIELDS:
+    return frozenset(name for name, kind in _field_kinds(cls).items() if kind is Interval)
+
+
+def _field_kinds(cls: type[Record]) -> dict[str, Any]:
+    """Each field of `cls` -> `Interval`, the `Record` class it holds, or None: read from its type hints once
+    per class."""
+    if cls not in _KINDS:
         hints = get_type_hints(cls)
-        _INTERVAL_FIELDS[cls] = frozenset(s.name for s in fields(cls) if _record_or_interval(hints[s.name]) is Interval)
-    return _INTERVAL_FIELDS[cls]
+        _KINDS[cls] = {spec.name: _record_or_interval(hints[spec.name]) for spec in fields(cls)}
+    return _KINDS[cls]
 
 
-_INTERVAL_FIELDS: dict[type, frozenset[str]] = {}
+_KINDS: dict[type, dict[str, Any]] = {}
 
 
 def _record_or_interval(hint: Any) -> Any:
@@ -131,6 +148,15 @@ def _interval_from(row: Mapping[str, Any], name: str, metadata: Mapping[str, Any
 def as_row(row: Record | Row) -> Row:
     """A table's line from a record or a row that is one already."""
     return row.to_row() if isinstance(row, Record) else row
+
+
+def grouped(records: Iterable[R], key: Callable[[R], Hashable]) -> list[list[R]]:
+    """`records` in groups of equal `key` (the seeds of one row), groups in first-seen order: what `mean_record`
+    averages."""
+    groups: dict[Hashable, list[R]] = {}
+    for record in records:
+        groups.setdefault(key(record), []).append(record)
+    return list(groups.values())
 
 
 def mean_record(members: Sequence[R], keep_single_intervals: bool = True) -> R:

@@ -23,11 +23,11 @@ def planted_row(
     return SweepRow("planted", layer, layer / max(n_layers - 1, 1), probe, test, training)
 
 
-def planted_sweep(rows: list[SweepRow], n_layers: int, peak: int | None = None) -> SweepResult:
+def planted_sweep(rows: list[SweepRow], peak: int | None = None) -> SweepResult:
     """The result of `rows`, the quadratic probe's peak at `peak` (or where its validation AUROC is best)."""
     quadratic = [row for row in rows if row.probe == "quadratic"]
     best = next(row for row in quadratic if row.layer == peak) if peak is not None else max(quadratic, key=_val)
-    return SweepResult(rows, {"quadratic": SweepPeak.of(best, n_layers, "validation AUROC")}, Path("unused"))
+    return SweepResult(rows, {"quadratic": SweepPeak.of(best, "validation AUROC")}, Path("unused"))
 
 
 def _val(row: SweepRow) -> float:

@@ -11,11 +11,11 @@ from ...bits.information import BindingBits
 from ...data.priors import CodePriors
 from ...io.documents import Json
 from ...stats import Interval
-from ...stats.record import ENDS_IF_ANY, OPTIONAL, Record, Row, then
+from ...stats.record import OPTIONAL, Record, Row, metric, then
 from ..report import difference_text, format_table, interval_text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BitsRow(Record):
     """One line of the bits table: a probe family reading one token set at one layer, under one entropy
     convention: B_O, B_F and B*_OF with their intervals (`bits`), the bits over the prior probe (`v_bits`,
@@ -31,8 +31,8 @@ class BitsRow(Record):
     entropy: str
     f_family: str | None
     bits: BindingBits
-    ce_o_null: Interval = field(metadata=ENDS_IF_ANY)
-    prior_gap: Interval = field(metadata=ENDS_IF_ANY)
+    ce_o_null: Interval = metric()
+    prior_gap: Interval = metric()
     v_bits: Interval = field(metadata=then("beyond_prior"))
     H_O: float
     H_F: float

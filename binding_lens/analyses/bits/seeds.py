@@ -11,7 +11,7 @@ import numpy as np
 from ...bits.information import star_bound
 from ...bits.probes import FAMILIES
 from ...io.documents import Options
-from ...stats.record import mean_record
+from ...stats.record import grouped, mean_record
 from ...stats.tables import distinct_seeds
 from .config import BitsConfig
 from .measure import measure_bits
@@ -55,11 +55,9 @@ def measure_bits_over_seeds(
     runs = [run(seed) for seed in seeds]
     if len(seeds) == 1:
         return runs[0]
-    groups: dict[tuple, list[BitsRow]] = {}
-    for run_ in runs:
-        for row in run_.rows:
-            groups.setdefault((row.model, row.layer, row.tokens, row.family, row.entropy), []).append(row)
-    rows = [_over_seeds(members) for members in groups.values()]
+    per_seed = (row for run_ in runs for row in run_.rows)
+    groups = grouped(per_seed, lambda row: (row.model, row.layer, row.tokens, row.family, row.entropy))
+    rows = [_over_seeds(members) for members in groups]
     return BitsResult(rows, runs[0].priors, runs[0].attention, entropies=runs[0].entropies)
 
 

@@ -15,7 +15,8 @@ from ...bits.information import BindingBits
 from ...bits.probes import CodeLayout, CodeProbe
 from ...data.priors import CodePriors
 from ...io.documents import Json
-from ...stats import Interval, bootstrap_mean
+from ...stats import bootstrap_mean
+from ...stats.record import bare
 from .config import CODE_TRAINING, F_CHOICES, BitsConfig, f_form
 from .result import BitsResult, BitsRow
 from .scenes import SPLITS, CodedScenes, Fitted, TokensOf, Where, check_entropy, code_grid, require_splits
@@ -107,8 +108,8 @@ class BitsTable:
             entropy=convention,
             f_family=f_family,
             bits=binding_bits(fit_o[1], priors, ce_f, n_boot=n_boot, seed=seed),
-            ce_o_null=Interval(self.ce_null, None, None),
-            prior_gap=Interval(self.ce_null - priors.H_O, None, None),
+            ce_o_null=bare(self.ce_null),
+            prior_gap=bare(self.ce_null - priors.H_O),
             v_bits=bootstrap_mean(self.prior["O"][1] - fit_o[1], n_boot=n_boot, seed=seed),
             H_O=priors.H_O,
             H_F=priors.H_F,

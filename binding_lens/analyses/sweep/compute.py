@@ -4,7 +4,6 @@ time, each fit kept as it is made (`compute_sweep` -> `SweepComputation`).
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -34,7 +33,7 @@ from .baselines import Baselines, Judgement, fit_baselines, judge
 from .fits import FitProgress, SweepFits, resume_note
 from .inputs import SweepActivations, extract_activations, split_in_place, stored_context, stored_relation, sweep_split
 from .plan import SweepPlan, fits_at, fits_to_make, plan_layer_groups
-from .records import PEAK_RULES, BaselineRow, SweepRow, TrainingRecord, peak_metric
+from .records import PEAK_RULES, BaselineRow, SweepRow, TrainingRecord, peak_metric, peak_rows
 
 
 @dataclass(frozen=True)
@@ -180,10 +179,6 @@ def _train_probe(
     return row, result.probe, judged
 
 
-def _or_lowest(value: float | None) -> float:
-    return -math.inf if value is None else value
-
-
 def _layer_data(
     setup: _ProbeSetup, splits: list[tuple[dict[int, Tensor], Tensor, Tensor]], layer: int
 ) -> tuple[ProbeData, ...]:
@@ -309,11 +304,10 @@ def _train_groups(
                 fits.save(name, layer, row, probe)
                 rows.append(row)
                 probes[(name, layer)] = probe
-                best = max(
-                    (row for row in rows if row.probe == name), key=lambda row: _or_lowest(peak_metric(row, metric))
+                best = peak_rows(rows, plan.config.peak_by)[name]  # the table's rule: the bar names its layer
+                progress.done(
+                    f"{name}: peak at layer {best.layer} by {rule.split(' (')[0]} ({peak_metric(best, metric):.3f})"
                 )
-                peak = peak_metric(best, metric)  # the table's rule, so the bar and the table name one layer
-                progress.done(f"{name}: peak at layer {best.layer} by {rule.split(' (')[0]} ({peak:.3f})")
             del stored, splits
             controls.clear()
     assert setup is not None  # there is at least one group (of no layer on a rank with none: the labels alone)

@@ -18,7 +18,7 @@ from ...probes import (
 from ...probes.pair_context import MIN_AUROC_GAIN
 from ...probes.relations import RELATIONS
 from ...stats import Interval
-from ...stats.record import ENDS_IF_ANY, OPTIONAL, Record, mean_record, then
+from ...stats.record import ENDS_IF_ANY, OPTIONAL, Record, bare, mean_record, metric, then
 from ..report import difference_text, format_table, interval_cell
 
 BOOTSTRAP = "bootstrap over images"
@@ -28,12 +28,6 @@ BOOTSTRAP = "bootstrap over images"
 def bootstrap_over(pairing: str) -> str:
     """The bootstrap's words for a sweep's `pairing`: over images, or over the benchmark's twin groups."""
     return BOOTSTRAP.replace("images", "twin groups") if pairing == "twins" else BOOTSTRAP
-
-
-def metric() -> Any:
-    """A metric's field: bare in one run (its estimate alone), with its t interval as a mean over seeds
-    (`mean_record`)."""
-    return field(metadata=ENDS_IF_ANY)
 
 
 def metric_interval(metrics: Mapping[str, Any], name: str, method: str = BOOTSTRAP, n: int = 1) -> Interval:
@@ -74,23 +68,19 @@ class HeldOutMetrics(Record):
         bootstrap resampled, and its words), beside the strongest `baseline` (its test AUROC in
         `metrics["baseline_auroc"]`) and `versus` (the differences from it and from the linear probe)."""
         n, method = units
-        bare = {
-            name: Interval(metrics[name], None, None)
-            for name in ("accuracy_at_half", "threshold", "balanced_accuracy", "pair_bits", "positive_rate")
-        }
+        once = ("accuracy_at_half", "threshold", "balanced_accuracy", "pair_bits", "positive_rate", "majority_baseline")
         return cls(
             accuracy=metric_interval(metrics, "accuracy", method, n),
             auroc=metric_interval(metrics, "auroc", method, n),
-            majority_baseline=Interval(metrics["majority_baseline"], None, None),
             n_pairs=metrics["n_pairs"],
             auroc_within_distance=metric_interval(metrics, "auroc_within_distance", method, n),
             auroc_hard_negatives=metric_interval(metrics, "auroc_hard_negatives", method, n),
             n_hard_negatives=metrics["n_hard_negatives"],
             baseline=baseline,
-            baseline_auroc=Interval(metrics["baseline_auroc"], None, None),
+            baseline_auroc=bare(metrics["baseline_auroc"]),
             vs_baseline=versus[0],
             vs_linear=versus[1],
-            **bare,
+            **{name: bare(metrics[name]) for name in once},
         )
 
     def verdict(self, probe: str) -> str:
@@ -178,11 +168,11 @@ class SweepPeak(Record):
     n_seeds: int | None = field(default=None, metadata=OPTIONAL)
 
     @classmethod
-    def of(cls, row: SweepRow, n_layers: int, rule: str) -> SweepPeak:
+    def of(cls, row: SweepRow, rule: str) -> SweepPeak:
         return cls(
             row.probe,
             row.layer,
-            row.layer / max(n_layers - 1, 1),
+            row.layer_normalized,
             rule,
             row.test,
             row.val_auroc,
@@ -200,7 +190,7 @@ class SweepPeak(Record):
         return self.test.verdict(self.probe)
 
 
-def peak_rows(rows: Sequence[SweepRow], n_layers: int, peak_by: str, over: str = "") -> dict[str, SweepPeak]:
+def peak_rows(rows: Sequence[SweepRow], peak_by: str, over: str = "") -> dict[str, SweepPeak]:
     """Per probe, its peak (`PEAK_RULES[peak_by]`: the best validation AUROC, or test accuracy; the first layer
     on ties; rows without that metric never win), the rule's words followed by `over` ("mean over 3 seeds")."""
     metric, rule = PEAK_RULES[peak_by]
@@ -210,10 +200,10 @@ def peak_rows(rows: Sequence[SweepRow], n_layers: int, peak_by: str, over: str =
         if value is not None and (row.probe not in best or value > best[row.probe][1]):
             best[row.probe] = row, value
     words = f"{rule}, {over}" if over else rule
-    return {probe: SweepPeak.of(row, n_layers, words) for probe, (row, _) in best.items()}
+    return {probe: SweepPeak.of(row, words) for probe, (row, _) in best.items()}
 
 
-def peak_metric(row: SweepRow, metric: str) -> float | None:
+def peak_metric(row: SweepRow | SweepPeak, metric: str) -> float | None:
     """What a peak is chosen by (`PEAK_RULES`): the validation AUROC or the test accuracy (None: not measured)."""
     return row.val_auroc if metric == "val_auroc" else row.test.accuracy.estimate
 
@@ -253,11 +243,11 @@ class BaselineRow(Record):
         plain = ("positive_rate", "n_pairs", "n_positive", "threshold", "accuracy_at_half", "loss", "pair_bits")
         return cls(
             probe=name,
-            val_auroc=Interval(val_auroc, None, None),
+            val_auroc=bare(val_auroc),
             accuracy=metric_interval(metrics, "accuracy", method, n),
-            balanced_accuracy=Interval(metrics["balanced_accuracy"], None, None),
+            balanced_accuracy=bare(metrics["balanced_accuracy"]),
             auroc=metric_interval(metrics, "auroc", method, n),
-            majority_baseline=Interval(metrics["majority_baseline"], None, None),
+            majority_baseline=bare(metrics["majority_baseline"]),
             auroc_within_distance=metric_interval(metrics, "auroc_within_distance", method, n),
             n_hard_negatives=metrics["n_hard_negatives"],
             auroc_hard_negatives=metric_interval(metrics, "auroc_hard_negatives", method, n),

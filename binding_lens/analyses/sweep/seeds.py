@@ -28,6 +28,7 @@ from ...io.atomic import write_json_atomic
 from ...io.documents import Json
 from ...probes import ProbeTrainingConfig
 from ...probes.relations import decoded
+from ...stats.record import grouped
 from ...stats.tables import distinct_seeds
 from ..report import write_table
 from .entry import layer_sweep
@@ -70,7 +71,7 @@ def layer_sweep_over_seeds(
     if rank != 0:  # under torchrun, rank 0 gathered each seed's rows: it alone writes the aggregate
         return SweepResult(rows=[], peaks={}, out=out, summary={"rank": rank})
     rows = _rows_over_seeds(runs)
-    peaks = peak_rows(rows, model.cfg.n_layers, peak_by, over=f"mean over {len(seeds)} seeds")
+    peaks = peak_rows(rows, peak_by, over=f"mean over {len(seeds)} seeds")
     baselines = _baselines_over_seeds(runs)
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, out / "sweep")
@@ -103,12 +104,8 @@ def _summary_over_seeds(
 def _rows_over_seeds(runs: Sequence[SweepResult]) -> list[SweepRow]:
     """Each (probe, layer)'s row over the seeds' runs (`over_seeds`: each metric's mean and t interval);
     `learnt` True or False where every seed agrees, else how many seeds learnt ("2/3 seeds")."""
-    groups: dict[tuple[str, str, int], list[SweepRow]] = {}
-    for run in runs:
-        for row in run.rows:
-            groups.setdefault((row.model, row.probe, row.layer), []).append(row)
     rows = []
-    for members in groups.values():
+    for members in grouped((row for run in runs for row in run.rows), lambda row: (row.model, row.probe, row.layer)):
         learnt = [member.training.learnt for member in members]
         agreed = all(learnt) if all(learnt) or not any(learnt) else f"{sum(map(bool, learnt))}/{len(learnt)} seeds"
         row = over_seeds(members)
@@ -119,14 +116,10 @@ def _rows_over_seeds(runs: Sequence[SweepResult]) -> list[SweepRow]:
 def _baselines_over_seeds(runs: Sequence[SweepResult]) -> list[BaselineRow]:
     """Each baseline's row over the seeds' runs, as means with their interval across seeds; `strongest`
     where it was the strongest in most seeds."""
-    groups: dict[str, list[BaselineRow]] = {}
-    for run in runs:
-        for row in run.baselines:
-            groups.setdefault(row.probe, []).append(row)
     return [
         replace(
             over_seeds(members, keep_single_intervals=False),
             strongest=sum(member.strongest for member in members) > len(runs) / 2,
         )
-        for members in groups.values()
+        for members in grouped((row for run in runs for row in run.baselines), lambda row: row.probe)
     ]

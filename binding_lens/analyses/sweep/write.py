@@ -30,7 +30,7 @@ def write_sweep(model: HookedModel, computed: SweepComputation) -> SweepResult:
         probe.fitted_on = FittedOn.of(model, layer)
         save_probe(probe, run.probe_path(layer, name))
     rows = list(computed.rows)
-    peaks = peak_rows(rows, model.cfg.n_layers, plan.config.peak_by)
+    peaks = peak_rows(rows, plan.config.peak_by)
     files: dict[str, Path] = {}
     files["table_csv"], files["table_json"] = write_table(rows, run.sweep_stem)
     files["peaks_csv"], files["peaks_json"] = write_table(list(peaks.values()), run.peaks_stem)

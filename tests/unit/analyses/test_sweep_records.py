@@ -51,7 +51,5 @@ def test_over_seeds_each_metric_is_a_mean_with_its_t_interval_and_learnt_counts_
     assert mean.test.vs_baseline.method == "t" and mean.test.vs_baseline.low < 0.1  # across two seeds: wide
     assert math.isclose(mean.val_auroc, 0.85) and mean.training.steps is None  # the seeds disagree on it
     assert mean.to_row()["n_seeds"] == 2 and "threshold_low" in mean.to_row()  # a bare metric gains its interval
-    (peak,) = peak_rows(
-        [mean, replace(mean, layer=3, training=replace(mean.training, val_auroc=None))], 5, "val"
-    ).values()
+    (peak,) = peak_rows([mean, replace(mean, layer=3, training=replace(mean.training, val_auroc=None))], "val").values()
     assert peak.layer == 2 and peak.n_seeds == 2 and peak.to_row()["verdict"] == peak.test.verdict("quadratic")

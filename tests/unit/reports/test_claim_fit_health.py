@@ -29,7 +29,7 @@ def _sweep(n_layers: int = 3, stopped: str = "patience", learnt: bool = True) ->
         for probe in ("quadratic", "diag_quadratic", "linear")
         for layer in range(n_layers)
     ]
-    return planted_sweep(rows, n_layers, peak=n_layers - 1)
+    return planted_sweep(rows, peak=n_layers - 1)
 
 
 def _measure(value: float = 0.05) -> dict:

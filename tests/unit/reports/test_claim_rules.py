@@ -178,7 +178,7 @@ def test_the_paper_ordering_is_tested_in_each_world_and_never_across_two():
 
 def _sweep(aurocs: list[float]) -> SweepResult:
     n = len(aurocs)
-    return planted_sweep([planted_row("quadratic", layer, n, a) for layer, a in enumerate(aurocs)], n)
+    return planted_sweep([planted_row("quadratic", layer, n, a) for layer, a in enumerate(aurocs)])
 
 
 def _draws(aurocs: list[float], noise: float = 0.005, seeds: int = 3) -> AurocDraws:

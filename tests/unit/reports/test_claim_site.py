@@ -18,7 +18,7 @@ def _sweep(val: list[float]) -> SweepResult:
     n = len(val)
     rows = [planted_row("quadratic", layer, n, v) for layer, v in enumerate(val)]
     rows += [planted_row("linear", layer, n, 0.99) for layer in range(n)]
-    return planted_sweep(rows, n)
+    return planted_sweep(rows)
 
 
 def test_the_default_site_is_the_middle_layer_at_the_papers_k():
