@@ -25,12 +25,13 @@ from ..data import Scene, patch_labels
 from ..data.appearance import APPEARANCE_FEATURES, look_groups, patch_appearance, slot_looks
 from ..data.neighborhood import NEIGHBORHOOD_FEATURES, SCENE_FEATURES, neighborhood_features
 from ..data.parts import patch_parts
-from ..data.scene import twin_groups
+from ..data.resize import target_size
+from ..data.scene import twin_group_key, twin_groups
 from ..data.skips import unusable_reason
 from ..data.tiling import patch_units
 from ..data.views import view_of_columns, views_in
 from ..errors import InputError
-from .prepare import target_size
+from ..stats.groups import dense_groups
 
 CONTEXT_FEATURES = ("row", "col", *APPEARANCE_FEATURES, *NEIGHBORHOOD_FEATURES, *SCENE_FEATURES)
 """The columns of `SlotContext.features`: grid position (in patches), the patch's pixel statistics, its
@@ -75,10 +76,53 @@ class SlotContext:
         return SlotContext(self.features[images], self.look[images], self.twins.select(images))
 
 
-def _image_context(
-    scene: Scene, slots: Int[np.ndarray, " slot"], instance: Int[np.ndarray, " slot"], grid: tuple[int, int]
-) -> tuple[Float[np.ndarray, "slot feature"], Int[np.ndarray, " slot"], Int[np.ndarray, " slot"]]:
-    """Features, look groups and twin units of one image's slots (flat grid indices, -1 = empty)."""
+@dataclass(frozen=True)
+class StoredContext:
+    """A `SlotContext` as extraction keeps it beside the activations (`Shard.context`), before its twin groups
+    are numbered: each image's raw twin key (`data.scene.twin_group_key`), so shards written apart concatenate.
+    `slot_context` numbers the groups of the images it holds."""
+
+    features: Float[Tensor, "image slot feature"]
+    look: Int[Tensor, "image slot"]
+    unit: Int[Tensor, "image slot"]
+    twin_key: Int[Tensor, " image"]
+
+    @classmethod
+    def empty(cls, n_slots: int) -> StoredContext:
+        """No image (`n_slots` wide)."""
+        none = torch.zeros(0, n_slots).long()
+        return cls(torch.zeros(0, n_slots, len(CONTEXT_FEATURES)), none, none, torch.zeros(0).long())
+
+    @classmethod
+    def cat(cls, parts: Sequence[StoredContext], n_slots: int) -> StoredContext:
+        """`parts` one after the other (`n_slots` wide when there is none)."""
+        if not parts:
+            return cls.empty(n_slots)
+        return cls(*(torch.cat([getattr(part, name) for part in parts]) for name in STORED_CONTEXT))
+
+    def slot_context(self, patch_index: Int[Tensor, "image slot"]) -> SlotContext:
+        """The `SlotContext` of these images, whose slots lie at `patch_index` (twin groups numbered 0, 1, ...
+        in order of first appearance)."""
+        twins = TwinSlots(self.unit, patch_index.cpu().long(), dense_groups(self.twin_key)[0])
+        return SlotContext(self.features, self.look, twins)
+
+
+STORED_CONTEXT = ("features", "look", "unit", "twin_key")
+"""The tensors of a `StoredContext`, by field name (a shard stores each as `context.<name>`)."""
+
+
+def joined_context(parts: Sequence[StoredContext | None], n_slots: int) -> StoredContext | None:
+    """The context of shards read one after the other; None when one was stored without it (by a version
+    before extraction kept it): the caller reads the scenes again (`slot_context`)."""
+    present = [part for part in parts if part is not None]
+    return StoredContext.cat(present, n_slots) if len(present) == len(parts) else None
+
+
+def image_context(
+    scene: Scene, slots: Int[np.ndarray, " slot"], instance: Int[np.ndarray, " slot"], grid: tuple[int, int], key: int
+) -> StoredContext:
+    """The context of one image's slots (flat grid indices, -1 = empty; `instance` their labels) on `grid`:
+    features, look groups, twin units, and its twin key (`twin_group_key(scene, key)`)."""
     appearance = patch_appearance(scene.image, grid)
     surroundings, scene_stats = neighborhood_features(scene.image, grid)
     used = np.clip(slots, 0, None)
@@ -93,7 +137,12 @@ def _image_context(
     if "units" in scene.metadata and "swapped" in scene.metadata:
         unit = patch_units(scene.metadata["units"], scene.metadata["swapped"], grid)[used]
         unit[(slots < 0) | (instance < 0)] = -1
-    return features, look, unit
+    return StoredContext(
+        torch.as_tensor(features)[None],
+        torch.as_tensor(look).long()[None],
+        torch.as_tensor(unit).long()[None],
+        torch.tensor([twin_group_key(scene, key)]),
+    )
 
 
 def _stored_scenes(
@@ -118,20 +167,12 @@ def slot_context(
 ) -> SlotContext:
     """The context of a store's slots: scene `image_index[b]`, fed at `size` (None: its own) to a model of
     `patch_size`, slot s of row b at flat grid index `patch_index[b, s]` (-1: empty)."""
-    features, looks, units, scenes = [], [], [], []
     slots, labels = patch_index.cpu().numpy(), instance.cpu().numpy()
-    for row, _, scene, grid in _stored_scenes(dataset, image_index, patch_size, size):
-        one, look, unit = _image_context(scene, slots[row], labels[row], grid)
-        features.append(one)
-        looks.append(look)
-        units.append(unit)
-        scenes.append(scene)
-    if not features:
-        empty = torch.zeros(0, slots.shape[1]).long()
-        twins = TwinSlots(empty, empty, torch.zeros(0).long())
-        return SlotContext(torch.zeros(0, slots.shape[1], len(CONTEXT_FEATURES)), empty, twins)
-    twins = TwinSlots(torch.as_tensor(np.stack(units)), torch.as_tensor(slots).long(), twin_groups(scenes))
-    return SlotContext(torch.as_tensor(np.stack(features)), torch.as_tensor(np.stack(looks)), twins)
+    images = [
+        image_context(scene, slots[row], labels[row], grid, row)
+        for row, _, scene, grid in _stored_scenes(dataset, image_index, patch_size, size)
+    ]
+    return StoredContext.cat(images, slots.shape[1]).slot_context(patch_index)
 
 
 def slot_parts(

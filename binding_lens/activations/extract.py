@@ -33,6 +33,7 @@ from ..io.documents import Json
 from ..version import __version__
 from . import ranks
 from .budget import available_memory
+from .context import joined_context
 from .plan import ExtractConfig, ExtractionPlan, checked_plan, default_workers
 from .prepare import (
     BatchJobs,
@@ -235,6 +236,7 @@ def extract_to_memory(
         klass=torch.cat([p.klass for p in parts]),
         patch_index=torch.cat([p.patch_index for p in parts]),
         image_index=torch.cat([p.image_index for p in parts]),
+        context=joined_context([p.context for p in parts], plan.preparation.n_slots),
     )
     skipped: dict[str, int] = {}
     for shard in finished:
@@ -295,12 +297,14 @@ class _ShardInProgress:
         def cat(name: str) -> Tensor:
             return torch.cat([getattr(batch, name) for batch in self.labels])
 
+        slots = cat("slots")
         return Shard(
             acts={layer: acts[: self.rows] for layer, acts in self.acts.items()},
             instance=cat("instance"),
             klass=cat("klass"),
-            patch_index=cat("slots"),
+            patch_index=slots,
             image_index=torch.as_tensor(self.kept, dtype=torch.int64),
+            context=joined_context([batch.context for batch in self.labels], slots.shape[1]),
         )
 
     def record(self, images: range) -> Json:

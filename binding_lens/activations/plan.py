@@ -11,16 +11,14 @@ from typing import Any
 
 import torch
 
+from ..data.resize import target_size
 from ..data.scene import Scenes
 from ..data.views import scene_views
 from ..errors import InputError
 from ..hooks.bridged import HookedModel, HookedOrBridge, as_hooked
 from ..hooks.images import check_image_size
 from ..hooks.names import LAYER_CONVENTION
-from .prepare import (
-    Preparation,
-    target_size,
-)
+from .prepare import Preparation
 from .request import ExtractionRequest, Preprocessing, RequestedModel, weights_fingerprint
 
 

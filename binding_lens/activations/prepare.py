@@ -1,8 +1,9 @@
 """The CPU side of extraction, run in DataLoader workers: scenes -> pixel batches, patch slots and labels.
 
 Each item of `BatchJobs` is one batch of one shard, prepared whole in a worker (scene decoding or
-rendering, resizing, normalizing, patch labels, patch sampling), so the main process only feeds the
-model. An expected error in a worker (a bad image, a grid that differs) travels back as the exception
+rendering, resizing, normalizing, patch labels, patch sampling, and what the baselines know of each stored
+slot: `context.image_context`), so the main process only feeds the model and no later step reads the
+scenes again. An expected error in a worker (a bad image, a grid that differs) travels back as the exception
 object itself and is raised again in the main process, so the user still gets its one line.
 """
 
@@ -18,21 +19,14 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from ..data import Scene, patch_labels
-from ..data.resize import resize_image
+from ..data import patch_labels
+from ..data.resize import resize_image, target_size
 from ..data.sampling import sample_patch_slots
 from ..data.scene import Scenes
 from ..data.skips import unusable_reason
 from ..errors import InputError
 from ..hooks.images import pixel_batch
-
-
-def target_size(scene: Scene | None, size: int | tuple[int, int] | None) -> tuple[int, int]:
-    """(height, width) fed to the model: `size`, or the scene's own when `size` is None."""
-    if size is None:
-        assert scene is not None, "target_size needs the scene when size is None"
-        return scene.hw
-    return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+from .context import StoredContext, image_context
 
 
 def resize_policy(size: int | tuple[int, int] | None) -> str:
@@ -84,6 +78,7 @@ class PreparedBatch:
     instance: Int[Tensor, "kept slot"] | None = None
     klass: Int[Tensor, "kept slot"] | None = None
     slots: Int[Tensor, "kept slot"] | None = None
+    context: StoredContext | None = None  # what the baselines know of each kept slot
     seconds: float = 0.0  # spent preparing it, in its worker
     error: BaseException | None = None
 
@@ -132,6 +127,7 @@ class BatchJobs(torch.utils.data.Dataset):
 def _prepare(dataset: Scenes, images: range, how: Preparation, batch: PreparedBatch) -> None:
     n, patch = how.n_slots, how.patch_size
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    contexts: list[StoredContext] = []
     pending: list[tuple[np.ndarray, np.ndarray]] = []  # (resized image, slots) of the current size
     pending_hw: tuple[int, int] | None = None
 
@@ -167,6 +163,7 @@ def _prepare(dataset: Scenes, images: range, how: Preparation, batch: PreparedBa
         if scene.hw[0] * hw[1] != scene.hw[1] * hw[0]:  # resized to another aspect: stretched or squashed
             batch.reshaped.append(image_index)
         rows.append((slots, instance, klass))
+        contexts.append(image_context(scene, slots, instance, grid, image_index))
         if hw != pending_hw:
             flush()
             pending_hw = hw
@@ -179,6 +176,7 @@ def _prepare(dataset: Scenes, images: range, how: Preparation, batch: PreparedBa
         )
 
     batch.slots, batch.instance, batch.klass = stacked(0), stacked(1), stacked(2)
+    batch.context = StoredContext.cat(contexts, n)
 
 
 def batch_jobs(shards: Sequence[int], n_images: int, shard_size: int, batch_size: int) -> list[tuple[int, range]]:

@@ -2,7 +2,8 @@
 
     out/manifest.json                  what was extracted and how (written with the first shard, checked on reuse)
     out/shards/shard-00000.safetensors acts.L{l} [image slot d_model], instance / klass / patch_index
-                                       [image slot] int32 (-1 = empty slot), image_index [image] int64
+                                       [image slot] int32 (-1 = empty slot), image_index [image] int64,
+                                       context.* what the baselines know of each slot (`StoredContext`)
     out/shards/shard-00000.json        the shard's record: images, skips, byte size, sha256
 
 A shard counts as done only when its record exists and the bytes on disk hash to the record's
@@ -18,7 +19,7 @@ import functools
 import itertools
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -29,6 +30,7 @@ from torch import Tensor
 from ..errors import BindingLensError, MissingFileError, SettingsMismatchError
 from ..io.atomic import sha256_file, write_atomic_chunks, write_json_atomic
 from ..io.documents import Json
+from .context import STORED_CONTEXT, StoredContext, joined_context
 from .request import ExtractionRequest
 
 FORMAT_VERSION = 2  # 2: patches drawn by data.sampling.sample_patch_slots (1: numpy's choice)
@@ -79,6 +81,7 @@ class Shard:
     klass: Int[Tensor, "image slot"]
     patch_index: Int[Tensor, "image slot"]
     image_index: Int[Tensor, " image"]
+    context: StoredContext | None = None  # None: stored by a version before extraction kept it
 
 
 _SAFETENSORS_DTYPES = {
@@ -126,6 +129,8 @@ def shard_tensors(shard: Shard) -> dict[str, torch.Tensor]:
         "patch_index": shard.patch_index.to(torch.int32),
         "image_index": shard.image_index.to(torch.int64),
     }
+    if shard.context is not None:
+        tensors |= {f"context.{name}": getattr(shard.context, name) for name in STORED_CONTEXT}
     return tensors
 
 
@@ -277,12 +282,18 @@ class ActivationStore:
                 if f"acts.L{layer}" not in names:
                     raise StoreError(f"layer {layer} is not in {self.root} (it holds layers {self.layers})")
             read = lambda name: handle.get_tensor(name)  # noqa: E731
+            context = (
+                StoredContext(*(read(f"context.{name}") for name in STORED_CONTEXT))
+                if f"context.{STORED_CONTEXT[0]}" in names
+                else None
+            )
             return Shard(
                 acts={layer: read(f"acts.L{layer}") for layer in wanted},
                 instance=read("instance"),
                 klass=read("klass"),
                 patch_index=read("patch_index"),
                 image_index=read("image_index"),
+                context=context,
             )
 
     def shards(self, layers: list[int] | None = None) -> Iterator[Shard]:
@@ -314,19 +325,20 @@ class ActivationStore:
             patch_index=empty(first.patch_index),
             image_index=empty(first.image_index),
         )
-        row = 0
+        row, contexts = 0, []
         for part in itertools.chain([first], parts):  # one shard read at a time
             rows = slice(row, row + part.image_index.shape[0])
             for layer, acts in part.acts.items():
                 out.acts[layer][rows] = acts
             for name in ("instance", "klass", "patch_index", "image_index"):
                 getattr(out, name)[rows] = getattr(part, name)
+            contexts.append(part.context)
             row = rows.stop
         if row != total:
             raise StoreError(
                 f"{self.root}: its shards hold {row} images but their records say {total}; delete it and extract again"
             )
-        return out
+        return replace(out, context=joined_context(contexts, first.patch_index.shape[1]))
 
     def kept_images(self) -> int:
         """Images stored, over all finished shards (from their records: no tensor is read)."""

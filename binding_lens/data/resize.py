@@ -13,7 +13,7 @@ from jaxtyping import Int, UInt8
 from PIL import Image
 
 from ..errors import InputError
-from .scene import check_image, check_mask
+from .scene import Scene, check_image, check_mask
 
 _RESAMPLE = {
     "nearest": Image.Resampling.NEAREST,
@@ -21,6 +21,14 @@ _RESAMPLE = {
     "bicubic": Image.Resampling.BICUBIC,
     "lanczos": Image.Resampling.LANCZOS,
 }
+
+
+def target_size(scene: Scene | None, size: int | tuple[int, int] | None) -> tuple[int, int]:
+    """(height, width) fed to the model: `size`, or the scene's own when `size` is None."""
+    if size is None:
+        assert scene is not None, "target_size needs the scene when size is None"
+        return scene.hw
+    return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
 
 def resize_image(

@@ -1,6 +1,6 @@
 """What the sweep's probes train on: the activations (in memory or in the run's store), the image split, and
-what the sweep knows of each stored slot (its context, its relation), read from the scenes on the grid the
-model was fed.
+what the sweep knows of each stored slot: its context, kept by extraction, and its relation (beyond
+same-object: occlusion, parts, views), read from the scenes on the grid the model was fed.
 """
 
 from __future__ import annotations
@@ -101,7 +101,10 @@ def stored_relation(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) ->
 
 
 def stored_context(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> SlotContext:
-    """What the baselines and the pairing know of the stored slots (`activations.context.slot_context`)."""
+    """What the baselines and the pairing know of the stored slots: as extraction kept it, or, for a store
+    written before extraction kept it, read from the scenes again (`activations.context.slot_context`)."""
+    if stored.context is not None:
+        return stored.context.slot_context(stored.patch_index)
     return _read_slots(slot_context, dataset, plan, stored)
 
 

@@ -15,6 +15,7 @@ from binding_lens import HookedViT
 from binding_lens.activations import ActivationStore, ExtractProfile, extract, extract_to_memory
 from binding_lens.activations import writer as writer_module
 from binding_lens.activations.budget import STORE_MODES, choose_store, layer_groups
+from binding_lens.activations.context import STORED_CONTEXT
 from binding_lens.activations.store import Shard, safetensors_chunks
 from binding_lens.activations.writer import ShardWriter
 from binding_lens.data import Scene, SceneError, SyntheticScenes
@@ -50,6 +51,9 @@ def _same_store(a: Shard, b: Shard) -> None:
         torch.testing.assert_close(a.acts[layer], b.acts[layer], atol=0, rtol=0)
     for name in ("instance", "klass", "patch_index", "image_index"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert a.context is not None and b.context is not None
+    for name in STORED_CONTEXT:
+        assert torch.equal(getattr(a.context, name), getattr(b.context, name)), name
 
 
 def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
