@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..stats.record import Row
+from ..io.documents import Json
+from .claim_rows import ClaimVerdict, OrderingVerdict, Test, Verdict, after_holm
 from .claim_verdicts import (
     ADJUSTMENT,
     BEYOND,
@@ -17,28 +18,29 @@ from .claim_verdicts import (
     FIT_MARK,
     FLOORS,
     family_sizes,
-    interval_text,
     limit_text,
+    value_text,
 )
 
 
 @dataclass
 class ClaimsReport:
-    measurements: list[Row]
-    verdicts: list[Row]
+    measurements: list[Json]
+    verdicts: list[Verdict]
     out: Path
     files: dict[str, Path] = field(default_factory=dict)
 
     def objectives(self) -> list[str]:
-        return list(
-            dict.fromkeys(r["objective"] for r in self.verdicts if r["level"] == "objective" and "objective" in r)
-        )
+        return list(dict.fromkeys(r.objective for r in self._claims() if r.level == "objective"))
+
+    def _claims(self) -> list[ClaimVerdict]:
+        return [row for row in self.verdicts if isinstance(row, ClaimVerdict)]
 
     def readme_table(self) -> str:
         """Claims x objectives: mean over training seeds [95 % t interval], the Holm-adjusted verdict (the raw
         one beside it where they differ) and the comparison with the untrained control."""
         objectives = self.objectives()
-        by = {(r["claim"], r.get("objective")): r for r in self.verdicts if r["level"] == "objective"}
+        by = {(r.claim, r.objective): r for r in self._claims() if r.level == "objective"}
         seeds = {o: sum(1 for m in self.measurements if m["objective"] == o) for o in objectives}
         lines = [
             "| claim | " + " | ".join(f"{o} ({seeds[o]} seeds)" for o in objectives) + " |",
@@ -47,8 +49,8 @@ class ClaimsReport:
         for claim in [c for c in (*CLAIMS, *FLOORS, *BEYOND) if c != "ordering"]:
             cells = [_cell(by.get((claim, o))) for o in objectives]
             lines.append(f"| `{claim}` | " + " | ".join(cells) + " |")
-        for ordering in (r for r in self.verdicts if r["claim"] == "ordering"):
-            lines.append(f"\nThe paper's ordering {ordering['on']} **{ordering['verdict']}**: {ordering['text']}.")
+        for ordering in (r for r in self.verdicts if isinstance(r, OrderingVerdict)):
+            lines.append(f"\nThe paper's ordering {ordering.on} **{ordering.verdict}**: {ordering.text}.")
         return "\n".join(lines) + "\n"
 
     def markdown(self) -> str:
@@ -63,9 +65,10 @@ class ClaimsReport:
             "|---|---|---|---|---|---|---|---|",
         ]
         for row in self.verdicts:
+            adjustment = after_holm(row)
             lines.append(
-                f"| {row['claim']} | {row['on']} | {row['text']} | {_p(row.get('p_value'))} | {row['verdict']} | "
-                f"{_p(row.get('p_adjusted'))} | **{row['verdict_adjusted']}**{_limit(row)} | {_control_text(row)} |"
+                f"| {row.claim} | {row.on} | {row.text} | {_p(row.p_value)} | {row.verdict} | "
+                f"{_p(adjustment.p_adjusted)} | **{adjustment.verdict_adjusted}**{_limit(row)} | {_control_text(row)} |"
             )
         return (
             f"{claims}\n\nFloor rows (in no family):\n{floors}\n\nBeyond the paper's claims (at the middle layer; "
@@ -85,32 +88,32 @@ def _p(p: float | None) -> str:
     return "-" if p is None else "< 1e-4" if p < 1e-4 else f"{p:.2g}"
 
 
-def _side(test: Row) -> str:
-    adjusted = test.get("verdict_adjusted", "cannot tell")
-    return {"holds": ">", "fails": "<"}.get(adjusted, "≈")
+def _side(test: Test) -> str:
+    return {"holds": ">", "fails": "<"}.get(after_holm(test).verdict_adjusted, "≈")
 
 
-def _limit(test: Row) -> str:
+def _limit(test: Test) -> str:
     text = limit_text(test)
     return f" ({text})" if text else ""
 
 
-def _control_text(row: Row) -> str:
-    control = row.get("vs_control")
-    if not control:
+def _control_text(row: Verdict) -> str:
+    control = row.vs_control if isinstance(row, ClaimVerdict) else None
+    if control is None:
         return "-"
-    return f"{interval_text(control)} {_side(control)} {CONTROL} (p {_p(control.get('p_adjusted'))}){_limit(control)}"
+    p = _p(after_holm(control).p_adjusted)
+    return f"{value_text(control.value)} {_side(control)} {CONTROL} (p {p}){_limit(control)}"
 
 
-def _cell(row: Row | None) -> str:
+def _cell(row: ClaimVerdict | None) -> str:
     if row is None:
         return "-"
-    if not row["applicable"]:
+    if not row.applicable:
         return "not applicable"
-    text = f"{interval_text(row)} **{row['verdict_adjusted']}**{_limit(row)}"
-    if row["verdict"] != row["verdict_adjusted"]:
-        text += f" (raw: {row['verdict']})"
-    if row.get("fit_problems"):
+    adjusted = after_holm(row).verdict_adjusted
+    text = f"{value_text(row.value)} **{adjusted}**{_limit(row)}"
+    if row.verdict != adjusted:
+        text += f" (raw: {row.verdict})"
+    if row.fit_problems:
         text += f" {FIT_MARK}"
-    control = row.get("vs_control")
-    return text + (f"; {_side(control)} {CONTROL}" if control else "")
+    return text + (f"; {_side(row.vs_control)} {CONTROL}" if row.vs_control else "")

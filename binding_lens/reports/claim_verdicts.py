@@ -11,14 +11,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..analyses.report import limit_value
-from ..stats import holm, mean_interval
+from ..io.documents import Json
+from ..stats import Interval, holm, mean_interval
 from ..stats.inference import seed_difference, t_p_value
 from ..stats.power import interval_limit
-from ..stats.record import Row
 from ..zoo.registry import family_world, in_world
+from .claim_rows import (
+    Adjustment,
+    ClaimVerdict,
+    ControlTest,
+    OrderingVerdict,
+    Test,
+    Verdict,
+    adjusted,
+    after_holm,
+    ends,
+    tests_of,
+    unadjusted,
+)
 
 CLAIMS: dict[str, str] = {
     "quadratic_beats_diagonal": "the full quadratic probe reads IsSameObject better than the diagonal one "
@@ -115,33 +129,34 @@ FIT_MARK = "†"
 """Beside a verdict fed by a probe fit that did not converge or is no better than the strongest baseline."""
 
 
-def _row(claim: str, on: str, level: str, measure: Row, family: str | None) -> Row:
+def _row(claim: str, on: str, level: str, measure: Json, family: str | None, objective: str) -> ClaimVerdict:
+    """The verdict row of `measure` (a measure as `models/<name>.json` keeps it: value, low, high, p_value,
+    method, n, applicable, fit_problems, ...)."""
     applicable = measure.get("applicable", True)
     problems = list(measure.get("fit_problems") or [])
-    return {
-        "claim": claim,
-        "on": on,
-        "level": level,
-        "value": measure.get("value"),
-        "low": measure.get("low"),
-        "high": measure.get("high"),
-        "p_value": measure.get("p_value"),
-        "method": measure.get("method"),
-        "n": measure.get("n"),
-        "applicable": applicable,
-        "verdict": verdict(measure.get("low"), measure.get("high")) if applicable else "not applicable",
-        "family": family if applicable and measure.get("p_value") is not None else None,
-        "text": measure_text(measure)
+    value = measure.get("value")
+    return ClaimVerdict(
+        claim=claim,
+        on=on,
+        level=level,
+        value=None if value is None else Interval(value, measure.get("low"), measure.get("high")),
+        p_value=measure.get("p_value"),
+        method=measure.get("method"),
+        n=measure.get("n"),
+        applicable=applicable,
+        verdict=verdict(measure.get("low"), measure.get("high")) if applicable else "not applicable",
+        family=family if applicable and measure.get("p_value") is not None else None,
+        text=measure_text(measure)
         + (f"; {FIT_MARK} fed by a fit that needs a look: {'; '.join(problems)}" if problems else ""),
-        "fit_problems": problems,
-    }
+        fit_problems=problems,
+        objective=objective,
+    )
 
 
-def model_rows(models: Sequence[Row]) -> list[Row]:
+def model_rows(models: Sequence[Json]) -> list[ClaimVerdict]:
     """One row per (claim, model) for every measured claim and floor."""
     return [
-        _row(claim, f"`{m['model']}`", "model", m["measures"][claim], _model_family(claim))
-        | {"objective": m["objective"]}
+        _row(claim, f"`{m['model']}`", "model", m["measures"][claim], _model_family(claim), m["objective"])
         for claim in MEASURED
         for m in models
         if claim in m["measures"]
@@ -152,14 +167,14 @@ def _model_family(claim: str) -> str | None:
     return "models" if claim in CLAIMS else "beyond same-object" if claim in BEYOND else None
 
 
-def _groups(models: Sequence[Row]) -> dict[str, list[Row]]:
-    groups: dict[str, list[Row]] = {}
+def _groups(models: Sequence[Json]) -> dict[str, list[Json]]:
+    groups: dict[str, list[Json]] = {}
     for m in models:
         groups.setdefault(m["objective"], []).append(m)
     return groups
 
 
-def _values(claim: str, members: Sequence[Row]) -> dict[Any, float] | None:
+def _values(claim: str, members: Sequence[Json]) -> dict[Any, float] | None:
     """The members' values of `claim` by training seed; None when it is not applicable on one of them (or
     has no value)."""
     measures = {m.get("training_seed", i): m["measures"].get(claim) for i, m in enumerate(members)}
@@ -169,11 +184,11 @@ def _values(claim: str, members: Sequence[Row]) -> dict[Any, float] | None:
     return None if any(math.isnan(v) for v in values.values()) else values
 
 
-def objective_rows(models: Sequence[Row]) -> list[Row]:
+def objective_rows(models: Sequence[Json]) -> list[ClaimVerdict]:
     """One row per (claim, objective with two or more training seeds): the mean and Student-t interval across
     its seeds (each measured on its own scenes, so images and seeds are both inside), and, for a trained
     objective, its difference from the untrained control (Welch)."""
-    groups, rows = _groups(models), []
+    groups, rows = _groups(models), list[ClaimVerdict]()
     for claim in MEASURED:
         for objective, members in groups.items():
             family = "objectives" if claim in CLAIMS and objective != CONTROL else None
@@ -183,12 +198,10 @@ def objective_rows(models: Sequence[Row]) -> list[Row]:
             values = _values(claim, members)
             if values is None:
                 why = "not applicable (or no value) on at least one training seed"
-                rows.append(
-                    _row(claim, on, "objective", {"applicable": False, "why": why}, family) | {"objective": objective}
-                )
+                rows.append(_row(claim, on, "objective", {"applicable": False, "why": why}, family, objective))
                 continue
             summary = mean_interval(values.values())
-            measure: Row = {
+            measure: Json = {
                 "value": summary.estimate,
                 "low": summary.low,
                 "high": summary.high,
@@ -200,32 +213,30 @@ def objective_rows(models: Sequence[Row]) -> list[Row]:
             measure["fit_problems"] = [
                 f"{m['model']}: {line}" for m in members for line in m["measures"][claim].get("fit_problems") or []
             ]
-            row = _row(claim, on, "objective", measure, family) | {"objective": objective}
-            rows.append(row | _against_control(claim, objective, values, groups))
+            row = _row(claim, on, "objective", measure, family, objective)
+            rows.append(replace(row, vs_control=_against_control(claim, objective, values, groups)))
     return rows
 
 
-def _against_control(claim: str, objective: str, values: dict[Any, float], groups: dict[str, list[Row]]) -> Row:
+def _against_control(
+    claim: str, objective: str, values: dict[Any, float], groups: dict[str, list[Json]]
+) -> ControlTest | None:
     """The objective's value minus the untrained control's (paired over the training seeds both share, else
-    Welch: `stats.inference.seed_difference`); empty for the control itself or without a control of two seeds."""
+    Welch: `stats.inference.seed_difference`); None for the control itself or without a control of two seeds."""
     control = _values(claim, groups.get(CONTROL, []))
     if objective == CONTROL or control is None or len(control) < 2:
-        return {}
+        return None
     d, p = seed_difference(values, control)
-    return {
-        "vs_control": {
-            "value": d.estimate,
-            "low": d.low,
-            "high": d.high,
-            "p_value": p,
-            "method": d.method,
-            "family": "against the control" if claim in CLAIMS else None,
-            "verdict": verdict(d.low, d.high),
-        }
-    }
+    return ControlTest(
+        value=Interval(d.estimate, d.low, d.high),
+        p_value=p,
+        method=d.method,
+        family="against the control" if claim in CLAIMS else None,
+        verdict=verdict(d.low, d.high),
+    )
 
 
-def ordering_rows(models: Sequence[Row]) -> list[Row]:
+def ordering_rows(models: Sequence[Json]) -> list[OrderingVerdict]:
     """The paper's ordering on quadratic AUROC, once per order in `PAPER_ORDERS` (DINOv2 > supervised > MAE;
     DINO > supervised > MAE) and per world their models were trained in (`zoo.registry.WORLDS`; two worlds
     are never compared): every step a difference over training seeds (paired where the objectives share their
@@ -245,7 +256,7 @@ def ordering_rows(models: Sequence[Row]) -> list[Row]:
     ]
 
 
-def _ordering_row(order: Sequence[str], values: dict[str, dict[Any, float]]) -> Row:
+def _ordering_row(order: Sequence[str], values: dict[str, dict[Any, float]]) -> OrderingVerdict:
     parts, verdicts = [], []
     missing = [o for o in order if o not in values]
     for i, a in enumerate(order):
@@ -261,51 +272,47 @@ def _ordering_row(order: Sequence[str], values: dict[str, dict[Any, float]]) -> 
     else:
         text = "; ".join(parts)
         overall = "fails" if "fails" in verdicts else "holds" if all(v == "holds" for v in verdicts) else "cannot tell"
-    return {
-        "claim": "ordering",
-        "on": " > ".join(order),
-        "level": "objective",
-        "text": text,
-        "verdict": overall,
-        "verdict_adjusted": overall,
-        "family": None,
-        "applicable": True,
-    }
+    ordering = OrderingVerdict(on=" > ".join(order), text=text, verdict=overall)
+    return adjusted(ordering, None, overall, None)  # an intersection-union test: adjusted as it stands
 
 
-def adjust(rows: list[Row]) -> list[Row]:
-    """Holm-adjusted p-values and verdicts, family by family (`FAMILIES`); rows outside every family keep
-    their raw verdict. Also adjusts each objective row's difference from the control."""
-    tests: dict[str, list[Row]] = {family: [] for family in FAMILIES}
-    for row in rows:
-        if row.get("family"):
-            tests[row["family"]].append(row)
-        control = row.get("vs_control")
-        if control and control.get("family") and control.get("p_value") is not None:
-            tests[control["family"]].append(control)
-    for members in tests.values():
-        for member, p in zip(members, holm([m["p_value"] for m in members])):
-            member["p_adjusted"] = p
-            member["verdict_adjusted"] = adjusted_verdict(member["value"], p)
-            member["limit"] = interval_limit(member.get("low"), member.get("high"), alpha=ALPHA / len(members))
-    for row in rows:
-        for test in (row, row.get("vs_control") or {}):
-            if test:
-                test.setdefault("p_adjusted", None)
-                test.setdefault("verdict_adjusted", test["verdict"])
-                test.setdefault("limit", interval_limit(test.get("low"), test.get("high"), alpha=ALPHA))
-    return rows
+def adjust(rows: Sequence[Verdict]) -> list[Verdict]:
+    """The rows with Holm-adjusted p-values and verdicts, family by family (`FAMILIES`); rows outside every
+    family keep their raw verdict. Also adjusts each objective row's difference from the control."""
+    families: dict[str, list[tuple[tuple[int, int], Test, float]]] = {family: [] for family in FAMILIES}
+    for i, row in enumerate(rows):  # keyed (row, 0) for the row's own test, (row, 1) for its control's
+        for j, test in enumerate(tests_of(row)):
+            if test.family and (p := test.p_value) is not None:
+                families[test.family].append(((i, j), test, p))
+    done: dict[tuple[int, int], Adjustment] = {}
+    for members in families.values():
+        for (key, test, _), p in zip(members, holm([p for _, _, p in members])):
+            estimate, low, high = ends(test.value)
+            done[key] = Adjustment(p, adjusted_verdict(estimate, p), interval_limit(low, high, ALPHA / len(members)))
+    return [_adjusted(row, done.get((i, 0)), done.get((i, 1))) for i, row in enumerate(rows)]
 
 
-def limit_text(test: Row) -> str:
+def _adjusted(row: Verdict, own: Adjustment | None, control: Adjustment | None) -> Verdict:
+    """`row` (and its control) with the adjustment its family gave, or its raw verdict outside every family."""
+    if isinstance(row, OrderingVerdict):  # in no family
+        return unadjusted(row, ALPHA)
+    row = replace(row, adjustment=own) if own is not None else unadjusted(row, ALPHA)
+    if row.vs_control is not None:
+        test = row.vs_control
+        row = replace(row, vs_control=replace(test, adjustment=control) if control else unadjusted(test, ALPHA))
+    return row
+
+
+def limit_text(test: Test) -> str:
     """Beside a null: the smallest effect its test would have found with 80 % power (`stats.power`), at the
     strictest step of its Holm family; empty for a verdict that is not "cannot tell" or has no interval."""
-    if test.get("verdict_adjusted") != "cannot tell" or test.get("limit") is None:
+    adjustment = after_holm(test)
+    if adjustment.verdict_adjusted != "cannot tell" or adjustment.limit is None:
         return ""
-    return f"no effect beyond {limit_value(test['limit'])} at this configuration"
+    return f"no effect beyond {limit_value(adjustment.limit)} at this configuration"
 
 
-def _overlap(energy: Row) -> str:
+def _overlap(energy: Json) -> str:
     """The controls' share of the binding subspace with the uniform expectation ("-" in reports from before it
     was recorded)."""
     if energy.get("overlap") is None:
@@ -313,12 +320,13 @@ def _overlap(energy: Row) -> str:
     return f"{energy['overlap']:.3f} ({energy['overlap_uniform']:.3f})"
 
 
-def family_sizes(rows: Sequence[Row]) -> dict[str, int]:
+def family_sizes(rows: Sequence[Verdict]) -> dict[str, int]:
+    """How many tests each family holds (what Holm's adjustment divided among)."""
     sizes = {family: 0 for family in FAMILIES}
     for row in rows:
-        for test in (row, row.get("vs_control") or {}):
-            if test.get("family") and test.get("p_adjusted") is not None:
-                sizes[test["family"]] += 1
+        for test in tests_of(row):
+            if test.family and after_holm(test).p_adjusted is not None:
+                sizes[test.family] += 1
     return sizes
 
 
@@ -327,15 +335,22 @@ def _signed(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:+.3f}"
 
 
-def interval_text(measure: Row) -> str:
-    text = _signed(measure.get("value"))
-    low, high = measure.get("low"), measure.get("high")
+def value_text(value: Interval | None) -> str:
+    """A tested value as `+0.012 [+0.004, +0.020]` ("-" for none)."""
+    estimate, low, high = ends(value)
+    text = _signed(estimate)
     if low is not None and high is not None:
         text += f" [{_signed(low)}, {_signed(high)}]"
     return text
 
 
-def measure_text(measure: Row) -> str:
+def interval_text(measure: Json) -> str:
+    """A measure as `models/<name>.json` keeps it (value, low, high) as `value_text` writes it."""
+    value = measure.get("value")
+    return value_text(None if value is None else Interval(value, measure.get("low"), measure.get("high")))
+
+
+def measure_text(measure: Json) -> str:
     """A measure as `+0.012 [+0.004, +0.020]` with its context in brackets."""
     if not measure.get("applicable", True):
         return f"not applicable: {measure.get('why', '')}"
@@ -344,7 +359,7 @@ def measure_text(measure: Row) -> str:
     return f"{text} ({extra})" if extra else text
 
 
-def _context(m: Row) -> str:
+def _context(m: Json) -> str:
     parts = []
     if "rise" in m:
         first, middle, last = m["layers"]
@@ -394,37 +409,38 @@ def _p_text(p: float | None) -> str:
 SYMBOLS = {"holds": "holds", "fails": "fails", "cannot tell": "·", "not applicable": "n/a"}
 
 
-def model_grid(rows: Sequence[Row]) -> str:
+def model_grid(rows: Sequence[Verdict]) -> str:
     """Claims x models: each model's Holm-adjusted verdict (the raw one in brackets where they differ), as
     markdown (`binding-lens claims` prints it beside claims.md's table by objective)."""
-    per_model = [r for r in rows if r["level"] == "model"]
-    models = list(dict.fromkeys(r["on"] for r in per_model))
-    cells = {(r["claim"], r["on"]): r for r in per_model}
+    per_model = [r for r in rows if isinstance(r, ClaimVerdict) and r.level == "model"]
+    models = list(dict.fromkeys(r.on for r in per_model))
+    cells = {(r.claim, r.on): r for r in per_model}
     lines = [
         "| claim | " + " | ".join(m.replace("`zoo:", "`") for m in models) + " |",
         "|---|" + "---|" * len(models),
     ]
-    for claim in dict.fromkeys(r["claim"] for r in per_model):
+    for claim in dict.fromkeys(r.claim for r in per_model):
         row = []
         for model in models:
             found = cells.get((claim, model))
             if found is None:
                 row.append("-")
                 continue
-            text = SYMBOLS[found["verdict_adjusted"]]
-            if found["verdict"] != found["verdict_adjusted"]:
-                text += f" ({SYMBOLS[found['verdict']]})"
-            row.append(text + (f" {FIT_MARK}" if found.get("fit_problems") else ""))
+            adjusted_verdict = after_holm(found).verdict_adjusted
+            text = SYMBOLS[adjusted_verdict]
+            if found.verdict != adjusted_verdict:
+                text += f" ({SYMBOLS[found.verdict]})"
+            row.append(text + (f" {FIT_MARK}" if found.fit_problems else ""))
         lines.append(f"| `{claim}` | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _site_text(site: Row | None) -> str:
+def _site_text(site: Json | None) -> str:
     """Where the interventions edited: "layer, k (rule)"."""
     return "-" if site is None else f"{site['layer']}, {site['k']} ({site['rule']})"
 
 
-def energy_grid(models: Sequence[Row]) -> str:
+def energy_grid(models: Sequence[Json]) -> str:
     """Per model: where the interventions edited (layer, k and the rule that chose the layer), the share of the
     within-image token variance there that the binding subspace and the random control's draws carry (mean
     [min, max]), the draws behind the intervention claims, and how much of the binding subspace the controls

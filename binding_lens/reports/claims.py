@@ -63,6 +63,7 @@ from .claim_measures.site import SITE_RULES, check_site, middle_layer, paper_k
 from .claim_measures.splits import oriented_cosine, refit_probes, run_pairing, sweep_splits
 from .claim_measures.toy import toy_measures
 from .claim_report import ClaimsReport
+from .claim_rows import ClaimVerdict
 from .claim_verdicts import (
     ADJUSTMENT,
     BEYOND,
@@ -380,9 +381,9 @@ def claims_report(
         _measured_once(spec, out, _key(spec, config), started_in, partial(measure_model, spec, out, config))
         for spec in models
     ]
-    verdicts = adjust(model_rows(measured) + objective_rows(measured) + ordering_rows(measured))
+    verdicts = adjust([*model_rows(measured), *objective_rows(measured), *ordering_rows(measured)])
     order = [*CLAIMS, *FLOORS, *BEYOND]
-    verdicts.sort(key=lambda row: (order.index(row["claim"]), row["level"] == "model"))
+    verdicts.sort(key=lambda row: (order.index(row.claim), row.level == "model"))
     report = ClaimsReport(measured, verdicts, out)
     _write(report, config, started_in, time.perf_counter() - started)
     return report
@@ -416,7 +417,7 @@ def _write(report: ClaimsReport, config: ClaimsConfig, provenance: Row, seconds:
             "beyond": BEYOND,
             "families": FAMILIES,
             "adjustment": ADJUSTMENT,
-            "verdicts": report.verdicts,
+            "verdicts": [row.to_row() for row in report.verdicts],
             "models": measured,
             "objectives": objectives,
             "differences": differences,
@@ -428,5 +429,6 @@ def _write(report: ClaimsReport, config: ClaimsConfig, provenance: Row, seconds:
             "seconds_per_model": {m["model"]: m["seconds"] for m in measured},
         },
     )
-    write_table([{k: v for k, v in row.items() if k != "vs_control"} for row in report.verdicts], out / "verdicts")
+    table = [replace(row, vs_control=None) if isinstance(row, ClaimVerdict) else row for row in report.verdicts]
+    write_table(table, out / "verdicts")  # the control's comparison is claims.json's (a column of its own there)
     report.files = {"markdown": out / "claims.md", "json": out / "claims.json", "csv": out / "verdicts.csv"}

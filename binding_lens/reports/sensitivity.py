@@ -11,15 +11,16 @@ same power. It reads the run's own noise, so it holds for any model, one that bi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..analyses.report import format_table, limit_value
 from ..errors import InputError, MissingFileError
 from ..stats import Interval
 from ..stats.power import POWER, units_to_detect
-from ..stats.record import Row
-from .claim_verdicts import interval_text
+from .claim_rows import ClaimVerdict, Verdict, after_holm, verdict_of
+from .claim_verdicts import value_text
 
 
 @dataclass(frozen=True)
@@ -38,45 +39,36 @@ class Sensitivity:
     needed: int | None
 
 
-def unit_of(row: Row) -> str:
-    """What a row's n counts: training seeds (an objective's t interval), probe seeds (a Welch test between
-    probes trained on true and on shuffled labels: `low_dimensional`), twin groups or images."""
-    method = str(row.get("method") or "")
-    if row.get("level") == "objective":
+def unit_of(level: str, method: str | None) -> str:
+    """What a row's n counts, from its level and how it was measured: training seeds (an objective's t
+    interval), probe seeds (a Welch test between probes trained on true and on shuffled labels:
+    `low_dimensional`), twin groups or images."""
+    if level == "objective":
         return "training seeds"
     if method == "welch":
         return "probe seeds"
-    return "twin groups" if "twin group" in method else "images"
+    return "twin groups" if "twin group" in (method or "") else "images"
 
 
-def sensitivity_rows(verdicts: list[Row], effect: float | None = None) -> list[Sensitivity]:
+def sensitivity_rows(verdicts: Sequence[Verdict], effect: float | None = None) -> list[Sensitivity]:
     """One record per row (and per comparison with the control) that has a limit and a count of units."""
     out = []
     for row in verdicts:
-        for name, test in ((row["claim"], row), (f"{row['claim']} minus control", row.get("vs_control") or {})):
-            limit, n = test.get("limit"), test.get("n") if test is row else row.get("n")
-            if limit is None or not n:
+        if not isinstance(row, ClaimVerdict) or not row.n:
+            continue
+        for name, test in ((row.claim, row), (f"{row.claim} minus control", row.vs_control)):
+            adjustment = None if test is None else after_holm(test)
+            if test is None or test.value is None or adjustment is None or adjustment.limit is None:
                 continue
-            needed = units_to_detect(effect, limit, int(n)) if effect is not None else None
-            measured = Interval(
-                test["value"], test.get("low"), test.get("high"), n=int(n), method=test.get("method") or ""
-            )
-            out.append(
-                Sensitivity(
-                    name,
-                    row["on"],
-                    measured,
-                    test["verdict_adjusted"],
-                    limit,
-                    int(n),
-                    unit_of(row),
-                    needed,
-                )
-            )
+            limit, n = adjustment.limit, int(row.n)
+            measured = replace(test.value, n=n, method=test.method or "")
+            needed = units_to_detect(effect, limit, n) if effect is not None else None
+            unit = unit_of(row.level, row.method)
+            out.append(Sensitivity(name, row.on, measured, adjustment.verdict_adjusted, limit, n, unit, needed))
     return out
 
 
-def read_verdicts(folder: str | Path) -> list[Row]:
+def read_verdicts(folder: str | Path) -> list[Verdict]:
     """The verdict rows of the claims report in `folder`, with their limits (a report written before limits
     were recorded is refused: rerun `binding-lens claims`, which resumes)."""
     path = Path(folder) / "claims.json"
@@ -88,7 +80,7 @@ def read_verdicts(folder: str | Path) -> list[Row]:
         raise InputError(f"{path} is not a claims report (no verdicts): rerun `binding-lens claims`") from None
     if verdicts and not any("limit" in row for row in verdicts):
         raise InputError(f"{path} predates detection limits: rerun `binding-lens claims --out {folder}` (it resumes)")
-    return verdicts
+    return [verdict_of(row) for row in verdicts]
 
 
 def sensitivity_table(rows: list[Sensitivity], effect: float | None = None) -> str:
@@ -102,9 +94,7 @@ def sensitivity_table(rows: list[Sensitivity], effect: float | None = None) -> s
         {
             "claim": r.claim,
             "on": r.on,
-            "measurement [95%]": interval_text(
-                {"value": r.measurement.estimate, "low": r.measurement.low, "high": r.measurement.high}
-            ),
+            "measurement [95%]": value_text(r.measurement),
             "adjusted verdict": r.verdict,
             limit: limit_value(r.limit),
             "n": f"{r.n} {r.unit}",

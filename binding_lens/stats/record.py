@@ -9,10 +9,11 @@ fields, such as whether an interval is beyond noise, is a property, not a second
 marked `OPTIONAL` writes no column when it is None (an `Interval` field left None otherwise writes its columns
 empty); an `Interval` field marked `ENDS_IF_ANY` writes its ends only when it has them (a metric a single run
 measures bare and a mean over seeds gives an interval); a mapping field marked `AS_COLUMNS` writes each item as a
-column (measures named by the run). So the CSV and JSON a record writes are the flat rows readers and
-spreadsheets expect, and the code that makes them reads names, not string keys. `mean_record` is the one rule
-for a record over seeds: each `Interval` field's mean with its t interval, the other fields where every seed
-agrees.
+column (measures named by the run); a nested record marked `AS_OBJECT` writes one column holding its own row
+(a JSON object: a claim's comparison with its control). So the CSV and JSON a record writes are the flat rows
+readers and spreadsheets expect, and the code that makes them reads names, not string keys. `mean_record` is the
+one rule for a record over seeds: each `Interval` field's mean with its t interval, the other fields where every
+seed agrees.
 
     @dataclass(frozen=True)
     class Effect(Record):
@@ -46,6 +47,8 @@ ENDS_IF_ANY = {"ends_if_any": True}
 """Field metadata: write this `Interval` field's ends only when it has them (else its estimate alone)."""
 AS_COLUMNS = {"as_columns": True}
 """Field metadata: this mapping field (name -> value) writes each of its items as a column of its own."""
+AS_OBJECT = {"as_object": True}
+"""Field metadata: this nested `Record` field writes one column holding its own row (an object in the JSON)."""
 
 
 def metric() -> Any:
@@ -82,6 +85,8 @@ class Record:
                 if not (spec.metadata.get("ends_if_any") and value.low is None and value.high is None):
                     low, high = spec.metadata.get("ends", (f"{spec.name}_low", f"{spec.name}_high"))
                     row |= {low: value.low, high: value.high}
+            elif isinstance(value, Record) and spec.metadata.get("as_object"):
+                row[spec.name] = value.to_row()
             elif isinstance(value, Record):
                 row |= value.to_row()
             elif spec.metadata.get("as_columns"):
@@ -102,6 +107,8 @@ class Record:
             kind = kinds[spec.name]
             if kind is Interval:
                 values[spec.name] = _interval_from(row, spec.name, spec.metadata)
+            elif kind is not None and spec.metadata.get("as_object"):
+                values[spec.name] = None if row.get(spec.name) is None else kind.from_row(row[spec.name])
             elif kind is not None:
                 values[spec.name] = kind.from_row(row)
             elif spec.name in row:

@@ -54,9 +54,9 @@ def test_a_refit_forced_to_its_step_limit_marks_the_verdicts_it_feeds():
     assert "refit quadratic at layer 2 (seed 1): stopped on its step limit" in problems
     assert "refit diag_quadratic at layer 2 (seed 1): stopped on its step limit" in problems
     rows = adjust(model_rows([{"model": "zoo:x", "objective": "x", "measures": measures, "row": {}}]))
-    row = next(r for r in rows if r["claim"] == "quadratic_beats_diagonal")
-    assert row["verdict"] == "holds" and row["fit_problems"] == problems
-    assert FIT_MARK in row["text"] and "stopped on its step limit" in row["text"]
+    row = next(r for r in rows if r.claim == "quadratic_beats_diagonal")
+    assert row.verdict == "holds" and row.fit_problems == problems
+    assert FIT_MARK in row.text and "stopped on its step limit" in row.text
 
 
 def test_a_probe_no_better_than_the_baseline_is_marked_and_a_healthy_one_is_not():

@@ -19,6 +19,7 @@ from binding_lens.probes import ProbeData, ProbeTrainingConfig
 from binding_lens.reports import claims
 from binding_lens.reports.claim_measures import splits as claim_splits
 from binding_lens.reports.claim_measures.interventions import INTERVENTION_CLAIMS, OWN_HEAD_ONLY, intervention_measures
+from binding_lens.reports.claim_rows import after_holm
 from binding_lens.reports.claim_verdicts import adjust, model_rows
 from binding_lens.zoo import RECIPES, registry, train_zoo_model
 
@@ -101,7 +102,7 @@ def test_a_measure_the_data_do_not_take_leaves_its_claims_not_applicable():
     assert set(found) == segmentation  # the attention and own-head claims read other measures
     assert all(not m["applicable"] and ONE_CLASS in m["why"] for m in found.values())
     rows = adjust(model_rows([{"model": "zoo:x", "objective": "x", "measures": found, "row": {}}]))
-    assert {r["verdict_adjusted"] for r in rows} == {"not applicable"} and len(rows) == len(segmentation)
+    assert {after_holm(r).verdict_adjusted for r in rows} == {"not applicable"} and len(rows) == len(segmentation)
     assert intervention_measures([], skipped={"semantic_miou": ONE_CLASS}) == {}  # instance mIoU: not skipped
 
 
