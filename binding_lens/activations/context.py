@@ -112,8 +112,8 @@ STORED_CONTEXT = ("features", "look", "unit", "twin_key")
 
 
 def joined_context(parts: Sequence[StoredContext | None], n_slots: int) -> StoredContext | None:
-    """The context of shards read one after the other; None when one was stored without it (by a version
-    before extraction kept it): the caller reads the scenes again (`slot_context`)."""
+    """The context of shards read one after the other; None when one was stored without it (extracted without
+    `keep_context`, or by a version before it): the caller reads the scenes again (`slot_context`)."""
     present = [part for part in parts if part is not None]
     return StoredContext.cat(present, n_slots) if len(present) == len(parts) else None
 

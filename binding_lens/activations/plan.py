@@ -64,7 +64,9 @@ class ExtractionPlan:
 class ExtractConfig:
     """How `extract` and `extract_to_memory` run (their keywords, as one value). The first nine fields are
     the plan's: the manifest records them, and a store made with others is refused; `device`, `progress`,
-    `workers` and `writers` only say where and how the pipeline runs."""
+    `workers` and `writers` only say where and how the pipeline runs, and `keep_context` whether each slot's
+    context is kept too (what the network-free baselines know of it, `Shard.context`: a sweep asks for it; it
+    costs the loader workers a few milliseconds of CPU per image)."""
 
     dtype: torch.dtype = torch.float16
     patches_per_image: int | None = 64  # None: every patch token
@@ -79,6 +81,7 @@ class ExtractConfig:
     progress: bool = True
     workers: int | None = None  # None: `default_workers`
     writers: int | None = None  # shard writer threads; None: `writer.default_writers` (memory permitting)
+    keep_context: bool = False
 
 
 EXTRACT_OPTIONS = frozenset(f.name for f in fields(ExtractConfig))
@@ -173,6 +176,7 @@ def checked_plan(model: HookedModel, dataset: Scenes, layers: Sequence[int], con
         size,
         purity,
         seed,
+        config.keep_context,
     )
     return ExtractionPlan(
         layers,

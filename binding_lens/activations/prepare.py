@@ -1,9 +1,9 @@
 """The CPU side of extraction, run in DataLoader workers: scenes -> pixel batches, patch slots and labels.
 
 Each item of `BatchJobs` is one batch of one shard, prepared whole in a worker (scene decoding or
-rendering, resizing, normalizing, patch labels, patch sampling, and what the baselines know of each stored
-slot: `context.image_context`), so the main process only feeds the model and no later step reads the
-scenes again. An expected error in a worker (a bad image, a grid that differs) travels back as the exception
+rendering, resizing, normalizing, patch labels, patch sampling, and, when asked, what the baselines know of
+each stored slot: `context.image_context`), so the main process only feeds the model and no later step
+reads the scenes again. An expected error in a worker (a bad image, a grid that differs) travels back as the exception
 object itself and is raised again in the main process, so the user still gets its one line.
 """
 
@@ -100,6 +100,7 @@ class Preparation:
     size: int | tuple[int, int] | None
     purity: float | None
     seed: int
+    keep_context: bool = False  # also each kept slot's context (`context.image_context`)
 
 
 class BatchJobs(torch.utils.data.Dataset):
@@ -163,7 +164,8 @@ def _prepare(dataset: Scenes, images: range, how: Preparation, batch: PreparedBa
         if scene.hw[0] * hw[1] != scene.hw[1] * hw[0]:  # resized to another aspect: stretched or squashed
             batch.reshaped.append(image_index)
         rows.append((slots, instance, klass))
-        contexts.append(image_context(scene, slots, instance, grid, image_index))
+        if how.keep_context:
+            contexts.append(image_context(scene, slots, instance, grid, image_index))
         if hw != pending_hw:
             flush()
             pending_hw = hw
@@ -176,7 +178,7 @@ def _prepare(dataset: Scenes, images: range, how: Preparation, batch: PreparedBa
         )
 
     batch.slots, batch.instance, batch.klass = stacked(0), stacked(1), stacked(2)
-    batch.context = StoredContext.cat(contexts, n)
+    batch.context = StoredContext.cat(contexts, n) if how.keep_context else None
 
 
 def batch_jobs(shards: Sequence[int], n_images: int, shard_size: int, batch_size: int) -> list[tuple[int, range]]:

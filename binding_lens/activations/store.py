@@ -3,7 +3,8 @@
     out/manifest.json                  what was extracted and how (written with the first shard, checked on reuse)
     out/shards/shard-00000.safetensors acts.L{l} [image slot d_model], instance / klass / patch_index
                                        [image slot] int32 (-1 = empty slot), image_index [image] int64,
-                                       context.* what the baselines know of each slot (`StoredContext`)
+                                       context.* what the baselines know of each slot, when kept
+                                       (`ExtractConfig.keep_context`; `StoredContext`)
     out/shards/shard-00000.json        the shard's record: images, skips, byte size, sha256
 
 A shard counts as done only when its record exists and the bytes on disk hash to the record's
@@ -81,7 +82,7 @@ class Shard:
     klass: Int[Tensor, "image slot"]
     patch_index: Int[Tensor, "image slot"]
     image_index: Int[Tensor, " image"]
-    context: StoredContext | None = None  # None: stored by a version before extraction kept it
+    context: StoredContext | None = None  # None: not kept (`ExtractConfig.keep_context`)
 
 
 _SAFETENSORS_DTYPES = {

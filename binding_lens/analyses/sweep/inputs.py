@@ -101,8 +101,9 @@ def stored_relation(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) ->
 
 
 def stored_context(dataset: Sequence[Scene], plan: SweepPlan, stored: Shard) -> SlotContext:
-    """What the baselines and the pairing know of the stored slots: as extraction kept it, or, for a store
-    written before extraction kept it, read from the scenes again (`activations.context.slot_context`)."""
+    """What the baselines and the pairing know of the stored slots: as extraction kept it (the sweep asks for
+    it), or, for a store extracted without it (by hand, or by a version before it), read from the scenes again
+    (`activations.context.slot_context`)."""
     if stored.context is not None:
         return stored.context.slot_context(stored.patch_index)
     return _read_slots(slot_context, dataset, plan, stored)

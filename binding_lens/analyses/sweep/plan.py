@@ -125,7 +125,7 @@ def plan_sweep(model: HookedModel, dataset: Sequence[Scene], out: str | Path, co
         raise InputError(f"peak_by must be one of {', '.join(PEAK_RULES)}, got {config.peak_by!r}")
     training = config.training or ProbeTrainingConfig(seed=config.seed)
     pairing = _checked_pairing(config, dataset)
-    extract_kwargs = dict(config.extract_kwargs or {})
+    extract_kwargs = {"keep_context": True, **(config.extract_kwargs or {})}  # the baselines' context, kept once
     if config.relation == "same_object_across_views":
         extract_kwargs["size"] = _views_size(dataset, extract_kwargs.get("size"))
     training = replace(training, pairing=pairing)  # probes train on the pairs they are scored on

@@ -51,7 +51,9 @@ def test_the_store_keeps_each_slots_context_as_the_scenes_give_it(tmp_path):
     `slot_context` reads from the scenes, on disk and in memory."""
     model, data = HookedViT.from_pretrained(MODEL), _twin_mazes()
     options = {"patches_per_image": 5, "batch_size": 2, "shard_size": 3, "progress": False, "workers": 0}
-    stored = extract(model, data, [0], tmp_path, **options).load()
+    assert extract(model, data, [0], tmp_path / "plain", **options).load().context is None  # only when asked
+    options["keep_context"] = True
+    stored = extract(model, data, [0], tmp_path / "kept", **options).load()
     held, _ = extract_to_memory(model, data, [0], **options)
     read = slot_context(
         data,

@@ -51,8 +51,8 @@ def _same_store(a: Shard, b: Shard) -> None:
         torch.testing.assert_close(a.acts[layer], b.acts[layer], atol=0, rtol=0)
     for name in ("instance", "klass", "patch_index", "image_index"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
-    assert a.context is not None and b.context is not None
-    for name in STORED_CONTEXT:
+    assert (a.context is None) == (b.context is None)
+    for name in STORED_CONTEXT if a.context is not None and b.context is not None else ():
         assert torch.equal(getattr(a.context, name), getattr(b.context, name)), name
 
 
@@ -71,10 +71,12 @@ def test_loader_workers_give_the_store_the_main_process_gives(tmp_path):
             workers=workers,
             profile=profiles[workers],
             progress=False,
+            keep_context=True,
         )
         for workers in (0, 2)
     }
     _same_store(stores[0].load(), stores[2].load())
+    assert stores[2].load().context is not None  # the workers' contexts, as the main process makes them
     assert stores[2].load().image_index.tolist() == [0, 1, 3, 4, 6]
     assert (
         stores[0].skip_summary()
