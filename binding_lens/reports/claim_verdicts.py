@@ -145,12 +145,19 @@ def _row(claim: str, on: str, level: str, measure: Json, family: str | None, obj
         n=measure.get("n"),
         applicable=applicable,
         verdict=verdict(measure.get("low"), measure.get("high")) if applicable else "not applicable",
-        family=family if applicable and measure.get("p_value") is not None else None,
+        family=family if applicable and _tested(measure.get("p_value")) else None,
         text=measure_text(measure)
         + (f"; {FIT_MARK} fed by a fit that needs a look: {'; '.join(problems)}" if problems else ""),
         fit_problems=problems,
         objective=objective,
     )
+
+
+def _tested(p_value: float | None) -> bool:
+    """Whether a measure was tested: a p-value, not None and not NaN (a measure with nothing to measure on the
+    images drawn is NaN: its verdict is "cannot tell", outside every family, not a test Holm's step-down
+    could count)."""
+    return p_value is not None and not math.isnan(p_value)
 
 
 def model_rows(models: Sequence[Json]) -> list[ClaimVerdict]:
@@ -231,7 +238,7 @@ def _against_control(
         value=Interval(d.estimate, d.low, d.high),
         p_value=p,
         method=d.method,
-        family="against the control" if claim in CLAIMS else None,
+        family="against the control" if claim in CLAIMS and _tested(p) else None,
         verdict=verdict(d.low, d.high),
     )
 

@@ -4,6 +4,7 @@ needs is absent."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,6 +71,20 @@ def test_holm_runs_within_each_family_as_by_hand():
     floor = [r for r in rows if r.claim == "quadratic_beats_linear"][0]
     assert floor.family is None and floor.adjustment == Adjustment(None, floor.verdict, floor.adjustment.limit)
     assert floor.adjustment.limit is not None  # beside a null: what it could have found, at 5 %
+
+
+def test_a_measure_with_nothing_to_measure_is_cannot_tell_outside_its_family():
+    """A measure that is NaN on the images drawn (no flip pair among an ablation's test images) has a NaN
+    p-value: it cannot tell, in no family, and the family's other tests are adjusted among themselves."""
+    models = [_model("mae", s, p) for s, p in enumerate((0.001, 0.02))]
+    empty = {"value": math.nan, "low": math.nan, "high": math.nan, "p_value": math.nan, "applicable": True}
+    models[1]["measures"]["shuffle_hurts"] = empty
+    rows = adjust(model_rows(models))
+    nan_row = next(r for r in rows if r.claim == "shuffle_hurts" and r.on == "`zoo:mae@1`")
+    assert nan_row.family is None and nan_row.verdict == after_holm(nan_row).verdict_adjusted == "cannot tell"
+    tested = [r for r in rows if r.family == "models"]
+    assert len(tested) == 2 * 13 - 1
+    assert [after_holm(r).p_adjusted for r in tested] == pytest.approx(holm([r.p_value for r in tested]))
 
 
 def test_each_objective_is_set_against_the_untrained_control_paired_over_shared_seeds():
