@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -27,12 +28,18 @@ RUNS = {
     "sweep": "sweep --model zoo:grouping-maze --data matched --n-images 60 --layers 4-5 --max-steps 300 --out {out}",
     "demo": "demo --n-scenes 60 --intervention-scenes 8 --out {out}",
     "zoo-compare": "zoo compare --models zoo:mae,zoo:mae@1 --n-scenes 40 --max-steps 200 --out {out}",
-    "claims": "claims --models zoo:grouping-maze,zoo:random --n-scenes 40 --toy-scenes 8 --toy-train 16 "
-    "--ablation-images 8 --max-steps 200 --n-boot 50 --out {out}",
+    "claims": "claims --models zoo:grouping-maze,zoo:grouping-maze@1,zoo:random,zoo:random@1 --n-scenes 40 "
+    "--toy-scenes 6 --toy-train 16 --ablation-images 32 --head-seeds 2 --control-draws 3 --probe-seeds 2 "
+    "--n-boot 200 --max-steps 100 --out {out}",
 }
 """Each run's command line (`binding-lens ...`), small enough for a CPU: outputs to compare, not results."""
-VOLATILE = {"created", "seconds", "seconds_per_model", "memory_budget_bytes", "environment", "code", "out", "files"}
-"""Keys left out when two JSON documents are compared by value: when, where and how long, not what."""
+VOLATILE = {
+    *("created", "seconds", "seconds_per_model", "environment", "out", "files"),
+    *("code", "code_sha256", "package_version", "versions"),  # which code measured: it differs by design
+    *("store", "memory_budget_bytes"),  # where the activations were held, by the memory free at the time
+}
+"""Keys left out when two JSON documents are compared by value: when, where, how long and by which version,
+not what."""
 
 
 def run(code: Path | None, name: str, out: Path) -> None:
@@ -62,6 +69,8 @@ def first_difference(a: Any, b: Any, where: str = "") -> str:
         return ""
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := first_difference(x, y, f"{where}[{i}]"))), "")
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return ""
     return "" if a == b else f"{where or 'value'}: {str(a)[:60]} vs {str(b)[:60]}"
 
 
@@ -96,6 +105,7 @@ def main() -> int:
     parser.add_argument("--base", required=True, help="the git revision to compare with")
     parser.add_argument("--work", type=Path, required=True, help="a folder for the worktree and both runs' outputs")
     parser.add_argument("--runs", default=",".join(RUNS), help=f"comma list of {', '.join(RUNS)}")
+    parser.add_argument("--reuse", action="store_true", help="compare the outputs already there, running nothing")
     args = parser.parse_args()
     tree = args.work / "base-tree"
     if not tree.exists():
@@ -105,9 +115,9 @@ def main() -> int:
         outputs = {side: args.work / side / name for side in ("base", "head")}
         for side, out in outputs.items():
             out.parent.mkdir(parents=True, exist_ok=True)
-            if side == "head" and out.exists():  # the base's outputs are kept; this checkout's are new each time
+            if side == "head" and out.exists() and not args.reuse:  # the base's are kept; this checkout's made anew
                 shutil.rmtree(out)
-            if not out.exists():
+            if not out.exists() and not args.reuse:
                 run(tree if side == "base" else None, name, out)
         for line in compare(outputs["base"], outputs["head"]):
             differs += line.startswith(("differs", "only"))
