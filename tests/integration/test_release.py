@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from helpers.docs import ROOT, document_items, python_code
 pytestmark = pytest.mark.release
 
 DIST = ROOT / "dist"
-VERSION = "0.2.0"
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]  # what the build was asked for
 NAME = "binding_lens"  # the file names' form of the distribution `binding-lens`
 
 
