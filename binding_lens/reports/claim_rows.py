@@ -79,7 +79,7 @@ class OrderingVerdict(Record):
     applicable: bool = True
     adjustment: Adjustment | None = field(default=None, metadata=OPTIONAL)
 
-    value = None  # the ordering has no single number: the tests of a family read these as absent
+    value = None  # the ordering has no single number: the report's table reads these as absent
     p_value = None
 
 
