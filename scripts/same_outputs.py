@@ -1,13 +1,14 @@
 """Do two revisions of binding_lens write the same numbers? Runs a sweep, the demo, `zoo compare` and `claims`
-on two models with each revision's code, then compares every CSV and JSON file they wrote.
+(four zoo models: two objectives, two training seeds each, so objective rows and their comparison with the
+untrained control are written) with each revision's code, then compares every CSV, JSON and markdown file.
 
     python scripts/same_outputs.py --base 8591317 --work /tmp/same
 
 The base revision is checked out as a git worktree under `--work` and run with this environment's packages
 (its source first on PYTHONPATH); the current checkout is run as it is. A file is reported `same` (byte for
-byte), `same numbers` (equal once the fields that record time, memory or paths are left out: `VOLATILE`) or
-`differs` (with the first differing field). A refactoring that must not change behavior reports no `differs`;
-this is how the redesign of the package's upper floors was checked.
+byte), `same numbers` (equal once the fields that record when, where and by which code are left out,
+`VOLATILE`, and each run's own folder is written `<out>`) or `differs` (with the first differing field). A
+refactoring that must not change behavior reports no `differs`; this is how the 0.3.0 redesign was checked.
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ def run(code: Path | None, name: str, out: Path) -> None:
         subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, check=True, cwd=code or ROOT)
 
 
-def strip(document: Any) -> Any:
-    """`document` without its `VOLATILE` keys, at every depth."""
+def strip(document: Any, root: Path) -> Any:
+    """`document` without its `VOLATILE` keys, at every depth, and with the run's own folder `root` written
+    `<out>` in its strings (each side ran into a folder of its own)."""
     if isinstance(document, dict):
-        return {key: strip(value) for key, value in document.items() if key not in VOLATILE}
+        return {key: strip(value, root) for key, value in document.items() if key not in VOLATILE}
     if isinstance(document, list):
-        return [strip(value) for value in document]
-    return document
+        return [strip(value, root) for value in document]
+    return document.replace(str(root), "<out>") if isinstance(document, str) else document
 
 
 def first_difference(a: Any, b: Any, where: str = "") -> str:
@@ -75,17 +77,20 @@ def first_difference(a: Any, b: Any, where: str = "") -> str:
 
 
 def read(path: Path) -> Any:
-    """A JSON file's document, or a CSV file's rows as dicts (so columns compare by name, not place)."""
+    """A JSON file's document, a CSV file's rows as dicts (so columns compare by name, not place), or a
+    markdown file's lines."""
     if path.suffix == ".json":
         return json.loads(path.read_text())
+    if path.suffix == ".md":
+        return path.read_text().splitlines()
     with path.open(newline="") as handle:
         return list(csv.DictReader(handle))
 
 
 def compare(base: Path, head: Path) -> list[str]:
-    """One line per CSV / JSON file either run wrote."""
+    """One line per CSV, JSON or markdown file either run wrote."""
     names = sorted(
-        {p.relative_to(root) for root in (base, head) for p in root.rglob("*") if p.suffix in (".csv", ".json")}
+        {p.relative_to(root) for root in (base, head) for p in root.rglob("*") if p.suffix in (".csv", ".json", ".md")}
     )
     lines = []
     for name in names:
@@ -95,7 +100,7 @@ def compare(base: Path, head: Path) -> list[str]:
         elif a.read_bytes() == b.read_bytes():
             lines.append(f"same: {name}")
         else:
-            found = first_difference(strip(read(a)), strip(read(b)))
+            found = first_difference(strip(read(a), base), strip(read(b), head))
             lines.append(f"differs: {name} ({found})" if found else f"same numbers: {name}")
     return lines
 
