@@ -7,8 +7,10 @@ the pixel statistics of its patch (`data.appearance`), the dark structure and ed
 around it and the scene's own counts (`data.neighborhood`), and the look group of its instance. None of it
 passes through a network: it is what position, appearance and local pixel context alone know
 (`probes.baselines`). On twin mazes (`data.tiling`) it also gives each slot its unit (`TwinSlots`: which
-pairs the benchmark scores, `probes.pairing`). `scene_context` does the same for every patch of every scene,
-with no model and no store.
+pairs the benchmark scores, `probes.pairing`). Extraction asked to keep it (`keep_context`) calls it in its
+loader workers and stores it beside the labels (`StoredContext`, `Shard.context`); `slot_context` makes the
+same from the scenes again, for a store that does not hold it; `scene_context` does it for every patch of
+every scene, with no model and no store.
 """
 
 from __future__ import annotations
