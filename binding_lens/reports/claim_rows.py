@@ -14,7 +14,7 @@ from ..stats import Interval
 from ..stats.power import interval_limit
 from ..stats.record import AS_OBJECT, ENDS_AS_LOW_HIGH, OPTIONAL, Record
 
-T = TypeVar("T", "ClaimVerdict", "ControlTest", "OrderingVerdict")
+T = TypeVar("T", bound="ClaimVerdict | ControlTest | OrderingVerdict")
 
 
 @dataclass(frozen=True)
@@ -100,18 +100,13 @@ def after_holm(test: Test) -> Adjustment:
     return test.adjustment or Adjustment(None, test.verdict, None)
 
 
-def adjusted(test: T, p_adjusted: float | None, verdict_adjusted: str, limit: float | None) -> T:
-    """`test` with its adjustment."""
-    return replace(test, adjustment=Adjustment(p_adjusted, verdict_adjusted, limit))
-
-
-def unadjusted(test: T, alpha: float) -> T:
-    """`test` outside every family: its raw verdict stands, its limit at `alpha` (an adjustment it already has,
-    the ordering's, is kept)."""
-    if test.adjustment is not None:
-        return test
-    _, low, high = ends(test.value)
-    return adjusted(test, None, test.verdict, interval_limit(low, high, alpha=alpha))
+def settled(test: T, adjustment: Adjustment | None, alpha: float) -> T:
+    """`test` with the adjustment its Holm family gave, or, outside every family (None), its raw verdict
+    standing and its limit at `alpha`."""
+    if adjustment is None:
+        _, low, high = ends(test.value)
+        adjustment = Adjustment(None, test.verdict, interval_limit(low, high, alpha=alpha))
+    return replace(test, adjustment=adjustment)
 
 
 def ends(value: Interval | None) -> tuple[float | None, float | None, float | None]:

@@ -27,11 +27,10 @@ from .claim_rows import (
     OrderingVerdict,
     Test,
     Verdict,
-    adjusted,
     after_holm,
     ends,
+    settled,
     tests_of,
-    unadjusted,
 )
 
 CLAIMS: dict[str, str] = {
@@ -279,8 +278,7 @@ def _ordering_row(order: Sequence[str], values: dict[str, dict[Any, float]]) -> 
     else:
         text = "; ".join(parts)
         overall = "fails" if "fails" in verdicts else "holds" if all(v == "holds" for v in verdicts) else "cannot tell"
-    ordering = OrderingVerdict(on=" > ".join(order), text=text, verdict=overall)
-    return adjusted(ordering, None, overall, None)  # an intersection-union test: adjusted as it stands
+    return OrderingVerdict(on=" > ".join(order), text=text, verdict=overall)  # in no family: its verdict stands
 
 
 def adjust(rows: Sequence[Verdict]) -> list[Verdict]:
@@ -301,12 +299,9 @@ def adjust(rows: Sequence[Verdict]) -> list[Verdict]:
 
 def _adjusted(row: Verdict, own: Adjustment | None, control: Adjustment | None) -> Verdict:
     """`row` (and its control) with the adjustment its family gave, or its raw verdict outside every family."""
-    if isinstance(row, OrderingVerdict):  # in no family
-        return unadjusted(row, ALPHA)
-    row = replace(row, adjustment=own) if own is not None else unadjusted(row, ALPHA)
-    if row.vs_control is not None:
-        test = row.vs_control
-        row = replace(row, vs_control=replace(test, adjustment=control) if control else unadjusted(test, ALPHA))
+    row = settled(row, own, ALPHA)
+    if isinstance(row, ClaimVerdict) and row.vs_control is not None:
+        row = replace(row, vs_control=settled(row.vs_control, control, ALPHA))
     return row
 
 
